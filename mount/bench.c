@@ -1,0 +1,344 @@
+/* bench.c: benchmark harness: warm-up, iterations, median and spread, table and JSON. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "cli.h"
+
+#define BENCH_DEFAULT_WARMUP 5
+#define BENCH_DEFAULT_ITERS 200
+#define BENCH_DEFAULT_SECONDS 3.0
+
+struct bench_timer {
+	uint64_t start;
+	uint64_t elapsed;
+	bool used;
+};
+
+struct bench_result {
+	char *name;
+	double median, p10, p90, min, max; /* ns, or value for notes */
+	unsigned n;
+	uint64_t bytes_per_iter;
+	char *floor;
+	char *unit; /* NULL for latencies */
+};
+
+struct bench {
+	const char *filter;
+	const char *json_path;
+	bool quick;
+	struct bench_result *res;
+	size_t nres, cap;
+	int failures;
+};
+
+/* Groups: each area adds one line. */
+static const struct bench_group groups[] = {
+	{ NULL, NULL },
+};
+
+uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void bench_timer_start(struct bench_timer *t)
+{
+	t->used = true;
+	t->start = bench_now_ns();
+}
+
+void bench_timer_stop(struct bench_timer *t)
+{
+	t->elapsed += bench_now_ns() - t->start;
+}
+
+bool bench_selected(const struct bench *b, const char *name)
+{
+	return !b->filter || strstr(name, b->filter) != NULL;
+}
+
+bool bench_quick(const struct bench *b)
+{
+	return b->quick;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double quantile(const double *v, unsigned n, double q)
+{
+	double pos = q * (n - 1);
+	unsigned lo = (unsigned)pos;
+	double frac = pos - lo;
+
+	if (lo + 1 >= n)
+		return v[n - 1];
+	return v[lo] + frac * (v[lo + 1] - v[lo]);
+}
+
+static void fmt_time(char *buf, size_t len, double ns)
+{
+	if (ns < 1e3)
+		snprintf(buf, len, "%.0f ns", ns);
+	else if (ns < 1e6)
+		snprintf(buf, len, "%.2f us", ns / 1e3);
+	else if (ns < 1e9)
+		snprintf(buf, len, "%.2f ms", ns / 1e6);
+	else
+		snprintf(buf, len, "%.2f s", ns / 1e9);
+}
+
+static struct bench_result *find_result(struct bench *b, const char *name)
+{
+	for (size_t i = 0; i < b->nres; i++)
+		if (strcmp(b->res[i].name, name) == 0)
+			return &b->res[i];
+	return NULL;
+}
+
+static struct bench_result *add_result(struct bench *b)
+{
+	if (b->nres == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 64;
+		struct bench_result *r = realloc(b->res, cap * sizeof(*r));
+		if (!r)
+			return NULL;
+		b->res = r;
+		b->cap = cap;
+	}
+	struct bench_result *r = &b->res[b->nres++];
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+static void print_result(struct bench *b, const struct bench_result *r)
+{
+	char med[32], p10[32], p90[32], fl[48] = "";
+
+	if (r->unit) {
+		printf("%-58s %14.3f %s\n", r->name, r->median, r->unit);
+		fflush(stdout);
+		return;
+	}
+	fmt_time(med, sizeof(med), r->median);
+	fmt_time(p10, sizeof(p10), r->p10);
+	fmt_time(p90, sizeof(p90), r->p90);
+	if (r->floor) {
+		const struct bench_result *f = find_result(b, r->floor);
+		if (f && f->median > 0) {
+			char ft[32];
+			fmt_time(ft, sizeof(ft), f->median);
+			snprintf(fl, sizeof(fl), "%s  %6.2fx", ft, r->median / f->median);
+		}
+	}
+	printf("%-58s %11s %11s %11s %6u  %s", r->name, med, p10, p90, r->n, fl);
+	if (r->bytes_per_iter && r->median > 0)
+		printf("  %.2f GB/s", (double)r->bytes_per_iter / r->median);
+	printf("\n");
+	fflush(stdout);
+}
+
+int bench_run(struct bench *b, const struct bench_case *c)
+{
+	unsigned warmup = c->warmup ? c->warmup : BENCH_DEFAULT_WARMUP;
+	unsigned iters = c->iters ? c->iters : BENCH_DEFAULT_ITERS;
+	double max_s = c->max_seconds > 0 ? c->max_seconds : BENCH_DEFAULT_SECONDS;
+	void *state = NULL;
+	double *samples;
+	unsigned n = 0;
+	uint64_t spent = 0;
+	int rc = 0;
+
+	if (!bench_selected(b, c->name))
+		return 0;
+	if (b->quick) {
+		iters = iters > 20 ? 20 : iters;
+		warmup = warmup > 2 ? 2 : warmup;
+		max_s /= 4;
+	}
+	samples = calloc(iters, sizeof(*samples));
+	if (!samples)
+		return -ENOMEM;
+	if (c->setup && (rc = c->setup(&state, c->arg)) < 0) {
+		fprintf(stderr, "bench: %s: setup failed: %s\n", c->name, strerror(-rc));
+		goto out;
+	}
+	for (unsigned i = 0; i < warmup + iters; i++) {
+		struct bench_timer t = { 0 };
+		uint64_t t0 = bench_now_ns();
+		rc = c->iter(state, &t);
+		uint64_t t1 = bench_now_ns();
+		if (rc < 0) {
+			fprintf(stderr, "bench: %s: iteration %u failed: %s\n", c->name, i, strerror(-rc));
+			goto out_teardown;
+		}
+		if (i < warmup)
+			continue;
+		uint64_t el = t.used ? t.elapsed : t1 - t0;
+		samples[n++] = (double)el;
+		spent += el;
+		if (n >= 5 && spent > (uint64_t)(max_s * 1e9))
+			break;
+	}
+	qsort(samples, n, sizeof(*samples), cmp_double);
+	struct bench_result *r = add_result(b);
+	if (!r) {
+		rc = -ENOMEM;
+		goto out_teardown;
+	}
+	r->name = strdup(c->name);
+	r->floor = c->floor ? strdup(c->floor) : NULL;
+	r->n = n;
+	r->median = quantile(samples, n, 0.5);
+	r->p10 = quantile(samples, n, 0.1);
+	r->p90 = quantile(samples, n, 0.9);
+	r->min = samples[0];
+	r->max = samples[n - 1];
+	r->bytes_per_iter = c->bytes_per_iter;
+	print_result(b, r);
+out_teardown:
+	if (c->teardown)
+		c->teardown(state);
+out:
+	if (rc < 0)
+		b->failures++;
+	free(samples);
+	return rc;
+}
+
+void bench_note(struct bench *b, const char *name, double value, const char *unit)
+{
+	struct bench_result *r;
+
+	if (!bench_selected(b, name) || !(r = add_result(b)))
+		return;
+	r->name = strdup(name);
+	r->unit = strdup(unit);
+	r->median = r->p10 = r->p90 = r->min = r->max = value;
+	r->n = 1;
+	print_result(b, r);
+}
+
+static int write_json(struct bench *b)
+{
+	json_t *root = json_object(), *arr = json_array();
+
+	if (!root || !arr) {
+		json_decref(root);
+		json_decref(arr);
+		return -ENOMEM;
+	}
+	json_object_set_new(root, "version", json_integer(1));
+	json_object_set_new(root, "time", json_integer((json_int_t)time(NULL)));
+	json_object_set_new(root, "quick", json_boolean(b->quick));
+	for (size_t i = 0; i < b->nres; i++) {
+		const struct bench_result *r = &b->res[i];
+		json_t *o = json_object();
+
+		json_object_set_new(o, "name", json_string(r->name));
+		if (r->unit) {
+			json_object_set_new(o, "value", json_real(r->median));
+			json_object_set_new(o, "unit", json_string(r->unit));
+		} else {
+			json_object_set_new(o, "median_ns", json_real(r->median));
+			json_object_set_new(o, "p10_ns", json_real(r->p10));
+			json_object_set_new(o, "p90_ns", json_real(r->p90));
+			json_object_set_new(o, "min_ns", json_real(r->min));
+			json_object_set_new(o, "max_ns", json_real(r->max));
+			json_object_set_new(o, "iterations", json_integer(r->n));
+			if (r->bytes_per_iter)
+				json_object_set_new(o, "bytes_per_iter", json_integer((json_int_t)r->bytes_per_iter));
+			const struct bench_result *f = r->floor ? find_result(b, r->floor) : NULL;
+			if (f && f->median > 0) {
+				json_object_set_new(o, "floor", json_string(f->name));
+				json_object_set_new(o, "floor_ratio", json_real(r->median / f->median));
+			}
+		}
+		json_array_append_new(arr, o);
+	}
+	json_object_set_new(root, "results", arr);
+	int rc = json_dump_file(root, b->json_path, JSON_INDENT(1) | JSON_SORT_KEYS);
+	json_decref(root);
+	return rc == 0 ? 0 : -EIO;
+}
+
+static void bench_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata bench [--filter TEXT] [--quick] [--json FILE] [--list]\n"
+		"\n"
+		"Runs strata's benchmarks side by side in one process and prints, for each,\n"
+		"the median, p10 and p90 of its iterations, the iteration count and, where\n"
+		"one applies, this machine's floor measured in the same run with the ratio.\n"
+		"\n"
+		"  --filter TEXT  run only cases whose name contains TEXT\n"
+		"  --quick        fewer iterations and sizes (a smoke run)\n"
+		"  --json FILE    where to write results (default: bench-results.json)\n"
+		"  --list         list the benchmark groups\n");
+}
+
+int cmd_bench(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "filter", required_argument, NULL, 'f' },
+		{ "quick", no_argument, NULL, 'q' },
+		{ "json", required_argument, NULL, 'j' },
+		{ "list", no_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct bench b = { .json_path = "bench-results.json" };
+	int c;
+
+	while ((c = getopt_long(argc, argv, "f:qj:lh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'f': b.filter = optarg; break;
+		case 'q': b.quick = true; break;
+		case 'j': b.json_path = optarg; break;
+		case 'l':
+			for (size_t i = 0; groups[i].name; i++)
+				printf("%s\n", groups[i].name);
+			return CLI_OK;
+		case 'h': bench_usage(stdout); return CLI_OK;
+		default: bench_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (optind != argc) {
+		cli_err(cli, "bench: unexpected argument '%s'", argv[optind]);
+		return CLI_USAGE;
+	}
+	printf("%-58s %11s %11s %11s %6s  %s\n", "benchmark", "median", "p10", "p90", "n", "floor  ratio");
+	for (size_t i = 0; groups[i].name; i++)
+		groups[i].run(&b);
+	int rc = write_json(&b);
+	if (rc < 0)
+		cli_err(cli, "bench: cannot write %s: %s", b.json_path, strerror(-rc));
+	else
+		printf("results written to %s\n", b.json_path);
+	for (size_t i = 0; i < b.nres; i++) {
+		free(b.res[i].name);
+		free(b.res[i].floor);
+		free(b.res[i].unit);
+	}
+	free(b.res);
+	if (b.failures) {
+		cli_err(cli, "bench: %d case(s) failed", b.failures);
+		return CLI_FAIL;
+	}
+	return rc < 0 ? CLI_FAIL : CLI_OK;
+}

@@ -1,0 +1,56 @@
+/* bench.h: the benchmark harness every area adds its cases to (`strata bench`). */
+#ifndef STRATA_MOUNT_BENCH_H
+#define STRATA_MOUNT_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct bench;        /* one run of `strata bench`: options and collected results */
+struct bench_timer;  /* per-iteration timer handed to a case */
+
+/*
+ * A timed case. setup() builds state once (untimed), iter() runs one
+ * iteration, teardown() frees the state. By default the whole iter() call is
+ * timed; a case that must exclude work (e.g. a restore before the timed call)
+ * brackets the timed part with bench_timer_start()/bench_timer_stop(), which
+ * may be called once per iteration.
+ */
+struct bench_case {
+	const char *name;        /* "guest_calls/call/default" */
+	const char *floor;       /* name of an earlier result to print beside this one, or NULL */
+	int (*setup)(void **state, const void *arg);
+	int (*iter)(void *state, struct bench_timer *t);
+	void (*teardown)(void *state);
+	const void *arg;
+	unsigned warmup;         /* untimed iterations first (0: harness default) */
+	unsigned iters;          /* timed iterations wanted (0: harness default) */
+	double max_seconds;      /* stop early after this much timed work (0: default) */
+	uint64_t bytes_per_iter; /* >0: also report throughput */
+};
+
+/* Run one case, record and print its result. Returns 0, or the first error
+ * from setup/iter (reported, the run continues with the next case). */
+int bench_run(struct bench *b, const struct bench_case *c);
+
+/* Record a figure that is not a latency (bytes added, PSS per sandbox, a
+ * ratio): printed in the table and written to the JSON file. */
+void bench_note(struct bench *b, const char *name, double value, const char *unit);
+
+/* True if the case name passes the user's --filter (so a group can skip
+ * expensive setup for cases that will not run). */
+bool bench_selected(const struct bench *b, const char *name);
+/* True under --quick: fewer iterations, smaller sizes where a group offers them. */
+bool bench_quick(const struct bench *b);
+
+void bench_timer_start(struct bench_timer *t);
+void bench_timer_stop(struct bench_timer *t);
+/* Monotonic nanoseconds, for cases that time things themselves. */
+uint64_t bench_now_ns(void);
+
+/* A group of cases, registered in bench.c's table. */
+struct bench_group {
+	const char *name;   /* "floor", "store", "vmm", "snapshots", "fs", ... */
+	void (*run)(struct bench *b);
+};
+
+#endif

@@ -1,0 +1,50 @@
+/* cli.h: shared declarations of the `strata` command's subcommands. */
+#ifndef STRATA_MOUNT_CLI_H
+#define STRATA_MOUNT_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* Exit statuses (docs/cli.md). */
+enum {
+	CLI_OK = 0,
+	CLI_FAIL = 1,      /* the operation failed; the message says why */
+	CLI_USAGE = 2,     /* bad command line */
+	CLI_NOTFOUND = 3,  /* a named snapshot, tag, blob or file does not exist */
+	CLI_CORRUPT = 4,   /* verify/fsck found corruption */
+	CLI_GUEST = 5,     /* the guest faulted, aborted, timed out or was killed */
+};
+
+/* What every subcommand gets: the global options, already parsed. */
+struct cli {
+	const char *prog;   /* "strata" */
+	const char *store;  /* --store, $STRATA_STORE or the default location */
+	bool store_given;   /* the user named the store explicitly */
+	int verbose;        /* -v count */
+};
+
+/* A subcommand: argv[0] is the subcommand's name; returns an exit status. */
+struct cli_cmd {
+	const char *name;
+	int (*run)(struct cli *cli, int argc, char **argv);
+	const char *summary;  /* one line for `strata --help` */
+};
+
+/* Report an error once, as "strata: <message>" on stderr. */
+void cli_err(const struct cli *cli, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Informational line on stderr when -v was given. */
+void cli_info(const struct cli *cli, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* True if argv has -h or --help before any "--". */
+bool cli_wants_help(int argc, char **argv);
+/* Parse a size such as 4096, 64K, 8M, 1G; false on junk or overflow. */
+bool cli_parse_size(const char *s, unsigned long long *out);
+/* Parse an unsigned integer (decimal or 0x hex); false on junk or overflow. */
+bool cli_parse_u64(const char *s, unsigned long long *out);
+
+/* Subcommands, one file per group. Each owner adds its own lines here
+ * and in the table in main.c. */
+int cmd_bench(struct cli *cli, int argc, char **argv);        /* bench.c */
+
+#endif

@@ -1,0 +1,185 @@
+/* main.c: the `strata` command: global options and subcommand dispatch. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct cli_cmd commands[] = {
+	/* store and snapshots */
+	/* sandboxes */
+	/* filesystem */
+	/* measurement */
+	{ "bench", cmd_bench, "run benchmarks; print a table and write JSON" },
+};
+
+void cli_err(const struct cli *cli, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", cli ? cli->prog : "strata");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void cli_info(const struct cli *cli, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!cli || cli->verbose == 0)
+		return;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+bool cli_wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			return false;
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+			return true;
+	}
+	return false;
+}
+
+bool cli_parse_u64(const char *s, unsigned long long *out)
+{
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool cli_parse_size(const char *s, unsigned long long *out)
+{
+	char *end;
+	unsigned shift = 0;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return false;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	default: return false;
+	}
+	if (*end == 'i' && shift)
+		end++;
+	if (*end == 'B' && shift)
+		end++;
+	if (*end)
+		return false;
+	if (shift && v > (ULLONG_MAX >> shift))
+		return false;
+	*out = v << shift;
+	return true;
+}
+
+static const char *default_store(void)
+{
+	static char buf[PATH_MAX];
+	const char *env = getenv("STRATA_STORE");
+	const char *xdg = getenv("XDG_DATA_HOME");
+	const char *home = getenv("HOME");
+
+	if (env && *env)
+		return env;
+	if (xdg && *xdg && snprintf(buf, sizeof(buf), "%s/strata", xdg) < (int)sizeof(buf))
+		return buf;
+	if (home && *home && snprintf(buf, sizeof(buf), "%s/.local/share/strata", home) < (int)sizeof(buf))
+		return buf;
+	return "/var/lib/strata";
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] [-v] COMMAND [ARGS...]\n"
+		"\n"
+		"Micro-VM sandboxes on KVM whose memory snapshots are files.\n"
+		"\n"
+		"Options:\n"
+		"  -s, --store DIR   the store to use (default: $STRATA_STORE,\n"
+		"                    else $XDG_DATA_HOME/strata, else ~/.local/share/strata)\n"
+		"  -v, --verbose     say more about what is done\n"
+		"  -h, --help        this help; `strata COMMAND --help` for a command\n"
+		"\n"
+		"Commands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\nExit status: 0 ok, 1 failed, 2 usage, 3 not found, 4 corruption, 5 guest error.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "store", required_argument, NULL, 's' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	struct cli cli = { .prog = "strata" };
+	int c;
+
+	cli.store = default_store();
+	/* '+' stops at the first non-option: the subcommand parses the rest. */
+	while ((c = getopt_long(argc, argv, "+s:vhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (!*optarg) {
+				cli_err(&cli, "--store needs a directory");
+				return CLI_USAGE;
+			}
+			cli.store = optarg;
+			cli.store_given = true;
+			break;
+		case 'v':
+			cli.verbose++;
+			break;
+		case 'h':
+			usage(stdout);
+			return CLI_OK;
+		case 'V':
+			printf("strata %s\n", STRATA_VERSION);
+			return CLI_OK;
+		default:
+			usage(stderr);
+			return CLI_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return CLI_USAGE;
+	}
+	int sub = optind;
+	const char *name = argv[sub];
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(commands[i].name, name) == 0) {
+			optind = 0; /* glibc: fully re-initialise getopt for the subcommand */
+			return commands[i].run(&cli, argc - sub, &argv[sub]);
+		}
+	}
+	cli_err(&cli, "unknown command '%s' (try 'strata --help')", name);
+	return CLI_USAGE;
+}
