@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""count.py: count every test case (TAP lines) across meson builds; print 'N passed, N failed'."""
+import json
+import os
+import re
+import sys
+
+passed = failed = skipped = 0
+failures = []
+for build in sys.argv[1:]:
+    log = os.path.join(build, "meson-logs", "testlog.json")
+    if not os.path.exists(log):
+        failed += 1
+        failures.append(f"{build}: no test log (build or setup failed)")
+        continue
+    with open(log) as f:
+        for line in f:
+            t = json.loads(line)
+            bad_lines = 0
+            for out in (t.get("stdout") or "").splitlines():
+                if re.match(r"^ok\b", out):
+                    if re.search(r"#\s*SKIP", out, re.I):
+                        skipped += 1
+                    else:
+                        passed += 1
+                elif re.match(r"^not ok\b", out):
+                    if re.search(r"#\s*TODO", out, re.I):
+                        skipped += 1
+                    else:
+                        failed += 1
+                        bad_lines += 1
+                        failures.append(f"{build}: {t['name']}: {out.strip()}")
+            if t.get("result") not in ("OK", "SKIP", "EXPECTEDFAIL") and bad_lines == 0:
+                failed += 1
+                failures.append(f"{build}: {t['name']}: {t.get('result')} (exit {t.get('returncode')})")
+
+for f in failures:
+    print("FAILED", f)
+line = f"{passed} passed, {failed} failed"
+if skipped:
+    line += f", {skipped} skipped"
+print(line)
+sys.exit(1 if failed or passed == 0 else 0)
