@@ -1,0 +1,238 @@
+/* index.h: the store's LMDB index: snapshots, tags, blob refcounts, lineage, gc and fsck. */
+#ifndef STRATA_INDEX_INDEX_H
+#define STRATA_INDEX_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+/*
+ * One LMDB environment at STORE/index/ with the named databases
+ *   blobs     id(16) -> { size u64le, refs u64le }  refs = snapshots naming it
+ *   snapshots id(16) -> canonical manifest JSON     id = XXH3-128 of the value
+ *   tags      name   -> id(16)
+ *   children  parent id(16) -> child id(16)         (dupsort)
+ *   meta      "version" u32le, "uuid" 16 bytes, "generation" u64le
+ * (docs/formats.md, "index records"). Every change is one short write
+ * transaction and bumps the generation, so a reader (the FUSE daemon) can
+ * tell its caches are stale by comparing ix_generation() values.
+ *
+ * Several processes may use one store at once (LMDB's multi-process model):
+ * the map grows on demand and every process follows, stale reader slots are
+ * cleared at open. Within a process one struct ix may be shared by threads;
+ * do not start a write operation on a thread that holds an open ix_txn.
+ * Never use a struct ix across fork(): open a new one in the child.
+ */
+
+#define IX_FORMAT_VERSION 1
+
+/* Errors: -errno or one of these (range -1100..-1199); ix_strerror() covers
+ * both and the store's codes (it falls back to st_strerror). A write on an
+ * index opened read-only (or on a read-only filesystem) -> ST_EREADONLY. */
+enum {
+	IX_ENOTFOUND = -1100,  /* no such snapshot, tag or record */
+	IX_EEXIST = -1101,     /* the tag already names another snapshot */
+	IX_EMISSING = -1102,   /* a referenced blob file is missing or has the wrong size */
+	IX_EVERSION = -1103,   /* the index was written by an unknown format version */
+	IX_ECORRUPT = -1104,   /* an index record is damaged or LMDB reports corruption */
+	IX_EBUSY = -1105,      /* too many readers / resources busy */
+	IX_ELMDB = -1106,      /* any other LMDB failure */
+	IX_EUUID = -1107,      /* the index belongs to another store */
+};
+
+const char *ix_strerror(int err);
+
+struct ix;      /* an open index (opaque) */
+struct ix_txn;  /* a read transaction: a consistent view until ix_txn_end */
+
+/* ix_open options; NULL means the defaults. */
+struct ix_opts {
+	unsigned flags;        /* IX_OPEN_* */
+	uint64_t map_initial;  /* initial map size in bytes (0: default 64 MiB) */
+};
+enum {
+	IX_OPEN_RDONLY = 1u << 0,  /* read-only (also chosen if the store is read-only) */
+	IX_OPEN_NOSYNC = 1u << 1,  /* commits survive kill -9 but not power loss */
+};
+
+/*
+ * Open (creating on first use) the index of an open store. The store must
+ * outlive the index. Sync follows the store's policy (ST_SYNC_NONE ->
+ * no fsync at commit) unless IX_OPEN_NOSYNC forces it off.
+ * Errors: IX_EVERSION, IX_EUUID, IX_ECORRUPT, -EACCES/-EROFS, -ENOSPC, -ENOMEM.
+ */
+int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out);
+/* Close; accepts NULL. All of this index's read txns must have ended. */
+void ix_close(struct ix *ix);
+/* The store this index belongs to. */
+struct st_store *ix_store(const struct ix *ix);
+/* The store's uuid (16 bytes), fixed when the index was created. */
+void ix_uuid(const struct ix *ix, uint8_t uuid[16]);
+
+/* Begin a read transaction (a snapshot of the index); end it with ix_txn_end. */
+int ix_txn_begin(struct ix *ix, struct ix_txn **out);
+/* End a read transaction; accepts NULL. Pointers it returned become invalid. */
+void ix_txn_end(struct ix_txn *t);
+
+/* The change counter: bumped by every committed change. */
+int ix_generation(struct ix *ix, uint64_t *out);
+int ix_txn_generation(struct ix_txn *t, uint64_t *out);
+
+/* ---- snapshots ---- */
+
+enum {
+	IX_TAG_FORCE = 1u << 0,  /* move the tag if it names another snapshot */
+};
+
+/*
+ * Publish a snapshot in one write transaction: its layer blobs must already
+ * be durable in the store (checked inside the transaction: each file exists
+ * with the size the manifest says, else IX_EMISSING); each layer's refcount
+ * grows by one, the parent's children list gains it, the generation is
+ * bumped and, if tag is not NULL, the tag is set (IX_EEXIST if it names
+ * another snapshot and flags lacks IX_TAG_FORCE; then nothing is committed).
+ * Committing a snapshot that already exists only sets the tag (idempotent).
+ * The manifest is validated and stored in canonical form; *out_id (may be
+ * NULL) gets its id. Errors also: ST_EFORMAT/ST_ELAYOUT, ST_EBADNAME.
+ */
+int ix_snap_commit(struct ix *ix, const struct st_manifest *m, const char *tag,
+		   unsigned flags, st_id *out_id);
+
+/* True if the snapshot exists in t's view. */
+bool ix_snap_has(struct ix_txn *t, const st_id *id);
+/* Parse a snapshot's manifest; the caller frees it with st_manifest_free. */
+int ix_snap_get(struct ix_txn *t, const st_id *id, struct st_manifest **out);
+/* The stored canonical manifest bytes (no trailing newline); valid until
+ * the txn ends. manifest.json on disk is these bytes plus "\n". */
+int ix_snap_get_raw(struct ix_txn *t, const st_id *id, const void **buf, size_t *len);
+
+/* What `strata ls` shows about a snapshot. */
+struct ix_snap_info {
+	st_id id;
+	bool has_parent;
+	st_id parent;
+	uint64_t mem_size;      /* guest memory size in bytes */
+	int64_t created;        /* unix ns */
+	uint32_t nlayers;
+	uint64_t stored_bytes;  /* sum of its layers' sizes */
+	uint64_t unique_bytes;  /* bytes of layers no other snapshot uses (freed by rm + gc) */
+	uint64_t manifest_len;  /* canonical manifest length (manifest.json is one more) */
+};
+int ix_snap_info(struct ix_txn *t, const st_id *id, struct ix_snap_info *out);
+
+/*
+ * Delete a snapshot and every tag naming it, in one write transaction:
+ * layer refcounts drop by one (blob files stay until ix_gc), it leaves its
+ * parent's children list. Its own children keep working: every manifest
+ * lists all the layers it needs. IX_ENOTFOUND if absent.
+ */
+int ix_snap_del(struct ix *ix, const st_id *id);
+
+/* Call cb for every snapshot id (sorted); a non-zero return stops and is returned. */
+int ix_snap_foreach(struct ix_txn *t, int (*cb)(const st_id *id, void *ctx), void *ctx);
+/* Call cb for every child of parent (sorted). */
+int ix_children_foreach(struct ix_txn *t, const st_id *parent,
+			int (*cb)(const st_id *child, void *ctx), void *ctx);
+
+/* ---- tags ---- */
+
+/* Look up a tag. IX_ENOTFOUND, ST_EBADNAME. */
+int ix_tag_get(struct ix_txn *t, const char *name, st_id *out);
+/* Point a tag at an existing snapshot (IX_ENOTFOUND if it does not exist;
+ * IX_EEXIST if the tag names another one and flags lacks IX_TAG_FORCE). */
+int ix_tag_set(struct ix *ix, const char *name, const st_id *id, unsigned flags);
+enum {
+	IX_TAG_PRUNE = 1u << 1,  /* ix_tag_del: also delete the snapshot if no other tag names it */
+};
+/* Remove a tag (IX_ENOTFOUND). With IX_TAG_PRUNE the snapshot goes too
+ * when no other tag names it (what `strata rm NAME` and `rm -r` on a mount do);
+ * *pruned (may be NULL) says whether it did. */
+int ix_tag_del(struct ix *ix, const char *name, unsigned flags, bool *pruned);
+/* Rename a tag atomically (IX_ENOTFOUND; IX_EEXIST unless IX_TAG_FORCE). */
+int ix_tag_rename(struct ix *ix, const char *from, const char *to, unsigned flags);
+/* Call cb for every tag in name order. */
+int ix_tag_foreach(struct ix_txn *t, int (*cb)(const char *name, const st_id *id, void *ctx),
+		   void *ctx);
+/* Resolve "32-hex id of an existing snapshot" or "tag name" to a snapshot id.
+ * An id wins over a tag spelled the same. IX_ENOTFOUND, ST_EBADNAME. */
+int ix_resolve(struct ix_txn *t, const char *ref, st_id *out);
+
+/* ---- snapshot directories ---- */
+
+struct ix_import_stats {
+	uint32_t layers;         /* layers in the manifest */
+	uint32_t layers_added;   /* layers that were not in the store */
+	uint64_t bytes_read;     /* layer bytes hashed */
+	uint64_t bytes_added;    /* bytes newly stored */
+	bool existed;            /* the snapshot was already in the store */
+};
+/*
+ * Import a snapshot directory (DIR/manifest.json + DIR/layers/<id>): the
+ * manifest is parsed and validated, every layer is present with the size the
+ * manifest says and is re-hashed against its name while it is stored
+ * (existing blobs are not stored twice), then one transaction commits it
+ * (and tag). On any failure nothing becomes visible and the blobs this call
+ * added are removed again. Importing the same directory twice is a no-op
+ * (it may still move the tag). why (may be NULL, 256 bytes) gets the store's
+ * explanation for ST_EFORMAT. stats may be NULL.
+ */
+int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flags,
+		  st_id *out_id, struct ix_import_stats *stats, char *why, size_t whylen);
+/* Export a snapshot (tag or id) as a snapshot directory at dir, which must
+ * not exist yet (written in a temp dir beside it, then renamed). */
+int ix_export(struct ix *ix, const char *ref, const char *dir);
+
+/* ---- garbage collection and checks ---- */
+
+struct ix_gc_stats {
+	uint64_t blobs_removed, bytes_removed;
+	uint64_t blobs_young;     /* unreferenced but inside the grace period: kept */
+	uint64_t records_removed; /* blob records of refcount 0 dropped */
+	uint64_t tmp_removed;     /* stale staging files removed */
+};
+/*
+ * Remove blob files no snapshot references and whose mtime is older than
+ * grace_s seconds (so blobs an import is still staging survive), and staging
+ * files older than grace_s. Each check-and-unlink runs inside a write
+ * transaction, so it serialises with commits. stats may be NULL.
+ */
+int ix_gc(struct ix *ix, unsigned grace_s, struct ix_gc_stats *stats);
+
+enum ix_problem_kind {
+	IX_PROBLEM_MISSING,      /* a referenced blob file does not exist */
+	IX_PROBLEM_SIZE,         /* a blob file's size differs from its record */
+	IX_PROBLEM_CORRUPT,      /* a blob's bytes do not hash to its name */
+	IX_PROBLEM_REFCOUNT,     /* a blob record's refcount differs from the snapshots */
+	IX_PROBLEM_SNAPSHOT,     /* a snapshot record is unreadable or not named by its hash */
+	IX_PROBLEM_TAG,          /* a tag names a snapshot that does not exist */
+	IX_PROBLEM_CHILDREN,     /* the children lists disagree with the parents */
+	IX_PROBLEM_ORPHAN,       /* a blob file no snapshot references (not an error: gc reclaims it) */
+};
+struct ix_problem {
+	enum ix_problem_kind kind;
+	bool error;          /* false for orphans: the store is still consistent */
+	st_id id;            /* the blob or snapshot concerned */
+	const char *tag;     /* IX_PROBLEM_TAG: the tag name */
+	const char *detail;  /* plain words, e.g. "refcount 2, referenced by 1 snapshot" */
+};
+struct ix_fsck_stats {
+	uint64_t snapshots, blobs, blob_files, bytes_hashed;
+	uint64_t errors, orphans;
+};
+enum {
+	IX_FSCK_HASH = 1u << 0,  /* re-hash every blob file (finds IX_PROBLEM_CORRUPT) */
+};
+/*
+ * Check the index against the blob files: every record is readable, every
+ * referenced blob exists with its size (and hash, with IX_FSCK_HASH),
+ * refcounts and children lists match the snapshots, tags name snapshots, and
+ * list orphan blob files. cb (may be NULL) sees each problem; returns the
+ * number of errors (>= 0) or a negative error code. stats may be NULL.
+ */
+int ix_fsck(struct ix *ix, unsigned flags,
+	    int (*cb)(const struct ix_problem *p, void *ctx), void *ctx,
+	    struct ix_fsck_stats *stats);
+
+#endif
