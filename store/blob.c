@@ -1,0 +1,451 @@
+/* blob.c: content-addressed blob files: streaming put with atomic publish, open, verify, delete, walk. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store/store_int.h"
+
+#define PUT_FD_CHUNK (1u << 20)
+
+struct st_blob_writer {
+	struct st_store *s;
+	struct st_hasher *h;
+	int fd;
+	int err;           /* first failure of write(); commit then fails with it */
+	uint64_t size;
+	char tmpname[64];
+};
+
+/* "ab/<32 hex>" relative to STORE/blobs. */
+static void blob_relpath(const st_id *id, char out[ST_ID_HEX_LEN + 4])
+{
+	char hex[ST_ID_HEX_LEN + 1];
+
+	st_id_format(id, hex);
+	out[0] = hex[0];
+	out[1] = hex[1];
+	out[2] = '/';
+	memcpy(out + 3, hex, ST_ID_HEX_LEN + 1);
+}
+
+int st_blob_writer_new(struct st_store *s, struct st_blob_writer **out)
+{
+	static _Atomic unsigned counter;
+	struct st_blob_writer *w;
+	int rc;
+
+	if (s->flags & ST_OPEN_RDONLY)
+		return ST_EREADONLY;
+	w = st_sys_calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->s = s;
+	w->fd = -1;
+	if ((rc = st_hasher_new(&w->h)) < 0)
+		goto out_free;
+	/* pid + counter is unique among live writers; O_EXCL guards against a
+	 * leftover from a crashed process that had the same pid. */
+	for (int tries = 0; tries < 16; tries++) {
+		snprintf(w->tmpname, sizeof(w->tmpname), "blob.%ld.%u", (long)getpid(), atomic_fetch_add(&counter, 1));
+		w->fd = st_sys_openat(s->tmp_fd, w->tmpname, O_WRONLY | O_CREAT | O_EXCL, 0600);
+		if (w->fd != -EEXIST)
+			break;
+	}
+	if (w->fd < 0) {
+		rc = st_write_err(w->fd);
+		goto out_free;
+	}
+	*out = w;
+	return 0;
+out_free:
+	st_hasher_free(w->h);
+	free(w);
+	return rc;
+}
+
+int st_blob_writer_write(struct st_blob_writer *w, const void *buf, size_t len)
+{
+	int rc;
+
+	if (w->err)
+		return w->err;
+	if (len == 0)
+		return 0;
+	rc = st_sys_write_all(w->fd, buf, len);
+	if (rc < 0) {
+		w->err = st_write_err(rc);
+		return w->err;
+	}
+	st_hasher_update(w->h, buf, len);
+	w->size += len;
+	return 0;
+}
+
+uint64_t st_blob_writer_size(const struct st_blob_writer *w)
+{
+	return w->size;
+}
+
+/* Drop the temp file and the writer. */
+static void writer_discard(struct st_blob_writer *w)
+{
+	if (w->fd >= 0)
+		st_sys_close(w->fd);
+	st_sys_unlinkat(w->s->tmp_fd, w->tmpname, 0);
+	st_hasher_free(w->h);
+	free(w);
+}
+
+void st_blob_writer_abort(struct st_blob_writer *w)
+{
+	if (w)
+		writer_discard(w);
+}
+
+/* Create STORE/blobs/ab if missing (durable per policy before anything is
+ * linked into it). */
+static int fanout_create(struct st_store *s, const char *rel)
+{
+	char dir[3] = { rel[0], rel[1], '\0' };
+	int rc = st_sys_mkdirat(s->blobs_fd, dir, 0755);
+
+	if (rc < 0 && rc != -EEXIST)
+		return rc;
+	if (rc == 0 && s->sync == ST_SYNC_FULL)
+		return st_dir_fsync(s->blobs_fd, ".");
+	return 0;
+}
+
+/* Move the finished temp file to its blob name without replacing an
+ * existing one. Returns 1 if the name already existed (dedup), 0 if
+ * published. */
+static int publish(struct st_store *s, const char *tmpname, const char *rel)
+{
+	int rc;
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		rc = st_sys_renameat_noreplace(s->tmp_fd, tmpname, s->blobs_fd, rel);
+		if (rc == -EINVAL || rc == -ENOSYS) {
+			/* Filesystem without RENAME_NOREPLACE: link is atomic and
+			 * also refuses to replace. */
+			rc = st_sys_linkat(s->tmp_fd, tmpname, s->blobs_fd, rel, 0);
+			if (rc == 0)
+				st_sys_unlinkat(s->tmp_fd, tmpname, 0);
+		}
+		if (rc == -EEXIST)
+			return 1;
+		if (rc != -ENOENT || attempt)
+			return rc;
+		if ((rc = fanout_create(s, rel)) < 0)
+			return rc;
+	}
+	return rc;
+}
+
+int st_blob_writer_commit(struct st_blob_writer *w, const st_id *expect, st_id *id_out, bool *dedup_out)
+{
+	struct st_store *s = w->s;
+	char rel[ST_ID_HEX_LEN + 4], dir[3];
+	struct stat st;
+	st_id id;
+	int rc;
+
+	if (w->err) {
+		rc = w->err;
+		goto out_discard;
+	}
+	st_hasher_final(w->h, &id);
+	if (expect && !st_id_equal(expect, &id)) {
+		rc = ST_ECORRUPT;
+		goto out_discard;
+	}
+	blob_relpath(&id, rel);
+	/* Dedup before paying for fsync. */
+	rc = st_sys_fstatat(s->blobs_fd, rel, &st, AT_SYMLINK_NOFOLLOW);
+	if (rc == 0)
+		goto out_dedup;
+	if (rc != -ENOENT)
+		goto out_discard;
+	if (s->sync == ST_SYNC_FULL && (rc = st_sys_fsync(w->fd)) < 0)
+		goto out_discard;
+	if ((rc = st_sys_fchmod(w->fd, 0444)) < 0)
+		goto out_discard;
+	rc = st_sys_close(w->fd);
+	w->fd = -1;
+	if (rc < 0)
+		goto out_discard;
+	rc = publish(s, w->tmpname, rel);
+	if (rc == 1)
+		goto out_dedup;
+	if (rc < 0)
+		goto out_discard;
+	/* Published. The directory fsync makes the name durable; if it fails
+	 * the blob is visible but may not survive power loss, so report it:
+	 * the caller must not reference it from a durable index. */
+	if (s->sync == ST_SYNC_FULL) {
+		dir[0] = rel[0];
+		dir[1] = rel[1];
+		dir[2] = '\0';
+		if ((rc = st_dir_fsync(s->blobs_fd, dir)) < 0) {
+			st_hasher_free(w->h);
+			free(w);
+			return rc;
+		}
+	}
+	st_hasher_free(w->h);
+	free(w);
+	if (id_out)
+		*id_out = id;
+	if (dedup_out)
+		*dedup_out = false;
+	return 0;
+out_dedup:
+	writer_discard(w);
+	if (id_out)
+		*id_out = id;
+	if (dedup_out)
+		*dedup_out = true;
+	return 0;
+out_discard:
+	writer_discard(w);
+	return st_write_err(rc);
+}
+
+int st_blob_put(struct st_store *s, const void *buf, size_t len, st_id *id, bool *dedup)
+{
+	struct st_blob_writer *w;
+	int rc = st_blob_writer_new(s, &w);
+
+	if (rc < 0)
+		return rc;
+	if ((rc = st_blob_writer_write(w, buf, len)) < 0) {
+		st_blob_writer_abort(w);
+		return rc;
+	}
+	return st_blob_writer_commit(w, NULL, id, dedup);
+}
+
+int st_blob_put_fd(struct st_store *s, int fd, const st_id *expect, st_id *id, bool *dedup)
+{
+	struct st_blob_writer *w;
+	char *buf;
+	int rc;
+
+	buf = st_sys_malloc(PUT_FD_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	if ((rc = st_blob_writer_new(s, &w)) < 0)
+		goto out_free;
+	for (;;) {
+		ssize_t n = st_sys_read(fd, buf, PUT_FD_CHUNK);
+		if (n < 0) {
+			rc = (int)n;
+			st_blob_writer_abort(w);
+			goto out_free;
+		}
+		if (n == 0)
+			break;
+		if ((rc = st_blob_writer_write(w, buf, (size_t)n)) < 0) {
+			st_blob_writer_abort(w);
+			goto out_free;
+		}
+	}
+	rc = st_blob_writer_commit(w, expect, id, dedup);
+out_free:
+	free(buf);
+	return rc;
+}
+
+int st_blob_open(struct st_store *s, const st_id *id, int *fd_out)
+{
+	char rel[ST_ID_HEX_LEN + 4];
+	int fd;
+
+	blob_relpath(id, rel);
+	fd = st_sys_openat(s->blobs_fd, rel, O_RDONLY | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return fd;
+	*fd_out = fd;
+	return 0;
+}
+
+bool st_blob_has(struct st_store *s, const st_id *id)
+{
+	char rel[ST_ID_HEX_LEN + 4];
+	struct stat st;
+
+	blob_relpath(id, rel);
+	return st_sys_fstatat(s->blobs_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+int st_blob_size(struct st_store *s, const st_id *id, uint64_t *size)
+{
+	char rel[ST_ID_HEX_LEN + 4];
+	struct stat st;
+	int rc;
+
+	blob_relpath(id, rel);
+	if ((rc = st_sys_fstatat(s->blobs_fd, rel, &st, AT_SYMLINK_NOFOLLOW)) < 0)
+		return rc;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+int st_blob_path(const struct st_store *s, const st_id *id, char *buf, size_t len)
+{
+	char rel[ST_ID_HEX_LEN + 4];
+	int n;
+
+	blob_relpath(id, rel);
+	n = snprintf(buf, len, "%s/blobs/%s", s->path, rel);
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int st_blob_del(struct st_store *s, const st_id *id)
+{
+	char rel[ST_ID_HEX_LEN + 4];
+	int rc;
+
+	if (s->flags & ST_OPEN_RDONLY)
+		return ST_EREADONLY;
+	blob_relpath(id, rel);
+	if ((rc = st_sys_unlinkat(s->blobs_fd, rel, 0)) < 0)
+		return st_write_err(rc);
+	if (s->sync == ST_SYNC_FULL) {
+		rel[2] = '\0';
+		return st_dir_fsync(s->blobs_fd, rel);
+	}
+	return 0;
+}
+
+int st_hash_fd(int fd, st_id *id, uint64_t *size)
+{
+	struct stat st;
+	void *p;
+	int rc, err = 0;
+
+	if ((rc = st_sys_fstat(fd, &st)) < 0)
+		return rc;
+	if (st.st_size == 0) {
+		st_id_hash("", 0, id);
+		*size = 0;
+		return 0;
+	}
+	p = st_sys_mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0, &err);
+	if (!p)
+		return err;
+	madvise(p, (size_t)st.st_size, MADV_SEQUENTIAL);
+	st_id_hash(p, (size_t)st.st_size, id);
+	st_sys_munmap(p, (size_t)st.st_size);
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+int st_blob_verify(struct st_store *s, const st_id *id)
+{
+	st_id got;
+	uint64_t size;
+	int fd, rc;
+
+	if ((rc = st_blob_open(s, id, &fd)) < 0)
+		return rc;
+	rc = st_hash_fd(fd, &got, &size);
+	st_sys_close(fd);
+	if (rc < 0)
+		return rc;
+	return st_id_equal(&got, id) ? 0 : ST_ECORRUPT;
+}
+
+static bool is_hex2(const char *name)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	return name[0] && name[1] && !name[2] && strchr(hex, name[0]) && strchr(hex, name[1]);
+}
+
+int st_blob_foreach(struct st_store *s, st_blob_cb cb, void *ctx)
+{
+	DIR *top, *sub;
+	struct dirent *e, *f;
+	int rc;
+
+	if ((rc = st_sys_opendirat(s->blobs_fd, ".", &top)) < 0)
+		return rc;
+	while ((e = readdir(top))) {
+		if (!is_hex2(e->d_name))
+			continue;
+		if ((rc = st_sys_opendirat(s->blobs_fd, e->d_name, &sub)) < 0) {
+			if (rc == -ENOENT || rc == -ENOTDIR)
+				continue;
+			goto out_close_top;
+		}
+		while ((f = readdir(sub))) {
+			struct stat st;
+			st_id id;
+
+			if (st_id_parse(f->d_name, &id) < 0 || memcmp(f->d_name, e->d_name, 2) != 0)
+				continue;
+			if (st_sys_fstatat(dirfd(sub), f->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+				continue; /* deleted meanwhile, or not a file */
+			rc = cb(&id, (uint64_t)st.st_size,
+				(int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec, ctx);
+			if (rc) {
+				closedir(sub);
+				goto out_close_top;
+			}
+		}
+		closedir(sub);
+	}
+	rc = 0;
+out_close_top:
+	closedir(top);
+	return rc;
+}
+
+int st_tmp_sweep(struct st_store *s, unsigned older_than_s, unsigned *removed)
+{
+	struct timespec now;
+	struct dirent *e;
+	unsigned n = 0;
+	DIR *d;
+	int rc;
+
+	if (s->flags & ST_OPEN_RDONLY)
+		return ST_EREADONLY;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if ((rc = st_sys_opendirat(s->tmp_fd, ".", &d)) < 0)
+		return rc;
+	while ((e = readdir(d))) {
+		struct stat st;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (st_sys_fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (now.tv_sec - st.st_mtim.tv_sec < (time_t)older_than_s)
+			continue;
+		/* Directories here are staging dirs of an interrupted export/import. */
+		if (S_ISDIR(st.st_mode))
+			rc = st_rm_tree(dirfd(d), e->d_name);
+		else
+			rc = st_sys_unlinkat(dirfd(d), e->d_name, 0);
+		if (rc == 0)
+			n++;
+		else if (rc != -ENOENT) {
+			closedir(d);
+			return st_write_err(rc);
+		}
+	}
+	closedir(d);
+	if (removed)
+		*removed = n;
+	return 0;
+}

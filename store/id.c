@@ -1,0 +1,156 @@
+/* id.c: blob and snapshot ids (XXH3-128, canonical big-endian), streaming hashing and the name rule. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "store/store.h"
+#include "store/store_int.h"
+
+_Static_assert(sizeof(st_id) == sizeof(XXH128_canonical_t), "st_id is a canonical XXH128");
+
+void st_id_hash(const void *buf, size_t len, st_id *out)
+{
+	XXH128_canonical_t c;
+
+	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, len));
+	memcpy(out->b, c.digest, sizeof(out->b));
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1; /* uppercase is rejected: one id, one spelling */
+}
+
+int st_id_parse_n(const char *hex, size_t len, st_id *out)
+{
+	st_id id;
+
+	if (!hex || len != ST_ID_HEX_LEN)
+		return ST_EBADID;
+	for (size_t i = 0; i < sizeof(id.b); i++) {
+		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return ST_EBADID;
+		id.b[i] = (uint8_t)(hi << 4 | lo);
+	}
+	*out = id;
+	return 0;
+}
+
+int st_id_parse(const char *hex, st_id *out)
+{
+	if (!hex)
+		return ST_EBADID;
+	return st_id_parse_n(hex, strnlen(hex, ST_ID_HEX_LEN + 1), out);
+}
+
+void st_id_format(const st_id *id, char out[ST_ID_HEX_LEN + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < sizeof(id->b); i++) {
+		out[2 * i] = digits[id->b[i] >> 4];
+		out[2 * i + 1] = digits[id->b[i] & 15];
+	}
+	out[ST_ID_HEX_LEN] = '\0';
+}
+
+bool st_id_equal(const st_id *a, const st_id *b)
+{
+	return memcmp(a->b, b->b, sizeof(a->b)) == 0;
+}
+
+int st_id_cmp(const st_id *a, const st_id *b)
+{
+	return memcmp(a->b, b->b, sizeof(a->b));
+}
+
+struct st_hasher {
+	XXH3_state_t *state;
+};
+
+int st_hasher_new(struct st_hasher **out)
+{
+	struct st_hasher *h = st_sys_malloc(sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	h->state = XXH3_createState();
+	if (!h->state) {
+		free(h);
+		return -ENOMEM;
+	}
+	XXH3_128bits_reset(h->state);
+	*out = h;
+	return 0;
+}
+
+void st_hasher_reset(struct st_hasher *h)
+{
+	XXH3_128bits_reset(h->state);
+}
+
+void st_hasher_update(struct st_hasher *h, const void *buf, size_t len)
+{
+	XXH3_128bits_update(h->state, buf, len);
+}
+
+void st_hasher_final(const struct st_hasher *h, st_id *out)
+{
+	XXH128_canonical_t c;
+
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h->state));
+	memcpy(out->b, c.digest, sizeof(out->b));
+}
+
+void st_hasher_free(struct st_hasher *h)
+{
+	if (!h)
+		return;
+	XXH3_freeState(h->state);
+	free(h);
+}
+
+bool st_name_valid(const char *name)
+{
+	size_t n;
+
+	if (!name || !name[0])
+		return false;
+	char c = name[0];
+	if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+		return false;
+	for (n = 1; name[n]; n++) {
+		c = name[n];
+		if (n >= ST_NAME_MAX)
+			return false;
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+		      c == '.' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+const char *st_strerror(int err)
+{
+	switch (err) {
+	case ST_ECORRUPT: return "content does not match its id (corrupt blob or layer)";
+	case ST_EFORMAT: return "malformed manifest or store file";
+	case ST_EVERSION: return "unknown format version";
+	case ST_ELAYOUT: return "invalid snapshot layout (ranges or layer sizes)";
+	case ST_ENOTSTORE: return "not a strata store";
+	case ST_EBADNAME: return "invalid name (allowed: [A-Za-z0-9_][A-Za-z0-9._-]{0,127})";
+	case ST_EBADID: return "invalid id (expected 32 lowercase hex characters)";
+	case ST_EREADONLY: return "store is read-only";
+	default:
+		break;
+	}
+	if (err < 0 && err > -4096)
+		return strerror(-err);
+	return "unknown error";
+}

@@ -1,0 +1,349 @@
+/* store.h: strata's content-addressed blob store, ids, manifests and snapshot directories. */
+#ifndef STRATA_STORE_STORE_H
+#define STRATA_STORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/*
+ * Conventions (docs/formats.md describes the bytes on disk):
+ * - Every function that can fail returns int: >= 0 on success, -errno or one
+ *   of the ST_E* codes below on failure; st_strerror() names both.
+ * - Out-parameters are written only on success.
+ * - Functions taking `char *why, size_t whylen` write a one-line reason for
+ *   ST_EFORMAT / ST_EVERSION / ST_ELAYOUT / ST_ECORRUPT failures there (why may
+ *   be NULL). The reason never contains a newline.
+ * - Nothing here prints, logs or exits.
+ */
+
+#define ST_PAGE_SIZE 4096u
+#define ST_MANIFEST_VERSION 1u  /* manifest.json "version" this code writes and reads */
+#define ST_STORE_VERSION 1u     /* STORE/format version this code writes and reads */
+#define ST_ID_HEX_LEN 32        /* an id's text form, without the terminating NUL */
+#define ST_NAME_MAX 128         /* longest tag / label key */
+#define ST_WHY_LEN 256          /* a good size for why buffers */
+
+/* Error codes (store range -1000..-1099). */
+enum {
+	ST_ECORRUPT = -1000,  /* bytes do not hash to their name / size is wrong */
+	ST_EFORMAT = -1001,   /* malformed manifest or store file (why says where) */
+	ST_EVERSION = -1002,  /* unknown manifest or store format version */
+	ST_ELAYOUT = -1003,   /* ranges out of bounds, overlapping, unsorted; layer too short */
+	ST_ENOTSTORE = -1004, /* directory is not a strata store */
+	ST_EBADNAME = -1005,  /* tag or label name breaks the name rule */
+	ST_EBADID = -1006,    /* text is not a 32-char lowercase hex id */
+	ST_EREADONLY = -1007, /* store opened read-only, or its filesystem refuses writes */
+};
+
+/* Message for an st_ error code or a -errno value. Never NULL, static storage. */
+const char *st_strerror(int err);
+
+/* ------------------------------------------------------------------ ids */
+
+/* A blob or snapshot id: XXH3-128 in canonical big-endian byte order. */
+typedef struct {
+	uint8_t b[16];
+} st_id;
+
+/* Hash len bytes of buf into *out. Never fails. */
+void st_id_hash(const void *buf, size_t len, st_id *out);
+
+/* Parse exactly 32 lowercase hex chars (NUL-terminated) into *out.
+ * Anything else (uppercase, short, long, non-hex) -> ST_EBADID. */
+int st_id_parse(const char *hex, st_id *out);
+
+/* Parse exactly 32 lowercase hex chars from a buffer that need not be
+ * NUL-terminated (len must be 32). -> ST_EBADID. */
+int st_id_parse_n(const char *hex, size_t len, st_id *out);
+
+/* Write the 32-char lowercase hex form and a NUL into out. */
+void st_id_format(const st_id *id, char out[ST_ID_HEX_LEN + 1]);
+
+bool st_id_equal(const st_id *a, const st_id *b);
+/* memcmp order, for sorting and binary search. */
+int st_id_cmp(const st_id *a, const st_id *b);
+
+/* Streaming XXH3-128 (same result as st_id_hash over the concatenation). */
+struct st_hasher;
+/* Allocate a hasher in its initial state. -ENOMEM. */
+int st_hasher_new(struct st_hasher **out);
+/* Return to the initial state. */
+void st_hasher_reset(struct st_hasher *h);
+void st_hasher_update(struct st_hasher *h, const void *buf, size_t len);
+/* Digest of everything so far; the hasher may keep being updated. */
+void st_hasher_final(const struct st_hasher *h, st_id *out);
+/* Accepts NULL. */
+void st_hasher_free(struct st_hasher *h);
+
+/* Tag and label-key rule: [A-Za-z0-9_][A-Za-z0-9._-]{0,127}. Rejects "/",
+ * "..", leading "." or "-", empty and over-long names. */
+bool st_name_valid(const char *name);
+
+/* ---------------------------------------------------------------- store */
+
+struct st_store; /* an open store (opaque) */
+
+/*
+ * Sync policy (docs/sync.md has what survives what, and the measured cost):
+ * - ST_SYNC_FULL: a put fsyncs the blob file before publishing it and the
+ *   blob directory after; survives kill -9 and power loss once it returns.
+ * - ST_SYNC_NONE: no fsync; a returned put survives kill -9 (the page cache
+ *   holds it) but not power loss.
+ * ST_SYNC_DEFAULT means "whatever the store's config says" (st_store_init
+ * records FULL unless told otherwise).
+ */
+enum st_sync {
+	ST_SYNC_DEFAULT = 0,
+	ST_SYNC_FULL = 1,
+	ST_SYNC_NONE = 2,
+};
+
+/* Name of a policy ("full", "none"), and parse one. -EINVAL on junk. */
+const char *st_sync_name(enum st_sync sync);
+int st_sync_parse(const char *name, enum st_sync *out);
+
+struct st_store_opts {
+	enum st_sync sync; /* policy recorded in STORE/format (DEFAULT -> FULL) */
+};
+
+/*
+ * Create a store at dir (created if missing, parents must exist): the
+ * STORE/format file, blobs/, tmp/. Idempotent: an existing store is left as
+ * is (its recorded sync policy is not changed). A non-empty directory that is
+ * not a store -> ST_ENOTSTORE. A newer store format -> ST_EVERSION.
+ * opts may be NULL.
+ */
+int st_store_init(const char *dir, const struct st_store_opts *opts);
+
+enum {
+	ST_OPEN_RDONLY = 1u << 0, /* never write; writes return ST_EREADONLY */
+};
+
+/*
+ * Open an existing store. dir may be relative; st_store_path returns the
+ * absolute form. Not a store -> ST_ENOTSTORE; unknown version -> ST_EVERSION;
+ * bad format file -> ST_EFORMAT. Opening read-write a store the process
+ * cannot write (read-only fs, permissions) succeeds, but every write then
+ * fails with ST_EREADONLY. The handle may be used from several threads for
+ * reads and puts at once.
+ */
+int st_store_open(const char *dir, unsigned flags, struct st_store **out);
+/* Accepts NULL. */
+void st_store_close(struct st_store *s);
+/* Override the sync policy for this handle only (DEFAULT: back to config). */
+void st_store_set_sync(struct st_store *s, enum st_sync sync);
+/* Effective policy of this handle (never DEFAULT). */
+enum st_sync st_store_sync(const struct st_store *s);
+/* Absolute path of the store directory. Lives as long as the handle. */
+const char *st_store_path(const struct st_store *s);
+/* O_PATH|O_DIRECTORY fd of the store directory, owned by the handle. */
+int st_store_dirfd(const struct st_store *s);
+/* True if opened with ST_OPEN_RDONLY. */
+bool st_store_rdonly(const struct st_store *s);
+
+/* ---------------------------------------------------------------- blobs */
+
+/*
+ * Streaming put. new() creates a temp file in STORE/tmp/; write() appends
+ * and hashes; commit() finishes:
+ *   - if expect is non-NULL and the hash differs: ST_ECORRUPT, nothing kept;
+ *   - if a blob with this id exists: dedup (*dedup = true), bytes dropped;
+ *   - else fsync per policy, chmod 0444, link into blobs/ab/<id>, fsync the
+ *     directory per policy, remove the temp name.
+ * commit() and abort() always free the writer (also on failure); after any
+ * failed write() the only valid calls are abort() or commit() (which then
+ * fails). No failure leaves a partial blob published; temp files are
+ * removed on every path except a crash (st_tmp_sweep removes those).
+ * id and dedup may be NULL.
+ */
+struct st_blob_writer;
+int st_blob_writer_new(struct st_store *s, struct st_blob_writer **out);
+int st_blob_writer_write(struct st_blob_writer *w, const void *buf, size_t len);
+/* Bytes written so far. */
+uint64_t st_blob_writer_size(const struct st_blob_writer *w);
+int st_blob_writer_commit(struct st_blob_writer *w, const st_id *expect, st_id *id, bool *dedup);
+/* Accepts NULL. */
+void st_blob_writer_abort(struct st_blob_writer *w);
+
+/* One-shot put of a buffer (same rules as the writer). id/dedup may be NULL. */
+int st_blob_put(struct st_store *s, const void *buf, size_t len, st_id *id, bool *dedup);
+/* Put everything read from fd (from its current offset to EOF). expect may be
+ * NULL; a mismatch -> ST_ECORRUPT and nothing is kept. */
+int st_blob_put_fd(struct st_store *s, int fd, const st_id *expect, st_id *id, bool *dedup);
+
+/* Open a blob O_RDONLY|O_CLOEXEC; the caller closes *fd. Absent -> -ENOENT. */
+int st_blob_open(struct st_store *s, const st_id *id, int *fd);
+/* True if the blob file exists (does not verify it). */
+bool st_blob_has(struct st_store *s, const st_id *id);
+/* Size in bytes. Absent -> -ENOENT. */
+int st_blob_size(struct st_store *s, const st_id *id, uint64_t *size);
+/* Absolute path "STORE/blobs/ab/<id>" into buf (for mapping directly).
+ * -ENAMETOOLONG if it does not fit. Does not check existence. */
+int st_blob_path(const struct st_store *s, const st_id *id, char *buf, size_t len);
+/* Unlink the blob file (durable per policy). Absent -> -ENOENT. The caller
+ * (index/gc) is responsible for knowing nothing references it. */
+int st_blob_del(struct st_store *s, const st_id *id);
+/* Re-hash the blob: 0 if it hashes to its name, ST_ECORRUPT if not,
+ * -ENOENT if absent. */
+int st_blob_verify(struct st_store *s, const st_id *id);
+
+/* Called for each blob file with a well-formed name. Return 0 to go on,
+ * anything else stops the walk and is returned by st_blob_foreach. */
+typedef int (*st_blob_cb)(const st_id *id, uint64_t size, int64_t mtime_ns, void *ctx);
+int st_blob_foreach(struct st_store *s, st_blob_cb cb, void *ctx);
+
+/* Remove files in STORE/tmp/ last modified more than older_than_s seconds
+ * ago (crash leftovers). *removed (may be NULL) gets the count. */
+int st_tmp_sweep(struct st_store *s, unsigned older_than_s, unsigned *removed);
+
+/* ------------------------------------------------------------- manifests */
+
+/* Limits the parser enforces (docs/formats.md). */
+#define ST_MANIFEST_MAX_MEM (1ull << 40)      /* 1 TiB of guest memory */
+#define ST_MANIFEST_MAX_LAYERS 65536u
+#define ST_MANIFEST_MAX_LABELS 256u
+#define ST_MANIFEST_MAX_LABEL_VALUE 4096u
+#define ST_MANIFEST_MAX_OBJECT (1u << 20)     /* guest / vcpu JSON text */
+#define ST_MANIFEST_MAX_BYTES (64u << 20)     /* a whole manifest.json */
+
+/* A layer the snapshot uses: a blob of `pages` whole pages. */
+struct st_layer_ref {
+	st_id id;
+	uint64_t pages;
+};
+
+/* Guest pages [gpage, gpage + npages) are layer `layer`'s pages
+ * [lpage, lpage + npages). Pages in no range read as zero. */
+struct st_range {
+	uint64_t gpage;
+	uint64_t npages;
+	uint32_t layer; /* index into st_manifest.layers */
+	uint64_t lpage;
+};
+
+struct st_label {
+	char *key;   /* st_name_valid */
+	char *value; /* UTF-8, at most ST_MANIFEST_MAX_LABEL_VALUE bytes */
+};
+
+/*
+ * A snapshot manifest. The struct is a public data carrier: the VMM fills
+ * one (every pointer from malloc, or NULL), st_manifest_free releases it.
+ * Valid means: ranges sorted by gpage, disjoint, inside mem_size, each inside
+ * its layer, every layer used by a range, no layer listed twice, labels
+ * sorted by key without duplicates (st_manifest_validate checks all this).
+ */
+struct st_manifest {
+	uint32_t version;         /* ST_MANIFEST_VERSION */
+	uint64_t mem_size;        /* bytes, a multiple of ST_PAGE_SIZE, <= ST_MANIFEST_MAX_MEM */
+	uint32_t nlayers;
+	struct st_layer_ref *layers;
+	uint64_t nranges;
+	struct st_range *ranges;
+	bool has_parent;
+	st_id parent;
+	int64_t created;          /* unix time, nanoseconds */
+	uint32_t abi_version;     /* guest ABI version (0: none / not a VMM snapshot) */
+	char *guest;              /* JSON object text (entry points...) or NULL */
+	char *vcpu;               /* JSON object text, opaque to the store, or NULL */
+	size_t nlabels;
+	struct st_label *labels;
+};
+
+/* Allocate an empty manifest (version set, everything else zero). */
+int st_manifest_new(struct st_manifest **out);
+/* Free m and everything it points to. Accepts NULL. */
+void st_manifest_free(struct st_manifest *m);
+/* Deep copy. */
+int st_manifest_dup(const struct st_manifest *m, struct st_manifest **out);
+
+/* Check every rule above. -> ST_ELAYOUT / ST_EFORMAT / ST_EVERSION / ST_EBADNAME. */
+int st_manifest_validate(const struct st_manifest *m, char *why, size_t whylen);
+
+/*
+ * Parse manifest JSON strictly (docs/formats.md): truncated or malformed JSON,
+ * duplicate or unknown keys, wrong types, negative or oversized numbers ->
+ * ST_EFORMAT; a version other than ST_MANIFEST_VERSION -> ST_EVERSION;
+ * layout errors -> ST_ELAYOUT; bad label key -> ST_EBADNAME. The result is
+ * validated. guest / vcpu are kept as their canonical JSON text.
+ */
+int st_manifest_parse(const char *json, size_t len, struct st_manifest **out, char *why, size_t whylen);
+
+/*
+ * Canonical encoding: compact JSON, keys sorted, no trailing newline. m must
+ * be valid (validated first). *json is malloc'd and NUL-terminated; *len
+ * excludes the NUL. manifest.json on disk is this plus "\n".
+ */
+int st_manifest_encode(const struct st_manifest *m, char **json, size_t *len, char *why, size_t whylen);
+
+/* Snapshot id: XXH3-128 of the canonical encoding (validates m). */
+int st_manifest_id(const struct st_manifest *m, st_id *id, char *why, size_t whylen);
+
+/* Sum of pages of every layer (bytes = pages * ST_PAGE_SIZE). */
+uint64_t st_manifest_layer_pages(const struct st_manifest *m);
+
+/* Layer index whose range covers guest page gpage, and the page inside that
+ * layer; -ENOENT if the page is a hole (reads as zero). O(log nranges). */
+int st_manifest_lookup(const struct st_manifest *m, uint64_t gpage, uint32_t *layer, uint64_t *lpage);
+
+/* ------------------------------------------------- snapshot directories */
+
+/*
+ * A snapshot directory is DIR/manifest.json + DIR/layers/<id> (one file per
+ * layer, named by its id, exactly pages * ST_PAGE_SIZE bytes).
+ */
+
+/* Read and parse DIR/manifest.json (at most ST_MANIFEST_MAX_BYTES).
+ * Missing -> -ENOENT; other errors as st_manifest_parse. Does not look at
+ * layers. */
+int st_snapdir_read(const char *dir, struct st_manifest **out, char *why, size_t whylen);
+
+/* Open DIR/layers/<id> read-only. The caller closes *fd. */
+int st_snapdir_layer_open(const char *dir, const st_id *id, int *fd);
+
+/* Check every layer of m in DIR: present (-ENOENT, why names it), size ==
+ * pages * ST_PAGE_SIZE (ST_ELAYOUT: "layer too short/long"), and bytes hash
+ * to the name (ST_ECORRUPT). */
+int st_snapdir_verify(const char *dir, const struct st_manifest *m, char *why, size_t whylen);
+
+/*
+ * Write snapshot directory dir (must not exist; its parent must) from m and
+ * the store's blobs: builds a sibling temp directory, copies (reflinks when
+ * the filesystem can) each layer, writes the canonical manifest.json,
+ * fsyncs files and directories, then renames it into place. On failure
+ * nothing is left behind. A missing blob -> -ENOENT (why names it).
+ */
+int st_snapdir_export(struct st_store *s, const struct st_manifest *m, const char *dir, char *why, size_t whylen);
+
+/* ---------------------------------------------------------------- ingest */
+
+struct st_ingest_stats {
+	uint64_t pages;          /* pages in the image */
+	uint64_t pages_zero;     /* all-zero pages (holes) */
+	uint64_t pages_same;     /* non-zero pages equal to the parent's */
+	uint64_t pages_stored;   /* pages written to the new layer */
+	uint64_t bytes_added;    /* bytes the store grew by (0 on a dedup hit) */
+	bool layer_dedup;        /* the new layer already existed */
+};
+
+/*
+ * Build a snapshot from a raw memory image (size: a multiple of
+ * ST_PAGE_SIZE, at most ST_MANIFEST_MAX_MEM; otherwise -EINVAL). Pages equal to
+ * the parent's keep pointing at the parent's layers; changed non-zero pages
+ * go, in guest order, into one new layer blob put into s (none if nothing
+ * changed); zero pages are holes. Ranges are merged where adjacent. The
+ * parent (may be NULL) must be valid and its layers present in s. The result
+ * has parent = id of parent, created = now, no guest/vcpu/labels; it is
+ * valid, and not committed to any index (the caller does that).
+ * stats may be NULL.
+ */
+int st_ingest_image(struct st_store *s, const void *image, uint64_t size, const struct st_manifest *parent,
+		    struct st_manifest **out, struct st_ingest_stats *stats);
+
+/* Same as st_ingest_image on the contents of a file (mapped read-only). */
+int st_ingest_file(struct st_store *s, const char *path, const struct st_manifest *parent,
+		   struct st_manifest **out, struct st_ingest_stats *stats);
+
+#endif

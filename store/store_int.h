@@ -1,0 +1,39 @@
+/* store_int.h: declarations shared inside store/ only. */
+#ifndef STRATA_STORE_STORE_INT_H
+#define STRATA_STORE_STORE_INT_H
+
+#include <stdarg.h>
+
+#include "store/store.h"
+#include "store/sys.h"
+
+struct st_store {
+	char *path;          /* absolute */
+	int dirfd;           /* O_PATH | O_DIRECTORY */
+	int blobs_fd;        /* STORE/blobs, O_PATH | O_DIRECTORY */
+	int tmp_fd;          /* STORE/tmp, O_PATH | O_DIRECTORY (-1 if read-only) */
+	unsigned flags;      /* ST_OPEN_* */
+	enum st_sync config_sync; /* recorded in STORE/format */
+	enum st_sync sync;        /* effective for this handle */
+};
+
+/* Write a formatted reason into why (if non-NULL) and return code. */
+int st_why(char *why, size_t whylen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Map a write-side errno from the filesystem to ST_EREADONLY where it means
+ * "this store cannot be written" (EROFS, EACCES, EPERM). */
+int st_write_err(int rc);
+
+/* fsync a directory given as an O_PATH fd or by path relative to one. */
+int st_dir_fsync(int parent, const char *path);
+
+/* Return true if all len bytes are zero. */
+bool st_is_zero(const void *buf, size_t len);
+
+/* Hash an open file from offset 0 (mapped); *size gets its length. */
+int st_hash_fd(int fd, st_id *id, uint64_t *size);
+
+/* Remove path (relative to dirfd) and everything under it. */
+int st_rm_tree(int parent, const char *path);
+
+#endif

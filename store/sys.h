@@ -1,0 +1,68 @@
+/* sys.h: the syscall seam the store (and index's file work) goes through, with fault injection for tests. */
+#ifndef STRATA_STORE_SYS_H
+#define STRATA_STORE_SYS_H
+
+#include <dirent.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+/*
+ * Every wrapper: retries EINTR, adds O_CLOEXEC where it opens, returns >= 0 on
+ * success and -errno on failure (never sets errno for the caller to read).
+ * Each call counts as one "step" for fault injection, before it reaches the
+ * kernel.
+ */
+
+/*
+ * Fault injection. st_sys_fault_set(n, err) makes the n-th counted call from
+ * now (1-based) fail with -err without reaching the kernel; later calls run
+ * normally. n == 0 disarms. st_sys_calls() returns calls counted since the
+ * last st_sys_fault_set / st_sys_count_reset, so a test can run an operation
+ * once to learn its step count, then make step i fail for every i.
+ * Process-wide; tests run one at a time.
+ */
+void st_sys_fault_set(uint64_t n, int err);
+void st_sys_count_reset(void);
+uint64_t st_sys_calls(void);
+/* True once the armed fault has fired. */
+int st_sys_fault_fired(void);
+
+/* Allocator seam (counted like a syscall; an injected fault returns NULL). */
+void *st_sys_malloc(size_t size);
+void *st_sys_calloc(size_t n, size_t size);
+void *st_sys_realloc(void *p, size_t size);
+char *st_sys_strdup(const char *s);
+
+int st_sys_openat(int dirfd, const char *path, int flags, mode_t mode);
+/* Closes fd even on failure; returns -EIO (or the injected error) if the
+ * kernel reported a write-back error. */
+int st_sys_close(int fd);
+/* Read up to len; returns bytes read (0 at EOF). */
+ssize_t st_sys_read(int fd, void *buf, size_t len);
+ssize_t st_sys_pread(int fd, void *buf, size_t len, off_t off);
+/* Write all len bytes (loops on short writes); returns 0 or -errno. */
+int st_sys_write_all(int fd, const void *buf, size_t len);
+int st_sys_fsync(int fd);
+int st_sys_fstat(int fd, struct stat *st);
+int st_sys_fstatat(int dirfd, const char *path, struct stat *st, int flags);
+int st_sys_fchmod(int fd, mode_t mode);
+int st_sys_mkdirat(int dirfd, const char *path, mode_t mode);
+int st_sys_unlinkat(int dirfd, const char *path, int flags);
+int st_sys_linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags);
+int st_sys_renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
+/* renameat2 with RENAME_NOREPLACE. */
+int st_sys_renameat_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
+int st_sys_ftruncate(int fd, off_t len);
+/* mmap; on failure returns NULL and *err = -errno. */
+void *st_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, int *err);
+int st_sys_munmap(void *addr, size_t len);
+/* Copy len bytes from in_fd at in_off to out_fd's current offset: FICLONE
+ * if both are whole files and the fs can, else copy_file_range, else
+ * read/write. */
+int st_sys_copy_range(int in_fd, int out_fd, uint64_t len);
+/* Open directory path (relative to dirfd) for readdir; caller closedir()s. */
+int st_sys_opendirat(int dirfd, const char *path, DIR **out);
+
+#endif
