@@ -39,7 +39,6 @@ enum {
 	IX_ECORRUPT = -1104,   /* an index record is damaged or LMDB reports corruption */
 	IX_EBUSY = -1105,      /* too many readers / resources busy */
 	IX_ELMDB = -1106,      /* any other LMDB failure */
-	IX_EUUID = -1107,      /* the index belongs to another store */
 };
 
 const char *ix_strerror(int err);
@@ -61,7 +60,7 @@ enum {
  * Open (creating on first use) the index of an open store. The store must
  * outlive the index. Sync follows the store's policy (ST_SYNC_NONE ->
  * no fsync at commit) unless IX_OPEN_NOSYNC forces it off.
- * Errors: IX_EVERSION, IX_EUUID, IX_ECORRUPT, -EACCES/-EROFS, -ENOSPC, -ENOMEM.
+ * Errors: IX_EVERSION, IX_ECORRUPT, -EACCES/-EROFS, -ENOSPC, -ENOMEM.
  */
 int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out);
 /* Close; accepts NULL. All of this index's read txns must have ended. */
@@ -189,7 +188,6 @@ int ix_export(struct ix *ix, const char *ref, const char *dir);
 struct ix_gc_stats {
 	uint64_t blobs_removed, bytes_removed;
 	uint64_t blobs_young;     /* unreferenced but inside the grace period: kept */
-	uint64_t records_removed; /* blob records of refcount 0 dropped */
 	uint64_t tmp_removed;     /* stale staging files removed */
 };
 /*

@@ -1,0 +1,424 @@
+/* env.c: the index's LMDB environment: open, meta records, transactions, map growth, errors. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include "index/index_int.h"
+
+/* The first map. LMDB files grow with their data, not with the map, so this
+ * costs address space only; it is large enough that ordinary stores never
+ * grow it, and small enough to leave address space for many mappings. */
+#define IX_MAP_DEFAULT (64ull << 20)
+/* Growth doubles the map, up to this bound (then MDB_MAP_FULL is an error). */
+#define IX_MAP_MAX (1ull << 40)
+#define IX_MAX_READERS 510
+#define IX_MAX_DBS 8
+
+static const char KEY_VERSION[] = "version";
+static const char KEY_UUID[] = "uuid";
+static const char KEY_GENERATION[] = "generation";
+
+static void put_u64le(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64le(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+const char *ix_strerror(int err)
+{
+	switch (err) {
+	case IX_ENOTFOUND: return "not found in the index";
+	case IX_EEXIST: return "the tag already names another snapshot";
+	case IX_EMISSING: return "a layer blob the snapshot needs is missing from the store";
+	case IX_EVERSION: return "the index was written by an unknown version of strata";
+	case IX_ECORRUPT: return "the index database is damaged";
+	case IX_EBUSY: return "the index has too many readers";
+	case IX_ELMDB: return "the index database failed";
+	default: return st_strerror(err);
+	}
+}
+
+int ix_err(int rc)
+{
+	if (rc < MDB_KEYEXIST || rc > MDB_LAST_ERRCODE)
+		return rc; /* not an LMDB code (LMDB's range is -30799..-30780) */
+	switch (rc) {
+	case MDB_NOTFOUND: return IX_ENOTFOUND;
+	case MDB_CORRUPTED:
+	case MDB_PAGE_NOTFOUND:
+	case MDB_INVALID:
+	case MDB_BAD_DBI:
+	case MDB_INCOMPATIBLE:
+		return IX_ECORRUPT;
+	case MDB_VERSION_MISMATCH: return IX_EVERSION;
+	case MDB_READERS_FULL:
+	case MDB_TLS_FULL:
+	case MDB_TXN_FULL:
+		return IX_EBUSY;
+	case MDB_MAP_FULL: return -ENOSPC;
+	default: return IX_ELMDB;
+	}
+}
+
+static void blob_rec_decode(const MDB_val *v, struct ix_blob_rec *r)
+{
+	r->size = get_u64le(v->mv_data);
+	r->refs = get_u64le((const uint8_t *)v->mv_data + 8);
+}
+
+int ix_blob_rec_get(struct ix *ix, MDB_txn *txn, const st_id *id, struct ix_blob_rec *out)
+{
+	MDB_val k = ix_val(id->b, sizeof(id->b)), v;
+	int rc = ix_mdb(mdb_get(txn, ix->blobs, &k, &v));
+
+	if (rc == MDB_NOTFOUND)
+		return IX_ENOTFOUND;
+	if (rc < 0)
+		return rc;
+	if (v.mv_size != IX_BLOB_REC_LEN)
+		return IX_ECORRUPT;
+	blob_rec_decode(&v, out);
+	return 0;
+}
+
+int ix_blob_rec_put(struct ix *ix, MDB_txn *txn, const st_id *id, const struct ix_blob_rec *r)
+{
+	uint8_t buf[IX_BLOB_REC_LEN];
+	MDB_val k = ix_val(id->b, sizeof(id->b)), v = ix_val(buf, sizeof(buf));
+
+	if (r->refs == 0)
+		return ix_mdb(mdb_del(txn, ix->blobs, &k, NULL)); /* a record exists iff referenced */
+	put_u64le(buf, r->size);
+	put_u64le(buf + 8, r->refs);
+	return ix_mdb(mdb_put(txn, ix->blobs, &k, &v, 0));
+}
+
+/* Another process grew the map: adopt its size. Takes the lock exclusive. */
+static int map_adopt(struct ix *ix)
+{
+	pthread_rwlock_wrlock(&ix->resize);
+	int rc = ix_mdb(mdb_env_set_mapsize(ix->env, 0));
+	pthread_rwlock_unlock(&ix->resize);
+	return rc;
+}
+
+/* Our write did not fit: double the map. */
+static int map_grow(struct ix *ix)
+{
+	MDB_envinfo info;
+	int rc;
+
+	pthread_rwlock_wrlock(&ix->resize);
+	rc = ix_mdb(mdb_env_info(ix->env, &info));
+	if (rc == 0) {
+		uint64_t cur = info.me_mapsize;
+		if (cur >= IX_MAP_MAX)
+			rc = -ENOSPC;
+		else
+			rc = ix_mdb(mdb_env_set_mapsize(ix->env, cur * 2));
+	}
+	pthread_rwlock_unlock(&ix->resize);
+	return rc;
+}
+
+static int gen_bump(struct ix *ix, MDB_txn *txn)
+{
+	MDB_val k = ix_val(KEY_GENERATION, sizeof(KEY_GENERATION) - 1), v;
+	uint8_t buf[8];
+	uint64_t gen = 0;
+	int rc = ix_mdb(mdb_get(txn, ix->meta, &k, &v));
+
+	if (rc == 0 && v.mv_size == 8)
+		gen = get_u64le(v.mv_data);
+	else if (rc == 0 || rc != MDB_NOTFOUND)
+		return rc == 0 ? IX_ECORRUPT : rc;
+	put_u64le(buf, gen + 1);
+	v = ix_val(buf, sizeof(buf));
+	return ix_mdb(mdb_put(txn, ix->meta, &k, &v, 0));
+}
+
+int ix_write(struct ix *ix, ix_write_fn fn, void *ctx)
+{
+	int rc;
+
+	if (ix->rdonly)
+		return ST_EREADONLY;
+	for (int attempt = 0; attempt < 64; attempt++) {
+		MDB_txn *txn;
+
+		pthread_rwlock_rdlock(&ix->resize);
+		rc = ix_mdb(mdb_txn_begin(ix->env, NULL, 0, &txn));
+		if (rc == MDB_MAP_RESIZED) {
+			pthread_rwlock_unlock(&ix->resize);
+			if ((rc = map_adopt(ix)) < 0)
+				return ix_err(rc);
+			continue;
+		}
+		if (rc < 0) {
+			pthread_rwlock_unlock(&ix->resize);
+			return ix_err(rc);
+		}
+		rc = fn(ix, txn, ctx);
+		if (rc == 0)
+			rc = gen_bump(ix, txn);
+		if (rc == 0) {
+			rc = ix_mdb(mdb_txn_commit(txn));
+		} else {
+			mdb_txn_abort(txn);
+			if (rc == IX_NOCHANGE)
+				rc = 0;
+		}
+		pthread_rwlock_unlock(&ix->resize);
+		if (rc == MDB_MAP_FULL) {
+			if ((rc = map_grow(ix)) < 0)
+				return ix_err(rc);
+			continue;
+		}
+		if (rc == -EACCES || rc == -EROFS || rc == -EPERM)
+			return ST_EREADONLY;
+		return ix_err(rc);
+	}
+	return IX_EBUSY;
+}
+
+int ix_txn_begin(struct ix *ix, struct ix_txn **out)
+{
+	struct ix_txn *t = calloc(1, sizeof(*t));
+	int rc;
+
+	if (!t)
+		return -ENOMEM;
+	t->ix = ix;
+	for (;;) {
+		pthread_rwlock_rdlock(&ix->resize);
+		rc = ix_mdb(mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &t->txn));
+		if (rc == 0)
+			break;
+		pthread_rwlock_unlock(&ix->resize);
+		if (rc != MDB_MAP_RESIZED || (rc = map_adopt(ix)) < 0) {
+			free(t);
+			return ix_err(rc);
+		}
+	}
+	*out = t;
+	return 0;
+}
+
+void ix_txn_end(struct ix_txn *t)
+{
+	if (!t)
+		return;
+	mdb_txn_abort(t->txn);
+	pthread_rwlock_unlock(&t->ix->resize);
+	free(t);
+}
+
+int ix_txn_generation(struct ix_txn *t, uint64_t *out)
+{
+	MDB_val k = ix_val(KEY_GENERATION, sizeof(KEY_GENERATION) - 1), v;
+	int rc = ix_mdb(mdb_get(t->txn, t->ix->meta, &k, &v));
+
+	if (rc == MDB_NOTFOUND) {
+		*out = 0;
+		return 0;
+	}
+	if (rc < 0)
+		return ix_err(rc);
+	if (v.mv_size != 8)
+		return IX_ECORRUPT;
+	*out = get_u64le(v.mv_data);
+	return 0;
+}
+
+int ix_generation(struct ix *ix, uint64_t *out)
+{
+	struct ix_txn *t;
+	int rc = ix_txn_begin(ix, &t);
+
+	if (rc < 0)
+		return rc;
+	rc = ix_txn_generation(t, out);
+	ix_txn_end(t);
+	return rc;
+}
+
+struct st_store *ix_store(const struct ix *ix)
+{
+	return ix->s;
+}
+
+void ix_uuid(const struct ix *ix, uint8_t uuid[16])
+{
+	memcpy(uuid, ix->uuid, 16);
+}
+
+/* Open the named databases (creating them if create) and read or write the meta records. */
+static int open_dbs(struct ix *ix, bool create)
+{
+	unsigned f = create ? MDB_CREATE : 0;
+	MDB_txn *txn;
+	MDB_val k, v;
+	int rc = ix_mdb(mdb_txn_begin(ix->env, NULL, create ? 0 : MDB_RDONLY, &txn));
+
+	if (rc < 0)
+		return rc;
+	if ((rc = ix_mdb(mdb_dbi_open(txn, "meta", f, &ix->meta))) < 0 ||
+	    (rc = ix_mdb(mdb_dbi_open(txn, "blobs", f, &ix->blobs))) < 0 ||
+	    (rc = ix_mdb(mdb_dbi_open(txn, "snapshots", f, &ix->snaps))) < 0 ||
+	    (rc = ix_mdb(mdb_dbi_open(txn, "tags", f, &ix->tags))) < 0 ||
+	    (rc = ix_mdb(mdb_dbi_open(txn, "children", f | MDB_DUPSORT | MDB_DUPFIXED, &ix->children))) < 0)
+		goto out_abort;
+
+	k = ix_val(KEY_VERSION, sizeof(KEY_VERSION) - 1);
+	rc = ix_mdb(mdb_get(txn, ix->meta, &k, &v));
+	if (rc == MDB_NOTFOUND && create) {
+		uint8_t ver[4] = { IX_FORMAT_VERSION, 0, 0, 0 };
+		uint8_t gen[8] = { 0 };
+		if (getrandom(ix->uuid, sizeof(ix->uuid), 0) != (ssize_t)sizeof(ix->uuid)) {
+			rc = -errno;
+			goto out_abort;
+		}
+		ix->uuid[6] = (uint8_t)((ix->uuid[6] & 0x0f) | 0x40); /* RFC 4122 version 4 */
+		ix->uuid[8] = (uint8_t)((ix->uuid[8] & 0x3f) | 0x80);
+		v = ix_val(ver, sizeof(ver));
+		if ((rc = ix_mdb(mdb_put(txn, ix->meta, &k, &v, 0))) < 0)
+			goto out_abort;
+		k = ix_val(KEY_UUID, sizeof(KEY_UUID) - 1);
+		v = ix_val(ix->uuid, sizeof(ix->uuid));
+		if ((rc = ix_mdb(mdb_put(txn, ix->meta, &k, &v, 0))) < 0)
+			goto out_abort;
+		k = ix_val(KEY_GENERATION, sizeof(KEY_GENERATION) - 1);
+		v = ix_val(gen, sizeof(gen));
+		if ((rc = ix_mdb(mdb_put(txn, ix->meta, &k, &v, 0))) < 0)
+			goto out_abort;
+		return ix_mdb(mdb_txn_commit(txn));
+	}
+	if (rc < 0)
+		goto out_abort;
+	if (v.mv_size != 4) {
+		rc = IX_ECORRUPT;
+		goto out_abort;
+	}
+	const uint8_t *p = v.mv_data;
+	if ((p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24) != IX_FORMAT_VERSION) {
+		rc = IX_EVERSION;
+		goto out_abort;
+	}
+	k = ix_val(KEY_UUID, sizeof(KEY_UUID) - 1);
+	if ((rc = ix_mdb(mdb_get(txn, ix->meta, &k, &v))) < 0)
+		goto out_abort;
+	if (v.mv_size != sizeof(ix->uuid)) {
+		rc = IX_ECORRUPT;
+		goto out_abort;
+	}
+	memcpy(ix->uuid, v.mv_data, sizeof(ix->uuid));
+	/* Committing (even a read txn) keeps the dbi handles for the env. */
+	return ix_mdb(mdb_txn_commit(txn));
+out_abort:
+	mdb_txn_abort(txn);
+	return rc;
+}
+
+static int env_open(struct ix *ix, const char *path, uint64_t map, unsigned flags)
+{
+	int rc;
+
+	if ((rc = ix_mdb(mdb_env_create(&ix->env))) < 0)
+		return rc;
+	if ((rc = ix_mdb(mdb_env_set_maxdbs(ix->env, IX_MAX_DBS))) < 0 ||
+	    (rc = ix_mdb(mdb_env_set_maxreaders(ix->env, IX_MAX_READERS))) < 0 ||
+	    (rc = ix_mdb(mdb_env_set_mapsize(ix->env, map))) < 0 ||
+	    (rc = ix_mdb(mdb_env_open(ix->env, path, flags, 0644))) < 0) {
+		mdb_env_close(ix->env);
+		ix->env = NULL;
+		return rc;
+	}
+	return 0;
+}
+
+int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out)
+{
+	unsigned oflags = opts ? opts->flags : 0;
+	uint64_t map = opts && opts->map_initial ? opts->map_initial : IX_MAP_DEFAULT;
+	unsigned envf = MDB_NOTLS;
+	char path[4096];
+	struct ix *ix;
+	int rc, dead;
+
+	if (snprintf(path, sizeof(path), "%s/index", st_store_path(s)) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	ix = calloc(1, sizeof(*ix));
+	if (!ix)
+		return -ENOMEM;
+	ix->s = s;
+	if ((rc = pthread_rwlock_init(&ix->resize, NULL)) != 0) {
+		free(ix);
+		return -rc;
+	}
+	ix->rdonly = (oflags & IX_OPEN_RDONLY) || st_store_rdonly(s);
+	if ((oflags & IX_OPEN_NOSYNC) || st_store_sync(s) == ST_SYNC_NONE)
+		envf |= MDB_NOSYNC;
+
+	if (!ix->rdonly && mkdir(path, 0755) < 0 && errno != EEXIST) {
+		if (errno == EROFS || errno == EACCES || errno == EPERM)
+			ix->rdonly = true;
+		else {
+			rc = -errno;
+			goto out_free;
+		}
+	}
+	rc = -EROFS;
+	if (!ix->rdonly)
+		rc = env_open(ix, path, map, envf);
+	if (rc == -EROFS || rc == -EACCES || rc == -EPERM) {
+		/* A read-only filesystem or store: read, never write. */
+		ix->rdonly = true;
+		rc = env_open(ix, path, map, envf | MDB_RDONLY);
+	}
+	if (rc < 0)
+		goto out_free;
+	/* Reader slots left by processes that died (kill -9) pin old pages. */
+	mdb_reader_check(ix->env, &dead);
+
+	rc = open_dbs(ix, false);
+	if (rc == MDB_NOTFOUND && !ix->rdonly)
+		rc = open_dbs(ix, true);
+	else if (rc == MDB_NOTFOUND)
+		rc = -ENOENT; /* a read-only store whose index was never created */
+	if (rc == MDB_MAP_RESIZED) {
+		if ((rc = ix_mdb(mdb_env_set_mapsize(ix->env, 0))) == 0)
+			rc = open_dbs(ix, false);
+	}
+	if (rc < 0)
+		goto out_close_env;
+	*out = ix;
+	return 0;
+out_close_env:
+	mdb_env_close(ix->env);
+out_free:
+	pthread_rwlock_destroy(&ix->resize);
+	free(ix);
+	return ix_err(rc);
+}
+
+void ix_close(struct ix *ix)
+{
+	if (!ix)
+		return;
+	mdb_env_close(ix->env);
+	pthread_rwlock_destroy(&ix->resize);
+	free(ix);
+}

@@ -1,0 +1,318 @@
+/* snap.c: snapshot records: commit (refcounts, children, tag), get, info, delete, listings. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "index/index_int.h"
+
+int ix_snap_load(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out)
+{
+	MDB_val k = ix_val(id->b, sizeof(id->b)), v;
+	int rc = ix_mdb(mdb_get(txn, ix->snaps, &k, &v));
+
+	if (rc < 0)
+		return ix_err(rc);
+	rc = st_manifest_parse(v.mv_data, v.mv_size, out, NULL, 0);
+	return rc < 0 ? IX_ECORRUPT : 0;
+}
+
+/* Distinct layer ids of m (a manifest lists each layer once, but the index
+ * must not double-count if one ever did). */
+static int layer_set(const struct st_manifest *m, st_id **out, uint32_t *n)
+{
+	st_id *ids = calloc(m->nlayers ? m->nlayers : 1, sizeof(*ids));
+	uint32_t k = 0;
+
+	if (!ids)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		bool dup = false;
+		for (uint32_t j = 0; j < k && !dup; j++)
+			dup = st_id_equal(&ids[j], &m->layers[i].id);
+		if (!dup)
+			ids[k++] = m->layers[i].id;
+	}
+	*out = ids;
+	*n = k;
+	return 0;
+}
+
+struct commit_ctx {
+	const struct st_manifest *m;
+	const char *json;
+	size_t len;
+	st_id id;
+	const char *tag;
+	unsigned flags;
+};
+
+static int tag_put_checked(struct ix *ix, MDB_txn *txn, const char *tag, const st_id *id,
+			   unsigned flags, bool *changed)
+{
+	MDB_val k = ix_val(tag, strlen(tag)), v;
+	int rc = ix_mdb(mdb_get(txn, ix->tags, &k, &v));
+
+	*changed = false;
+	if (rc == 0 && v.mv_size == sizeof(id->b) && memcmp(v.mv_data, id->b, sizeof(id->b)) == 0)
+		return 0;
+	if (rc == 0 && !(flags & IX_TAG_FORCE))
+		return IX_EEXIST;
+	if (rc < 0 && rc != MDB_NOTFOUND)
+		return rc;
+	v = ix_val(id->b, sizeof(id->b));
+	*changed = true;
+	return ix_mdb(mdb_put(txn, ix->tags, &k, &v, 0));
+}
+
+static int commit_fn(struct ix *ix, MDB_txn *txn, void *arg)
+{
+	struct commit_ctx *c = arg;
+	const struct st_manifest *m = c->m;
+	MDB_val k = ix_val(c->id.b, sizeof(c->id.b)), v;
+	bool changed = false;
+	int rc;
+
+	rc = ix_mdb(mdb_get(txn, ix->snaps, &k, &v));
+	if (rc == 0) {
+		/* Already published: committing again only (re)sets the tag. */
+		if (c->tag && (rc = tag_put_checked(ix, txn, c->tag, &c->id, c->flags, &changed)) < 0)
+			return rc;
+		return changed ? 0 : IX_NOCHANGE;
+	}
+	if (rc != MDB_NOTFOUND)
+		return rc;
+	if (c->tag && (rc = tag_put_checked(ix, txn, c->tag, &c->id, c->flags, &changed)) < 0)
+		return rc;
+
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		const st_id *lid = &m->layers[i].id;
+		uint64_t want = m->layers[i].pages * ST_PAGE_SIZE, have;
+		struct ix_blob_rec r;
+
+		bool dup = false;
+		for (uint32_t j = 0; j < i && !dup; j++)
+			dup = st_id_equal(&m->layers[j].id, lid);
+		if (dup)
+			continue;
+		/* Inside the write txn, so gc (which unlinks inside one) cannot
+		 * remove the file between this check and the commit. */
+		rc = st_blob_size(ix->s, lid, &have);
+		if (rc == -ENOENT || (rc == 0 && have != want))
+			return IX_EMISSING;
+		if (rc < 0)
+			return rc;
+		rc = ix_blob_rec_get(ix, txn, lid, &r);
+		if (rc == IX_ENOTFOUND)
+			r = (struct ix_blob_rec){ .size = have, .refs = 0 };
+		else if (rc < 0)
+			return rc;
+		r.refs++;
+		if ((rc = ix_blob_rec_put(ix, txn, lid, &r)) < 0)
+			return rc;
+	}
+	v = ix_val(c->json, c->len);
+	if ((rc = ix_mdb(mdb_put(txn, ix->snaps, &k, &v, 0))) < 0)
+		return rc;
+	if (m->has_parent) {
+		MDB_val pk = ix_val(m->parent.b, sizeof(m->parent.b));
+		MDB_val cv = ix_val(c->id.b, sizeof(c->id.b));
+		rc = ix_mdb(mdb_put(txn, ix->children, &pk, &cv, MDB_NODUPDATA));
+		if (rc < 0 && rc != MDB_KEYEXIST)
+			return rc;
+	}
+	return 0;
+}
+
+int ix_snap_commit(struct ix *ix, const struct st_manifest *m, const char *tag,
+		   unsigned flags, st_id *out_id)
+{
+	struct commit_ctx c = { .m = m, .tag = tag, .flags = flags };
+	char *json = NULL;
+	int rc;
+
+	if (tag && !st_name_valid(tag))
+		return ST_EBADNAME;
+	if ((rc = st_manifest_encode(m, &json, &c.len, NULL, 0)) < 0)
+		return rc;
+	c.json = json;
+	st_id_hash(json, c.len, &c.id);
+	rc = ix_write(ix, commit_fn, &c);
+	free(json);
+	if (rc == 0 && out_id)
+		*out_id = c.id;
+	return rc;
+}
+
+bool ix_snap_has(struct ix_txn *t, const st_id *id)
+{
+	MDB_val k = ix_val(id->b, sizeof(id->b)), v;
+
+	return mdb_get(t->txn, t->ix->snaps, &k, &v) == 0;
+}
+
+int ix_snap_get(struct ix_txn *t, const st_id *id, struct st_manifest **out)
+{
+	return ix_snap_load(t->ix, t->txn, id, out);
+}
+
+int ix_snap_get_raw(struct ix_txn *t, const st_id *id, const void **buf, size_t *len)
+{
+	MDB_val k = ix_val(id->b, sizeof(id->b)), v;
+	int rc = ix_mdb(mdb_get(t->txn, t->ix->snaps, &k, &v));
+
+	if (rc < 0)
+		return ix_err(rc);
+	*buf = v.mv_data;
+	*len = v.mv_size;
+	return 0;
+}
+
+int ix_snap_info(struct ix_txn *t, const st_id *id, struct ix_snap_info *out)
+{
+	struct ix_snap_info info = { .id = *id };
+	struct st_manifest *m;
+	const void *raw;
+	int rc;
+
+	if ((rc = ix_snap_get_raw(t, id, &raw, &info.manifest_len)) < 0)
+		return rc;
+	if ((rc = ix_snap_load(t->ix, t->txn, id, &m)) < 0)
+		return rc;
+	info.has_parent = m->has_parent;
+	info.parent = m->parent;
+	info.mem_size = m->mem_size;
+	info.created = m->created;
+	info.nlayers = m->nlayers;
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		struct ix_blob_rec r;
+		uint64_t size = m->layers[i].pages * ST_PAGE_SIZE;
+
+		info.stored_bytes += size;
+		rc = ix_blob_rec_get(t->ix, t->txn, &m->layers[i].id, &r);
+		if (rc == 0 && r.refs == 1)
+			info.unique_bytes += size;
+		else if (rc < 0 && rc != IX_ENOTFOUND)
+			break;
+		rc = 0;
+	}
+	st_manifest_free(m);
+	if (rc < 0)
+		return rc;
+	*out = info;
+	return 0;
+}
+
+int ix_snap_del_txn(struct ix *ix, MDB_txn *txn, const st_id *id)
+{
+	MDB_val k = ix_val(id->b, sizeof(id->b)), v;
+	struct st_manifest *m;
+	st_id *layers = NULL;
+	uint32_t n = 0;
+	MDB_cursor *cur;
+	int rc;
+
+	if ((rc = ix_snap_load(ix, txn, id, &m)) < 0)
+		return rc;
+	if ((rc = layer_set(m, &layers, &n)) < 0)
+		goto out_free;
+	for (uint32_t i = 0; i < n; i++) {
+		struct ix_blob_rec r;
+
+		rc = ix_blob_rec_get(ix, txn, &layers[i], &r);
+		if (rc == IX_ENOTFOUND)
+			continue; /* fsck reports the mismatch; deletion still proceeds */
+		if (rc < 0)
+			goto out_free;
+		r.refs--;
+		if ((rc = ix_blob_rec_put(ix, txn, &layers[i], &r)) < 0)
+			goto out_free;
+	}
+	if (m->has_parent) {
+		MDB_val pk = ix_val(m->parent.b, sizeof(m->parent.b));
+		MDB_val cv = ix_val(id->b, sizeof(id->b));
+		rc = ix_mdb(mdb_del(txn, ix->children, &pk, &cv));
+		if (rc < 0 && rc != MDB_NOTFOUND)
+			goto out_free;
+	}
+	if ((rc = ix_mdb(mdb_del(txn, ix->snaps, &k, NULL))) < 0)
+		goto out_free;
+	/* Every tag naming it goes too. */
+	if ((rc = ix_mdb(mdb_cursor_open(txn, ix->tags, &cur))) < 0)
+		goto out_free;
+	MDB_val tk;
+	for (rc = mdb_cursor_get(cur, &tk, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &tk, &v, MDB_NEXT)) {
+		if (v.mv_size == sizeof(id->b) && memcmp(v.mv_data, id->b, sizeof(id->b)) == 0 &&
+		    (rc = ix_mdb(mdb_cursor_del(cur, 0))) < 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	rc = rc == MDB_NOTFOUND ? 0 : ix_mdb(rc);
+out_free:
+	free(layers);
+	st_manifest_free(m);
+	return rc;
+}
+
+static int del_fn(struct ix *ix, MDB_txn *txn, void *arg)
+{
+	return ix_snap_del_txn(ix, txn, arg);
+}
+
+int ix_snap_del(struct ix *ix, const st_id *id)
+{
+	return ix_write(ix, del_fn, (void *)id);
+}
+
+int ix_snap_foreach(struct ix_txn *t, int (*cb)(const st_id *id, void *ctx), void *ctx)
+{
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc = ix_mdb(mdb_cursor_open(t->txn, t->ix->snaps, &cur));
+
+	if (rc < 0)
+		return ix_err(rc);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		st_id id;
+
+		if (k.mv_size != sizeof(id.b)) {
+			rc = IX_ECORRUPT;
+			break;
+		}
+		memcpy(id.b, k.mv_data, sizeof(id.b));
+		if ((rc = cb(&id, ctx)) != 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	return rc < 0 ? ix_err(rc) : rc;
+}
+
+int ix_children_foreach(struct ix_txn *t, const st_id *parent,
+			int (*cb)(const st_id *child, void *ctx), void *ctx)
+{
+	MDB_cursor *cur;
+	MDB_val k = ix_val(parent->b, sizeof(parent->b)), v;
+	int rc = ix_mdb(mdb_cursor_open(t->txn, t->ix->children, &cur));
+
+	if (rc < 0)
+		return ix_err(rc);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP)) {
+		st_id id;
+
+		if (v.mv_size != sizeof(id.b)) {
+			rc = IX_ECORRUPT;
+			break;
+		}
+		memcpy(id.b, v.mv_data, sizeof(id.b));
+		if ((rc = cb(&id, ctx)) != 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	return rc < 0 ? ix_err(rc) : rc;
+}
