@@ -188,7 +188,7 @@ static bool parse_spec(const char **pp, struct fmt_spec *sp, va_list *ap)
 		p++;
 		if (w < 0) {
 			sp->flags |= F_MINUS;
-			sp->width = -(size_t)(unsigned)w;
+			sp->width = (size_t)(0u - (unsigned)w);
 		} else {
 			sp->width = (size_t)w;
 		}
