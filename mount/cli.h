@@ -46,5 +46,16 @@ bool cli_parse_u64(const char *s, unsigned long long *out);
 /* Subcommands, one file per group. Each owner adds its own lines here
  * and in the table in main.c. */
 int cmd_bench(struct cli *cli, int argc, char **argv);        /* bench.c */
+int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
+int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
+int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
+int cmd_tag(struct cli *cli, int argc, char **argv);          /* cmd_store.c */
+int cmd_rm(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
+int cmd_gc(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
+int cmd_verify(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
+int cmd_fsck(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
+int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
+int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
+int cmd_debug(struct cli *cli, int argc, char **argv);        /* cmd_store.c */
 
 #endif

@@ -11,6 +11,17 @@
 
 static const struct cli_cmd commands[] = {
 	/* store and snapshots */
+	{ "init", cmd_init, "create a store (idempotent)" },
+	{ "ls", cmd_ls, "list snapshots: tags, ids, parents, sizes (--tree)" },
+	{ "show", cmd_show, "describe one snapshot (--json)" },
+	{ "tag", cmd_tag, "set, move, rename, remove or list tags" },
+	{ "rm", cmd_rm, "remove snapshots or tags" },
+	{ "gc", cmd_gc, "free blobs no snapshot uses, and crash leftovers" },
+	{ "verify", cmd_verify, "re-hash every referenced blob; exit 4 on corruption" },
+	{ "fsck", cmd_fsck, "check the index against the blob files; exit 4 on problems" },
+	{ "export", cmd_export, "write a snapshot as a snapshot directory" },
+	{ "import", cmd_import, "import a snapshot directory (verified, atomic, deduplicated)" },
+	{ "debug", cmd_debug, "developer tools: 'debug ingest IMAGE' makes a snapshot from a memory file" },
 	/* sandboxes */
 	/* filesystem */
 	/* measurement */

@@ -1,0 +1,1096 @@
+/* cmd_store.c: the store subcommands: init, ls, show, tag, rm, gc, verify, fsck, export, import, debug. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "index/index.h"
+#include "store/store.h"
+
+/* Unreferenced blobs younger than this survive `strata gc` (an import may be
+ * staging them); one hour is far longer than any import takes. */
+#define GC_GRACE_DEFAULT 3600
+
+struct open_store {
+	struct st_store *s;
+	struct ix *ix;
+};
+
+/* The exit status an error code deserves. */
+static int exit_for(int rc)
+{
+	switch (rc) {
+	case IX_ENOTFOUND:
+	case -ENOENT:
+		return CLI_NOTFOUND;
+	case ST_EBADNAME:
+	case ST_EBADID:
+		return CLI_USAGE;
+	default:
+		return CLI_FAIL;
+	}
+}
+
+/* Plain words for an error while working on the store. */
+static const char *store_strerror(int rc)
+{
+	switch (rc) {
+	case -ENOSPC: return "no space left on the store's filesystem";
+	case ST_EREADONLY: return "the store is read-only";
+	case -EACCES: case -EPERM: return "permission denied";
+	default: return ix_strerror(rc);
+	}
+}
+
+static void close_store(struct open_store *o)
+{
+	ix_close(o->ix);
+	st_store_close(o->s);
+	o->ix = NULL;
+	o->s = NULL;
+}
+
+/* Open the store and its index; reports the error and returns an exit status. */
+static int open_store(struct cli *cli, bool write, struct open_store *o)
+{
+	struct ix_opts opts = { .flags = write ? 0 : IX_OPEN_RDONLY };
+	int rc = st_store_open(cli->store, write ? 0 : ST_OPEN_RDONLY, &o->s);
+
+	if (rc == -ENOENT || rc == ST_ENOTSTORE) {
+		cli_err(cli, "%s is not a strata store (create one with 'strata --store %s init')",
+			cli->store, cli->store);
+		return CLI_NOTFOUND;
+	}
+	if (rc < 0) {
+		cli_err(cli, "cannot open store %s: %s", cli->store, st_strerror(rc));
+		return CLI_FAIL;
+	}
+	rc = ix_open(o->s, &opts, &o->ix);
+	if (rc == -ENOENT) {
+		cli_err(cli, "store %s has no index yet (run 'strata --store %s init')", cli->store, cli->store);
+		st_store_close(o->s);
+		return CLI_NOTFOUND;
+	}
+	if (rc < 0) {
+		cli_err(cli, "cannot open the index of store %s: %s", cli->store, store_strerror(rc));
+		st_store_close(o->s);
+		return CLI_FAIL;
+	}
+	return CLI_OK;
+}
+
+/* Report a failed lookup of ref: names the snapshot and the store. */
+static int report_ref(struct cli *cli, const char *ref, int rc)
+{
+	if (rc == ST_EBADNAME)
+		cli_err(cli, "'%s' is neither a snapshot id nor a valid tag name "
+			"(tags are [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters)", ref);
+	else if (rc == IX_ENOTFOUND)
+		cli_err(cli, "snapshot '%s' not found in store %s", ref, cli->store);
+	else
+		cli_err(cli, "cannot look up '%s' in store %s: %s", ref, cli->store, store_strerror(rc));
+	return exit_for(rc);
+}
+
+static void fmt_size(char *buf, size_t len, uint64_t v)
+{
+	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double d = (double)v;
+	int u = 0;
+
+	while (d >= 1024 && u < 4) {
+		d /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%" PRIu64 " B", v);
+	else
+		snprintf(buf, len, d < 10 ? "%.1f %s" : "%.0f %s", d, unit[u]);
+}
+
+static void fmt_time(char *buf, size_t len, int64_t ns)
+{
+	time_t t = (time_t)(ns / 1000000000);
+	struct tm tm;
+
+	if (ns <= 0 || !gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, len, "-");
+}
+
+/* ------------------------------------------------------------------ init */
+
+static void init_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] init [--sync full|none]\n"
+		"\n"
+		"Create the store (blobs, staging area, LMDB index). Safe to run again on\n"
+		"an existing store: nothing changes.\n"
+		"\n"
+		"  --sync full  fsync every blob and index commit (default): survives power loss\n"
+		"  --sync none  no fsync: survives kill -9, not power loss\n");
+}
+
+int cmd_init(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "sync", required_argument, NULL, 's' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+	struct st_store_opts so = { 0 };
+	struct open_store o;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (st_sync_parse(optarg, &so.sync) < 0) {
+				cli_err(cli, "init: --sync takes 'full' or 'none', not '%s'", optarg);
+				return CLI_USAGE;
+			}
+			break;
+		case 'h': init_usage(stdout); return CLI_OK;
+		default: init_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (optind != argc) {
+		cli_err(cli, "init: unexpected argument '%s'", argv[optind]);
+		return CLI_USAGE;
+	}
+	rc = st_store_init(cli->store, &so);
+	if (rc < 0) {
+		if (rc == ST_ENOTSTORE)
+			cli_err(cli, "cannot create a store in %s: the directory is not empty and is not a strata store",
+				cli->store);
+		else
+			cli_err(cli, "cannot create store %s: %s", cli->store, store_strerror(rc));
+		return CLI_FAIL;
+	}
+	if ((rc = open_store(cli, true, &o)) != CLI_OK)
+		return rc;
+	printf("store %s ready\n", st_store_path(o.s));
+	close_store(&o);
+	return CLI_OK;
+}
+
+/* ------------------------------------------------------------------ ls */
+
+struct tagged {
+	char *name;
+	st_id id;
+};
+
+struct taglist {
+	struct tagged *v;
+	size_t n, cap;
+};
+
+static int collect_tag(const char *name, const st_id *id, void *arg)
+{
+	struct taglist *l = arg;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct tagged *v = realloc(l->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	if (!(l->v[l->n].name = strdup(name)))
+		return -ENOMEM;
+	l->v[l->n++].id = *id;
+	return 0;
+}
+
+static void taglist_free(struct taglist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].name);
+	free(l->v);
+}
+
+/* Tags naming id, joined with ','; "-" if none. */
+static void tags_of(const struct taglist *l, const st_id *id, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < l->n; i++) {
+		if (!st_id_equal(&l->v[i].id, id))
+			continue;
+		int w = snprintf(buf + off, len - off, "%s%s", off ? "," : "", l->v[i].name);
+		if (w < 0 || (size_t)w >= len - off)
+			break;
+		off += (size_t)w;
+	}
+	if (!buf[0])
+		snprintf(buf, len, "-");
+}
+
+struct idlist {
+	st_id *v;
+	size_t n, cap;
+};
+
+static int collect_id(const st_id *id, void *arg)
+{
+	struct idlist *l = arg;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		st_id *v = realloc(l->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = *id;
+	return 0;
+}
+
+static void ls_row(struct ix_txn *t, const struct taglist *tags, const st_id *id, int depth)
+{
+	struct ix_snap_info info;
+	char hex[ST_ID_HEX_LEN + 1], phex[ST_ID_HEX_LEN + 1] = "-", mem[32], uniq[32];
+	char tagbuf[1024];
+
+	st_id_format(id, hex);
+	tags_of(tags, id, tagbuf, sizeof(tagbuf));
+	if (ix_snap_info(t, id, &info) < 0) {
+		printf("%-20s %s  (unreadable record)\n", tagbuf, hex);
+		return;
+	}
+	if (info.has_parent)
+		st_id_format(&info.parent, phex);
+	fmt_size(mem, sizeof(mem), info.mem_size);
+	fmt_size(uniq, sizeof(uniq), info.unique_bytes);
+	if (depth < 0)
+		printf("%-20s %-32s %-32s %10s %10s\n", tagbuf, hex, phex, mem, uniq);
+	else
+		printf("%*s%s %s  memory %s, unique %s\n", depth * 2, "", tagbuf, hex, mem, uniq);
+}
+
+static int ls_tree(struct ix_txn *t, const struct taglist *tags, const st_id *id, int depth)
+{
+	struct idlist kids = { 0 };
+	int rc;
+
+	ls_row(t, tags, id, depth);
+	if (depth > 1000)
+		return 0; /* a cycle cannot happen (ids are hashes), but never recurse unbounded */
+	if ((rc = ix_children_foreach(t, id, collect_id, &kids)) < 0)
+		goto out_free;
+	for (size_t i = 0; i < kids.n && rc >= 0; i++)
+		if (ix_snap_has(t, &kids.v[i]))
+			rc = ls_tree(t, tags, &kids.v[i], depth + 1);
+out_free:
+	free(kids.v);
+	return rc;
+}
+
+static void ls_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] ls [--tree]\n"
+		"\n"
+		"List snapshots: tag(s), id, parent id, guest memory size, and the bytes\n"
+		"unique to the snapshot (what 'strata rm' then 'strata gc' would free).\n"
+		"\n"
+		"  --tree  show snapshots as a tree of parents and children\n");
+}
+
+int cmd_ls(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "tree", no_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+	struct taglist tags = { 0 };
+	struct idlist ids = { 0 };
+	struct open_store o;
+	struct ix_txn *t;
+	bool tree = false;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "th", opts, NULL)) != -1) {
+		switch (c) {
+		case 't': tree = true; break;
+		case 'h': ls_usage(stdout); return CLI_OK;
+		default: ls_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (optind != argc) {
+		cli_err(cli, "ls: unexpected argument '%s'", argv[optind]);
+		return CLI_USAGE;
+	}
+	if ((rc = open_store(cli, false, &o)) != CLI_OK)
+		return rc;
+	if ((rc = ix_txn_begin(o.ix, &t)) < 0)
+		goto out_err;
+	if ((rc = ix_tag_foreach(t, collect_tag, &tags)) < 0 ||
+	    (rc = ix_snap_foreach(t, collect_id, &ids)) < 0)
+		goto out_end;
+	if (!tree) {
+		printf("%-20s %-32s %-32s %10s %10s\n", "TAG", "ID", "PARENT", "MEMORY", "UNIQUE");
+		for (size_t i = 0; i < ids.n; i++)
+			ls_row(t, &tags, &ids.v[i], -1);
+	} else {
+		for (size_t i = 0; i < ids.n && rc >= 0; i++) {
+			struct ix_snap_info info;
+			/* Roots: no parent, or a parent no longer in the store. */
+			if (ix_snap_info(t, &ids.v[i], &info) < 0 ||
+			    !info.has_parent || !ix_snap_has(t, &info.parent))
+				rc = ls_tree(t, &tags, &ids.v[i], 0);
+		}
+	}
+out_end:
+	ix_txn_end(t);
+out_err:
+	taglist_free(&tags);
+	free(ids.v);
+	close_store(&o);
+	if (rc < 0) {
+		cli_err(cli, "cannot list store %s: %s", cli->store, store_strerror(rc));
+		return CLI_FAIL;
+	}
+	return CLI_OK;
+}
+
+/* ------------------------------------------------------------------ show */
+
+static void show_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] show TAG|ID [--json]\n"
+		"\n"
+		"Describe a snapshot: id, tags, parent, memory, layers, ranges, labels.\n"
+		"\n"
+		"  --json  print one JSON object: id, tags, children, stored_bytes,\n"
+		"          unique_bytes and the whole manifest under \"manifest\"\n");
+}
+
+static json_t *id_json(const st_id *id)
+{
+	char hex[ST_ID_HEX_LEN + 1];
+
+	st_id_format(id, hex);
+	return json_string(hex);
+}
+
+static int show_json(struct ix_txn *t, const st_id *id, const struct taglist *tags,
+		     const struct idlist *kids, const struct ix_snap_info *info)
+{
+	const void *raw;
+	size_t len;
+	json_error_t jerr;
+	json_t *root = json_object(), *tarr = json_array(), *karr = json_array(), *man;
+	int rc = ix_snap_get_raw(t, id, &raw, &len);
+
+	if (rc < 0)
+		goto out_free;
+	man = json_loadb(raw, len, 0, &jerr);
+	if (!man) {
+		rc = IX_ECORRUPT;
+		goto out_free;
+	}
+	for (size_t i = 0; i < tags->n; i++)
+		if (st_id_equal(&tags->v[i].id, id))
+			json_array_append_new(tarr, json_string(tags->v[i].name));
+	for (size_t i = 0; i < kids->n; i++)
+		json_array_append_new(karr, id_json(&kids->v[i]));
+	json_object_set_new(root, "id", id_json(id));
+	json_object_set_new(root, "tags", tarr);
+	json_object_set_new(root, "children", karr);
+	json_object_set_new(root, "stored_bytes", json_integer((json_int_t)info->stored_bytes));
+	json_object_set_new(root, "unique_bytes", json_integer((json_int_t)info->unique_bytes));
+	json_object_set_new(root, "manifest", man);
+	tarr = karr = NULL;
+	char *s = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+	if (!s) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	puts(s);
+	free(s);
+out_free:
+	json_decref(tarr);
+	json_decref(karr);
+	json_decref(root);
+	return rc;
+}
+
+static int show_text(struct ix_txn *t, const st_id *id, const struct taglist *tags,
+		     const struct idlist *kids, const struct ix_snap_info *info)
+{
+	char hex[ST_ID_HEX_LEN + 1], buf[1024], a[32], b[32];
+	struct st_manifest *m;
+	int rc = ix_snap_get(t, id, &m);
+
+	if (rc < 0)
+		return rc;
+	st_id_format(id, hex);
+	printf("snapshot  %s\n", hex);
+	tags_of(tags, id, buf, sizeof(buf));
+	printf("tags      %s\n", buf);
+	if (m->has_parent) {
+		st_id_format(&m->parent, hex);
+		tags_of(tags, &m->parent, buf, sizeof(buf));
+		printf("parent    %s (%s%s)\n", hex, ix_snap_has(t, &m->parent) ? "" : "not in store, ",
+		       buf);
+	} else {
+		printf("parent    -\n");
+	}
+	printf("children  %zu\n", kids->n);
+	fmt_size(a, sizeof(a), m->mem_size);
+	printf("memory    %s (%" PRIu64 " bytes)\n", a, m->mem_size);
+	fmt_time(buf, sizeof(buf), m->created);
+	printf("created   %s\n", buf);
+	printf("abi       %" PRIu32 "\n", m->abi_version);
+	fmt_size(a, sizeof(a), info->stored_bytes);
+	fmt_size(b, sizeof(b), info->unique_bytes);
+	printf("layers    %" PRIu32 " (%s, %s unique to this snapshot)\n", m->nlayers, a, b);
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		st_id_format(&m->layers[i].id, hex);
+		fmt_size(a, sizeof(a), m->layers[i].pages * ST_PAGE_SIZE);
+		printf("  %s %10" PRIu64 " pages %10s\n", hex, m->layers[i].pages, a);
+	}
+	uint64_t present = 0;
+	for (uint64_t i = 0; i < m->nranges; i++)
+		present += m->ranges[i].npages;
+	printf("ranges    %" PRIu64 " (%" PRIu64 " of %" PRIu64 " pages present, the rest read as zero)\n",
+	       m->nranges, present, m->mem_size / ST_PAGE_SIZE);
+	for (size_t i = 0; i < m->nlabels; i++)
+		printf("label     %s=%s\n", m->labels[i].key, m->labels[i].value);
+	st_manifest_free(m);
+	return 0;
+}
+
+int cmd_show(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+	struct taglist tags = { 0 };
+	struct idlist kids = { 0 };
+	struct ix_snap_info info;
+	struct open_store o;
+	struct ix_txn *t;
+	bool json = false;
+	st_id id;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j': json = true; break;
+		case 'h': show_usage(stdout); return CLI_OK;
+		default: show_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (argc - optind != 1) {
+		cli_err(cli, "show: expected one TAG or ID (see 'strata show --help')");
+		return CLI_USAGE;
+	}
+	const char *ref = argv[optind];
+	if ((rc = open_store(cli, false, &o)) != CLI_OK)
+		return rc;
+	if ((rc = ix_txn_begin(o.ix, &t)) < 0) {
+		cli_err(cli, "cannot read store %s: %s", cli->store, store_strerror(rc));
+		close_store(&o);
+		return CLI_FAIL;
+	}
+	if ((rc = ix_resolve(t, ref, &id)) < 0) {
+		ix_txn_end(t);
+		close_store(&o);
+		return report_ref(cli, ref, rc);
+	}
+	if ((rc = ix_tag_foreach(t, collect_tag, &tags)) == 0 &&
+	    (rc = ix_children_foreach(t, &id, collect_id, &kids)) == 0 &&
+	    (rc = ix_snap_info(t, &id, &info)) == 0)
+		rc = json ? show_json(t, &id, &tags, &kids, &info) : show_text(t, &id, &tags, &kids, &info);
+	ix_txn_end(t);
+	taglist_free(&tags);
+	free(kids.v);
+	close_store(&o);
+	if (rc < 0) {
+		cli_err(cli, "cannot show snapshot '%s' in store %s: %s", ref, cli->store, store_strerror(rc));
+		return CLI_FAIL;
+	}
+	return CLI_OK;
+}
+
+/* ------------------------------------------------------------------ tag */
+
+static void tag_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] tag [-f] TAG|ID NAME   point tag NAME at a snapshot\n"
+		"       strata [--store DIR] tag -d NAME             remove tag NAME (the snapshot stays)\n"
+		"       strata [--store DIR] tag -m OLD NEW          rename a tag\n"
+		"       strata [--store DIR] tag                     list tags\n"
+		"\n"
+		"Tag names: [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters.\n"
+		"\n"
+		"  -f, --force   move NAME (or replace NEW) if it already names another snapshot\n"
+		"  -d, --delete  remove a tag\n"
+		"  -m, --move    rename a tag\n");
+}
+
+static int print_tag(const char *name, const st_id *id, void *arg)
+{
+	char hex[ST_ID_HEX_LEN + 1];
+
+	st_id_format(id, hex);
+	printf("%-20s %s\n", name, hex);
+	return 0;
+}
+
+static int bad_name(struct cli *cli, const char *name)
+{
+	cli_err(cli, "'%s' is not a valid tag name (use [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters; "
+		"no '/' or '..')", name);
+	return CLI_USAGE;
+}
+
+int cmd_tag(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "force", no_argument, NULL, 'f' }, { "delete", no_argument, NULL, 'd' },
+		{ "move", no_argument, NULL, 'm' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+	struct open_store o;
+	unsigned flags = 0;
+	char mode = 's';
+	int c, rc, n;
+
+	while ((c = getopt_long(argc, argv, "fdmh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'f': flags |= IX_TAG_FORCE; break;
+		case 'd': mode = 'd'; break;
+		case 'm': mode = 'm'; break;
+		case 'h': tag_usage(stdout); return CLI_OK;
+		default: tag_usage(stderr); return CLI_USAGE;
+		}
+	}
+	n = argc - optind;
+	char **a = argv + optind;
+	if ((mode == 'd' && n != 1) || (mode != 'd' && n != 0 && n != 2)) {
+		tag_usage(stderr);
+		return CLI_USAGE;
+	}
+	if (mode == 'd' && !st_name_valid(a[0]))
+		return bad_name(cli, a[0]);
+	if (mode == 'm' && (!st_name_valid(a[0]) || !st_name_valid(a[1])))
+		return bad_name(cli, st_name_valid(a[0]) ? a[1] : a[0]);
+	if (mode == 's' && n == 2 && !st_name_valid(a[1]))
+		return bad_name(cli, a[1]);
+	if ((rc = open_store(cli, n != 0, &o)) != CLI_OK)
+		return rc;
+	if (n == 0) {
+		struct ix_txn *t;
+		if ((rc = ix_txn_begin(o.ix, &t)) == 0) {
+			rc = ix_tag_foreach(t, print_tag, NULL);
+			ix_txn_end(t);
+		}
+	} else if (mode == 'd') {
+		rc = ix_tag_del(o.ix, a[0], 0, NULL);
+		if (rc == IX_ENOTFOUND) {
+			cli_err(cli, "tag '%s' not found in store %s", a[0], cli->store);
+			close_store(&o);
+			return CLI_NOTFOUND;
+		}
+	} else if (mode == 'm') {
+		rc = ix_tag_rename(o.ix, a[0], a[1], flags);
+		if (rc == IX_ENOTFOUND) {
+			cli_err(cli, "tag '%s' not found in store %s", a[0], cli->store);
+			close_store(&o);
+			return CLI_NOTFOUND;
+		}
+	} else {
+		struct ix_txn *t;
+		st_id id;
+		if ((rc = ix_txn_begin(o.ix, &t)) == 0) {
+			rc = ix_resolve(t, a[0], &id);
+			ix_txn_end(t);
+			if (rc < 0) {
+				close_store(&o);
+				return report_ref(cli, a[0], rc);
+			}
+			rc = ix_tag_set(o.ix, a[1], &id, flags);
+		}
+	}
+	close_store(&o);
+	if (rc == IX_EEXIST) {
+		cli_err(cli, "tag '%s' already names another snapshot (use --force to move it)", a[1]);
+		return CLI_FAIL;
+	}
+	if (rc < 0) {
+		cli_err(cli, "tag: %s (store %s)", store_strerror(rc), cli->store);
+		return exit_for(rc);
+	}
+	return CLI_OK;
+}
+
+/* ------------------------------------------------------------------ rm */
+
+static void rm_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] rm TAG|ID...\n"
+		"\n"
+		"Remove snapshots. 'rm TAG' removes the tag, and the snapshot too when no\n"
+		"other tag names it. 'rm ID' removes the snapshot and every tag naming it.\n"
+		"Snapshots made from it keep working (each lists all the layers it needs).\n"
+		"Layer blobs are freed by 'strata gc'.\n");
+}
+
+int cmd_rm(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
+	struct open_store o;
+	int c, rc, status = CLI_OK;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': rm_usage(stdout); return CLI_OK;
+		default: rm_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (optind == argc) {
+		cli_err(cli, "rm: name at least one TAG or ID (see 'strata rm --help')");
+		return CLI_USAGE;
+	}
+	if ((rc = open_store(cli, true, &o)) != CLI_OK)
+		return rc;
+	for (int i = optind; i < argc; i++) {
+		const char *ref = argv[i];
+		bool pruned = false;
+		st_id id;
+
+		if (st_id_parse(ref, &id) == 0) {
+			rc = ix_snap_del(o.ix, &id);
+			if (rc == 0)
+				cli_info(cli, "removed snapshot %s", ref);
+		} else if (st_name_valid(ref)) {
+			rc = ix_tag_del(o.ix, ref, IX_TAG_PRUNE, &pruned);
+			if (rc == 0 && pruned)
+				cli_info(cli, "removed tag '%s' and its snapshot", ref);
+			else if (rc == 0)
+				cli_info(cli, "removed tag '%s' (its snapshot has other tags)", ref);
+		} else {
+			rc = ST_EBADNAME;
+		}
+		if (rc < 0) {
+			int st = report_ref(cli, ref, rc);
+			if (status == CLI_OK)
+				status = st;
+		}
+	}
+	close_store(&o);
+	return status;
+}
+
+/* ------------------------------------------------------------------ gc */
+
+static void gc_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] gc [--grace SECONDS]\n"
+		"\n"
+		"Remove layer blobs no snapshot references and staging files left by\n"
+		"crashed imports. Files younger than the grace period are kept, so imports\n"
+		"running now are safe.\n"
+		"\n"
+		"  --grace SECONDS  keep unreferenced files younger than this (default %d)\n",
+		GC_GRACE_DEFAULT);
+}
+
+int cmd_gc(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "grace", required_argument, NULL, 'g' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+	unsigned long long grace = GC_GRACE_DEFAULT;
+	struct ix_gc_stats st;
+	struct open_store o;
+	char sz[32];
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "g:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'g':
+			if (!cli_parse_u64(optarg, &grace) || grace > UINT32_MAX) {
+				cli_err(cli, "gc: --grace takes a number of seconds, not '%s'", optarg);
+				return CLI_USAGE;
+			}
+			break;
+		case 'h': gc_usage(stdout); return CLI_OK;
+		default: gc_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (optind != argc) {
+		cli_err(cli, "gc: unexpected argument '%s'", argv[optind]);
+		return CLI_USAGE;
+	}
+	if ((rc = open_store(cli, true, &o)) != CLI_OK)
+		return rc;
+	rc = ix_gc(o.ix, (unsigned)grace, &st);
+	close_store(&o);
+	if (rc < 0) {
+		cli_err(cli, "gc of store %s failed: %s", cli->store, store_strerror(rc));
+		return CLI_FAIL;
+	}
+	fmt_size(sz, sizeof(sz), st.bytes_removed);
+	printf("removed %" PRIu64 " blob(s) (%s) and %" PRIu64 " staging file(s); kept %" PRIu64
+	       " unreferenced blob(s) younger than %llus\n",
+	       st.blobs_removed, sz, st.tmp_removed, st.blobs_young, grace);
+	return CLI_OK;
+}
+
+/* ------------------------------------------------------------------ verify, fsck */
+
+static const char *problem_word(enum ix_problem_kind k)
+{
+	switch (k) {
+	case IX_PROBLEM_MISSING: return "missing";
+	case IX_PROBLEM_SIZE: return "wrong size";
+	case IX_PROBLEM_CORRUPT: return "corrupt";
+	case IX_PROBLEM_REFCOUNT: return "refcount";
+	case IX_PROBLEM_SNAPSHOT: return "bad snapshot";
+	case IX_PROBLEM_TAG: return "bad tag";
+	case IX_PROBLEM_CHILDREN: return "children";
+	case IX_PROBLEM_ORPHAN: return "orphan";
+	}
+	return "problem";
+}
+
+struct check_ctx {
+	struct cli *cli;
+	bool verify_only;
+};
+
+static int print_problem(const struct ix_problem *p, void *arg)
+{
+	struct check_ctx *c = arg;
+	char hex[ST_ID_HEX_LEN + 1];
+	bool blob = p->kind == IX_PROBLEM_MISSING || p->kind == IX_PROBLEM_SIZE ||
+		    p->kind == IX_PROBLEM_CORRUPT || p->kind == IX_PROBLEM_REFCOUNT ||
+		    p->kind == IX_PROBLEM_ORPHAN;
+
+	if (c->verify_only && !p->error)
+		return 0;
+	st_id_format(&p->id, hex);
+	if (p->error)
+		printf("%s: %s %s: %s\n", problem_word(p->kind), blob ? "blob" : "snapshot", hex, p->detail);
+	else if (c->cli->verbose)
+		printf("note: %s blob %s: %s\n", problem_word(p->kind), hex, p->detail);
+	return 0;
+}
+
+static int run_check(struct cli *cli, unsigned flags, bool verify_only)
+{
+	struct check_ctx cc = { .cli = cli, .verify_only = verify_only };
+	struct ix_fsck_stats st;
+	struct open_store o;
+	char sz[32];
+	int rc;
+
+	if ((rc = open_store(cli, false, &o)) != CLI_OK)
+		return rc;
+	rc = ix_fsck(o.ix, flags, print_problem, &cc, &st);
+	close_store(&o);
+	if (rc < 0) {
+		cli_err(cli, "cannot check store %s: %s", cli->store, store_strerror(rc));
+		return CLI_FAIL;
+	}
+	fmt_size(sz, sizeof(sz), st.bytes_hashed);
+	printf("%" PRIu64 " snapshot(s), %" PRIu64 " referenced blob(s), %s hashed, %" PRIu64
+	       " orphan blob(s): %" PRIu64 " problem(s)\n",
+	       st.snapshots, st.blobs, sz, st.orphans, st.errors);
+	if (st.errors) {
+		cli_err(cli, "store %s has %" PRIu64 " problem(s) (listed above)", cli->store, st.errors);
+		return CLI_CORRUPT;
+	}
+	return CLI_OK;
+}
+
+static void verify_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] verify\n"
+		"\n"
+		"Re-hash every layer blob a snapshot references and check it is present\n"
+		"with the right size. Names each bad blob; exit status 4 if any.\n");
+}
+
+int cmd_verify(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': verify_usage(stdout); return CLI_OK;
+		default: verify_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (optind != argc) {
+		cli_err(cli, "verify: unexpected argument '%s'", argv[optind]);
+		return CLI_USAGE;
+	}
+	return run_check(cli, IX_FSCK_HASH, true);
+}
+
+static void fsck_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] fsck [--quick]\n"
+		"\n"
+		"Check the index against the blob files: snapshot records, missing and\n"
+		"corrupt blobs, refcounts, parent/children lists, tags. Orphan blobs (no\n"
+		"snapshot uses them; 'strata gc' frees them) are noted with -v, not errors.\n"
+		"Exit status 4 if anything is wrong.\n"
+		"\n"
+		"  --quick  do not re-hash blob contents\n");
+}
+
+int cmd_fsck(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "quick", no_argument, NULL, 'q' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+	unsigned flags = IX_FSCK_HASH;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'q': flags &= ~(unsigned)IX_FSCK_HASH; break;
+		case 'h': fsck_usage(stdout); return CLI_OK;
+		default: fsck_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (optind != argc) {
+		cli_err(cli, "fsck: unexpected argument '%s'", argv[optind]);
+		return CLI_USAGE;
+	}
+	return run_check(cli, flags, false);
+}
+
+/* ------------------------------------------------------------------ export, import */
+
+static void export_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] export TAG|ID DIR\n"
+		"\n"
+		"Write the snapshot as a snapshot directory DIR (DIR/manifest.json and\n"
+		"DIR/layers/<id>). DIR must not exist; it appears complete or not at all.\n");
+}
+
+int cmd_export(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
+	struct open_store o;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': export_usage(stdout); return CLI_OK;
+		default: export_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (argc - optind != 2) {
+		cli_err(cli, "export: expected TAG|ID and DIR (see 'strata export --help')");
+		return CLI_USAGE;
+	}
+	const char *ref = argv[optind], *dir = argv[optind + 1];
+	if ((rc = open_store(cli, false, &o)) != CLI_OK)
+		return rc;
+	rc = ix_export(o.ix, ref, dir);
+	close_store(&o);
+	if (rc == IX_ENOTFOUND || rc == ST_EBADNAME)
+		return report_ref(cli, ref, rc);
+	if (rc == -EEXIST) {
+		cli_err(cli, "export: %s already exists (export writes a new directory)", dir);
+		return CLI_FAIL;
+	}
+	if (rc == -ENOENT) {
+		cli_err(cli, "export: %s: the parent directory does not exist, or a layer blob is missing from "
+			"the store (run 'strata verify')", dir);
+		return CLI_FAIL;
+	}
+	if (rc < 0) {
+		cli_err(cli, "export of '%s' to %s failed: %s", ref, dir, store_strerror(rc));
+		return CLI_FAIL;
+	}
+	return CLI_OK;
+}
+
+static void import_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] import DIR [--tag NAME] [--force]\n"
+		"\n"
+		"Import a snapshot directory (DIR/manifest.json and DIR/layers/<id>). The\n"
+		"manifest is validated and every layer re-hashed against its name; layers\n"
+		"already in the store are not stored twice. The snapshot appears whole or\n"
+		"not at all. Importing the same snapshot again changes nothing. Prints its id.\n"
+		"\n"
+		"  --tag NAME  tag the snapshot\n"
+		"  --force     move NAME if it already names another snapshot\n");
+}
+
+int cmd_import(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "tag", required_argument, NULL, 't' }, { "force", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' }, { 0 } };
+	struct ix_import_stats st;
+	struct open_store o;
+	const char *tag = NULL;
+	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1], sz[32];
+	unsigned flags = 0;
+	st_id id;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "t:fh", opts, NULL)) != -1) {
+		switch (c) {
+		case 't': tag = optarg; break;
+		case 'f': flags |= IX_TAG_FORCE; break;
+		case 'h': import_usage(stdout); return CLI_OK;
+		default: import_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (argc - optind != 1) {
+		cli_err(cli, "import: expected one snapshot directory (see 'strata import --help')");
+		return CLI_USAGE;
+	}
+	const char *dir = argv[optind];
+	if (tag && !st_name_valid(tag))
+		return bad_name(cli, tag);
+	if ((rc = open_store(cli, true, &o)) != CLI_OK)
+		return rc;
+	rc = ix_import_dir(o.ix, dir, tag, flags, &id, &st, why, sizeof(why));
+	close_store(&o);
+	if (rc < 0) {
+		if (rc == IX_EEXIST)
+			cli_err(cli, "import: tag '%s' already names another snapshot (use --force to move it)", tag);
+		else if (why[0])
+			cli_err(cli, "import of %s rejected: %s: %s", dir, store_strerror(rc), why);
+		else
+			cli_err(cli, "import of %s failed: %s", dir, store_strerror(rc));
+		return rc == -ENOENT && !why[0] ? CLI_NOTFOUND : CLI_FAIL;
+	}
+	st_id_format(&id, hex);
+	fmt_size(sz, sizeof(sz), st.bytes_added);
+	printf("%s\n", hex);
+	cli_info(cli, "%s: %" PRIu32 " layer(s), %" PRIu32 " new, %s added", st.existed ? "already present" : "imported",
+		 st.layers, st.layers_added, sz);
+	return CLI_OK;
+}
+
+/* ------------------------------------------------------------------ debug */
+
+static void debug_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] debug ingest IMAGE [--parent TAG|ID] [--tag NAME] [--force]\n"
+		"\n"
+		"Turn a raw guest-memory file into a snapshot: pages equal to the parent's\n"
+		"are shared with it, all-zero pages are holes, and only the other pages are\n"
+		"stored, in one new layer. Prints the new snapshot's id.\n"
+		"\n"
+		"  --parent REF  the snapshot this image was derived from\n"
+		"  --tag NAME    tag the new snapshot\n"
+		"  --force       move NAME if it already names another snapshot\n");
+}
+
+static int debug_ingest(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "parent", required_argument, NULL, 'p' }, { "tag", required_argument, NULL, 't' },
+		{ "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+	struct st_manifest *parent = NULL, *m = NULL;
+	struct st_ingest_stats st;
+	struct open_store o;
+	const char *pref = NULL, *tag = NULL;
+	char hex[ST_ID_HEX_LEN + 1], sz[32];
+	unsigned flags = 0;
+	st_id id;
+	int c, rc, status = CLI_FAIL;
+
+	while ((c = getopt_long(argc, argv, "p:t:fh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p': pref = optarg; break;
+		case 't': tag = optarg; break;
+		case 'f': flags |= IX_TAG_FORCE; break;
+		case 'h': debug_usage(stdout); return CLI_OK;
+		default: debug_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (argc - optind != 1) {
+		cli_err(cli, "debug ingest: expected one IMAGE file (see 'strata debug --help')");
+		return CLI_USAGE;
+	}
+	const char *image = argv[optind];
+	if (tag && !st_name_valid(tag))
+		return bad_name(cli, tag);
+	if ((rc = open_store(cli, true, &o)) != CLI_OK)
+		return rc;
+	if (pref) {
+		struct ix_txn *t;
+		if ((rc = ix_txn_begin(o.ix, &t)) == 0) {
+			if ((rc = ix_resolve(t, pref, &id)) == 0)
+				rc = ix_snap_get(t, &id, &parent);
+			ix_txn_end(t);
+		}
+		if (rc < 0) {
+			status = report_ref(cli, pref, rc);
+			goto out_close;
+		}
+	}
+	rc = st_ingest_file(o.s, image, parent, &m, &st);
+	if (rc < 0) {
+		if (rc == -ENOENT)
+			cli_err(cli, "debug ingest: image %s does not exist", image);
+		else if (rc == -EINVAL)
+			cli_err(cli, "debug ingest: image %s is not a whole number of 4 KiB pages (or is too large)",
+				image);
+		else
+			cli_err(cli, "debug ingest of %s failed: %s", image, store_strerror(rc));
+		status = rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
+		goto out_free;
+	}
+	rc = ix_snap_commit(o.ix, m, tag, flags, &id);
+	if (rc == IX_EEXIST) {
+		cli_err(cli, "debug ingest: tag '%s' already names another snapshot (use --force to move it)", tag);
+		goto out_free;
+	}
+	if (rc < 0) {
+		cli_err(cli, "debug ingest: cannot commit the snapshot to store %s: %s", cli->store,
+			store_strerror(rc));
+		goto out_free;
+	}
+	st_id_format(&id, hex);
+	fmt_size(sz, sizeof(sz), st.bytes_added);
+	printf("%s\n", hex);
+	cli_info(cli, "%" PRIu64 " pages: %" PRIu64 " zero, %" PRIu64 " same as parent, %" PRIu64
+		 " stored (%s added)", st.pages, st.pages_zero, st.pages_same, st.pages_stored, sz);
+	status = CLI_OK;
+out_free:
+	st_manifest_free(m);
+	st_manifest_free(parent);
+out_close:
+	close_store(&o);
+	return status;
+}
+
+int cmd_debug(struct cli *cli, int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		debug_usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? CLI_USAGE : CLI_OK;
+	}
+	if (strcmp(argv[1], "ingest") == 0)
+		return debug_ingest(cli, argc - 1, argv + 1);
+	cli_err(cli, "debug: unknown subcommand '%s' (try 'strata debug --help')", argv[1]);
+	return CLI_USAGE;
+}
