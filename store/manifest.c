@@ -1,9 +1,13 @@
 /* manifest.c: the snapshot manifest: strict JSON parsing, validation, canonical encoding and id. */
 #include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store/store_int.h"
+
+#define MAX_PAGES (ST_MANIFEST_MAX_MEM / ST_PAGE_SIZE)
 
 int st_manifest_new(struct st_manifest **out)
 {
@@ -32,10 +36,623 @@ void st_manifest_free(struct st_manifest *m)
 	free(m);
 }
 
-int st_manifest_dup(const struct st_manifest *m, struct st_manifest **out) { (void)m; (void)out; return -ENOSYS; }
-int st_manifest_validate(const struct st_manifest *m, char *why, size_t whylen) { (void)m; return st_why(why, whylen, -ENOSYS, "not implemented"); }
-int st_manifest_parse(const char *json, size_t len, struct st_manifest **out, char *why, size_t whylen) { (void)json; (void)len; (void)out; return st_why(why, whylen, -ENOSYS, "not implemented"); }
-int st_manifest_encode(const struct st_manifest *m, char **json, size_t *len, char *why, size_t whylen) { (void)m; (void)json; (void)len; return st_why(why, whylen, -ENOSYS, "not implemented"); }
-int st_manifest_id(const struct st_manifest *m, st_id *id, char *why, size_t whylen) { (void)m; (void)id; return st_why(why, whylen, -ENOSYS, "not implemented"); }
-uint64_t st_manifest_layer_pages(const struct st_manifest *m) { uint64_t n = 0; for (uint32_t i = 0; i < m->nlayers; i++) n += m->layers[i].pages; return n; }
-int st_manifest_lookup(const struct st_manifest *m, uint64_t gpage, uint32_t *layer, uint64_t *lpage) { (void)m; (void)gpage; (void)layer; (void)lpage; return -ENOSYS; }
+/* Copy n elements of size sz (NULL for n == 0). */
+static int dup_array(const void *src, size_t n, size_t sz, void **out)
+{
+	void *p;
+
+	*out = NULL;
+	if (n == 0)
+		return 0;
+	if (n > SIZE_MAX / sz || !(p = st_sys_malloc(n * sz)))
+		return -ENOMEM;
+	memcpy(p, src, n * sz);
+	*out = p;
+	return 0;
+}
+
+static int dup_str(const char *src, char **out)
+{
+	*out = NULL;
+	if (src && !(*out = st_sys_strdup(src)))
+		return -ENOMEM;
+	return 0;
+}
+
+int st_manifest_dup(const struct st_manifest *m, struct st_manifest **out)
+{
+	struct st_manifest *c = st_sys_calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	*c = *m;
+	c->layers = NULL;
+	c->ranges = NULL;
+	c->guest = c->vcpu = NULL;
+	c->labels = NULL;
+	c->nlabels = 0;
+	if ((rc = dup_array(m->layers, m->nlayers, sizeof(*m->layers), (void **)&c->layers)) < 0 ||
+	    (rc = dup_array(m->ranges, m->nranges, sizeof(*m->ranges), (void **)&c->ranges)) < 0 ||
+	    (rc = dup_str(m->guest, &c->guest)) < 0 || (rc = dup_str(m->vcpu, &c->vcpu)) < 0)
+		goto out_free;
+	if (m->nlabels) {
+		c->labels = st_sys_calloc(m->nlabels, sizeof(*c->labels));
+		if (!c->labels) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		for (size_t i = 0; i < m->nlabels; i++) {
+			c->nlabels = i + 1;
+			if ((rc = dup_str(m->labels[i].key, &c->labels[i].key)) < 0 ||
+			    (rc = dup_str(m->labels[i].value, &c->labels[i].value)) < 0)
+				goto out_free;
+		}
+	}
+	*out = c;
+	return 0;
+out_free:
+	st_manifest_free(c);
+	return rc;
+}
+
+static int cmp_id_ptr(const void *a, const void *b)
+{
+	return st_id_cmp(a, b);
+}
+
+/* A guest / vcpu text must be one JSON object of bounded size. */
+static int check_object_text(const char *what, const char *text, char *why, size_t whylen)
+{
+	json_error_t err;
+	json_t *j;
+	size_t len = strlen(text);
+
+	if (len > ST_MANIFEST_MAX_OBJECT)
+		return st_why(why, whylen, ST_EFORMAT, "%s: %zu bytes, more than the limit of %u", what, len,
+			      ST_MANIFEST_MAX_OBJECT);
+	j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+	if (!j)
+		return st_why(why, whylen, ST_EFORMAT, "%s: not valid JSON: %s", what, err.text);
+	bool obj = json_is_object(j);
+	json_decref(j);
+	if (!obj)
+		return st_why(why, whylen, ST_EFORMAT, "%s: must be a JSON object", what);
+	return 0;
+}
+
+int st_manifest_validate(const struct st_manifest *m, char *why, size_t whylen)
+{
+	uint64_t mem_pages, end = 0;
+	bool *used = NULL;
+	st_id *ids = NULL;
+	int rc = 0;
+
+	if (m->version != ST_MANIFEST_VERSION)
+		return st_why(why, whylen, ST_EVERSION, "version %" PRIu32 " is not supported (this strata reads %u)",
+			      m->version, ST_MANIFEST_VERSION);
+	if (m->mem_size % ST_PAGE_SIZE)
+		return st_why(why, whylen, ST_ELAYOUT, "mem_size %" PRIu64 " is not a multiple of %u", m->mem_size,
+			      ST_PAGE_SIZE);
+	if (m->mem_size > ST_MANIFEST_MAX_MEM)
+		return st_why(why, whylen, ST_ELAYOUT, "mem_size %" PRIu64 " exceeds the limit of %llu", m->mem_size,
+			      ST_MANIFEST_MAX_MEM);
+	if (m->nlayers > ST_MANIFEST_MAX_LAYERS)
+		return st_why(why, whylen, ST_EFORMAT, "%" PRIu32 " layers, more than the limit of %u", m->nlayers,
+			      ST_MANIFEST_MAX_LAYERS);
+	if (m->created < 0)
+		return st_why(why, whylen, ST_EFORMAT, "created is negative");
+	mem_pages = m->mem_size / ST_PAGE_SIZE;
+	if (m->nranges > mem_pages)
+		return st_why(why, whylen, ST_ELAYOUT, "%" PRIu64 " ranges for %" PRIu64 " pages of memory",
+			      m->nranges, mem_pages);
+	if ((m->nlayers && !m->layers) || (m->nranges && !m->ranges) || (m->nlabels && !m->labels))
+		return st_why(why, whylen, ST_EFORMAT, "counts set but arrays missing");
+	if (m->nlayers) {
+		used = calloc(m->nlayers, sizeof(*used));
+		ids = malloc(m->nlayers * sizeof(*ids));
+		if (!used || !ids) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+	}
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		if (m->layers[i].pages == 0 || m->layers[i].pages > MAX_PAGES) {
+			rc = st_why(why, whylen, ST_ELAYOUT, "layers[%" PRIu32 "]: %" PRIu64 " pages (must be 1..%llu)", i,
+				    m->layers[i].pages, MAX_PAGES);
+			goto out_free;
+		}
+		ids[i] = m->layers[i].id;
+	}
+	if (m->nlayers > 1) {
+		qsort(ids, m->nlayers, sizeof(*ids), cmp_id_ptr);
+		for (uint32_t i = 1; i < m->nlayers; i++) {
+			if (st_id_equal(&ids[i - 1], &ids[i])) {
+				char hex[ST_ID_HEX_LEN + 1];
+				st_id_format(&ids[i], hex);
+				rc = st_why(why, whylen, ST_ELAYOUT, "layer %s is listed twice", hex);
+				goto out_free;
+			}
+		}
+	}
+	for (uint64_t i = 0; i < m->nranges; i++) {
+		const struct st_range *r = &m->ranges[i];
+
+		if (r->npages == 0) {
+			rc = st_why(why, whylen, ST_ELAYOUT, "ranges[%" PRIu64 "]: empty range", i);
+			goto out_free;
+		}
+		if (r->gpage > mem_pages || r->npages > mem_pages - r->gpage) {
+			rc = st_why(why, whylen, ST_ELAYOUT,
+				    "ranges[%" PRIu64 "]: pages %" PRIu64 "+%" PRIu64 " are outside memory of %" PRIu64
+				    " pages",
+				    i, r->gpage, r->npages, mem_pages);
+			goto out_free;
+		}
+		if (r->layer >= m->nlayers) {
+			rc = st_why(why, whylen, ST_ELAYOUT, "ranges[%" PRIu64 "]: layer %" PRIu32 " does not exist (%" PRIu32 " layers)",
+				    i, r->layer, m->nlayers);
+			goto out_free;
+		}
+		uint64_t lp = m->layers[r->layer].pages;
+		if (r->lpage > lp || r->npages > lp - r->lpage) {
+			rc = st_why(why, whylen, ST_ELAYOUT,
+				    "ranges[%" PRIu64 "]: layer %" PRIu32 " is too short (%" PRIu64
+				    " pages, range needs pages %" PRIu64 "+%" PRIu64 ")",
+				    i, r->layer, lp, r->lpage, r->npages);
+			goto out_free;
+		}
+		if (i > 0 && r->gpage < end) {
+			rc = st_why(why, whylen, ST_ELAYOUT,
+				    "ranges[%" PRIu64 "]: starts at page %" PRIu64 ", before the end of ranges[%" PRIu64
+				    "] (%" PRIu64 "): ranges must be sorted and disjoint",
+				    i, r->gpage, i - 1, end);
+			goto out_free;
+		}
+		if (i > 0 && r->gpage == end && r->layer == m->ranges[i - 1].layer &&
+		    r->lpage == m->ranges[i - 1].lpage + m->ranges[i - 1].npages) {
+			rc = st_why(why, whylen, ST_ELAYOUT,
+				    "ranges[%" PRIu64 "]: continues ranges[%" PRIu64 "]; adjacent ranges must be merged", i,
+				    i - 1);
+			goto out_free;
+		}
+		end = r->gpage + r->npages;
+		used[r->layer] = true;
+	}
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		if (!used[i]) {
+			rc = st_why(why, whylen, ST_ELAYOUT, "layers[%" PRIu32 "] is not used by any range", i);
+			goto out_free;
+		}
+	}
+	if (m->nlabels > ST_MANIFEST_MAX_LABELS) {
+		rc = st_why(why, whylen, ST_EFORMAT, "%zu labels, more than the limit of %u", m->nlabels,
+			    ST_MANIFEST_MAX_LABELS);
+		goto out_free;
+	}
+	for (size_t i = 0; i < m->nlabels; i++) {
+		const struct st_label *l = &m->labels[i];
+
+		if (!l->key || !st_name_valid(l->key)) {
+			rc = st_why(why, whylen, ST_EBADNAME, "label key '%.64s' is not a valid name", l->key ? l->key : "");
+			goto out_free;
+		}
+		if (i > 0 && strcmp(m->labels[i - 1].key, l->key) >= 0) {
+			rc = st_why(why, whylen, ST_EFORMAT, "labels must be sorted by key without duplicates ('%s')", l->key);
+			goto out_free;
+		}
+		if (!l->value || strlen(l->value) > ST_MANIFEST_MAX_LABEL_VALUE) {
+			rc = st_why(why, whylen, ST_EFORMAT, "label '%s': value missing or longer than %u bytes", l->key,
+				    ST_MANIFEST_MAX_LABEL_VALUE);
+			goto out_free;
+		}
+	}
+	if (m->guest && (rc = check_object_text("guest", m->guest, why, whylen)) < 0)
+		goto out_free;
+	if (m->vcpu && (rc = check_object_text("vcpu", m->vcpu, why, whylen)) < 0)
+		goto out_free;
+out_free:
+	free(used);
+	free(ids);
+	return rc;
+}
+
+/* ---- parsing */
+
+static const char *type_name(const json_t *j)
+{
+	switch (json_typeof(j)) {
+	case JSON_OBJECT: return "an object";
+	case JSON_ARRAY: return "an array";
+	case JSON_STRING: return "a string";
+	case JSON_INTEGER: return "an integer";
+	case JSON_REAL: return "a real number";
+	case JSON_TRUE:
+	case JSON_FALSE: return "a boolean";
+	default: return "null";
+	}
+}
+
+/* A non-negative integer <= max. */
+static int get_uint(const json_t *j, const char *what, uint64_t max, uint64_t *out, char *why, size_t whylen)
+{
+	json_int_t v;
+
+	if (!json_is_integer(j))
+		return st_why(why, whylen, ST_EFORMAT, "%s: expected a non-negative integer, got %s", what, type_name(j));
+	v = json_integer_value(j);
+	if (v < 0)
+		return st_why(why, whylen, ST_EFORMAT, "%s: negative value %lld", what, (long long)v);
+	if ((uint64_t)v > max)
+		return st_why(why, whylen, ST_EFORMAT, "%s: %lld is larger than %" PRIu64, what, (long long)v, max);
+	*out = (uint64_t)v;
+	return 0;
+}
+
+static int get_id(const json_t *j, const char *what, st_id *out, char *why, size_t whylen)
+{
+	if (!json_is_string(j))
+		return st_why(why, whylen, ST_EFORMAT, "%s: expected an id string, got %s", what, type_name(j));
+	if (st_id_parse_n(json_string_value(j), json_string_length(j), out) < 0)
+		return st_why(why, whylen, ST_EFORMAT, "%s: '%.40s' is not a 32-char lowercase hex id", what,
+			      json_string_value(j));
+	return 0;
+}
+
+static int parse_layers(const json_t *arr, struct st_manifest *m, char *why, size_t whylen)
+{
+	char what[64];
+	size_t n;
+	int rc;
+
+	if (!json_is_array(arr))
+		return st_why(why, whylen, ST_EFORMAT, "layers: expected an array, got %s", type_name(arr));
+	n = json_array_size(arr);
+	if (n > ST_MANIFEST_MAX_LAYERS)
+		return st_why(why, whylen, ST_EFORMAT, "layers: %zu entries, more than the limit of %u", n,
+			      ST_MANIFEST_MAX_LAYERS);
+	if (n && !(m->layers = st_sys_calloc(n, sizeof(*m->layers))))
+		return -ENOMEM;
+	m->nlayers = (uint32_t)n;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *o = json_array_get(arr, i), *v;
+		const char *key;
+
+		snprintf(what, sizeof(what), "layers[%zu]", i);
+		if (!json_is_object(o))
+			return st_why(why, whylen, ST_EFORMAT, "%s: expected an object, got %s", what, type_name(o));
+		json_object_foreach((json_t *)o, key, v) {
+			if (strcmp(key, "id") && strcmp(key, "pages"))
+				return st_why(why, whylen, ST_EFORMAT, "%s: unknown key '%.64s'", what, key);
+		}
+		if (!(v = json_object_get(o, "id")))
+			return st_why(why, whylen, ST_EFORMAT, "%s: missing 'id'", what);
+		snprintf(what, sizeof(what), "layers[%zu].id", i);
+		if ((rc = get_id(v, what, &m->layers[i].id, why, whylen)) < 0)
+			return rc;
+		snprintf(what, sizeof(what), "layers[%zu].pages", i);
+		if (!(v = json_object_get(o, "pages")))
+			return st_why(why, whylen, ST_EFORMAT, "%s: missing", what);
+		if ((rc = get_uint(v, what, INT64_MAX, &m->layers[i].pages, why, whylen)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int parse_ranges(const json_t *arr, struct st_manifest *m, char *why, size_t whylen)
+{
+	static const char *const field[4] = { "guest page", "page count", "layer", "layer page" };
+	char what[80];
+	size_t n;
+	int rc;
+
+	if (!json_is_array(arr))
+		return st_why(why, whylen, ST_EFORMAT, "ranges: expected an array, got %s", type_name(arr));
+	n = json_array_size(arr);
+	if (n > MAX_PAGES)
+		return st_why(why, whylen, ST_EFORMAT, "ranges: %zu entries, more than the limit of %llu", n, MAX_PAGES);
+	if (n && !(m->ranges = st_sys_calloc(n, sizeof(*m->ranges))))
+		return -ENOMEM;
+	m->nranges = n;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *r = json_array_get(arr, i);
+		uint64_t v[4];
+
+		if (!json_is_array(r) || json_array_size(r) != 4)
+			return st_why(why, whylen, ST_EFORMAT,
+				      "ranges[%zu]: expected [guest page, page count, layer, layer page]", i);
+		for (size_t k = 0; k < 4; k++) {
+			snprintf(what, sizeof(what), "ranges[%zu] %s", i, field[k]);
+			if ((rc = get_uint(json_array_get(r, k), what, k == 2 ? UINT32_MAX : INT64_MAX, &v[k], why,
+					   whylen)) < 0)
+				return rc;
+		}
+		m->ranges[i] = (struct st_range){ .gpage = v[0], .npages = v[1], .layer = (uint32_t)v[2], .lpage = v[3] };
+	}
+	return 0;
+}
+
+static int parse_labels(const json_t *obj, struct st_manifest *m, char *why, size_t whylen)
+{
+	const char *key;
+	json_t *v;
+	size_t n, i = 0;
+
+	if (!json_is_object(obj))
+		return st_why(why, whylen, ST_EFORMAT, "labels: expected an object, got %s", type_name(obj));
+	n = json_object_size(obj);
+	if (n > ST_MANIFEST_MAX_LABELS)
+		return st_why(why, whylen, ST_EFORMAT, "labels: %zu entries, more than the limit of %u", n,
+			      ST_MANIFEST_MAX_LABELS);
+	if (n && !(m->labels = st_sys_calloc(n, sizeof(*m->labels))))
+		return -ENOMEM;
+	json_object_foreach((json_t *)obj, key, v) {
+		if (!st_name_valid(key))
+			return st_why(why, whylen, ST_EBADNAME, "labels: key '%.64s' is not a valid name", key);
+		if (!json_is_string(v))
+			return st_why(why, whylen, ST_EFORMAT, "labels.%s: expected a string, got %s", key, type_name(v));
+		if (strlen(json_string_value(v)) != json_string_length(v))
+			return st_why(why, whylen, ST_EFORMAT, "labels.%s: contains a NUL character", key);
+		m->nlabels = i + 1;
+		if (!(m->labels[i].key = st_sys_strdup(key)) || !(m->labels[i].value = st_sys_strdup(json_string_value(v))))
+			return -ENOMEM;
+		i++;
+	}
+	/* Canonical order: sorted by key (jansson iterates in insertion order). */
+	for (size_t a = 1; a < m->nlabels; a++) {
+		struct st_label t = m->labels[a];
+		size_t b = a;
+		while (b > 0 && strcmp(m->labels[b - 1].key, t.key) > 0) {
+			m->labels[b] = m->labels[b - 1];
+			b--;
+		}
+		m->labels[b] = t;
+	}
+	return 0;
+}
+
+/* Keep a nested object as its canonical text. */
+static int parse_object(const json_t *j, const char *what, char **out, char *why, size_t whylen)
+{
+	if (!json_is_object(j))
+		return st_why(why, whylen, ST_EFORMAT, "%s: expected an object, got %s", what, type_name(j));
+	*out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!*out)
+		return -ENOMEM;
+	if (strlen(*out) > ST_MANIFEST_MAX_OBJECT)
+		return st_why(why, whylen, ST_EFORMAT, "%s: more than %u bytes", what, ST_MANIFEST_MAX_OBJECT);
+	return 0;
+}
+
+static const char *const known_keys[] = {
+	"abi_version", "created", "guest", "labels", "layers", "mem_size", "parent", "ranges", "vcpu", "version",
+};
+
+static int parse_root(const json_t *root, struct st_manifest *m, char *why, size_t whylen)
+{
+	const char *key;
+	json_t *v;
+	uint64_t u;
+	int rc;
+
+	if (!json_is_object(root))
+		return st_why(why, whylen, ST_EFORMAT, "expected a JSON object at the top, got %s", type_name(root));
+	/* Version first: a newer manifest may well have keys this code does not know. */
+	if (!(v = json_object_get(root, "version")))
+		return st_why(why, whylen, ST_EFORMAT, "missing 'version'");
+	if (!json_is_integer(v))
+		return st_why(why, whylen, ST_EFORMAT, "version: expected an integer, got %s", type_name(v));
+	if (json_integer_value(v) != ST_MANIFEST_VERSION)
+		return st_why(why, whylen, ST_EVERSION, "version %lld is not supported (this strata reads %u)",
+			      (long long)json_integer_value(v), ST_MANIFEST_VERSION);
+	m->version = ST_MANIFEST_VERSION;
+	json_object_foreach((json_t *)root, key, v) {
+		bool known = false;
+		for (size_t i = 0; i < sizeof(known_keys) / sizeof(known_keys[0]); i++)
+			known = known || strcmp(key, known_keys[i]) == 0;
+		if (!known)
+			return st_why(why, whylen, ST_EFORMAT, "unknown key '%.64s'", key);
+	}
+	static const char *const required[] = { "mem_size", "layers", "ranges", "created", "abi_version" };
+	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
+		if (!json_object_get(root, required[i]))
+			return st_why(why, whylen, ST_EFORMAT, "missing '%s'", required[i]);
+	if ((rc = get_uint(json_object_get(root, "mem_size"), "mem_size", INT64_MAX, &m->mem_size, why, whylen)) < 0)
+		return rc;
+	if ((rc = get_uint(json_object_get(root, "created"), "created", INT64_MAX, &u, why, whylen)) < 0)
+		return rc;
+	m->created = (int64_t)u;
+	if ((rc = get_uint(json_object_get(root, "abi_version"), "abi_version", UINT32_MAX, &u, why, whylen)) < 0)
+		return rc;
+	m->abi_version = (uint32_t)u;
+	if ((rc = parse_layers(json_object_get(root, "layers"), m, why, whylen)) < 0)
+		return rc;
+	if ((rc = parse_ranges(json_object_get(root, "ranges"), m, why, whylen)) < 0)
+		return rc;
+	if ((v = json_object_get(root, "parent"))) {
+		if ((rc = get_id(v, "parent", &m->parent, why, whylen)) < 0)
+			return rc;
+		m->has_parent = true;
+	}
+	if ((v = json_object_get(root, "labels")) && (rc = parse_labels(v, m, why, whylen)) < 0)
+		return rc;
+	if ((v = json_object_get(root, "guest")) && (rc = parse_object(v, "guest", &m->guest, why, whylen)) < 0)
+		return rc;
+	if ((v = json_object_get(root, "vcpu")) && (rc = parse_object(v, "vcpu", &m->vcpu, why, whylen)) < 0)
+		return rc;
+	return 0;
+}
+
+int st_manifest_parse(const char *json, size_t len, struct st_manifest **out, char *why, size_t whylen)
+{
+	struct st_manifest *m;
+	json_error_t err;
+	json_t *root;
+	int rc;
+
+	if (len > ST_MANIFEST_MAX_BYTES)
+		return st_why(why, whylen, ST_EFORMAT, "manifest is %zu bytes, more than the limit of %u", len,
+			      ST_MANIFEST_MAX_BYTES);
+	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &err);
+	if (!root)
+		return st_why(why, whylen, ST_EFORMAT, "not valid JSON at line %d column %d: %s", err.line, err.column,
+			      err.text);
+	if ((rc = st_manifest_new(&m)) < 0)
+		goto out_decref;
+	if ((rc = parse_root(root, m, why, whylen)) < 0 || (rc = st_manifest_validate(m, why, whylen)) < 0) {
+		st_manifest_free(m);
+		goto out_decref;
+	}
+	*out = m;
+out_decref:
+	json_decref(root);
+	return rc;
+}
+
+/* ---- encoding */
+
+/* json_*_set_new that turns a NULL value into an allocation failure. */
+static int set_new(json_t *obj, const char *key, json_t *v)
+{
+	return v && json_object_set_new(obj, key, v) == 0 ? 0 : -ENOMEM;
+}
+
+static int append_new(json_t *arr, json_t *v)
+{
+	return v && json_array_append_new(arr, v) == 0 ? 0 : -ENOMEM;
+}
+
+static json_t *id_json(const st_id *id)
+{
+	char hex[ST_ID_HEX_LEN + 1];
+
+	st_id_format(id, hex);
+	return json_string(hex);
+}
+
+static int build_json(const struct st_manifest *m, json_t **out)
+{
+	json_t *root = json_object(), *layers = json_array(), *ranges = json_array(), *labels = NULL, *o;
+	int rc = -ENOMEM;
+
+	if (!root || !layers || !ranges)
+		goto out_decref;
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		if (!(o = json_object()) || append_new(layers, o) < 0 || set_new(o, "id", id_json(&m->layers[i].id)) < 0 ||
+		    set_new(o, "pages", json_integer((json_int_t)m->layers[i].pages)) < 0)
+			goto out_decref;
+	}
+	for (uint64_t i = 0; i < m->nranges; i++) {
+		const struct st_range *r = &m->ranges[i];
+		if (!(o = json_array()) || append_new(ranges, o) < 0 || append_new(o, json_integer((json_int_t)r->gpage)) < 0 ||
+		    append_new(o, json_integer((json_int_t)r->npages)) < 0 ||
+		    append_new(o, json_integer((json_int_t)r->layer)) < 0 ||
+		    append_new(o, json_integer((json_int_t)r->lpage)) < 0)
+			goto out_decref;
+	}
+	rc = set_new(root, "layers", layers);
+	layers = NULL;
+	if (rc == 0)
+		rc = set_new(root, "ranges", ranges);
+	ranges = NULL;
+	if (rc < 0)
+		goto out_decref;
+	rc = -ENOMEM;
+	if (set_new(root, "version", json_integer(m->version)) < 0 ||
+	    set_new(root, "mem_size", json_integer((json_int_t)m->mem_size)) < 0 ||
+	    set_new(root, "created", json_integer(m->created)) < 0 ||
+	    set_new(root, "abi_version", json_integer(m->abi_version)) < 0)
+		goto out_decref;
+	if (m->has_parent && set_new(root, "parent", id_json(&m->parent)) < 0)
+		goto out_decref;
+	if (m->nlabels) {
+		if (!(labels = json_object()))
+			goto out_decref;
+		for (size_t i = 0; i < m->nlabels; i++)
+			if (set_new(labels, m->labels[i].key, json_string(m->labels[i].value)) < 0)
+				goto out_decref;
+		rc = set_new(root, "labels", labels);
+		labels = NULL;
+		if (rc < 0)
+			goto out_decref;
+	}
+	static const char *const objs[2] = { "guest", "vcpu" };
+	const char *texts[2] = { m->guest, m->vcpu };
+	for (int i = 0; i < 2; i++) {
+		if (!texts[i])
+			continue;
+		/* Validated already: parses as an object. */
+		json_t *j = json_loads(texts[i], JSON_REJECT_DUPLICATES, NULL);
+		if (set_new(root, objs[i], j) < 0)
+			goto out_decref;
+	}
+	*out = root;
+	return 0;
+out_decref:
+	json_decref(labels);
+	json_decref(ranges);
+	json_decref(layers);
+	json_decref(root);
+	return rc;
+}
+
+int st_manifest_encode(const struct st_manifest *m, char **json, size_t *len, char *why, size_t whylen)
+{
+	json_t *root;
+	char *text;
+	int rc;
+
+	if ((rc = st_manifest_validate(m, why, whylen)) < 0)
+		return rc;
+	if ((rc = build_json(m, &root)) < 0)
+		return rc;
+	text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(root);
+	if (!text)
+		return -ENOMEM;
+	*json = text;
+	*len = strlen(text);
+	return 0;
+}
+
+int st_manifest_id(const struct st_manifest *m, st_id *id, char *why, size_t whylen)
+{
+	char *text;
+	size_t len;
+	int rc = st_manifest_encode(m, &text, &len, why, whylen);
+
+	if (rc < 0)
+		return rc;
+	st_id_hash(text, len, id);
+	free(text);
+	return 0;
+}
+
+uint64_t st_manifest_layer_pages(const struct st_manifest *m)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < m->nlayers; i++)
+		n += m->layers[i].pages;
+	return n;
+}
+
+int st_manifest_lookup(const struct st_manifest *m, uint64_t gpage, uint32_t *layer, uint64_t *lpage)
+{
+	uint64_t lo = 0, hi = m->nranges;
+
+	/* First range whose end is past gpage. */
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		const struct st_range *r = &m->ranges[mid];
+		if (r->gpage + r->npages <= gpage)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == m->nranges || m->ranges[lo].gpage > gpage)
+		return -ENOENT;
+	*layer = m->ranges[lo].layer;
+	*lpage = m->ranges[lo].lpage + (gpage - m->ranges[lo].gpage);
+	return 0;
+}

@@ -1,0 +1,261 @@
+/* test_manifest.c: manifest parsing (strict), validation, canonical encoding and snapshot id. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store.h"
+
+#define A "00112233445566778899aabbccddeeff"
+#define B "ffeeddccbbaa99887766554433221100"
+
+/* A valid manifest in canonical form (keys sorted, compact). */
+static const char canonical[] =
+	"{\"abi_version\":3,\"created\":1700000000000000000,\"guest\":{\"entry\":4096,\"name\":\"echo\"},"
+	"\"labels\":{\"app\":\"web\",\"team\":\"x\"},"
+	"\"layers\":[{\"id\":\"" A "\",\"pages\":4},{\"id\":\"" B "\",\"pages\":2}],"
+	"\"mem_size\":65536,\"parent\":\"" B "\","
+	"\"ranges\":[[0,2,0,0],[4,2,1,0],[8,2,0,2]],"
+	"\"vcpu\":{\"rip\":1,\"rsp\":2},\"version\":1}";
+
+/* The same manifest: whitespace, other key order, labels unsorted. */
+static const char reordered[] =
+	"{ \"version\": 1,\n  \"mem_size\": 65536, \"created\": 1700000000000000000,\n"
+	"  \"ranges\": [ [0, 2, 0, 0], [4, 2, 1, 0], [8, 2, 0, 2] ],\n"
+	"  \"layers\": [ {\"pages\": 4, \"id\": \"" A "\"}, {\"id\": \"" B "\", \"pages\": 2} ],\n"
+	"  \"labels\": {\"team\": \"x\", \"app\": \"web\"}, \"parent\": \"" B "\", \"abi_version\": 3,\n"
+	"  \"vcpu\": {\"rsp\": 2, \"rip\": 1}, \"guest\": {\"name\": \"echo\", \"entry\": 4096} }\n";
+
+static struct st_manifest *parse_ok(const char *text)
+{
+	char why[ST_WHY_LEN] = "";
+	struct st_manifest *m = NULL;
+	int rc = st_manifest_parse(text, strlen(text), &m, why, sizeof(why));
+
+	cr_assert_eq(rc, 0, "parse: %s: %s", st_strerror(rc), why);
+	return m;
+}
+
+Test(manifest, parse_fields)
+{
+	struct st_manifest *m = parse_ok(canonical);
+	st_id a;
+
+	cr_assert_eq(m->version, 1);
+	cr_assert_eq(m->mem_size, 65536);
+	cr_assert_eq(m->nlayers, 2);
+	cr_assert_eq(st_id_parse(A, &a), 0);
+	cr_assert(st_id_equal(&m->layers[0].id, &a));
+	cr_assert_eq(m->layers[0].pages, 4);
+	cr_assert_eq(m->nranges, 3);
+	cr_assert_eq(m->ranges[1].gpage, 4);
+	cr_assert_eq(m->ranges[1].layer, 1);
+	cr_assert_eq(m->ranges[2].lpage, 2);
+	cr_assert(m->has_parent);
+	cr_assert_eq(m->created, 1700000000000000000ll);
+	cr_assert_eq(m->abi_version, 3);
+	cr_assert_str_eq(m->vcpu, "{\"rip\":1,\"rsp\":2}");
+	cr_assert_str_eq(m->guest, "{\"entry\":4096,\"name\":\"echo\"}");
+	cr_assert_eq(m->nlabels, 2);
+	cr_assert_str_eq(m->labels[0].key, "app");
+	cr_assert_str_eq(m->labels[1].value, "x");
+	st_manifest_free(m);
+}
+
+Test(manifest, round_trip_is_canonical)
+{
+	struct st_manifest *m = parse_ok(reordered), *m2;
+	char *text;
+	size_t len;
+
+	cr_assert_eq(st_manifest_encode(m, &text, &len, NULL, 0), 0);
+	cr_assert_str_eq(text, canonical);
+	cr_assert_eq(len, strlen(canonical));
+	m2 = parse_ok(text);
+	free(text);
+	cr_assert_eq(st_manifest_encode(m2, &text, &len, NULL, 0), 0);
+	cr_assert_str_eq(text, canonical, "encode(parse(encode(x))) == encode(x)");
+	free(text);
+	st_manifest_free(m);
+	st_manifest_free(m2);
+}
+
+Test(manifest, id_is_stable_across_formatting)
+{
+	struct st_manifest *a = parse_ok(canonical), *b = parse_ok(reordered), *c;
+	st_id ia, ib, ic, raw;
+
+	cr_assert_eq(st_manifest_id(a, &ia, NULL, 0), 0);
+	cr_assert_eq(st_manifest_id(b, &ib, NULL, 0), 0);
+	cr_assert(st_id_equal(&ia, &ib));
+	st_id_hash(canonical, strlen(canonical), &raw);
+	cr_assert(st_id_equal(&ia, &raw), "id = XXH3-128 of the canonical text");
+	cr_assert_eq(st_manifest_dup(a, &c), 0);
+	c->created++;
+	cr_assert_eq(st_manifest_id(c, &ic, NULL, 0), 0);
+	cr_assert(!st_id_equal(&ia, &ic), "any field change changes the id");
+	st_manifest_free(a);
+	st_manifest_free(b);
+	st_manifest_free(c);
+}
+
+Test(manifest, minimal_manifest_without_optional_keys)
+{
+	const char *t = "{\"abi_version\":0,\"created\":0,\"layers\":[],\"mem_size\":0,\"ranges\":[],\"version\":1}";
+	struct st_manifest *m = parse_ok(t);
+	char *text;
+	size_t len;
+
+	cr_assert(!m->has_parent);
+	cr_assert_null(m->vcpu);
+	cr_assert_eq(st_manifest_encode(m, &text, &len, NULL, 0), 0);
+	cr_assert_str_eq(text, t);
+	free(text);
+	st_manifest_free(m);
+}
+
+Test(manifest, lookup_finds_ranges_and_holes)
+{
+	struct st_manifest *m = parse_ok(canonical);
+	uint32_t layer;
+	uint64_t lpage;
+
+	cr_assert_eq(st_manifest_lookup(m, 1, &layer, &lpage), 0);
+	cr_assert_eq(layer, 0);
+	cr_assert_eq(lpage, 1);
+	cr_assert_eq(st_manifest_lookup(m, 2, &layer, &lpage), -ENOENT);
+	cr_assert_eq(st_manifest_lookup(m, 5, &layer, &lpage), 0);
+	cr_assert_eq(layer, 1);
+	cr_assert_eq(lpage, 1);
+	cr_assert_eq(st_manifest_lookup(m, 9, &layer, &lpage), 0);
+	cr_assert_eq(lpage, 3);
+	cr_assert_eq(st_manifest_lookup(m, 15, &layer, &lpage), -ENOENT);
+	cr_assert_eq(st_manifest_layer_pages(m), 6);
+	st_manifest_free(m);
+}
+
+/* Replace the first occurrence of `from` in the canonical text. */
+static char *edit(const char *from, const char *to)
+{
+	const char *p = strstr(canonical, from);
+	char *out;
+
+	cr_assert_not_null(p, "test bug: '%s' not in the template", from);
+	out = malloc(strlen(canonical) + strlen(to) + 1);
+	memcpy(out, canonical, (size_t)(p - canonical));
+	strcpy(out + (p - canonical), to);
+	strcat(out, p + strlen(from));
+	return out;
+}
+
+struct bad_case {
+	const char *name;
+	const char *from, *to; /* edit of the canonical text; from NULL: `to` is the whole text */
+	int code;
+	const char *why_has;   /* substring expected in the why string */
+};
+
+static const struct bad_case bad[] = {
+	{ "empty", NULL, "", ST_EFORMAT, "JSON" },
+	{ "not an object", NULL, "[1,2]", ST_EFORMAT, "object" },
+	{ "trailing junk", "\"version\":1}", "\"version\":1} x", ST_EFORMAT, "JSON" },
+	{ "duplicate key", "\"version\":1}", "\"version\":1,\"version\":1}", ST_EFORMAT, "duplicate" },
+	{ "unknown version", "\"version\":1}", "\"version\":2}", ST_EVERSION, "version 2" },
+	{ "version as string", "\"version\":1}", "\"version\":\"1\"}", ST_EFORMAT, "version" },
+	{ "missing version", ",\"version\":1}", "}", ST_EFORMAT, "missing 'version'" },
+	{ "unknown key", "\"version\":1}", "\"version\":1,\"extra\":0}", ST_EFORMAT, "unknown key 'extra'" },
+	{ "missing layers", "\"layers\":[{\"id\":\"" A "\",\"pages\":4},{\"id\":\"" B "\",\"pages\":2}],", "",
+	  ST_EFORMAT, "missing 'layers'" },
+	{ "negative mem_size", "\"mem_size\":65536", "\"mem_size\":-4096", ST_EFORMAT, "negative" },
+	{ "real mem_size", "\"mem_size\":65536", "\"mem_size\":65536.0", ST_EFORMAT, "real" },
+	{ "huge integer", "\"mem_size\":65536", "\"mem_size\":999999999999999999999999", ST_EFORMAT, "JSON" },
+	{ "mem_size not page multiple", "\"mem_size\":65536", "\"mem_size\":65537", ST_ELAYOUT, "multiple" },
+	{ "mem_size over limit", "\"mem_size\":65536", "\"mem_size\":1125899906842624", ST_ELAYOUT, "limit" },
+	{ "range out of bounds", "[8,2,0,2]", "[15,2,0,2]", ST_ELAYOUT, "outside memory" },
+	{ "range count overflows", "[8,2,0,2]", "[8,9223372036854775807,0,2]", ST_ELAYOUT, "outside memory" },
+	{ "layer page overflows", "[8,2,0,2]", "[8,2,0,9223372036854775807]", ST_ELAYOUT, "too short" },
+	{ "ranges overlap", "[4,2,1,0]", "[1,2,1,0]", ST_ELAYOUT, "sorted and disjoint" },
+	{ "ranges unsorted", "[[0,2,0,0],[4,2,1,0]", "[[4,2,1,0],[0,2,0,0]", ST_ELAYOUT, "sorted and disjoint" },
+	{ "layer too short", "[8,2,0,2]", "[8,3,0,2]", ST_ELAYOUT, "too short" },
+	{ "layer index out of range", "[4,2,1,0]", "[4,2,7,0]", ST_ELAYOUT, "does not exist" },
+	{ "empty range", "[4,2,1,0]", "[4,0,1,0]", ST_ELAYOUT, "empty" },
+	{ "adjacent ranges not merged", "[[0,2,0,0],", "[[0,2,0,0],[2,2,0,2],", ST_ELAYOUT, "merged" },
+	{ "unused layer", "[4,2,1,0],", "", ST_ELAYOUT, "not used" },
+	{ "duplicate layer", "\"id\":\"" B "\",\"pages\":2", "\"id\":\"" A "\",\"pages\":2", ST_ELAYOUT, "twice" },
+	{ "zero-page layer", "\"pages\":2", "\"pages\":0", ST_ELAYOUT, "pages" },
+	{ "bad layer id", "{\"id\":\"" A "\"", "{\"id\":\"00112233445566778899AABBCCDDEEFF\"", ST_EFORMAT, "hex" },
+	{ "layer unknown key", "\"pages\":2}", "\"pages\":2,\"x\":1}", ST_EFORMAT, "unknown key 'x'" },
+	{ "range of 3 numbers", "[8,2,0,2]", "[8,2,0]", ST_EFORMAT, "expected [" },
+	{ "range layer too big for u32", "[8,2,0,2]", "[8,2,4294967296,2]", ST_EFORMAT, "larger" },
+	{ "label key with slash", "\"app\":\"web\"", "\"a/b\":\"web\"", ST_EBADNAME, "a/b" },
+	{ "label key dotdot", "\"app\":\"web\"", "\"..\":\"web\"", ST_EBADNAME, ".." },
+	{ "label value not string", "\"app\":\"web\"", "\"app\":5", ST_EFORMAT, "string" },
+	{ "parent not an id", "\"parent\":\"" B "\"", "\"parent\":\"../x\"", ST_EFORMAT, "parent" },
+	{ "vcpu not an object", "\"vcpu\":{\"rip\":1,\"rsp\":2}", "\"vcpu\":[1]", ST_EFORMAT, "vcpu" },
+	{ "negative created", "\"created\":1700000000000000000", "\"created\":-1", ST_EFORMAT, "created" },
+	{ "abi_version too big", "\"abi_version\":3", "\"abi_version\":4294967296", ST_EFORMAT, "abi_version" },
+	{ "layers not an array", "\"layers\":[{\"id\":\"" A "\",\"pages\":4},{\"id\":\"" B "\",\"pages\":2}]",
+	  "\"layers\":{}", ST_EFORMAT, "expected an array" },
+};
+
+Test(manifest, malformed_manifests_are_rejected_with_the_right_code)
+{
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const struct bad_case *c = &bad[i];
+		char *text = c->from ? edit(c->from, c->to) : strdup(c->to);
+		char why[ST_WHY_LEN] = "";
+		struct st_manifest *m = (struct st_manifest *)0x1;
+		int rc = st_manifest_parse(text, strlen(text), &m, why, sizeof(why));
+
+		cr_expect_eq(rc, c->code, "%s: got %d (%s), why '%s'", c->name, rc, st_strerror(rc), why);
+		cr_expect_eq(m, (struct st_manifest *)0x1, "%s: out-parameter written on failure", c->name);
+		cr_expect_not_null(strstr(why, c->why_has), "%s: why '%s' lacks '%s'", c->name, why, c->why_has);
+		free(text);
+	}
+}
+
+Test(manifest, truncated_manifests_are_rejected)
+{
+	size_t len = strlen(canonical);
+
+	for (size_t cut = 0; cut < len; cut++) {
+		struct st_manifest *m = NULL;
+		char why[ST_WHY_LEN];
+		int rc = st_manifest_parse(canonical, cut, &m, why, sizeof(why));
+		cr_assert_eq(rc, ST_EFORMAT, "cut at %zu: %d", cut, rc);
+		cr_assert_null(m);
+	}
+}
+
+Test(manifest, validate_checks_built_manifests)
+{
+	struct st_manifest *m;
+	char why[ST_WHY_LEN];
+	char *text;
+	size_t len;
+
+	cr_assert_eq(st_manifest_new(&m), 0);
+	m->mem_size = 8 * ST_PAGE_SIZE;
+	m->layers = calloc(1, sizeof(*m->layers));
+	m->nlayers = 1;
+	m->layers[0].pages = 2;
+	st_id_hash("layer", 5, &m->layers[0].id);
+	m->ranges = calloc(1, sizeof(*m->ranges));
+	m->nranges = 1;
+	m->ranges[0] = (struct st_range){ .gpage = 7, .npages = 2, .layer = 0, .lpage = 0 };
+	cr_assert_eq(st_manifest_validate(m, why, sizeof(why)), ST_ELAYOUT);
+	cr_assert_eq(st_manifest_encode(m, &text, &len, why, sizeof(why)), ST_ELAYOUT, "encode validates");
+	m->ranges[0].gpage = 6;
+	cr_assert_eq(st_manifest_validate(m, why, sizeof(why)), 0, "%s", why);
+	m->vcpu = strdup("{\"a\":");
+	cr_assert_eq(st_manifest_validate(m, why, sizeof(why)), ST_EFORMAT);
+	free(m->vcpu);
+	m->vcpu = strdup("{\"a\":1}");
+	m->labels = calloc(2, sizeof(*m->labels));
+	m->nlabels = 2;
+	m->labels[0] = (struct st_label){ strdup("b"), strdup("1") };
+	m->labels[1] = (struct st_label){ strdup("a"), strdup("2") };
+	cr_assert_eq(st_manifest_validate(m, why, sizeof(why)), ST_EFORMAT, "labels must be sorted");
+	st_manifest_free(m);
+}
