@@ -338,3 +338,98 @@ Test(guestlib, freeing_data_that_looks_like_a_free_marker_is_not_a_double_free)
 	sg_free(p);
 	cr_assert_eq(strata_heap_in_use(), 0);
 }
+
+Test(guestlib, freed_neighbours_coalesce_into_one_reusable_run)
+{
+	void *region = heap_new(16 * MIB);
+	const int orders[6][3] = { { 0, 1, 2 }, { 0, 2, 1 }, { 1, 0, 2 },
+	                           { 1, 2, 0 }, { 2, 0, 1 }, { 2, 1, 0 } };
+
+	for (int o = 0; o < 6; o++) {
+		unsigned char *blk[3];
+		for (int i = 0; i < 3; i++)
+			blk[i] = sg_malloc(3 * TEST_PAGE);
+		void *guard = sg_malloc(TEST_PAGE);
+		cr_assert_eq(blk[1], blk[0] + 3 * TEST_PAGE);
+		cr_assert_eq(blk[2], blk[1] + 3 * TEST_PAGE);
+		for (int i = 0; i < 3; i++)
+			sg_free(blk[orders[o][i]]);
+		/* The three runs are one again: a 9-page block fits exactly there. */
+		void *whole = sg_malloc(9 * TEST_PAGE);
+		cr_assert_eq(whole, blk[0], "order %d", o);
+		sg_free(whole);
+		sg_free(guard);
+	}
+	region_free(region, 16 * MIB);
+}
+
+Test(guestlib, freeing_with_every_descriptor_in_use_still_records_the_free_pages)
+{
+	enum { N = 2000 };
+	static unsigned char *blk[N];
+	void *region = heap_new(64 * MIB);
+	int cap = 0;
+
+	/* Learn how many descriptors a descriptor page holds: the block after
+	 * the last one that fits skips a page, taken for the next descriptor page. */
+	for (int i = 0; i < N && !cap; i++) {
+		blk[i] = sg_malloc(2 * TEST_PAGE);
+		if (i > 0 && blk[i] != blk[i - 1] + 2 * TEST_PAGE)
+			cap = i;
+	}
+	cr_assert_gt(cap, 10);
+	region_free(region, 64 * MIB);
+
+	/* Exactly cap live blocks: every descriptor slot is in use. */
+	region = heap_new(64 * MIB);
+	for (int i = 0; i < cap; i++) {
+		blk[i] = sg_malloc(2 * TEST_PAGE);
+		cr_assert_not_null(blk[i]);
+		memset(blk[i], i, 2 * TEST_PAGE);
+	}
+	/* Freeing a block between two live ones needs a new descriptor: the
+	 * block's first page becomes a descriptor page, its second is free. */
+	sg_free(blk[5]);
+	unsigned char *one = sg_malloc(TEST_PAGE);
+	cr_assert_eq(one, blk[5] + TEST_PAGE, "the freed page after the new descriptor page is reused");
+	sg_free(one);
+	for (int i = 1; i < cap; i += 2)
+		if (i != 5)
+			sg_free(blk[i]);
+	for (int i = 0; i < cap; i += 2)
+		for (size_t j = 0; j < 2 * TEST_PAGE; j += 512)
+			cr_assert_eq(blk[i][j], (unsigned char)i, "block %d intact", i);
+	for (int i = 0; i < cap; i += 2)
+		sg_free(blk[i]);
+	cr_assert_eq(strata_heap_in_use(), 0);
+	/* All but the descriptor pages is free and reusable. */
+	void *big = sg_malloc((size_t)cap * 2 * TEST_PAGE - 8 * TEST_PAGE);
+	cr_assert_not_null(big);
+	region_free(region, 64 * MIB);
+}
+
+Test(guestlib, a_fragmented_heap_still_serves_every_size)
+{
+	enum { N = 4000 };
+	void *region = heap_new(64 * MIB);
+	static void *blk[N];
+
+	for (int i = 0; i < N; i++)
+		cr_assert_not_null(blk[i] = sg_malloc((size_t)(i % 5 + 1) * TEST_PAGE));
+	for (int i = 0; i < N; i += 2)
+		sg_free(blk[i]);
+	/* 2000 holes of 1..5 pages: each request is served from a hole. */
+	size_t top_before = 0;
+	for (int i = 0; i < N; i += 2) {
+		blk[i] = sg_malloc((size_t)(i % 5 + 1) * TEST_PAGE);
+		cr_assert_not_null(blk[i]);
+		if ((uintptr_t)blk[i] > top_before)
+			top_before = (uintptr_t)blk[i];
+	}
+	cr_assert_lt(top_before - (uintptr_t)region, (size_t)N * 3 * TEST_PAGE + 64 * TEST_PAGE,
+	             "holes were reused instead of growing into fresh pages");
+	for (int i = 0; i < N; i++)
+		sg_free(blk[i]);
+	cr_assert_eq(strata_heap_in_use(), 0);
+	region_free(region, 64 * MIB);
+}

@@ -17,11 +17,12 @@
  *   the page with the objects; objects are carved in address order (bump)
  *   before freed ones are reused, so a slab's page is the only one touched.
  * - Large blocks are whole, page-aligned page runs. Their descriptors (and
- *   those of free runs) are 32-byte records in descriptor slabs, found
- *   through a small hash table kept in .bss: no table spans the heap.
- * - Free runs are kept address-ordered and coalesced; allocation is best
- *   fit, falling back to extending the last free run into `top`, then to
- *   `top` itself. Free pages may hold old data; pages from `top` do not.
+ *   those of free runs) are 48-byte records in descriptor slabs, found
+ *   through small hash tables in .bss: no table spans the heap.
+ * - Free runs are coalesced on free (found by start and end address) and
+ *   kept in size bins. Allocation takes a fitting free run, else extends
+ *   the free run that ends at `top`, else takes pages at `top`. Free pages
+ *   may hold old data; pages taken at `top` do not.
  * One vCPU and no interrupts in the guest: no locking.
  */
 
@@ -30,14 +31,17 @@
 #define SLAB_MAGIC 0x5354534cu /* "STSL" */
 #define SMALL_MAX 2016
 #define DESC_CLASS NCLASSES
-#define HASH_BUCKETS 64
+#define HASH_BITS 6
+#define HASH_BUCKETS (1u << HASH_BITS)
+#define EXACT_BINS 16 /* runs of 1..16 pages have a bin per size */
+#define NBINS 64
 
 /* Size classes: 16-byte steps up to 128, then sizes that divide the 4032
  * bytes after the header evenly (14 x 288, 9 x 448, 2 x 2016...). */
 static const uint16_t class_size[] = {
 	16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256,
 	288, 336, 400, 448, 496, 576, 672, 800, 1008, 1344, 2016,
-	32, /* DESC_CLASS: run descriptors */
+	48, /* DESC_CLASS: run descriptors */
 };
 #define NCLASSES ((int)(sizeof class_size / sizeof class_size[0]) - 1)
 
@@ -51,20 +55,23 @@ struct slab {
 	uintptr_t self;   /* its own address, a second check on free() */
 	void *free;       /* freed objects, linked through their first word */
 	struct slab *next, *prev; /* partial list of the class */
-	bool listed;
 };
 
 _Static_assert(sizeof(struct slab) <= SLAB_HDR, "slab header must fit its slot");
 
-/* A page run: a large block in use (hash chained through next) or a free
- * run (address-ordered list through next/prev). */
+/*
+ * A page run: a large block in use (in the used table) or a free run (in
+ * the free start and end tables and in a size bin).
+ */
 struct run {
 	uintptr_t addr;
 	size_t npages;
-	struct run *next, *prev;
+	struct run *snext;        /* chain in the used or free-start table */
+	struct run *enext;        /* chain in the free-end table */
+	struct run *bnext, *bprev; /* size bin */
 };
 
-_Static_assert(sizeof(struct run) <= 32, "run descriptor must fit DESC_CLASS");
+_Static_assert(sizeof(struct run) <= 48, "run descriptor must fit DESC_CLASS");
 
 /* Marks a freed small object (second word) so double frees are caught. */
 #define FREE_MARK ((uintptr_t)0x6672656564626c6bULL)
@@ -73,8 +80,11 @@ struct heap_state {
 	uintptr_t lo, hi, top;
 	size_t in_use;
 	struct slab *partial[NCLASSES + 1];
-	struct run *free_head, *free_tail;
-	struct run *used[HASH_BUCKETS];
+	struct run *used[HASH_BUCKETS];       /* large blocks by address */
+	struct run *free_start[HASH_BUCKETS]; /* free runs by first page */
+	struct run *free_end[HASH_BUCKETS];   /* free runs by end address */
+	struct run *bins[NBINS];
+	uint64_t bin_mask;                    /* bit b set: bins[b] not empty */
 };
 
 static struct heap_state heap;
@@ -87,6 +97,11 @@ static _Noreturn void heap_corrupt(void)
 static size_t pages_left_at_top(void)
 {
 	return (heap.hi - heap.top) / PAGE_SIZE;
+}
+
+static uintptr_t run_end(const struct run *r)
+{
+	return r->addr + r->npages * PAGE_SIZE;
 }
 
 /* ---- slabs ---------------------------------------------------------- */
@@ -110,7 +125,6 @@ static void slab_list_add(struct slab *s)
 	if (*head)
 		(*head)->prev = s;
 	*head = s;
-	s->listed = true;
 }
 
 static void slab_list_del(struct slab *s)
@@ -122,7 +136,6 @@ static void slab_list_del(struct slab *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	s->next = s->prev = NULL;
-	s->listed = false;
 }
 
 static void slab_init(uintptr_t page, int cls)
@@ -170,7 +183,7 @@ static void slab_give(struct slab *s, void *obj)
 static uintptr_t page_get(size_t n, size_t *dirty);
 
 /* A descriptor from an existing descriptor slab, or NULL. Never touches the
- * page lists, so it is safe while they are being edited. */
+ * page runs, so it is safe while they are being edited. */
 static struct run *desc_take_existing(void)
 {
 	struct slab *s = heap.partial[DESC_CLASS];
@@ -178,7 +191,7 @@ static struct run *desc_take_existing(void)
 	return s ? slab_take(s) : NULL;
 }
 
-/* A descriptor, taking a fresh page for a new descriptor slab if needed. */
+/* A descriptor, taking a page for a new descriptor slab if needed. */
 static struct run *desc_take(void)
 {
 	struct run *r = desc_take_existing();
@@ -194,25 +207,127 @@ static struct run *desc_take(void)
 	return desc_take_existing();
 }
 
-/* Descriptor slabs are never released, so this never edits page lists. */
+/* Descriptor slabs are never released, so this never edits page runs. */
 static void desc_give(struct run *r)
 {
 	slab_give((struct slab *)((uintptr_t)r & ~(PAGE_SIZE - 1)), r);
 }
 
-/* ---- page runs ------------------------------------------------------ */
+/* ---- run tables ----------------------------------------------------- */
 
-static void free_list_del(struct run *r)
+static struct run **bucket(struct run **table, uintptr_t addr)
 {
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		heap.free_head = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	else
-		heap.free_tail = r->prev;
+	/* Fibonacci hashing: runs are often a fixed number of pages apart. */
+	uint64_t h = (uint64_t)(addr / PAGE_SIZE) * 0x9e3779b97f4a7c15ULL;
+
+	return &table[h >> (64 - HASH_BITS)];
 }
+
+static struct run *start_find(struct run **table, uintptr_t addr)
+{
+	for (struct run *r = *bucket(table, addr); r; r = r->snext)
+		if (r->addr == addr)
+			return r;
+	return NULL;
+}
+
+static void start_add(struct run **table, struct run *r)
+{
+	struct run **b = bucket(table, r->addr);
+
+	r->snext = *b;
+	*b = r;
+}
+
+static void start_del(struct run **table, struct run *r)
+{
+	struct run **pp = bucket(table, r->addr);
+
+	while (*pp != r)
+		pp = &(*pp)->snext;
+	*pp = r->snext;
+}
+
+static struct run *end_find(uintptr_t end)
+{
+	for (struct run *r = *bucket(heap.free_end, end); r; r = r->enext)
+		if (run_end(r) == end)
+			return r;
+	return NULL;
+}
+
+static unsigned bin_of(size_t npages)
+{
+	unsigned log2 = 63u - (unsigned)__builtin_clzll((unsigned long long)npages);
+	unsigned b;
+
+	if (npages <= EXACT_BINS)
+		return (unsigned)npages - 1;
+	/* 17..31 pages share bin 16, 32..63 bin 17, and so on. */
+	b = EXACT_BINS + log2 - 4;
+	return b < NBINS ? b : NBINS - 1;
+}
+
+static void free_add(struct run *r)
+{
+	unsigned b = bin_of(r->npages);
+	struct run **eb = bucket(heap.free_end, run_end(r));
+
+	start_add(heap.free_start, r);
+	r->enext = *eb;
+	*eb = r;
+	r->bprev = NULL;
+	r->bnext = heap.bins[b];
+	if (r->bnext)
+		r->bnext->bprev = r;
+	heap.bins[b] = r;
+	heap.bin_mask |= (uint64_t)1 << b;
+}
+
+static void free_del(struct run *r)
+{
+	unsigned b = bin_of(r->npages);
+	struct run **pp = bucket(heap.free_end, run_end(r));
+
+	start_del(heap.free_start, r);
+	while (*pp != r)
+		pp = &(*pp)->enext;
+	*pp = r->enext;
+	if (r->bprev)
+		r->bprev->bnext = r->bnext;
+	else
+		heap.bins[b] = r->bnext;
+	if (r->bnext)
+		r->bnext->bprev = r->bprev;
+	if (!heap.bins[b])
+		heap.bin_mask &= ~((uint64_t)1 << b);
+}
+
+/* A free run of at least n pages, the smallest in the first bin that has
+ * one; NULL if none. */
+static struct run *free_fit(size_t n)
+{
+	unsigned b = bin_of(n);
+	uint64_t mask = heap.bin_mask & (~(uint64_t)0 << b);
+
+	while (mask) {
+		struct run *best = NULL;
+		b = (unsigned)__builtin_ctzll(mask);
+		for (struct run *r = heap.bins[b]; r; r = r->bnext) {
+			if (r->npages >= n && (!best || r->npages < best->npages))
+				best = r;
+			/* Exact bins hold one size; stop at an exact fit. */
+			if (best && (b < EXACT_BINS || best->npages == n))
+				break;
+		}
+		if (best)
+			return best;
+		mask &= mask - 1;
+	}
+	return NULL;
+}
+
+/* ---- page runs ------------------------------------------------------ */
 
 /*
  * n contiguous pages, or 0. *dirty is how many leading pages may hold old
@@ -220,32 +335,30 @@ static void free_list_del(struct run *r)
  */
 static uintptr_t page_get(size_t n, size_t *dirty)
 {
-	struct run *best = NULL, *last = heap.free_tail;
+	struct run *r = free_fit(n);
 	uintptr_t addr;
 
-	for (struct run *r = heap.free_head; r; r = r->next)
-		if (r->npages >= n && (!best || r->npages < best->npages))
-			best = r;
-	if (best) {
-		addr = best->addr;
-		if (best->npages == n) {
-			free_list_del(best);
-			desc_give(best);
+	if (r) {
+		addr = r->addr;
+		free_del(r);
+		if (r->npages == n) {
+			desc_give(r);
 		} else {
-			best->addr += n * PAGE_SIZE;
-			best->npages -= n;
+			r->addr += n * PAGE_SIZE;
+			r->npages -= n;
+			free_add(r);
 		}
 		*dirty = n;
 		return addr;
 	}
-	/* The last free run touching `top` can grow into it. */
-	if (last && last->addr + last->npages * PAGE_SIZE == heap.top &&
-	    pages_left_at_top() >= n - last->npages) {
-		addr = last->addr;
-		*dirty = last->npages;
-		heap.top += (n - last->npages) * PAGE_SIZE;
-		free_list_del(last);
-		desc_give(last);
+	/* The free run ending at `top` can grow into it. */
+	r = end_find(heap.top);
+	if (r && pages_left_at_top() >= n - r->npages) {
+		addr = r->addr;
+		*dirty = r->npages;
+		heap.top += (n - r->npages) * PAGE_SIZE;
+		free_del(r);
+		desc_give(r);
 		return addr;
 	}
 	if (pages_left_at_top() >= n) {
@@ -260,30 +373,26 @@ static uintptr_t page_get(size_t n, size_t *dirty)
 /* Return n pages at addr to the free runs, coalescing with neighbours. */
 static void page_put(uintptr_t addr, size_t n)
 {
-	struct run *prev = NULL, *next = heap.free_head;
-	uintptr_t end = addr + n * PAGE_SIZE;
-	bool join_prev, join_next;
+	struct run *prev = end_find(addr);
+	struct run *next = start_find(heap.free_start, addr + n * PAGE_SIZE);
 	struct run *r;
 
-	while (next && next->addr < addr) {
-		prev = next;
-		next = next->next;
-	}
-	join_prev = prev && prev->addr + prev->npages * PAGE_SIZE == addr;
-	join_next = next && next->addr == end;
-	if (join_prev && join_next) {
-		prev->npages += n + next->npages;
-		free_list_del(next);
-		desc_give(next);
-		return;
-	}
-	if (join_prev) {
+	if (prev) {
+		free_del(prev);
 		prev->npages += n;
+		if (next) {
+			free_del(next);
+			prev->npages += next->npages;
+			desc_give(next);
+		}
+		free_add(prev);
 		return;
 	}
-	if (join_next) {
+	if (next) {
+		free_del(next);
 		next->addr = addr;
 		next->npages += n;
+		free_add(next);
 		return;
 	}
 	r = desc_take_existing();
@@ -298,59 +407,7 @@ static void page_put(uintptr_t addr, size_t n)
 	}
 	r->addr = addr;
 	r->npages = n;
-	r->prev = prev;
-	r->next = next;
-	if (prev)
-		prev->next = r;
-	else
-		heap.free_head = r;
-	if (next)
-		next->prev = r;
-	else
-		heap.free_tail = r;
-}
-
-/* The free run starting exactly at addr, or NULL. */
-static struct run *free_run_at(uintptr_t addr)
-{
-	for (struct run *r = heap.free_head; r && r->addr <= addr; r = r->next)
-		if (r->addr == addr)
-			return r;
-	return NULL;
-}
-
-static struct run **used_bucket(uintptr_t addr)
-{
-	return &heap.used[(addr / PAGE_SIZE) % HASH_BUCKETS];
-}
-
-static struct run *used_find(uintptr_t addr)
-{
-	for (struct run *r = *used_bucket(addr); r; r = r->next)
-		if (r->addr == addr)
-			return r;
-	return NULL;
-}
-
-static void used_add(struct run *r)
-{
-	struct run **b = used_bucket(r->addr);
-
-	r->prev = NULL;
-	r->next = *b;
-	if (*b)
-		(*b)->prev = r;
-	*b = r;
-}
-
-static void used_del(struct run *r)
-{
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		*used_bucket(r->addr) = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
+	free_add(r);
 }
 
 static size_t pages_for(size_t size)
@@ -364,14 +421,13 @@ static size_t pages_for(size_t size)
  */
 static void *large_alloc(size_t n, size_t align_pages, bool zero)
 {
+	size_t total = (heap.hi - heap.lo) / PAGE_SIZE, dirty, extra = align_pages - 1;
 	struct run *d;
 	uintptr_t addr;
-	size_t dirty, extra = align_pages - 1;
 
 	if (n == 0)
 		n = 1;
-	if (extra >= (heap.hi - heap.lo) / PAGE_SIZE ||
-	    n > (heap.hi - heap.lo) / PAGE_SIZE - extra)
+	if (extra >= total || n > total - extra)
 		return NULL;
 	d = desc_take();
 	if (!d)
@@ -397,7 +453,7 @@ static void *large_alloc(size_t n, size_t align_pages, bool zero)
 		STRATA_LIBC_NAME(memset)((void *)addr, 0, (dirty < n ? dirty : n) * PAGE_SIZE);
 	d->addr = addr;
 	d->npages = n;
-	used_add(d);
+	start_add(heap.used, d);
 	heap.in_use += n * PAGE_SIZE;
 	return (void *)addr;
 }
@@ -432,6 +488,16 @@ static struct slab *small_owner(void *p)
 	    off / class_size[s->cls] >= s->bump)
 		heap_corrupt();
 	return s;
+}
+
+/* The large block starting at p, or abort() if there is none. */
+static struct run *large_owner(void *p)
+{
+	struct run *d = start_find(heap.used, (uintptr_t)p);
+
+	if (!d)
+		heap_corrupt();
+	return d;
 }
 
 static bool in_heap(void *p)
@@ -506,22 +572,22 @@ void *STRATA_LIBC_NAME(aligned_alloc)(size_t align, size_t size)
 
 void STRATA_LIBC_NAME(free)(void *p)
 {
+	struct slab *s;
+	uintptr_t *w = p;
+
 	if (!p)
 		return;
 	if (!in_heap(p))
 		heap_corrupt();
 	if ((uintptr_t)p % PAGE_SIZE == 0) {
-		struct run *d = used_find((uintptr_t)p);
-		if (!d)
-			heap_corrupt();
-		used_del(d);
+		struct run *d = large_owner(p);
+		start_del(heap.used, d);
 		heap.in_use -= d->npages * PAGE_SIZE;
 		page_put(d->addr, d->npages);
 		desc_give(d);
 		return;
 	}
-	struct slab *s = small_owner(p);
-	uintptr_t *w = p;
+	s = small_owner(p);
 	if (w[1] == (FREE_MARK ^ (uintptr_t)p)) {
 		/* Probably a double free: make sure before calling it one. */
 		for (void *f = s->free; f; f = *(void **)f)
@@ -542,29 +608,27 @@ void STRATA_LIBC_NAME(free)(void *p)
  * free or untouched. */
 static bool large_grow(struct run *d, size_t n)
 {
-	uintptr_t end = d->addr + d->npages * PAGE_SIZE;
+	uintptr_t end = run_end(d);
 	size_t extra = n - d->npages;
-	struct run *f;
+	struct run *f = start_find(heap.free_start, end);
 
-	if (end == heap.top) {
-		if (pages_left_at_top() < extra)
+	if (!f) {
+		if (end != heap.top || pages_left_at_top() < extra)
 			return false;
 		heap.top += extra * PAGE_SIZE;
-	} else if ((f = free_run_at(end))) {
-		uintptr_t fend = f->addr + f->npages * PAGE_SIZE;
-		if (f->npages > extra) {
-			f->addr += extra * PAGE_SIZE;
-			f->npages -= extra;
-		} else if (f->npages == extra) {
-			free_list_del(f);
-			desc_give(f);
-		} else if (fend == heap.top && pages_left_at_top() >= extra - f->npages) {
-			heap.top += (extra - f->npages) * PAGE_SIZE;
-			free_list_del(f);
+	} else if (f->npages >= extra) {
+		free_del(f);
+		if (f->npages == extra) {
 			desc_give(f);
 		} else {
-			return false;
+			f->addr += extra * PAGE_SIZE;
+			f->npages -= extra;
+			free_add(f);
 		}
+	} else if (run_end(f) == heap.top && pages_left_at_top() >= extra - f->npages) {
+		heap.top += (extra - f->npages) * PAGE_SIZE;
+		free_del(f);
+		desc_give(f);
 	} else {
 		return false;
 	}
@@ -587,10 +651,8 @@ void *STRATA_LIBC_NAME(realloc)(void *p, size_t size)
 	if (!in_heap(p))
 		heap_corrupt();
 	if ((uintptr_t)p % PAGE_SIZE == 0) {
-		struct run *d = used_find((uintptr_t)p);
+		struct run *d = large_owner(p);
 		size_t n;
-		if (!d)
-			heap_corrupt();
 		if (size > heap.hi - heap.lo)
 			return NULL;
 		n = pages_for(size);
@@ -604,8 +666,7 @@ void *STRATA_LIBC_NAME(realloc)(void *p, size_t size)
 			return p;
 		old = d->npages * PAGE_SIZE;
 	} else {
-		struct slab *s = small_owner(p);
-		old = class_size[s->cls];
+		old = class_size[small_owner(p)->cls];
 		if (size <= old)
 			return p;
 	}
