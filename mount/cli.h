@@ -46,6 +46,7 @@ bool cli_parse_u64(const char *s, unsigned long long *out);
 /* Subcommands, one file per group. Each owner adds its own lines here
  * and in the table in main.c. */
 int cmd_bench(struct cli *cli, int argc, char **argv);        /* bench.c */
+int cmd_run(struct cli *cli, int argc, char **argv);          /* cmd_run.c */
 int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
 int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
@@ -57,5 +58,7 @@ int cmd_fsck(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_debug(struct cli *cli, int argc, char **argv);        /* cmd_store.c */
+int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */
+int cmd_umount(struct cli *cli, int argc, char **argv);       /* cmd_mount.c */
 
 #endif

@@ -23,7 +23,10 @@ static const struct cli_cmd commands[] = {
 	{ "import", cmd_import, "import a snapshot directory (verified, atomic, deduplicated)" },
 	{ "debug", cmd_debug, "developer tools: 'debug ingest IMAGE' makes a snapshot from a memory file" },
 	/* sandboxes */
+	{ "run", cmd_run, "run a guest function in a sandbox" },
 	/* filesystem */
+	{ "mount", cmd_mount, "mount a store as a filesystem (snapshots as directories)" },
+	{ "umount", cmd_umount, "unmount a strata mount (also a stale one)" },
 	/* measurement */
 	{ "bench", cmd_bench, "run benchmarks; print a table and write JSON" },
 };

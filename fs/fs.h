@@ -1,0 +1,85 @@
+/* fs.h: the FUSE view of a strata store: mount it, serve it, unmount it. */
+#ifndef STRATA_FS_FS_H
+#define STRATA_FS_FS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/*
+ * Namespace (docs/fs.md):
+ *   MOUNT/snapshots/NAME/manifest.json   canonical manifest of the tagged snapshot
+ *   MOUNT/snapshots/NAME/layers/<id>     each layer blob it names
+ *   MOUNT/blobs/<id>                     every blob in the store
+ *   MOUNT/memory/NAME                    the snapshot's guest memory, sparse
+ * `mkdir snapshots/NAME` and writing manifest.json and layers/<id> imports a
+ * snapshot; `rm -r` removes a tag, `mv` renames one.
+ */
+
+/* Errors: -errno or one of these (range -1300..-1399); fs_strerror covers
+ * both and falls back to the index's and the store's messages. */
+enum {
+	FS_ESTALE_MOUNT = -1300, /* mountpoint is a dead FUSE mount (ENOTCONN) */
+	FS_EMOUNTED = -1301,     /* mountpoint already has a live FUSE mount */
+	FS_EMOUNT = -1302,       /* the kernel refused the mount (see the log) */
+	FS_ENOTMOUNT = -1303,    /* umount: nothing is mounted there */
+	FS_EOPTION = -1304,      /* libfuse rejected a -o option */
+};
+
+const char *fs_strerror(int err);
+
+/* How the daemon reads backing blobs to answer FUSE reads (docs/fs.md has
+ * the measurements behind the default). */
+enum fs_read_mode {
+	FS_READ_DEFAULT = 0,
+	FS_READ_DIRECT,   /* O_DIRECT: the backing blob is not cached a second time */
+	FS_READ_DONTNEED, /* buffered read, then POSIX_FADV_DONTNEED the range */
+	FS_READ_CACHED,   /* plain buffered reads (pages cached twice) */
+};
+/* "direct", "dontneed", "cached" -> mode; -EINVAL on junk. */
+int fs_read_mode_parse(const char *s, enum fs_read_mode *out);
+
+/* Log priorities (syslog's numbers). */
+enum { FS_LOG_ERR = 3, FS_LOG_WARNING = 4, FS_LOG_NOTICE = 5, FS_LOG_INFO = 6, FS_LOG_DEBUG = 7 };
+
+struct fs_config {
+	const char *store;        /* store directory */
+	const char *mountpoint;   /* an existing directory */
+	const char *fuse_opts;    /* comma-separated -o options passed to libfuse, or NULL */
+	bool debug;               /* libfuse's request trace (foreground only) */
+	unsigned stage_timeout_s; /* drop an import idle this long (0: 600) */
+	unsigned poll_ms;         /* index generation poll period (0: 200) */
+	unsigned max_threads;     /* worker threads (0: 8) */
+	enum fs_read_mode read_mode;
+	/* Where the daemon says why it refused something (never NULL). */
+	void (*log)(void *ctx, int prio, const char *msg);
+	void *log_ctx;
+	/* Called once the mount is live, before serving (may be NULL): the
+	 * place to tell a waiting parent process that the mount succeeded. */
+	void (*ready)(void *ctx);
+	void *ready_ctx;
+};
+
+/*
+ * Open the store and its index, mount at cfg->mountpoint and serve requests
+ * on worker threads until the filesystem is unmounted or SIGINT/SIGTERM/SIGHUP
+ * arrives; then unmount and close everything. Must not be called in a
+ * process that already has the store's index open (LMDB and fork).
+ * Errors before ready(): ST_ENOTSTORE..., FS_ESTALE_MOUNT, FS_EMOUNTED,
+ * FS_EMOUNT, FS_EOPTION, -errno.
+ */
+int fs_serve(const struct fs_config *cfg);
+
+enum fs_mp_state {
+	FS_MP_FREE = 0,    /* a directory with nothing of ours mounted on it */
+	FS_MP_MOUNTED = 1, /* a live FUSE mount */
+	FS_MP_STALE = 2,   /* a FUSE mount whose daemon is gone (ENOTCONN) */
+};
+/* What is at path: >= 0 an fs_mp_state, or -errno (-ENOTDIR, -ENOENT). */
+int fs_mountpoint_state(const char *path);
+
+/* Unmount a strata mount (live or stale): umount2(), falling back to
+ * `fusermount3 -u` when not privileged. lazy detaches a busy mount.
+ * FS_ENOTMOUNT if path is not a FUSE mount. */
+int fs_umount(const char *path, bool lazy);
+
+#endif

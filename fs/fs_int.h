@@ -1,0 +1,242 @@
+/* fs_int.h: declarations shared inside fs/: nodes, the namespace model, imports, memory view. */
+#ifndef STRATA_FS_FS_INT_H
+#define STRATA_FS_FS_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "fs/fs.h"
+#include "index/index.h"
+#include "store/store.h"
+
+/* Fixed node ids of the top of the tree (FUSE_ROOT_ID is 1). */
+enum { FS_INO_ROOT = 1, FS_INO_SNAPSHOTS = 2, FS_INO_BLOBS = 3, FS_INO_MEMORY = 4, FS_INO_FIRST_DYNAMIC = 16 };
+
+/* Longest file name the mount accepts (NAME_MAX). */
+#define FS_NAME_MAX 255
+/* Largest manifest.json a copy may write (the store's own limit). */
+#define FS_MANIFEST_MAX ST_MANIFEST_MAX_BYTES
+
+enum fs_kind {
+	FS_K_ROOT = 1,
+	FS_K_SNAPSHOTS,   /* snapshots/ */
+	FS_K_BLOBS,       /* blobs/ */
+	FS_K_MEMORY,      /* memory/ */
+	FS_K_SNAPDIR,     /* snapshots/NAME (key: snapshot id + tag) */
+	FS_K_LAYERS,      /* snapshots/NAME/layers (key: snapshot id + tag) */
+	FS_K_MANIFEST,    /* manifest.json (key: snapshot id) */
+	FS_K_BLOB,        /* a blob file, wherever it appears (key: blob id) */
+	FS_K_MEMFILE,     /* memory/NAME (key: snapshot id) */
+	FS_K_STAGEDIR,    /* snapshots/NAME while a copy imports it (key: stage serial) */
+	FS_K_STAGELAYERS, /* its layers/ (key: stage serial) */
+	FS_K_STAGEFILE,   /* a file being copied in (key: file serial) */
+};
+
+/* What identifies a node: kind, a 16-byte id and, for tagged dirs, the tag. */
+struct fs_key {
+	enum fs_kind kind;
+	st_id id;
+	const char *name; /* NULL unless SNAPDIR/LAYERS */
+};
+
+struct fs_stage;
+struct fs_sfile;
+struct fs_rm;
+
+struct fs_node {
+	uint64_t ino;      /* FUSE node id: unique for the session, never reused */
+	uint64_t st_ino;   /* the inode number stat shows: stable across mounts */
+	enum fs_kind kind;
+	st_id id;
+	char *name;        /* tag for SNAPDIR/LAYERS, else NULL */
+	uint64_t nlookup;  /* kernel references (lookup/readdirplus/create minus forget) */
+	bool pinned;       /* the fixed top dirs: never freed */
+	struct fs_stage *stage; /* STAGE*: a counted reference */
+	struct fs_sfile *sfile; /* STAGEFILE: owned by stage */
+	struct fs_rm *rm;       /* SNAPDIR: entries `rm -r` has unlinked so far */
+	bool attr_known;   /* BLOB: size/blocks/mtime below are filled */
+	uint64_t size, blocks;
+	int64_t mtime_ns;
+	struct fs_node *next_ino, *next_key; /* hash chains */
+};
+
+/* ---- inode.c: the node table (pure logic, unit tested) ---- */
+struct fs_itable;
+/* release (may be NULL) is called on each node before it is freed (to drop
+ * what it references, e.g. its stage). */
+int fs_itable_new(void (*release)(struct fs_node *n, void *ctx), void *ctx, struct fs_itable **out);
+void fs_itable_free(struct fs_itable *t);
+/* The node with FUSE id ino, or NULL. The kernel never forgets a node while
+ * a request on it is in flight, so the pointer is valid for that request. */
+struct fs_node *fs_itable_get(struct fs_itable *t, uint64_t ino);
+/* Find or create the node for key and count one kernel lookup on it.
+ * -ENOMEM. init (may be NULL) is called on a new node under the table lock. */
+int fs_itable_acquire(struct fs_itable *t, const struct fs_key *key,
+		      void (*init)(struct fs_node *n, void *ctx), void *ctx, struct fs_node **out);
+/* Drop n kernel lookups; frees the node at zero unless pinned. */
+void fs_itable_forget(struct fs_itable *t, uint64_t ino, uint64_t n);
+/* Number of live nodes (for tests and the log). */
+size_t fs_itable_count(struct fs_itable *t);
+/* Stable inode number for a key: fixed for the top dirs, else a hash of
+ * kind, id and name, never below FS_INO_FIRST_DYNAMIC. */
+uint64_t fs_ino_stable(const struct fs_key *key);
+
+/* ---- path.c: name rules (pure logic, unit tested) ---- */
+/* 0 if name can be a directory entry at all: non-empty, no '/', not "." or
+ * "..", at most FS_NAME_MAX bytes (-ENAMETOOLONG), else -EINVAL. */
+int fs_name_check(const char *name);
+/* True for the temporary names copy tools use before a rename
+ * (rsync ".NAME.XXXXXX", anything starting with '.'). */
+bool fs_name_is_temp(const char *name);
+/* What a file name inside an import may be. */
+enum fs_stage_slot {
+	FS_SLOT_BAD = 0,
+	FS_SLOT_MANIFEST, /* DIR/manifest.json */
+	FS_SLOT_LAYER,    /* DIR/layers/<32-hex id> */
+	FS_SLOT_TEMP,     /* a temp name, to be renamed */
+};
+enum fs_stage_slot fs_stage_slot(bool in_layers, const char *name);
+
+/* ---- memview.c: the flat memory file over a manifest (pure logic) ---- */
+/* Where byte off of guest memory lives: *len bytes from off (>0) are either
+ * a hole (*layer = UINT32_MAX) or contiguous in layer *layer at *loff.
+ * -ENXIO if off >= mem_size. */
+int fs_mem_extent(const struct st_manifest *m, uint64_t off, uint64_t *len, uint32_t *layer, uint64_t *loff);
+/* lseek SEEK_DATA (data=true) / SEEK_HOLE over guest memory. -ENXIO past the end. */
+int fs_mem_seek(const struct st_manifest *m, uint64_t off, bool data, uint64_t *out);
+/* Pages backed by a layer (for st_blocks). */
+uint64_t fs_mem_data_pages(const struct st_manifest *m);
+
+/* ---- view.c: cached tags and manifests, refreshed by generation ---- */
+struct fs_snap {
+	st_id id;
+	char *raw;      /* canonical manifest + "\n" */
+	size_t rawlen;
+	struct st_manifest *m;
+	uint64_t data_pages;
+	struct fs_snap *next;
+};
+struct fs_tag {
+	char *name;
+	st_id id;
+};
+struct fs_tags {
+	unsigned refs;
+	uint64_t gen;
+	size_t n;
+	struct fs_tag *v; /* sorted by name */
+};
+
+/* ---- the daemon's state ---- */
+struct fs {
+	const struct fs_config *cfg;
+	struct st_store *store;
+	struct ix *ix;
+	struct fs_itable *itable;
+	enum fs_read_mode read_mode;
+	int64_t start_ns;     /* mount time: times of the fixed dirs */
+	double entry_timeout; /* immutable content */
+	/* view */
+	pthread_mutex_t view_lock;
+	struct fs_tags *tags;
+	struct fs_snap **snaps; /* hash table of parsed manifests (immutable) */
+	size_t nsnapbuckets;
+	/* imports */
+	pthread_mutex_t stage_lock;
+	struct fs_stage *stages;
+	uint64_t next_serial;
+	void *session; /* struct fuse_session *, for invalidation (ops.c/session.c only) */
+};
+
+void fs_log(struct fs *fs, int prio, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int64_t fs_now_ns(void);
+
+int fs_view_init(struct fs *fs);
+void fs_view_fini(struct fs *fs);
+/* Re-read the tags if the generation moved. *old gets the previous tag set
+ * (counted reference, release with fs_tags_put) when they changed, else NULL. */
+int fs_view_refresh(struct fs *fs, bool force, struct fs_tags **old);
+/* Counted reference to the current tags. */
+struct fs_tags *fs_tags_get(struct fs *fs);
+void fs_tags_put(struct fs *fs, struct fs_tags *t);
+/* Binary search; NULL if absent. */
+const struct fs_tag *fs_tags_find(const struct fs_tags *t, const char *name);
+/* The parsed manifest of a snapshot (cached forever: immutable). -ENOENT. */
+int fs_snap_get(struct fs *fs, const st_id *id, const struct fs_snap **out);
+
+/* ---- ns.c: the namespace: lookup, attributes, listings ---- */
+/* Entry/attr cache lifetime for a node (seconds). */
+double fs_node_timeout(const struct fs *fs, const struct fs_node *n);
+/* Resolve name in dir; on success one kernel lookup is counted on *out. */
+int fs_ns_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs_node **out);
+/* Acquire a node for a key (counts one lookup). */
+int fs_ns_acquire(struct fs *fs, const struct fs_key *key, struct fs_node **out);
+int fs_ns_attr(struct fs *fs, struct fs_node *n, struct stat *st);
+struct fs_dirent {
+	char *name;
+	struct fs_key key;   /* name inside points into this entry's storage */
+	uint64_t st_ino;
+	mode_t type;         /* S_IFDIR / S_IFREG */
+	char *keyname;
+};
+struct fs_dirlist {
+	size_t n;
+	struct fs_dirent *v;
+};
+int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out);
+void fs_dirlist_free(struct fs_dirlist *l);
+/* xattrs: value of name for n into buf (size 0: just the length). */
+int fs_ns_getxattr(struct fs *fs, struct fs_node *n, const char *name, char *buf, size_t size);
+int fs_ns_listxattr(struct fs *fs, struct fs_node *n, char *buf, size_t size);
+
+/* ---- stage.c: importing snapshots copied in by file tools ---- */
+struct fs_rm {
+	bool manifest;      /* manifest.json unlinked */
+	bool layers_dir;    /* layers/ removed */
+	size_t nlayers;
+	bool *layer;        /* per manifest layer: unlinked */
+};
+int fs_stage_mkdir(struct fs *fs, const char *name, struct fs_stage **out);
+/* The stage visible under name (open or just committed), referenced; NULL if none. */
+struct fs_stage *fs_stage_find(struct fs *fs, const char *name);
+struct fs_stage *fs_stage_ref(struct fs_stage *s);
+void fs_stage_unref(struct fs *fs, struct fs_stage *s);
+uint64_t fs_stage_serial(const struct fs_stage *s);
+bool fs_stage_has_layers(const struct fs_stage *s);
+bool fs_stage_alive(const struct fs_stage *s);
+int fs_stage_mkdir_layers(struct fs *fs, struct fs_stage *s);
+/* Find a file by name in the stage dir (in_layers false) or its layers/. */
+struct fs_sfile *fs_stage_file_find(struct fs_stage *s, bool in_layers, const char *name);
+uint64_t fs_sfile_serial(const struct fs_sfile *f);
+struct fs_sfile *fs_stage_file_by_serial(struct fs_stage *s, uint64_t serial);
+/* Create (or truncate an existing) file. -EINVAL for names that cannot be
+ * part of a snapshot, -EEXIST with excl. */
+int fs_stage_create(struct fs *fs, struct fs_stage *s, bool in_layers, const char *name, bool excl,
+		    struct fs_sfile **out);
+int fs_stage_open_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, bool trunc);
+int fs_stage_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uint64_t off, const void *buf, size_t len);
+int fs_stage_truncate(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uint64_t size);
+/* Finish a file (hash check, manifest parse) and commit the snapshot when
+ * complete. Errors are what close() returns to the copy tool. */
+int fs_stage_flush(struct fs *fs, struct fs_stage *s, struct fs_sfile *f);
+int fs_stage_rename(struct fs *fs, struct fs_stage *s, bool from_layers, const char *from, bool to_layers,
+		    const char *to);
+int fs_stage_unlink(struct fs *fs, struct fs_stage *s, bool in_layers, const char *name);
+int fs_stage_rmdir_layers(struct fs *fs, struct fs_stage *s);
+int fs_stage_rmdir(struct fs *fs, struct fs_stage *s);
+int fs_stage_rename_dir(struct fs *fs, struct fs_stage *s, const char *to);
+/* Attributes of a staged file / dir. */
+void fs_stage_attr(struct fs_stage *s, struct fs_sfile *f, bool layers_dir, struct stat *st);
+/* Names in the stage dir or its layers/ (for readdir). */
+int fs_stage_list(struct fs_stage *s, bool in_layers, struct fs_dirlist **out);
+/* A staged file that is complete: its blob id (layers) for reads. */
+int fs_sfile_blob(struct fs_stage *s, struct fs_sfile *f, st_id *id, const char **buf, size_t *len);
+/* Map an st_/ix_ code to the errno a file tool should see. */
+int fs_errno(int rc);
+/* Drop imports idle longer than the timeout; returns how many. */
+unsigned fs_stage_sweep(struct fs *fs, bool all);
+
+#endif

@@ -1,0 +1,491 @@
+/* ns.c: the namespace: what each directory holds, node attributes, listings and xattrs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/fs_int.h"
+
+#define XATTR_ID "user.strata.id"
+#define XATTR_BLOB_PATH "user.strata.blob_path"
+
+static void serial_key(struct fs_key *k, enum fs_kind kind, uint64_t serial)
+{
+	memset(k, 0, sizeof(*k));
+	k->kind = kind;
+	memcpy(k->id.b, &serial, sizeof(serial));
+}
+
+struct stage_init {
+	struct fs_stage *stage;
+	struct fs_sfile *sfile;
+};
+
+static void init_stage_node(struct fs_node *n, void *ctx)
+{
+	struct stage_init *si = ctx;
+
+	n->stage = fs_stage_ref(si->stage);
+	n->sfile = si->sfile;
+}
+
+int fs_ns_acquire(struct fs *fs, const struct fs_key *key, struct fs_node **out)
+{
+	return fs_itable_acquire(fs->itable, key, NULL, NULL, out);
+}
+
+static int acquire_stage(struct fs *fs, enum fs_kind kind, struct fs_stage *s, struct fs_sfile *f,
+			 struct fs_node **out)
+{
+	struct fs_key k;
+	struct stage_init si = { s, f };
+
+	serial_key(&k, kind, f ? fs_sfile_serial(f) : fs_stage_serial(s));
+	return fs_itable_acquire(fs->itable, &k, init_stage_node, &si, out);
+}
+
+/* Is layer id named by manifest m (and not unlinked by an `rm -r` in progress)? */
+static int layer_index(const struct st_manifest *m, const st_id *id)
+{
+	for (uint32_t i = 0; i < m->nlayers; i++)
+		if (st_id_equal(&m->layers[i].id, id))
+			return (int)i;
+	return -1;
+}
+
+int fs_ns_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs_node **out)
+{
+	struct fs_key k = { 0 };
+	const struct fs_snap *snap;
+	int rc = fs_name_check(name);
+
+	if (rc < 0)
+		return rc;
+	switch (dir->kind) {
+	case FS_K_ROOT:
+		if (strcmp(name, "snapshots") == 0)
+			k.kind = FS_K_SNAPSHOTS;
+		else if (strcmp(name, "blobs") == 0)
+			k.kind = FS_K_BLOBS;
+		else if (strcmp(name, "memory") == 0)
+			k.kind = FS_K_MEMORY;
+		else
+			return -ENOENT;
+		return fs_ns_acquire(fs, &k, out);
+	case FS_K_SNAPSHOTS:
+	case FS_K_MEMORY: {
+		if (dir->kind == FS_K_SNAPSHOTS) {
+			struct fs_stage *s = fs_stage_find(fs, name);
+			if (s) {
+				rc = acquire_stage(fs, FS_K_STAGEDIR, s, NULL, out);
+				fs_stage_unref(fs, s);
+				return rc;
+			}
+		}
+		struct fs_tags *t = fs_tags_get(fs);
+		const struct fs_tag *tag = fs_tags_find(t, name);
+		if (tag) {
+			k.kind = dir->kind == FS_K_SNAPSHOTS ? FS_K_SNAPDIR : FS_K_MEMFILE;
+			k.id = tag->id;
+			k.name = dir->kind == FS_K_SNAPSHOTS ? tag->name : NULL;
+			rc = fs_ns_acquire(fs, &k, out);
+		} else {
+			rc = -ENOENT;
+		}
+		fs_tags_put(fs, t);
+		return rc;
+	}
+	case FS_K_SNAPDIR:
+		if (strcmp(name, "manifest.json") == 0 && !(dir->rm && dir->rm->manifest)) {
+			k.kind = FS_K_MANIFEST;
+			k.id = dir->id;
+			return fs_ns_acquire(fs, &k, out);
+		}
+		if (strcmp(name, "layers") == 0 && !(dir->rm && dir->rm->layers_dir)) {
+			k.kind = FS_K_LAYERS;
+			k.id = dir->id;
+			k.name = dir->name;
+			return fs_ns_acquire(fs, &k, out);
+		}
+		return -ENOENT;
+	case FS_K_LAYERS: {
+		st_id id;
+		if (st_id_parse(name, &id) < 0)
+			return -ENOENT;
+		if ((rc = fs_snap_get(fs, &dir->id, &snap)) < 0)
+			return rc;
+		int li = layer_index(snap->m, &id);
+		if (li < 0)
+			return -ENOENT;
+		/* the snapdir node carries the rm -r state; find it by key */
+		struct fs_key dk = { FS_K_SNAPDIR, dir->id, dir->name };
+		struct fs_node *dn;
+		if (fs_ns_acquire(fs, &dk, &dn) == 0) {
+			bool hidden = dn->rm && dn->rm->layer && dn->rm->layer[li];
+			fs_itable_forget(fs->itable, dn->ino, 1);
+			if (hidden)
+				return -ENOENT;
+		}
+		k.kind = FS_K_BLOB;
+		k.id = id;
+		return fs_ns_acquire(fs, &k, out);
+	}
+	case FS_K_BLOBS: {
+		st_id id;
+		if (st_id_parse(name, &id) < 0 || !st_blob_has(fs->store, &id))
+			return -ENOENT;
+		k.kind = FS_K_BLOB;
+		k.id = id;
+		return fs_ns_acquire(fs, &k, out);
+	}
+	case FS_K_STAGEDIR:
+	case FS_K_STAGELAYERS: {
+		bool in_layers = dir->kind == FS_K_STAGELAYERS;
+		if (!in_layers && strcmp(name, "layers") == 0) {
+			if (!fs_stage_has_layers(dir->stage))
+				return -ENOENT;
+			return acquire_stage(fs, FS_K_STAGELAYERS, dir->stage, NULL, out);
+		}
+		struct fs_sfile *f = fs_stage_file_find(dir->stage, in_layers, name);
+		if (!f)
+			return -ENOENT;
+		return acquire_stage(fs, FS_K_STAGEFILE, dir->stage, f, out);
+	}
+	default:
+		return -ENOTDIR;
+	}
+}
+
+double fs_node_timeout(const struct fs *fs, const struct fs_node *n)
+{
+	switch (n->kind) {
+	case FS_K_STAGEDIR:
+	case FS_K_STAGELAYERS:
+	case FS_K_STAGEFILE:
+		return 0;
+	case FS_K_SNAPSHOTS:
+	case FS_K_MEMORY:
+	case FS_K_BLOBS:
+		return 1.0; /* link counts and times follow the tag set */
+	default:
+		return fs->entry_timeout;
+	}
+}
+
+static void set_time(struct stat *st, int64_t ns)
+{
+	if (ns < 0)
+		ns = 0;
+	st->st_mtim.tv_sec = ns / 1000000000ll;
+	st->st_mtim.tv_nsec = ns % 1000000000ll;
+	st->st_atim = st->st_mtim;
+	st->st_ctim = st->st_mtim;
+}
+
+static void dir_attr(struct stat *st, mode_t perm, nlink_t nlink)
+{
+	st->st_mode = S_IFDIR | perm;
+	st->st_nlink = nlink;
+	st->st_size = 4096;
+	st->st_blocks = 8;
+}
+
+static int blob_attr(struct fs *fs, struct fs_node *n)
+{
+	char path[4096];
+	struct stat bs;
+	int rc;
+
+	if (n->attr_known)
+		return 0;
+	rc = st_blob_path(fs->store, &n->id, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	if (stat(path, &bs) < 0)
+		return -errno;
+	n->size = (uint64_t)bs.st_size;
+	n->blocks = (uint64_t)bs.st_blocks;
+	n->mtime_ns = (int64_t)bs.st_mtim.tv_sec * 1000000000ll + bs.st_mtim.tv_nsec;
+	n->attr_known = true;
+	return 0;
+}
+
+int fs_ns_attr(struct fs *fs, struct fs_node *n, struct stat *st)
+{
+	const struct fs_snap *snap;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = n->st_ino;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_blksize = 4096;
+	set_time(st, fs->start_ns);
+	switch (n->kind) {
+	case FS_K_ROOT:
+		dir_attr(st, 0555, 5);
+		return 0;
+	case FS_K_SNAPSHOTS: {
+		struct fs_tags *t = fs_tags_get(fs);
+		dir_attr(st, 0755, 2 + t->n);
+		fs_tags_put(fs, t);
+		return 0;
+	}
+	case FS_K_BLOBS:
+	case FS_K_MEMORY:
+		dir_attr(st, 0555, 2);
+		return 0;
+	case FS_K_SNAPDIR:
+	case FS_K_LAYERS:
+	case FS_K_MANIFEST:
+	case FS_K_MEMFILE:
+		if ((rc = fs_snap_get(fs, &n->id, &snap)) < 0)
+			return rc;
+		set_time(st, snap->m->created);
+		if (n->kind == FS_K_SNAPDIR) {
+			dir_attr(st, 0555, 3);
+		} else if (n->kind == FS_K_LAYERS) {
+			dir_attr(st, 0555, 2);
+		} else if (n->kind == FS_K_MANIFEST) {
+			st->st_mode = S_IFREG | 0444;
+			st->st_nlink = 1;
+			st->st_size = (off_t)snap->rawlen;
+			st->st_blocks = (blkcnt_t)((snap->rawlen + 511) / 512);
+		} else {
+			st->st_mode = S_IFREG | 0444;
+			st->st_nlink = 1;
+			st->st_size = (off_t)snap->m->mem_size;
+			st->st_blocks = (blkcnt_t)(snap->data_pages * (ST_PAGE_SIZE / 512));
+		}
+		return 0;
+	case FS_K_BLOB:
+		if ((rc = blob_attr(fs, n)) < 0)
+			return rc;
+		set_time(st, n->mtime_ns);
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_size = (off_t)n->size;
+		st->st_blocks = (blkcnt_t)n->blocks;
+		return 0;
+	case FS_K_STAGEDIR:
+	case FS_K_STAGELAYERS:
+	case FS_K_STAGEFILE:
+		fs_stage_attr(n->stage, n->sfile, n->kind == FS_K_STAGELAYERS, st);
+		st->st_ino = n->st_ino;
+		st->st_uid = getuid();
+		st->st_gid = getgid();
+		return 0;
+	}
+	return -EIO;
+}
+
+void fs_dirlist_free(struct fs_dirlist *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].name);
+		free(l->v[i].keyname);
+	}
+	free(l->v);
+	free(l);
+}
+
+static int list_add(struct fs_dirlist *l, size_t *cap, const char *name, const struct fs_key *key, mode_t type)
+{
+	if (l->n == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		struct fs_dirent *v = realloc(l->v, c * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		*cap = c;
+	}
+	struct fs_dirent *e = &l->v[l->n];
+	memset(e, 0, sizeof(*e));
+	if (!(e->name = strdup(name)))
+		return -ENOMEM;
+	e->key = *key;
+	if (key->name && !(e->keyname = strdup(key->name))) {
+		free(e->name);
+		return -ENOMEM;
+	}
+	e->key.name = e->keyname;
+	e->st_ino = fs_ino_stable(key);
+	e->type = type;
+	l->n++;
+	return 0;
+}
+
+struct blob_list {
+	struct fs_dirlist *l;
+	size_t *cap;
+};
+
+static int list_blob(const st_id *id, uint64_t size, int64_t mtime_ns, void *ctx)
+{
+	struct blob_list *bl = ctx;
+	char hex[ST_ID_HEX_LEN + 1];
+	struct fs_key k = { .kind = FS_K_BLOB, .id = *id };
+
+	st_id_format(id, hex);
+	return list_add(bl->l, bl->cap, hex, &k, S_IFREG);
+}
+
+int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out)
+{
+	struct fs_dirlist *l = calloc(1, sizeof(*l));
+	const struct fs_snap *snap;
+	size_t cap = 0;
+	int rc = 0;
+
+	if (!l)
+		return -ENOMEM;
+	switch (dir->kind) {
+	case FS_K_ROOT: {
+		struct fs_key k = { 0 };
+		k.kind = FS_K_SNAPSHOTS;
+		rc = list_add(l, &cap, "snapshots", &k, S_IFDIR);
+		k.kind = FS_K_BLOBS;
+		if (rc >= 0)
+			rc = list_add(l, &cap, "blobs", &k, S_IFDIR);
+		k.kind = FS_K_MEMORY;
+		if (rc >= 0)
+			rc = list_add(l, &cap, "memory", &k, S_IFDIR);
+		break;
+	}
+	case FS_K_SNAPSHOTS:
+	case FS_K_MEMORY: {
+		/* Only committed snapshots: an import in progress is never listed. */
+		struct fs_tags *t = fs_tags_get(fs);
+		for (size_t i = 0; i < t->n && rc >= 0; i++) {
+			struct fs_key k = { .id = t->v[i].id };
+			if (dir->kind == FS_K_SNAPSHOTS) {
+				k.kind = FS_K_SNAPDIR;
+				k.name = t->v[i].name;
+				rc = list_add(l, &cap, t->v[i].name, &k, S_IFDIR);
+			} else {
+				k.kind = FS_K_MEMFILE;
+				rc = list_add(l, &cap, t->v[i].name, &k, S_IFREG);
+			}
+		}
+		fs_tags_put(fs, t);
+		break;
+	}
+	case FS_K_SNAPDIR: {
+		/* layers/ before manifest.json: a cp -r out of a mount into
+		 * another mount then sends the manifest last, so its close()
+		 * commits the snapshot and reports any problem to cp. */
+		struct fs_key k = { .kind = FS_K_LAYERS, .id = dir->id, .name = dir->name };
+		if (!(dir->rm && dir->rm->layers_dir))
+			rc = list_add(l, &cap, "layers", &k, S_IFDIR);
+		k.kind = FS_K_MANIFEST;
+		k.name = NULL;
+		if (rc >= 0 && !(dir->rm && dir->rm->manifest))
+			rc = list_add(l, &cap, "manifest.json", &k, S_IFREG);
+		break;
+	}
+	case FS_K_LAYERS: {
+		if ((rc = fs_snap_get(fs, &dir->id, &snap)) < 0)
+			break;
+		struct fs_key dk = { FS_K_SNAPDIR, dir->id, dir->name };
+		struct fs_node *dn = NULL;
+		if (fs_ns_acquire(fs, &dk, &dn) < 0)
+			dn = NULL;
+		for (uint32_t i = 0; i < snap->m->nlayers && rc >= 0; i++) {
+			char hex[ST_ID_HEX_LEN + 1];
+			struct fs_key k = { .kind = FS_K_BLOB, .id = snap->m->layers[i].id };
+			if (dn && dn->rm && dn->rm->layer && dn->rm->layer[i])
+				continue;
+			st_id_format(&k.id, hex);
+			rc = list_add(l, &cap, hex, &k, S_IFREG);
+		}
+		if (dn)
+			fs_itable_forget(fs->itable, dn->ino, 1);
+		break;
+	}
+	case FS_K_BLOBS: {
+		struct blob_list bl = { l, &cap };
+		rc = st_blob_foreach(fs->store, list_blob, &bl);
+		break;
+	}
+	case FS_K_STAGEDIR:
+	case FS_K_STAGELAYERS:
+		fs_dirlist_free(l);
+		return fs_stage_list(dir->stage, dir->kind == FS_K_STAGELAYERS, out);
+	default:
+		rc = -ENOTDIR;
+		break;
+	}
+	if (rc < 0) {
+		fs_dirlist_free(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
+
+static int put_value(const char *v, size_t len, char *buf, size_t size)
+{
+	if (size == 0)
+		return (int)len;
+	if (size < len)
+		return -ERANGE;
+	memcpy(buf, v, len);
+	return (int)len;
+}
+
+/* The id a node carries in user.strata.id, if any. */
+static bool node_id(struct fs_node *n, st_id *id)
+{
+	const char *buf;
+	size_t len;
+
+	switch (n->kind) {
+	case FS_K_SNAPDIR:
+	case FS_K_LAYERS:
+	case FS_K_MANIFEST:
+	case FS_K_MEMFILE:
+	case FS_K_BLOB:
+		*id = n->id;
+		return true;
+	case FS_K_STAGEFILE:
+		return fs_sfile_blob(n->stage, n->sfile, id, &buf, &len) == 0 && !buf;
+	default:
+		return false;
+	}
+}
+
+int fs_ns_getxattr(struct fs *fs, struct fs_node *n, const char *name, char *buf, size_t size)
+{
+	st_id id;
+	char hex[ST_ID_HEX_LEN + 1], path[4096];
+
+	if (!node_id(n, &id))
+		return -ENODATA;
+	if (strcmp(name, XATTR_ID) == 0) {
+		st_id_format(&id, hex);
+		return put_value(hex, ST_ID_HEX_LEN, buf, size);
+	}
+	if (strcmp(name, XATTR_BLOB_PATH) == 0 && (n->kind == FS_K_BLOB || n->kind == FS_K_STAGEFILE)) {
+		int rc = st_blob_path(fs->store, &id, path, sizeof(path));
+		if (rc < 0)
+			return rc;
+		return put_value(path, strlen(path), buf, size);
+	}
+	return -ENODATA;
+}
+
+int fs_ns_listxattr(struct fs *fs, struct fs_node *n, char *buf, size_t size)
+{
+	static const char both[] = XATTR_ID "\0" XATTR_BLOB_PATH;
+	st_id id;
+
+	if (!node_id(n, &id))
+		return put_value("", 0, buf, size);
+	if (n->kind == FS_K_BLOB || n->kind == FS_K_STAGEFILE)
+		return put_value(both, sizeof(both), buf, size);
+	return put_value(XATTR_ID, sizeof(XATTR_ID), buf, size);
+}

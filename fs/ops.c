@@ -1,0 +1,1138 @@
+/* ops.c: the FUSE low-level operations: each request mapped onto the namespace and imports, one reply each. */
+#define FUSE_USE_VERSION 35
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "fs/fs_int.h"
+#include "fs/ops.h"
+
+enum fh_kind { FH_BUF, FH_BLOB, FH_MEM, FH_STAGE };
+
+struct fs_fh {
+	enum fh_kind kind;
+	int fd;                    /* FH_BLOB: the backing blob (O_DIRECT in FS_READ_DIRECT) */
+	int fd_buffered;           /* FH_BLOB: a plain fd for reads O_DIRECT cannot do (-1 until needed) */
+	const struct fs_snap *snap;/* FH_BUF (manifest.json), FH_MEM */
+	pthread_mutex_t lock;      /* FH_MEM: lazily opened layer fds */
+	int *lfds;
+	struct fs_stage *stage;    /* FH_STAGE: counted reference */
+	struct fs_sfile *sfile;
+	bool writing;
+};
+
+static struct fs *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct fs_node *node_of(struct fs *fs, fuse_ino_t ino)
+{
+	return fs_itable_get(fs->itable, ino);
+}
+
+/* Every error leaves here as a positive errno, exactly once. */
+static void reply_err(fuse_req_t req, int rc)
+{
+	rc = fs_errno(rc);
+	fuse_reply_err(req, rc < 0 ? -rc : (rc == 0 ? 0 : EIO));
+}
+
+static int fill_entry(struct fs *fs, struct fs_node *n, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	int rc = fs_ns_attr(fs, n, &e->attr);
+	if (rc < 0)
+		return rc;
+	e->ino = n->ino;
+	e->generation = 1;
+	e->attr_timeout = e->entry_timeout = fs_node_timeout(fs, n);
+	return 0;
+}
+
+/* Answer with an entry for n, which carries one counted lookup; on failure
+ * that lookup is given back. */
+static void reply_node(fuse_req_t req, struct fs *fs, struct fs_node *n)
+{
+	struct fuse_entry_param e;
+	int rc = fill_entry(fs, n, &e);
+
+	if (rc < 0) {
+		fs_itable_forget(fs->itable, n->ino, 1);
+		reply_err(req, rc);
+		return;
+	}
+	if (fuse_reply_entry(req, &e) != 0)
+		fs_itable_forget(fs->itable, n->ino, 1);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	/* Writes must reach us in order and before flush: no writeback cache. */
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	conn->max_readahead = conn->max_readahead ? conn->max_readahead : 1u << 20;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *dir = node_of(fs, parent), *n;
+	int rc;
+
+	if (!dir) {
+		reply_err(req, -ESTALE);
+		return;
+	}
+	rc = fs_ns_lookup(fs, dir, name, &n);
+	if (rc == -ENOENT) {
+		/* a negative entry: cached briefly only where names never appear */
+		struct fuse_entry_param e = { 0 };
+		e.entry_timeout = (dir->kind == FS_K_LAYERS || dir->kind == FS_K_SNAPDIR) ? fs->entry_timeout : 0;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (rc < 0) {
+		reply_err(req, rc);
+		return;
+	}
+	reply_node(req, fs, n);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fs_itable_forget(req_fs(req)->itable, ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct fs *fs = req_fs(req);
+
+	for (size_t i = 0; i < count; i++)
+		fs_itable_forget(fs->itable, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *n = node_of(fs, ino);
+	struct stat st;
+	int rc;
+
+	if (!n) {
+		reply_err(req, -ESTALE);
+		return;
+	}
+	if ((rc = fs_ns_attr(fs, n, &st)) < 0)
+		reply_err(req, rc);
+	else
+		fuse_reply_attr(req, &st, fs_node_timeout(fs, n));
+}
+
+static bool is_stage(const struct fs_node *n)
+{
+	return n->kind == FS_K_STAGEDIR || n->kind == FS_K_STAGELAYERS || n->kind == FS_K_STAGEFILE;
+}
+
+/* What a write gets where nothing may be written. */
+static int refuse(const struct fs_node *n)
+{
+	switch (n->kind) {
+	case FS_K_ROOT:
+	case FS_K_SNAPSHOTS:
+		return -EPERM;
+	default:
+		return -EROFS;
+	}
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *n = node_of(fs, ino);
+	struct stat st;
+	int rc = 0;
+
+	if (!n) {
+		reply_err(req, -ESTALE);
+		return;
+	}
+	if (!is_stage(n)) {
+		reply_err(req, refuse(n));
+		return;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (n->kind != FS_K_STAGEFILE)
+			rc = -EISDIR;
+		else
+			rc = fs_stage_truncate(fs, n->stage, n->sfile, (uint64_t)attr->st_size);
+	}
+	/* Mode, owner and times of files being copied in are accepted and not
+	 * kept: a snapshot's files are 0444 and dated by the manifest. */
+	if (rc >= 0)
+		rc = fs_ns_attr(fs, n, &st);
+	if (rc < 0)
+		reply_err(req, rc);
+	else
+		fuse_reply_attr(req, &st, 0);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *dir = node_of(fs, parent), *n;
+	struct fs_stage *s;
+	int rc;
+
+	if (!dir) {
+		reply_err(req, -ESTALE);
+		return;
+	}
+	if ((rc = fs_name_check(name)) < 0) {
+		fs_log(fs, FS_LOG_WARNING, "mkdir: refused name (%s)", rc == -ENAMETOOLONG ? "longer than 255 bytes" : "invalid");
+		reply_err(req, rc);
+		return;
+	}
+	switch (dir->kind) {
+	case FS_K_SNAPSHOTS:
+		rc = fs_stage_mkdir(fs, name, &s);
+		if (rc < 0)
+			break;
+		rc = fs_ns_lookup(fs, dir, name, &n);
+		fs_stage_unref(fs, s);
+		if (rc >= 0) {
+			reply_node(req, fs, n);
+			return;
+		}
+		break;
+	case FS_K_STAGEDIR:
+		if (strcmp(name, "layers") != 0) {
+			fs_log(fs, FS_LOG_WARNING, "mkdir snapshots/.../%s: refused: a snapshot directory has only layers/", name);
+			rc = -EINVAL;
+			break;
+		}
+		rc = fs_stage_mkdir_layers(fs, dir->stage);
+		if (rc >= 0 && (rc = fs_ns_lookup(fs, dir, name, &n)) >= 0) {
+			reply_node(req, fs, n);
+			return;
+		}
+		break;
+	case FS_K_STAGELAYERS:
+		fs_log(fs, FS_LOG_WARNING, "mkdir layers/%s: refused: layers/ holds only files", name);
+		rc = -EINVAL;
+		break;
+	default:
+		rc = refuse(dir);
+		break;
+	}
+	reply_err(req, rc);
+}
+
+/* The snapshot dir node of a tag (for the `rm -r` bookkeeping); counted. */
+static int snapdir_node(struct fs *fs, const st_id *id, const char *tag, struct fs_node **out)
+{
+	struct fs_key k = { FS_K_SNAPDIR, *id, tag };
+
+	return fs_ns_acquire(fs, &k, out);
+}
+
+static struct fs_rm *rm_state(struct fs *fs, struct fs_node *snapdir)
+{
+	const struct fs_snap *snap;
+
+	if (snapdir->rm)
+		return snapdir->rm;
+	if (fs_snap_get(fs, &snapdir->id, &snap) < 0)
+		return NULL;
+	struct fs_rm *rm = calloc(1, sizeof(*rm));
+	if (!rm || !(rm->layer = calloc(snap->m->nlayers ? snap->m->nlayers : 1, sizeof(bool)))) {
+		free(rm);
+		return NULL;
+	}
+	rm->nlayers = snap->m->nlayers;
+	snapdir->rm = rm;
+	return rm;
+}
+
+/*
+ * `rm -r snapshots/NAME` unlinks each file, removes layers/, then NAME.
+ * The files are only hidden from this view as it goes; the tag goes (with
+ * the snapshot if no other tag names it) at the final rmdir.
+ */
+static int unlink_committed(struct fs *fs, struct fs_node *dir, const char *name)
+{
+	const struct fs_snap *snap;
+	struct fs_node *dn = dir;
+	st_id id;
+	int rc = 0;
+
+	if (dir->kind == FS_K_LAYERS && (rc = snapdir_node(fs, &dir->id, dir->name, &dn)) < 0)
+		return rc;
+	pthread_mutex_lock(&fs->stage_lock); /* serialises rm bookkeeping */
+	struct fs_rm *rm = rm_state(fs, dn);
+	if (!rm) {
+		rc = -ENOMEM;
+	} else if (dir->kind == FS_K_SNAPDIR) {
+		if (strcmp(name, "manifest.json") == 0 && !rm->manifest)
+			rm->manifest = true;
+		else
+			rc = strcmp(name, "layers") == 0 ? -EISDIR : -ENOENT;
+	} else if (st_id_parse(name, &id) < 0 || fs_snap_get(fs, &dir->id, &snap) < 0) {
+		rc = -ENOENT;
+	} else {
+		rc = -ENOENT;
+		for (uint32_t i = 0; i < snap->m->nlayers; i++) {
+			if (st_id_equal(&snap->m->layers[i].id, &id) && !rm->layer[i]) {
+				rm->layer[i] = true;
+				rc = 0;
+			}
+		}
+	}
+	pthread_mutex_unlock(&fs->stage_lock);
+	if (dn != dir)
+		fs_itable_forget(fs->itable, dn->ino, 1);
+	return rc;
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *dir = node_of(fs, parent);
+	int rc;
+
+	if (!dir) {
+		reply_err(req, -ESTALE);
+		return;
+	}
+	switch (dir->kind) {
+	case FS_K_STAGEDIR:
+	case FS_K_STAGELAYERS:
+		rc = fs_stage_unlink(fs, dir->stage, dir->kind == FS_K_STAGELAYERS, name);
+		break;
+	case FS_K_SNAPDIR:
+	case FS_K_LAYERS:
+		rc = unlink_committed(fs, dir, name);
+		break;
+	default:
+		rc = refuse(dir);
+		break;
+	}
+	reply_err(req, rc);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *dir = node_of(fs, parent), *dn;
+	int rc = 0;
+
+	if (!dir) {
+		reply_err(req, -ESTALE);
+		return;
+	}
+	switch (dir->kind) {
+	case FS_K_SNAPSHOTS: {
+		struct fs_stage *s = fs_stage_find(fs, name);
+		if (s) {
+			rc = fs_stage_rmdir(fs, s);
+			fs_stage_unref(fs, s);
+			break;
+		}
+		struct fs_tags *t = fs_tags_get(fs);
+		const struct fs_tag *tag = fs_tags_find(t, name);
+		if (!tag) {
+			fs_tags_put(fs, t);
+			rc = -ENOENT;
+			break;
+		}
+		rc = snapdir_node(fs, &tag->id, tag->name, &dn);
+		fs_tags_put(fs, t);
+		if (rc < 0)
+			break;
+		pthread_mutex_lock(&fs->stage_lock);
+		bool empty = dn->rm && dn->rm->manifest && dn->rm->layers_dir;
+		pthread_mutex_unlock(&fs->stage_lock);
+		fs_itable_forget(fs->itable, dn->ino, 1);
+		if (!empty) {
+			rc = -ENOTEMPTY;
+			break;
+		}
+		bool pruned = false;
+		rc = ix_tag_del(fs->ix, name, IX_TAG_PRUNE, &pruned);
+		if (rc >= 0) {
+			struct fs_tags *old;
+			fs_log(fs, FS_LOG_INFO, "rm snapshots/%s: tag removed%s", name,
+			       pruned ? " with its snapshot (gc reclaims its blobs)" : "");
+			if (fs_view_refresh(fs, true, &old) >= 0)
+				fs_tags_put(fs, old);
+		}
+		break;
+	}
+	case FS_K_SNAPDIR: {
+		if (strcmp(name, "layers") != 0) {
+			rc = -ENOENT;
+			break;
+		}
+		pthread_mutex_lock(&fs->stage_lock);
+		struct fs_rm *rm = rm_state(fs, dir);
+		if (!rm) {
+			rc = -ENOMEM;
+		} else if (rm->layers_dir) {
+			rc = -ENOENT;
+		} else {
+			for (size_t i = 0; i < rm->nlayers && rc == 0; i++)
+				if (!rm->layer[i])
+					rc = -ENOTEMPTY;
+			if (rc == 0)
+				rm->layers_dir = true;
+		}
+		pthread_mutex_unlock(&fs->stage_lock);
+		break;
+	}
+	case FS_K_STAGEDIR:
+		rc = strcmp(name, "layers") == 0 ? fs_stage_rmdir_layers(fs, dir->stage) : -ENOENT;
+		break;
+	default:
+		rc = refuse(dir);
+		break;
+	}
+	reply_err(req, rc);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *from = node_of(fs, parent), *to = node_of(fs, newparent);
+	int rc;
+
+	if (!from || !to) {
+		reply_err(req, -ESTALE);
+		return;
+	}
+	if (flags & RENAME_EXCHANGE) {
+		reply_err(req, -EINVAL);
+		return;
+	}
+	if ((rc = fs_name_check(newname)) < 0) {
+		reply_err(req, rc);
+		return;
+	}
+	if (from->kind == FS_K_SNAPSHOTS && to->kind == FS_K_SNAPSHOTS) {
+		struct fs_stage *s = fs_stage_find(fs, name);
+		if (s) {
+			rc = fs_stage_rename_dir(fs, s, newname);
+			fs_stage_unref(fs, s);
+		} else if (!st_name_valid(newname)) {
+			fs_log(fs, FS_LOG_WARNING, "mv snapshots/%s: refused: not a valid tag name", name);
+			rc = -EINVAL;
+		} else if ((s = fs_stage_find(fs, newname))) {
+			fs_stage_unref(fs, s);
+			rc = -EEXIST;
+		} else {
+			rc = ix_tag_rename(fs->ix, name, newname, 0);
+			if (rc >= 0) {
+				struct fs_tags *old;
+				fs_log(fs, FS_LOG_INFO, "mv snapshots/%s -> %s", name, newname);
+				if (fs_view_refresh(fs, true, &old) >= 0)
+					fs_tags_put(fs, old);
+			}
+		}
+	} else if (is_stage(from) && is_stage(to) && from->stage == to->stage &&
+		   from->kind != FS_K_STAGEFILE && to->kind != FS_K_STAGEFILE) {
+		rc = fs_stage_rename(fs, from->stage, from->kind == FS_K_STAGELAYERS, name,
+				     to->kind == FS_K_STAGELAYERS, newname);
+	} else if (is_stage(from) || is_stage(to)) {
+		fs_log(fs, FS_LOG_WARNING, "rename %s -> %s refused: files move only inside one import", name, newname);
+		rc = -EINVAL;
+	} else {
+		rc = refuse(from);
+	}
+	reply_err(req, rc);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	reply_err(req, -EPERM);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	reply_err(req, -EPERM);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	reply_err(req, -EPERM);
+}
+
+static void fh_free(struct fs *fs, struct fs_fh *fh)
+{
+	if (!fh)
+		return;
+	if (fh->fd >= 0)
+		close(fh->fd);
+	if (fh->fd_buffered >= 0)
+		close(fh->fd_buffered);
+	if (fh->lfds) {
+		for (uint32_t i = 0; fh->snap && i < fh->snap->m->nlayers; i++)
+			if (fh->lfds[i] >= 0)
+				close(fh->lfds[i]);
+		free(fh->lfds);
+	}
+	if (fh->stage)
+		fs_stage_unref(fs, fh->stage);
+	pthread_mutex_destroy(&fh->lock);
+	free(fh);
+}
+
+static struct fs_fh *fh_new(enum fh_kind kind)
+{
+	struct fs_fh *fh = calloc(1, sizeof(*fh));
+
+	if (!fh)
+		return NULL;
+	fh->kind = kind;
+	fh->fd = fh->fd_buffered = -1;
+	pthread_mutex_init(&fh->lock, NULL);
+	return fh;
+}
+
+/* Open a blob for serving reads, in the configured read mode. */
+static int blob_fd(struct fs *fs, const st_id *id, bool buffered, int *out)
+{
+	char path[PATH_MAX];
+	int flags = O_RDONLY | O_CLOEXEC | O_NOATIME;
+	int rc = st_blob_path(fs->store, id, path, sizeof(path));
+
+	if (rc < 0)
+		return rc;
+	if (fs->read_mode == FS_READ_DIRECT && !buffered)
+		flags |= O_DIRECT;
+	int fd = open(path, flags);
+	if (fd < 0 && errno == EPERM) /* O_NOATIME on a file we do not own */
+		fd = open(path, flags & ~O_NOATIME);
+	if (fd < 0)
+		return -errno;
+	*out = fd;
+	return 0;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *n = node_of(fs, ino);
+	bool wr = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+	struct fs_fh *fh = NULL;
+	int rc = 0;
+
+	if (!n) {
+		reply_err(req, -ESTALE);
+		return;
+	}
+	if (wr && n->kind != FS_K_STAGEFILE) {
+		reply_err(req, refuse(n));
+		return;
+	}
+	switch (n->kind) {
+	case FS_K_MANIFEST:
+	case FS_K_MEMFILE:
+		if (!(fh = fh_new(n->kind == FS_K_MANIFEST ? FH_BUF : FH_MEM))) {
+			rc = -ENOMEM;
+			break;
+		}
+		rc = fs_snap_get(fs, &n->id, &fh->snap);
+		if (rc >= 0 && n->kind == FS_K_MEMFILE) {
+			size_t nl = fh->snap->m->nlayers ? fh->snap->m->nlayers : 1;
+			if (!(fh->lfds = malloc(nl * sizeof(int))))
+				rc = -ENOMEM;
+			for (size_t i = 0; rc >= 0 && i < nl; i++)
+				fh->lfds[i] = -1;
+		}
+		fi->keep_cache = 1;
+		break;
+	case FS_K_BLOB:
+		if (!(fh = fh_new(FH_BLOB))) {
+			rc = -ENOMEM;
+			break;
+		}
+		rc = blob_fd(fs, &n->id, false, &fh->fd);
+		/* Immutable: every opener and every mapping shares one page cache. */
+		fi->keep_cache = 1;
+		break;
+	case FS_K_STAGEFILE:
+		if (!(fh = fh_new(FH_STAGE))) {
+			rc = -ENOMEM;
+			break;
+		}
+		fh->stage = fs_stage_ref(n->stage);
+		fh->sfile = n->sfile;
+		fh->writing = wr;
+		if (wr)
+			rc = fs_stage_open_write(fs, n->stage, n->sfile, fi->flags & O_TRUNC);
+		fi->direct_io = 1; /* bytes go straight to the hasher, in order */
+		break;
+	default:
+		rc = -EISDIR;
+		break;
+	}
+	if (rc < 0) {
+		fh_free(fs, fh);
+		reply_err(req, rc);
+		return;
+	}
+	fi->fh = (uintptr_t)fh;
+	if (fuse_reply_open(req, fi) != 0)
+		fh_free(fs, fh);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *dir = node_of(fs, parent), *n;
+	struct fs_sfile *f;
+	struct fuse_entry_param e;
+	int rc;
+
+	if (!dir) {
+		reply_err(req, -ESTALE);
+		return;
+	}
+	if (dir->kind != FS_K_STAGEDIR && dir->kind != FS_K_STAGELAYERS) {
+		if (fs_name_check(name) == -ENAMETOOLONG)
+			rc = -ENAMETOOLONG;
+		else if (dir->kind == FS_K_SNAPSHOTS) {
+			fs_log(fs, FS_LOG_WARNING, "create snapshots/%s refused: snapshots/ holds directories "
+			       "(mkdir NAME, then manifest.json and layers/)", name);
+			rc = -EPERM;
+		} else {
+			rc = refuse(dir);
+		}
+		reply_err(req, rc);
+		return;
+	}
+	rc = fs_stage_create(fs, dir->stage, dir->kind == FS_K_STAGELAYERS, name, fi->flags & O_EXCL, &f);
+	if (rc < 0) {
+		reply_err(req, rc);
+		return;
+	}
+	if ((rc = fs_ns_lookup(fs, dir, name, &n)) < 0) {
+		reply_err(req, rc);
+		return;
+	}
+	struct fs_fh *fh = fh_new(FH_STAGE);
+	if (!fh || (rc = fill_entry(fs, n, &e)) < 0) {
+		fh_free(fs, fh);
+		fs_itable_forget(fs->itable, n->ino, 1);
+		reply_err(req, fh ? rc : -ENOMEM);
+		return;
+	}
+	fh->stage = fs_stage_ref(dir->stage);
+	fh->sfile = f;
+	fh->writing = true;
+	fi->fh = (uintptr_t)fh;
+	fi->direct_io = 1;
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		fh_free(fs, fh);
+		fs_itable_forget(fs->itable, n->ino, 1);
+	}
+}
+
+/* pread all of len (or to EOF). */
+static ssize_t pread_full(int fd, char *buf, size_t len, off_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t r = pread(fd, buf + got, len - got, off + (off_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return got ? (ssize_t)got : -errno;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+/* Read from a backing blob fd honouring the read mode. */
+static ssize_t backing_read(struct fs *fs, struct fs_fh *fh, int fd, const st_id *id, char *buf, size_t len, off_t off)
+{
+	ssize_t r = pread_full(fd, buf, len, off);
+
+	if (r == -EINVAL && fs->read_mode == FS_READ_DIRECT && fh) {
+		/* an unaligned request (only direct_io openers make those) */
+		pthread_mutex_lock(&fh->lock);
+		if (fh->fd_buffered < 0)
+			blob_fd(fs, id, true, &fh->fd_buffered);
+		int bfd = fh->fd_buffered;
+		pthread_mutex_unlock(&fh->lock);
+		if (bfd < 0)
+			return -EIO;
+		r = pread_full(bfd, buf, len, off);
+		if (r > 0)
+			posix_fadvise(bfd, off, r, POSIX_FADV_DONTNEED);
+		return r;
+	}
+	if (r > 0 && fs->read_mode == FS_READ_DONTNEED)
+		posix_fadvise(fd, off, r, POSIX_FADV_DONTNEED);
+	return r;
+}
+
+static void read_mem(fuse_req_t req, struct fs *fs, struct fs_fh *fh, size_t size, off_t off)
+{
+	const struct st_manifest *m = fh->snap->m;
+	char *buf;
+	size_t done = 0;
+	int rc = 0;
+
+	if ((uint64_t)off >= m->mem_size) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if ((uint64_t)off + size > m->mem_size)
+		size = (size_t)(m->mem_size - (uint64_t)off);
+	if (posix_memalign((void **)&buf, 4096, size ? size : 1) != 0) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	while (done < size && rc >= 0) {
+		uint64_t len, loff;
+		uint32_t layer;
+		rc = fs_mem_extent(m, (uint64_t)off + done, &len, &layer, &loff);
+		if (rc < 0)
+			break;
+		size_t n = len < size - done ? (size_t)len : size - done;
+		if (layer == UINT32_MAX) {
+			memset(buf + done, 0, n);
+		} else {
+			pthread_mutex_lock(&fh->lock);
+			if (fh->lfds[layer] < 0)
+				rc = blob_fd(fs, &m->layers[layer].id, false, &fh->lfds[layer]);
+			int fd = fh->lfds[layer];
+			pthread_mutex_unlock(&fh->lock);
+			if (rc < 0)
+				break;
+			ssize_t r = backing_read(fs, NULL, fd, &m->layers[layer].id, buf + done, n, (off_t)loff);
+			if (r == -EINVAL) { /* unaligned: O_DIRECT cannot; read buffered */
+				int bfd;
+				if ((rc = blob_fd(fs, &m->layers[layer].id, true, &bfd)) < 0)
+					break;
+				r = pread_full(bfd, buf + done, n, (off_t)loff);
+				close(bfd);
+			}
+			if (r < 0) {
+				rc = (int)r;
+				break;
+			}
+			if ((size_t)r < n) {
+				fs_log(fs, FS_LOG_ERR, "memory: a layer is shorter than its manifest says");
+				rc = -EIO;
+				break;
+			}
+		}
+		done += n;
+	}
+	if (rc < 0)
+		reply_err(req, rc);
+	else
+		fuse_reply_buf(req, buf, done);
+	free(buf);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_fh *fh = (struct fs_fh *)(uintptr_t)fi->fh;
+	struct fs_node *n = node_of(fs, ino);
+
+	switch (fh->kind) {
+	case FH_BUF:
+		if ((size_t)off >= fh->snap->rawlen)
+			fuse_reply_buf(req, NULL, 0);
+		else
+			fuse_reply_buf(req, fh->snap->raw + off,
+				       size < fh->snap->rawlen - (size_t)off ? size : fh->snap->rawlen - (size_t)off);
+		return;
+	case FH_MEM:
+		read_mem(req, fs, fh, size, off);
+		return;
+	case FH_BLOB:
+		if (fs->read_mode == FS_READ_CACHED) {
+			/* splice straight from the backing file when the kernel can */
+			struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+			bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+			bv.buf[0].fd = fh->fd;
+			bv.buf[0].pos = off;
+			fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+			return;
+		}
+		break;
+	case FH_STAGE: {
+		st_id id;
+		const char *b;
+		size_t len;
+		int rc = fs_sfile_blob(fh->stage, fh->sfile, &id, &b, &len);
+		if (rc < 0) {
+			reply_err(req, rc == -EBUSY ? -EACCES : rc);
+			return;
+		}
+		if (b) {
+			size_t o = (size_t)off < len ? (size_t)off : len;
+			fuse_reply_buf(req, b + o, size < len - o ? size : len - o);
+			return;
+		}
+		int fd;
+		if ((rc = blob_fd(fs, &id, true, &fd)) < 0) {
+			reply_err(req, rc);
+			return;
+		}
+		char *buf = malloc(size ? size : 1);
+		ssize_t r = buf ? pread_full(fd, buf, size, off) : -ENOMEM;
+		close(fd);
+		if (r < 0)
+			reply_err(req, (int)r);
+		else
+			fuse_reply_buf(req, buf, (size_t)r);
+		free(buf);
+		return;
+	}
+	}
+	(void)n;
+	char *buf;
+	if (posix_memalign((void **)&buf, 4096, size ? size : 1) != 0) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	ssize_t r = backing_read(fs, fh, fh->fd, n ? &n->id : NULL, buf, size, off);
+	if (r < 0)
+		reply_err(req, (int)r);
+	else
+		fuse_reply_buf(req, buf, (size_t)r);
+	free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_fh *fh = (struct fs_fh *)(uintptr_t)fi->fh;
+
+	if (fh->kind != FH_STAGE || !fh->writing) {
+		reply_err(req, -EBADF);
+		return;
+	}
+	int rc = fs_stage_write(fs, fh->stage, fh->sfile, (uint64_t)off, buf, size);
+	if (rc < 0)
+		reply_err(req, rc);
+	else
+		fuse_reply_write(req, (size_t)rc);
+}
+
+/* close(): the kernel orders flush before the next operation on the name,
+ * so this is where a file's bytes are checked and the snapshot committed. */
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_fh *fh = (struct fs_fh *)(uintptr_t)fi->fh;
+
+	if (fh->kind != FH_STAGE || !fh->writing) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	reply_err(req, fs_stage_flush(fs, fh->stage, fh->sfile));
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fh_free(req_fs(req), (struct fs_fh *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	/* Staged bytes become durable when they are published (store policy). */
+	fuse_reply_err(req, 0);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *n = node_of(fs, ino);
+	struct fs_dirlist *l;
+	int rc;
+
+	if (!n) {
+		reply_err(req, -ESTALE);
+		return;
+	}
+	if ((rc = fs_ns_list(fs, n, &l)) < 0) {
+		reply_err(req, rc);
+		return;
+	}
+	fi->fh = (uintptr_t)l;
+	fi->cache_readdir = 0;
+	if (fuse_reply_open(req, fi) != 0)
+		fs_dirlist_free(l);
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi, bool plus)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_dirlist *l = (struct fs_dirlist *)(uintptr_t)fi->fh;
+	struct fs_node *dir = node_of(fs, ino);
+	char *buf = malloc(size);
+	size_t used = 0;
+
+	if (!buf || !dir) {
+		free(buf);
+		reply_err(req, buf ? -ESTALE : -ENOMEM);
+		return;
+	}
+	/* offsets: 0 ".", 1 "..", 2 + i the i-th entry */
+	for (off_t i = off; i < (off_t)l->n + 2; i++) {
+		const char *name = i == 0 ? "." : i == 1 ? ".." : l->v[i - 2].name;
+		size_t want;
+		if (i < 2 || !plus) {
+			struct stat st = { 0 };
+			st.st_ino = i == 0 ? dir->st_ino : i == 1 ? FS_INO_ROOT : l->v[i - 2].st_ino;
+			st.st_mode = i < 2 ? S_IFDIR : l->v[i - 2].type;
+			if (plus) {
+				struct fuse_entry_param e = { 0 };
+				e.attr = st;
+				want = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, i + 1);
+			} else {
+				want = fuse_add_direntry(req, buf + used, size - used, name, &st, i + 1);
+			}
+			if (want > size - used)
+				break;
+			used += want;
+			continue;
+		}
+		struct fs_node *n;
+		struct fuse_entry_param e;
+		if (fs_ns_lookup(fs, dir, name, &n) < 0)
+			continue; /* gone since opendir */
+		if (fill_entry(fs, n, &e) < 0) {
+			fs_itable_forget(fs->itable, n->ino, 1);
+			continue;
+		}
+		want = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, i + 1);
+		if (want > size - used) {
+			fs_itable_forget(fs->itable, n->ino, 1); /* not sent: not counted */
+			break;
+		}
+		used += want;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fs_dirlist_free((struct fs_dirlist *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = req_fs(req);
+	struct statvfs sv;
+
+	if (statvfs(st_store_path(fs->store), &sv) < 0) {
+		reply_err(req, -errno);
+		return;
+	}
+	sv.f_namemax = FS_NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *n = node_of(fs, ino);
+	char *buf = size ? malloc(size) : NULL;
+
+	if (!n || (size && !buf)) {
+		free(buf);
+		reply_err(req, n ? -ENOMEM : -ESTALE);
+		return;
+	}
+	int rc = fs_ns_getxattr(fs, n, name, buf, size);
+	if (rc < 0)
+		reply_err(req, rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)rc);
+	else
+		fuse_reply_buf(req, buf, (size_t)rc);
+	free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *n = node_of(fs, ino);
+	char *buf = size ? malloc(size) : NULL;
+
+	if (!n || (size && !buf)) {
+		free(buf);
+		reply_err(req, n ? -ENOMEM : -ESTALE);
+		return;
+	}
+	int rc = fs_ns_listxattr(fs, n, buf, size);
+	if (rc < 0)
+		reply_err(req, rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)rc);
+	else
+		fuse_reply_buf(req, buf, (size_t)rc);
+	free(buf);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size, int flags)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *n = node_of(fs, ino);
+
+	/* Copies into an import may try to carry xattrs along: not kept. */
+	reply_err(req, n && is_stage(n) ? -ENOTSUP : n ? refuse(n) : -ESTALE);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *n = node_of(fs, ino);
+
+	reply_err(req, n && is_stage(n) ? -ENOTSUP : n ? refuse(n) : -ESTALE);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_fh *fh = (struct fs_fh *)(uintptr_t)fi->fh;
+	struct fs_node *n = node_of(fs, ino);
+	struct stat st;
+	uint64_t out;
+	int rc;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		reply_err(req, -EINVAL);
+		return;
+	}
+	if (off < 0) {
+		reply_err(req, -ENXIO);
+		return;
+	}
+	if (fh->kind == FH_MEM) {
+		rc = fs_mem_seek(fh->snap->m, (uint64_t)off, whence == SEEK_DATA, &out);
+		if (rc < 0)
+			reply_err(req, rc);
+		else
+			fuse_reply_lseek(req, (off_t)out);
+		return;
+	}
+	/* Other files are dense. */
+	if (!n || (rc = fs_ns_attr(fs, n, &st)) < 0) {
+		reply_err(req, n ? rc : -ESTALE);
+		return;
+	}
+	if (off >= st.st_size)
+		reply_err(req, -ENXIO);
+	else
+		fuse_reply_lseek(req, whence == SEEK_DATA ? off : st.st_size);
+}
+
+const struct fuse_lowlevel_ops *fs_ops(void)
+{
+	static const struct fuse_lowlevel_ops ops = {
+		.init = op_init,
+		.lookup = op_lookup,
+		.forget = op_forget,
+		.forget_multi = op_forget_multi,
+		.getattr = op_getattr,
+		.setattr = op_setattr,
+		.mkdir = op_mkdir,
+		.unlink = op_unlink,
+		.rmdir = op_rmdir,
+		.rename = op_rename,
+		.link = op_link,
+		.symlink = op_symlink,
+		.mknod = op_mknod,
+		.open = op_open,
+		.create = op_create,
+		.read = op_read,
+		.write = op_write,
+		.flush = op_flush,
+		.release = op_release,
+		.fsync = op_fsync,
+		.opendir = op_opendir,
+		.readdir = op_readdir,
+		.readdirplus = op_readdirplus,
+		.releasedir = op_releasedir,
+		.statfs = op_statfs,
+		.getxattr = op_getxattr,
+		.listxattr = op_listxattr,
+		.setxattr = op_setxattr,
+		.removexattr = op_removexattr,
+		.lseek = op_lseek,
+	};
+	return &ops;
+}
+
+void fs_ops_invalidate_tags(struct fs *fs, const struct fs_tags *old, const struct fs_tags *cur)
+{
+	struct fuse_session *se = fs->session;
+	size_t i = 0, j = 0;
+	bool changed = false;
+
+	if (!se)
+		return;
+	/* merge walk of two sorted name lists */
+	while (i < old->n || j < cur->n) {
+		int c = i >= old->n ? 1 : j >= cur->n ? -1 : strcmp(old->v[i].name, cur->v[j].name);
+		const char *name = NULL;
+		if (c < 0) {
+			name = old->v[i++].name;          /* removed */
+		} else if (c > 0) {
+			j++;                              /* added: negative entries are not cached */
+			changed = true;
+		} else {
+			if (!st_id_equal(&old->v[i].id, &cur->v[j].id))
+				name = old->v[i].name;    /* moved to another snapshot */
+			i++;
+			j++;
+		}
+		if (name) {
+			changed = true;
+			fuse_lowlevel_notify_inval_entry(se, FS_INO_SNAPSHOTS, name, strlen(name));
+			fuse_lowlevel_notify_inval_entry(se, FS_INO_MEMORY, name, strlen(name));
+		}
+	}
+	if (changed) {
+		fuse_lowlevel_notify_inval_inode(se, FS_INO_SNAPSHOTS, -1, 0);
+		fuse_lowlevel_notify_inval_inode(se, FS_INO_MEMORY, -1, 0);
+	}
+}

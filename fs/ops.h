@@ -1,0 +1,14 @@
+/* ops.h: the FUSE operation table and cache invalidation, for session.c (both include fuse_lowlevel.h). */
+#ifndef STRATA_FS_OPS_H
+#define STRATA_FS_OPS_H
+
+#include "fs/fs_int.h"
+
+struct fuse_lowlevel_ops;
+/* The operation table; userdata is the struct fs. */
+const struct fuse_lowlevel_ops *fs_ops(void);
+/* Tell the kernel which snapshots/NAME and memory/NAME entries changed
+ * between two tag sets (call from a thread that serves no requests). */
+void fs_ops_invalidate_tags(struct fs *fs, const struct fs_tags *old, const struct fs_tags *cur);
+
+#endif

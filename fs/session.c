@@ -1,0 +1,282 @@
+/* session.c: mount lifecycle: open the store, mount, serve on worker threads, poll the index, unmount. */
+#define FUSE_USE_VERSION 35
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/fs_int.h"
+#include "fs/ops.h"
+
+#define FUSE_SUPER_MAGIC 0x65735546
+#define DEFAULT_POLL_MS 200
+#define DEFAULT_THREADS 8
+/* Immutable content (manifests, layers, blobs) is cached this long; tag
+ * changes are pushed out by invalidation, not by expiry. */
+#define ENTRY_TIMEOUT_S 86400.0
+
+const char *fs_strerror(int err)
+{
+	switch (err) {
+	case FS_ESTALE_MOUNT:
+		return "mountpoint is a stale FUSE mount whose daemon is gone (Transport endpoint is not connected)";
+	case FS_EMOUNTED: return "something is already mounted there";
+	case FS_EMOUNT: return "the kernel refused the mount";
+	case FS_ENOTMOUNT: return "nothing is mounted there";
+	case FS_EOPTION: return "invalid mount option";
+	default: return ix_strerror(err);
+	}
+}
+
+int fs_read_mode_parse(const char *s, enum fs_read_mode *out)
+{
+	if (strcmp(s, "direct") == 0)
+		*out = FS_READ_DIRECT;
+	else if (strcmp(s, "dontneed") == 0)
+		*out = FS_READ_DONTNEED;
+	else if (strcmp(s, "cached") == 0)
+		*out = FS_READ_CACHED;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int fs_mountpoint_state(const char *path)
+{
+	struct stat st, pst;
+	struct statfs sf;
+	char parent[PATH_MAX];
+
+	if (stat(path, &st) < 0)
+		return errno == ENOTCONN ? FS_MP_STALE : -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (statfs(path, &sf) < 0)
+		return errno == ENOTCONN ? FS_MP_STALE : -errno;
+	if (snprintf(parent, sizeof(parent), "%s/..", path) >= (int)sizeof(parent))
+		return -ENAMETOOLONG;
+	if (stat(parent, &pst) < 0)
+		return -errno;
+	if ((unsigned long)sf.f_type == FUSE_SUPER_MAGIC && st.st_dev != pst.st_dev)
+		return FS_MP_MOUNTED;
+	return FS_MP_FREE;
+}
+
+static int run_fusermount(const char *path, bool lazy)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", lazy ? "-uz" : "-u", "--", path, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPERM;
+}
+
+int fs_umount(const char *path, bool lazy)
+{
+	int st = fs_mountpoint_state(path);
+
+	if (st < 0)
+		return st;
+	if (st == FS_MP_FREE)
+		return FS_ENOTMOUNT;
+	if (umount2(path, lazy ? MNT_DETACH : 0) == 0)
+		return 0;
+	if (errno == EBUSY)
+		return -EBUSY;
+	if (errno != EPERM)
+		return -errno;
+	return run_fusermount(path, lazy);
+}
+
+struct poller {
+	struct fs *fs;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop;
+};
+
+/* Follow the index: when the generation moves, re-read the tags and tell the
+ * kernel what changed; drop imports that were abandoned. */
+static void *poll_main(void *arg)
+{
+	struct poller *p = arg;
+	struct fs *fs = p->fs;
+	unsigned ms = fs->cfg->poll_ms ? fs->cfg->poll_ms : DEFAULT_POLL_MS;
+	struct fs_tags *seen = fs_tags_get(fs);
+
+	pthread_mutex_lock(&p->lock);
+	while (!p->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)(ms % 1000) * 1000000l;
+		ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000l;
+		ts.tv_nsec %= 1000000000l;
+		pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+		if (p->stop)
+			break;
+		pthread_mutex_unlock(&p->lock);
+		struct fs_tags *old = NULL;
+		int rc = fs_view_refresh(fs, false, &old);
+		if (rc < 0)
+			fs_log(fs, FS_LOG_ERR, "index: cannot read the generation: %s", ix_strerror(rc));
+		fs_tags_put(fs, old);
+		struct fs_tags *cur = fs_tags_get(fs);
+		if (cur != seen)
+			fs_ops_invalidate_tags(fs, seen, cur);
+		fs_tags_put(fs, seen);
+		seen = cur;
+		fs_stage_sweep(fs, false);
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+	fs_tags_put(fs, seen);
+	return NULL;
+}
+
+static void release_node(struct fs_node *n, void *ctx)
+{
+	if (n->stage)
+		fs_stage_unref(ctx, n->stage);
+}
+
+static int pin_top(struct fs *fs)
+{
+	static const enum fs_kind top[] = { FS_K_ROOT, FS_K_SNAPSHOTS, FS_K_BLOBS, FS_K_MEMORY };
+	struct fs_node *n;
+
+	for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
+		struct fs_key k = { .kind = top[i] };
+		int rc = fs_itable_acquire(fs->itable, &k, NULL, NULL, &n);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int make_args(const struct fs_config *cfg, const char *store, struct fuse_args *args)
+{
+	char opts[4096];
+	int n = snprintf(opts, sizeof(opts), "fsname=strata:%s,subtype=strata,default_permissions%s%s", store,
+			 cfg->fuse_opts && *cfg->fuse_opts ? "," : "", cfg->fuse_opts ? cfg->fuse_opts : "");
+
+	if (n < 0 || n >= (int)sizeof(opts) || strchr(store, ','))
+		return -EINVAL;
+	if (fuse_opt_add_arg(args, "strata") || fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, opts) ||
+	    (cfg->debug && fuse_opt_add_arg(args, "-d")))
+		return -ENOMEM;
+	return 0;
+}
+
+int fs_serve(const struct fs_config *cfg)
+{
+	struct fs fs = { .cfg = cfg };
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se = NULL;
+	struct poller p = { .fs = &fs };
+	int rc = fs_mountpoint_state(cfg->mountpoint);
+
+	if (rc == FS_MP_STALE)
+		return FS_ESTALE_MOUNT;
+	if (rc == FS_MP_MOUNTED)
+		return FS_EMOUNTED;
+	if (rc < 0)
+		return rc;
+	fs.read_mode = cfg->read_mode ? cfg->read_mode : FS_READ_DIRECT;
+	fs.entry_timeout = ENTRY_TIMEOUT_S;
+	fs.start_ns = fs_now_ns();
+	pthread_mutex_init(&fs.stage_lock, NULL);
+	rc = st_store_open(cfg->store, 0, &fs.store);
+	if (rc < 0)
+		goto out;
+	rc = ix_open(fs.store, NULL, &fs.ix);
+	if (rc < 0)
+		goto out_close_store;
+	rc = fs_itable_new(release_node, &fs, &fs.itable);
+	if (rc < 0)
+		goto out_close_index;
+	rc = fs_view_init(&fs);
+	if (rc < 0)
+		goto out_free_view;
+	if ((rc = pin_top(&fs)) < 0)
+		goto out_free_view;
+	if ((rc = make_args(cfg, st_store_path(fs.store), &args)) < 0)
+		goto out_free_args;
+	se = fuse_session_new(&args, fs_ops(), sizeof(struct fuse_lowlevel_ops), &fs);
+	if (!se) {
+		rc = FS_EOPTION;
+		goto out_free_args;
+	}
+	fs.session = se;
+	if (fuse_set_signal_handlers(se) != 0) {
+		rc = -EIO;
+		goto out_destroy;
+	}
+	if (fuse_session_mount(se, cfg->mountpoint) != 0) {
+		rc = FS_EMOUNT;
+		goto out_signals;
+	}
+	fs_log(&fs, FS_LOG_NOTICE, "mounted %s at %s", st_store_path(fs.store), cfg->mountpoint);
+	pthread_mutex_init(&p.lock, NULL);
+	pthread_cond_init(&p.cond, NULL);
+	if ((rc = -pthread_create(&p.thread, NULL, poll_main, &p)) < 0)
+		goto out_unmount;
+	if (cfg->ready)
+		cfg->ready(cfg->ready_ctx);
+
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	if (!lc) {
+		rc = -ENOMEM;
+	} else {
+		fuse_loop_cfg_set_max_threads(lc, cfg->max_threads ? cfg->max_threads : DEFAULT_THREADS);
+		fuse_loop_cfg_set_idle_threads(lc, 4);
+		rc = fuse_session_loop_mt(se, lc);
+		fuse_loop_cfg_destroy(lc);
+		rc = rc < 0 ? rc : 0; /* > 0: a signal ended the loop: a clean stop */
+	}
+	pthread_mutex_lock(&p.lock);
+	p.stop = true;
+	pthread_cond_signal(&p.cond);
+	pthread_mutex_unlock(&p.lock);
+	pthread_join(p.thread, NULL);
+	fs_log(&fs, FS_LOG_NOTICE, "unmounting %s", cfg->mountpoint);
+out_unmount:
+	pthread_cond_destroy(&p.cond);
+	pthread_mutex_destroy(&p.lock);
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_destroy:
+	fuse_session_destroy(se);
+	fs.session = NULL;
+out_free_args:
+	fuse_opt_free_args(&args);
+out_free_view:
+	fs_stage_sweep(&fs, true);
+	fs_itable_free(fs.itable);
+	fs_view_fini(&fs);
+out_close_index:
+	ix_close(fs.ix);
+out_close_store:
+	st_store_close(fs.store);
+out:
+	pthread_mutex_destroy(&fs.stage_lock);
+	return rc;
+}
