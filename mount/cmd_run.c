@@ -1,0 +1,423 @@
+/* cmd_run.c: `strata run`: load a guest ELF into a sandbox and call its functions. */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "vmm/vmm.h"
+
+#define RUN_FILE_MAX (1ull << 30)
+
+static void run_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata run GUEST.elf --call FN [ARGS...] [options]\n"
+		"       strata run GUEST.elf --list\n"
+		"\n"
+		"Creates a sandbox from a guest ELF (built with the strata guest SDK) and\n"
+		"calls FN with ARGS, parsed per the function's signature: an integer for\n"
+		"'i', text for 's', and for 'b' text or @FILE for a file's bytes. The\n"
+		"result is printed (bytes as hex). Host functions host_add(i,i)->i and\n"
+		"host_upper(s)->s are available to the guest; guest logs go to stderr.\n"
+		"\n"
+		"  --call FN        the guest function to call\n"
+		"  --list           list the guest's functions and signatures\n"
+		"  --heap SIZE      guest heap (default 128K; e.g. 8M)\n"
+		"  --stack SIZE     guest stack (default 64K)\n"
+		"  --input SIZE     input buffer for arguments (default: 16K or what ARGS need)\n"
+		"  --output SIZE    output buffer for results (default 16K)\n"
+		"  --timeout T      per-call timeout: seconds, or with ms/s suffix (default none)\n"
+		"  --repeat N       call N times (state persists); print the last result and timing\n"
+		"\n"
+		"Exit status 5 when the guest faults, aborts, times out or breaks the ABI.\n");
+}
+
+static void guest_log(void *ctx, int level, const char *msg, size_t len)
+{
+	static const char *const lv[] = { "error", "warn", "info", "debug" };
+
+	(void)ctx;
+	fprintf(stderr, "guest %s: %.*s\n", lv[level & 3], (int)(len > INT_MAX ? INT_MAX : len), msg);
+}
+
+static int host_add(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
+{
+	(void)ctx;
+	(void)n;
+	ret->type = VMM_I64;
+	ret->i64 = (int64_t)((uint64_t)a[0].i64 + (uint64_t)a[1].i64);
+	return 0;
+}
+
+static int host_upper(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
+{
+	static char buf[4096];
+	size_t len = a[0].len < sizeof(buf) - 1 ? a[0].len : sizeof(buf) - 1;
+
+	(void)ctx;
+	(void)n;
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (char)toupper(((const unsigned char *)a[0].data)[i]);
+	buf[len] = 0;
+	ret->type = VMM_STR;
+	ret->data = buf;
+	ret->len = len;
+	return 0;
+}
+
+static bool parse_timeout(const char *s, uint64_t *ns)
+{
+	char *end;
+	double v;
+	double mul = 1e9;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v < 0)
+		return false;
+	if (strcmp(end, "ms") == 0)
+		mul = 1e6;
+	else if (*end && strcmp(end, "s") != 0)
+		return false;
+	if (v * mul > 1e18)
+		return false;
+	*ns = (uint64_t)(v * mul);
+	return true;
+}
+
+static bool parse_i64(const char *s, int64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	long long v = strtoll(s, &end, 0);
+	if (errno || end == s || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+static int read_file(const char *path, void **data, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return -errno;
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	int rc = 0;
+	while (buf) {
+		size_t got = fread(buf + n, 1, cap - n, f);
+		n += got;
+		if (got == 0)
+			break;
+		if (n == cap) {
+			if (cap >= RUN_FILE_MAX) {
+				rc = -EFBIG;
+				break;
+			}
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				rc = -ENOMEM;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	if (!buf)
+		rc = -ENOMEM;
+	else if (ferror(f))
+		rc = -EIO;
+	fclose(f);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	*data = buf;
+	*len = n;
+	return 0;
+}
+
+static int exit_for(int rc)
+{
+	switch (rc) {
+	case VMM_E_GUEST_FAULT: case VMM_E_STACK_OVERFLOW: case VMM_E_ABORT: case VMM_E_BAD_HYPERCALL:
+	case VMM_E_TIMEOUT: case VMM_E_CANCELLED: case VMM_E_SHUTDOWN: case VMM_E_UNEXPECTED_EXIT:
+	case VMM_E_BAD_ADDRESS: case VMM_E_POISONED: case VMM_E_GUEST_ERROR:
+		return CLI_GUEST;
+	case VMM_E_NO_FUNCTION: case VMM_E_BAD_ARGS:
+		return CLI_USAGE;
+	case -ENOENT:
+		return CLI_NOTFOUND;
+	default:
+		return CLI_FAIL;
+	}
+}
+
+static void print_result(const struct vmm_result *r)
+{
+	switch (r->type) {
+	case VMM_VOID:
+		break;
+	case VMM_I64:
+		printf("%lld\n", (long long)r->i64);
+		break;
+	case VMM_STR:
+		fwrite(r->data, 1, r->len, stdout);
+		putchar('\n');
+		break;
+	case VMM_BYTES:
+		for (size_t i = 0; i < r->len; i++)
+			printf("%02x", ((const unsigned char *)r->data)[i]);
+		putchar('\n');
+		break;
+	}
+}
+
+static int list_functions(const struct vmm_sandbox *sb)
+{
+	for (unsigned i = 0; i < vmm_sandbox_function_count(sb); i++) {
+		const char *name, *sig;
+		if (vmm_sandbox_function(sb, i, &name, &sig) == 0)
+			printf("%s %s\n", name, sig);
+	}
+	return CLI_OK;
+}
+
+/* Find fn's signature by loading nothing: the sandbox tells after creation. */
+static int build_args(const struct cli *cli, const char *fn, const char *sig, char **argv, int argc,
+		      struct vmm_value *vals, void **owned)
+{
+	unsigned want = 0;
+	const char *p = strchr(sig, '(');
+
+	for (const char *q = p + 1; *q && *q != ')'; q++)
+		want++;
+	if ((unsigned)argc != want) {
+		cli_err(cli, "run: %s takes %u argument(s) (signature %s), %d given", fn, want, sig, argc);
+		return CLI_USAGE;
+	}
+	for (int i = 0; i < argc; i++) {
+		char t = p[1 + i];
+		memset(&vals[i], 0, sizeof(vals[i]));
+		if (t == 'i') {
+			vals[i].type = VMM_I64;
+			if (!parse_i64(argv[i], &vals[i].i64)) {
+				cli_err(cli, "run: argument %d of %s must be an integer, not '%s'", i + 1, fn, argv[i]);
+				return CLI_USAGE;
+			}
+		} else if (t == 's') {
+			vals[i].type = VMM_STR;
+			vals[i].data = argv[i];
+			vals[i].len = strlen(argv[i]);
+		} else {
+			vals[i].type = VMM_BYTES;
+			if (argv[i][0] == '@') {
+				size_t len = 0;
+				int rc = read_file(argv[i] + 1, &owned[i], &len);
+				if (rc < 0) {
+					cli_err(cli, "run: cannot read %s: %s", argv[i] + 1, strerror(-rc));
+					return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
+				}
+				vals[i].data = owned[i];
+				vals[i].len = len;
+			} else {
+				vals[i].data = argv[i];
+				vals[i].len = strlen(argv[i]);
+			}
+		}
+	}
+	return CLI_OK;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct run_opts {
+	struct vmm_config cfg;
+	const char *fn;
+	bool list;
+	unsigned long long repeat;
+};
+
+/* One parsed option; returns -1 to go on, else an exit status. */
+static int run_opt(const struct cli *cli, int c, struct run_opts *o)
+{
+	unsigned long long *dst = NULL, v;
+	const char *what = "";
+
+	switch (c) {
+	case 'c': o->fn = optarg; return -1;
+	case 'l': o->list = true; return -1;
+	case 'H': dst = (unsigned long long *)&o->cfg.heap_size; what = "heap"; break;
+	case 'S': dst = (unsigned long long *)&o->cfg.stack_size; what = "stack"; break;
+	case 'I': dst = (unsigned long long *)&o->cfg.input_size; what = "input"; break;
+	case 'O': dst = (unsigned long long *)&o->cfg.output_size; what = "output"; break;
+	case 't':
+		if (!parse_timeout(optarg, &o->cfg.timeout_ns)) {
+			cli_err(cli, "run: --timeout wants seconds (e.g. 2, 0.5, 500ms), not '%s'", optarg);
+			return CLI_USAGE;
+		}
+		return -1;
+	case 'r':
+		if (!cli_parse_u64(optarg, &o->repeat) || o->repeat == 0) {
+			cli_err(cli, "run: --repeat wants a positive count, not '%s'", optarg);
+			return CLI_USAGE;
+		}
+		return -1;
+	case 'h': run_usage(stdout); return CLI_OK;
+	default: run_usage(stderr); return CLI_USAGE;
+	}
+	if (!cli_parse_size(optarg, &v) || v == 0) {
+		cli_err(cli, "run: --%s wants a size such as 64K or 8M, not '%s'", what, optarg);
+		return CLI_USAGE;
+	}
+	*dst = v;
+	return -1;
+}
+
+int cmd_run(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "call", required_argument, NULL, 'c' },
+		{ "list", no_argument, NULL, 'l' },
+		{ "heap", required_argument, NULL, 'H' },
+		{ "stack", required_argument, NULL, 'S' },
+		{ "input", required_argument, NULL, 'I' },
+		{ "output", required_argument, NULL, 'O' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct run_opts o = { .cfg.log = guest_log, .repeat = 1 };
+	int c, rc, status = CLI_OK;
+
+	/* '+': stop at the first non-option (the guest path); options may also
+	 * follow it (`run g.elf --call f ARGS`); ARGS start after the options. */
+	while ((c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:h", opts, NULL)) != -1)
+		if ((rc = run_opt(cli, c, &o)) >= 0)
+			return rc;
+	if (optind >= argc) {
+		cli_err(cli, "run: which guest? (strata run GUEST.elf --call FN [ARGS...])");
+		return CLI_USAGE;
+	}
+	const char *path = argv[optind++];
+	/* After the path only `--long` options count, so ARGS such as -3 are
+	 * arguments; `--` ends the options explicitly. */
+	while (optind < argc && strncmp(argv[optind], "--", 2) == 0) {
+		if (argv[optind][2] == '\0') {
+			optind++;
+			break;
+		}
+		if ((c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:h", opts, NULL)) == -1)
+			break;
+		if ((rc = run_opt(cli, c, &o)) >= 0)
+			return rc;
+	}
+	struct vmm_config cfg = o.cfg;
+	const char *fn = o.fn;
+	bool list = o.list;
+	unsigned long long repeat = o.repeat;
+	char **args = argv + optind;
+	int nargs = argc - optind;
+	if (!fn && !list) {
+		cli_err(cli, "run: say --call FN or --list");
+		return CLI_USAGE;
+	}
+	if (!fn && nargs > 0) {
+		cli_err(cli, "run: unexpected argument '%s'", args[0]);
+		return CLI_USAGE;
+	}
+
+	/* Size the input buffer for the arguments if the user did not. */
+	uint64_t need = 4096;
+	for (int i = 0; i < nargs; i++) {
+		if (args[i][0] == '@') {
+			FILE *f = fopen(args[i] + 1, "rb");
+			if (f) {
+				if (fseek(f, 0, SEEK_END) == 0 && ftell(f) > 0)
+					need += (uint64_t)ftell(f) + 16;
+				fclose(f);
+			}
+		}
+		need += strlen(args[i]) + 16;
+	}
+	if (!cfg.input_size && need > VMM_DEFAULT_IO)
+		cfg.input_size = need;
+
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+	rc = vmm_sandbox_new(path, &cfg, &sb, &err);
+	if (rc < 0) {
+		cli_err(cli, "run: cannot start %s: %s", path, err.message);
+		return rc == -ENOENT ? CLI_NOTFOUND : exit_for(rc) == CLI_GUEST ? CLI_GUEST : CLI_FAIL;
+	}
+	if (vmm_sandbox_register(sb, "host_add", "i(ii)", host_add, NULL) < 0 ||
+	    vmm_sandbox_register(sb, "host_upper", "s(s)", host_upper, NULL) < 0) {
+		cli_err(cli, "run: cannot register host functions");
+		status = CLI_FAIL;
+		goto out_free;
+	}
+	if (list) {
+		status = list_functions(sb);
+		if (!fn)
+			goto out_free;
+	}
+	const char *sig = NULL;
+	for (unsigned i = 0; i < vmm_sandbox_function_count(sb); i++) {
+		const char *name, *s;
+		if (vmm_sandbox_function(sb, i, &name, &s) == 0 && strcmp(name, fn) == 0)
+			sig = s;
+	}
+	if (!sig) {
+		cli_err(cli, "run: %s has no function '%s' (try --list)", path, fn);
+		status = CLI_USAGE;
+		goto out_free;
+	}
+	struct vmm_value vals[8];
+	void *owned[8] = { 0 };
+	if (nargs > 8) {
+		cli_err(cli, "run: too many arguments");
+		status = CLI_USAGE;
+		goto out_free;
+	}
+	status = build_args(cli, fn, sig, args, nargs, vals, owned);
+	if (status != CLI_OK)
+		goto out_owned;
+	struct vmm_result res = { 0 };
+	uint64_t t0 = mono_ns();
+	for (unsigned long long i = 0; i < repeat; i++) {
+		vmm_result_clear(&res);
+		rc = vmm_sandbox_call(sb, fn, vals, (size_t)nargs, &res);
+		if (rc < 0)
+			break;
+	}
+	uint64_t t1 = mono_ns();
+	if (rc < 0) {
+		const struct vmm_error *e = vmm_sandbox_error(sb);
+		cli_err(cli, "run: %s: %s", fn, e->message[0] ? e->message : vmm_strerror(rc));
+		status = exit_for(rc);
+		goto out_owned;
+	}
+	print_result(&res);
+	vmm_result_clear(&res);
+	if (repeat > 1)
+		fprintf(stderr, "%llu calls, %.2f us per call\n", repeat, (double)(t1 - t0) / 1e3 / (double)repeat);
+out_owned:
+	for (int i = 0; i < 8; i++)
+		free(owned[i]);
+out_free:
+	vmm_sandbox_free(sb);
+	return status;
+}

@@ -1,0 +1,94 @@
+/* bare.c: the floor: a bare VM whose guest is one `out` in a loop, to time one KVM_RUN round trip. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "vmm/vmm_int.h"
+
+struct vmm_bare {
+	struct vmm_kvm kvm;
+	uint8_t *mem;
+	uint64_t size;
+};
+
+int vmm_bare_new(bool cpl3, struct vmm_bare **out)
+{
+	struct vmm_config cfg = { .stack_size = VMM_PAGE, .heap_size = VMM_PAGE };
+	struct vmm_layout l;
+	struct vmm_vcpu_state st;
+	struct vmm_bare *b;
+	int rc;
+
+	rc = vmm_layout_compute(&cfg, STRATA_IMAGE_BASE, STRATA_IMAGE_BASE + VMM_PAGE, &l);
+	if (rc < 0)
+		return rc;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->kvm.vm_fd = b->kvm.vcpu_fd = -1;
+	b->size = l.mem_size;
+	b->mem = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (b->mem == MAP_FAILED) {
+		b->mem = NULL;
+		rc = -errno;
+		goto out_free;
+	}
+	uint8_t *perms = calloc(l.low_end / VMM_PAGE, 1);
+	if (!perms) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	perms[l.gdt / VMM_PAGE] = VMM_PERM_R | VMM_PERM_W;
+	perms[l.idt / VMM_PAGE] = VMM_PERM_R;
+	perms[STRATA_IMAGE_BASE / VMM_PAGE] = VMM_PERM_R | VMM_PERM_X | VMM_PERM_USER;
+	perms[(l.ist1_top - VMM_PAGE) / VMM_PAGE] = VMM_PERM_R | VMM_PERM_W;
+	/* Stubs at the image base: only the hypercall stub (index 32) is real. */
+	vmm_x86_build(b->mem, &l, perms, STRATA_IMAGE_BASE, STRATA_ISR_STRIDE);
+	free(perms);
+	/* CPL 3: mov %eax, (%rdx) into the hypercall page ; jmp back.
+	 * CPL 0: out %eax, %dx ; jmp back. */
+	static const uint8_t user[] = { 0x89, 0x02, 0xeb, 0xfc };
+	static const uint8_t kernel[] = { 0xef, 0xeb, 0xfd };
+	uint64_t code = STRATA_IMAGE_BASE + 0x800;
+	if (cpl3)
+		memcpy(b->mem + code, user, sizeof(user));
+	else
+		memcpy(b->mem + code, kernel, sizeof(kernel));
+	if ((rc = vmm_kvm_open(&b->kvm)) < 0 || (rc = vmm_kvm_set_memory(&b->kvm, 0, b->mem, b->size)) < 0)
+		goto out_free;
+	vmm_x86_initial_state(&l, cpl3 ? 3 : 0, code, l.stack_hi, &st);
+	/* rdx: the port (CPL 0) or the RETURN slot of the hypercall page (CPL 3) */
+	st.gpr[3] = cpl3 ? STRATA_HC_VA + (STRATA_PORT_RETURN - STRATA_HC_PORT_BASE) * 4 : STRATA_PORT_RETURN;
+	if ((rc = vmm_kvm_set_state(&b->kvm, &st)) < 0)
+		goto out_free;
+	*out = b;
+	return 0;
+out_free:
+	vmm_bare_free(b);
+	return rc;
+}
+
+int vmm_bare_run(struct vmm_bare *b)
+{
+	struct vmm_exit ex;
+	int rc = vmm_kvm_run(&b->kvm, &ex);
+
+	if (rc < 0)
+		return rc;
+	if (ex.kind == VMM_EXIT_IO_OUT && ex.port == STRATA_PORT_RETURN)
+		return 0;
+	if (ex.kind == VMM_EXIT_MMIO && ex.addr == STRATA_HC_GPA + (STRATA_PORT_RETURN - STRATA_HC_PORT_BASE) * 4)
+		return 0;
+	return VMM_E_UNEXPECTED_EXIT;
+}
+
+void vmm_bare_free(struct vmm_bare *b)
+{
+	if (!b)
+		return;
+	vmm_kvm_close(&b->kvm);
+	if (b->mem)
+		munmap(b->mem, b->size);
+	free(b);
+}

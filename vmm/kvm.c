@@ -1,0 +1,362 @@
+/* kvm.c: the KVM boundary: the only file that opens /dev/kvm or issues KVM ioctls. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "vmm/vmm_int.h"
+
+/* Not in every kernel header yet (Linux 6.13+); the value is ABI. */
+#ifndef KVM_X86_QUIRK_SLOT_ZAP_ALL
+#define KVM_X86_QUIRK_SLOT_ZAP_ALL (1 << 7)
+#endif
+
+static int sys_fd = -1;
+static int sys_run_size;
+static int sys_err;
+static pthread_once_t sys_once = PTHREAD_ONCE_INIT;
+
+static int xioctl(int fd, unsigned long req, void *arg)
+{
+	int rc;
+
+	do
+		rc = ioctl(fd, req, arg);
+	while (rc < 0 && errno == EINTR);
+	return rc < 0 ? -errno : rc;
+}
+
+/* /dev/kvm is opened once per process: its fd only creates VMs. */
+static void sys_open(void)
+{
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		sys_err = VMM_E_NO_KVM;
+		return;
+	}
+	if (ioctl(fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION) {
+		close(fd);
+		sys_err = VMM_E_NO_KVM;
+		return;
+	}
+	int sz = ioctl(fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (sz <= 0) {
+		close(fd);
+		sys_err = VMM_E_NO_KVM;
+		return;
+	}
+	sys_run_size = sz;
+	sys_fd = fd;
+}
+
+int vmm_kvm_open(struct vmm_kvm *k)
+{
+	int rc;
+
+	pthread_once(&sys_once, sys_open);
+	if (sys_fd < 0)
+		return sys_err ? sys_err : VMM_E_NO_KVM;
+	k->vm_fd = k->vcpu_fd = -1;
+	k->run = NULL;
+	do
+		k->vm_fd = ioctl(sys_fd, KVM_CREATE_VM, 0);
+	while (k->vm_fd < 0 && errno == EINTR);
+	if (k->vm_fd < 0)
+		return -errno;
+	/* Deleting or moving a memslot must not zap every shadow page (issue 4
+	 * remaps ranges inside the slot; docs/vmm.md). Older kernels lack it. */
+	int quirks = ioctl(k->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_DISABLE_QUIRKS2);
+	if (quirks > 0 && (quirks & KVM_X86_QUIRK_SLOT_ZAP_ALL)) {
+		struct kvm_enable_cap cap = { .cap = KVM_CAP_DISABLE_QUIRKS2 };
+		cap.args[0] = KVM_X86_QUIRK_SLOT_ZAP_ALL;
+		(void)xioctl(k->vm_fd, KVM_ENABLE_CAP, &cap);
+	}
+	do
+		k->vcpu_fd = ioctl(k->vm_fd, KVM_CREATE_VCPU, 0);
+	while (k->vcpu_fd < 0 && errno == EINTR);
+	if (k->vcpu_fd < 0) {
+		rc = -errno;
+		goto out_close_vm;
+	}
+	k->run = mmap(NULL, (size_t)sys_run_size, PROT_READ | PROT_WRITE, MAP_SHARED, k->vcpu_fd, 0);
+	if (k->run == MAP_FAILED) {
+		rc = -errno;
+		k->run = NULL;
+		goto out_close_vcpu;
+	}
+	k->run_size = (size_t)sys_run_size;
+	/* Guest functions run CPUID-free; still give the vCPU the host's
+	 * supported CPUID so SSE and friends are advertised consistently. */
+	struct {
+		struct kvm_cpuid2 c;
+		struct kvm_cpuid_entry2 e[256];
+	} cpuid = { .c.nent = 256 };
+	if (xioctl(sys_fd, KVM_GET_SUPPORTED_CPUID, &cpuid) == 0)
+		(void)xioctl(k->vcpu_fd, KVM_SET_CPUID2, &cpuid);
+	return 0;
+
+out_close_vcpu:
+	close(k->vcpu_fd);
+	k->vcpu_fd = -1;
+out_close_vm:
+	close(k->vm_fd);
+	k->vm_fd = -1;
+	return rc;
+}
+
+void vmm_kvm_close(struct vmm_kvm *k)
+{
+	if (k->run)
+		munmap(k->run, k->run_size);
+	if (k->vcpu_fd >= 0)
+		close(k->vcpu_fd);
+	if (k->vm_fd >= 0)
+		close(k->vm_fd);
+	k->run = NULL;
+	k->vcpu_fd = k->vm_fd = -1;
+}
+
+int vmm_kvm_set_memory(struct vmm_kvm *k, uint64_t gpa, void *host, uint64_t size)
+{
+	struct kvm_userspace_memory_region r = {
+		.slot = 0,
+		.guest_phys_addr = gpa,
+		.memory_size = size,
+		.userspace_addr = (uint64_t)(uintptr_t)host,
+	};
+
+	return xioctl(k->vm_fd, KVM_SET_USER_MEMORY_REGION, &r);
+}
+
+void vmm_kvm_set_immediate_exit(struct vmm_kvm *k, bool on)
+{
+	if (k->run)
+		((volatile struct kvm_run *)k->run)->immediate_exit = on;
+}
+
+int vmm_kvm_run(struct vmm_kvm *k, struct vmm_exit *ex)
+{
+	struct kvm_run *run = k->run;
+
+	memset(ex, 0, sizeof(*ex));
+	if (ioctl(k->vcpu_fd, KVM_RUN, 0) < 0) {
+		if (errno == EINTR || errno == EAGAIN) {
+			ex->kind = VMM_EXIT_INTR;
+			return 0;
+		}
+		return -errno;
+	}
+	switch (run->exit_reason) {
+	case KVM_EXIT_IO:
+		ex->port = run->io.port;
+		if (run->io.direction != KVM_EXIT_IO_OUT || run->io.size != 4 || run->io.count != 1) {
+			ex->kind = VMM_EXIT_IO_BAD;
+			break;
+		}
+		ex->kind = VMM_EXIT_IO_OUT;
+		memcpy(&ex->value, (const uint8_t *)run + run->io.data_offset, 4);
+		break;
+	case KVM_EXIT_MMIO:
+		ex->kind = VMM_EXIT_MMIO;
+		ex->addr = run->mmio.phys_addr;
+		ex->len = run->mmio.len;
+		ex->is_write = run->mmio.is_write;
+		if (ex->len == 4)
+			memcpy(&ex->value, run->mmio.data, 4);
+		break;
+	case KVM_EXIT_HLT:
+		ex->kind = VMM_EXIT_HLT;
+		break;
+	case KVM_EXIT_SHUTDOWN:
+		ex->kind = VMM_EXIT_SHUTDOWN;
+		break;
+	case KVM_EXIT_INTR:
+		ex->kind = VMM_EXIT_INTR;
+		break;
+	default:
+		ex->kind = VMM_EXIT_OTHER;
+		ex->reason = run->exit_reason;
+		break;
+	}
+	return 0;
+}
+
+static void seg_to_kvm(const struct vmm_segment *s, struct kvm_segment *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->base = s->base;
+	k->limit = s->limit;
+	k->selector = s->selector;
+	k->type = s->type;
+	k->present = s->present;
+	k->dpl = s->dpl;
+	k->db = s->db;
+	k->s = s->s;
+	k->l = s->l;
+	k->g = s->g;
+	k->avl = s->avl;
+	k->unusable = s->unusable;
+}
+
+static void seg_from_kvm(const struct kvm_segment *k, struct vmm_segment *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->base = k->base;
+	s->limit = k->limit;
+	s->selector = k->selector;
+	s->type = k->type;
+	s->present = k->present;
+	s->dpl = k->dpl;
+	s->db = k->db;
+	s->s = k->s;
+	s->l = k->l;
+	s->g = k->g;
+	s->avl = k->avl;
+	s->unusable = k->unusable;
+}
+
+/* struct kvm_fpu mirrors the FXSAVE image field by field (SDM Vol. 1 10.5.1). */
+static void fpu_to_fx(const struct kvm_fpu *f, uint8_t fx[512])
+{
+	memset(fx, 0, 512);
+	memcpy(fx + 0, &f->fcw, 2);
+	memcpy(fx + 2, &f->fsw, 2);
+	fx[4] = f->ftwx;
+	memcpy(fx + 6, &f->last_opcode, 2);
+	memcpy(fx + 8, &f->last_ip, 8);
+	memcpy(fx + 16, &f->last_dp, 8);
+	memcpy(fx + 24, &f->mxcsr, 4);
+	memcpy(fx + 32, f->fpr, sizeof(f->fpr));
+	memcpy(fx + 160, f->xmm, sizeof(f->xmm));
+}
+
+static void fx_to_fpu(const uint8_t fx[512], struct kvm_fpu *f)
+{
+	memset(f, 0, sizeof(*f));
+	memcpy(&f->fcw, fx + 0, 2);
+	memcpy(&f->fsw, fx + 2, 2);
+	f->ftwx = fx[4];
+	memcpy(&f->last_opcode, fx + 6, 2);
+	memcpy(&f->last_ip, fx + 8, 8);
+	memcpy(&f->last_dp, fx + 16, 8);
+	memcpy(&f->mxcsr, fx + 24, 4);
+	memcpy(f->fpr, fx + 32, sizeof(f->fpr));
+	memcpy(f->xmm, fx + 160, sizeof(f->xmm));
+}
+
+int vmm_kvm_get_state(struct vmm_kvm *k, struct vmm_vcpu_state *st)
+{
+	struct kvm_regs r;
+	struct kvm_sregs s;
+	struct kvm_fpu f;
+	int rc;
+
+	if ((rc = xioctl(k->vcpu_fd, KVM_GET_REGS, &r)) < 0 ||
+	    (rc = xioctl(k->vcpu_fd, KVM_GET_SREGS, &s)) < 0 ||
+	    (rc = xioctl(k->vcpu_fd, KVM_GET_FPU, &f)) < 0)
+		return rc;
+	memset(st, 0, sizeof(*st));
+	st->version = VMM_VCPU_STATE_VERSION;
+	uint64_t g[16] = { r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, r.rsp, r.rbp,
+			   r.r8, r.r9, r.r10, r.r11, r.r12, r.r13, r.r14, r.r15 };
+	memcpy(st->gpr, g, sizeof(g));
+	st->rip = r.rip;
+	st->rflags = r.rflags;
+	seg_from_kvm(&s.cs, &st->cs);
+	seg_from_kvm(&s.ds, &st->ds);
+	seg_from_kvm(&s.es, &st->es);
+	seg_from_kvm(&s.fs, &st->fs);
+	seg_from_kvm(&s.gs, &st->gs);
+	seg_from_kvm(&s.ss, &st->ss);
+	seg_from_kvm(&s.tr, &st->tr);
+	seg_from_kvm(&s.ldt, &st->ldt);
+	st->gdt.base = s.gdt.base;
+	st->gdt.limit = s.gdt.limit;
+	st->idt.base = s.idt.base;
+	st->idt.limit = s.idt.limit;
+	st->cr0 = s.cr0;
+	st->cr2 = s.cr2;
+	st->cr3 = s.cr3;
+	st->cr4 = s.cr4;
+	st->cr8 = s.cr8;
+	st->efer = s.efer;
+	st->apic_base = s.apic_base;
+	fpu_to_fx(&f, st->fxsave);
+	struct kvm_xcrs x;
+	if (xioctl(k->vcpu_fd, KVM_GET_XCRS, &x) == 0) {
+		for (unsigned i = 0; i < x.nr_xcrs; i++)
+			if (x.xcrs[i].xcr == 0)
+				st->xcr0 = x.xcrs[i].value;
+	}
+	return 0;
+}
+
+int vmm_kvm_set_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st)
+{
+	struct kvm_regs r = {
+		.rax = st->gpr[0], .rbx = st->gpr[1], .rcx = st->gpr[2], .rdx = st->gpr[3],
+		.rsi = st->gpr[4], .rdi = st->gpr[5], .rsp = st->gpr[6], .rbp = st->gpr[7],
+		.r8 = st->gpr[8], .r9 = st->gpr[9], .r10 = st->gpr[10], .r11 = st->gpr[11],
+		.r12 = st->gpr[12], .r13 = st->gpr[13], .r14 = st->gpr[14], .r15 = st->gpr[15],
+		.rip = st->rip, .rflags = st->rflags,
+	};
+	struct kvm_sregs s;
+	struct kvm_fpu f;
+	int rc;
+
+	if (st->version != VMM_VCPU_STATE_VERSION)
+		return -EINVAL;
+	/* Start from KVM's view so fields strata does not model keep their values. */
+	if ((rc = xioctl(k->vcpu_fd, KVM_GET_SREGS, &s)) < 0)
+		return rc;
+	seg_to_kvm(&st->cs, &s.cs);
+	seg_to_kvm(&st->ds, &s.ds);
+	seg_to_kvm(&st->es, &s.es);
+	seg_to_kvm(&st->fs, &s.fs);
+	seg_to_kvm(&st->gs, &s.gs);
+	seg_to_kvm(&st->ss, &s.ss);
+	seg_to_kvm(&st->tr, &s.tr);
+	seg_to_kvm(&st->ldt, &s.ldt);
+	s.gdt.base = st->gdt.base;
+	s.gdt.limit = st->gdt.limit;
+	s.idt.base = st->idt.base;
+	s.idt.limit = st->idt.limit;
+	s.cr0 = st->cr0;
+	s.cr2 = st->cr2;
+	s.cr3 = st->cr3;
+	s.cr4 = st->cr4;
+	s.cr8 = st->cr8;
+	s.efer = st->efer;
+	if (st->apic_base)
+		s.apic_base = st->apic_base;
+	memset(s.interrupt_bitmap, 0, sizeof(s.interrupt_bitmap));
+	fx_to_fpu(st->fxsave, &f);
+	if ((rc = xioctl(k->vcpu_fd, KVM_SET_SREGS, &s)) < 0 ||
+	    (rc = xioctl(k->vcpu_fd, KVM_SET_REGS, &r)) < 0 ||
+	    (rc = xioctl(k->vcpu_fd, KVM_SET_FPU, &f)) < 0)
+		return rc;
+	if (st->xcr0) {
+		struct kvm_xcrs x = { .nr_xcrs = 1 };
+		x.xcrs[0].xcr = 0;
+		x.xcrs[0].value = st->xcr0;
+		if ((rc = xioctl(k->vcpu_fd, KVM_SET_XCRS, &x)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int vmm_kvm_get_cr2(struct vmm_kvm *k, uint64_t *cr2)
+{
+	struct kvm_sregs s;
+	int rc = xioctl(k->vcpu_fd, KVM_GET_SREGS, &s);
+
+	if (rc < 0)
+		return rc;
+	*cr2 = s.cr2;
+	return 0;
+}

@@ -1,0 +1,594 @@
+/* run.c: the vCPU loop: guest calls, hypercalls (host calls, logs, aborts, exceptions), kill and timeouts. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include "vmm/vmm_int.h"
+
+/* The signal that kicks a vCPU thread out of KVM_RUN (kill, timeouts). */
+#define KICK_SIGNAL (SIGRTMIN + 1)
+
+static __thread struct vmm_kvm *volatile tls_kvm;
+static pthread_once_t kick_once = PTHREAD_ONCE_INIT;
+
+static void kick_handler(int sig)
+{
+	struct vmm_kvm *k = tls_kvm;
+
+	(void)sig;
+	/* Covers a signal that lands just before KVM_RUN: it returns at once. */
+	if (k)
+		vmm_kvm_set_immediate_exit(k, true);
+}
+
+static void kick_install(void)
+{
+	struct sigaction sa = { .sa_handler = kick_handler };
+
+	sigemptyset(&sa.sa_mask);
+	/* No SA_RESTART: KVM_RUN must return EINTR. */
+	sigaction(KICK_SIGNAL, &sa, NULL);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool poisons(int code)
+{
+	switch (code) {
+	case VMM_E_GUEST_FAULT: case VMM_E_STACK_OVERFLOW: case VMM_E_ABORT:
+	case VMM_E_BAD_HYPERCALL: case VMM_E_TIMEOUT: case VMM_E_CANCELLED:
+	case VMM_E_SHUTDOWN: case VMM_E_UNEXPECTED_EXIT: case VMM_E_BAD_ADDRESS:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int vmm_run_fail(struct vmm_sandbox *sb, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	/* Keep fields a caller filled in (vector, rip...) and set the rest. */
+	sb->err.code = code;
+	va_start(ap, fmt);
+	vsnprintf(sb->err.message, sizeof(sb->err.message), fmt, ap);
+	va_end(ap);
+	if (poisons(code))
+		sb->poisoned = true;
+	return code;
+}
+
+void *vmm_run_guest_ptr(struct vmm_sandbox *sb, uint64_t gpa, uint64_t len)
+{
+	return vmm_mem_translate(sb->mem, sb->layout.image_lo, sb->mem_size, gpa, len);
+}
+
+int vmm_run_guest_str(struct vmm_sandbox *sb, uint64_t gpa, char *buf, size_t cap)
+{
+	for (size_t i = 0; i < cap; i++) {
+		const char *c = vmm_run_guest_ptr(sb, gpa + i, 1);
+		if (!c || gpa + i < gpa)
+			return -EFAULT;
+		buf[i] = *c;
+		if (!*c)
+			return (int)i;
+	}
+	return -ENAMETOOLONG;
+}
+
+bool vmm_sig_parse(const char *sig, enum vmm_type *ret, enum vmm_type *args, unsigned *nargs)
+{
+	unsigned n = 0;
+
+	if (!sig || !sig[0] || sig[1] != '(')
+		return false;
+	switch (sig[0]) {
+	case 'v': *ret = VMM_VOID; break;
+	case 'i': *ret = VMM_I64; break;
+	case 'b': *ret = VMM_BYTES; break;
+	case 's': *ret = VMM_STR; break;
+	default: return false;
+	}
+	const char *p = sig + 2;
+	for (; *p && *p != ')'; p++) {
+		if (n == STRATA_MAX_ARGS)
+			return false;
+		switch (*p) {
+		case 'i': args[n++] = VMM_I64; break;
+		case 'b': args[n++] = VMM_BYTES; break;
+		case 's': args[n++] = VMM_STR; break;
+		default: return false;
+		}
+	}
+	if (*p != ')' || p[1] != '\0')
+		return false;
+	*nargs = n;
+	return true;
+}
+
+/* ---- hypercalls ---- */
+
+static int hc_log(struct vmm_sandbox *sb, uint32_t gpa)
+{
+	struct strata_log rec;
+	const void *p = vmm_run_guest_ptr(sb, gpa, sizeof(rec));
+
+	if (!p)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "log: record at 0x%x is outside guest memory", gpa);
+	memcpy(&rec, p, sizeof(rec));
+	const char *msg = vmm_run_guest_ptr(sb, rec.addr, rec.len);
+	if (!msg)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL,
+				    "log: message at 0x%llx+%llu is outside guest memory",
+				    (unsigned long long)rec.addr, (unsigned long long)rec.len);
+	if (sb->cfg.log)
+		sb->cfg.log(sb->cfg.log_ctx, (int)(rec.level > 3 ? 3 : rec.level), msg, (size_t)rec.len);
+	return 0;
+}
+
+static int hc_abort(struct vmm_sandbox *sb, uint32_t gpa)
+{
+	struct strata_abort rec;
+	const void *p = vmm_run_guest_ptr(sb, gpa, sizeof(rec));
+
+	if (!p)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "abort: record at 0x%x is outside guest memory", gpa);
+	memcpy(&rec, p, sizeof(rec));
+	uint64_t len = rec.len > 200 ? 200 : rec.len;
+	const char *msg = vmm_run_guest_ptr(sb, rec.addr, len);
+	sb->err.abort_code = rec.code;
+	if (!msg)
+		return vmm_run_fail(sb, VMM_E_ABORT, "guest aborted with code %lld (message unreadable)",
+				    (long long)rec.code);
+	char buf[201];
+	memcpy(buf, msg, len);
+	buf[len] = 0;
+	for (uint64_t i = 0; i < len; i++)
+		if ((unsigned char)buf[i] < 0x20 && buf[i] != '\0')
+			buf[i] = '?';
+	return vmm_run_fail(sb, VMM_E_ABORT, "guest aborted with code %lld: %s", (long long)rec.code, buf);
+}
+
+static int hc_exception(struct vmm_sandbox *sb, uint32_t gpa)
+{
+	struct strata_exception_frame f;
+	/* The stub's frame lives on an IST stack (supervisor page, below image_lo). */
+	const void *p = vmm_mem_translate(sb->mem, 0x11000, sb->layout.ist2_top, gpa, sizeof(f));
+	uint64_t cr2 = 0;
+
+	if (!p)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "exception report from outside the exception stacks");
+	memcpy(&f, p, sizeof(f));
+	(void)vmm_kvm_get_cr2(&sb->kvm, &cr2);
+	sb->err.vector = (uint32_t)f.vector;
+	sb->err.error_code = f.error_code;
+	sb->err.rip = f.rip;
+	if (f.vector == VMM_X86_VEC_PF) {
+		sb->err.fault_addr = cr2;
+		const struct vmm_layout *l = &sb->layout;
+		if (cr2 >= l->stack_guard && cr2 < l->stack_lo)
+			return vmm_run_fail(sb, VMM_E_STACK_OVERFLOW,
+					    "guest stack overflow (page fault on the stack guard page at 0x%llx, rip 0x%llx)",
+					    (unsigned long long)cr2, (unsigned long long)f.rip);
+		return vmm_run_fail(sb, VMM_E_GUEST_FAULT,
+				    "guest page fault at address 0x%llx (%s, %s), rip 0x%llx",
+				    (unsigned long long)cr2, (f.error_code & 1) ? "protection" : "not present",
+				    (f.error_code & 2) ? "write" : (f.error_code & 16) ? "fetch" : "read",
+				    (unsigned long long)f.rip);
+	}
+	return vmm_run_fail(sb, VMM_E_GUEST_FAULT, "guest exception %llu: %s at rip 0x%llx (error code 0x%llx)",
+			    (unsigned long long)f.vector, vmm_x86_vector_name((unsigned)f.vector),
+			    (unsigned long long)f.rip, (unsigned long long)f.error_code);
+}
+
+static int hc_hostcall(struct vmm_sandbox *sb, uint32_t gpa)
+{
+	struct strata_hostcall rec;
+	struct vmm_value args[STRATA_MAX_ARGS] = { 0 };
+	struct vmm_value ret = { 0 };
+	char name[STRATA_NAME_MAX];
+	struct strata_hostcall *g = vmm_run_guest_ptr(sb, gpa, sizeof(rec));
+	const struct vmm_host_fn *h = NULL;
+
+	if (!g)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "host call: record at 0x%x is outside guest memory", gpa);
+	memcpy(&rec, g, sizeof(rec));
+	if (vmm_run_guest_str(sb, rec.name_addr, name, sizeof(name)) < 0)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "host call: unreadable function name");
+	if (rec.nargs > STRATA_MAX_ARGS)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "host call: %u arguments (at most %u)", rec.nargs,
+				    STRATA_MAX_ARGS);
+	for (unsigned i = 0; i < rec.nargs; i++) {
+		const struct strata_value *v = &rec.args[i];
+		switch (v->type) {
+		case STRATA_T_I64:
+			args[i] = (struct vmm_value){ .type = VMM_I64, .i64 = v->i64 };
+			break;
+		case STRATA_T_BYTES:
+		case STRATA_T_STR: {
+			bool str = v->type == STRATA_T_STR;
+			const char *d = vmm_run_guest_ptr(sb, v->addr, v->len);
+			if (!d || (str && (v->len == UINT64_MAX || !vmm_run_guest_ptr(sb, v->addr, v->len + 1) ||
+					  d[v->len] != '\0')))
+				return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL,
+						    "host call %s: argument %u at 0x%llx+%llu is outside guest memory%s",
+						    name, i, (unsigned long long)v->addr, (unsigned long long)v->len,
+						    str ? " or not NUL-terminated" : "");
+			args[i] = (struct vmm_value){ .type = str ? VMM_STR : VMM_BYTES, .data = d,
+						      .len = (size_t)v->len };
+			break;
+		}
+		default:
+			return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "host call %s: argument %u has unknown type %u",
+					    name, i, v->type);
+		}
+	}
+	for (unsigned i = 0; i < sb->nhfns; i++)
+		if (strcmp(sb->hfns[i].name, name) == 0)
+			h = &sb->hfns[i];
+	rec.ret = (struct strata_value){ .addr = rec.ret.addr };
+	if (!h) {
+		rec.status = STRATA_HOST_NO_FUNCTION;
+		goto out_reply;
+	}
+	bool match = h->nargs == rec.nargs;
+	for (unsigned i = 0; match && i < rec.nargs; i++)
+		match = h->args[i] == args[i].type;
+	if (!match) {
+		rec.status = STRATA_HOST_BAD_ARGS;
+		goto out_reply;
+	}
+	if (h->cb(h->ctx, args, rec.nargs, &ret) < 0 || ret.type != h->ret) {
+		rec.status = STRATA_HOST_FAILED;
+		goto out_reply;
+	}
+	rec.status = STRATA_HOST_OK;
+	rec.ret.type = (uint32_t)ret.type;
+	if (ret.type == VMM_I64) {
+		rec.ret.i64 = ret.i64;
+	} else if (ret.type == VMM_BYTES || ret.type == VMM_STR) {
+		uint64_t need = ret.len + (ret.type == VMM_STR);
+		rec.ret.len = ret.len;
+		if (need > rec.ret_cap) {
+			rec.status = STRATA_HOST_TOO_SMALL;
+			goto out_reply;
+		}
+		uint8_t *dst = vmm_run_guest_ptr(sb, rec.ret.addr, need);
+		if (!dst)
+			return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "host call %s: result buffer outside guest memory",
+					    name);
+		if (ret.len)
+			memcpy(dst, ret.data, ret.len);
+		if (ret.type == VMM_STR)
+			dst[ret.len] = 0;
+	}
+out_reply:
+	/* Write back only the output fields. */
+	g->status = rec.status;
+	g->ret = rec.ret;
+	return 0;
+}
+
+/* ---- the loop ---- */
+
+int vmm_run_until(struct vmm_sandbox *sb, uint16_t port, uint64_t timeout_ns, uint32_t *value)
+{
+	struct vmm_exit ex;
+	uint64_t deadline = timeout_ns ? now_ns() + timeout_ns : 0;
+	timer_t timer;
+	bool have_timer = false;
+	int rc = 0;
+
+	pthread_once(&kick_once, kick_install);
+	tls_kvm = &sb->kvm;
+	if (timeout_ns) {
+		struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = KICK_SIGNAL };
+		sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+		if (timer_create(CLOCK_MONOTONIC, &sev, &timer) == 0) {
+			struct itimerspec its = { 0 };
+			its.it_value.tv_sec = (time_t)(timeout_ns / 1000000000ull);
+			its.it_value.tv_nsec = (long)(timeout_ns % 1000000000ull);
+			/* Re-kick every 10 ms in case one lands between checks. */
+			its.it_interval.tv_nsec = 10000000;
+			timer_settime(timer, 0, &its, NULL);
+			have_timer = true;
+		}
+	}
+	for (;;) {
+		if (atomic_load(&sb->kill_pending)) {
+			rc = vmm_run_fail(sb, VMM_E_CANCELLED, "the call was cancelled (sandbox killed)");
+			break;
+		}
+		rc = vmm_kvm_run(&sb->kvm, &ex);
+		if (rc < 0) {
+			rc = vmm_run_fail(sb, VMM_E_UNEXPECTED_EXIT, "KVM_RUN failed: %s", strerror(-rc));
+			break;
+		}
+		if (ex.kind == VMM_EXIT_INTR) {
+			vmm_kvm_set_immediate_exit(&sb->kvm, false);
+			if (atomic_load(&sb->kill_pending)) {
+				rc = vmm_run_fail(sb, VMM_E_CANCELLED, "the call was cancelled (sandbox killed)");
+				break;
+			}
+			if (deadline && now_ns() >= deadline) {
+				rc = vmm_run_fail(sb, VMM_E_TIMEOUT, "the call timed out after %llu ms",
+						  (unsigned long long)(timeout_ns / 1000000));
+				break;
+			}
+			continue;
+		}
+		/* A 32-bit store into the hypercall page is a hypercall from CPL 3. */
+		if (ex.kind == VMM_EXIT_MMIO && ex.is_write && ex.len == 4 && ex.addr >= STRATA_HC_GPA &&
+		    ex.addr < STRATA_HC_GPA + VMM_PAGE && (ex.addr & 3) == 0) {
+			ex.kind = VMM_EXIT_IO_OUT;
+			ex.port = (uint16_t)(STRATA_HC_PORT_BASE + (ex.addr - STRATA_HC_GPA) / 4);
+		}
+		if (ex.kind == VMM_EXIT_IO_OUT) {
+			if (ex.port == port) {
+				*value = ex.value;
+				rc = 0;
+				break;
+			}
+			switch (ex.port) {
+			case STRATA_PORT_HOSTCALL: rc = hc_hostcall(sb, ex.value); break;
+			case STRATA_PORT_LOG: rc = hc_log(sb, ex.value); break;
+			case STRATA_PORT_ABORT: rc = hc_abort(sb, ex.value); break;
+			case STRATA_PORT_EXCEPTION: rc = hc_exception(sb, ex.value); break;
+			default:
+				sb->err.port = ex.port;
+				rc = vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "guest wrote to port 0x%x, which is not a hypercall%s",
+						  ex.port, ex.port == STRATA_PORT_READY || ex.port == STRATA_PORT_RETURN
+						  ? " here" : "");
+			}
+			if (rc < 0)
+				break;
+			if (deadline && now_ns() >= deadline) {
+				rc = vmm_run_fail(sb, VMM_E_TIMEOUT, "the call timed out after %llu ms",
+						  (unsigned long long)(timeout_ns / 1000000));
+				break;
+			}
+			continue;
+		}
+		switch (ex.kind) {
+		case VMM_EXIT_IO_BAD:
+			sb->err.port = ex.port;
+			rc = vmm_run_fail(sb, VMM_E_BAD_HYPERCALL,
+					  "guest did port I/O on 0x%x that is not a 32-bit `out` hypercall", ex.port);
+			break;
+		case VMM_EXIT_MMIO:
+			sb->err.fault_addr = ex.addr;
+			rc = vmm_run_fail(sb, VMM_E_BAD_ADDRESS, "guest accessed 0x%llx, outside its memory",
+					  (unsigned long long)ex.addr);
+			break;
+		case VMM_EXIT_SHUTDOWN:
+			rc = vmm_run_fail(sb, VMM_E_SHUTDOWN, "the guest triple-faulted (vCPU shut down)");
+			break;
+		case VMM_EXIT_HLT:
+			rc = vmm_run_fail(sb, VMM_E_UNEXPECTED_EXIT, "the guest halted");
+			break;
+		default:
+			rc = vmm_run_fail(sb, VMM_E_UNEXPECTED_EXIT, "the vCPU stopped with KVM exit reason %u", ex.reason);
+			break;
+		}
+		break;
+	}
+	tls_kvm = NULL;
+	if (have_timer)
+		timer_delete(timer);
+	vmm_kvm_set_immediate_exit(&sb->kvm, false);
+	return rc;
+}
+
+/* ---- calls ---- */
+
+static const struct vmm_fn *fn_find(const struct vmm_sandbox *sb, const char *name, uint32_t *idx)
+{
+	for (uint32_t i = 0; i < sb->nfns; i++) {
+		if (strcmp(sb->fns[i].name, name) == 0) {
+			*idx = i;
+			return &sb->fns[i];
+		}
+	}
+	return NULL;
+}
+
+/* Write the call frame and arguments into the input buffer. */
+static int frame_write(struct vmm_sandbox *sb, uint32_t idx, const struct vmm_fn *f,
+		       const struct vmm_value *args, size_t nargs)
+{
+	const struct vmm_layout *l = &sb->layout;
+	struct strata_call_frame fr = { .magic = STRATA_CALL_MAGIC, .fn = idx, .nargs = (uint32_t)nargs,
+					.seq = ++sb->seq };
+	uint64_t off = sizeof(fr);
+
+	for (size_t i = 0; i < nargs; i++) {
+		if (args[i].type != f->args[i])
+			return vmm_run_fail(sb, VMM_E_BAD_ARGS, "%s: argument %zu should be %s, not %s", f->name, i + 1,
+					    vmm_type_name(f->args[i]), vmm_type_name(args[i].type));
+		if (args[i].type == VMM_I64) {
+			fr.args[i] = (struct strata_value){ .type = STRATA_T_I64, .i64 = args[i].i64 };
+			continue;
+		}
+		bool str = args[i].type == VMM_STR;
+		uint64_t need = (uint64_t)args[i].len + str;
+		if (args[i].len > l->in_size || need > l->in_size - off)
+			return vmm_run_fail(sb, VMM_E_TOO_BIG,
+					    "%s: arguments do not fit the %llu-byte input buffer (raise input_size)",
+					    f->name, (unsigned long long)l->in_size);
+		if (args[i].len && !args[i].data)
+			return vmm_run_fail(sb, VMM_E_BAD_ARGS, "%s: argument %zu has no data", f->name, i + 1);
+		uint8_t *dst = sb->mem + l->in_addr + off;
+		if (args[i].len)
+			memcpy(dst, args[i].data, args[i].len);
+		if (str)
+			dst[args[i].len] = 0;
+		fr.args[i] = (struct strata_value){ .type = str ? STRATA_T_STR : STRATA_T_BYTES,
+						    .addr = l->in_addr + off, .len = args[i].len };
+		off = vmm_round_up(off + need, 8);
+	}
+	memcpy(sb->mem + l->in_addr, &fr, sizeof(fr));
+	return 0;
+}
+
+static int result_read(struct vmm_sandbox *sb, const struct vmm_fn *f, uint32_t status, struct vmm_result *res)
+{
+	const struct vmm_layout *l = &sb->layout;
+	struct strata_result_frame r;
+
+	memcpy(&r, sb->mem + l->out_addr, sizeof(r));
+	if (r.magic != STRATA_RESULT_MAGIC || r.seq != sb->seq || r.status != status)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "%s: the guest returned a malformed result frame", f->name);
+	if (status == STRATA_ERR_FUNCTION) {
+		char msg[200] = "";
+		uint64_t len = r.msg_len < sizeof(msg) - 1 ? r.msg_len : sizeof(msg) - 1;
+		const char *m = vmm_run_guest_ptr(sb, r.msg_addr, len);
+		if (m)
+			memcpy(msg, m, len);
+		msg[len] = 0;
+		return vmm_run_fail(sb, VMM_E_GUEST_ERROR, "the guest function reported an error: %s", msg);
+	}
+	if (status != STRATA_OK)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "%s: the guest rejected a valid call frame (status %u)",
+				    f->name, status);
+	if (r.ret.type != (uint32_t)f->ret)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "%s: result type %u does not match signature '%s'",
+				    f->name, r.ret.type, f->sig);
+	memset(res, 0, sizeof(*res));
+	res->type = f->ret;
+	if (f->ret == VMM_I64) {
+		res->i64 = r.ret.i64;
+	} else if (f->ret == VMM_BYTES || f->ret == VMM_STR) {
+		const void *d = vmm_run_guest_ptr(sb, r.ret.addr, r.ret.len);
+		if (!d)
+			return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "%s: result at 0x%llx+%llu is outside guest memory",
+					    f->name, (unsigned long long)r.ret.addr, (unsigned long long)r.ret.len);
+		res->data = malloc(r.ret.len + 1);
+		if (!res->data)
+			return vmm_run_fail(sb, -ENOMEM, "out of memory for a %llu-byte result",
+					    (unsigned long long)r.ret.len);
+		memcpy(res->data, d, r.ret.len);
+		((char *)res->data)[r.ret.len] = 0;
+		res->len = (size_t)r.ret.len;
+	}
+	return 0;
+}
+
+int vmm_sandbox_call_timeout(struct vmm_sandbox *sb, const char *fn, const struct vmm_value *args,
+			     size_t nargs, uint64_t timeout_ns, struct vmm_result *res)
+{
+	const struct vmm_fn *f;
+	uint32_t idx, status = 0;
+	int rc;
+
+	if (sb->poisoned) {
+		/* Keep the original error's details; say why the call is refused. */
+		sb->err.code = VMM_E_POISONED;
+		return VMM_E_POISONED;
+	}
+	memset(&sb->err, 0, sizeof(sb->err));
+	if (!fn || !(f = fn_find(sb, fn, &idx)))
+		return vmm_run_fail(sb, VMM_E_NO_FUNCTION, "the guest has no function '%s'", fn ? fn : "(null)");
+	if (nargs != f->nargs || (nargs && !args))
+		return vmm_run_fail(sb, VMM_E_BAD_ARGS, "%s takes %u argument(s) (signature %s), %zu given", f->name,
+				    f->nargs, f->sig, nargs);
+	if ((rc = frame_write(sb, idx, f, args, nargs)) < 0)
+		return rc;
+	pthread_mutex_lock(&sb->lock);
+	if (sb->in_call) {
+		pthread_mutex_unlock(&sb->lock);
+		return vmm_run_fail(sb, VMM_E_BUSY, "a call is already running on this sandbox");
+	}
+	sb->in_call = true;
+	sb->thread = pthread_self();
+	atomic_store(&sb->kill_pending, false);
+	pthread_mutex_unlock(&sb->lock);
+
+	rc = vmm_run_until(sb, STRATA_PORT_RETURN, timeout_ns ? timeout_ns : sb->cfg.timeout_ns, &status);
+
+	pthread_mutex_lock(&sb->lock);
+	sb->in_call = false;
+	atomic_store(&sb->kill_pending, false);
+	pthread_mutex_unlock(&sb->lock);
+	if (rc < 0)
+		return rc;
+	return result_read(sb, f, status, res);
+}
+
+int vmm_sandbox_call(struct vmm_sandbox *sb, const char *fn, const struct vmm_value *args, size_t nargs,
+		     struct vmm_result *res)
+{
+	return vmm_sandbox_call_timeout(sb, fn, args, nargs, 0, res);
+}
+
+int vmm_sandbox_kill(struct vmm_sandbox *sb)
+{
+	int hit = 0;
+
+	pthread_mutex_lock(&sb->lock);
+	if (sb->in_call) {
+		atomic_store(&sb->kill_pending, true);
+		vmm_kvm_set_immediate_exit(&sb->kvm, true);
+		pthread_kill(sb->thread, KICK_SIGNAL);
+		hit = 1;
+	}
+	pthread_mutex_unlock(&sb->lock);
+	return hit;
+}
+
+void vmm_result_clear(struct vmm_result *res)
+{
+	if (!res)
+		return;
+	free(res->data);
+	memset(res, 0, sizeof(*res));
+}
+
+const char *vmm_type_name(enum vmm_type t)
+{
+	switch (t) {
+	case VMM_VOID: return "void";
+	case VMM_I64: return "integer";
+	case VMM_BYTES: return "bytes";
+	case VMM_STR: return "string";
+	}
+	return "unknown";
+}
+
+const char *vmm_strerror(int code)
+{
+	switch (code) {
+	case VMM_E_POISONED: return "sandbox is poisoned by an earlier guest error";
+	case VMM_E_GUEST_FAULT: return "the guest faulted";
+	case VMM_E_STACK_OVERFLOW: return "the guest overflowed its stack";
+	case VMM_E_ABORT: return "the guest aborted";
+	case VMM_E_BAD_HYPERCALL: return "the guest made a bad hypercall";
+	case VMM_E_TIMEOUT: return "the guest call timed out";
+	case VMM_E_CANCELLED: return "the guest call was cancelled";
+	case VMM_E_SHUTDOWN: return "the guest triple-faulted";
+	case VMM_E_BAD_ELF: return "not a valid strata guest ELF";
+	case VMM_E_ABI: return "guest built for another ABI version";
+	case VMM_E_NO_FUNCTION: return "no such guest function";
+	case VMM_E_BAD_ARGS: return "arguments do not match the function's signature";
+	case VMM_E_GUEST_ERROR: return "the guest function reported an error";
+	case VMM_E_TOO_BIG: return "arguments or result too big for the guest's buffers";
+	case VMM_E_NO_KVM: return "/dev/kvm is missing or unusable";
+	case VMM_E_BAD_CONFIG: return "sandbox sizes out of range";
+	case VMM_E_UNEXPECTED_EXIT: return "the vCPU stopped unexpectedly";
+	case VMM_E_BAD_ADDRESS: return "the guest accessed memory outside its range";
+	case VMM_E_BUSY: return "a call is already running on this sandbox";
+	default:
+		return code < 0 ? strerror(-code) : "success";
+	}
+}

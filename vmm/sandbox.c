@@ -1,0 +1,298 @@
+/* sandbox.c: sandbox lifecycle: load a guest ELF into fresh guest memory, boot it to ready, free. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vmm/vmm_int.h"
+
+#define INIT_TIMEOUT_NS (10ull * 1000000000ull)
+#define ELF_FILE_MAX (64ull << 20)
+
+static int fail(struct vmm_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct vmm_error *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err) {
+		memset(err, 0, sizeof(*err));
+		err->code = code;
+		va_start(ap, fmt);
+		vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/* Mark [lo, hi) of the low area with `perm` (union with what is there). */
+static void perms_set(uint8_t *perms, uint64_t lo, uint64_t hi, uint8_t perm)
+{
+	for (uint64_t p = lo / VMM_PAGE; p < vmm_round_up(hi, VMM_PAGE) / VMM_PAGE; p++)
+		perms[p] |= perm;
+}
+
+/* Read the function table the guest published at READY. */
+static int load_functions(struct vmm_sandbox *sb, uint32_t table_gpa)
+{
+	struct strata_fn_table t;
+	const void *p = vmm_run_guest_ptr(sb, table_gpa, sizeof(t));
+
+	if (!p)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "READY: function table at 0x%x is outside guest memory",
+				    table_gpa);
+	memcpy(&t, p, sizeof(t));
+	if (t.magic != STRATA_FN_TABLE_MAGIC || t.count > STRATA_MAX_FUNCTIONS)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "READY: malformed function table (count %u)", t.count);
+	const struct strata_fn_desc *d = vmm_run_guest_ptr(sb, t.descs_addr, (uint64_t)t.count * sizeof(*d));
+	if (!d && t.count)
+		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "READY: function descriptors outside guest memory");
+	sb->fns = calloc(t.count ? t.count : 1, sizeof(*sb->fns));
+	if (!sb->fns)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t.count; i++) {
+		struct strata_fn_desc desc;
+		struct vmm_fn *f = &sb->fns[i];
+		memcpy(&desc, &d[i], sizeof(desc));
+		if (vmm_run_guest_str(sb, desc.name_addr, f->name, sizeof(f->name)) < 0 || !f->name[0] ||
+		    vmm_run_guest_str(sb, desc.sig_addr, f->sig, sizeof(f->sig)) < 0)
+			return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "READY: function %u has a bad name or signature", i);
+		if (!vmm_sig_parse(f->sig, &f->ret, f->args, &f->nargs))
+			return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "READY: function '%s' has malformed signature '%s'",
+					    f->name, f->sig);
+	}
+	sb->nfns = t.count;
+	return 0;
+}
+
+static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct vmm_error *err)
+{
+	struct vmm_layout *l = &sb->layout;
+	uint8_t *perms = NULL;
+	char why[160];
+	int rc;
+
+	(void)why;
+	rc = vmm_layout_compute(&sb->cfg, e->lo, e->hi, l);
+	if (rc < 0)
+		return fail(err, rc, rc == VMM_E_BAD_CONFIG
+			    ? "sizes out of range (heap/input/output at most 2 GiB, stack at most 16 MiB with the image, total under 4 GiB)"
+			    : "image does not fit the guest image area");
+	sb->mem_size = l->mem_size;
+	/* One private anonymous range: pages appear on first touch, so creation
+	 * cost does not grow with the heap; issue 4 maps layer files over it. */
+	sb->mem = mmap(NULL, l->mem_size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (sb->mem == MAP_FAILED) {
+		sb->mem = NULL;
+		return fail(err, -errno, "cannot reserve %llu bytes of guest memory: %s",
+			    (unsigned long long)l->mem_size, strerror(errno));
+	}
+	perms = calloc(l->low_end / VMM_PAGE, 1);
+	if (!perms)
+		return fail(err, -ENOMEM, "out of memory");
+	perms_set(perms, l->gdt, l->gdt + VMM_PAGE, VMM_PERM_R | VMM_PERM_W);
+	perms_set(perms, l->idt, l->idt + VMM_PAGE, VMM_PERM_R);
+	perms_set(perms, l->ist1_top - VMM_PAGE, l->ist1_top, VMM_PERM_R | VMM_PERM_W);
+	perms_set(perms, l->ist2_top - VMM_PAGE, l->ist2_top, VMM_PERM_R | VMM_PERM_W);
+	perms_set(perms, l->boot_info, l->boot_info + VMM_PAGE, VMM_PERM_R | VMM_PERM_USER);
+	for (unsigned i = 0; i < e->nseg; i++) {
+		const struct vmm_elf_segment *s = &e->seg[i];
+		perms_set(perms, s->vaddr, s->vaddr + s->memsz, (uint8_t)(s->flags | VMM_PERM_USER));
+		memcpy(sb->mem + s->vaddr, e->data + s->offset, s->filesz);
+	}
+	perms_set(perms, l->stack_lo, l->stack_hi, VMM_PERM_R | VMM_PERM_W | VMM_PERM_USER);
+	vmm_x86_build(sb->mem, l, perms, e->note.isr_base, e->note.isr_stride);
+	free(perms);
+
+	struct strata_boot_info bi = {
+		.magic = STRATA_BOOT_MAGIC, .abi_version = STRATA_ABI_VERSION,
+		.in_addr = l->in_addr, .in_size = l->in_size,
+		.out_addr = l->out_addr, .out_size = l->out_size,
+		.heap_addr = l->heap_addr, .heap_size = l->heap_size,
+		.stack_lo = l->stack_lo, .stack_hi = l->stack_hi,
+		.mem_size = l->mem_size,
+	};
+	memcpy(sb->mem + l->boot_info, &bi, sizeof(bi));
+
+	if ((rc = vmm_kvm_open(&sb->kvm)) < 0)
+		return fail(err, rc, rc == VMM_E_NO_KVM ? "/dev/kvm is missing or unusable"
+			    : "cannot create a KVM VM: %s", strerror(-rc));
+	if ((rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, l->mem_size)) < 0)
+		return fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
+	struct vmm_vcpu_state st;
+	vmm_x86_initial_state(l, 3, e->entry, l->stack_hi, &st);
+	if ((rc = vmm_kvm_set_state(&sb->kvm, &st)) < 0)
+		return fail(err, rc, "cannot set the initial vCPU state: %s", strerror(-rc));
+
+	/* Boot: the guest's init runs at CPL 3 until it reports READY. */
+	uint32_t table = 0;
+	uint64_t tmo = sb->cfg.timeout_ns ? sb->cfg.timeout_ns : INIT_TIMEOUT_NS;
+	rc = vmm_run_until(sb, STRATA_PORT_READY, tmo, &table);
+	if (rc == 0)
+		rc = load_functions(sb, table);
+	if (rc < 0) {
+		if (err)
+			*err = sb->err;
+		if (err && err->code == 0)
+			fail(err, rc, "guest init failed: %s", vmm_strerror(rc));
+		if (err)
+			snprintf(err->message + strlen(err->message),
+				 sizeof(err->message) - strlen(err->message), " (during guest init)");
+		return rc;
+	}
+	return 0;
+}
+
+int vmm_sandbox_new_mem(const void *elf, size_t size, const struct vmm_config *cfg,
+			struct vmm_sandbox **out, struct vmm_error *err)
+{
+	struct vmm_sandbox *sb;
+	struct vmm_elf e;
+	char why[200] = "";
+	int rc;
+
+	rc = vmm_elf_parse(elf, size, &e, why, sizeof(why));
+	if (rc < 0)
+		return fail(err, rc, "%s", why);
+	sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return fail(err, -ENOMEM, "out of memory");
+	if (cfg)
+		sb->cfg = *cfg;
+	sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
+	pthread_mutex_init(&sb->lock, NULL);
+	rc = sandbox_build(sb, &e, err);
+	if (rc < 0) {
+		vmm_sandbox_free(sb);
+		return rc;
+	}
+	memset(&sb->err, 0, sizeof(sb->err));
+	*out = sb;
+	return 0;
+}
+
+int vmm_sandbox_new(const char *path, const struct vmm_config *cfg, struct vmm_sandbox **out,
+		    struct vmm_error *err)
+{
+	struct stat st;
+	void *map;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(err, -errno, "cannot open %s: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0) {
+		rc = fail(err, -errno, "cannot stat %s: %s", path, strerror(errno));
+		goto out_close;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = fail(err, VMM_E_BAD_ELF, "%s is not a regular file", path);
+		goto out_close;
+	}
+	if (st.st_size == 0 || (uint64_t)st.st_size > ELF_FILE_MAX) {
+		rc = fail(err, VMM_E_BAD_ELF, "%s: %lld bytes is not a plausible guest image (1 byte to 64 MiB)",
+			  path, (long long)st.st_size);
+		goto out_close;
+	}
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED) {
+		rc = fail(err, -errno, "cannot map %s: %s", path, strerror(errno));
+		goto out_close;
+	}
+	rc = vmm_sandbox_new_mem(map, (size_t)st.st_size, cfg, out, err);
+	munmap(map, (size_t)st.st_size);
+out_close:
+	close(fd);
+	return rc;
+}
+
+void vmm_sandbox_free(struct vmm_sandbox *sb)
+{
+	if (!sb)
+		return;
+	vmm_kvm_close(&sb->kvm);
+	if (sb->mem)
+		munmap(sb->mem, sb->mem_size);
+	free(sb->fns);
+	for (unsigned i = 0; i < sb->nhfns; i++) {
+		free(sb->hfns[i].name);
+		free(sb->hfns[i].sig);
+	}
+	free(sb->hfns);
+	pthread_mutex_destroy(&sb->lock);
+	free(sb);
+}
+
+int vmm_sandbox_register(struct vmm_sandbox *sb, const char *name, const char *sig,
+			 vmm_host_fn_cb cb, void *ctx)
+{
+	struct vmm_host_fn h = { .cb = cb, .ctx = ctx };
+
+	if (!name || !*name || strlen(name) >= STRATA_NAME_MAX || !sig || !cb ||
+	    !vmm_sig_parse(sig, &h.ret, h.args, &h.nargs))
+		return -EINVAL;
+	for (unsigned i = 0; i < sb->nhfns; i++) {
+		if (strcmp(sb->hfns[i].name, name) == 0) {
+			char *s = strdup(sig);
+			if (!s)
+				return -ENOMEM;
+			free(sb->hfns[i].sig);
+			h.name = sb->hfns[i].name;
+			h.sig = s;
+			sb->hfns[i] = h;
+			return 0;
+		}
+	}
+	if (sb->nhfns == sb->hfns_cap) {
+		unsigned cap = sb->hfns_cap ? sb->hfns_cap * 2 : 8;
+		struct vmm_host_fn *n = realloc(sb->hfns, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		sb->hfns = n;
+		sb->hfns_cap = cap;
+	}
+	h.name = strdup(name);
+	h.sig = strdup(sig);
+	if (!h.name || !h.sig) {
+		free(h.name);
+		free(h.sig);
+		return -ENOMEM;
+	}
+	sb->hfns[sb->nhfns++] = h;
+	return 0;
+}
+
+const struct vmm_error *vmm_sandbox_error(const struct vmm_sandbox *sb)
+{
+	return &sb->err;
+}
+
+bool vmm_sandbox_poisoned(const struct vmm_sandbox *sb)
+{
+	return sb->poisoned;
+}
+
+unsigned vmm_sandbox_function_count(const struct vmm_sandbox *sb)
+{
+	return sb->nfns;
+}
+
+int vmm_sandbox_function(const struct vmm_sandbox *sb, unsigned i, const char **name, const char **sig)
+{
+	if (i >= sb->nfns)
+		return -ENOENT;
+	*name = sb->fns[i].name;
+	*sig = sb->fns[i].sig;
+	return 0;
+}
+
+void vmm_sandbox_memory(const struct vmm_sandbox *sb, uint8_t **mem, uint64_t *size)
+{
+	*mem = sb->mem;
+	*size = sb->mem_size;
+}

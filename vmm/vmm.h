@@ -1,0 +1,155 @@
+/* vmm.h: strata's micro-VMM: KVM sandboxes that run functions of a freestanding guest ELF. */
+#ifndef STRATA_VMM_VMM_H
+#define STRATA_VMM_VMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Guest-physical address (identity-mapped: also the guest-virtual address). */
+typedef uint64_t vmm_gpa_t;
+
+/* Error codes: the vmm range -1200..-1299 (plus -errno). vmm_strerror() names both. */
+enum {
+	VMM_E_POISONED = -1200,       /* an earlier guest error poisoned the sandbox */
+	VMM_E_GUEST_FAULT = -1201,    /* CPU exception in the guest: vector, rip, fault address */
+	VMM_E_STACK_OVERFLOW = -1202, /* guest touched its stack guard page */
+	VMM_E_ABORT = -1203,          /* guest called strata_abort(): code, message */
+	VMM_E_BAD_HYPERCALL = -1204,  /* guest broke the ABI: bad port, pointer or record */
+	VMM_E_TIMEOUT = -1205,        /* the call ran past its timeout */
+	VMM_E_CANCELLED = -1206,      /* vmm_sandbox_kill() stopped the call */
+	VMM_E_SHUTDOWN = -1207,       /* triple fault: the vCPU shut down */
+	VMM_E_BAD_ELF = -1208,        /* not a valid x86-64 strata guest ELF (message says why) */
+	VMM_E_ABI = -1209,            /* guest built for another ABI version */
+	VMM_E_NO_FUNCTION = -1210,    /* no guest function by that name */
+	VMM_E_BAD_ARGS = -1211,       /* arguments do not match the function's signature */
+	VMM_E_GUEST_ERROR = -1212,    /* the guest function returned an error (not poisoning) */
+	VMM_E_TOO_BIG = -1213,        /* arguments or result do not fit the buffers */
+	VMM_E_NO_KVM = -1214,         /* /dev/kvm missing or unusable */
+	VMM_E_BAD_CONFIG = -1215,     /* sizes out of range */
+	VMM_E_UNEXPECTED_EXIT = -1216,/* the vCPU stopped for a reason the VMM does not handle */
+	VMM_E_BAD_ADDRESS = -1217,    /* guest accessed an address outside its memory */
+	VMM_E_BUSY = -1218,           /* a call is already running on this sandbox */
+};
+
+/* Sizes; 0 in any field means the default. docs/vmm.md gives the limits. */
+struct vmm_config {
+	uint64_t heap_size;    /* default 128 KiB */
+	uint64_t stack_size;   /* default 64 KiB */
+	uint64_t input_size;   /* default 16 KiB: call frame + arguments */
+	uint64_t output_size;  /* default 16 KiB: result frame + result */
+	uint64_t timeout_ns;   /* per call; 0 = none */
+	/* Guest log lines (strata_log) go here; NULL drops them. */
+	void (*log)(void *ctx, int level, const char *msg, size_t len);
+	void *log_ctx;
+};
+
+#define VMM_DEFAULT_HEAP (128ull << 10)
+#define VMM_DEFAULT_STACK (64ull << 10)
+#define VMM_DEFAULT_IO (16ull << 10)
+
+/* Typed values: arguments and results. */
+enum vmm_type {
+	VMM_VOID = 0,
+	VMM_I64 = 1,
+	VMM_BYTES = 2,
+	VMM_STR = 3,
+};
+
+/* An argument. For BYTES/STR, `data`/`len` are borrowed for the call only. */
+struct vmm_value {
+	enum vmm_type type;
+	int64_t i64;
+	const void *data;
+	size_t len;
+};
+
+/* A result. For BYTES/STR `data` is malloc'd (STR NUL-terminated) and owned
+ * by the caller: free it with vmm_result_clear(). */
+struct vmm_result {
+	enum vmm_type type;
+	int64_t i64;
+	void *data;
+	size_t len;
+};
+
+/* What went wrong in the last failed call or creation. */
+struct vmm_error {
+	int code;              /* VMM_E_* or -errno; 0 none */
+	uint32_t vector;       /* GUEST_FAULT/STACK_OVERFLOW: exception vector */
+	uint64_t error_code;   /* the exception's error code */
+	uint64_t rip;          /* guest instruction pointer */
+	uint64_t fault_addr;   /* #PF: CR2; BAD_ADDRESS: the address */
+	int64_t abort_code;    /* ABORT: the guest's code */
+	uint32_t port;         /* BAD_HYPERCALL: the port */
+	char message[256];     /* plain words, always NUL-terminated */
+};
+
+struct vmm_sandbox;
+
+/* A host function the guest may call by name. Fill *ret (for BYTES/STR point
+ * data at memory that stays valid until the callback returns). Return 0, or
+ * <0 to report failure to the guest (it is not poisoned). */
+typedef int (*vmm_host_fn_cb)(void *ctx, const struct vmm_value *args, size_t nargs,
+			      struct vmm_value *ret);
+
+/*
+ * Create a sandbox from a guest ELF at `path` (or in memory with
+ * vmm_sandbox_new_mem; the bytes are not kept). Runs the guest's init at CPL 3
+ * until it reports ready. cfg may be NULL (defaults). On failure returns <0,
+ * *out untouched, and if `err` is not NULL fills it with the details.
+ */
+int vmm_sandbox_new(const char *path, const struct vmm_config *cfg,
+		    struct vmm_sandbox **out, struct vmm_error *err);
+int vmm_sandbox_new_mem(const void *elf, size_t size, const struct vmm_config *cfg,
+			struct vmm_sandbox **out, struct vmm_error *err);
+/* Destroy; accepts NULL. No call may be running. */
+void vmm_sandbox_free(struct vmm_sandbox *sb);
+
+/* Register (or replace) a host function. sig is "r(aa..)" with letters
+ * v i b s, e.g. "i(ii)". Not while a call runs. */
+int vmm_sandbox_register(struct vmm_sandbox *sb, const char *name, const char *sig,
+			 vmm_host_fn_cb cb, void *ctx);
+
+/*
+ * Call guest function `fn` with `args`. On success fills *res. On failure
+ * returns <0 and vmm_sandbox_error() says more. Guest faults, aborts, bad
+ * hypercalls, timeouts and kills poison the sandbox: later calls fail with
+ * VMM_E_POISONED until it is restored (issue 4) or freed. VMM_E_GUEST_ERROR,
+ * NO_FUNCTION, BAD_ARGS and TOO_BIG do not poison. One call at a time.
+ */
+int vmm_sandbox_call(struct vmm_sandbox *sb, const char *fn, const struct vmm_value *args,
+		     size_t nargs, struct vmm_result *res);
+/* Like vmm_sandbox_call with a per-call timeout (0: the config's). */
+int vmm_sandbox_call_timeout(struct vmm_sandbox *sb, const char *fn, const struct vmm_value *args,
+			     size_t nargs, uint64_t timeout_ns, struct vmm_result *res);
+
+/* Stop the running call (if any) from any thread; it fails with
+ * VMM_E_CANCELLED. Returns 1 if a call was interrupted, 0 if none ran. */
+int vmm_sandbox_kill(struct vmm_sandbox *sb);
+
+/* Details of the sandbox's last error (valid until the next call). */
+const struct vmm_error *vmm_sandbox_error(const struct vmm_sandbox *sb);
+bool vmm_sandbox_poisoned(const struct vmm_sandbox *sb);
+
+/* The guest's functions: count, then name and signature of each (pointers
+ * valid for the sandbox's life). */
+unsigned vmm_sandbox_function_count(const struct vmm_sandbox *sb);
+int vmm_sandbox_function(const struct vmm_sandbox *sb, unsigned i, const char **name,
+			 const char **sig);
+
+/* Guest memory as one host range (for capture/restore and tests). */
+void vmm_sandbox_memory(const struct vmm_sandbox *sb, uint8_t **mem, uint64_t *size);
+
+void vmm_result_clear(struct vmm_result *res);
+const char *vmm_strerror(int code);
+const char *vmm_type_name(enum vmm_type t);
+
+/* Floor measurement: a bare VM whose one-page guest is `out; jmp back` at
+ * CPL 3 (cpl3=true) or CPL 0. Each vmm_bare_run is one KVM_RUN round trip. */
+struct vmm_bare;
+int vmm_bare_new(bool cpl3, struct vmm_bare **out);
+int vmm_bare_run(struct vmm_bare *b);
+void vmm_bare_free(struct vmm_bare *b);
+
+#endif

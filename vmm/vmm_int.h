@@ -1,0 +1,224 @@
+/* vmm_int.h: declarations shared inside vmm/ (KVM boundary, x86 setup, ELF, layout, sandbox). */
+#ifndef STRATA_VMM_INT_H
+#define STRATA_VMM_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vmm/abi.h"
+#include "vmm/vmm.h"
+
+#define VMM_PAGE 4096ull
+#define VMM_HUGE (2ull << 20)
+
+static inline uint64_t vmm_round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+/* ---- vCPU state: a plain, serialisable struct (no KVM types) ---- */
+
+struct vmm_segment {
+	uint64_t base;
+	uint32_t limit;
+	uint16_t selector;
+	uint8_t type, present, dpl, db, s, l, g, avl, unusable;
+};
+
+struct vmm_dtable {
+	uint64_t base;
+	uint16_t limit;
+};
+
+/* Everything KVM needs to resume the vCPU where it stopped. Issue 4
+ * (capture/restore) serialises this struct as is; `version` guards it. */
+#define VMM_VCPU_STATE_VERSION 1u
+struct vmm_vcpu_state {
+	uint32_t version;
+	uint32_t reserved;
+	/* rax rbx rcx rdx rsi rdi rsp rbp r8..r15 */
+	uint64_t gpr[16];
+	uint64_t rip, rflags;
+	struct vmm_segment cs, ds, es, fs, gs, ss, tr, ldt;
+	struct vmm_dtable gdt, idt;
+	uint64_t cr0, cr2, cr3, cr4, cr8, efer, apic_base;
+	/* x87/SSE state in FXSAVE layout (SDM Vol. 1 10.5.1) */
+	uint8_t fxsave[512];
+	uint64_t xcr0;       /* 0: leave as KVM set it */
+};
+
+/* ---- KVM boundary (kvm.c): the only file issuing KVM ioctls ---- */
+
+struct kvm_run;
+struct vmm_kvm {
+	int vm_fd;
+	int vcpu_fd;
+	struct kvm_run *run;
+	size_t run_size;
+};
+
+/* Exit of one KVM_RUN, decoded. */
+enum vmm_exit_kind {
+	VMM_EXIT_IO_OUT,     /* port, value (size 4 only; other sizes are IO_BAD) */
+	VMM_EXIT_IO_BAD,     /* `in`, or an `out` that is not 32-bit, or a string op */
+	VMM_EXIT_MMIO,       /* access to an address with no memory: addr */
+	VMM_EXIT_HLT,
+	VMM_EXIT_SHUTDOWN,   /* triple fault */
+	VMM_EXIT_INTR,       /* KVM_RUN returned EINTR (signal / immediate_exit) */
+	VMM_EXIT_OTHER,      /* anything else: reason */
+};
+struct vmm_exit {
+	enum vmm_exit_kind kind;
+	uint16_t port;
+	uint32_t value;
+	uint64_t addr;
+	uint32_t len;        /* MMIO */
+	bool is_write;       /* MMIO */
+	uint32_t reason;
+};
+
+int vmm_kvm_open(struct vmm_kvm *k);
+void vmm_kvm_close(struct vmm_kvm *k);
+int vmm_kvm_set_memory(struct vmm_kvm *k, uint64_t gpa, void *host, uint64_t size);
+int vmm_kvm_run(struct vmm_kvm *k, struct vmm_exit *exit);
+int vmm_kvm_get_state(struct vmm_kvm *k, struct vmm_vcpu_state *st);
+int vmm_kvm_set_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st);
+int vmm_kvm_get_cr2(struct vmm_kvm *k, uint64_t *cr2);
+/* kvm_run->immediate_exit; safe from a signal handler. */
+void vmm_kvm_set_immediate_exit(struct vmm_kvm *k, bool on);
+
+/* ---- memory layout (layout.c): pure arithmetic, testable without KVM ---- */
+
+struct vmm_layout {
+	uint64_t pml4, pdpt, pd, pt;    /* page-table pages */
+	unsigned n_pd, n_pt;
+	uint64_t gdt, tss, idt;
+	uint64_t ist1_top, ist2_top;
+	uint64_t boot_info;
+	uint64_t image_lo, image_hi;    /* page-aligned extent of the ELF segments */
+	uint64_t stack_guard, stack_lo, stack_hi;
+	uint64_t low_end;               /* end of the 4 KiB-paged area (2 MiB aligned) */
+	uint64_t in_addr, in_size, in_span;
+	uint64_t out_addr, out_size, out_span;
+	uint64_t heap_addr, heap_size, heap_span;
+	uint64_t mem_size;
+};
+
+int vmm_layout_compute(const struct vmm_config *cfg, uint64_t image_lo, uint64_t image_hi,
+		       struct vmm_layout *out);
+
+/* ---- x86-64 setup (x86_64.c): the only file knowing CR/EFER/PTE/GDT bits ---- */
+
+/* Per-page permission of the low area while building page tables. */
+enum vmm_perm {
+	VMM_PERM_NONE = 0,        /* not present */
+	VMM_PERM_R = 1,
+	VMM_PERM_W = 2,
+	VMM_PERM_X = 4,
+	VMM_PERM_USER = 8,
+};
+
+/* Write page tables, GDT, TSS, IDT into `mem` (guest memory) for `l`. perms
+ * gives one enum vmm_perm set per 4 KiB page of [0, l->low_end). */
+void vmm_x86_build(uint8_t *mem, const struct vmm_layout *l, const uint8_t *perms,
+		   uint64_t isr_base, uint32_t isr_stride);
+/* Initial vCPU state: long mode at `cpl` (3 for guests; 0 only for the
+ * floor benchmark) at `entry` with stack `rsp`. */
+void vmm_x86_initial_state(const struct vmm_layout *l, unsigned cpl, uint64_t entry, uint64_t rsp,
+			   struct vmm_vcpu_state *st);
+/* Vector numbers the runtime's exception stubs report. */
+#define VMM_X86_VEC_DE 0u   /* divide error */
+#define VMM_X86_VEC_UD 6u   /* invalid opcode */
+#define VMM_X86_VEC_DF 8u   /* double fault */
+#define VMM_X86_VEC_GP 13u  /* general protection */
+#define VMM_X86_VEC_PF 14u  /* page fault */
+const char *vmm_x86_vector_name(unsigned vector);
+
+/* ---- ELF loading (elf.c) ---- */
+
+struct vmm_elf_segment {
+	uint64_t vaddr, memsz, filesz, offset;
+	uint32_t flags;  /* enum vmm_perm R/W/X */
+};
+#define VMM_ELF_MAX_SEGMENTS 16
+struct vmm_elf {
+	uint64_t entry;
+	uint64_t lo, hi;  /* page-aligned extent of PT_LOAD segments */
+	unsigned nseg;
+	struct vmm_elf_segment seg[VMM_ELF_MAX_SEGMENTS];
+	struct strata_note note;
+	const uint8_t *data;
+	size_t size;
+};
+
+/* Validate an ELF image (bytes owned by the caller) and describe it. */
+int vmm_elf_parse(const void *data, size_t size, struct vmm_elf *out, char *why, size_t why_len);
+
+/* ---- guest memory access (mem.c): the one checked translator ---- */
+
+/* Host pointer for guest range [gpa, gpa+len), or NULL unless the whole
+ * range lies in [lo, hi) (overflow-safe). Guest-supplied addresses are
+ * checked against the guest-visible range [image_lo, mem_size), which keeps
+ * page tables, GDT, IDT and boot info out of reach. */
+void *vmm_mem_translate(uint8_t *mem, uint64_t lo, uint64_t hi, uint64_t gpa, uint64_t len);
+
+/* ---- the sandbox ---- */
+
+struct vmm_fn {
+	char name[STRATA_NAME_MAX];
+	char sig[STRATA_SIG_MAX];
+	enum vmm_type ret;
+	unsigned nargs;
+	enum vmm_type args[STRATA_MAX_ARGS];
+};
+
+struct vmm_host_fn {
+	char *name;
+	enum vmm_type ret;
+	unsigned nargs;
+	enum vmm_type args[STRATA_MAX_ARGS];
+	char *sig;
+	vmm_host_fn_cb cb;
+	void *ctx;
+};
+
+struct vmm_sandbox {
+	struct vmm_config cfg;
+	struct vmm_kvm kvm;
+	struct vmm_layout layout;
+	uint8_t *mem;             /* one host range = one KVM slot at GPA 0 */
+	uint64_t mem_size;
+	struct vmm_fn *fns;
+	unsigned nfns;
+	struct vmm_host_fn *hfns;
+	unsigned nhfns, hfns_cap;
+	uint64_t seq;
+	bool poisoned;
+	struct vmm_error err;     /* last error */
+	/* kill/timeout */
+	pthread_mutex_t lock;
+	bool in_call;
+	pthread_t thread;
+	atomic_bool kill_pending;
+};
+
+/* ---- running the vCPU (run.c) ---- */
+
+/* Host pointer for guest-supplied [gpa, gpa+len) in the guest-visible range. */
+void *vmm_run_guest_ptr(struct vmm_sandbox *sb, uint64_t gpa, uint64_t len);
+/* Copy a NUL-terminated guest string of < cap bytes; its length or <0. */
+int vmm_run_guest_str(struct vmm_sandbox *sb, uint64_t gpa, char *buf, size_t cap);
+/* Record an error in sb->err (poisoning the sandbox for guest errors); returns code. */
+int vmm_run_fail(struct vmm_sandbox *sb, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Run the vCPU until the guest does `out` to `port` (READY or RETURN),
+ * serving host calls and logs on the way; *value gets the `out` value. */
+int vmm_run_until(struct vmm_sandbox *sb, uint16_t port, uint64_t timeout_ns, uint32_t *value);
+
+/* Parse a signature "r(aa..)" into types; false if malformed. */
+bool vmm_sig_parse(const char *sig, enum vmm_type *ret, enum vmm_type *args, unsigned *nargs);
+
+#endif
