@@ -41,6 +41,7 @@ struct bench {
 
 /* Groups: each area adds one line. */
 static const struct bench_group groups[] = {
+	{ "store", bench_store },
 	{ NULL, NULL },
 };
 

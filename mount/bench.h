@@ -53,4 +53,7 @@ struct bench_group {
 	void (*run)(struct bench *b);
 };
 
+/* Groups, one per area (each in mount/bench_<area>.c). */
+void bench_store(struct bench *b);    /* bench_store.c */
+
 #endif

@@ -36,4 +36,10 @@ int st_hash_fd(int fd, st_id *id, uint64_t *size);
 /* Remove path (relative to dirfd) and everything under it. */
 int st_rm_tree(int parent, const char *path);
 
+/* XXH3-128 built for AVX2 (hash_avx2.c); id.c calls these only when the
+ * CPU supports AVX2. state is an XXH3_state_t. Results equal the generic
+ * code's bit for bit. */
+void st_hash_avx2(const void *buf, size_t len, st_id *out);
+void st_hash_avx2_update(void *state, const void *buf, size_t len);
+
 #endif
