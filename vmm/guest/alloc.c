@@ -87,7 +87,10 @@ struct heap_state {
 	uint64_t bin_mask;                    /* bit b set: bins[b] not empty */
 };
 
-static struct heap_state heap;
+_Static_assert(sizeof(struct heap_state) <= 4096, "heap state must fit one page");
+
+/* About 2.3 KiB: page-aligned so the state costs one written page, not two. */
+static _Alignas(4096) struct heap_state heap;
 
 static _Noreturn void heap_corrupt(void)
 {
