@@ -140,8 +140,10 @@ static int check_snapshots(struct fsck *f, MDB_txn *txn)
 	mdb_cursor_close(cur);
 	if (rc == MDB_NOTFOUND)
 		rc = 0;
-	qsort(f->refs.v, f->refs.n, sizeof(*f->refs.v), pair_cmp);
-	qsort(f->edges.v, f->edges.n, sizeof(*f->edges.v), pair_cmp);
+	if (f->refs.n)
+		qsort(f->refs.v, f->refs.n, sizeof(*f->refs.v), pair_cmp);
+	if (f->edges.n)
+		qsort(f->edges.v, f->edges.n, sizeof(*f->edges.v), pair_cmp);
 	return rc;
 }
 
