@@ -147,6 +147,12 @@ Test(guestlib, allocations_are_16_byte_aligned_and_aligned_alloc_honours_alignme
 			if (size % 2)
 				sg_free(p);
 		}
+	/* Small blocks with 32- and 64-byte alignment come from slabs. */
+	size_t before = strata_heap_in_use();
+	void *a32 = sg_aligned_alloc(32, 40), *a64 = sg_aligned_alloc(64, 100);
+	cr_assert_eq((uintptr_t)a32 % 32, 0);
+	cr_assert_eq((uintptr_t)a64 % 64, 0);
+	cr_assert_eq(strata_heap_in_use() - before, 64 + 128, "slab classes, not pages");
 	cr_assert_null(sg_aligned_alloc(3, 16));
 	cr_assert_null(sg_aligned_alloc(0, 16));
 	cr_assert_null(sg_aligned_alloc(48, 16));

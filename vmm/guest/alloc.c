@@ -568,6 +568,12 @@ void *STRATA_LIBC_NAME(aligned_alloc)(size_t align, size_t size)
 		return NULL;
 	if (align <= 16)
 		return STRATA_LIBC_NAME(malloc)(size);
+	/* Slab blocks start at page + SLAB_HDR + i * class size, so a class
+	 * that is a multiple of align (<= SLAB_HDR) gives aligned blocks. */
+	if (align <= SLAB_HDR && size <= SMALL_MAX)
+		for (int c = class_of(size); c < NCLASSES; c++)
+			if (class_size[c] % align == 0)
+				return small_alloc(c);
 	if (align <= PAGE_SIZE)
 		return large_alloc(pages_for(size), 1, false);
 	return large_alloc(pages_for(size), align / PAGE_SIZE, false);
