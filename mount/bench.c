@@ -42,6 +42,7 @@ struct bench {
 /* Groups: each area adds one line. */
 static const struct bench_group groups[] = {
 	{ "store", bench_store },
+	{ "vmm", bench_vmm },
 	{ NULL, NULL },
 };
 

@@ -55,5 +55,6 @@ struct bench_group {
 
 /* Groups, one per area (each in mount/bench_<area>.c). */
 void bench_store(struct bench *b);    /* bench_store.c */
+void bench_vmm(struct bench *b);      /* bench_vmm.c */
 
 #endif

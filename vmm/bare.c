@@ -12,8 +12,9 @@ struct vmm_bare {
 	uint64_t size;
 };
 
-int vmm_bare_new(bool cpl3, struct vmm_bare **out)
+int vmm_bare_new(enum vmm_bare_mode mode, struct vmm_bare **out)
 {
+	bool cpl3 = mode != VMM_BARE_CPL0_OUT;
 	struct vmm_config cfg = { .stack_size = VMM_PAGE, .heap_size = VMM_PAGE };
 	struct vmm_layout l;
 	struct vmm_vcpu_state st;
@@ -51,7 +52,18 @@ int vmm_bare_new(bool cpl3, struct vmm_bare **out)
 	static const uint8_t user[] = { 0x89, 0x02, 0xeb, 0xfc };
 	static const uint8_t kernel[] = { 0xef, 0xeb, 0xfd };
 	uint64_t code = STRATA_IMAGE_BASE + 0x800;
-	if (cpl3)
+	if (mode == VMM_BARE_CPL3_INT3) {
+		/* int3 ; jmp back. Stub 3: out %eax, %dx ; iretq */
+		static const uint8_t c[] = { 0xcc, 0xeb, 0xfd }, st3[] = { 0xef, 0x48, 0xcf };
+		memcpy(b->mem + code, c, sizeof(c));
+		memcpy(b->mem + STRATA_IMAGE_BASE + 3 * STRATA_ISR_STRIDE, st3, sizeof(st3));
+	} else if (mode == VMM_BARE_CPL3_GP) {
+		/* out (faults: #GP) ; jmp back. Stub 13: out ; addq $1, 8(%rsp) ; add $8, %rsp ; iretq */
+		static const uint8_t c[] = { 0xef, 0xeb, 0xfd };
+		static const uint8_t st13[] = { 0xef, 0x48, 0x83, 0x44, 0x24, 0x08, 0x01, 0x48, 0x83, 0xc4, 0x08, 0x48, 0xcf };
+		memcpy(b->mem + code, c, sizeof(c));
+		memcpy(b->mem + STRATA_IMAGE_BASE + 13 * STRATA_ISR_STRIDE, st13, sizeof(st13));
+	} else if (cpl3)
 		memcpy(b->mem + code, user, sizeof(user));
 	else
 		memcpy(b->mem + code, kernel, sizeof(kernel));
@@ -59,7 +71,7 @@ int vmm_bare_new(bool cpl3, struct vmm_bare **out)
 		goto out_free;
 	vmm_x86_initial_state(&l, cpl3 ? 3 : 0, code, l.stack_hi, &st);
 	/* rdx: the port (CPL 0) or the RETURN slot of the hypercall page (CPL 3) */
-	st.gpr[3] = cpl3 ? STRATA_HC_VA + (STRATA_PORT_RETURN - STRATA_HC_PORT_BASE) * 4 : STRATA_PORT_RETURN;
+	st.gpr[3] = mode == VMM_BARE_CPL3_MMIO ? STRATA_HC_VA + (STRATA_PORT_RETURN - STRATA_HC_PORT_BASE) * 4 : STRATA_PORT_RETURN;
 	if ((rc = vmm_kvm_set_state(&b->kvm, &st)) < 0)
 		goto out_free;
 	*out = b;

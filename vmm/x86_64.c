@@ -148,8 +148,9 @@ void vmm_x86_build(uint8_t *mem, const struct vmm_layout *l, const uint8_t *perm
 	for (unsigned v = 0; v < STRATA_ISR_COUNT && isr_base; v++) {
 		uint64_t off = isr_base + (uint64_t)v * isr_stride;
 		unsigned ist = v == VMM_X86_VEC_DF ? 2 : 1;
+		unsigned dpl = v == 3 ? 3 : 0;  /* int3 allowed from CPL 3 */
 		uint64_t g0 = (off & 0xffff) | ((uint64_t)SEL_KCODE << 16) | ((uint64_t)ist << 32) |
-			      ((uint64_t)TYPE_INTR_GATE << 40) | (1ull << 47) |
+			      ((uint64_t)TYPE_INTR_GATE << 40) | ((uint64_t)dpl << 45) | (1ull << 47) |
 			      (((off >> 16) & 0xffff) << 48);
 		put64(mem, l->idt + 16ull * v, g0);
 		put64(mem, l->idt + 16ull * v + 8, off >> 32);
