@@ -158,3 +158,20 @@ Test(guestlib_pages, the_same_alloc_free_cycle_reuses_exactly_the_same_pages)
 	}
 	cr_log_info("100 B + 3000 B + 200 KiB cycle: %zu pages resident", base);
 }
+
+Test(guestlib_pages, a_buffer_grown_by_realloc_at_the_top_is_never_copied)
+{
+	strata_heap_init(region, HEAP);
+	size_t size = 2 * TEST_PAGE;
+	unsigned char *p = sg_malloc(size), *first = p;
+
+	memset(p, 1, size);
+	while (size < 8 * MIB) {
+		p = sg_realloc(p, 2 * size);
+		cr_assert_eq(p, first, "grew in place");
+		memset(p + size, 2, size); /* write only the new half */
+		size *= 2;
+	}
+	cr_log_info("8 MiB grown by doubling from 8 KiB: %zu pages written", resident());
+	cr_assert_eq(resident(), 8 * MIB / TEST_PAGE + 1, "%zu pages", resident());
+}
