@@ -103,6 +103,10 @@ int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flag
 	st.existed = ix_snap_has(t, &id);
 	ix_txn_end(t);
 	if (st.existed) {
+		/* Still check what was handed in: a damaged copy is an error
+		 * even when the store already holds a good one. */
+		if ((rc = st_snapdir_verify(dir, m, why, whylen)) < 0)
+			goto out_free;
 		rc = ix_snap_commit(ix, m, tag, flags, NULL);
 		goto out_done;
 	}
