@@ -73,6 +73,18 @@ static void reply_node(fuse_req_t req, struct fs *fs, struct fs_node *n)
 		fs_itable_forget(fs->itable, n->ino, 1);
 }
 
+/* Listing snapshots/ or missing a name there: catch up with the index now
+ * (one read of the generation) instead of waiting for the poller, so a tag
+ * the CLI just made or removed shows at once. True if the tags changed. */
+static bool sync_tags(struct fs *fs)
+{
+	struct fs_tags *old = NULL;
+	int rc = fs_view_refresh(fs, false, &old);
+
+	fs_tags_put(fs, old);
+	return rc > 0;
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
@@ -95,6 +107,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	rc = fs_ns_lookup(fs, dir, name, &n);
+	if (rc == -ENOENT && (dir->kind == FS_K_SNAPSHOTS || dir->kind == FS_K_MEMORY) && sync_tags(fs))
+		rc = fs_ns_lookup(fs, dir, name, &n);
 	if (rc == -ENOENT) {
 		/* a negative entry: cached briefly only where names never appear */
 		struct fuse_entry_param e = { 0 };
@@ -411,6 +425,15 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	reply_err(req, rc);
 }
 
+static bool tag_exists(struct fs *fs, const char *name)
+{
+	struct fs_tags *t = fs_tags_get(fs);
+	bool found = fs_tags_find(t, name) != NULL;
+
+	fs_tags_put(fs, t);
+	return found;
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
@@ -440,6 +463,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 			rc = -EINVAL;
 		} else if ((s = fs_stage_find(fs, newname))) {
 			fs_stage_unref(fs, s);
+			rc = -EEXIST;
+		} else if (tag_exists(fs, newname)) {
+			/* rename(2) over a non-empty directory; never merge tags */
 			rc = -EEXIST;
 		} else {
 			rc = ix_tag_rename(fs->ix, name, newname, 0);
@@ -879,6 +905,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		reply_err(req, -ESTALE);
 		return;
 	}
+	if (n->kind == FS_K_SNAPSHOTS || n->kind == FS_K_MEMORY)
+		sync_tags(fs);
 	if ((rc = fs_ns_list(fs, n, &l)) < 0) {
 		reply_err(req, rc);
 		return;

@@ -126,7 +126,7 @@ int cmd_mount(struct cli *cli, int argc, char **argv)
 	unsigned long long v;
 	int c, rc = CLI_USAGE;
 
-	while ((c = getopt_long(argc, argv, "+fdo:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "fdo:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f': fg = true; break;
 		case 'd': fg = true; cfg.debug = true; break;
@@ -288,7 +288,7 @@ int cmd_umount(struct cli *cli, int argc, char **argv)
 	bool lazy = false;
 	int c;
 
-	while ((c = getopt(argc, argv, "+lh")) != -1) {
+	while ((c = getopt(argc, argv, "lh")) != -1) {
 		switch (c) {
 		case 'l': lazy = true; break;
 		case 'h':

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# fs_read.sh: the read side of a mount: ls -lR, du, stat, jq, xattrs, the sparse memory file,
+# copying a snapshot out and importing it elsewhere, and refusals of nonsense writes.
+. "$(dirname "$0")/fs_lib.sh"
+
+S=$T/store M=$T/mnt
+make_image "$T/img"
+make_store "$S" base "$T/img"
+head -c 4096 /dev/urandom | dd of="$T/img" bs=4096 seek=2 conv=notrunc 2>/dev/null
+st "$S" debug ingest "$T/img" --parent base --tag child >/dev/null
+ok "mount in the background" mount_store "$S" "$M"
+ok "top level is snapshots blobs memory" test "$(ls "$M" | tr '\n' ' ')" = "blobs memory snapshots "
+ok "snapshots/ lists the tags" test "$(ls "$M/snapshots" | tr '\n' ' ')" = "base child "
+ok "ls -lR walks everything" bash -c "ls -lR '$M' >'$T/lsr' && grep -c manifest.json '$T/lsr' | grep -qx 2"
+ok "manifest.json parses with jq and matches the index" bash -c \
+	"jq -e '.version == 1 and (.layers | length) >= 1' '$M/snapshots/child/manifest.json' >/dev/null"
+ok "manifest.json is the canonical encoding plus newline" python3 -c "
+import json, sys
+raw = open('$M/snapshots/child/manifest.json', 'rb').read()
+canon = json.dumps(json.loads(raw), separators=(',', ':'), sort_keys=True).encode() + b'\\n'
+sys.exit(raw != canon)
+"
+layer=$(ls "$M/snapshots/base/layers" | head -1)
+ok "layer size is pages * 4096 as the manifest says" bash -c \
+	"test \$(stat -c %s '$M/snapshots/base/layers/$layer') -eq \$(jq '.layers[0].pages * 4096' '$M/snapshots/base/manifest.json')"
+ok "a layer's bytes equal its backing blob" cmp "$M/snapshots/base/layers/$layer" "$S/blobs/${layer:0:2}/$layer"
+ok "blobs/ shares the inode of the same layer" test \
+	"$(stat -c %i "$M/snapshots/base/layers/$layer")" = "$(stat -c %i "$M/blobs/$layer")"
+ok "xattr user.strata.blob_path names the backing file" bash -c \
+	"python3 -c \"import os,sys; sys.exit(os.getxattr('$M/blobs/$layer','user.strata.blob_path').decode() != '$S/blobs/${layer:0:2}/$layer')\""
+ok "xattr user.strata.id is the layer id" bash -c \
+	"python3 -c \"import os,sys; sys.exit(os.getxattr('$M/blobs/$layer','user.strata.id').decode() != '$layer')\""
+ok "memory/NAME reads as the image" cmp "$M/memory/child" "$T/img"
+ok "memory file is sparse: SEEK_HOLE and SEEK_DATA find the zero gap" python3 -c "
+import os, sys
+fd = os.open('$M/memory/base', os.O_RDONLY)
+assert os.lseek(fd, 0, os.SEEK_HOLE) == 262144, os.lseek(fd, 0, os.SEEK_HOLE)
+assert os.lseek(fd, 262144, os.SEEK_DATA) == 327680
+assert os.lseek(fd, 327680, os.SEEK_HOLE) == 458752
+"
+ok "cp --sparse=always keeps the hole" bash -c \
+	"cp --sparse=always '$M/memory/base' '$T/sparse' && cmp '$T/sparse' '$M/memory/base' && test \$(du -k '$T/sparse' | cut -f1) -lt 448"
+ok "du sums the snapshots" bash -c "test \$(du -sk '$M/snapshots' | cut -f1) -ge 768"
+ok "stat shows stable inode numbers across remounts" bash -c "stat -c %i '$M/snapshots/base/manifest.json' >'$T/ino1'"
+ok "df works on the mount (statfs)" df "$M"
+ok "cp -r out to a plain directory" cp -r "$M/snapshots/child" "$T/out"
+ok "strata import of the copy into another store" bash -c \
+	"st() { '$STRATA' --store \"\$@\"; }; '$STRATA' --store '$T/s2' init >/dev/null && '$STRATA' --store '$T/s2' import '$T/out' --tag again >/dev/null && '$STRATA' --store '$T/s2' verify >/dev/null"
+ok "nonsense: write into blobs/ is EROFS" expect_fail "Read-only file system" cp "$T/img" "$M/blobs/x"
+ok "nonsense: a file directly in snapshots/ is EPERM" expect_fail "Operation not permitted" touch "$M/snapshots/file"
+ok "nonsense: writing a committed manifest is EROFS" expect_fail "Read-only file system" bash -c "echo {} >'$M/snapshots/base/manifest.json'"
+ok "nonsense: chmod of a layer is EROFS" expect_fail "Read-only file system" chmod 600 "$M/snapshots/base/layers/$layer"
+ok "nonsense: mkdir in memory/ is EROFS" expect_fail "Read-only file system" mkdir "$M/memory/x"
+ok "nonsense: symlink is EPERM" expect_fail "Operation not permitted" ln -s x "$M/snapshots/base/l"
+ok "bad name: '..'-ish tag is EINVAL" expect_fail "Invalid argument" mkdir "$M/snapshots/.hidden"
+ok "bad name: over 255 bytes is ENAMETOOLONG" expect_fail "File name too long" mkdir "$M/snapshots/$(printf 'a%.0s' $(seq 300))"
+ok "bad name: tag over 128 chars is EINVAL" expect_fail "Invalid argument" mkdir "$M/snapshots/$(printf 'b%.0s' $(seq 200))"
+ok "log says why a name was refused" grep -q "not a valid tag name" "$S.log"
+ok "strata umount" "$STRATA" umount "$M"
+ok "mount again: inode numbers are the same" bash -c \
+	"'$STRATA' mount '$S' '$M' --log '$S.log' && test \$(stat -c %i '$M/snapshots/base/manifest.json') = \$(cat '$T/ino1')"
+finish
