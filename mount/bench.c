@@ -43,6 +43,7 @@ struct bench {
 static const struct bench_group groups[] = {
 	{ "store", bench_store },
 	{ "vmm", bench_vmm },
+	{ "index", bench_index },
 	{ NULL, NULL },
 };
 

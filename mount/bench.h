@@ -56,5 +56,6 @@ struct bench_group {
 /* Groups, one per area (each in mount/bench_<area>.c). */
 void bench_store(struct bench *b);    /* bench_store.c */
 void bench_vmm(struct bench *b);      /* bench_vmm.c */
+void bench_index(struct bench *b);    /* bench_index.c */
 
 #endif
