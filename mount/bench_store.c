@@ -226,12 +226,20 @@ void bench_store(struct bench *b)
 	const uint64_t hash_len = 256 * MiB, put_len = 64 * MiB;
 	const uint64_t image_len = 256 * MiB, nonzero = 64 * MiB, change = 4 * MiB;
 
-	if (!bench_selected(b, "store/"))
+	bool want_blob = false, want_ingest = bench_selected(b, "store/ingest_256MiB_64MiB_nonzero") ||
+					 bench_selected(b, "store/ingest_4MiB_scattered_change");
+	const char *blob_cases[] = { "store/xxh3_128_raw", "store/xxh3_128_raw_64MiB", "store/blob_verify",
+				     policies[0].name, policies[1].name, small[0].name, small[1].name };
+	for (size_t i = 0; i < sizeof(blob_cases) / sizeof(blob_cases[0]); i++)
+		want_blob = want_blob || bench_selected(b, blob_cases[i]);
+	if (!want_blob && !want_ingest)
 		return;
 	if (setup_store(&sb) < 0) {
 		fprintf(stderr, "bench store: cannot create a store under %s\n", sb.dir);
 		return;
 	}
+	if (!want_blob)
+		goto ingest;
 	sb.buf = map_anon(hash_len);
 	if (!sb.buf)
 		goto out_rm;
@@ -271,7 +279,8 @@ void bench_store(struct bench *b)
 	sb.buf = NULL;
 
 	/* Ingest: 256 MiB image with 64 MiB non-zero, then 4 MiB of scattered pages changed. */
-	if (!bench_selected(b, "store/ingest"))
+ingest:
+	if (!want_ingest)
 		goto out_rm;
 	st_store_set_sync(sb.store, ST_SYNC_DEFAULT);
 	sb.image_len = image_len;
