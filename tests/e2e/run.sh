@@ -1,0 +1,48 @@
+#!/bin/bash
+# run.sh: end-to-end tests of `strata run` with the real simpleguest on real /dev/kvm (TAP).
+set -u
+S="${STRATA_BIN:?}"
+G="${STRATA_BUILD:?}/vmm/guest/simpleguest.elf"
+T=$(mktemp -d /tmp/strata-e2e-run.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+n=0
+fails=0
+echo "1..14"
+
+# check NAME WANT_STATUS WANT_OUT_REGEX -- command...
+check() {
+	local name=$1 want_rc=$2 want=$3
+	shift 4
+	n=$((n + 1))
+	"$@" >"$T/out" 2>"$T/err"
+	local rc=$?
+	if [ "$rc" -eq "$want_rc" ] && grep -Eq -- "$want" "$T/out" "$T/err"; then
+		echo "ok $n - $name"
+	else
+		echo "not ok $n - $name"
+		echo "# status $rc (want $want_rc); stdout: $(head -c 300 "$T/out"); stderr: $(head -c 300 "$T/err")"
+		fails=$((fails + 1))
+	fi
+}
+
+if [ ! -e /dev/kvm ]; then
+	for i in $(seq 1 14); do echo "ok $i # SKIP no /dev/kvm"; done
+	exit 0
+fi
+
+check "list shows functions with signatures" 0 '^echo s\(s\)$' -- "$S" run "$G" --list
+check "echo prints its argument" 0 '^hello world$' -- "$S" run "$G" --call echo "hello world"
+check "add goes through the host function" 0 '^42$' -- "$S" run "$G" --call add 1 41
+check "negative integer arguments parse" 0 '^-7$' -- "$S" run "$G" --call add_local -3 -4
+printf 'abc' >"$T/in.bin"
+check "bytes argument from @FILE prints hex" 0 '^616263$' -- "$S" run "$G" --call echo_bytes "@$T/in.bin"
+check "state persists across --repeat" 0 '^100$' -- "$S" run "$G" --repeat 100 --call counter_next
+check "bigger heap with --heap" 0 '^[0-9]+$' -- "$S" run "$G" --heap 64M --call heap_write 3000000
+check "null write is a guest error (status 5)" 5 'page fault at address 0x0' -- "$S" run "$G" --call null_write
+check "abort message reaches the user" 5 'aborted with code 9: asked to abort' -- "$S" run "$G" --call do_abort 9
+check "spin is stopped by --timeout" 5 'timed out' -- "$S" run "$G" --timeout 200ms --call spin
+check "not an ELF file is refused" 1 'not an ELF file' -- "$S" run /etc/passwd --call echo x
+check "missing guest file" 3 'No such file' -- "$S" run "$T/nope.elf" --call echo x
+check "unknown function is a usage error" 2 "no function 'nope'" -- "$S" run "$G" --call nope
+check "wrong argument type is a usage error" 2 'must be an integer' -- "$S" run "$G" --call add one two
+exit 0

@@ -1,0 +1,272 @@
+/* test_faults.c: guest misbehaviour gives specific errors and poisons the sandbox; timeouts; kill. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Call fn (no args or one integer), expect `code`, then check poisoning. */
+static struct vmm_sandbox *expect_fault(const char *fn, int nargs, int64_t arg, int code)
+{
+	struct vmm_sandbox *sb = guest_new(NULL);
+	struct vmm_result res;
+	struct vmm_value v = { .type = VMM_I64, .i64 = arg };
+
+	int rc = vmm_sandbox_call(sb, fn, &v, (size_t)nargs, &res);
+	cr_assert_eq(rc, code, "%s: got %d (%s): %s", fn, rc, vmm_strerror(rc), vmm_sandbox_error(sb)->message);
+	cr_assert_eq(vmm_sandbox_error(sb)->code, code);
+	cr_assert(vmm_sandbox_poisoned(sb), "%s did not poison the sandbox", fn);
+	cr_assert_gt(strlen(vmm_sandbox_error(sb)->message), 0);
+	/* Poisoned: every later call is refused, the original details stay. */
+	cr_assert_eq(call_str(sb, "echo", "x", &res), VMM_E_POISONED);
+	cr_assert_eq(vmm_sandbox_call(sb, "counter_next", NULL, 0, &res), VMM_E_POISONED);
+	return sb;
+}
+
+Test(vmm_faults, null_write_is_a_page_fault_at_address_zero)
+{
+	struct vmm_sandbox *sb = expect_fault("null_write", 0, 0, VMM_E_GUEST_FAULT);
+	const struct vmm_error *e = vmm_sandbox_error(sb);
+
+	cr_assert_eq(e->vector, 14);
+	cr_assert_eq(e->fault_addr, 0);
+	cr_assert(e->error_code & 2, "write bit");
+	cr_assert(e->error_code & 4, "user bit");
+	cr_assert_geq(e->rip, 0x100000);
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, divide_by_zero_is_vector_0)
+{
+	struct vmm_sandbox *sb = expect_fault("div_zero", 1, 0, VMM_E_GUEST_FAULT);
+
+	cr_assert_eq(vmm_sandbox_error(sb)->vector, 0);
+	cr_assert(strstr(vmm_sandbox_error(sb)->message, "divide error"));
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, invalid_opcode_is_vector_6)
+{
+	struct vmm_sandbox *sb = expect_fault("invalid_opcode", 0, 0, VMM_E_GUEST_FAULT);
+
+	cr_assert_eq(vmm_sandbox_error(sb)->vector, 6);
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, privileged_instruction_is_a_general_protection_fault)
+{
+	struct vmm_sandbox *sb = expect_fault("privileged", 0, 0, VMM_E_GUEST_FAULT);
+
+	cr_assert_eq(vmm_sandbox_error(sb)->vector, 13);
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, writing_code_is_a_protection_fault)
+{
+	struct vmm_sandbox *sb = expect_fault("write_text", 0, 0, VMM_E_GUEST_FAULT);
+
+	cr_assert_eq(vmm_sandbox_error(sb)->vector, 14);
+	cr_assert_eq(vmm_sandbox_error(sb)->fault_addr, 0x100000);
+	cr_assert(vmm_sandbox_error(sb)->error_code & 1, "protection bit");
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, stack_overflow_hits_the_guard_page)
+{
+	struct vmm_sandbox *sb = expect_fault("stack_overflow", 1, 1000000, VMM_E_STACK_OVERFLOW);
+
+	cr_assert_eq(vmm_sandbox_error(sb)->vector, 14);
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, shallow_recursion_is_fine)
+{
+	struct vmm_sandbox *sb = guest_new(NULL);
+	struct vmm_result res;
+
+	cr_assert_eq(call_i64(sb, "stack_overflow", 20, 0, 1, &res), 0, "%s", vmm_sandbox_error(sb)->message);
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, abort_carries_code_and_message)
+{
+	struct vmm_sandbox *sb = expect_fault("do_abort", 1, 42, VMM_E_ABORT);
+
+	cr_assert_eq(vmm_sandbox_error(sb)->abort_code, 42);
+	cr_assert(strstr(vmm_sandbox_error(sb)->message, "asked to abort"), "%s", vmm_sandbox_error(sb)->message);
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, bad_hypercall_pointer_is_refused)
+{
+	struct vmm_sandbox *sb = expect_fault("bad_pointer", 0, 0, VMM_E_BAD_HYPERCALL);
+
+	cr_assert(strstr(vmm_sandbox_error(sb)->message, "outside guest memory"));
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, unknown_port_is_a_bad_hypercall)
+{
+	struct vmm_sandbox *sb = expect_fault("bad_port", 0, 0, VMM_E_BAD_HYPERCALL);
+
+	cr_assert_eq(vmm_sandbox_error(sb)->port, 0x5f0);
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, runaway_allocation_ends_in_an_abort)
+{
+	struct vmm_sandbox *sb = expect_fault("runaway_alloc", 0, 0, VMM_E_ABORT);
+
+	cr_assert(strstr(vmm_sandbox_error(sb)->message, "out of memory"));
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, spin_times_out)
+{
+	struct vmm_config cfg = { .timeout_ns = 100 * 1000000ull };
+	struct vmm_sandbox *sb = guest_new(&cfg);
+	struct vmm_result res;
+	uint64_t t0 = now_ns();
+
+	cr_assert_eq(vmm_sandbox_call(sb, "spin", NULL, 0, &res), VMM_E_TIMEOUT);
+	uint64_t el = now_ns() - t0;
+	cr_assert_geq(el, 100 * 1000000ull);
+	cr_assert_lt(el, 2000 * 1000000ull, "took %llu ns", (unsigned long long)el);
+	cr_assert(vmm_sandbox_poisoned(sb));
+	cr_assert_eq(call_str(sb, "echo", "x", &res), VMM_E_POISONED);
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, per_call_timeout_overrides_none)
+{
+	struct vmm_sandbox *sb = guest_new(NULL);
+	struct vmm_result res;
+
+	/* A quick call under a timeout is unaffected, and so are later calls. */
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(vmm_sandbox_call_timeout(sb, "counter_next", NULL, 0, 50 * 1000000ull, &res), 0);
+	cr_assert_eq(vmm_sandbox_call_timeout(sb, "spin", NULL, 0, 50 * 1000000ull, &res), VMM_E_TIMEOUT);
+	vmm_sandbox_free(sb);
+}
+
+struct spinner {
+	struct vmm_sandbox *sb;
+	atomic_int started;
+	int rc;
+	uint64_t returned_at;
+};
+
+static void *spin_thread(void *arg)
+{
+	struct spinner *s = arg;
+	struct vmm_result res;
+
+	atomic_store(&s->started, 1);
+	s->rc = vmm_sandbox_call(s->sb, "spin", NULL, 0, &res);
+	s->returned_at = now_ns();
+	return NULL;
+}
+
+Test(vmm_faults, kill_from_another_thread_cancels_the_call)
+{
+	struct spinner s = { .sb = guest_new(NULL) };
+	pthread_t t;
+
+	cr_assert_eq(vmm_sandbox_kill(s.sb), 0, "nothing to kill when idle");
+	cr_assert_eq(pthread_create(&t, NULL, spin_thread, &s), 0);
+	while (!atomic_load(&s.started))
+		;
+	usleep(20000);
+	uint64_t t0 = now_ns();
+	cr_assert_eq(vmm_sandbox_kill(s.sb), 1);
+	pthread_join(t, NULL);
+	cr_assert_eq(s.rc, VMM_E_CANCELLED, "%s", vmm_strerror(s.rc));
+	cr_assert_lt(s.returned_at - t0, 100 * 1000000ull, "kill took %llu ns",
+		     (unsigned long long)(s.returned_at - t0));
+	cr_assert(vmm_sandbox_poisoned(s.sb));
+	vmm_sandbox_free(s.sb);
+}
+
+Test(vmm_faults, kill_right_at_call_start_is_not_lost)
+{
+	/* Kill repeatedly while the call may still be starting: it must end. */
+	for (int i = 0; i < 5; i++) {
+		struct spinner s = { .sb = guest_new(NULL) };
+		pthread_t t;
+		cr_assert_eq(pthread_create(&t, NULL, spin_thread, &s), 0);
+		while (!atomic_load(&s.started))
+			;
+		while (vmm_sandbox_kill(s.sb) == 0)
+			;
+		pthread_join(t, NULL);
+		cr_assert_eq(s.rc, VMM_E_CANCELLED);
+		vmm_sandbox_free(s.sb);
+	}
+}
+
+Test(vmm_faults, other_sandboxes_are_unaffected_by_a_poisoned_one)
+{
+	struct vmm_sandbox *bad = expect_fault("null_write", 0, 0, VMM_E_GUEST_FAULT);
+	struct vmm_sandbox *good = guest_new(NULL);
+	struct vmm_result res;
+
+	cr_assert_eq(call_str(good, "echo", "fine", &res), 0);
+	cr_assert_str_eq(res.data, "fine");
+	vmm_result_clear(&res);
+	vmm_sandbox_free(bad);
+	vmm_sandbox_free(good);
+}
+
+Test(vmm_faults, hammering_host_calls_with_random_arguments_is_survived)
+{
+	struct vmm_sandbox *sb = guest_new(NULL);
+	struct vmm_result res;
+	int64_t ok = 0;
+
+	/* Thousands of host calls with random names, arity, types and buffer
+	 * sizes, all inside guest memory: each gets a status, none poisons. */
+	for (int64_t seed = 1; seed <= 20; seed++) {
+		int rc = call_i64(sb, "hammer", seed, 250, 2, &res);
+		cr_assert_eq(rc, 0, "seed %lld: %s", (long long)seed, vmm_sandbox_error(sb)->message);
+		ok += res.i64;
+	}
+	cr_assert_gt(ok, 0, "some random calls must match host_add/host_upper");
+	cr_assert_not(vmm_sandbox_poisoned(sb));
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, wild_hypercalls_are_survived, .timeout = 120)
+{
+	struct vmm_sandbox *sb = guest_new(NULL);
+	struct vmm_result res;
+	int poisoned = 0;
+
+	/* Random raw hypercalls (port and value): each either works or gives a
+	 * clean error and poisons; a fresh sandbox replaces a poisoned one. */
+	for (int64_t seed = 1; seed <= 2000; seed++) {
+		struct vmm_value v = { .type = VMM_I64, .i64 = seed * 7919 };
+		int rc = vmm_sandbox_call(sb, "wild_hypercall", &v, 1, &res);
+		if (rc < 0) {
+			cr_assert(vmm_sandbox_poisoned(sb), "seed %lld: %s", (long long)seed, vmm_strerror(rc));
+			cr_assert_gt(strlen(vmm_sandbox_error(sb)->message), 0);
+			vmm_sandbox_free(sb);
+			sb = guest_new(NULL);
+			poisoned++;
+		}
+	}
+	cr_assert_gt(poisoned, 0);
+	cr_assert_eq(call_str(sb, "echo", "alive", &res), 0);
+	vmm_result_clear(&res);
+	vmm_sandbox_free(sb);
+}
