@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <dirent.h>
 #include <libgen.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -208,6 +209,32 @@ out_close_in:
 	return rc;
 }
 
+/* Remove ".BASE.strata-export.PID.N" directories whose process is gone
+ * (left by a kill -9 during an earlier export to the same name). */
+static void sweep_dead_exports(int pfd, const char *base)
+{
+	char prefix[NAME_MAX + 1];
+	struct dirent *e;
+	DIR *d;
+	int plen = snprintf(prefix, sizeof(prefix), ".%.200s.strata-export.", base);
+
+	if (st_sys_opendirat(pfd, ".", &d) < 0)
+		return;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
+			continue;
+		pid = strtol(e->d_name + plen, &end, 10);
+		if (end == e->d_name + plen || *end != '.' || pid <= 0 || pid == (long)getpid() ||
+		    st_sys_pid_alive((pid_t)pid))
+			continue;
+		st_rm_tree(dirfd(d), e->d_name);
+	}
+	closedir(d);
+}
+
 int st_snapdir_export(struct st_store *s, const struct st_manifest *m, const char *dir, char *why, size_t whylen)
 {
 	static _Atomic unsigned counter;
@@ -242,6 +269,7 @@ int st_snapdir_export(struct st_store *s, const struct st_manifest *m, const cha
 		rc = st_why(why, whylen, -EEXIST, "%s already exists", dir);
 		goto out_close;
 	}
+	sweep_dead_exports(pfd, base);
 	snprintf(tmpname, sizeof(tmpname), ".%.200s.strata-export.%ld.%u", base, (long)getpid(),
 		 atomic_fetch_add(&counter, 1));
 	if ((rc = st_sys_mkdirat(pfd, tmpname, 0755)) < 0) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -350,4 +351,9 @@ int st_sys_opendirat(int dirfd, const char *path, DIR **out)
 	}
 	*out = d;
 	return 0;
+}
+
+int st_sys_pid_alive(pid_t pid)
+{
+	return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
 }

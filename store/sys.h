@@ -62,6 +62,9 @@ int st_sys_munmap(void *addr, size_t len);
  * if both are whole files and the fs can, else copy_file_range, else
  * read/write. */
 int st_sys_copy_range(int in_fd, int out_fd, uint64_t len);
+/* True if a process with this pid exists (kill(pid, 0) is not ESRCH).
+ * Not counted as a step. */
+int st_sys_pid_alive(pid_t pid);
 /* Open directory path (relative to dirfd) for readdir; caller closedir()s. */
 int st_sys_opendirat(int dirfd, const char *path, DIR **out);
 

@@ -91,7 +91,15 @@ Test(crash, kill9_during_export_never_leaves_a_partial_directory)
 		cr_assert(WIFSIGNALED(status));
 	}
 	/* Every directory with a final name is complete and verifies; only
-	 * dot-named temp directories may be left by the kills. */
+	 * dot-named temp directories may be left by the kills, and the next
+	 * export to the same name removes those of dead processes. */
+	for (int round = 0; round < 10; round++) {
+		char sub[96];
+		snprintf(sub, sizeof(sub), "%s/s%d-0", th_path("out"), round);
+		struct stat st;
+		if (stat(sub, &st) < 0)
+			cr_assert_eq(st_snapdir_export(th_store, m, sub, NULL, 0), 0);
+	}
 	DIR *d = opendir(th_path("out"));
 	struct dirent *e;
 	int complete = 0;
@@ -108,5 +116,13 @@ Test(crash, kill9_during_export_never_leaves_a_partial_directory)
 	}
 	closedir(d);
 	cr_assert_gt(complete, 0);
+	/* Leftovers of s<round>-0 were swept by the re-export above. */
+	d = opendir(th_path("out"));
+	while ((e = readdir(d))) {
+		if (e->d_name[0] != '.' || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		cr_assert(!strstr(e->d_name, "-0.strata-export."), "stale temp dir %s survived", e->d_name);
+	}
+	closedir(d);
 	st_manifest_free(m);
 }
