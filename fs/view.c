@@ -128,7 +128,8 @@ static int load_tags(struct fs *fs, struct fs_tags **out)
 		goto out_free;
 	/* ix_tag_foreach gives name order already; sort anyway so lookups
 	 * never depend on the index's key comparison. */
-	qsort(c.t->v, c.t->n, sizeof(*c.t->v), tag_cmp);
+	if (c.t->n)
+		qsort(c.t->v, c.t->n, sizeof(*c.t->v), tag_cmp);
 	*out = c.t;
 	return 0;
 out_free:

@@ -4,6 +4,9 @@ set -u
 STRATA=${STRATA_BIN:?STRATA_BIN not set (run through meson test)}
 T=$(mktemp -d /tmp/strata-fs-e2e.XXXXXX)
 MOUNTS=()
+# Daemons lose stderr once mounted: sanitizer reports go to files we check at the end.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:log_path=$T/sanitizer"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-}:log_path=$T/sanitizer"
 n=0
 failed=0
 
@@ -85,6 +88,14 @@ wait_for() {    # wait_for SECONDS COMMAND...: poll until the command succeeds
 }
 
 finish() {
+	local m
+	for m in "${MOUNTS[@]}"; do
+		grep -q " $m " /proc/mounts 2>/dev/null && "$STRATA" umount "$m" 2>/dev/null
+	done
+	# let the daemons exit (leak checks run at exit)
+	wait_for 10 bash -c "! pgrep -f -- '[m]ount $T/' >/dev/null"
+	ok "no sanitizer reports from any strata process" bash -c \
+		"! ls '$T'/sanitizer.* 2>/dev/null | grep -q . || { cat '$T'/sanitizer.* | head -40; false; }"
 	echo "1..$n"
 	[ "$failed" -eq 0 ]
 }

@@ -52,10 +52,11 @@ Test(fs, acquire_same_key_returns_same_node_and_counts)
 	cr_assert_eq(n1, n2);
 	cr_assert_eq(n1->nlookup, 2);
 	cr_assert_eq(fs_itable_get(t, n1->ino), n1);
-	fs_itable_forget(t, n1->ino, 1);
-	cr_assert_eq(fs_itable_get(t, n1->ino), n1);
-	fs_itable_forget(t, n1->ino, 1);
-	cr_assert_null(fs_itable_get(t, n1->ino));
+	uint64_t ino = n1->ino;
+	fs_itable_forget(t, ino, 1);
+	cr_assert_eq(fs_itable_get(t, ino), n1);
+	fs_itable_forget(t, ino, 1);
+	cr_assert_null(fs_itable_get(t, ino));
 	cr_assert_eq(fs_itable_count(t), 0);
 	fs_itable_free(t);
 }
