@@ -21,7 +21,7 @@ static int host_add(void *ctx, const struct vmm_value *a, size_t n, struct vmm_v
 	(void)ctx;
 	(void)n;
 	ret->type = VMM_I64;
-	ret->i64 = a[0].i64 + a[1].i64;
+	ret->i64 = (int64_t)((uint64_t)a[0].i64 + (uint64_t)a[1].i64);  /* wraps: random inputs */
 	return 0;
 }
 
