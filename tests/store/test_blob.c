@@ -13,7 +13,7 @@
 #include "store/store.h"
 #include "tests/store/helpers.h"
 
-TestSuite(store, .init = th_setup_store, .fini = th_teardown, .timeout = 60);
+TestSuite(store, .init = th_setup_store, .fini = th_teardown);
 
 Test(store, init_creates_layout_and_is_idempotent)
 {

@@ -13,7 +13,7 @@
 #include "store/store.h"
 #include "tests/store/helpers.h"
 
-TestSuite(crash, .init = th_setup_store, .fini = th_teardown, .timeout = 120);
+TestSuite(crash, .init = th_setup_store, .fini = th_teardown);
 
 /* Child: put blobs of varied sizes forever, each under both policies. */
 static void put_forever(void)

@@ -11,7 +11,7 @@
 #include "store/sys.h"
 #include "tests/store/helpers.h"
 
-TestSuite(fault, .init = th_setup_store, .fini = th_teardown, .timeout = 120);
+TestSuite(fault, .init = th_setup_store, .fini = th_teardown);
 
 static const int errs[] = { ENOSPC, EIO };
 

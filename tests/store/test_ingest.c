@@ -9,7 +9,7 @@
 #include "store/store.h"
 #include "tests/store/helpers.h"
 
-TestSuite(ingest, .init = th_setup_store, .fini = th_teardown, .timeout = 60);
+TestSuite(ingest, .init = th_setup_store, .fini = th_teardown);
 
 #define NPAGES 256
 #define PG ST_PAGE_SIZE

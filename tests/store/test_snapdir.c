@@ -11,7 +11,7 @@
 #include "store/store.h"
 #include "tests/store/helpers.h"
 
-TestSuite(snapdir, .init = th_setup_store, .fini = th_teardown, .timeout = 60);
+TestSuite(snapdir, .init = th_setup_store, .fini = th_teardown);
 
 /* Two snapshots (a parent and a child with a few changed pages). */
 static struct st_manifest *make_snapshot(struct st_manifest **parent_out)
