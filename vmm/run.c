@@ -588,6 +588,12 @@ const char *vmm_strerror(int code)
 	case VMM_E_UNEXPECTED_EXIT: return "the vCPU stopped unexpectedly";
 	case VMM_E_BAD_ADDRESS: return "the guest accessed memory outside its range";
 	case VMM_E_BUSY: return "a call is already running on this sandbox";
+	case VMM_E_NO_SNAPSHOT: return "the sandbox has no snapshot to restore to";
+	case VMM_E_BAD_SNAPSHOT: return "the snapshot does not fit this VMM or guest";
+	case VMM_E_LEAK: return "a guest page differs from the snapshot after restore";
+	case VMM_E_BAD_POLICY: return "malformed snapshot policy file";
+	case VMM_E_NO_PAGEMAP: return "the kernel lacks PAGEMAP_SCAN (Linux 6.7 or newer needed)";
+	case VMM_E_STALE: return "not the sandbox's pending capture";
 	default:
 		return code < 0 ? strerror(-code) : "success";
 	}

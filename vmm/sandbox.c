@@ -216,6 +216,7 @@ void vmm_sandbox_free(struct vmm_sandbox *sb)
 	if (!sb)
 		return;
 	vmm_kvm_close(&sb->kvm);
+	vmm_snap_free(sb->snap);
 	if (sb->mem)
 		munmap(sb->mem, sb->mem_size);
 	free(sb->fns);

@@ -158,4 +158,95 @@ int vmm_bare_new(enum vmm_bare_mode mode, struct vmm_bare **out);
 int vmm_bare_run(struct vmm_bare *b);
 void vmm_bare_free(struct vmm_bare *b);
 
+/* ==== snapshots (capture, restore; vmm/capture.c reset.c restore.c dirty.c policy.c) ==== */
+/* Error codes of the snapshot files: -1250..-1269 of the vmm range. */
+enum {
+	VMM_E_NO_SNAPSHOT = -1250,   /* the sandbox has no snapshot to restore to */
+	VMM_E_BAD_SNAPSHOT = -1251,  /* manifest inconsistent with this VMM (message says why) */
+	VMM_E_LEAK = -1252,          /* debug check: a page differs from the snapshot after restore */
+	VMM_E_BAD_POLICY = -1253,    /* malformed policy file */
+	VMM_E_NO_PAGEMAP = -1254,    /* the kernel lacks PAGEMAP_SCAN (Linux 6.7+) */
+	VMM_E_STALE = -1255,         /* rebase with a manifest that is not the pending capture */
+};
+
+struct st_store;
+struct st_manifest;
+
+/* Opens layer `id` (hex or binary in *id) read-only into *fd; ctx is the
+ * caller's. Return 0 or -errno. */
+typedef int (*vmm_layer_open_fn)(void *ctx, const void *id, int *fd);
+/* Ready-made openers: ctx is a struct st_store * / a snapshot directory path. */
+int vmm_layer_open_store(void *ctx, const void *id, int *fd);
+int vmm_layer_open_dir(void *ctx, const void *id, int *fd);
+
+/* Counters (kvm_pvm makes every exit and fault expensive: count them). */
+struct vmm_snap_stats {
+	uint64_t restores, captures;
+	uint64_t scan_ioctls;        /* PAGEMAP_SCAN calls */
+	uint64_t pages_scanned;      /* pages of their own found by scans */
+	uint64_t pages_rewritten;    /* restore: copied/zeroed in place */
+	uint64_t pages_dropped;      /* restore: given back (MADV_DONTNEED) */
+	uint64_t madvise_calls;
+	uint64_t maps;               /* mmap calls of layer ranges */
+	uint64_t pages_captured;     /* pages written to new layers */
+	uint64_t compactions;
+};
+
+/*
+ * Capture the sandbox into `st`: the pages whose content differs from the
+ * sandbox's current snapshot (guest and host writes; all-zero pages become
+ * holes) go into one new layer blob (durable per the store's policy), and
+ * *out gets the full manifest (ranges overlaying the parent's, every layer,
+ * parent id, vCPU state, guest description, created now). Nothing is
+ * committed to an index: the caller does that, then calls
+ * vmm_sandbox_rebase. On failure nothing changes in the sandbox (a layer
+ * blob may remain in the store unreferenced; gc reclaims it). Not while a
+ * call runs; a poisoned sandbox cannot be captured.
+ */
+int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_manifest **out);
+/* Make the sandbox run on the manifest `m` returned by its last capture,
+ * whose id is `id` (16 bytes, st_id): pages it wrote now come from the new
+ * layer (shared, copy-on-write) and the next capture is incremental. m stays
+ * the caller's. VMM_E_STALE if m is not the pending capture. */
+int vmm_sandbox_rebase(struct vmm_sandbox *sb, const struct st_manifest *m, const void *id);
+
+/* Restore in place to the current snapshot: exactly the pages that differ
+ * are put back, and the vCPU state; a poisoned sandbox becomes usable. */
+int vmm_sandbox_restore(struct vmm_sandbox *sb);
+/* Restore in place to another snapshot of the same guest layout: remaps only
+ * the ranges that differ (same memory slot), then as vmm_sandbox_restore. */
+int vmm_sandbox_restore_to(struct vmm_sandbox *sb, const struct st_manifest *m, vmm_layer_open_fn open,
+			   void *ctx);
+
+/*
+ * New sandbox from a snapshot manifest: validates it against this VMM (ABI
+ * version, memory size and layout, vCPU state), maps every range of every
+ * layer MAP_PRIVATE (no copy: pages fault in on first touch), loads the
+ * vCPU. Layers come from `open` (vmm_layer_open_store / _dir). cfg may give
+ * timeout and log; sizes, if set, must match the snapshot's. err as
+ * vmm_sandbox_new.
+ */
+int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx,
+			      const struct vmm_config *cfg, struct vmm_sandbox **out, struct vmm_error *err);
+
+/* Debug mode: after every restore compare all guest memory with the
+ * snapshot; a difference fails the restore with VMM_E_LEAK. Also on when
+ * the environment has STRATA_SNAP_DEBUG=1. */
+void vmm_sandbox_set_debug(struct vmm_sandbox *sb, bool on);
+/* Compare all guest memory with the current snapshot: 0, or VMM_E_LEAK
+ * with the first differing guest page in *gpage (may be NULL). */
+int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage);
+/* Counters since creation. */
+void vmm_sandbox_snap_stats(struct vmm_sandbox *sb, struct vmm_snap_stats *out);
+/* Id of the current snapshot (false if none). */
+bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, void *id16);
+
+/* The runtime's reset policy, as read at first use: mode "rewrite"/"drop",
+ * pages kept for `keep` restores, range cap, and where it came from. */
+void vmm_policy_describe(char *buf, size_t len);
+/* Default policy file location ($XDG_CONFIG_HOME or ~/.config)/strata/policy;
+ * $STRATA_POLICY overrides. */
+int vmm_policy_default_path(char *buf, size_t len);
+/* ==== end snapshots ==== */
+
 #endif

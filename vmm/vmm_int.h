@@ -203,7 +203,12 @@ struct vmm_sandbox {
 	bool in_call;
 	pthread_t thread;
 	atomic_bool kill_pending;
+	struct vmm_snap *snap;     /* snapshot state (vmm/snap_int.h), NULL until first used */
 };
+
+/* Snapshot state teardown (reset.c); accepts NULL. */
+struct vmm_snap;
+void vmm_snap_free(struct vmm_snap *s);
 
 /* ---- running the vCPU (run.c) ---- */
 

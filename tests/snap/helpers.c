@@ -1,0 +1,81 @@
+/* helpers.c: fixtures for the snapshot tests. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+char sh_dir[256];
+struct st_store *sh_store;
+
+void sh_setup(void)
+{
+	snprintf(sh_dir, sizeof(sh_dir), "/tmp/strata-snap-XXXXXX");
+	cr_assert(mkdtemp(sh_dir));
+	char p[300];
+	snprintf(p, sizeof(p), "%s/store", sh_dir);
+	struct st_store_opts o = { .sync = ST_SYNC_NONE };
+	cr_assert_eq(st_store_init(p, &o), 0);
+	cr_assert_eq(st_store_open(p, 0, &sh_store), 0);
+}
+
+void sh_teardown(void)
+{
+	char cmd[600];
+
+	st_store_close(sh_store);
+	sh_store = NULL;
+	snprintf(cmd, sizeof(cmd), "chmod -R u+w %s; rm -rf %s", sh_dir, sh_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cleanup of %s failed\n", sh_dir);
+}
+
+struct vmm_sandbox *sh_sandbox(uint64_t heap)
+{
+	struct vmm_config cfg = { .heap_size = heap };
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+	int rc = vmm_sandbox_new(SIMPLEGUEST, &cfg, &sb, &err);
+
+	cr_assert_eq(rc, 0, "sandbox: %s", err.message);
+	return sb;
+}
+
+int sh_snap(struct vmm_sandbox *sb, struct st_manifest **out)
+{
+	struct st_manifest *m = NULL;
+	st_id id;
+	int rc = vmm_sandbox_capture(sb, sh_store, &m);
+
+	if (rc < 0)
+		return rc;
+	cr_assert_eq(st_manifest_id(m, &id, NULL, 0), 0);
+	rc = vmm_sandbox_rebase(sb, m, &id);
+	if (out && rc == 0)
+		*out = m;
+	else
+		st_manifest_free(m);
+	return rc;
+}
+
+int64_t sh_call_i(struct vmm_sandbox *sb, const char *fn, int nargs, int64_t a)
+{
+	struct vmm_value v = { .type = VMM_I64, .i64 = a };
+	struct vmm_result r = { 0 };
+	int rc = vmm_sandbox_call(sb, fn, &v, (size_t)nargs, &r);
+
+	cr_assert_eq(rc, 0, "%s: %s", fn, vmm_sandbox_error(sb)->message);
+	return r.i64;
+}
+
+void sh_echo(struct vmm_sandbox *sb, const char *s)
+{
+	struct vmm_value v = { .type = VMM_STR, .data = s, .len = strlen(s) };
+	struct vmm_result r = { 0 };
+	int rc = vmm_sandbox_call(sb, "echo", &v, 1, &r);
+
+	cr_assert_eq(rc, 0, "echo: %s", vmm_sandbox_error(sb)->message);
+	cr_assert_str_eq(r.data, s);
+	vmm_result_clear(&r);
+}

@@ -1,0 +1,26 @@
+/* helpers.h: fixtures for the snapshot tests: a temp store, a simpleguest sandbox, capture+rebase in one step. */
+#ifndef STRATA_TESTS_SNAP_HELPERS_H
+#define STRATA_TESTS_SNAP_HELPERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/store.h"
+#include "vmm/vmm.h"
+
+extern char sh_dir[256];
+extern struct st_store *sh_store;
+
+/* Fresh temp dir with a store (ST_SYNC_NONE: tests need kill -9 safety, not power loss). */
+void sh_setup(void);
+void sh_teardown(void);
+/* A simpleguest sandbox with `heap` bytes of heap (0: default). Asserts. */
+struct vmm_sandbox *sh_sandbox(uint64_t heap);
+/* Capture, then rebase; *m (may be NULL) gets the manifest, owned by the caller. Returns rc. */
+int sh_snap(struct vmm_sandbox *sb, struct st_manifest **m);
+/* Call a function of signature i(i) or i(); asserts success, returns the result. */
+int64_t sh_call_i(struct vmm_sandbox *sb, const char *fn, int nargs, int64_t a);
+/* Echo s through the guest; asserts the result equals s. */
+void sh_echo(struct vmm_sandbox *sb, const char *s);
+
+#endif

@@ -1,0 +1,138 @@
+/* test_capture.c: capture is incremental, holds only non-zero pages, rebases, compacts, and fails cleanly. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "store/sys.h"
+
+TestSuite(capture, .init = sh_setup, .fini = sh_teardown, .timeout = 120);
+
+static uint64_t layer_pages(const struct st_manifest *m, uint32_t i)
+{
+	return m->layers[i].pages;
+}
+
+Test(capture, first_snapshot_holds_only_nonzero_pages)
+{
+	struct vmm_sandbox *sb = sh_sandbox(8 << 20);
+	struct st_manifest *m = NULL;
+	uint8_t *mem;
+	uint64_t size, nonzero = 0;
+
+	vmm_sandbox_memory(sb, &mem, &size);
+	cr_assert_eq(vmm_sandbox_capture(sb, sh_store, &m), 0);
+	for (uint64_t p = 0; p < size / 4096; p++) {
+		static const uint8_t zero[4096];
+		nonzero += memcmp(mem + p * 4096, zero, 4096) != 0;
+	}
+	cr_assert_eq(m->nlayers, 1);
+	cr_assert_eq(layer_pages(m, 0), nonzero, "layer %llu pages, memory has %llu non-zero",
+		     (unsigned long long)layer_pages(m, 0), (unsigned long long)nonzero);
+	cr_assert(!m->has_parent);
+	cr_assert_eq(m->mem_size, size);
+	cr_assert_not_null(m->vcpu);
+	cr_assert_not_null(m->guest);
+	cr_assert_lt(nonzero, 64, "a fresh 8 MiB guest should hold a few dozen pages");
+	st_manifest_free(m);
+	vmm_sandbox_free(sb);
+}
+
+Test(capture, second_capture_is_incremental_and_names_its_parent)
+{
+	struct vmm_sandbox *sb = sh_sandbox(8 << 20);
+	struct st_manifest *m1 = NULL, *m2 = NULL;
+	st_id id1;
+
+	cr_assert_eq(sh_snap(sb, &m1), 0);
+	cr_assert_eq(st_manifest_id(m1, &id1, NULL, 0), 0);
+	cr_assert_eq(sh_call_i(sb, "touch_pages", 1, 10), 10);
+	cr_assert_eq(vmm_sandbox_capture(sb, sh_store, &m2), 0);
+	cr_assert(m2->has_parent);
+	cr_assert(st_id_equal(&m2->parent, &id1));
+	cr_assert_eq(m2->nlayers, 2, "parent's layer plus one new");
+	/* 10 heap pages, plus stack, frames and globals the call wrote */
+	cr_assert_geq(layer_pages(m2, 1), 10);
+	cr_assert_lt(layer_pages(m2, 1), 24, "new layer has %llu pages", (unsigned long long)layer_pages(m2, 1));
+	st_manifest_free(m1);
+	st_manifest_free(m2);
+	vmm_sandbox_free(sb);
+}
+
+Test(capture, rebase_refuses_a_manifest_that_is_not_the_pending_capture)
+{
+	struct vmm_sandbox *sb = sh_sandbox(0);
+	struct st_manifest *m1 = NULL, *m2 = NULL;
+	st_id id1, id2;
+
+	cr_assert_eq(vmm_sandbox_capture(sb, sh_store, &m1), 0);
+	cr_assert_eq(st_manifest_id(m1, &id1, NULL, 0), 0);
+	sh_call_i(sb, "counter_next", 0, 0);
+	cr_assert_eq(vmm_sandbox_capture(sb, sh_store, &m2), 0);
+	cr_assert_eq(st_manifest_id(m2, &id2, NULL, 0), 0);
+	cr_assert_eq(vmm_sandbox_rebase(sb, m1, &id1), VMM_E_STALE);
+	cr_assert_eq(vmm_sandbox_rebase(sb, m2, &id2), 0);
+	st_manifest_free(m1);
+	st_manifest_free(m2);
+	vmm_sandbox_free(sb);
+}
+
+Test(capture, too_many_ranges_compacts_into_one_flat_layer)
+{
+	setenv("STRATA_POLICY", "/nonexistent", 1);
+	struct vmm_sandbox *sb = sh_sandbox(8 << 20);
+	struct st_manifest *m = NULL;
+
+	cr_assert_eq(sh_snap(sb, NULL), 0);
+	uint8_t *mem;
+	uint64_t size;
+	vmm_sandbox_memory(sb, &mem, &size);
+	/* host writes to every other heap page: hundreds of one-page ranges */
+	for (int gen = 0; gen < 3; gen++) {
+		for (uint64_t p = 0; p < 300; p++)
+			mem[size - (2 * p + 1 + (uint64_t)gen) * 4096] = (uint8_t)(gen + 1);
+		cr_assert_eq(sh_snap(sb, &m), 0);
+		cr_assert_leq(m->nranges, 64, "ranges %llu over the cap", (unsigned long long)m->nranges);
+		st_manifest_free(m);
+		m = NULL;
+	}
+	struct vmm_snap_stats st;
+	vmm_sandbox_snap_stats(sb, &st);
+	cr_assert_eq(st.compactions, 3);
+	/* the flat layer holds exactly what memory holds */
+	mem[size - 4096] = 99;
+	cr_assert_eq(vmm_sandbox_restore(sb), 0);
+	cr_assert_eq(vmm_sandbox_check(sb, NULL), 0);
+	vmm_sandbox_free(sb);
+}
+
+Test(capture, failing_layer_write_leaves_no_snapshot_and_the_sandbox_usable)
+{
+	struct vmm_sandbox *sb = sh_sandbox(8 << 20);
+	struct st_manifest *m = NULL;
+	int fails = 0;
+
+	cr_assert_eq(sh_snap(sb, NULL), 0);
+	for (uint64_t step = 1; step < 40; step++) {
+		sh_call_i(sb, "touch_pages", 1, 8);
+		st_sys_fault_set(step, ENOSPC);
+		int rc = vmm_sandbox_capture(sb, sh_store, &m);
+		bool fired = st_sys_fault_fired();
+		st_sys_fault_set(0, 0);
+		if (!fired) {
+			cr_assert_eq(rc, 0);
+			st_manifest_free(m);
+			m = NULL;
+			break;
+		}
+		cr_assert_lt(rc, 0, "step %llu fired but capture succeeded", (unsigned long long)step);
+		fails++;
+		/* the sandbox still runs on its old snapshot */
+		cr_assert_eq(vmm_sandbox_restore(sb), 0);
+		cr_assert_eq(vmm_sandbox_check(sb, NULL), 0);
+		sh_echo(sb, "still alive");
+	}
+	cr_assert_gt(fails, 2);
+	vmm_sandbox_free(sb);
+}

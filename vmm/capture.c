@@ -1,0 +1,424 @@
+/* capture.c: snapshot a sandbox: the pages that differ from its snapshot go into one new layer; rebase onto it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "vmm/snap_int.h"
+
+/* Placeholder layer index for "the new layer" while segments are built. */
+#define NEW_LAYER INT32_MAX
+
+static bool page_is_zero(const uint8_t *p)
+{
+	const uint64_t *w = (const uint64_t *)(const void *)p;
+
+	for (size_t i = 0; i < VMM_PAGE / 8; i += 4)
+		if (w[i] | w[i + 1] | w[i + 2] | w[i + 3])
+			return false;
+	return true;
+}
+
+struct segv {
+	struct vmm_seg *v;
+	size_t n, cap;
+};
+
+/* Append, merging with the last segment when it continues it. */
+static int segv_add(struct segv *s, struct vmm_seg g)
+{
+	if (g.npages == 0)
+		return 0;
+	if (s->n) {
+		struct vmm_seg *l = &s->v[s->n - 1];
+		if (l->gpage + l->npages == g.gpage && l->layer == g.layer &&
+		    (g.layer < 0 || l->lpage + l->npages == g.lpage)) {
+			l->npages += g.npages;
+			return 0;
+		}
+	}
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct vmm_seg *v = realloc(s->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = g;
+	return 0;
+}
+
+/* old segments (cover all pages) overlaid with `ov` (sorted, disjoint). */
+static int overlay(const struct vmm_seg *old, size_t nold, const struct vmm_seg *ov, size_t nov, uint64_t total,
+		   struct segv *out)
+{
+	size_t i = 0, j = 0;
+	uint64_t p = 0;
+	int rc;
+
+	while (p < total) {
+		while (i < nold && old[i].gpage + old[i].npages <= p)
+			i++;
+		struct vmm_seg g;
+		if (j < nov && ov[j].gpage <= p) {
+			g = ov[j];
+			j++;
+		} else {
+			uint64_t end = old[i].gpage + old[i].npages;
+			if (j < nov && ov[j].gpage < end)
+				end = ov[j].gpage;
+			g = old[i];
+			g.lpage += p - old[i].gpage;
+			g.gpage = p;
+			g.npages = end - p;
+		}
+		if ((rc = segv_add(out, g)) < 0)
+			return rc;
+		p = g.gpage + g.npages;
+	}
+	return 0;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * Too many ranges: one flat layer holding every non-hole page, with the
+ * smallest gaps between runs filled (stored as zero pages) until at most
+ * `cap` runs remain. Guest memory holds exactly the new snapshot's content,
+ * so the layer is read from it.
+ */
+static int compact(const struct segv *segs, unsigned cap, struct segv *runs)
+{
+	struct segv spans = { 0 };
+	int rc = 0;
+
+	for (size_t i = 0; i < segs->n; i++) {
+		if (segs->v[i].layer < 0)
+			continue;
+		struct vmm_seg g = { segs->v[i].gpage, segs->v[i].npages, 0, 0 };
+		if (spans.n && spans.v[spans.n - 1].gpage + spans.v[spans.n - 1].npages == g.gpage)
+			spans.v[spans.n - 1].npages += g.npages;
+		else if ((rc = segv_add(&spans, g)) < 0)
+			goto out_free;
+	}
+	/* Fill the smallest gaps: find the gap-length threshold by sorting. */
+	if (spans.n > cap && cap > 0) {
+		size_t ng = spans.n - 1, fill = spans.n - cap;
+		uint64_t *gaps = malloc(ng * sizeof(*gaps));
+		if (!gaps) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		for (size_t i = 0; i < ng; i++)
+			gaps[i] = spans.v[i + 1].gpage - (spans.v[i].gpage + spans.v[i].npages);
+		/* selection by sort: small n (ranges), simple is fine */
+		for (size_t a = 1; a < ng; a++) {
+			uint64_t x = gaps[a];
+			size_t b = a;
+			for (; b > 0 && gaps[b - 1] > x; b--)
+				gaps[b] = gaps[b - 1];
+			gaps[b] = x;
+		}
+		uint64_t limit = gaps[fill - 1];
+		size_t at_limit = 0;
+		for (size_t i = 0; i < fill; i++)
+			at_limit += gaps[i] == limit;
+		free(gaps);
+		for (size_t i = 0; i < spans.n; i++) {
+			struct vmm_seg g = spans.v[i];
+			if (runs->n) {
+				struct vmm_seg *l = &runs->v[runs->n - 1];
+				uint64_t gap = g.gpage - (l->gpage + l->npages);
+				if (gap < limit || (gap == limit && at_limit > 0)) {
+					if (gap == limit)
+						at_limit--;
+					l->npages = g.gpage + g.npages - l->gpage;
+					continue;
+				}
+			}
+			if ((rc = segv_add(runs, g)) < 0)
+				goto out_free;
+		}
+	} else {
+		for (size_t i = 0; i < spans.n; i++)
+			if ((rc = segv_add(runs, spans.v[i])) < 0)
+				goto out_free;
+	}
+	/* lpage: consecutive in the flat layer */
+	uint64_t lp = 0;
+	for (size_t i = 0; i < runs->n; i++) {
+		runs->v[i].lpage = lp;
+		lp += runs->v[i].npages;
+	}
+out_free:
+	free(spans.v);
+	return rc;
+}
+
+/* Layers of the new manifest: the old layers still used, then the new one. */
+static int build_manifest(struct vmm_sandbox *sb, struct vmm_snap *s, struct segv *segs, bool has_new,
+			  const st_id *new_id, uint64_t new_pages, struct st_manifest **out)
+{
+	struct st_manifest *m = NULL;
+	uint32_t nold = s->m ? s->m->nlayers : 0;
+	int32_t *remap = NULL;
+	int rc;
+
+	if ((rc = st_manifest_new(&m)) < 0)
+		return rc;
+	remap = malloc((nold + 1) * sizeof(*remap));
+	m->layers = calloc(nold + 1, sizeof(*m->layers));
+	size_t nr = 0;
+	for (size_t i = 0; i < segs->n; i++)
+		nr += segs->v[i].layer >= 0;
+	m->ranges = calloc(nr ? nr : 1, sizeof(*m->ranges));
+	if (!remap || !m->layers || !m->ranges) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	for (uint32_t i = 0; i < nold; i++)
+		remap[i] = -1;
+	for (size_t i = 0; i < segs->n; i++) {
+		int32_t l = segs->v[i].layer;
+		if (l >= 0 && l != NEW_LAYER && remap[l] < 0) {
+			remap[l] = 0;
+		}
+	}
+	for (uint32_t i = 0; i < nold; i++)
+		if (remap[i] == 0) {
+			remap[i] = (int32_t)m->nlayers;
+			m->layers[m->nlayers++] = s->m->layers[i];
+		}
+	uint32_t new_index = m->nlayers;
+	if (has_new)
+		m->layers[m->nlayers++] = (struct st_layer_ref){ .id = *new_id, .pages = new_pages };
+	for (size_t i = 0; i < segs->n; i++) {
+		const struct vmm_seg *g = &segs->v[i];
+		if (g->layer < 0)
+			continue;
+		uint32_t l = g->layer == NEW_LAYER ? new_index : (uint32_t)remap[g->layer];
+		m->ranges[m->nranges++] = (struct st_range){ g->gpage, g->npages, l, g->lpage };
+	}
+	m->mem_size = sb->mem_size;
+	m->has_parent = s->has_id;
+	if (s->has_id)
+		m->parent = s->id;
+	m->created = now_ns();
+	m->abi_version = STRATA_ABI_VERSION;
+	if ((rc = vmm_guest_to_json(sb, &m->guest)) < 0)
+		goto out_free;
+	free(remap);
+	*out = m;
+	return 0;
+out_free:
+	free(remap);
+	st_manifest_free(m);
+	return rc;
+}
+
+int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_manifest **out)
+{
+	struct vmm_snap *s = vmm_snap_of(sb);
+	struct segv ov = { 0 }, segs = { 0 }, flat = { 0 }, *final = &segs;
+	struct st_manifest *m = NULL, *mine = NULL;
+	struct st_blob_writer *w = NULL;
+	struct vmm_snap_layer nl = { .fd = -1 };
+	struct vmm_vcpu_state vcpu;
+	st_id new_id;
+	uint64_t total = sb->mem_size / VMM_PAGE, new_pages = 0;
+	unsigned ioctls = 0;
+	int rc;
+
+	if (!s)
+		return -ENOMEM;
+	if (sb->in_call)
+		return VMM_E_BUSY;
+	if (sb->poisoned)
+		return VMM_E_POISONED;
+	st_manifest_free(s->pending);
+	s->pending = NULL;
+	vmm_snap_layer_close(&s->pending_layer);
+
+	if ((rc = vmm_kvm_get_state(&sb->kvm, &vcpu)) < 0)
+		return rc;
+	/* 1. Pages of their own that differ from the snapshot. */
+	rc = vmm_dirty_scan(sb->mem, sb->mem_size, &s->scan, &ioctls);
+	s->stats.scan_ioctls += ioctls;
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < s->scan.n; i++) {
+		uint64_t p = s->scan.v[i].gpage, end = p + s->scan.v[i].npages;
+		s->stats.pages_scanned += end - p;
+		for (; p < end; p++) {
+			const uint8_t *src = vmm_snap_page(s, p);
+			const uint8_t *cur = sb->mem + p * VMM_PAGE;
+			if (src ? memcmp(cur, src, VMM_PAGE) == 0 : page_is_zero(cur))
+				continue;
+			struct vmm_seg g = { p, 1, -1, 0 };
+			if (!page_is_zero(cur)) {
+				g.layer = NEW_LAYER;
+				g.lpage = new_pages++;
+			}
+			if ((rc = segv_add(&ov, g)) < 0)
+				goto out_free;
+		}
+	}
+
+	/* 2. The new snapshot's segments: the old ones overlaid with the changes. */
+	if ((rc = overlay(s->segs, s->nsegs, ov.v, ov.n, total, &segs)) < 0)
+		goto out_free;
+	size_t nranges = 0;
+	for (size_t i = 0; i < segs.n; i++)
+		nranges += segs.v[i].layer >= 0;
+	bool flatten = nranges > s->policy.range_cap;
+	if (flatten) {
+		if ((rc = compact(&segs, s->policy.range_cap, &flat)) < 0)
+			goto out_free;
+		/* every flat run is in the new layer */
+		new_pages = 0;
+		for (size_t i = 0; i < flat.n; i++) {
+			flat.v[i].layer = NEW_LAYER;
+			new_pages += flat.v[i].npages;
+		}
+		final = &flat;
+		s->stats.compactions++;
+	}
+
+	/* 3. The layer blob: the new pages in guest order. */
+	if (new_pages) {
+		if ((rc = st_blob_writer_new(st, &w)) < 0)
+			goto out_free;
+		const struct segv *src = flatten ? &flat : &ov;
+		for (size_t i = 0; i < src->n && rc >= 0; i++) {
+			const struct vmm_seg *g = &src->v[i];
+			if (g->layer == NEW_LAYER)
+				rc = st_blob_writer_write(w, sb->mem + g->gpage * VMM_PAGE, g->npages * VMM_PAGE);
+		}
+		if (rc < 0) {
+			st_blob_writer_abort(w);
+			goto out_free;
+		}
+		if ((rc = st_blob_writer_commit(w, NULL, &new_id, NULL)) < 0)
+			goto out_free;
+		s->stats.pages_captured += new_pages;
+		if ((rc = st_blob_open(st, &new_id, &nl.fd)) < 0)
+			goto out_free;
+		nl.id = new_id;
+		nl.pages = new_pages;
+		nl.src = mmap(NULL, new_pages * VMM_PAGE, PROT_READ, MAP_SHARED, nl.fd, 0);
+		if (nl.src == MAP_FAILED) {
+			rc = -errno;
+			nl.src = NULL;
+			goto out_free;
+		}
+	}
+
+	/* 4. The manifest. */
+	if ((rc = build_manifest(sb, s, final, new_pages > 0, &new_id, new_pages, &m)) < 0)
+		goto out_free;
+	if ((rc = vmm_vcpu_to_json(&vcpu, &m->vcpu)) < 0)
+		goto out_free;
+	char why[ST_WHY_LEN];
+	if ((rc = st_manifest_validate(m, why, sizeof(why))) < 0)
+		goto out_free;
+	if ((rc = st_manifest_dup(m, &mine)) < 0)
+		goto out_free;
+	s->pending = mine;
+	s->pending_layer = nl;
+	s->pending_vcpu = vcpu;
+	nl.fd = -1;
+	nl.src = NULL;
+	s->stats.captures++;
+	*out = m;
+	m = NULL;
+	rc = 0;
+out_free:
+	vmm_snap_layer_close(&nl);
+	st_manifest_free(m);
+	free(ov.v);
+	free(segs.v);
+	free(flat.v);
+	return rc;
+}
+
+int vmm_sandbox_rebase(struct vmm_sandbox *sb, const struct st_manifest *m, const void *id)
+{
+	struct vmm_snap *s = vmm_snap_of(sb);
+	struct vmm_snap_layer *layers = NULL;
+	struct vmm_seg *segs = NULL;
+	size_t nsegs = 0;
+	st_id pid;
+	int rc;
+
+	if (!s)
+		return -ENOMEM;
+	if (!s->pending || !m || st_manifest_id(m, &pid, NULL, 0) < 0 || memcmp(&pid, id, sizeof(pid)) != 0 ||
+	    st_manifest_id(s->pending, &pid, NULL, 0) < 0 || memcmp(&pid, id, sizeof(pid)) != 0)
+		return VMM_E_STALE;
+	struct st_manifest *pm = s->pending;
+	layers = calloc(pm->nlayers + 1, sizeof(*layers));
+	if (!layers)
+		return -ENOMEM;
+	if ((rc = vmm_snap_segs(pm, sb->mem_size / VMM_PAGE, &segs, &nsegs)) < 0)
+		goto out_free;
+	/* Each layer: the one just written, or one the old snapshot has open. */
+	for (uint32_t i = 0; i < pm->nlayers; i++) {
+		layers[i].fd = -1;
+		const st_id *lid = &pm->layers[i].id;
+		if (s->pending_layer.fd >= 0 && st_id_equal(lid, &s->pending_layer.id)) {
+			layers[i] = s->pending_layer;
+			continue;
+		}
+		for (uint32_t k = 0; s->m && k < s->m->nlayers; k++)
+			if (s->layers[k].fd >= 0 && st_id_equal(lid, &s->layers[k].id)) {
+				layers[i] = s->layers[k];
+				break;
+			}
+		if (layers[i].fd < 0) {
+			rc = VMM_E_STALE;
+			goto out_free;
+		}
+	}
+	unsigned maps = 0;
+	rc = vmm_snap_remap(sb, s->segs, s->nsegs, s->layers, segs, nsegs, layers, &maps);
+	s->stats.maps += maps;
+	if (rc < 0) {
+		/* Memory now mixes both mappings: the sandbox cannot be trusted. */
+		sb->poisoned = true;
+		goto out_free;
+	}
+	/* Close old layers the new snapshot does not use; the rest moved. */
+	for (uint32_t k = 0; s->m && k < s->m->nlayers; k++) {
+		bool used = false;
+		for (uint32_t i = 0; i < pm->nlayers; i++)
+			used |= layers[i].fd == s->layers[k].fd;
+		if (!used)
+			vmm_snap_layer_close(&s->layers[k]);
+	}
+	free(s->layers);
+	st_manifest_free(s->m);
+	free(s->segs);
+	s->layers = layers;
+	s->m = pm;
+	s->segs = segs;
+	s->nsegs = nsegs;
+	s->id = pid;
+	s->has_id = true;
+	s->vcpu = s->pending_vcpu;
+	s->have_vcpu = true;
+	s->pending = NULL;
+	s->pending_layer = (struct vmm_snap_layer){ .fd = -1 };
+	return 0;
+out_free:
+	free(layers);
+	free(segs);
+	return rc;
+}

@@ -1,0 +1,369 @@
+/* reset.c: restore in place: put back exactly the pages that differ from the snapshot, remap ranges, reset the vCPU. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vmm/snap_int.h"
+
+void vmm_snap_layer_close(struct vmm_snap_layer *l)
+{
+	if (l->src && l->pages)
+		munmap((void *)l->src, l->pages * VMM_PAGE);
+	if (l->fd >= 0)
+		close(l->fd);
+	l->src = NULL;
+	l->fd = -1;
+}
+
+int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open, void *ctx,
+			struct vmm_snap_layer *out, char *why, size_t whylen)
+{
+	char hex[ST_ID_HEX_LEN + 1];
+	struct stat st;
+	int fd = -1, rc;
+
+	st_id_format(id, hex);
+	rc = open(ctx, id, &fd);
+	if (rc < 0) {
+		if (why)
+			snprintf(why, whylen, "layer %s cannot be opened: %s", hex,
+				 rc == -ENOENT ? "it is missing" : strerror(-rc));
+		return rc == -ENOENT ? VMM_E_BAD_SNAPSHOT : rc;
+	}
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != pages * VMM_PAGE) {
+		if (why)
+			snprintf(why, whylen, "layer %s is %lld bytes, the manifest says %llu pages (%llu bytes)", hex,
+				 (long long)st.st_size, (unsigned long long)pages,
+				 (unsigned long long)(pages * VMM_PAGE));
+		rc = VMM_E_BAD_SNAPSHOT;
+		goto out_close;
+	}
+	void *src = pages ? mmap(NULL, pages * VMM_PAGE, PROT_READ, MAP_SHARED, fd, 0) : NULL;
+	if (src == MAP_FAILED) {
+		rc = -errno;
+		goto out_close;
+	}
+	*out = (struct vmm_snap_layer){ .id = *id, .pages = pages, .fd = fd, .src = src };
+	return 0;
+out_close:
+	close(fd);
+	return rc;
+}
+
+int vmm_snap_segs(const struct st_manifest *m, uint64_t total, struct vmm_seg **out, size_t *n)
+{
+	size_t cap = 2 * (m ? m->nranges : 0) + 1, k = 0;
+	struct vmm_seg *v = malloc(cap * sizeof(*v));
+	uint64_t p = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (uint64_t i = 0; m && i < m->nranges; i++) {
+		const struct st_range *r = &m->ranges[i];
+		if (r->gpage > p)
+			v[k++] = (struct vmm_seg){ p, r->gpage - p, -1, 0 };
+		v[k++] = (struct vmm_seg){ r->gpage, r->npages, (int32_t)r->layer, r->lpage };
+		p = r->gpage + r->npages;
+	}
+	if (p < total)
+		v[k++] = (struct vmm_seg){ p, total - p, -1, 0 };
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+/* Index of the segment holding page p (segments cover every page). */
+static size_t seg_find(const struct vmm_seg *v, size_t n, uint64_t p)
+{
+	size_t lo = 0, hi = n;
+
+	while (hi - lo > 1) {
+		size_t mid = (lo + hi) / 2;
+		if (v[mid].gpage <= p)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static const uint8_t *seg_page(const struct vmm_snap_layer *layers, const struct vmm_seg *g, uint64_t p)
+{
+	if (g->layer < 0)
+		return NULL;
+	return layers[g->layer].src + (g->lpage + (p - g->gpage)) * VMM_PAGE;
+}
+
+const uint8_t *vmm_snap_page(const struct vmm_snap *s, uint64_t p)
+{
+	return seg_page(s->layers, &s->segs[seg_find(s->segs, s->nsegs, p)], p);
+}
+
+static bool page_is_zero(const uint8_t *p)
+{
+	const uint64_t *w = (const uint64_t *)(const void *)p;
+
+	for (size_t i = 0; i < VMM_PAGE / 8; i += 4)
+		if (w[i] | w[i + 1] | w[i + 2] | w[i + 3])
+			return false;
+	return true;
+}
+
+static struct vmm_snap *snap_new(struct vmm_sandbox *sb)
+{
+	struct vmm_snap *s = calloc(1, sizeof(*s));
+	uint64_t pages = sb->mem_size / VMM_PAGE;
+
+	if (!s)
+		return NULL;
+	s->age = calloc(pages, 1);
+	if (!s->age || vmm_snap_segs(NULL, pages, &s->segs, &s->nsegs) < 0) {
+		free(s->age);
+		free(s);
+		return NULL;
+	}
+	s->policy = *vmm_policy_get();
+	const char *d = getenv("STRATA_SNAP_DEBUG");
+	s->debug = d && strcmp(d, "1") == 0;
+	s->pending_layer.fd = -1;
+	return s;
+}
+
+struct vmm_snap *vmm_snap_of(struct vmm_sandbox *sb)
+{
+	if (!sb->snap)
+		sb->snap = snap_new(sb);
+	return sb->snap;
+}
+
+static void layers_free(struct vmm_snap_layer *l, uint32_t n)
+{
+	for (uint32_t i = 0; l && i < n; i++)
+		vmm_snap_layer_close(&l[i]);
+	free(l);
+}
+
+void vmm_snap_free(struct vmm_snap *s)
+{
+	if (!s)
+		return;
+	layers_free(s->layers, s->m ? s->m->nlayers : 0);
+	st_manifest_free(s->m);
+	st_manifest_free(s->pending);
+	vmm_snap_layer_close(&s->pending_layer);
+	free(s->segs);
+	free(s->age);
+	vmm_runs_free(&s->scan);
+	free(s);
+}
+
+static bool same_mapping(const struct vmm_seg *a, const struct vmm_snap_layer *al, const struct vmm_seg *b,
+			 const struct vmm_snap_layer *bl, uint64_t p)
+{
+	if (a->layer < 0 || b->layer < 0)
+		return a->layer < 0 && b->layer < 0;
+	return st_id_equal(&al[a->layer].id, &bl[b->layer].id) &&
+	       a->lpage + (p - a->gpage) == b->lpage + (p - b->gpage);
+}
+
+static int map_run(struct vmm_sandbox *sb, const struct vmm_seg *g, const struct vmm_snap_layer *layers,
+		   uint64_t p, uint64_t n)
+{
+	void *at = sb->mem + p * VMM_PAGE;
+	void *r;
+
+	if (g->layer < 0)
+		r = mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	else
+		r = mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, layers[g->layer].fd,
+			 (off_t)((g->lpage + (p - g->gpage)) * VMM_PAGE));
+	return r == MAP_FAILED ? -errno : 0;
+}
+
+int vmm_snap_remap(struct vmm_sandbox *sb, const struct vmm_seg *old, size_t nold,
+		   const struct vmm_snap_layer *old_layers, const struct vmm_seg *segs, size_t nsegs,
+		   const struct vmm_snap_layer *layers, unsigned *maps)
+{
+	size_t i = 0, j = 0;
+	uint64_t total = sb->mem_size / VMM_PAGE, p = 0;
+	/* a pending run to map: [run_p, run_p + run_n) of segs[run_j] */
+	uint64_t run_p = 0, run_n = 0;
+	size_t run_j = 0;
+	int rc;
+
+	while (p < total) {
+		while (old && i < nold && old[i].gpage + old[i].npages <= p)
+			i++;
+		while (j < nsegs && segs[j].gpage + segs[j].npages <= p)
+			j++;
+		uint64_t end = segs[j].gpage + segs[j].npages;
+		if (old && old[i].gpage + old[i].npages < end)
+			end = old[i].gpage + old[i].npages;
+		/* A fresh sandbox's memory (old NULL) is anonymous: a hole mapping. */
+		bool same = old ? same_mapping(&old[i], old_layers, &segs[j], layers, p) : segs[j].layer < 0;
+		if (!same) {
+			if (run_n && run_j == j && run_p + run_n == p) {
+				run_n += end - p;
+			} else {
+				if (run_n && (rc = map_run(sb, &segs[run_j], layers, run_p, run_n)) < 0)
+					return rc;
+				if (run_n && maps)
+					(*maps)++;
+				run_p = p;
+				run_n = end - p;
+				run_j = j;
+			}
+		}
+		p = end;
+	}
+	if (run_n) {
+		if ((rc = map_run(sb, &segs[run_j], layers, run_p, run_n)) < 0)
+			return rc;
+		if (maps)
+			(*maps)++;
+	}
+	return 0;
+}
+
+static int drop_runs(struct vmm_snap *s, uint8_t *mem, const struct vmm_runs *drop)
+{
+	for (size_t i = 0; i < drop->n; i++) {
+		if (madvise(mem + drop->v[i].gpage * VMM_PAGE, drop->v[i].npages * VMM_PAGE, MADV_DONTNEED) < 0)
+			return -errno;
+		s->stats.madvise_calls++;
+		s->stats.pages_dropped += drop->v[i].npages;
+	}
+	return 0;
+}
+
+int vmm_snap_reset(struct vmm_sandbox *sb, struct vmm_snap *s)
+{
+	unsigned ioctls = 0;
+	int rc;
+
+	if (!s->have_vcpu)
+		return VMM_E_NO_SNAPSHOT;
+	rc = vmm_dirty_scan(sb->mem, sb->mem_size, &s->scan, &ioctls);
+	s->stats.scan_ioctls += ioctls;
+	if (rc < 0)
+		return rc;
+	if (s->policy.mode == VMM_RESET_DROP) {
+		for (size_t i = 0; i < s->scan.n; i++)
+			s->stats.pages_scanned += s->scan.v[i].npages;
+		rc = drop_runs(s, sb->mem, &s->scan);
+		if (rc < 0)
+			return rc;
+	} else {
+		struct vmm_runs drop = { 0 };
+		for (size_t i = 0; i < s->scan.n; i++) {
+			uint64_t p = s->scan.v[i].gpage, end = p + s->scan.v[i].npages;
+			size_t k = seg_find(s->segs, s->nsegs, p);
+			s->stats.pages_scanned += end - p;
+			for (; p < end; p++) {
+				while (s->segs[k].gpage + s->segs[k].npages <= p)
+					k++;
+				const uint8_t *src = seg_page(s->layers, &s->segs[k], p);
+				uint8_t *dst = sb->mem + p * VMM_PAGE;
+				bool differs = src ? memcmp(dst, src, VMM_PAGE) != 0 : !page_is_zero(dst);
+				if (differs) {
+					if (src)
+						memcpy(dst, src, VMM_PAGE);
+					else
+						memset(dst, 0, VMM_PAGE);
+					s->age[p] = 0;
+					s->stats.pages_rewritten++;
+				} else if (++s->age[p] >= s->policy.keep_restores) {
+					/* Unchanged for a while: give it back. */
+					s->age[p] = 0;
+					if ((rc = vmm_runs_add(&drop, p, 1)) < 0) {
+						vmm_runs_free(&drop);
+						return rc;
+					}
+				}
+			}
+		}
+		rc = drop_runs(s, sb->mem, &drop);
+		vmm_runs_free(&drop);
+		if (rc < 0)
+			return rc;
+	}
+	if ((rc = vmm_kvm_set_state(&sb->kvm, &s->vcpu)) < 0)
+		return rc;
+	sb->poisoned = false;
+	memset(&sb->err, 0, sizeof(sb->err));
+	s->stats.restores++;
+	if (s->debug)
+		return vmm_sandbox_check(sb, NULL);
+	return 0;
+}
+
+int vmm_sandbox_restore(struct vmm_sandbox *sb)
+{
+	struct vmm_snap *s = vmm_snap_of(sb);
+
+	if (!s)
+		return -ENOMEM;
+	if (sb->in_call)
+		return VMM_E_BUSY;
+	return vmm_snap_reset(sb, s);
+}
+
+int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage)
+{
+	struct vmm_snap *s = vmm_snap_of(sb);
+
+	if (!s)
+		return -ENOMEM;
+	if (!s->have_vcpu)
+		return VMM_E_NO_SNAPSHOT;
+	for (size_t k = 0; k < s->nsegs; k++) {
+		const struct vmm_seg *g = &s->segs[k];
+		for (uint64_t p = g->gpage; p < g->gpage + g->npages; p++) {
+			const uint8_t *src = seg_page(s->layers, g, p);
+			const uint8_t *dst = sb->mem + p * VMM_PAGE;
+			if (src ? memcmp(dst, src, VMM_PAGE) != 0 : !page_is_zero(dst)) {
+				if (gpage)
+					*gpage = p;
+				return VMM_E_LEAK;
+			}
+		}
+	}
+	return 0;
+}
+
+void vmm_sandbox_set_debug(struct vmm_sandbox *sb, bool on)
+{
+	struct vmm_snap *s = vmm_snap_of(sb);
+
+	if (s)
+		s->debug = on;
+}
+
+void vmm_sandbox_snap_stats(struct vmm_sandbox *sb, struct vmm_snap_stats *out)
+{
+	struct vmm_snap *s = vmm_snap_of(sb);
+
+	if (s)
+		*out = s->stats;
+	else
+		memset(out, 0, sizeof(*out));
+}
+
+bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, void *id16)
+{
+	struct vmm_snap *s = vmm_snap_of(sb);
+
+	if (!s || !s->has_id)
+		return false;
+	memcpy(id16, &s->id, sizeof(s->id));
+	return true;
+}

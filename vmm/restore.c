@@ -1,0 +1,286 @@
+/* restore.c: sandboxes from a snapshot manifest and its layer files, and restore in place to another snapshot. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "vmm/snap_int.h"
+
+int vmm_layer_open_store(void *ctx, const void *id, int *fd)
+{
+	return st_blob_open(ctx, id, fd);
+}
+
+int vmm_layer_open_dir(void *ctx, const void *id, int *fd)
+{
+	return st_snapdir_layer_open(ctx, id, fd);
+}
+
+static int fail(struct vmm_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct vmm_error *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err) {
+		memset(err, 0, sizeof(*err));
+		err->code = code;
+		va_start(ap, fmt);
+		vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/* Everything a manifest must say for this VMM to run it. */
+struct parsed {
+	struct vmm_layout layout;
+	struct vmm_fn *fns;
+	unsigned nfns;
+	struct vmm_vcpu_state vcpu;
+	st_id id;
+};
+
+static int parse(const struct st_manifest *m, struct parsed *p, char *why, size_t whylen)
+{
+	int rc;
+
+	memset(p, 0, sizeof(*p));
+	if ((rc = st_manifest_validate(m, why, whylen)) < 0)
+		return rc;
+	if (m->abi_version != STRATA_ABI_VERSION) {
+		snprintf(why, whylen, "the snapshot was taken with guest ABI version %u; this VMM speaks version %d",
+			 m->abi_version, STRATA_ABI_VERSION);
+		return VMM_E_ABI;
+	}
+	if ((rc = vmm_guest_from_json(m->guest, &p->layout, &p->fns, &p->nfns, why, whylen)) < 0)
+		return rc;
+	if (p->layout.mem_size != m->mem_size) {
+		snprintf(why, whylen, "the manifest says %llu bytes of memory but its guest layout needs %llu",
+			 (unsigned long long)m->mem_size, (unsigned long long)p->layout.mem_size);
+		rc = VMM_E_BAD_SNAPSHOT;
+		goto out_free;
+	}
+	if ((rc = vmm_vcpu_from_json(m->vcpu, &p->vcpu, why, whylen)) < 0)
+		goto out_free;
+	if ((rc = st_manifest_id(m, &p->id, why, whylen)) < 0)
+		goto out_free;
+	return 0;
+out_free:
+	free(p->fns);
+	p->fns = NULL;
+	return rc;
+}
+
+static int dup_open(void *ctx, const void *id, int *fd)
+{
+	int d = dup(*(const int *)ctx);
+
+	(void)id;
+	if (d < 0)
+		return -errno;
+	*fd = d;
+	return 0;
+}
+
+/* Open every layer of m; those `have` (n of them) already has open are
+ * reached through a dup of their fd, so both sets stay valid. */
+static int layers_open(const struct st_manifest *m, const struct vmm_snap_layer *have, uint32_t nhave,
+		       vmm_layer_open_fn open, void *ctx, struct vmm_snap_layer **out, char *why, size_t whylen)
+{
+	struct vmm_snap_layer *v = calloc(m->nlayers + 1, sizeof(*v));
+	int rc = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < m->nlayers; i++)
+		v[i].fd = -1;
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		vmm_layer_open_fn fn = open;
+		void *fctx = ctx;
+		for (uint32_t k = 0; k < nhave; k++)
+			if (have[k].fd >= 0 && st_id_equal(&have[k].id, &m->layers[i].id)) {
+				fn = dup_open;
+				fctx = (void *)&have[k].fd;
+				break;
+			}
+		rc = vmm_snap_layer_open(&m->layers[i].id, m->layers[i].pages, fn, fctx, &v[i], why, whylen);
+		if (rc < 0)
+			goto out_close;
+	}
+	*out = v;
+	return 0;
+out_close:
+	for (uint32_t i = 0; i < m->nlayers; i++)
+		vmm_snap_layer_close(&v[i]);
+	free(v);
+	return rc;
+}
+
+/* Install m (layers open, segments built) as the sandbox's snapshot. */
+static int install(struct vmm_sandbox *sb, struct vmm_snap *s, const struct st_manifest *m,
+		   struct vmm_snap_layer *layers, const struct parsed *p)
+{
+	struct st_manifest *dup = NULL;
+	struct vmm_seg *segs = NULL;
+	size_t nsegs = 0;
+	unsigned maps = 0;
+	int rc;
+
+	if ((rc = st_manifest_dup(m, &dup)) < 0)
+		return rc;
+	if ((rc = vmm_snap_segs(m, sb->mem_size / VMM_PAGE, &segs, &nsegs)) < 0)
+		goto out_free;
+	rc = vmm_snap_remap(sb, s->segs, s->nsegs, s->layers, segs, nsegs, layers, &maps);
+	s->stats.maps += maps;
+	if (rc < 0) {
+		sb->poisoned = true;
+		goto out_free;
+	}
+	for (uint32_t k = 0; s->m && k < s->m->nlayers; k++)
+		vmm_snap_layer_close(&s->layers[k]);
+	free(s->layers);
+	st_manifest_free(s->m);
+	free(s->segs);
+	s->m = dup;
+	s->layers = layers;
+	s->segs = segs;
+	s->nsegs = nsegs;
+	s->id = p->id;
+	s->has_id = true;
+	s->vcpu = p->vcpu;
+	s->have_vcpu = true;
+	return 0;
+out_free:
+	free(segs);
+	st_manifest_free(dup);
+	return rc;
+}
+
+int vmm_sandbox_restore_to(struct vmm_sandbox *sb, const struct st_manifest *m, vmm_layer_open_fn open, void *ctx)
+{
+	struct vmm_snap *s = vmm_snap_of(sb);
+	struct vmm_snap_layer *layers = NULL;
+	struct parsed p;
+	char why[ST_WHY_LEN];
+	int rc;
+
+	if (!s)
+		return -ENOMEM;
+	if (sb->in_call)
+		return VMM_E_BUSY;
+	if ((rc = parse(m, &p, why, sizeof(why))) < 0) {
+		vmm_run_fail(sb, rc, "cannot restore: %s", why);
+		sb->poisoned = false;
+		return rc;
+	}
+	free(p.fns);
+	if (memcmp(&p.layout, &sb->layout, sizeof(p.layout)) != 0) {
+		sb->err.code = VMM_E_BAD_SNAPSHOT;
+		snprintf(sb->err.message, sizeof(sb->err.message),
+			 "cannot restore: the snapshot's guest memory layout differs from this sandbox's");
+		return VMM_E_BAD_SNAPSHOT;
+	}
+	if (s->has_id && st_id_equal(&s->id, &p.id))
+		return vmm_snap_reset(sb, s);
+	rc = layers_open(m, s->layers, s->m ? s->m->nlayers : 0, open, ctx, &layers, why, sizeof(why));
+	if (rc < 0) {
+		vmm_run_fail(sb, rc, "cannot restore: %s", why);
+		return rc;
+	}
+	if ((rc = install(sb, s, m, layers, &p)) < 0) {
+		for (uint32_t i = 0; i < m->nlayers; i++)
+			vmm_snap_layer_close(&layers[i]);
+		free(layers);
+		return rc;
+	}
+	return vmm_snap_reset(sb, s);
+}
+
+int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx,
+			      const struct vmm_config *cfg, struct vmm_sandbox **out, struct vmm_error *err)
+{
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_snap_layer *layers = NULL;
+	struct vmm_snap *s;
+	struct parsed p;
+	char why[ST_WHY_LEN] = "";
+	int rc;
+
+	if (!m || !open)
+		return fail(err, -EINVAL, "no manifest or layer opener");
+	if ((rc = parse(m, &p, why, sizeof(why))) < 0)
+		return fail(err, rc, "refusing the snapshot: %s", why);
+	const struct vmm_layout *l = &p.layout;
+	if (cfg && ((cfg->heap_size && vmm_round_up(cfg->heap_size, 16) != l->heap_size) ||
+		    (cfg->input_size && cfg->input_size != l->in_size) ||
+		    (cfg->output_size && cfg->output_size != l->out_size))) {
+		rc = fail(err, VMM_E_BAD_SNAPSHOT,
+			  "refusing the snapshot: it has heap %llu, input %llu, output %llu bytes; the configuration asks otherwise",
+			  (unsigned long long)l->heap_size, (unsigned long long)l->in_size,
+			  (unsigned long long)l->out_size);
+		goto out_free_fns;
+	}
+	sb = calloc(1, sizeof(*sb));
+	if (!sb) {
+		rc = fail(err, -ENOMEM, "out of memory");
+		goto out_free_fns;
+	}
+	if (cfg)
+		sb->cfg = *cfg;
+	sb->cfg.heap_size = l->heap_size;
+	sb->cfg.input_size = l->in_size;
+	sb->cfg.output_size = l->out_size;
+	sb->cfg.stack_size = l->stack_hi - l->stack_lo;
+	sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
+	pthread_mutex_init(&sb->lock, NULL);
+	sb->layout = *l;
+	sb->mem_size = l->mem_size;
+	sb->fns = p.fns;
+	sb->nfns = p.nfns;
+	p.fns = NULL;
+	sb->mem = mmap(NULL, sb->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (sb->mem == MAP_FAILED) {
+		sb->mem = NULL;
+		rc = fail(err, -errno, "cannot reserve %llu bytes of guest memory: %s",
+			  (unsigned long long)l->mem_size, strerror(errno));
+		goto out_free_sb;
+	}
+	if (!(s = vmm_snap_of(sb))) {
+		rc = fail(err, -ENOMEM, "out of memory");
+		goto out_free_sb;
+	}
+	if ((rc = layers_open(m, NULL, 0, open, ctx, &layers, why, sizeof(why))) < 0) {
+		fail(err, rc, "refusing the snapshot: %s", why);
+		goto out_free_sb;
+	}
+	if ((rc = install(sb, s, m, layers, &p)) < 0) {
+		for (uint32_t i = 0; i < m->nlayers; i++)
+			vmm_snap_layer_close(&layers[i]);
+		free(layers);
+		fail(err, rc, "cannot map the snapshot's layers: %s", strerror(-rc));
+		goto out_free_sb;
+	}
+	if ((rc = vmm_kvm_open(&sb->kvm)) < 0) {
+		fail(err, rc, rc == VMM_E_NO_KVM ? "/dev/kvm is missing or unusable" : "cannot create a KVM VM: %s",
+		     strerror(-rc));
+		goto out_free_sb;
+	}
+	if ((rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, sb->mem_size)) < 0) {
+		fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
+		goto out_free_sb;
+	}
+	if ((rc = vmm_kvm_set_state(&sb->kvm, &s->vcpu)) < 0) {
+		fail(err, rc, "cannot load the snapshot's vCPU state: %s", strerror(-rc));
+		goto out_free_sb;
+	}
+	*out = sb;
+	return 0;
+out_free_sb:
+	vmm_sandbox_free(sb);
+out_free_fns:
+	free(p.fns);
+	return rc;
+}

@@ -1,0 +1,129 @@
+/* snap_int.h: declarations shared by vmm's snapshot files (capture, reset, restore, dirty, policy, vcpu). */
+#ifndef STRATA_VMM_SNAP_INT_H
+#define STRATA_VMM_SNAP_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+#include "vmm/vmm_int.h"
+
+/* ---- written-page discovery (dirty.c: the only file touching /proc/self/pagemap) ---- */
+
+/* A run of guest pages [gpage, gpage + npages). */
+struct vmm_run {
+	uint64_t gpage, npages;
+};
+
+/* A growable list of runs. */
+struct vmm_runs {
+	struct vmm_run *v;
+	size_t n, cap;
+};
+
+void vmm_runs_clear(struct vmm_runs *r);
+void vmm_runs_free(struct vmm_runs *r);
+/* Append a run, merging it with the last one when adjacent. */
+int vmm_runs_add(struct vmm_runs *r, uint64_t gpage, uint64_t npages);
+
+/*
+ * Pages of [mem, mem + size) that hold memory of their own: private copies of
+ * a file page, or anonymous pages with data (not the shared zero page).
+ * Every page whose content can differ from the snapshot mapped there is in
+ * this set: guest writes and host writes alike. Uses PAGEMAP_SCAN. *out is
+ * cleared first. Counts scans in *ioctls if not NULL.
+ */
+int vmm_dirty_scan(uint8_t *mem, uint64_t size, struct vmm_runs *out, unsigned *ioctls);
+/* True if PAGEMAP_SCAN works on this kernel (probed once). */
+bool vmm_dirty_supported(void);
+
+/* ---- policy (policy.c) ---- */
+
+enum vmm_reset_mode {
+	VMM_RESET_REWRITE = 0, /* compare written pages with the snapshot, rewrite what differs, keep resident */
+	VMM_RESET_DROP = 1,    /* MADV_DONTNEED every page of its own: the next call faults them back */
+};
+
+struct vmm_policy {
+	enum vmm_reset_mode mode;
+	unsigned keep_restores;  /* REWRITE: drop a page unchanged for this many restores */
+	unsigned range_cap;      /* most ranges per snapshot before compaction */
+	char source[256];        /* where it came from: "defaults" or a path */
+};
+
+/* Defaults (docs/restore.md). */
+void vmm_policy_defaults(struct vmm_policy *p);
+/* Read a policy file of "key = value" lines over the defaults. -errno or
+ * VMM_E_BAD_POLICY with a message in why. */
+int vmm_policy_read(const char *path, struct vmm_policy *p, char *why, size_t whylen);
+/* The process-wide policy: $STRATA_POLICY, else the default path if it
+ * exists, else the defaults (read once; a bad file falls back to defaults
+ * and records why in the source field). */
+const struct vmm_policy *vmm_policy_get(void);
+
+/* ---- vCPU and guest description as manifest JSON text (vcpu.c) ---- */
+
+int vmm_vcpu_to_json(const struct vmm_vcpu_state *st, char **json);
+int vmm_vcpu_from_json(const char *json, struct vmm_vcpu_state *st, char *why, size_t whylen);
+int vmm_guest_to_json(const struct vmm_sandbox *sb, char **json);
+/* Layout and function table of a snapshot's guest. *fns malloc'd. */
+int vmm_guest_from_json(const char *json, struct vmm_layout *l, struct vmm_fn **fns, unsigned *nfns,
+			char *why, size_t whylen);
+
+/* ---- the snapshot a sandbox runs on (reset.c owns its lifetime) ---- */
+
+struct vmm_snap_layer {
+	st_id id;
+	uint64_t pages;
+	int fd;
+	const uint8_t *src;  /* PROT_READ mapping of the whole layer: the snapshot's page contents */
+};
+
+/* A guest page run mapped to one layer (or to zero: layer < 0). */
+struct vmm_seg {
+	uint64_t gpage, npages;
+	int32_t layer;
+	uint64_t lpage;
+};
+
+struct vmm_snap {
+	struct st_manifest *m;          /* current snapshot; NULL: the all-zero memory of a fresh sandbox */
+	bool has_id;
+	st_id id;
+	struct vmm_snap_layer *layers;  /* parallel to m->layers */
+	struct vmm_seg *segs;           /* m's ranges plus the holes: covers all guest pages */
+	size_t nsegs;
+	struct vmm_vcpu_state vcpu;     /* vCPU at the snapshot */
+	bool have_vcpu;
+	uint8_t *age;                   /* per page: restores since it last differed (REWRITE) */
+	struct vmm_runs scan;           /* scratch for scans */
+	struct vmm_policy policy;
+	bool debug;                     /* compare all memory after each restore */
+	/* a capture waiting for vmm_sandbox_rebase */
+	struct st_manifest *pending;
+	struct vmm_snap_layer pending_layer;
+	struct vmm_vcpu_state pending_vcpu;
+	struct vmm_snap_stats stats;
+};
+
+/* The sandbox's snapshot state, created on first use. NULL only on ENOMEM. */
+struct vmm_snap *vmm_snap_of(struct vmm_sandbox *sb);
+void vmm_snap_free(struct vmm_snap *s);
+void vmm_snap_layer_close(struct vmm_snap_layer *l);
+/* Open and map a layer through `open` (size checked against pages). */
+int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open, void *ctx,
+			struct vmm_snap_layer *out, char *why, size_t whylen);
+/* Segments of m over [0, total pages). */
+int vmm_snap_segs(const struct st_manifest *m, uint64_t total, struct vmm_seg **out, size_t *n);
+/* The snapshot's content of guest page p (NULL: zero). */
+const uint8_t *vmm_snap_page(const struct vmm_snap *s, uint64_t p);
+/* Map runs of `m` (layers opened in `layers`) into guest memory where they
+ * differ from what `old` maps (old NULL: everything). */
+int vmm_snap_remap(struct vmm_sandbox *sb, const struct vmm_seg *old, size_t nold,
+		   const struct vmm_snap_layer *old_layers, const struct vmm_seg *segs, size_t nsegs,
+		   const struct vmm_snap_layer *layers, unsigned *maps);
+/* Put back every page that differs from the snapshot and the vCPU state. */
+int vmm_snap_reset(struct vmm_sandbox *sb, struct vmm_snap *s);
+
+#endif
