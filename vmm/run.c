@@ -492,38 +492,45 @@ int vmm_sandbox_call_timeout(struct vmm_sandbox *sb, const char *fn, const struc
 	uint32_t idx, status = 0;
 	int rc;
 
-	if (sb->poisoned) {
-		/* Keep the original error's details; say why the call is refused. */
-		sb->err.code = VMM_E_POISONED;
-		return VMM_E_POISONED;
-	}
-	memset(&sb->err, 0, sizeof(sb->err));
-	if (!fn || !(f = fn_find(sb, fn, &idx)))
-		return vmm_run_fail(sb, VMM_E_NO_FUNCTION, "the guest has no function '%s'", fn ? fn : "(null)");
-	if (nargs != f->nargs || (nargs && !args))
-		return vmm_run_fail(sb, VMM_E_BAD_ARGS, "%s takes %u argument(s) (signature %s), %zu given", f->name,
-				    f->nargs, f->sig, nargs);
-	if ((rc = frame_write(sb, idx, f, args, nargs)) < 0)
-		return rc;
+	/* Claim the sandbox first: nothing below may touch guest memory or the
+	 * error record while another thread's call runs. */
 	pthread_mutex_lock(&sb->lock);
 	if (sb->in_call) {
 		pthread_mutex_unlock(&sb->lock);
-		return vmm_run_fail(sb, VMM_E_BUSY, "a call is already running on this sandbox");
+		return VMM_E_BUSY;
 	}
 	sb->in_call = true;
 	sb->thread = pthread_self();
 	atomic_store(&sb->kill_pending, false);
 	pthread_mutex_unlock(&sb->lock);
 
+	if (sb->poisoned) {
+		/* Keep the original error's details; say why the call is refused. */
+		sb->err.code = VMM_E_POISONED;
+		rc = VMM_E_POISONED;
+		goto out_release;
+	}
+	memset(&sb->err, 0, sizeof(sb->err));
+	if (!fn || !(f = fn_find(sb, fn, &idx))) {
+		rc = vmm_run_fail(sb, VMM_E_NO_FUNCTION, "the guest has no function '%s'", fn ? fn : "(null)");
+		goto out_release;
+	}
+	if (nargs != f->nargs || (nargs && !args)) {
+		rc = vmm_run_fail(sb, VMM_E_BAD_ARGS, "%s takes %u argument(s) (signature %s), %zu given", f->name,
+				  f->nargs, f->sig, nargs);
+		goto out_release;
+	}
+	if ((rc = frame_write(sb, idx, f, args, nargs)) < 0)
+		goto out_release;
 	rc = vmm_run_until(sb, STRATA_PORT_RETURN, timeout_ns ? timeout_ns : sb->cfg.timeout_ns, &status);
-
+	if (rc == 0)
+		rc = result_read(sb, f, status, res);
+out_release:
 	pthread_mutex_lock(&sb->lock);
 	sb->in_call = false;
 	atomic_store(&sb->kill_pending, false);
 	pthread_mutex_unlock(&sb->lock);
-	if (rc < 0)
-		return rc;
-	return result_read(sb, f, status, res);
+	return rc;
 }
 
 int vmm_sandbox_call(struct vmm_sandbox *sb, const char *fn, const struct vmm_value *args, size_t nargs,
