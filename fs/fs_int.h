@@ -144,6 +144,8 @@ struct fs {
 	struct fs_tags *tags;
 	struct fs_snap **snaps; /* hash table of parsed manifests (immutable) */
 	size_t nsnapbuckets;
+	uint64_t listed_gen[2]; /* tags generation last listed in snapshots/, memory/ */
+	size_t listed_n[2];
 	/* imports */
 	pthread_mutex_t stage_lock;
 	struct fs_stage *stages;

@@ -905,14 +905,45 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		reply_err(req, -ESTALE);
 		return;
 	}
-	if (n->kind == FS_K_SNAPSHOTS || n->kind == FS_K_MEMORY)
+	bool keep = true;
+	if (n->kind == FS_K_SNAPSHOTS || n->kind == FS_K_MEMORY) {
+		/* The kernel may keep this listing only while the tags it shows
+		 * are the current ones (whoever changed them: us, the CLI). */
 		sync_tags(fs);
+		struct fs_tags *t = fs_tags_get(fs);
+		int w = n->kind == FS_K_MEMORY;
+		pthread_mutex_lock(&fs->view_lock);
+		keep = fs->listed_gen[w] == t->gen && fs->listed_n[w] == t->n;
+		fs->listed_gen[w] = t->gen;
+		fs->listed_n[w] = t->n;
+		pthread_mutex_unlock(&fs->view_lock);
+		fs_tags_put(fs, t);
+	}
 	if ((rc = fs_ns_list(fs, n, &l)) < 0) {
 		reply_err(req, rc);
 		return;
 	}
 	fi->fh = (uintptr_t)l;
-	fi->cache_readdir = 0;
+	/* Listings of immutable dirs are cached by the kernel (`ls -lR` again
+	 * costs no daemon round trip per directory); imports, blobs/ and a
+	 * snapshot being removed are always listed afresh. */
+	switch (n->kind) {
+	case FS_K_ROOT:
+	case FS_K_LAYERS:
+	case FS_K_SNAPSHOTS:
+	case FS_K_MEMORY:
+		fi->cache_readdir = 1;
+		fi->keep_cache = keep;
+		break;
+	case FS_K_SNAPDIR:
+		fi->cache_readdir = 1;
+		fi->keep_cache = n->rm == NULL;
+		break;
+	default:
+		fi->cache_readdir = 0;
+		fi->keep_cache = 0;
+		break;
+	}
 	if (fuse_reply_open(req, fi) != 0)
 		fs_dirlist_free(l);
 }

@@ -44,6 +44,7 @@ static const struct bench_group groups[] = {
 	{ "store", bench_store },
 	{ "vmm", bench_vmm },
 	{ "index", bench_index },
+	{ "fs", bench_fs },
 	{ NULL, NULL },
 };
 

@@ -57,5 +57,6 @@ struct bench_group {
 void bench_store(struct bench *b);    /* bench_store.c */
 void bench_vmm(struct bench *b);      /* bench_vmm.c */
 void bench_index(struct bench *b);    /* bench_index.c */
+void bench_fs(struct bench *b);       /* bench_fs.c */
 
 #endif
