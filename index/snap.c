@@ -264,23 +264,29 @@ int ix_snap_del(struct ix *ix, const st_id *id)
 	return ix_write(ix, del_fn, (void *)id);
 }
 
-int ix_snap_foreach(struct ix_txn *t, int (*cb)(const st_id *id, void *ctx), void *ctx)
+/* Walk ids in a database: every key (parent NULL) or the duplicate values of
+ * one key (parent given, a dupsort database). */
+static int id_walk(struct ix_txn *t, MDB_dbi dbi, const st_id *parent,
+		   int (*cb)(const st_id *id, void *ctx), void *ctx)
 {
 	MDB_cursor *cur;
-	MDB_val k, v;
-	int rc = ix_mdb(mdb_cursor_open(t->txn, t->ix->snaps, &cur));
+	MDB_val k = { 0 }, v;
+	int rc = ix_mdb(mdb_cursor_open(t->txn, dbi, &cur));
 
 	if (rc < 0)
 		return ix_err(rc);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+	if (parent)
+		k = ix_val(parent->b, sizeof(parent->b));
+	for (rc = mdb_cursor_get(cur, &k, &v, parent ? MDB_SET_KEY : MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, parent ? MDB_NEXT_DUP : MDB_NEXT)) {
+		const MDB_val *idv = parent ? &v : &k;
 		st_id id;
 
-		if (k.mv_size != sizeof(id.b)) {
+		if (idv->mv_size != sizeof(id.b)) {
 			rc = IX_ECORRUPT;
 			break;
 		}
-		memcpy(id.b, k.mv_data, sizeof(id.b));
+		memcpy(id.b, idv->mv_data, sizeof(id.b));
 		if ((rc = cb(&id, ctx)) != 0)
 			break;
 	}
@@ -290,29 +296,13 @@ int ix_snap_foreach(struct ix_txn *t, int (*cb)(const st_id *id, void *ctx), voi
 	return rc < 0 ? ix_err(rc) : rc;
 }
 
+int ix_snap_foreach(struct ix_txn *t, int (*cb)(const st_id *id, void *ctx), void *ctx)
+{
+	return id_walk(t, t->ix->snaps, NULL, cb, ctx);
+}
+
 int ix_children_foreach(struct ix_txn *t, const st_id *parent,
 			int (*cb)(const st_id *child, void *ctx), void *ctx)
 {
-	MDB_cursor *cur;
-	MDB_val k = ix_val(parent->b, sizeof(parent->b)), v;
-	int rc = ix_mdb(mdb_cursor_open(t->txn, t->ix->children, &cur));
-
-	if (rc < 0)
-		return ix_err(rc);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
-	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP)) {
-		st_id id;
-
-		if (v.mv_size != sizeof(id.b)) {
-			rc = IX_ECORRUPT;
-			break;
-		}
-		memcpy(id.b, v.mv_data, sizeof(id.b));
-		if ((rc = cb(&id, ctx)) != 0)
-			break;
-	}
-	mdb_cursor_close(cur);
-	if (rc == MDB_NOTFOUND)
-		return 0;
-	return rc < 0 ? ix_err(rc) : rc;
+	return id_walk(t, t->ix->children, parent, cb, ctx);
 }

@@ -267,6 +267,17 @@ static void assert_unchanged(uint64_t gen0)
 	cr_assert_eq(fsck_kinds(U.ix, IX_FSCK_HASH), 0);
 }
 
+/* make_source, then read the exported manifest; returns U's generation. */
+static uint64_t make_source_read(struct st_manifest **m)
+{
+	uint64_t g;
+
+	make_source();
+	cr_assert_eq(ix_generation(U.ix, &g), 0);
+	cr_assert_eq(st_snapdir_read(src, m, NULL, 0), 0);
+	return g;
+}
+
 static int import_rc(char *why)
 {
 	return ix_import_dir(U.ix, src, "in", 0, NULL, NULL, why, ST_WHY_LEN);
@@ -338,11 +349,8 @@ Test(import, rejects_a_corrupt_layer_and_leaves_the_store_unchanged)
 {
 	struct st_manifest *m;
 	char p[800], why[ST_WHY_LEN];
-	uint64_t g;
+	uint64_t g = make_source_read(&m);
 
-	make_source();
-	cr_assert_eq(ix_generation(U.ix, &g), 0);
-	cr_assert_eq(st_snapdir_read(src, &m, NULL, 0), 0);
 	layer_path(m, 2, p, sizeof(p));
 	cr_assert_eq(sh("chmod u+w %s && printf Z | dd of=%s bs=1 seek=7 conv=notrunc 2>/dev/null", p, p), 0);
 	cr_assert_eq(import_rc(why), ST_ECORRUPT);
@@ -356,11 +364,8 @@ Test(import, rejects_a_renamed_layer)
 {
 	struct st_manifest *m;
 	char p[800], q[800], why[ST_WHY_LEN];
-	uint64_t g;
+	uint64_t g = make_source_read(&m);
 
-	make_source();
-	cr_assert_eq(ix_generation(U.ix, &g), 0);
-	cr_assert_eq(st_snapdir_read(src, &m, NULL, 0), 0);
 	layer_path(m, 1, p, sizeof(p));
 	snprintf(q, sizeof(q), "%s/layers/0123456789abcdef0123456789abcdef", src);
 	cr_assert_eq(rename(p, q), 0);
@@ -381,11 +386,8 @@ Test(import, rejects_a_truncated_layer)
 {
 	struct st_manifest *m;
 	char p[800], why[ST_WHY_LEN];
-	uint64_t g;
+	uint64_t g = make_source_read(&m);
 
-	make_source();
-	cr_assert_eq(ix_generation(U.ix, &g), 0);
-	cr_assert_eq(st_snapdir_read(src, &m, NULL, 0), 0);
 	layer_path(m, 2, p, sizeof(p));
 	cr_assert_eq(sh("chmod u+w %s && truncate -s 4000 %s", p, p), 0);
 	cr_assert_eq(import_rc(why), ST_ELAYOUT);
@@ -399,11 +401,8 @@ Test(import, rejects_a_missing_layer)
 {
 	struct st_manifest *m;
 	char p[800], why[ST_WHY_LEN];
-	uint64_t g;
+	uint64_t g = make_source_read(&m);
 
-	make_source();
-	cr_assert_eq(ix_generation(U.ix, &g), 0);
-	cr_assert_eq(st_snapdir_read(src, &m, NULL, 0), 0);
 	layer_path(m, 0, p, sizeof(p));
 	cr_assert_eq(unlink(p), 0);
 	cr_assert_eq(import_rc(why), -ENOENT);
