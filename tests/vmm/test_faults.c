@@ -270,3 +270,34 @@ Test(vmm_faults, wild_hypercalls_are_survived, .timeout = 120)
 	vmm_result_clear(&res);
 	vmm_sandbox_free(sb);
 }
+
+Test(vmm_faults, a_second_concurrent_call_is_refused_as_busy)
+{
+	struct spinner s = { .sb = guest_new(NULL) };
+	struct vmm_result res;
+	pthread_t t;
+
+	cr_assert_eq(pthread_create(&t, NULL, spin_thread, &s), 0);
+	while (!atomic_load(&s.started))
+		;
+	usleep(20000);
+	cr_assert_eq(call_str(s.sb, "echo", "x", &res), VMM_E_BUSY);
+	cr_assert_eq(vmm_sandbox_kill(s.sb), 1);
+	pthread_join(t, NULL);
+	cr_assert_eq(s.rc, VMM_E_CANCELLED);
+	vmm_sandbox_free(s.sb);
+}
+
+Test(vmm_faults, a_bigger_stack_allows_deeper_recursion)
+{
+	struct vmm_config cfg = { .stack_size = 2 << 20 };
+	struct vmm_sandbox *sb = guest_new(&cfg);
+	struct vmm_result res;
+
+	/* ~600 KiB of frames: overflows the default 64 KiB, fits 2 MiB. */
+	cr_assert_eq(call_i64(sb, "stack_overflow", 1000, 0, 1, &res), 0, "%s", vmm_sandbox_error(sb)->message);
+	vmm_sandbox_free(sb);
+	sb = guest_new(NULL);
+	cr_assert_eq(call_i64(sb, "stack_overflow", 1000, 0, 1, &res), VMM_E_STACK_OVERFLOW);
+	vmm_sandbox_free(sb);
+}
