@@ -53,7 +53,7 @@ int st_blob_writer_new(struct st_store *s, struct st_blob_writer **out)
 	 * leftover from a crashed process that had the same pid. */
 	for (int tries = 0; tries < 16; tries++) {
 		snprintf(w->tmpname, sizeof(w->tmpname), "blob.%ld.%u", (long)getpid(), atomic_fetch_add(&counter, 1));
-		w->fd = st_sys_openat(s->tmp_fd, w->tmpname, O_WRONLY | O_CREAT | O_EXCL, 0600);
+		w->fd = st_sys_openat(s->tmp_fd, w->tmpname, O_RDWR | O_CREAT | O_EXCL, 0600);
 		if (w->fd != -EEXIST)
 			break;
 	}
@@ -148,19 +148,15 @@ static int publish(struct st_store *s, const char *tmpname, const char *rel)
 	return rc;
 }
 
-int st_blob_writer_commit(struct st_blob_writer *w, const st_id *expect, st_id *id_out, bool *dedup_out)
+/* Publish the writer's temp file as blob id (already known to be its
+ * hash), or drop it on a dedup hit. Frees w. */
+static int writer_publish(struct st_blob_writer *w, st_id id, const st_id *expect, st_id *id_out, bool *dedup_out)
 {
 	struct st_store *s = w->s;
 	char rel[ST_ID_HEX_LEN + 4], dir[3];
 	struct stat st;
-	st_id id;
 	int rc;
 
-	if (w->err) {
-		rc = w->err;
-		goto out_discard;
-	}
-	st_hasher_final(w->h, &id);
 	if (expect && !st_id_equal(expect, &id)) {
 		rc = ST_ECORRUPT;
 		goto out_discard;
@@ -217,6 +213,20 @@ out_discard:
 	return st_write_err(rc);
 }
 
+int st_blob_writer_commit(struct st_blob_writer *w, const st_id *expect, st_id *id_out, bool *dedup_out)
+{
+	st_id id;
+	int rc;
+
+	if (w->err) {
+		rc = w->err;
+		writer_discard(w);
+		return rc;
+	}
+	st_hasher_final(w->h, &id);
+	return writer_publish(w, id, expect, id_out, dedup_out);
+}
+
 int st_blob_put(struct st_store *s, const void *buf, size_t len, st_id *id, bool *dedup)
 {
 	struct st_blob_writer *w;
@@ -231,12 +241,61 @@ int st_blob_put(struct st_store *s, const void *buf, size_t len, st_id *id, bool
 	return st_blob_writer_commit(w, NULL, id, dedup);
 }
 
+/*
+ * put_fd of a whole regular file: hash it through a mapping first, so a
+ * wrong expectation or a dedup hit costs no write at all; otherwise copy it
+ * in the kernel (clone or copy_file_range) into the temp file and hash that
+ * copy, which is what gets published (the source may change meanwhile).
+ */
+static int put_whole_file(struct st_store *s, int fd, const st_id *expect, st_id *id_out, bool *dedup_out)
+{
+	struct st_blob_writer *w;
+	uint64_t size, copied;
+	st_id src, got;
+	int rc;
+
+	if ((rc = st_hash_fd(fd, &src, &size)) < 0)
+		return rc;
+	if (expect && !st_id_equal(expect, &src))
+		return ST_ECORRUPT;
+	if (st_blob_has(s, &src)) {
+		if (id_out)
+			*id_out = src;
+		if (dedup_out)
+			*dedup_out = true;
+		return 0;
+	}
+	if ((rc = st_blob_writer_new(s, &w)) < 0)
+		return rc;
+	if ((rc = st_sys_copy_range(fd, w->fd, size)) < 0) {
+		st_blob_writer_abort(w);
+		return st_write_err(rc);
+	}
+	if ((rc = st_hash_fd(w->fd, &got, &copied)) < 0) {
+		st_blob_writer_abort(w);
+		return rc;
+	}
+	/* The source changed between hashing and copying: the copy is not
+	 * what was checked. */
+	if (copied != size || !st_id_equal(&got, &src)) {
+		st_blob_writer_abort(w);
+		return expect ? ST_ECORRUPT : -EAGAIN;
+	}
+	return writer_publish(w, got, expect, id_out, dedup_out);
+}
+
 int st_blob_put_fd(struct st_store *s, int fd, const st_id *expect, st_id *id, bool *dedup)
 {
 	struct st_blob_writer *w;
+	struct stat st;
 	char *buf;
 	int rc;
 
+	if (s->flags & ST_OPEN_RDONLY)
+		return ST_EREADONLY;
+	/* A regular file read from its start takes the copy-free path. */
+	if (st_sys_fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st_sys_lseek(fd, 0, SEEK_CUR) == 0)
+		return put_whole_file(s, fd, expect, id, dedup);
 	buf = st_sys_malloc(PUT_FD_CHUNK);
 	if (!buf)
 		return -ENOMEM;
@@ -342,7 +401,7 @@ int st_hash_fd(int fd, st_id *id, uint64_t *size)
 	p = st_sys_mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0, &err);
 	if (!p)
 		return err;
-	madvise(p, (size_t)st.st_size, MADV_SEQUENTIAL);
+	st_sys_madvise(p, (size_t)st.st_size, MADV_SEQUENTIAL);
 	st_id_hash(p, (size_t)st.st_size, id);
 	st_sys_munmap(p, (size_t)st.st_size);
 	*size = (uint64_t)st.st_size;

@@ -260,7 +260,7 @@ int st_ingest_file(struct st_store *s, const char *path, const struct st_manifes
 			rc = err;
 			goto out_close;
 		}
-		madvise(p, (size_t)st.st_size, MADV_SEQUENTIAL);
+		st_sys_madvise(p, (size_t)st.st_size, MADV_SEQUENTIAL);
 	}
 	rc = st_ingest_image(s, p ? p : (const void *)"", (uint64_t)st.st_size, parent, out, stats);
 	if (p)

@@ -269,6 +269,22 @@ void *st_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	return p;
 }
 
+off_t st_sys_lseek(int fd, off_t off, int whence)
+{
+	int rc = step();
+	off_t r;
+
+	if (rc < 0)
+		return rc;
+	r = lseek(fd, off, whence);
+	return r < 0 ? -errno : r;
+}
+
+void st_sys_madvise(void *addr, size_t len, int advice)
+{
+	(void)madvise(addr, len, advice);
+}
+
 int st_sys_munmap(void *addr, size_t len)
 {
 	return munmap(addr, len) < 0 ? -errno : 0;
@@ -316,7 +332,7 @@ int st_sys_copy_range(int in_fd, int out_fd, uint64_t len)
 		return rc;
 	/* A clone shares extents: instant, and no second copy on disk. */
 	if (ioctl(out_fd, FICLONE, in_fd) == 0) {
-		if (lseek(out_fd, (off_t)len, SEEK_SET) < 0)
+		if (lseek(out_fd, (off_t)len, SEEK_SET) < 0 || lseek(in_fd, (off_t)len, SEEK_CUR) < 0)
 			return -errno;
 		return 0;
 	}

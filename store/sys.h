@@ -55,6 +55,10 @@ int st_sys_renameat(int olddirfd, const char *oldpath, int newdirfd, const char 
 /* renameat2 with RENAME_NOREPLACE. */
 int st_sys_renameat_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 int st_sys_ftruncate(int fd, off_t len);
+/* lseek; returns the new offset or -errno. */
+off_t st_sys_lseek(int fd, off_t off, int whence);
+/* madvise hint; failures are ignored by callers, so not counted. */
+void st_sys_madvise(void *addr, size_t len, int advice);
 /* mmap; on failure returns NULL and *err = -errno. */
 void *st_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, int *err);
 int st_sys_munmap(void *addr, size_t len);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,8 +57,12 @@ void th_teardown(void)
 	st_sys_fault_set(0, 0);
 	st_store_close(th_store);
 	th_store = NULL;
-	if (th_dir[0])
+	if (th_dir[0]) {
+		/* Mounts some tests make; detached even if an assertion fired. */
+		umount2(th_path("ro"), MNT_DETACH);
+		umount2(th_path("store/tmp"), MNT_DETACH);
 		th_rm_rf(th_dir);
+	}
 }
 
 const char *th_path(const char *rel)

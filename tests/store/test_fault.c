@@ -1,6 +1,8 @@
 /* test_fault.c: fault injection over every step of put, ingest and export: nothing partial is published. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +68,34 @@ Test(fault, every_step_of_put_fails_cleanly)
 		}
 	}
 	cr_assert_geq(failures, steps, "most injected faults surface as errors");
+}
+
+Test(fault, every_step_of_put_fd_from_a_file_fails_cleanly)
+{
+	static uint8_t buf[5 * ST_PAGE_SIZE];
+	uint64_t steps;
+	st_id id, want;
+	int fd;
+
+	th_fill(buf, sizeof(buf), 21);
+	cr_assert_eq(th_write_file(th_path("src"), buf, sizeof(buf)), 0);
+	fd = open(th_path("src"), O_RDONLY);
+	st_sys_fault_set(0, 0);
+	cr_assert_eq(st_blob_put_fd(th_store, fd, NULL, &id, NULL), 0);
+	steps = st_sys_calls();
+	close(fd);
+	for (uint64_t i = 1; i <= steps; i++) {
+		buf[0] = (uint8_t)i;  /* fresh content each time */
+		buf[1] = 0xee;
+		cr_assert_eq(th_write_file(th_path("src"), buf, sizeof(buf)), 0);
+		st_id_hash(buf, sizeof(buf), &want);
+		fd = open(th_path("src"), O_RDONLY);
+		st_sys_fault_set(i, ENOSPC);
+		int rc = st_blob_put_fd(th_store, fd, &want, &id, NULL);
+		st_sys_fault_set(0, 0);
+		close(fd);
+		check_put_outcome(rc, &want, i, ENOSPC);
+	}
 }
 
 Test(fault, every_step_of_dedup_put_fails_cleanly)
