@@ -470,3 +470,50 @@ Test(import, export_refuses_an_existing_directory_and_unknown_refs)
 	cr_assert_lt(ix_export(T.ix, "a", d), 0);
 	cr_assert_eq(ix_export(T.ix, "nope", d), IX_ENOTFOUND);
 }
+
+/* The store's syscall seam: make step i of an import fail, for every i. */
+#include "store/sys.h"
+
+Test(import, a_failure_at_any_step_leaves_the_store_unchanged)
+{
+	uint64_t steps, g;
+	int rc;
+
+	make_source();
+	/* Count the steps of a successful import, then undo it. */
+	st_sys_count_reset();
+	cr_assert_eq(ix_import_dir(U.ix, src, "in", 0, NULL, NULL, NULL, 0), 0);
+	steps = st_sys_calls();
+	cr_assert_gt(steps, 3);
+	cr_assert_eq(ix_tag_del(U.ix, "in", IX_TAG_PRUNE, NULL), 0);
+	cr_assert_eq(ix_gc(U.ix, 0, NULL), 0);
+	cr_assert_eq(count_blob_files(U.s), 0);
+
+	uint64_t failures = 0;
+	for (uint64_t i = 1; i <= steps; i++) {
+		int errs[] = { EIO, ENOSPC };
+		cr_assert_eq(ix_generation(U.ix, &g), 0);
+		st_sys_fault_set(i, errs[i % 2]);
+		rc = ix_import_dir(U.ix, src, "in", 0, NULL, NULL, NULL, 0);
+		bool fired = st_sys_fault_fired();
+		st_sys_fault_set(0, 0);
+		if (rc == 0) {
+			/* The failed step was one the import may survive (e.g. a retried
+			 * or best-effort call): it must then be complete and consistent. */
+			cr_assert_eq(fsck_errors(U.ix), 0, "step %llu", (unsigned long long)i);
+			cr_assert_eq(ix_tag_del(U.ix, "in", IX_TAG_PRUNE, NULL), 0);
+			cr_assert_eq(ix_gc(U.ix, 0, NULL), 0);
+		} else {
+			cr_assert(fired, "step %llu: failed (%s) without the injected fault", (unsigned long long)i,
+				  ix_strerror(rc));
+			assert_unchanged(g);
+			failures++;
+		}
+		/* Leftover staging files of a failed step are crash debris: gc takes them. */
+		cr_assert_eq(ix_gc(U.ix, 0, NULL), 0);
+		cr_assert_eq(count_blob_files(U.s), 0, "step %llu", (unsigned long long)i);
+	}
+	cr_assert_gt(failures, steps / 2, "%llu of %llu injected faults made the import fail",
+		     (unsigned long long)failures, (unsigned long long)steps);
+	ts_close(&U);
+}
