@@ -338,6 +338,25 @@ static int kill_iter(void *state, struct bench_timer *t)
 	return rc;
 }
 
+/* A spinning call with a 1 ms timeout: the total minus 1 ms is how late
+ * the timeout stops the guest. */
+static int timeout_iter(void *state, struct bench_timer *t)
+{
+	struct vmm_config cfg = { .timeout_ns = 1000000 };
+	struct vmm_sandbox *sb;
+	struct vmm_result res;
+	int rc = sandbox_make(&cfg, &sb);
+
+	(void)state;
+	if (rc < 0)
+		return rc;
+	bench_timer_start(t);
+	rc = vmm_sandbox_call(sb, "spin", NULL, 0, &res);
+	bench_timer_stop(t);
+	vmm_sandbox_free(sb);
+	return rc == VMM_E_TIMEOUT ? 0 : (rc < 0 ? rc : -EINVAL);
+}
+
 static void kill_teardown(void *state)
 {
 	struct kill_state *ks = state;
@@ -388,6 +407,8 @@ void bench_vmm(struct bench *b)
 	bench_run(b, &(struct bench_case){ .name = "guest_calls/interrupt_latency", .floor = FLOOR,
 					   .setup = kill_setup, .iter = kill_iter, .teardown = kill_teardown,
 					   .iters = 50 });
+	bench_run(b, &(struct bench_case){ .name = "guest_calls/timeout_1ms", .floor = FLOOR,
+					   .iter = timeout_iter, .iters = 50 });
 	bench_run(b, &(struct bench_case){ .name = "sample_workloads/24K_in_8K_out", .floor = FLOOR,
 					   .setup = io24k_setup, .iter = call_iter, .teardown = call_teardown,
 					   .iters = 1000 });

@@ -16,7 +16,7 @@
 static void run_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata run GUEST.elf --call FN [ARGS...] [options]\n"
+		"usage: strata run GUEST.elf|TAG|ID|SNAPSHOT_DIR --call FN [ARGS...] [options]\n"
 		"       strata run GUEST.elf --list\n"
 		"\n"
 		"Creates a sandbox from a guest ELF (built with the strata guest SDK) and\n"
@@ -33,6 +33,10 @@ static void run_usage(FILE *f)
 		"  --output SIZE    output buffer for results (default 16K)\n"
 		"  --timeout T      per-call timeout: seconds, or with ms/s suffix (default none)\n"
 		"  --repeat N       call N times (state persists); print the last result and timing\n"
+		"  --snapshot TAG   after the call, capture the sandbox into the store under TAG\n"
+		"\n"
+		"A TAG or ID restores that snapshot from the store (--store); a directory\n"
+		"holding manifest.json (a mount's snapshots/NAME, an export) restores from it.\n"
 		"\n"
 		"Exit status 5 when the guest faults, aborts, times out or breaks the ABI.\n");
 }
@@ -189,7 +193,7 @@ static int list_functions(const struct vmm_sandbox *sb)
 	return CLI_OK;
 }
 
-/* Find fn's signature by loading nothing: the sandbox tells after creation. */
+/* Parse ARGS per the signature the guest published for fn. */
 static int build_args(const struct cli *cli, const char *fn, const char *sig, char **argv, int argc,
 		      struct vmm_value *vals, void **owned)
 {
@@ -248,6 +252,7 @@ struct run_opts {
 	const char *fn;
 	bool list;
 	unsigned long long repeat;
+	const char *snapshot;
 };
 
 /* One parsed option; returns -1 to go on, else an exit status. */
@@ -259,6 +264,7 @@ static int run_opt(const struct cli *cli, int c, struct run_opts *o)
 	switch (c) {
 	case 'c': o->fn = optarg; return -1;
 	case 'l': o->list = true; return -1;
+	case 'P': o->snapshot = optarg; return -1;
 	case 'H': dst = (unsigned long long *)&o->cfg.heap_size; what = "heap"; break;
 	case 'S': dst = (unsigned long long *)&o->cfg.stack_size; what = "stack"; break;
 	case 'I': dst = (unsigned long long *)&o->cfg.input_size; what = "input"; break;
@@ -297,6 +303,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		{ "output", required_argument, NULL, 'O' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "repeat", required_argument, NULL, 'r' },
+		{ "snapshot", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -305,7 +312,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 
 	/* '+': stop at the first non-option (the guest path); options may also
 	 * follow it (`run g.elf --call f ARGS`); ARGS start after the options. */
-	while ((c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:h", opts, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:h", opts, NULL)) != -1)
 		if ((rc = run_opt(cli, c, &o)) >= 0)
 			return rc;
 	if (optind >= argc) {
@@ -320,7 +327,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 			optind++;
 			break;
 		}
-		if ((c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:h", opts, NULL)) == -1)
+		if ((c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:h", opts, NULL)) == -1)
 			break;
 		if ((rc = run_opt(cli, c, &o)) >= 0)
 			return rc;
@@ -358,11 +365,9 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 
 	struct vmm_sandbox *sb = NULL;
 	struct vmm_error err;
-	rc = vmm_sandbox_new(path, &cfg, &sb, &err);
-	if (rc < 0) {
-		cli_err(cli, "run: cannot start %s: %s", path, err.message);
-		return rc == -ENOENT ? CLI_NOTFOUND : exit_for(rc) == CLI_GUEST ? CLI_GUEST : CLI_FAIL;
-	}
+	/* A guest ELF, a snapshot directory, or a tag/id in the store (cmd_snap.c). */
+	if ((status = cli_sandbox_open(cli, path, &cfg, &sb, &err)) != CLI_OK)
+		return status;
 	if (vmm_sandbox_register(sb, "host_add", "i(ii)", host_add, NULL) < 0 ||
 	    vmm_sandbox_register(sb, "host_upper", "s(s)", host_upper, NULL) < 0) {
 		cli_err(cli, "run: cannot register host functions");
@@ -412,6 +417,8 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	}
 	print_result(&res);
 	vmm_result_clear(&res);
+	if (o.snapshot)
+		status = cli_snapshot_commit(cli, sb, o.snapshot);
 	if (repeat > 1)
 		fprintf(stderr, "%llu calls, %.2f us per call\n", repeat, (double)(t1 - t0) / 1e3 / (double)repeat);
 out_owned:

@@ -73,10 +73,8 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 {
 	struct vmm_layout *l = &sb->layout;
 	uint8_t *perms = NULL;
-	char why[160];
 	int rc;
 
-	(void)why;
 	rc = vmm_layout_compute(&sb->cfg, e->lo, e->hi, l);
 	if (rc < 0)
 		return fail(err, rc, rc == VMM_E_BAD_CONFIG
@@ -131,7 +129,9 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 
 	/* Boot: the guest's init runs at CPL 3 until it reports READY. */
 	uint32_t table = 0;
-	uint64_t tmo = sb->cfg.timeout_ns ? sb->cfg.timeout_ns : INIT_TIMEOUT_NS;
+	/* Init gets 10 s, or the call timeout if longer: a short per-call
+	 * timeout is about calls, not about booting. */
+	uint64_t tmo = sb->cfg.timeout_ns > INIT_TIMEOUT_NS ? sb->cfg.timeout_ns : INIT_TIMEOUT_NS;
 	rc = vmm_run_until(sb, STRATA_PORT_READY, tmo, &table);
 	if (rc == 0)
 		rc = load_functions(sb, table);
