@@ -45,6 +45,7 @@ static const struct bench_group groups[] = {
 	{ "vmm", bench_vmm },
 	{ "index", bench_index },
 	{ "fs", bench_fs },
+	{ "snapshots", bench_snap },
 	{ NULL, NULL },
 };
 

@@ -59,4 +59,6 @@ void bench_vmm(struct bench *b);      /* bench_vmm.c */
 void bench_index(struct bench *b);    /* bench_index.c */
 void bench_fs(struct bench *b);       /* bench_fs.c */
 
+void bench_snap(struct bench *b);     /* bench_snap.c */
+
 #endif

@@ -47,6 +47,17 @@ bool cli_parse_u64(const char *s, unsigned long long *out);
  * and in the table in main.c. */
 int cmd_bench(struct cli *cli, int argc, char **argv);        /* bench.c */
 int cmd_run(struct cli *cli, int argc, char **argv);          /* cmd_run.c */
+/* cmd_snap.c: `strata run` from a guest ELF, a snapshot directory or a
+ * tag/id in the store (reports errors; returns an exit status), and
+ * --snapshot TAG (capture, commit, continue on it). */
+struct vmm_config;
+struct vmm_sandbox;
+struct vmm_error;
+int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *cfg,
+		     struct vmm_sandbox **out, struct vmm_error *err);
+int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag);
+void cli_snap_close(void);
+int cmd_calibrate(struct cli *cli, int argc, char **argv);    /* cmd_calibrate.c */
 int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
 int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_store.c */

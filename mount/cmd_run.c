@@ -308,7 +308,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		{ 0 },
 	};
 	struct run_opts o = { .cfg.log = guest_log, .repeat = 1 };
-	int c, rc, status = CLI_OK;
+	int c, rc = 0, status = CLI_OK;
 
 	/* '+': stop at the first non-option (the guest path); options may also
 	 * follow it (`run g.elf --call f ARGS`); ARGS start after the options. */
@@ -426,5 +426,6 @@ out_owned:
 		free(owned[i]);
 out_free:
 	vmm_sandbox_free(sb);
+	cli_snap_close();
 	return status;
 }

@@ -367,3 +367,22 @@ bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, void *id16)
 	memcpy(id16, &s->id, sizeof(s->id));
 	return true;
 }
+
+int vmm_sandbox_set_reset(struct vmm_sandbox *sb, const char *mode, unsigned keep)
+{
+	struct vmm_snap *s = vmm_snap_of(sb);
+
+	if (!s)
+		return -ENOMEM;
+	if (strcmp(mode, "rewrite") == 0)
+		s->policy.mode = VMM_RESET_REWRITE;
+	else if (strcmp(mode, "drop") == 0)
+		s->policy.mode = VMM_RESET_DROP;
+	else
+		return -EINVAL;
+	if (keep > 255)
+		return -EINVAL;
+	if (keep)
+		s->policy.keep_restores = keep;
+	return 0;
+}

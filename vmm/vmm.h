@@ -236,6 +236,9 @@ void vmm_sandbox_set_debug(struct vmm_sandbox *sb, bool on);
 /* Compare all guest memory with the current snapshot: 0, or VMM_E_LEAK
  * with the first differing guest page in *gpage (may be NULL). */
 int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage);
+/* Override this sandbox's reset policy: mode "rewrite" or "drop", keep =
+ * restores an unchanged page stays resident (0: unchanged). -EINVAL on junk. */
+int vmm_sandbox_set_reset(struct vmm_sandbox *sb, const char *mode, unsigned keep);
 /* Counters since creation. */
 void vmm_sandbox_snap_stats(struct vmm_sandbox *sb, struct vmm_snap_stats *out);
 /* Id of the current snapshot (false if none). */

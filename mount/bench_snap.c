@@ -1,0 +1,441 @@
+/* bench_snap.c: the "snapshots" benchmark group: capture, restore in place, restore_to, memory reset, give-back. */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "store/store.h"
+#include "vmm/vmm.h"
+
+#define FLOOR "floor/kvm_run_roundtrip"
+#define OWN_FLOOR "snapshots/floor/kvm_run_roundtrip"
+
+struct size_arg {
+	const char *name;
+	uint64_t heap;
+};
+
+static const struct size_arg sizes[] = {
+	{ "default", 128ull << 10 },
+	{ "small", 8ull << 20 },
+	{ "medium", 64ull << 20 },
+	{ "large", 256ull << 20 },
+};
+
+static const char *floor_name = FLOOR;
+
+/* The simpleguest ELF: $STRATA_GUEST, else next to the build's strata binary. */
+static const char *guest_path(void)
+{
+	static char buf[4096];
+	const char *env = getenv("STRATA_GUEST");
+
+	if (env && *env)
+		return env;
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 64);
+	if (n > 0) {
+		buf[n] = 0;
+		char *slash = strrchr(buf, '/');
+		if (slash) {
+			*slash = 0;
+			slash = strrchr(buf, '/');
+			if (slash) {
+				strcpy(slash, "/vmm/guest/simpleguest.elf");
+				return buf;
+			}
+		}
+	}
+	return "simpleguest.elf";
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)f;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+/* A sandbox with its own throwaway store, on a first snapshot. */
+struct snap_state {
+	char dir[64];
+	struct st_store *st;
+	struct vmm_sandbox *sb;
+	struct st_manifest *m[2];
+	int cur;
+	int64_t write_pages;   /* per call: 0 = echo */
+	int64_t heavy_pages;
+	char mode[16];
+};
+
+static int snap_now(struct snap_state *s, struct st_manifest **keep)
+{
+	struct st_manifest *m = NULL;
+	st_id id;
+	int rc = vmm_sandbox_capture(s->sb, s->st, &m);
+
+	if (rc < 0)
+		return rc;
+	if ((rc = st_manifest_id(m, &id, NULL, 0)) == 0)
+		rc = vmm_sandbox_rebase(s->sb, m, &id);
+	if (keep && rc == 0)
+		*keep = m;
+	else
+		st_manifest_free(m);
+	return rc;
+}
+
+static void state_free(void *state)
+{
+	struct snap_state *s = state;
+
+	if (!s)
+		return;
+	vmm_sandbox_free(s->sb);
+	st_manifest_free(s->m[0]);
+	st_manifest_free(s->m[1]);
+	st_store_close(s->st);
+	if (s->dir[0])
+		nftw(s->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(s);
+}
+
+static int state_new(uint64_t heap, struct snap_state **out)
+{
+	struct snap_state *s = calloc(1, sizeof(*s));
+	struct vmm_config cfg = { .heap_size = heap };
+	struct st_store_opts o = { .sync = ST_SYNC_NONE };
+	struct vmm_error err;
+	char path[128];
+	int rc;
+
+	if (!s)
+		return -ENOMEM;
+	snprintf(s->dir, sizeof(s->dir), "/tmp/strata-bench-snap-XXXXXX");
+	if (!mkdtemp(s->dir)) {
+		s->dir[0] = 0;
+		rc = -errno;
+		goto out_free;
+	}
+	snprintf(path, sizeof(path), "%s/store", s->dir);
+	if ((rc = st_store_init(path, &o)) < 0 || (rc = st_store_open(path, 0, &s->st)) < 0)
+		goto out_free;
+	if ((rc = vmm_sandbox_new(guest_path(), &cfg, &s->sb, &err)) < 0) {
+		fprintf(stderr, "bench: snapshots: %s\n", err.message);
+		goto out_free;
+	}
+	if ((rc = snap_now(s, &s->m[0])) < 0)
+		goto out_free;
+	*out = s;
+	return 0;
+out_free:
+	state_free(s);
+	return rc;
+}
+
+static int echo(struct vmm_sandbox *sb)
+{
+	struct vmm_value v = { .type = VMM_STR, .data = "hello!", .len = 6 };
+	struct vmm_result r = { 0 };
+	int rc = vmm_sandbox_call(sb, "echo", &v, 1, &r);
+
+	vmm_result_clear(&r);
+	return rc;
+}
+
+static int touch(struct vmm_sandbox *sb, int64_t pages)
+{
+	struct vmm_value v = { .type = VMM_I64, .i64 = pages };
+	struct vmm_result r = { 0 };
+
+	if (pages == 0)
+		return echo(sb);
+	return vmm_sandbox_call(sb, "touch_pages", &v, 1, &r);
+}
+
+/* ---- snapshots/{create,restore,restore_alternate,call_and_create} ---- */
+
+static int size_setup(void **state, const void *arg)
+{
+	return state_new(((const struct size_arg *)arg)->heap, (struct snap_state **)state);
+}
+
+static int create_iter(void *state, struct bench_timer *t)
+{
+	struct snap_state *s = state;
+	int rc = echo(s->sb);
+
+	if (rc < 0)
+		return rc;
+	bench_timer_start(t);
+	rc = snap_now(s, NULL);
+	bench_timer_stop(t);
+	return rc;
+}
+
+static int restore_iter(void *state, struct bench_timer *t)
+{
+	struct snap_state *s = state;
+	int rc = echo(s->sb);
+
+	if (rc < 0)
+		return rc;
+	bench_timer_start(t);
+	rc = vmm_sandbox_restore(s->sb);
+	bench_timer_stop(t);
+	return rc;
+}
+
+static int alternate_setup(void **state, const void *arg)
+{
+	int rc = size_setup(state, arg);
+	struct snap_state *s = *state;
+
+	if (rc < 0)
+		return rc;
+	/* a second snapshot that differs in a few ranges */
+	if ((rc = touch(s->sb, 16)) < 0 || (rc = snap_now(s, &s->m[1])) < 0) {
+		state_free(s);
+		return rc;
+	}
+	s->cur = 1;
+	return 0;
+}
+
+static int alternate_iter(void *state, struct bench_timer *t)
+{
+	struct snap_state *s = state;
+	int rc = echo(s->sb);
+
+	if (rc < 0)
+		return rc;
+	s->cur ^= 1;
+	bench_timer_start(t);
+	rc = vmm_sandbox_restore_to(s->sb, s->m[s->cur], vmm_layer_open_store, s->st);
+	bench_timer_stop(t);
+	return rc;
+}
+
+static int call_and_create_iter(void *state, struct bench_timer *t)
+{
+	struct snap_state *s = state;
+	int rc = echo(s->sb);
+
+	(void)t;
+	return rc < 0 ? rc : snap_now(s, NULL);
+}
+
+/* ---- guest_calls/{call_with_restore,call_after_restore} and the memory-reset set ---- */
+
+struct reset_arg {
+	char name[96];
+	uint64_t heap;
+	int64_t pages;       /* written per call */
+	const char *mode;    /* "rewrite" / "drop" */
+};
+
+static int reset_setup(void **state, const void *arg)
+{
+	const struct reset_arg *a = arg;
+	int rc = state_new(a->heap, (struct snap_state **)state);
+	struct snap_state *s = *state;
+
+	if (rc < 0)
+		return rc;
+	s->write_pages = a->pages;
+	if ((rc = vmm_sandbox_set_reset(s->sb, a->mode, 0)) < 0) {
+		state_free(s);
+		return rc;
+	}
+	return 0;
+}
+
+static int call_with_restore_iter(void *state, struct bench_timer *t)
+{
+	struct snap_state *s = state;
+	int rc = touch(s->sb, s->write_pages);
+
+	(void)t;
+	return rc < 0 ? rc : vmm_sandbox_restore(s->sb);
+}
+
+static int call_after_restore_iter(void *state, struct bench_timer *t)
+{
+	struct snap_state *s = state;
+	int rc = vmm_sandbox_restore(s->sb);
+
+	if (rc < 0)
+		return rc;
+	bench_timer_start(t);
+	rc = touch(s->sb, s->write_pages);
+	bench_timer_stop(t);
+	return rc;
+}
+
+static int restore_only_iter(void *state, struct bench_timer *t)
+{
+	struct snap_state *s = state;
+	int rc = touch(s->sb, s->write_pages);
+
+	if (rc < 0)
+		return rc;
+	bench_timer_start(t);
+	rc = vmm_sandbox_restore(s->sb);
+	bench_timer_stop(t);
+	return rc;
+}
+
+/* One 32 MiB call, then 32 light calls with restores (timed). */
+static int after_heavy_iter(void *state, struct bench_timer *t)
+{
+	struct snap_state *s = state;
+	int rc;
+
+	if ((rc = touch(s->sb, 32 << 8)) < 0 || (rc = vmm_sandbox_restore(s->sb)) < 0)
+		return rc;
+	bench_timer_start(t);
+	for (int i = 0; i < 32 && rc == 0; i++) {
+		rc = echo(s->sb);
+		if (rc == 0)
+			rc = vmm_sandbox_restore(s->sb);
+	}
+	bench_timer_stop(t);
+	return rc;
+}
+
+/* Resident guest pages (mincore over guest memory). */
+static uint64_t resident_pages(struct vmm_sandbox *sb)
+{
+	uint8_t *mem;
+	uint64_t size, n = 0;
+
+	vmm_sandbox_memory(sb, &mem, &size);
+	unsigned char *v = malloc(size / 4096);
+	if (!v)
+		return 0;
+	if (mincore(mem, size, v) == 0)
+		for (uint64_t i = 0; i < size / 4096; i++)
+			n += v[i] & 1;
+	free(v);
+	return n;
+}
+
+/* Resident memory after a heavy run, then after light runs (give-back). */
+static void resident_notes(struct bench *b, const char *mode)
+{
+	struct snap_state *s = NULL;
+	char name[128];
+
+	snprintf(name, sizeof(name), "snapshots/resident_after_heavy/%s", mode);
+	if (!bench_selected(b, name) || state_new(64ull << 20, &s) < 0)
+		return;
+	vmm_sandbox_set_reset(s->sb, mode, 0);
+	touch(s->sb, 32 << 8);
+	vmm_sandbox_restore(s->sb);
+	bench_note(b, name, (double)resident_pages(s->sb) * 4096 / 1048576.0, "MiB");
+	for (int i = 0; i < 32; i++) {
+		echo(s->sb);
+		vmm_sandbox_restore(s->sb);
+	}
+	snprintf(name, sizeof(name), "snapshots/resident_after_heavy_then_32_light/%s", mode);
+	bench_note(b, name, (double)resident_pages(s->sb) * 4096 / 1048576.0, "MiB");
+	state_free(s);
+}
+
+static int floor_setup(void **state, const void *arg)
+{
+	(void)arg;
+	return vmm_bare_new(VMM_BARE_CPL3_MMIO, (struct vmm_bare **)state);
+}
+
+static int floor_iter(void *state, struct bench_timer *t)
+{
+	(void)t;
+	return vmm_bare_run(state);
+}
+
+static void floor_teardown(void *state)
+{
+	vmm_bare_free(state);
+}
+
+void bench_snap(struct bench *b)
+{
+	char name[128];
+	unsigned nsizes = bench_quick(b) ? 2 : 4;
+
+	/* The vmm group measures the floor first; under a filter that skips it,
+	 * measure it here under our own name. */
+	if (!bench_selected(b, FLOOR)) {
+		floor_name = OWN_FLOOR;
+		bench_run(b, &(struct bench_case){ .name = OWN_FLOOR, .setup = floor_setup, .iter = floor_iter,
+						   .teardown = floor_teardown });
+	}
+	for (unsigned i = 0; i < nsizes; i++) {
+		const struct size_arg *a = &sizes[i];
+		snprintf(name, sizeof(name), "snapshots/create/%s", a->name);
+		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = size_setup,
+						   .iter = create_iter, .teardown = state_free, .arg = a });
+		snprintf(name, sizeof(name), "snapshots/restore/%s", a->name);
+		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = size_setup,
+						   .iter = restore_iter, .teardown = state_free, .arg = a });
+		snprintf(name, sizeof(name), "snapshots/restore_alternate/%s", a->name);
+		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = alternate_setup,
+						   .iter = alternate_iter, .teardown = state_free, .arg = a });
+		snprintf(name, sizeof(name), "snapshots/call_and_create/%s", a->name);
+		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = size_setup,
+						   .iter = call_and_create_iter, .teardown = state_free, .arg = a });
+	}
+	static struct reset_arg calls[4];
+	for (unsigned i = 0; i < nsizes; i++) {
+		calls[i] = (struct reset_arg){ .heap = sizes[i].heap, .pages = 0, .mode = "rewrite" };
+		snprintf(name, sizeof(name), "guest_calls/call_with_restore/%s", sizes[i].name);
+		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = reset_setup,
+						   .iter = call_with_restore_iter, .teardown = state_free,
+						   .arg = &calls[i] });
+		snprintf(name, sizeof(name), "guest_calls/call_after_restore/%s", sizes[i].name);
+		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = reset_setup,
+						   .iter = call_after_restore_iter, .teardown = state_free,
+						   .arg = &calls[i] });
+	}
+	/* The memory-reset set, under both reset modes (docs/restore.md). */
+	static const uint64_t mems[2] = { 64, 256 };
+	static const int64_t writes[3] = { 0, 1, 16 };
+	static const char *const modes[2] = { "rewrite", "drop" };
+	static struct reset_arg ra[2][3][2];
+	for (int mi = 0; mi < 2; mi++)
+		for (int wi = 0; wi < 3; wi++)
+			for (int di = 0; di < 2; di++) {
+				struct reset_arg *a = &ra[mi][wi][di];
+				*a = (struct reset_arg){ .heap = mems[mi] << 20, .pages = writes[wi] << 8,
+							 .mode = modes[di] };
+				static const struct {
+					const char *what;
+					int (*iter)(void *, struct bench_timer *);
+				} kinds[3] = { { "call_with_restore", call_with_restore_iter },
+					       { "call_after_restore", call_after_restore_iter },
+					       { "restore", restore_only_iter } };
+				for (int k = 0; k < 3; k++) {
+					snprintf(name, sizeof(name), "guest_calls/%llumib_write_%lldmib/%s/%s",
+						 (unsigned long long)mems[mi], (long long)writes[wi], kinds[k].what,
+						 modes[di]);
+					bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name,
+									   .setup = reset_setup, .iter = kinds[k].iter,
+									   .teardown = state_free, .arg = a,
+									   .max_seconds = writes[wi] >= 16 ? 1.0 : 0 });
+				}
+			}
+	static struct reset_arg heavy[2];
+	for (int di = 0; di < 2; di++) {
+		heavy[di] = (struct reset_arg){ .heap = 64ull << 20, .pages = 0, .mode = modes[di] };
+		snprintf(name, sizeof(name), "guest_calls/32_after_32mib_mem_64mib/%s", modes[di]);
+		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = reset_setup,
+						   .iter = after_heavy_iter, .teardown = state_free, .arg = &heavy[di],
+						   .iters = 20, .max_seconds = 2.0 });
+		resident_notes(b, modes[di]);
+	}
+}

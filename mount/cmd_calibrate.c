@@ -1,0 +1,233 @@
+/* cmd_calibrate.c: `strata calibrate`: measure restore mechanisms on this machine and write the policy file. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "store/store.h"
+#include "vmm/vmm.h"
+
+#define ROUNDS 40
+/* A cold restore may spend this much mapping ranges (docs/restore.md). */
+#define MAP_BUDGET_NS 250000.0
+
+static double now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_d);
+	return v[n / 2];
+}
+
+static int call_touch(struct vmm_sandbox *sb, int64_t pages)
+{
+	struct vmm_value v = { .type = VMM_I64, .i64 = pages };
+	struct vmm_result r = { 0 };
+
+	return vmm_sandbox_call(sb, "touch_pages", &v, 1, &r);
+}
+
+/* Median of (call writing `pages` + restore) under `mode`. */
+static int measure_mode(struct vmm_sandbox *sb, const char *mode, int64_t pages, double *out)
+{
+	double v[ROUNDS];
+	int rc;
+
+	if ((rc = vmm_sandbox_set_reset(sb, mode, 0)) < 0)
+		return rc;
+	for (int i = 0; i < ROUNDS + 3; i++) {
+		double t0 = now_ns();
+		if ((rc = call_touch(sb, pages)) < 0 || (rc = vmm_sandbox_restore(sb)) < 0)
+			return rc;
+		if (i >= 3)
+			v[i - 3] = now_ns() - t0;
+	}
+	*out = median(v, ROUNDS);
+	return 0;
+}
+
+/* Median cost of one MAP_FIXED private mapping of a file range. */
+static double measure_map(void)
+{
+	char path[] = "/tmp/strata-calibrate-XXXXXX";
+	int fd = mkstemp(path);
+	double v[ROUNDS] = { 0 };
+
+	if (fd < 0)
+		return 7000;
+	unlink(path);
+	if (ftruncate(fd, 64 * 4096) < 0) {
+		close(fd);
+		return 7000;
+	}
+	uint8_t *area = mmap(NULL, 64 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	for (int i = 0; i < ROUNDS && area != MAP_FAILED; i++) {
+		double t0 = now_ns();
+		for (int k = 0; k < 32; k++)
+			mmap(area + 2 * k * 4096, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, k * 4096);
+		v[i] = (now_ns() - t0) / 32;
+	}
+	if (area != MAP_FAILED)
+		munmap(area, 64 * 4096);
+	close(fd);
+	return median(v, ROUNDS);
+}
+
+static const char *guest_default(void)
+{
+	static char buf[4096];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 64);
+
+	if (n <= 0)
+		return "simpleguest.elf";
+	buf[n] = 0;
+	char *s = strrchr(buf, '/');
+	if (s) {
+		*s = 0;
+		if ((s = strrchr(buf, '/')))
+			strcpy(s, "/vmm/guest/simpleguest.elf");
+	}
+	return buf;
+}
+
+int cmd_calibrate(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "guest", required_argument, NULL, 'g' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	char path[4096], dir[] = "/tmp/strata-calibrate-store-XXXXXX", sdir[128];
+	const char *out = NULL, *guest = getenv("STRATA_GUEST");
+	int c, rc, status = CLI_FAIL;
+
+	while ((c = getopt_long(argc, argv, "o:g:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'g': guest = optarg; break;
+		case 'h':
+			printf("usage: strata calibrate [--output FILE] [--guest GUEST.elf]\n\n"
+			       "Measures how this machine restores sandboxes (rewrite written pages in\n"
+			       "place vs drop them; the cost of mapping a range) and writes the policy\n"
+			       "sandboxes read at creation: FILE, else $STRATA_POLICY, else\n"
+			       "$XDG_CONFIG_HOME/strata/policy (~/.config/strata/policy).\n");
+			return CLI_OK;
+		default:
+			return CLI_USAGE;
+		}
+	}
+	if (!out)
+		out = getenv("STRATA_POLICY");
+	if (!out || !*out) {
+		if (vmm_policy_default_path(path, sizeof(path)) < 0) {
+			cli_err(cli, "calibrate: no HOME or XDG_CONFIG_HOME; say --output FILE");
+			return CLI_USAGE;
+		}
+		out = path;
+	}
+	if (!guest || !*guest)
+		guest = guest_default();
+
+	struct st_store *st = NULL;
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+	struct st_manifest *m = NULL;
+	struct vmm_config cfg = { .heap_size = 64ull << 20 };
+	if (!mkdtemp(dir)) {
+		cli_err(cli, "calibrate: cannot make a temp dir: %s", strerror(errno));
+		return CLI_FAIL;
+	}
+	snprintf(sdir, sizeof(sdir), "%s/store", dir);
+	struct st_store_opts so = { .sync = ST_SYNC_NONE };
+	if ((rc = st_store_init(sdir, &so)) < 0 || (rc = st_store_open(sdir, 0, &st)) < 0) {
+		cli_err(cli, "calibrate: temp store: %s", st_strerror(rc));
+		goto out_rm;
+	}
+	if ((rc = vmm_sandbox_new(guest, &cfg, &sb, &err)) < 0) {
+		cli_err(cli, "calibrate: cannot start %s: %s", guest, err.message);
+		goto out_rm;
+	}
+	st_id id;
+	if ((rc = vmm_sandbox_capture(sb, st, &m)) < 0 || (rc = st_manifest_id(m, &id, NULL, 0)) < 0 ||
+	    (rc = vmm_sandbox_rebase(sb, m, &id)) < 0) {
+		cli_err(cli, "calibrate: cannot snapshot the sandbox: %s", vmm_strerror(rc));
+		goto out_rm;
+	}
+	/* A light call (16 pages) and a 1 MiB call, each + restore, both modes. */
+	double rw_light, rw_heavy, dr_light, dr_heavy;
+	if ((rc = measure_mode(sb, "rewrite", 16, &rw_light)) < 0 ||
+	    (rc = measure_mode(sb, "rewrite", 256, &rw_heavy)) < 0 ||
+	    (rc = measure_mode(sb, "drop", 16, &dr_light)) < 0 ||
+	    (rc = measure_mode(sb, "drop", 256, &dr_heavy)) < 0) {
+		cli_err(cli, "calibrate: measuring failed: %s", vmm_strerror(rc));
+		goto out_rm;
+	}
+	double map_ns = measure_map();
+	bool rewrite = rw_light + rw_heavy <= dr_light + dr_heavy;
+	unsigned cap = (unsigned)(MAP_BUDGET_NS / (map_ns > 100 ? map_ns : 100));
+	cap = cap < 16 ? 16 : cap > 1024 ? 1024 : cap;
+
+	char tmp[4200];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", out);
+	char *slash = strrchr(path, '/');
+	if (out == path && slash) {
+		*slash = 0;
+		char *s2 = strrchr(path, '/');
+		if (s2) {
+			*s2 = 0;
+			mkdir(path, 0755);
+			*s2 = '/';
+		}
+		mkdir(path, 0755);
+		*slash = '/';
+	}
+	FILE *f = fopen(tmp, "we");
+	if (!f) {
+		cli_err(cli, "calibrate: cannot write %s: %s", tmp, strerror(errno));
+		goto out_rm;
+	}
+	fprintf(f, "# strata reset policy, written by `strata calibrate` (docs/restore.md)\n");
+	fprintf(f, "reset = %s\nkeep_restores = 16\nrange_cap = %u\n", rewrite ? "rewrite" : "drop", cap);
+	fprintf(f, "measured_rewrite_16_pages_us = %.1f\nmeasured_rewrite_256_pages_us = %.1f\n", rw_light / 1e3,
+		rw_heavy / 1e3);
+	fprintf(f, "measured_drop_16_pages_us = %.1f\nmeasured_drop_256_pages_us = %.1f\n", dr_light / 1e3,
+		dr_heavy / 1e3);
+	fprintf(f, "measured_map_range_us = %.2f\n", map_ns / 1e3);
+	if (fclose(f) != 0 || rename(tmp, out) < 0) {
+		cli_err(cli, "calibrate: cannot write %s: %s", out, strerror(errno));
+		unlink(tmp);
+		goto out_rm;
+	}
+	printf("call+restore, 16 pages written: rewrite %.1f us, drop %.1f us\n", rw_light / 1e3, dr_light / 1e3);
+	printf("call+restore, 1 MiB written:    rewrite %.1f us, drop %.1f us\n", rw_heavy / 1e3, dr_heavy / 1e3);
+	printf("mapping one range: %.2f us -> range cap %u\n", map_ns / 1e3, cap);
+	printf("policy (reset = %s) written to %s\n", rewrite ? "rewrite" : "drop", out);
+	status = CLI_OK;
+out_rm:
+	st_manifest_free(m);
+	vmm_sandbox_free(sb);
+	st_store_close(st);
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	if (system(path) != 0)
+		cli_info(cli, "calibrate: could not remove %s", dir);
+	return status;
+}

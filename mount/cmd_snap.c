@@ -1,0 +1,173 @@
+/* cmd_snap.c: `strata run` with snapshots: start from a tag, id or snapshot directory; --snapshot TAG captures and commits. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "index/index.h"
+#include "store/store.h"
+#include "vmm/vmm.h"
+
+/* The store a run uses: opened on first need, kept for the process (the
+ * sandbox's layer mappings outlive nothing here; capture needs the handle). */
+static struct st_store *run_store;
+static struct ix *run_index;
+
+static int store_need(const struct cli *cli, bool write)
+{
+	int rc;
+
+	if (run_index)
+		return CLI_OK;
+	rc = st_store_open(cli->store, write ? 0 : ST_OPEN_RDONLY, &run_store);
+	if (rc == -ENOENT || rc == ST_ENOTSTORE) {
+		cli_err(cli, "%s is not a strata store (create one with 'strata --store %s init')", cli->store,
+			cli->store);
+		return CLI_NOTFOUND;
+	}
+	if (rc < 0) {
+		cli_err(cli, "cannot open store %s: %s", cli->store, st_strerror(rc));
+		return CLI_FAIL;
+	}
+	struct ix_opts o = { .flags = write ? 0 : IX_OPEN_RDONLY };
+	if ((rc = ix_open(run_store, &o, &run_index)) < 0) {
+		cli_err(cli, "cannot open the index of store %s: %s", cli->store, ix_strerror(rc));
+		st_store_close(run_store);
+		run_store = NULL;
+		return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
+	}
+	return CLI_OK;
+}
+
+void cli_snap_close(void)
+{
+	ix_close(run_index);
+	st_store_close(run_store);
+	run_index = NULL;
+	run_store = NULL;
+}
+
+static bool is_snapdir(const char *path)
+{
+	char p[4096];
+	struct stat st;
+
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return false;
+	snprintf(p, sizeof(p), "%s/manifest.json", path);
+	return stat(p, &st) == 0;
+}
+
+static int from_manifest(const struct cli *cli, const char *what, const struct st_manifest *m,
+			 vmm_layer_open_fn open, void *ctx, const struct vmm_config *cfg, struct vmm_sandbox **out)
+{
+	struct vmm_error err;
+	/* Sizes come from the snapshot; keep the caller's timeout and log. */
+	struct vmm_config c = { .timeout_ns = cfg->timeout_ns, .log = cfg->log, .log_ctx = cfg->log_ctx };
+	int rc = vmm_sandbox_from_snapshot(m, open, ctx, &c, out, &err);
+
+	if (rc < 0) {
+		cli_err(cli, "run: cannot restore %s: %s", what, err.message);
+		return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
+	}
+	return CLI_OK;
+}
+
+int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *cfg,
+		     struct vmm_sandbox **out, struct vmm_error *err)
+{
+	struct st_manifest *m = NULL;
+	struct stat st;
+	char why[ST_WHY_LEN] = "";
+	int rc, status;
+
+	/* A guest ELF file: a fresh sandbox. */
+	if (stat(target, &st) == 0 && S_ISREG(st.st_mode)) {
+		rc = vmm_sandbox_new(target, cfg, out, err);
+		if (rc < 0) {
+			cli_err(cli, "run: cannot start %s: %s", target, err->message);
+			return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
+		}
+		return CLI_OK;
+	}
+	/* A snapshot directory (a mount's snapshots/NAME, an export, a copy). */
+	if (is_snapdir(target)) {
+		rc = st_snapdir_read(target, &m, why, sizeof(why));
+		if (rc < 0) {
+			cli_err(cli, "run: %s is not a usable snapshot directory: %s", target,
+				why[0] ? why : st_strerror(rc));
+			return CLI_FAIL;
+		}
+		status = from_manifest(cli, target, m, vmm_layer_open_dir, (void *)target, cfg, out);
+		st_manifest_free(m);
+		return status;
+	}
+	if (strchr(target, '/')) {
+		cli_err(cli, "run: %s is neither a guest ELF nor a snapshot directory (no manifest.json)", target);
+		return CLI_NOTFOUND;
+	}
+	/* A tag or id in the store. */
+	if ((status = store_need(cli, true)) != CLI_OK)
+		return status;
+	struct ix_txn *t = NULL;
+	st_id id;
+	if ((rc = ix_txn_begin(run_index, &t)) < 0) {
+		cli_err(cli, "run: cannot read store %s: %s", cli->store, ix_strerror(rc));
+		return CLI_FAIL;
+	}
+	rc = ix_resolve(t, target, &id);
+	if (rc == 0)
+		rc = ix_snap_get(t, &id, &m);
+	ix_txn_end(t);
+	if (rc < 0) {
+		if (rc == IX_ENOTFOUND || rc == ST_EBADNAME)
+			cli_err(cli, "run: '%s' is not a guest file, a snapshot directory, or a snapshot in store %s",
+				target, cli->store);
+		else
+			cli_err(cli, "run: cannot look up '%s': %s", target, ix_strerror(rc));
+		return rc == IX_ENOTFOUND || rc == ST_EBADNAME ? CLI_NOTFOUND : CLI_FAIL;
+	}
+	status = from_manifest(cli, target, m, vmm_layer_open_store, run_store, cfg, out);
+	st_manifest_free(m);
+	return status;
+}
+
+int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag)
+{
+	struct st_manifest *m = NULL;
+	st_id id;
+	char hex[ST_ID_HEX_LEN + 1];
+	int rc, status;
+
+	if (!st_name_valid(tag)) {
+		cli_err(cli, "run: '%s' is not a valid tag (letters, digits, '_', '.', '-'; at most 128)", tag);
+		return CLI_USAGE;
+	}
+	if ((status = store_need(cli, true)) != CLI_OK)
+		return status;
+	rc = vmm_sandbox_capture(sb, run_store, &m);
+	if (rc < 0) {
+		cli_err(cli, "run: cannot capture the sandbox: %s",
+			rc == -ENOSPC ? "no space left on the store's filesystem" : vmm_strerror(rc));
+		return CLI_FAIL;
+	}
+	rc = ix_snap_commit(run_index, m, tag, IX_TAG_FORCE, &id);
+	if (rc < 0) {
+		cli_err(cli, "run: cannot commit the snapshot to store %s: %s%s", cli->store, ix_strerror(rc),
+			rc == IX_EMISSING ? " (the sandbox was restored from a directory outside this store: "
+					    "import it first with 'strata import')" : "");
+		st_manifest_free(m);
+		return CLI_FAIL;
+	}
+	rc = vmm_sandbox_rebase(sb, m, &id);
+	st_manifest_free(m);
+	if (rc < 0) {
+		cli_err(cli, "run: snapshot committed, but the sandbox cannot continue on it: %s", vmm_strerror(rc));
+		return CLI_FAIL;
+	}
+	st_id_format(&id, hex);
+	fprintf(stderr, "snapshot %s tagged %s\n", hex, tag);
+	return CLI_OK;
+}
