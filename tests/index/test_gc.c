@@ -517,3 +517,35 @@ Test(import, a_failure_at_any_step_leaves_the_store_unchanged)
 		     (unsigned long long)failures, (unsigned long long)steps);
 	ts_close(&U);
 }
+
+Test(gc, a_failure_at_any_step_never_loses_a_referenced_blob)
+{
+	unsigned s1[] = { 1, 2 };
+	st_id loose[4];
+	uint64_t steps = 0;
+
+	commit_seeds(&T, s1, 2, NULL, "keep");
+	for (unsigned round = 0;; round++) {
+		if (round > 0 && round > steps)
+			break;
+		for (unsigned j = 0; j < 4; j++) {
+			loose[j] = put_page(T.s, 300 + j);
+			age_blob(&loose[j], 7200);
+		}
+		if (round == 0) {
+			st_sys_count_reset();
+			cr_assert_eq(ix_gc(T.ix, 60, NULL), 0);
+			steps = st_sys_calls();
+			cr_assert_gt(steps, 4);
+			continue;
+		}
+		st_sys_fault_set(round, round % 2 ? EIO : ENOSPC);
+		ix_gc(T.ix, 60, NULL); /* may fail: nothing referenced may go */
+		st_sys_fault_set(0, 0);
+		cr_assert_eq(fsck_errors(T.ix), 0, "step %u", round);
+		cr_assert_eq(ix_gc(T.ix, 60, NULL), 0);
+		for (unsigned j = 0; j < 4; j++)
+			cr_assert_not(st_blob_has(T.s, &loose[j]));
+	}
+	cr_assert_eq(count_blob_files(T.s), 2);
+}
