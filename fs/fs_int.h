@@ -17,6 +17,8 @@ enum { FS_INO_ROOT = 1, FS_INO_SNAPSHOTS = 2, FS_INO_BLOBS = 3, FS_INO_MEMORY = 
 
 /* Longest file name the mount accepts (NAME_MAX). */
 #define FS_NAME_MAX 255
+/* Largest read/write request negotiated with the kernel (docs/fs.md). */
+#define FS_MAX_REQUEST (1u << 20)
 /* Largest manifest.json a copy may write (the store's own limit). */
 #define FS_MANIFEST_MAX ST_MANIFEST_MAX_BYTES
 

@@ -221,7 +221,7 @@ int fs_ns_attr(struct fs *fs, struct fs_node *n, struct stat *st)
 	st->st_ino = n->st_ino;
 	st->st_uid = getuid();
 	st->st_gid = getgid();
-	st->st_blksize = 4096;
+	st->st_blksize = FS_MAX_REQUEST; /* cp and friends size their buffers by it */
 	set_time(st, fs->start_ns);
 	switch (n->kind) {
 	case FS_K_ROOT:

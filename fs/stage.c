@@ -801,7 +801,7 @@ void fs_stage_attr(struct fs_stage *s, struct fs_sfile *f, bool layers_dir, stru
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_lock(&s->lock);
 	t = f ? f->mtime_ns : s->last_ns;
-	st->st_blksize = 4096;
+	st->st_blksize = FS_MAX_REQUEST; /* cp and friends size their buffers by it */
 	if (f) {
 		st->st_mode = S_IFREG | 0644;
 		st->st_nlink = f->gone ? 0 : 1;

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -202,6 +203,15 @@ static int fault_iter(void *state, struct bench_timer *t)
 static void fault_teardown(void *state)
 {
 	unmap();
+}
+
+/* ---- one daemon round trip: getxattr of a name the root does not have */
+
+static int roundtrip_iter(void *state, struct bench_timer *t)
+{
+	char v[8];
+
+	return getxattr(fb.mnt, "user.strata.none", v, sizeof(v)) < 0 && errno == ENODATA ? 0 : -EIO;
 }
 
 /* ---- ls -lR and du over many snapshots */
@@ -468,6 +478,9 @@ void bench_fs(struct bench *b)
 		nftw(big, rm_tree_cb, 16, FTW_DEPTH | FTW_PHYS);
 		snprintf(big, sizeof(big), "%s/cpsrc", fb.plain);
 		nftw(big, rm_tree_cb, 16, FTW_DEPTH | FTW_PHYS);
+		struct bench_case rt = { .name = "fs/request_roundtrip", .iter = roundtrip_iter, .iters = 2000,
+					 .max_seconds = 1 };
+		bench_run(b, &rt);
 		struct bench_case lc[] = {
 			{ .name = "fs/ls_lR/1000/plain_dir", .iter = ls_plain, .warmup = 1, .iters = 10 },
 			{ .name = "fs/ls_lR/1000/mount_cold", .floor = "fs/ls_lR/1000/plain_dir", .iter = ls_mount_cold,
