@@ -551,8 +551,12 @@ static int blob_fd(struct fs *fs, const st_id *id, bool buffered, int *out)
 	if (fs->read_mode == FS_READ_DIRECT && !buffered)
 		flags |= O_DIRECT;
 	int fd = open(path, flags);
-	if (fd < 0 && errno == EPERM) /* O_NOATIME on a file we do not own */
-		fd = open(path, flags & ~O_NOATIME);
+	if (fd < 0 && errno == EPERM) { /* O_NOATIME on a file we do not own */
+		flags &= ~O_NOATIME;
+		fd = open(path, flags);
+	}
+	if (fd < 0 && errno == EINVAL && (flags & O_DIRECT)) /* tmpfs has no O_DIRECT */
+		fd = open(path, flags & ~O_DIRECT);
 	if (fd < 0)
 		return -errno;
 	*out = fd;
