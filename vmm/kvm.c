@@ -256,9 +256,17 @@ int vmm_kvm_get_state(struct vmm_kvm *k, struct vmm_vcpu_state *st)
 	struct kvm_fpu f;
 	int rc;
 
-	if ((rc = xioctl(k->vcpu_fd, KVM_GET_REGS, &r)) < 0 ||
-	    (rc = xioctl(k->vcpu_fd, KVM_GET_SREGS, &s)) < 0 ||
-	    (rc = xioctl(k->vcpu_fd, KVM_GET_FPU, &f)) < 0)
+	/* Registers staged by vmm_kvm_stage_state and not yet loaded by a
+	 * KVM_RUN are what the vCPU will have: report those. */
+	if (k->run && (k->run->kvm_dirty_regs & KVM_SYNC_X86_REGS))
+		r = k->run->s.regs.regs;
+	else if ((rc = xioctl(k->vcpu_fd, KVM_GET_REGS, &r)) < 0)
+		return rc;
+	if (k->run && (k->run->kvm_dirty_regs & KVM_SYNC_X86_SREGS))
+		s = k->run->s.regs.sregs;
+	else if ((rc = xioctl(k->vcpu_fd, KVM_GET_SREGS, &s)) < 0)
+		return rc;
+	if ((rc = xioctl(k->vcpu_fd, KVM_GET_FPU, &f)) < 0)
 		return rc;
 	memset(st, 0, sizeof(*st));
 	st->version = VMM_VCPU_STATE_VERSION;
@@ -358,5 +366,58 @@ int vmm_kvm_get_cr2(struct vmm_kvm *k, uint64_t *cr2)
 	if (rc < 0)
 		return rc;
 	*cr2 = s.cr2;
+	return 0;
+}
+
+/*
+ * Restore fast path (issue 4): general and special registers go into
+ * kvm_run's sync area (KVM_CAP_SYNC_REGS) and load with the next KVM_RUN, so
+ * they cost no ioctl; only the FPU needs one. XCR0 is left as it is: CPL 3
+ * cannot change it (XSETBV is privileged). Every field of kvm_sregs is
+ * modelled in vmm_vcpu_state, so no read-modify-write is needed.
+ */
+int vmm_kvm_stage_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st)
+{
+	struct kvm_run *run = k->run;
+	struct kvm_fpu f;
+
+	if (st->version != VMM_VCPU_STATE_VERSION || !run)
+		return -EINVAL;
+	struct kvm_regs *r = &run->s.regs.regs;
+	*r = (struct kvm_regs){
+		.rax = st->gpr[0], .rbx = st->gpr[1], .rcx = st->gpr[2], .rdx = st->gpr[3],
+		.rsi = st->gpr[4], .rdi = st->gpr[5], .rsp = st->gpr[6], .rbp = st->gpr[7],
+		.r8 = st->gpr[8], .r9 = st->gpr[9], .r10 = st->gpr[10], .r11 = st->gpr[11],
+		.r12 = st->gpr[12], .r13 = st->gpr[13], .r14 = st->gpr[14], .r15 = st->gpr[15],
+		.rip = st->rip, .rflags = st->rflags,
+	};
+	struct kvm_sregs *s = &run->s.regs.sregs;
+	memset(s, 0, sizeof(*s));
+	seg_to_kvm(&st->cs, &s->cs);
+	seg_to_kvm(&st->ds, &s->ds);
+	seg_to_kvm(&st->es, &s->es);
+	seg_to_kvm(&st->fs, &s->fs);
+	seg_to_kvm(&st->gs, &s->gs);
+	seg_to_kvm(&st->ss, &s->ss);
+	seg_to_kvm(&st->tr, &s->tr);
+	seg_to_kvm(&st->ldt, &s->ldt);
+	s->gdt.base = st->gdt.base;
+	s->gdt.limit = st->gdt.limit;
+	s->idt.base = st->idt.base;
+	s->idt.limit = st->idt.limit;
+	s->cr0 = st->cr0;
+	s->cr2 = st->cr2;
+	s->cr3 = st->cr3;
+	s->cr4 = st->cr4;
+	s->cr8 = st->cr8;
+	s->efer = st->efer;
+	s->apic_base = st->apic_base;
+	if (!s->apic_base)
+		return vmm_kvm_set_state(k, st);  /* a state that never came from KVM */
+	fx_to_fpu(st->fxsave, &f);
+	int rc = xioctl(k->vcpu_fd, KVM_SET_FPU, &f);
+	if (rc < 0)
+		return rc;
+	run->kvm_dirty_regs |= KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS;
 	return 0;
 }

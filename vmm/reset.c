@@ -296,7 +296,7 @@ int vmm_snap_reset(struct vmm_sandbox *sb, struct vmm_snap *s)
 		if (rc < 0)
 			return rc;
 	}
-	if ((rc = vmm_kvm_set_state(&sb->kvm, &s->vcpu)) < 0)
+	if ((rc = vmm_kvm_stage_state(&sb->kvm, &s->vcpu)) < 0)
 		return rc;
 	sb->poisoned = false;
 	memset(&sb->err, 0, sizeof(sb->err));

@@ -86,6 +86,10 @@ int vmm_kvm_set_memory(struct vmm_kvm *k, uint64_t gpa, void *host, uint64_t siz
 int vmm_kvm_run(struct vmm_kvm *k, struct vmm_exit *exit);
 int vmm_kvm_get_state(struct vmm_kvm *k, struct vmm_vcpu_state *st);
 int vmm_kvm_set_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st);
+/* Restore fast path: registers via kvm_run's sync area (loaded by the next
+ * KVM_RUN, no ioctl), FPU by one ioctl; vmm_kvm_get_state sees the staged
+ * values until then. */
+int vmm_kvm_stage_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st);
 int vmm_kvm_get_cr2(struct vmm_kvm *k, uint64_t *cr2);
 /* kvm_run->immediate_exit; safe from a signal handler. */
 void vmm_kvm_set_immediate_exit(struct vmm_kvm *k, bool on);
