@@ -241,64 +241,56 @@ int st_blob_put(struct st_store *s, const void *buf, size_t len, st_id *id, bool
 	return st_blob_writer_commit(w, NULL, id, dedup);
 }
 
-/*
- * put_fd of a whole regular file: hash it through a mapping first, so a
- * wrong expectation or a dedup hit costs no write at all; otherwise copy it
- * in the kernel (clone or copy_file_range) into the temp file and hash that
- * copy, which is what gets published (the source may change meanwhile).
- */
-static int put_whole_file(struct st_store *s, int fd, const st_id *expect, st_id *id_out, bool *dedup_out)
+/* Hash everything read from fd without storing it. */
+static int hash_stream(int fd, char *buf, st_id *out)
 {
-	struct st_blob_writer *w;
-	uint64_t size, copied;
-	st_id src, got;
-	int rc;
+	struct st_hasher *h;
+	int rc = st_hasher_new(&h);
 
-	if ((rc = st_hash_fd(fd, &src, &size)) < 0)
+	if (rc < 0)
 		return rc;
-	if (expect && !st_id_equal(expect, &src))
-		return ST_ECORRUPT;
-	if (st_blob_has(s, &src)) {
-		if (id_out)
-			*id_out = src;
-		if (dedup_out)
-			*dedup_out = true;
-		return 0;
+	for (;;) {
+		ssize_t n = st_sys_read(fd, buf, PUT_FD_CHUNK);
+		if (n < 0) {
+			st_hasher_free(h);
+			return (int)n;
+		}
+		if (n == 0)
+			break;
+		st_hasher_update(h, buf, (size_t)n);
 	}
-	if ((rc = st_blob_writer_new(s, &w)) < 0)
-		return rc;
-	if ((rc = st_sys_copy_range(fd, w->fd, size)) < 0) {
-		st_blob_writer_abort(w);
-		return st_write_err(rc);
-	}
-	if ((rc = st_hash_fd(w->fd, &got, &copied)) < 0) {
-		st_blob_writer_abort(w);
-		return rc;
-	}
-	/* The source changed between hashing and copying: the copy is not
-	 * what was checked. */
-	if (copied != size || !st_id_equal(&got, &src)) {
-		st_blob_writer_abort(w);
-		return expect ? ST_ECORRUPT : -EAGAIN;
-	}
-	return writer_publish(w, got, expect, id_out, dedup_out);
+	st_hasher_final(h, out);
+	st_hasher_free(h);
+	return 0;
 }
 
 int st_blob_put_fd(struct st_store *s, int fd, const st_id *expect, st_id *id, bool *dedup)
 {
 	struct st_blob_writer *w;
-	struct stat st;
 	char *buf;
 	int rc;
 
 	if (s->flags & ST_OPEN_RDONLY)
 		return ST_EREADONLY;
-	/* A regular file read from its start takes the copy-free path. */
-	if (st_sys_fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st_sys_lseek(fd, 0, SEEK_CUR) == 0)
-		return put_whole_file(s, fd, expect, id, dedup);
 	buf = st_sys_malloc(PUT_FD_CHUNK);
 	if (!buf)
 		return -ENOMEM;
+	/* The expected blob is already here (re-import): the bytes still have
+	 * to be checked against the name, but need not be written. */
+	if (expect && st_blob_has(s, expect)) {
+		st_id got;
+		if ((rc = hash_stream(fd, buf, &got)) == 0) {
+			if (!st_id_equal(&got, expect)) {
+				rc = ST_ECORRUPT;
+			} else {
+				if (id)
+					*id = got;
+				if (dedup)
+					*dedup = true;
+			}
+		}
+		goto out_free;
+	}
 	if ((rc = st_blob_writer_new(s, &w)) < 0)
 		goto out_free;
 	for (;;) {

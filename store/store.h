@@ -170,10 +170,8 @@ void st_blob_writer_abort(struct st_blob_writer *w);
 /* One-shot put of a buffer (same rules as the writer). id/dedup may be NULL. */
 int st_blob_put(struct st_store *s, const void *buf, size_t len, st_id *id, bool *dedup);
 /* Put everything read from fd (from its current offset to EOF). expect may be
- * NULL; a mismatch -> ST_ECORRUPT and nothing is kept. A regular file at
- * offset 0 is hashed in place first (a mismatch or dedup hit then writes
- * nothing), then copied in the kernel and the copy re-hashed; if the file
- * changed in between: ST_ECORRUPT with expect, -EAGAIN without. */
+ * NULL; a mismatch -> ST_ECORRUPT and nothing is kept. If the expected
+ * blob already exists, the bytes are only hashed, never written (dedup). */
 int st_blob_put_fd(struct st_store *s, int fd, const st_id *expect, st_id *id, bool *dedup);
 
 /* Open a blob O_RDONLY|O_CLOEXEC; the caller closes *fd. Absent -> -ENOENT. */

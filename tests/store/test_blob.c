@@ -380,3 +380,22 @@ Test(store, put_fd_of_file_dedup_writes_nothing)
 	st_id_hash(buf + ST_PAGE_SIZE, sizeof(buf) - ST_PAGE_SIZE, &a);
 	cr_assert(st_id_equal(&a, &b));
 }
+
+Test(store, put_fd_against_existing_id_still_checks_the_bytes)
+{
+	uint8_t buf[3 * ST_PAGE_SIZE];
+	st_id existing, id;
+	bool dedup = false;
+	int fd;
+
+	th_fill(buf, sizeof(buf), 30);
+	cr_assert_eq(st_blob_put(th_store, buf, sizeof(buf), &existing, NULL), 0);
+	buf[100] ^= 1; /* a copy claiming that name, with one bit flipped */
+	cr_assert_eq(th_write_file(th_path("bad"), buf, sizeof(buf)), 0);
+	fd = open(th_path("bad"), O_RDONLY);
+	cr_assert_eq(st_blob_put_fd(th_store, fd, &existing, &id, &dedup), ST_ECORRUPT);
+	close(fd);
+	cr_assert(!dedup);
+	cr_assert_eq(th_count_blobs(th_store), 1);
+	cr_assert_eq(st_blob_verify(th_store, &existing), 0);
+}
