@@ -11,8 +11,9 @@
 /*
  * Defaults, from the measurements in docs/restore.md: rewriting a page in
  * place costs far less than the fault that brings a dropped page back under
- * kvm_pvm, so REWRITE; a page unchanged for 16 restores is given back; 64
- * ranges cost a cold restore about 64 mmaps (~6-9 us each).
+ * kvm_pvm (1 MiB written: 111 us vs 22.9 ms per call+restore), so REWRITE;
+ * a page unchanged for 16 restores is given back; at most 64 ranges keep a
+ * cold restore's mapping work under 50 us here (0.74 us per map).
  */
 #define DEFAULT_KEEP 16u
 #define DEFAULT_CAP 64u

@@ -7,7 +7,7 @@
 #include "helpers.h"
 #include "store/sys.h"
 
-TestSuite(capture, .init = sh_setup, .fini = sh_teardown, .timeout = 120);
+TestSuite(capture, .init = sh_setup, .fini = sh_teardown);
 
 static uint64_t layer_pages(const struct st_manifest *m, uint32_t i)
 {

@@ -5,7 +5,7 @@
 
 #include "helpers.h"
 
-TestSuite(property, .init = sh_setup, .fini = sh_teardown, .timeout = 280);
+TestSuite(property, .init = sh_setup, .fini = sh_teardown);
 
 static uint64_t rnd(uint64_t *s)
 {

@@ -6,7 +6,7 @@
 
 #include "helpers.h"
 
-TestSuite(restore, .init = sh_setup, .fini = sh_teardown, .timeout = 120);
+TestSuite(restore, .init = sh_setup, .fini = sh_teardown);
 
 Test(restore, restore_puts_back_state_the_calls_changed)
 {
