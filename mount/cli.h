@@ -57,6 +57,14 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 		     struct vmm_sandbox **out, struct vmm_error *err);
 int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag);
 void cli_snap_close(void);
+/* cmd_run.c: parse ARGS per a guest signature ("i(is)"); `owned` collects
+ * buffers read from @FILE arguments (free them); print a result. */
+struct vmm_value;
+struct vmm_result;
+int cli_build_args(const struct cli *cli, const char *fn, const char *sig, char **argv, int argc,
+		   struct vmm_value *vals, void **owned);
+void cli_print_result(const struct vmm_result *r);
+int cmd_pool(struct cli *cli, int argc, char **argv);         /* cmd_pool.c */
 int cmd_calibrate(struct cli *cli, int argc, char **argv);    /* cmd_calibrate.c */
 int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_store.c */

@@ -163,7 +163,7 @@ static int exit_for(int rc)
 	}
 }
 
-static void print_result(const struct vmm_result *r)
+void cli_print_result(const struct vmm_result *r)
 {
 	switch (r->type) {
 	case VMM_VOID:
@@ -193,8 +193,8 @@ static int list_functions(const struct vmm_sandbox *sb)
 	return CLI_OK;
 }
 
-/* Parse ARGS per the signature the guest published for fn. */
-static int build_args(const struct cli *cli, const char *fn, const char *sig, char **argv, int argc,
+/* Parse ARGS per the signature the guest published for fn (cli.h). */
+int cli_build_args(const struct cli *cli, const char *fn, const char *sig, char **argv, int argc,
 		      struct vmm_value *vals, void **owned)
 {
 	unsigned want = 0;
@@ -397,7 +397,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		status = CLI_USAGE;
 		goto out_free;
 	}
-	status = build_args(cli, fn, sig, args, nargs, vals, owned);
+	status = cli_build_args(cli, fn, sig, args, nargs, vals, owned);
 	if (status != CLI_OK)
 		goto out_owned;
 	struct vmm_result res = { 0 };
@@ -415,7 +415,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		status = exit_for(rc);
 		goto out_owned;
 	}
-	print_result(&res);
+	cli_print_result(&res);
 	vmm_result_clear(&res);
 	if (o.snapshot)
 		status = cli_snapshot_commit(cli, sb, o.snapshot);

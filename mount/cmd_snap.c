@@ -80,7 +80,6 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 {
 	struct st_manifest *m = NULL;
 	struct stat st;
-	char why[ST_WHY_LEN] = "";
 	int rc, status;
 
 	/* A guest ELF file: a fresh sandbox. */
@@ -92,16 +91,20 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 		}
 		return CLI_OK;
 	}
-	/* A snapshot directory (a mount's snapshots/NAME, an export, a copy). */
+	/* A snapshot directory (a mount's snapshots/NAME, an export, a copy):
+	 * on a strata mount its layers are mapped from their backing blobs
+	 * (vmm/snapdir.c); $STRATA_VERIFY=1 hashes every layer first. */
 	if (is_snapdir(target)) {
-		rc = st_snapdir_read(target, &m, why, sizeof(why));
+		struct vmm_snapdir *d;
+		const char *v = getenv("STRATA_VERIFY");
+		unsigned flags = v && strcmp(v, "1") == 0 ? VMM_SNAPDIR_VERIFY : 0;
+		rc = vmm_snapdir_open(target, flags, &d, err);
 		if (rc < 0) {
-			cli_err(cli, "run: %s is not a usable snapshot directory: %s", target,
-				why[0] ? why : st_strerror(rc));
-			return CLI_FAIL;
+			cli_err(cli, "run: %s", err->message);
+			return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
 		}
-		status = from_manifest(cli, target, m, vmm_layer_open_dir, (void *)target, cfg, out);
-		st_manifest_free(m);
+		status = from_manifest(cli, target, vmm_snapdir_manifest(d), vmm_snapdir_layer_open, d, cfg, out);
+		vmm_snapdir_close(d);
 		return status;
 	}
 	if (strchr(target, '/')) {

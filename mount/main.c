@@ -24,6 +24,7 @@ static const struct cli_cmd commands[] = {
 	{ "debug", cmd_debug, "developer tools: 'debug ingest IMAGE' makes a snapshot from a memory file" },
 	/* sandboxes */
 	{ "run", cmd_run, "run a guest function in a sandbox" },
+	{ "pool", cmd_pool, "restore N sandboxes from one snapshot; time per restore, memory per sandbox" },
 	{ "calibrate", cmd_calibrate, "measure this machine and write the snapshot reset policy" },
 	/* filesystem */
 	{ "mount", cmd_mount, "mount a store as a filesystem (snapshots as directories)" },

@@ -252,4 +252,57 @@ void vmm_policy_describe(char *buf, size_t len);
 int vmm_policy_default_path(char *buf, size_t len);
 /* ==== end snapshots ==== */
 
+/* ==== snapshot directories and pools (vmm/snapdir.c, vmm/pool.c) ==== */
+/* vmm_snapdir_open flags. */
+enum {
+	VMM_SNAPDIR_VERIFY = 1u << 0,   /* hash every layer before it is mapped */
+	VMM_SNAPDIR_VIA_FUSE = 1u << 1, /* on a strata mount, map the FUSE files, not the backing blobs */
+};
+struct vmm_snapdir;
+
+/*
+ * Open a snapshot directory (NAME/manifest.json + NAME/layers/<id>: a strata
+ * mount's snapshots/NAME, an export or a plain copy): read and validate the
+ * manifest, open every layer and check its size, and hash each with
+ * VMM_SNAPDIR_VERIFY. On a strata mount each layer is reached through its
+ * backing blob (the mount's user.strata.blob_path xattr) unless
+ * VMM_SNAPDIR_VIA_FUSE: the faster path, and sandboxes keep running if the
+ * mount daemon dies (docs/restore-from-path.md). The handle keeps the layer
+ * files open; a sandbox made from it keeps its own mappings and may outlive
+ * it. Errors: -ENOENT, -ENOTDIR, -ENOTCONN (stale mount), VMM_E_BAD_SNAPSHOT
+ * (bad manifest, short or corrupted layer); err->message says which.
+ */
+int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out, struct vmm_error *err);
+void vmm_snapdir_close(struct vmm_snapdir *d);
+const struct st_manifest *vmm_snapdir_manifest(const struct vmm_snapdir *d);
+/* Layers opened through their backing blob; whether the directory is on a FUSE mount. */
+unsigned vmm_snapdir_direct_layers(const struct vmm_snapdir *d);
+bool vmm_snapdir_on_mount(const struct vmm_snapdir *d);
+/* A vmm_layer_open_fn over an open snapshot directory (ctx: struct vmm_snapdir *). */
+int vmm_snapdir_layer_open(void *ctx, const void *id, int *fd);
+/* vmm_sandbox_from_snapshot from an open snapshot directory. */
+int vmm_sandbox_from_snapdir(const struct vmm_snapdir *d, const struct vmm_config *cfg, struct vmm_sandbox **out,
+			     struct vmm_error *err);
+
+#define VMM_POOL_MAX 100000u
+struct vmm_pool;
+/*
+ * N sandboxes restored from one snapshot. They share the snapshot's pages
+ * (MAP_PRIVATE layer mappings over one page cache); each costs what it
+ * writes plus fixed overhead. open/ctx must stay valid for the pool's life.
+ */
+int vmm_pool_new(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx, const struct vmm_config *cfg,
+		 unsigned n, struct vmm_pool **out, struct vmm_error *err);
+void vmm_pool_free(struct vmm_pool *p);
+unsigned vmm_pool_size(const struct vmm_pool *p);
+struct vmm_sandbox *vmm_pool_at(const struct vmm_pool *p, unsigned i);
+/* Register a host function on every sandbox of the pool. */
+int vmm_pool_register(struct vmm_pool *p, const char *name, const char *sig, vmm_host_fn_cb cb, void *ctx);
+/* Take an idle sandbox (-EAGAIN if all are out); thread-safe. */
+int vmm_pool_get(struct vmm_pool *p, struct vmm_sandbox **out);
+/* Give it back: restored in place to the snapshot (replaced by a fresh one
+ * if that fails), then idle again. */
+int vmm_pool_put(struct vmm_pool *p, struct vmm_sandbox *sb);
+/* ==== end snapshot directories and pools ==== */
+
 #endif

@@ -1,0 +1,263 @@
+/* cmd_pool.c: `strata pool`: restore N sandboxes from one snapshot, call each, report time and memory. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+#include "index/index.h"
+#include "store/store.h"
+#include "vmm/vmm.h"
+
+static void pool_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata pool SNAPSHOT [-n N] [--verify] [--via-fuse] [--call FN [--] [ARGS...]]\n"
+		"\n"
+		"Restores N sandboxes (default 100) from one snapshot -- a snapshot directory\n"
+		"(a mount's snapshots/NAME, an export, a copy) or a tag/id in the store --\n"
+		"calls FN in each, and reports the time per restore and the memory each\n"
+		"sandbox adds (PSS from /proc/self/smaps_rollup): the sandboxes share the\n"
+		"snapshot's pages, so each costs about what it writes.\n"
+		"\n"
+		"  -n, --count N   sandboxes to restore (1..%u)\n"
+		"  --call FN       call FN (with ARGS parsed per its signature) in each\n"
+		"  --verify        hash every layer before mapping it\n"
+		"  --via-fuse      on a strata mount, map the FUSE files instead of the backing blobs\n",
+		VMM_POOL_MAX);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Pss, Pss_Anon and Pss_File of this process in KiB (smaps_rollup). */
+static int read_pss(unsigned long long *pss, unsigned long long *anon, unsigned long long *file)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "re");
+	char line[256];
+
+	if (!f)
+		return -errno;
+	*pss = *anon = *file = 0;
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "Pss: %llu kB", pss);
+		sscanf(line, "Pss_Anon: %llu kB", anon);
+		sscanf(line, "Pss_File: %llu kB", file);
+	}
+	fclose(f);
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Where the snapshot comes from: a directory, or the store. */
+struct pool_src {
+	struct vmm_snapdir *dir;
+	struct st_store *store;
+	struct ix *ix;
+	struct st_manifest *m; /* store case */
+	const struct st_manifest *manifest;
+	vmm_layer_open_fn open;
+	void *ctx;
+};
+
+static int src_open(const struct cli *cli, const char *target, unsigned flags, struct pool_src *s)
+{
+	struct vmm_error err;
+	struct stat st;
+	int rc;
+
+	if (strchr(target, '/') || (stat(target, &st) == 0 && S_ISDIR(st.st_mode))) {
+		rc = vmm_snapdir_open(target, flags, &s->dir, &err);
+		if (rc < 0) {
+			cli_err(cli, "pool: %s", err.message);
+			return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
+		}
+		s->manifest = vmm_snapdir_manifest(s->dir);
+		s->open = vmm_snapdir_layer_open;
+		s->ctx = s->dir;
+		return CLI_OK;
+	}
+	if ((rc = st_store_open(cli->store, ST_OPEN_RDONLY, &s->store)) < 0) {
+		cli_err(cli, "pool: '%s' is not a snapshot directory, and store %s cannot be opened: %s", target,
+			cli->store, st_strerror(rc));
+		return CLI_NOTFOUND;
+	}
+	struct ix_opts o = { .flags = IX_OPEN_RDONLY };
+	struct ix_txn *t = NULL;
+	st_id id;
+	if ((rc = ix_open(s->store, &o, &s->ix)) < 0 || (rc = ix_txn_begin(s->ix, &t)) < 0) {
+		cli_err(cli, "pool: cannot read the index of store %s: %s", cli->store, ix_strerror(rc));
+		return CLI_FAIL;
+	}
+	rc = ix_resolve(t, target, &id);
+	if (rc == 0)
+		rc = ix_snap_get(t, &id, &s->m);
+	ix_txn_end(t);
+	if (rc < 0) {
+		cli_err(cli, "pool: snapshot '%s' not found in store %s", target, cli->store);
+		return CLI_NOTFOUND;
+	}
+	s->manifest = s->m;
+	s->open = vmm_layer_open_store;
+	s->ctx = s->store;
+	return CLI_OK;
+}
+
+static void src_close(struct pool_src *s)
+{
+	vmm_snapdir_close(s->dir);
+	st_manifest_free(s->m);
+	ix_close(s->ix);
+	st_store_close(s->store);
+}
+
+int cmd_pool(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "count", required_argument, NULL, 'n' },
+		{ "call", required_argument, NULL, 'c' },
+		{ "verify", no_argument, NULL, 'V' },
+		{ "via-fuse", no_argument, NULL, 'F' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	unsigned long long n = 100;
+	unsigned flags = 0;
+	const char *fn = NULL;
+	int c, status;
+
+	while ((c = getopt_long(argc, argv, "n:c:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			if (!cli_parse_u64(optarg, &n) || n == 0 || n > VMM_POOL_MAX) {
+				cli_err(cli, "pool: -n wants a count from 1 to %u, not '%s'", VMM_POOL_MAX, optarg);
+				return CLI_USAGE;
+			}
+			break;
+		case 'c': fn = optarg; break;
+		case 'V': flags |= VMM_SNAPDIR_VERIFY; break;
+		case 'F': flags |= VMM_SNAPDIR_VIA_FUSE; break;
+		case 'h': pool_usage(stdout); return CLI_OK;
+		default: pool_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		cli_err(cli, "pool: which snapshot? (strata pool SNAPSHOT -n N)");
+		return CLI_USAGE;
+	}
+	const char *target = argv[optind++];
+	char **args = argv + optind;
+	int nargs = argc - optind;
+	if (!fn && nargs > 0) {
+		cli_err(cli, "pool: unexpected argument '%s'", args[0]);
+		return CLI_USAGE;
+	}
+	if (nargs > 8) {
+		cli_err(cli, "pool: too many arguments");
+		return CLI_USAGE;
+	}
+
+	struct pool_src src = { 0 };
+	unsigned long long pss0, anon0, file0, pss1, anon1, file1;
+	struct vmm_sandbox **sb = calloc(n, sizeof(*sb));
+	uint64_t *t_restore = calloc(n, sizeof(*t_restore)), *t_call = calloc(n, sizeof(*t_call));
+	struct vmm_value vals[8];
+	void *owned[8] = { 0 };
+	unsigned made = 0;
+
+	if (!sb || !t_restore || !t_call) {
+		cli_err(cli, "pool: out of memory");
+		status = CLI_FAIL;
+		goto out;
+	}
+	if ((status = src_open(cli, target, flags, &src)) != CLI_OK)
+		goto out;
+	if (src.dir && vmm_snapdir_on_mount(src.dir))
+		printf("%s is on a strata mount: %u of %u layer(s) mapped from their backing blobs\n", target,
+		       vmm_snapdir_direct_layers(src.dir), src.manifest->nlayers);
+	read_pss(&pss0, &anon0, &file0);
+	const char *sig = NULL;
+	for (made = 0; made < n; made++) {
+		struct vmm_error err;
+		uint64_t t0 = now_ns();
+		int rc = vmm_sandbox_from_snapshot(src.manifest, src.open, src.ctx, NULL, &sb[made], &err);
+		t_restore[made] = now_ns() - t0;
+		if (rc < 0) {
+			cli_err(cli, "pool: restore %u of %llu failed: %s", made + 1, n, err.message);
+			status = CLI_FAIL;
+			goto out;
+		}
+		if (!fn)
+			continue;
+		if (!sig) {
+			for (unsigned i = 0; i < vmm_sandbox_function_count(sb[made]); i++) {
+				const char *name, *s;
+				if (vmm_sandbox_function(sb[made], i, &name, &s) == 0 && strcmp(name, fn) == 0)
+					sig = s;
+			}
+			if (!sig) {
+				cli_err(cli, "pool: the snapshot's guest has no function '%s'", fn);
+				status = CLI_USAGE;
+				made++;
+				goto out;
+			}
+			if ((status = cli_build_args(cli, fn, sig, args, nargs, vals, owned)) != CLI_OK) {
+				made++;
+				goto out;
+			}
+		}
+		struct vmm_result res = { 0 };
+		t0 = now_ns();
+		rc = vmm_sandbox_call(sb[made], fn, vals, (size_t)nargs, &res);
+		t_call[made] = now_ns() - t0;
+		if (rc < 0) {
+			const struct vmm_error *e = vmm_sandbox_error(sb[made]);
+			cli_err(cli, "pool: %s in sandbox %u: %s", fn, made + 1, e->message[0] ? e->message : vmm_strerror(rc));
+			status = CLI_GUEST;
+			made++;
+			goto out;
+		}
+		if (made == 0) {
+			printf("sandbox 1: %s -> ", fn);
+			cli_print_result(&res);
+		}
+		vmm_result_clear(&res);
+	}
+	read_pss(&pss1, &anon1, &file1);
+	qsort(t_restore, n, sizeof(*t_restore), cmp_u64);
+	qsort(t_call, n, sizeof(*t_call), cmp_u64);
+	printf("restored %llu sandboxes from %s\n", n, target);
+	printf("  restore (snapshot -> ready): median %.1f us, p10 %.1f us, p90 %.1f us\n", t_restore[n / 2] / 1e3,
+	       t_restore[n / 10] / 1e3, t_restore[n * 9 / 10] / 1e3);
+	if (fn)
+		printf("  first call (%s):     median %.1f us, p10 %.1f us, p90 %.1f us\n", fn, t_call[n / 2] / 1e3,
+		       t_call[n / 10] / 1e3, t_call[n * 9 / 10] / 1e3);
+	printf("  memory (PSS): %.1f KiB per sandbox (%.1f KiB private, %.1f KiB shared file pages); "
+	       "snapshot %llu KiB of layers\n",
+	       (double)(pss1 - pss0) / n, (double)(anon1 - anon0) / n, (double)(file1 - file0) / n,
+	       (unsigned long long)(st_manifest_layer_pages(src.manifest) * ST_PAGE_SIZE / 1024));
+out:
+	for (unsigned i = 0; i < made && sb; i++)
+		vmm_sandbox_free(sb[i]);
+	for (int i = 0; i < 8; i++)
+		free(owned[i]);
+	free(sb);
+	free(t_restore);
+	free(t_call);
+	src_close(&src);
+	return status;
+}

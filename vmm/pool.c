@@ -1,0 +1,138 @@
+/* pool.c: N sandboxes restored from one snapshot, handed out and put back restored. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store.h"
+#include "vmm/vmm.h"
+
+struct vmm_pool {
+	pthread_mutex_t lock;
+	struct st_manifest *m;   /* kept to replace a sandbox whose restore failed */
+	vmm_layer_open_fn open;
+	void *ctx;
+	struct vmm_config cfg;
+	struct vmm_sandbox **sb;
+	bool *busy;
+	unsigned n;
+};
+
+int vmm_pool_new(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx, const struct vmm_config *cfg,
+		 unsigned n, struct vmm_pool **out, struct vmm_error *err)
+{
+	struct vmm_pool *p;
+	int rc;
+
+	if (n == 0 || n > VMM_POOL_MAX) {
+		if (err) {
+			memset(err, 0, sizeof(*err));
+			err->code = VMM_E_BAD_CONFIG;
+		}
+		return VMM_E_BAD_CONFIG;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_init(&p->lock, NULL);
+	p->open = open;
+	p->ctx = ctx;
+	if (cfg)
+		p->cfg = *cfg;
+	p->sb = calloc(n, sizeof(*p->sb));
+	p->busy = calloc(n, sizeof(*p->busy));
+	if (!p->sb || !p->busy || (rc = st_manifest_dup(m, &p->m)) < 0) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	for (p->n = 0; p->n < n; p->n++) {
+		rc = vmm_sandbox_from_snapshot(m, open, ctx, cfg, &p->sb[p->n], err);
+		if (rc < 0)
+			goto out_free;
+	}
+	*out = p;
+	return 0;
+out_free:
+	vmm_pool_free(p);
+	return rc;
+}
+
+void vmm_pool_free(struct vmm_pool *p)
+{
+	if (!p)
+		return;
+	for (unsigned i = 0; p->sb && i < p->n; i++)
+		vmm_sandbox_free(p->sb[i]);
+	free(p->sb);
+	free(p->busy);
+	st_manifest_free(p->m);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+unsigned vmm_pool_size(const struct vmm_pool *p)
+{
+	return p->n;
+}
+
+struct vmm_sandbox *vmm_pool_at(const struct vmm_pool *p, unsigned i)
+{
+	return i < p->n ? p->sb[i] : NULL;
+}
+
+int vmm_pool_register(struct vmm_pool *p, const char *name, const char *sig, vmm_host_fn_cb cb, void *ctx)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&p->lock);
+	for (unsigned i = 0; i < p->n && rc == 0; i++)
+		rc = vmm_sandbox_register(p->sb[i], name, sig, cb, ctx);
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+int vmm_pool_get(struct vmm_pool *p, struct vmm_sandbox **out)
+{
+	int rc = -EAGAIN;
+
+	pthread_mutex_lock(&p->lock);
+	for (unsigned i = 0; i < p->n; i++) {
+		if (!p->busy[i]) {
+			p->busy[i] = true;
+			*out = p->sb[i];
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+int vmm_pool_put(struct vmm_pool *p, struct vmm_sandbox *sb)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < p->n && p->sb[i] != sb; i++)
+		;
+	pthread_mutex_unlock(&p->lock);
+	if (i == p->n || !p->busy[i])
+		return -EINVAL;
+	/* Restore outside the lock: other sandboxes stay available meanwhile. */
+	int rc = vmm_sandbox_restore(sb);
+	if (rc < 0) {
+		/* A sandbox that cannot be restored is replaced by a fresh one. */
+		struct vmm_sandbox *fresh;
+		rc = vmm_sandbox_from_snapshot(p->m, p->open, p->ctx, &p->cfg, &fresh, NULL);
+		if (rc < 0)
+			return rc; /* stays checked out: the caller still owns it */
+		vmm_sandbox_free(sb);
+		pthread_mutex_lock(&p->lock);
+		p->sb[i] = fresh;
+		pthread_mutex_unlock(&p->lock);
+	}
+	pthread_mutex_lock(&p->lock);
+	p->busy[i] = false;
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}

@@ -1,0 +1,249 @@
+/* snapdir.c: open a snapshot directory (a mount's snapshots/NAME, an export, a copy) for restore. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "store/store.h"
+#include "vmm/vmm.h"
+
+/* statfs(2) f_type of a FUSE filesystem (linux/magic.h FUSE_SUPER_MAGIC). */
+#define SNAPDIR_FUSE_MAGIC 0x65735546
+/* The xattr a strata mount puts on layer files: the backing blob's path. */
+#define SNAPDIR_XATTR_BLOB "user.strata.blob_path"
+/* Bytes hashed per read when verifying (large reads run at hash speed). */
+#define SNAPDIR_HASH_CHUNK (4u << 20)
+
+struct vmm_snapdir {
+	char *path;
+	unsigned flags;
+	struct st_manifest *m;
+	int *fds;         /* one per layer, opened (and verified) at open */
+	uint32_t ndirect; /* layers reached through their backing blob */
+	bool on_mount;
+};
+
+static int fail(struct vmm_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct vmm_error *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err) {
+		memset(err, 0, sizeof(*err));
+		err->code = code;
+		va_start(ap, fmt);
+		vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/*
+ * On a strata mount, open the layer's backing blob instead of the FUSE file:
+ * its pages then come straight from the page cache (no daemon round trip per
+ * fault) and the mapping outlives a daemon restart. Only trusted when the
+ * directory really is on a FUSE filesystem, the target is a regular file
+ * named after the layer's id under a blobs/ directory, and its size matches
+ * (docs/restore-from-path.md). Returns the fd, or -1 to use the FUSE file.
+ */
+static int open_backing(int layer_fd, const char *layer_path, const char *hex, uint64_t size)
+{
+	char target[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	n = fgetxattr(layer_fd, SNAPDIR_XATTR_BLOB, target, sizeof(target) - 1);
+	if (n <= 0)
+		return -1;
+	target[n] = '\0';
+	const char *base = strrchr(target, '/');
+	if (target[0] != '/' || !base || strcmp(base + 1, hex) != 0 || !strstr(target, "/blobs/"))
+		return -1;
+	fd = open(target, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
+		close(fd);
+		return -1;
+	}
+	(void)layer_path;
+	return fd;
+}
+
+/* Hash the whole file behind fd and compare with its id. */
+static int verify_fd(int fd, uint64_t size, const st_id *id)
+{
+	struct st_hasher *h;
+	st_id got;
+	int rc;
+
+	if ((rc = st_hasher_new(&h)) < 0)
+		return rc;
+	if (size) {
+		/* A read-only mapping hashes from the page cache without a copy. */
+		void *p = mmap(NULL, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+		if (p == MAP_FAILED) {
+			rc = -errno;
+			st_hasher_free(h);
+			return rc;
+		}
+		for (uint64_t off = 0; off < size; off += SNAPDIR_HASH_CHUNK) {
+			uint64_t len = size - off < SNAPDIR_HASH_CHUNK ? size - off : SNAPDIR_HASH_CHUNK;
+			st_hasher_update(h, (const uint8_t *)p + off, len);
+		}
+		munmap(p, size);
+	}
+	st_hasher_final(h, &got);
+	st_hasher_free(h);
+	return st_id_equal(&got, id) ? 0 : ST_ECORRUPT;
+}
+
+static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
+{
+	const struct st_layer_ref *l = &d->m->layers[i];
+	uint64_t size = l->pages * ST_PAGE_SIZE;
+	char hex[ST_ID_HEX_LEN + 1], path[PATH_MAX];
+	struct stat st;
+	int fd, rc;
+
+	st_id_format(&l->id, hex);
+	if (snprintf(path, sizeof(path), "%s/layers/%s", d->path, hex) >= (int)sizeof(path))
+		return fail(err, -ENAMETOOLONG, "path of layer %s in %s is too long", hex, d->path);
+	rc = st_snapdir_layer_open(d->path, &l->id, &fd);
+	if (rc < 0)
+		return fail(err, rc, "snapshot %s: layer %s: %s", d->path, hex,
+			    rc == -ENOENT ? "missing (an incomplete copy?)" : st_strerror(rc));
+	if (d->on_mount && !(d->flags & VMM_SNAPDIR_VIA_FUSE)) {
+		int bfd = open_backing(fd, path, hex, size);
+		if (bfd >= 0) {
+			close(fd);
+			fd = bfd;
+			d->ndirect++;
+		}
+	}
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		close(fd);
+		return fail(err, rc, "snapshot %s: layer %s: %s", d->path, hex, strerror(-rc));
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
+		close(fd);
+		return fail(err, VMM_E_BAD_SNAPSHOT,
+			    "snapshot %s: layer %s is %lld bytes, the manifest says %llu (truncated or replaced?)",
+			    d->path, hex, (long long)st.st_size, (unsigned long long)size);
+	}
+	if ((d->flags & VMM_SNAPDIR_VERIFY) && (rc = verify_fd(fd, size, &l->id)) < 0) {
+		close(fd);
+		return fail(err, rc == ST_ECORRUPT ? VMM_E_BAD_SNAPSHOT : rc,
+			    "snapshot %s: layer %s %s", d->path, hex,
+			    rc == ST_ECORRUPT ? "does not hash to its name (corrupted)" : st_strerror(rc));
+	}
+	d->fds[i] = fd;
+	return 0;
+}
+
+int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out, struct vmm_error *err)
+{
+	char why[ST_WHY_LEN] = "";
+	struct vmm_snapdir *d;
+	struct statfs sfs;
+	struct stat st;
+	int rc;
+
+	if (stat(path, &st) < 0) {
+		rc = -errno;
+		if (rc == -ENOTCONN)
+			return fail(err, rc, "%s is on a strata mount whose daemon is gone "
+				    "(unmount it with 'strata umount' and mount again)", path);
+		return fail(err, rc, "%s: %s", path, strerror(-rc));
+	}
+	if (!S_ISDIR(st.st_mode))
+		return fail(err, -ENOTDIR, "%s is not a snapshot directory (not a directory)", path);
+	d = calloc(1, sizeof(*d));
+	if (!d || !(d->path = strdup(path))) {
+		free(d);
+		return fail(err, -ENOMEM, "out of memory");
+	}
+	d->flags = flags;
+	d->on_mount = statfs(path, &sfs) == 0 && sfs.f_type == SNAPDIR_FUSE_MAGIC;
+	rc = st_snapdir_read(path, &d->m, why, sizeof(why));
+	if (rc < 0) {
+		fail(err, rc == -ENOENT ? -ENOENT : VMM_E_BAD_SNAPSHOT, "%s is not a usable snapshot directory: %s",
+		     path, rc == -ENOENT ? "it has no manifest.json" : why[0] ? why : st_strerror(rc));
+		goto out_free;
+	}
+	d->fds = malloc((d->m->nlayers + 1) * sizeof(*d->fds));
+	if (!d->fds) {
+		rc = fail(err, -ENOMEM, "out of memory");
+		goto out_free;
+	}
+	for (uint32_t i = 0; i < d->m->nlayers; i++)
+		d->fds[i] = -1;
+	for (uint32_t i = 0; i < d->m->nlayers; i++)
+		if ((rc = open_layer(d, i, err)) < 0)
+			goto out_free;
+	*out = d;
+	return 0;
+out_free:
+	vmm_snapdir_close(d);
+	return rc;
+}
+
+void vmm_snapdir_close(struct vmm_snapdir *d)
+{
+	if (!d)
+		return;
+	for (uint32_t i = 0; d->fds && i < d->m->nlayers; i++)
+		if (d->fds[i] >= 0)
+			close(d->fds[i]);
+	free(d->fds);
+	st_manifest_free(d->m);
+	free(d->path);
+	free(d);
+}
+
+const struct st_manifest *vmm_snapdir_manifest(const struct vmm_snapdir *d)
+{
+	return d->m;
+}
+
+unsigned vmm_snapdir_direct_layers(const struct vmm_snapdir *d)
+{
+	return d->ndirect;
+}
+
+bool vmm_snapdir_on_mount(const struct vmm_snapdir *d)
+{
+	return d->on_mount;
+}
+
+int vmm_snapdir_layer_open(void *ctx, const void *id, int *fd)
+{
+	const struct vmm_snapdir *d = ctx;
+
+	for (uint32_t i = 0; i < d->m->nlayers; i++) {
+		if (!st_id_equal(&d->m->layers[i].id, id))
+			continue;
+		int nfd = fcntl(d->fds[i], F_DUPFD_CLOEXEC, 0);
+		if (nfd < 0)
+			return -errno;
+		*fd = nfd;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int vmm_sandbox_from_snapdir(const struct vmm_snapdir *d, const struct vmm_config *cfg, struct vmm_sandbox **out,
+			     struct vmm_error *err)
+{
+	return vmm_sandbox_from_snapshot(d->m, vmm_snapdir_layer_open, (void *)d, cfg, out, err);
+}
