@@ -48,7 +48,7 @@ struct fs_config {
 	bool debug;               /* libfuse's request trace (foreground only) */
 	unsigned stage_timeout_s; /* drop an import idle this long (0: 600) */
 	unsigned poll_ms;         /* index generation poll period (0: 200) */
-	unsigned max_threads;     /* worker threads (0: 8) */
+	unsigned max_threads;     /* worker threads (0: 1, measured in docs/fs.md) */
 	enum fs_read_mode read_mode;
 	/* Where the daemon says why it refused something (never NULL). */
 	void (*log)(void *ctx, int prio, const char *msg);

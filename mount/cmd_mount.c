@@ -88,7 +88,9 @@ static void mount_usage(FILE *f)
 		"                   (default: STORE/mount.log)\n"
 		"  --read-mode M    how the daemon reads backing blobs (default: direct)\n"
 		"  --stage-timeout SEC  drop an unfinished copy idle this long (default 600)\n"
-		"  --poll-ms MS     how often to look for changes made by others (default 200)\n");
+		"  --poll-ms MS     how often to look for changes made by others (default 200)\n"
+		"  --threads N      worker threads (default 1: fastest for ls/cp/rsync here;\n"
+		"                   more let parallel readers overlap disk reads)\n");
 }
 
 static int join_opt(char **acc, const char *more)
@@ -114,6 +116,7 @@ int cmd_mount(struct cli *cli, int argc, char **argv)
 		{ "read-mode", required_argument, NULL, 'r' },
 		{ "stage-timeout", required_argument, NULL, 't' },
 		{ "poll-ms", required_argument, NULL, 'p' },
+		{ "threads", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -156,6 +159,13 @@ int cmd_mount(struct cli *cli, int argc, char **argv)
 				goto out;
 			}
 			cfg.poll_ms = (unsigned)v;
+			break;
+		case 'T':
+			if (!cli_parse_u64(optarg, &v) || v == 0 || v > 256) {
+				cli_err(cli, "mount: --threads needs 1..256");
+				goto out;
+			}
+			cfg.max_threads = (unsigned)v;
 			break;
 		case 'h': mount_usage(stdout); rc = CLI_OK; goto out;
 		default: mount_usage(stderr); goto out;
