@@ -108,7 +108,11 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 		return status;
 	}
 	if (strchr(target, '/')) {
-		cli_err(cli, "run: %s is neither a guest ELF nor a snapshot directory (no manifest.json)", target);
+		if (stat(target, &st) < 0)
+			cli_err(cli, "run: cannot open %s: %s", target, strerror(errno));
+		else
+			cli_err(cli, "run: %s is neither a guest ELF nor a snapshot directory (no manifest.json)",
+				target);
 		return CLI_NOTFOUND;
 	}
 	/* A tag or id in the store. */
@@ -126,8 +130,8 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 	ix_txn_end(t);
 	if (rc < 0) {
 		if (rc == IX_ENOTFOUND || rc == ST_EBADNAME)
-			cli_err(cli, "run: '%s' is not a guest file, a snapshot directory, or a snapshot in store %s",
-				target, cli->store);
+			cli_err(cli, "run: '%s' is not a guest file (No such file or directory), a snapshot "
+				"directory, or a snapshot in store %s", target, cli->store);
 		else
 			cli_err(cli, "run: cannot look up '%s': %s", target, ix_strerror(rc));
 		return rc == IX_ENOTFOUND || rc == ST_EBADNAME ? CLI_NOTFOUND : CLI_FAIL;
