@@ -1,5 +1,6 @@
 /* bench.c: benchmark harness: warm-up, iterations, median and spread, table and JSON. */
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "cli.h"
@@ -46,8 +48,60 @@ static const struct bench_group groups[] = {
 	{ "index", bench_index },
 	{ "fs", bench_fs },
 	{ "snapshots", bench_snap },
+	{ "cold", bench_cold },
 	{ NULL, NULL },
 };
+
+const struct bench_size bench_sizes[4] = {
+	{ "default", 128ull << 10 },
+	{ "small", 8ull << 20 },
+	{ "medium", 64ull << 20 },
+	{ "large", 256ull << 20 },
+};
+
+const char *bench_guest_path(void)
+{
+	static char buf[4096];
+	const char *env = getenv("STRATA_GUEST");
+
+	if (env && *env)
+		return env;
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 64);
+	if (n > 0) {
+		buf[n] = 0;
+		char *slash = strrchr(buf, '/');  /* .../build/mount/strata */
+		if (slash) {
+			*slash = 0;
+			slash = strrchr(buf, '/');
+			if (slash) {
+				strcpy(slash, "/vmm/guest/simpleguest.elf");
+				return buf;
+			}
+		}
+	}
+	return "simpleguest.elf";
+}
+
+int bench_tmpdir(const char *prefix, char *buf, size_t len)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	if (snprintf(buf, len, "%s/%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", prefix) >= (int)len)
+		return -ENAMETOOLONG;
+	return mkdtemp(buf) ? 0 : -errno;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)f;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+int bench_rm_rf(const char *path)
+{
+	return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
+}
 
 uint64_t bench_now_ns(void)
 {

@@ -47,6 +47,19 @@ void bench_timer_stop(struct bench_timer *t);
 /* Monotonic nanoseconds, for cases that time things themselves. */
 uint64_t bench_now_ns(void);
 
+/* The four sizes of BENCHMARKS.md (guest heap): default, small, medium, large. */
+struct bench_size {
+	const char *name;
+	uint64_t heap;
+};
+extern const struct bench_size bench_sizes[4];
+/* The simpleguest ELF: $STRATA_GUEST, else beside the build's strata binary. */
+const char *bench_guest_path(void);
+/* A fresh temp directory (mkdtemp under $TMPDIR or /tmp) in buf; remove it
+ * and everything below with bench_rm_rf. */
+int bench_tmpdir(const char *prefix, char *buf, size_t len);
+int bench_rm_rf(const char *path);
+
 /* A group of cases, registered in bench.c's table. */
 struct bench_group {
 	const char *name;   /* "floor", "store", "vmm", "snapshots", "fs", ... */
@@ -60,5 +73,6 @@ void bench_index(struct bench *b);    /* bench_index.c */
 void bench_fs(struct bench *b);       /* bench_fs.c */
 
 void bench_snap(struct bench *b);     /* bench_snap.c */
+void bench_cold(struct bench *b);     /* bench_cold.c */
 
 #endif

@@ -1,0 +1,360 @@
+/* bench_cold.c: benchmark group "cold": sandboxes from snapshot directories (store, mount, copy), snapshot files, density. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "index/index.h"
+#include "store/store.h"
+#include "vmm/vmm.h"
+
+/* Every latency here is printed beside a bare KVM_RUN round trip (bench_vmm.c). */
+#define FLOOR "floor/kvm_run_roundtrip/cpl3"
+
+/* One size's fixture: a store holding snapshot "s" of a guest after one
+ * echo, an exported copy of it, and a mount of the store. */
+struct cold {
+	char dir[PATH_MAX], store[PATH_MAX + 16], copy[PATH_MAX + 16], mnt[PATH_MAX + 16], snap[PATH_MAX + 48];
+	char blob[PATH_MAX];
+	struct st_store *st;
+	struct ix *ix;
+	struct st_manifest *m;
+	uint64_t heap;
+	bool mounted;
+};
+
+static int echo(struct vmm_sandbox *sb)
+{
+	struct vmm_value a = { .type = VMM_STR, .data = "hello!", .len = 6 };
+	struct vmm_result r = { 0 };
+	int rc = vmm_sandbox_call(sb, "echo", &a, 1, &r);
+
+	vmm_result_clear(&r);
+	return rc;
+}
+
+/* Run `strata ARGS...` (this binary) and wait for it. */
+static int self_run(char *const argv[])
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		if (null >= 0) {
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		return -errno;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
+static void cold_free(struct cold *c)
+{
+	if (!c)
+		return;
+	if (c->mounted) {
+		char *argv[] = { "strata", "umount", c->mnt, NULL };
+		if (self_run(argv) < 0)
+			umount2(c->mnt, MNT_DETACH);
+	}
+	st_manifest_free(c->m);
+	ix_close(c->ix);
+	st_store_close(c->st);
+	if (c->dir[0])
+		bench_rm_rf(c->dir);
+	free(c);
+}
+
+static int cold_new(uint64_t heap, bool with_mount, struct cold **out)
+{
+	struct cold *c = calloc(1, sizeof(*c));
+	struct vmm_config cfg = { .heap_size = heap };
+	struct vmm_sandbox *sb = NULL;
+	char why[ST_WHY_LEN];
+	st_id id;
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	c->heap = heap;
+	if ((rc = bench_tmpdir("strata-bench-cold", c->dir, sizeof(c->dir))) < 0)
+		goto out_free;
+	snprintf(c->store, sizeof(c->store), "%s/store", c->dir);
+	snprintf(c->copy, sizeof(c->copy), "%s/copy", c->dir);
+	snprintf(c->mnt, sizeof(c->mnt), "%s/mnt", c->dir);
+	snprintf(c->snap, sizeof(c->snap), "%s/snapshots/s", c->mnt);
+	if ((rc = st_store_init(c->store, NULL)) < 0 || (rc = st_store_open(c->store, 0, &c->st)) < 0 ||
+	    (rc = ix_open(c->st, NULL, &c->ix)) < 0)
+		goto out_free;
+	if ((rc = vmm_sandbox_new(bench_guest_path(), &cfg, &sb, NULL)) < 0 || (rc = echo(sb)) < 0 ||
+	    (rc = vmm_sandbox_capture(sb, c->st, &c->m)) < 0 || (rc = ix_snap_commit(c->ix, c->m, "s", 0, &id)) < 0)
+		goto out_free;
+	if ((rc = st_snapdir_export(c->st, c->m, c->copy, why, sizeof(why))) < 0)
+		goto out_free;
+	if (c->m->nlayers && (rc = st_blob_path(c->st, &c->m->layers[0].id, c->blob, sizeof(c->blob))) < 0)
+		goto out_free;
+	if (with_mount) {
+		char *argv[] = { "strata", "mount", c->store, c->mnt, NULL };
+		if (mkdir(c->mnt, 0755) < 0 || (rc = self_run(argv)) < 0)
+			goto out_free;
+		c->mounted = true;
+	}
+	vmm_sandbox_free(sb);
+	*out = c;
+	return 0;
+out_free:
+	vmm_sandbox_free(sb);
+	cold_free(c);
+	return rc < 0 ? rc : -EIO;
+}
+
+/* Drop the page cache of every layer blob (a cold start from disk). */
+static void drop_cache(const struct cold *c)
+{
+	for (uint32_t i = 0; i < c->m->nlayers; i++) {
+		char path[PATH_MAX];
+		if (st_blob_path(c->st, &c->m->layers[i].id, path, sizeof(path)) < 0)
+			continue;
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+			close(fd);
+		}
+	}
+}
+
+/* What one case does, as flags over the fixture. */
+enum {
+	F_STORE = 1 << 0,     /* layers from the store (no directory) */
+	F_COPY = 1 << 1,      /* the exported copy */
+	F_MOUNT = 1 << 2,     /* the mount's snapshots/s */
+	F_VERIFY = 1 << 3,    /* hash layers before mapping */
+	F_VIA_FUSE = 1 << 4,  /* map the FUSE files, not the backing blobs */
+	F_ECHO = 1 << 5,      /* one call after the restore (cold start) */
+	F_COLD = 1 << 6,      /* drop the page cache first (untimed) */
+	F_EVOLVE = 1 << 7,    /* from the ELF, not a snapshot */
+	F_SAVE = 1 << 8,      /* export only */
+	F_FREE_TIMED = 1 << 9 /* dropping the sandbox is part of the work (load) */
+};
+
+struct cold_arg {
+	uint64_t heap;
+	unsigned flags;
+};
+
+struct cold_state {
+	struct cold *c;
+	unsigned flags;
+	unsigned n;
+};
+
+static int cold_setup(void **state, const void *arg)
+{
+	const struct cold_arg *a = arg;
+	struct cold_state *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (!s)
+		return -ENOMEM;
+	s->flags = a->flags;
+	if ((rc = cold_new(a->heap, a->flags & F_MOUNT, &s->c)) < 0) {
+		free(s);
+		return rc;
+	}
+	*state = s;
+	return 0;
+}
+
+static void cold_teardown(void *state)
+{
+	struct cold_state *s = state;
+
+	cold_free(s->c);
+	free(s);
+}
+
+static int cold_iter(void *state, struct bench_timer *t)
+{
+	struct cold_state *s = state;
+	struct cold *c = s->c;
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_snapdir *d = NULL;
+	struct vmm_config cfg = { .heap_size = c->heap };
+	int rc = 0;
+
+	if (s->flags & F_SAVE) {
+		char dir[PATH_MAX + 32], why[ST_WHY_LEN];
+		snprintf(dir, sizeof(dir), "%s/save-%u", c->dir, s->n++);
+		bench_timer_start(t);
+		rc = st_snapdir_export(c->st, c->m, dir, why, sizeof(why));
+		bench_timer_stop(t);
+		bench_rm_rf(dir);
+		return rc;
+	}
+	if (s->flags & F_COLD)
+		drop_cache(c);
+	bench_timer_start(t);
+	if (s->flags & F_EVOLVE) {
+		rc = vmm_sandbox_new(bench_guest_path(), &cfg, &sb, NULL);
+	} else if (s->flags & F_STORE) {
+		rc = vmm_sandbox_from_snapshot(c->m, vmm_layer_open_store, c->st, NULL, &sb, NULL);
+	} else {
+		unsigned fl = (s->flags & F_VERIFY ? VMM_SNAPDIR_VERIFY : 0) |
+			      (s->flags & F_VIA_FUSE ? VMM_SNAPDIR_VIA_FUSE : 0);
+		rc = vmm_snapdir_open(s->flags & F_MOUNT ? c->snap : c->copy, fl, &d, NULL);
+		if (rc == 0)
+			rc = vmm_sandbox_from_snapdir(d, NULL, &sb, NULL);
+		vmm_snapdir_close(d);
+	}
+	if (rc == 0 && (s->flags & F_ECHO))
+		rc = echo(sb);
+	if (!(s->flags & F_FREE_TIMED))
+		bench_timer_stop(t);
+	vmm_sandbox_free(sb);
+	if (s->flags & F_FREE_TIMED)
+		bench_timer_stop(t);
+	return rc;
+}
+
+static void cold_case(struct bench *b, const char *name, uint64_t heap, unsigned flags)
+{
+	struct cold_arg a = { .heap = heap, .flags = flags };
+	struct bench_case c = {
+		.name = name,
+		.floor = FLOOR,
+		.setup = cold_setup,
+		.iter = cold_iter,
+		.teardown = cold_teardown,
+		.arg = &a,
+		.iters = flags & F_SAVE ? 20 : 100,
+		.max_seconds = 3,
+	};
+
+	bench_run(b, &c);
+}
+
+/* Density: N sandboxes from one medium snapshot, each after a call that
+ * writes 64 KiB (16 pages); PSS from smaps_rollup before and after. */
+static unsigned long long pss_kib(void)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "re");
+	unsigned long long v = 0;
+	char line[256];
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Pss: %llu kB", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+static void density(struct bench *b, unsigned n)
+{
+	char name[128];
+	struct cold *c = NULL;
+	struct vmm_sandbox **sb;
+	struct rlimit rl;
+	unsigned made = 0;
+	uint64_t t0, t1;
+
+	snprintf(name, sizeof(name), "density/%u/medium", n);
+	if (!bench_selected(b, name))
+		return;
+	/* Each sandbox holds a VM, a vCPU and its layer files open. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	sb = calloc(n, sizeof(*sb));
+	if (!sb || cold_new(64ull << 20, false, &c) < 0) {
+		fprintf(stderr, "bench: %s: setup failed\n", name);
+		goto out;
+	}
+	unsigned long long before = pss_kib();
+	t0 = bench_now_ns();
+	for (made = 0; made < n; made++) {
+		struct vmm_value a = { .type = VMM_I64, .i64 = 16 };
+		struct vmm_result r = { 0 };
+		if (vmm_sandbox_from_snapshot(c->m, vmm_layer_open_store, c->st, NULL, &sb[made], NULL) < 0)
+			break;
+		if (vmm_sandbox_call(sb[made], "touch_pages", &a, 1, &r) < 0) {
+			made++;
+			break;
+		}
+	}
+	t1 = bench_now_ns();
+	unsigned long long after = pss_kib();
+	if (made < n) {
+		fprintf(stderr, "bench: %s: only %u of %u sandboxes could be made\n", name, made, n);
+		snprintf(name, sizeof(name), "density/%u/medium/sandboxes_made", n);
+		bench_note(b, name, made, "sandboxes");
+	}
+	if (made) {
+		snprintf(name, sizeof(name), "density/%u/medium/pss_total", n);
+		bench_note(b, name, (double)(after - before) / 1024.0, "MiB");
+		snprintf(name, sizeof(name), "density/%u/medium/pss_per_sandbox", n);
+		bench_note(b, name, (double)(after - before) / made, "KiB (64 KiB written)");
+		snprintf(name, sizeof(name), "density/%u/medium/restore_and_call_mean", n);
+		bench_note(b, name, (double)(t1 - t0) / made / 1e3, "us");
+	}
+out:
+	for (unsigned i = 0; i < made; i++)
+		vmm_sandbox_free(sb[i]);
+	free(sb);
+	cold_free(c);
+}
+
+void bench_cold(struct bench *b)
+{
+	char name[128];
+
+	for (size_t i = 0; i < 4; i++) {
+		const struct bench_size *z = &bench_sizes[i];
+		if (bench_quick(b) && i > 1)
+			break;
+		static const struct {
+			const char *fmt;
+			unsigned flags;
+		} cases[] = {
+			{ "sandboxes/sandbox_from_snapshot/%s/store", F_STORE },
+			{ "sandboxes/sandbox_from_snapshot/%s/copy", F_COPY },
+			{ "sandboxes/sandbox_from_snapshot/%s/mount", F_MOUNT },
+			{ "sandboxes/sandbox_from_snapshot/%s/mount_via_fuse", F_MOUNT | F_VIA_FUSE },
+			{ "snapshot_files/save/%s", F_SAVE },
+			{ "snapshot_files/load/%s", F_COPY | F_VERIFY | F_FREE_TIMED },
+			{ "snapshot_files/load_unverified/%s", F_COPY | F_FREE_TIMED },
+			{ "snapshot_files/cold_start_via_snapshot/%s", F_COPY | F_VERIFY | F_ECHO },
+			{ "snapshot_files/cold_start_via_snapshot_unverified/%s", F_COPY | F_ECHO },
+			{ "snapshot_files/cold_start_via_mount/%s/warm", F_MOUNT | F_ECHO },
+			{ "snapshot_files/cold_start_via_mount/%s/cold", F_MOUNT | F_ECHO | F_COLD },
+			{ "snapshot_files/cold_start_via_mount_via_fuse/%s/warm", F_MOUNT | F_VIA_FUSE | F_ECHO },
+			{ "snapshot_files/cold_start_via_mount_via_fuse/%s/cold", F_MOUNT | F_VIA_FUSE | F_ECHO | F_COLD },
+			{ "snapshot_files/cold_start_via_evolve/%s", F_EVOLVE | F_ECHO },
+		};
+		for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+			snprintf(name, sizeof(name), cases[k].fmt, z->name);
+			if (bench_selected(b, name))
+				cold_case(b, name, z->heap, cases[k].flags);
+		}
+	}
+	density(b, 100);
+	if (!bench_quick(b))
+		density(b, 1000);
+}
