@@ -412,6 +412,8 @@ int vmm_sandbox_rebase(struct vmm_sandbox *sb, const struct st_manifest *m, cons
 	s->nsegs = nsegs;
 	s->id = pid;
 	s->has_id = true;
+	vmm_snap_key(pm, &s->key);
+	s->has_key = true;
 	s->vcpu = s->pending_vcpu;
 	s->have_vcpu = true;
 	s->pending = NULL;

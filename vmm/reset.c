@@ -162,7 +162,47 @@ void vmm_snap_free(struct vmm_snap *s)
 	free(s->segs);
 	free(s->age);
 	vmm_runs_free(&s->scan);
+	vmm_snap_alt_free(s);
 	free(s);
+}
+
+void vmm_snap_alt_free(struct vmm_snap *s)
+{
+	if (!s->alt.valid)
+		return;
+	layers_free(s->alt.layers, s->alt.m->nlayers);
+	st_manifest_free(s->alt.m);
+	free(s->alt.segs);
+	memset(&s->alt, 0, sizeof(s->alt));
+}
+
+void vmm_snap_key(const struct st_manifest *m, st_id *key)
+{
+	uint64_t hdr[6] = { m->mem_size, m->nlayers, m->nranges, (uint64_t)m->created, m->abi_version,
+			    m->has_parent };
+	struct st_hasher *h = NULL;
+
+	if (st_hasher_new(&h) < 0) {
+		memset(key, 0xff, sizeof(*key));  /* never matches a real key: no caching */
+		return;
+	}
+	st_hasher_update(h, hdr, sizeof(hdr));
+	st_hasher_update(h, &m->parent, sizeof(m->parent));
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		st_hasher_update(h, &m->layers[i].id, sizeof(m->layers[i].id));
+		st_hasher_update(h, &m->layers[i].pages, sizeof(m->layers[i].pages));
+	}
+	for (uint64_t i = 0; i < m->nranges; i++) {
+		const struct st_range *r = &m->ranges[i];
+		uint64_t f[4] = { r->gpage, r->npages, r->layer, r->lpage };
+		st_hasher_update(h, f, sizeof(f));
+	}
+	if (m->vcpu)
+		st_hasher_update(h, m->vcpu, strlen(m->vcpu) + 1);
+	if (m->guest)
+		st_hasher_update(h, m->guest, strlen(m->guest) + 1);
+	st_hasher_final(h, key);
+	st_hasher_free(h);
 }
 
 static bool same_mapping(const struct vmm_seg *a, const struct vmm_snap_layer *al, const struct vmm_seg *b,

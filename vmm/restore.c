@@ -139,11 +139,20 @@ static int install(struct vmm_sandbox *sb, struct vmm_snap *s, const struct st_m
 		sb->poisoned = true;
 		goto out_free;
 	}
-	for (uint32_t k = 0; s->m && k < s->m->nlayers; k++)
-		vmm_snap_layer_close(&s->layers[k]);
-	free(s->layers);
-	st_manifest_free(s->m);
-	free(s->segs);
+	/* The snapshot left behind stays ready for a switch back. */
+	vmm_snap_alt_free(s);
+	if (s->m && s->has_key) {
+		s->alt = (struct vmm_snap_alt){ .valid = true, .key = s->key, .m = s->m, .layers = s->layers,
+						.segs = s->segs, .nsegs = s->nsegs, .id = s->id, .vcpu = s->vcpu };
+	} else {
+		for (uint32_t k = 0; s->m && k < s->m->nlayers; k++)
+			vmm_snap_layer_close(&s->layers[k]);
+		free(s->layers);
+		st_manifest_free(s->m);
+		free(s->segs);
+	}
+	vmm_snap_key(dup, &s->key);
+	s->has_key = true;
 	s->m = dup;
 	s->layers = layers;
 	s->segs = segs;
@@ -171,6 +180,31 @@ int vmm_sandbox_restore_to(struct vmm_sandbox *sb, const struct st_manifest *m, 
 		return -ENOMEM;
 	if (sb->in_call)
 		return VMM_E_BUSY;
+	/* Fast paths: the current snapshot, or the one kept from before. */
+	st_id key;
+	vmm_snap_key(m, &key);
+	if (s->has_key && st_id_equal(&key, &s->key))
+		return vmm_snap_reset(sb, s);
+	if (s->alt.valid && st_id_equal(&key, &s->alt.key)) {
+		unsigned maps = 0;
+		struct vmm_snap_alt a = s->alt;
+		rc = vmm_snap_remap(sb, s->segs, s->nsegs, s->layers, a.segs, a.nsegs, a.layers, &maps);
+		s->stats.maps += maps;
+		if (rc < 0) {
+			sb->poisoned = true;
+			return rc;
+		}
+		s->alt = (struct vmm_snap_alt){ .valid = true, .key = s->key, .m = s->m, .layers = s->layers,
+						.segs = s->segs, .nsegs = s->nsegs, .id = s->id, .vcpu = s->vcpu };
+		s->m = a.m;
+		s->layers = a.layers;
+		s->segs = a.segs;
+		s->nsegs = a.nsegs;
+		s->id = a.id;
+		s->vcpu = a.vcpu;
+		s->key = a.key;
+		return vmm_snap_reset(sb, s);
+	}
 	if ((rc = parse(m, &p, why, sizeof(why))) < 0) {
 		vmm_run_fail(sb, rc, "cannot restore: %s", why);
 		sb->poisoned = false;

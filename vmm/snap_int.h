@@ -87,6 +87,19 @@ struct vmm_seg {
 	uint64_t lpage;
 };
 
+/* A snapshot the sandbox ran on before, kept ready (layers open, segments
+ * built) so alternating between two snapshots parses and opens nothing. */
+struct vmm_snap_alt {
+	bool valid;
+	st_id key;                      /* vmm_snap_key of m */
+	struct st_manifest *m;
+	struct vmm_snap_layer *layers;
+	struct vmm_seg *segs;
+	size_t nsegs;
+	st_id id;
+	struct vmm_vcpu_state vcpu;
+};
+
 struct vmm_snap {
 	struct st_manifest *m;          /* current snapshot; NULL: the all-zero memory of a fresh sandbox */
 	bool has_id;
@@ -105,7 +118,16 @@ struct vmm_snap {
 	struct vmm_snap_layer pending_layer;
 	struct vmm_vcpu_state pending_vcpu;
 	struct vmm_snap_stats stats;
+	bool has_key;
+	st_id key;                      /* vmm_snap_key of m */
+	struct vmm_snap_alt alt;
 };
+
+/* Content key of a manifest (everything that shapes the sandbox), cheaper
+ * than its canonical id: a hash of its fields, not of its JSON. */
+void vmm_snap_key(const struct st_manifest *m, st_id *key);
+/* Free the kept alternate snapshot. */
+void vmm_snap_alt_free(struct vmm_snap *s);
 
 /* The sandbox's snapshot state, created on first use. NULL only on ENOMEM. */
 struct vmm_snap *vmm_snap_of(struct vmm_sandbox *sb);
