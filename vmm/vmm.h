@@ -205,7 +205,8 @@ struct vmm_snap_stats {
  */
 int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_manifest **out);
 /* Make the sandbox run on the manifest `m` returned by its last capture,
- * whose id is `id` (16 bytes, st_id): pages it wrote now come from the new
+ * whose id is `id` (16 bytes, st_id, as ix_snap_commit or st_manifest_id
+ * gave it; verified only in debug mode): pages it wrote now come from the new
  * layer (shared, copy-on-write) and the next capture is incremental. m stays
  * the caller's. VMM_E_STALE if m is not the pending capture. */
 int vmm_sandbox_rebase(struct vmm_sandbox *sb, const struct st_manifest *m, const void *id);
