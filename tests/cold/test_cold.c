@@ -1,0 +1,364 @@
+/* test_cold.c: sandboxes restored from snapshot directories: copies, mounts, daemon death, bad input, density. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "index/index.h"
+#include "store/store.h"
+#include "vmm/vmm.h"
+
+/* A store with snapshot "s" of simpleguest after three counter_next calls
+ * (the counter reads 3), its export in DIR/copy, optionally mounted. */
+static struct {
+	char dir[PATH_MAX], store[PATH_MAX + 8], copy[PATH_MAX + 8], mnt[PATH_MAX + 8], snap[PATH_MAX + 32];
+	struct st_store *st;
+	struct ix *ix;
+	struct st_manifest *m;
+	bool mounted;
+} fx;
+
+static int strata(const char *a1, const char *a2, const char *a3, const char *a4)
+{
+	const char *bin = getenv("STRATA_BIN");
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		execl(bin, "strata", a1, a2, a3, a4, (char *)NULL);
+		_exit(127);
+	}
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static int64_t call_i64(struct vmm_sandbox *sb, const char *fn, int64_t arg, bool with_arg)
+{
+	struct vmm_value a = { .type = VMM_I64, .i64 = arg };
+	struct vmm_result r = { 0 };
+	int rc = vmm_sandbox_call(sb, fn, with_arg ? &a : NULL, with_arg ? 1 : 0, &r);
+
+	cr_assert_eq(rc, 0, "%s: %s", fn, vmm_sandbox_error(sb)->message);
+	return r.i64;
+}
+
+static void fixture_up(bool mount)
+{
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+	char why[ST_WHY_LEN];
+	st_id id;
+
+	cr_assert_not_null(getenv("STRATA_BIN"), "tests run from meson set STRATA_BIN");
+	snprintf(fx.dir, sizeof(fx.dir), "/tmp/strata-test-cold.XXXXXX");
+	cr_assert_not_null(mkdtemp(fx.dir));
+	snprintf(fx.store, sizeof(fx.store), "%s/store", fx.dir);
+	snprintf(fx.copy, sizeof(fx.copy), "%s/copy", fx.dir);
+	snprintf(fx.mnt, sizeof(fx.mnt), "%s/mnt", fx.dir);
+	snprintf(fx.snap, sizeof(fx.snap), "%s/snapshots/s", fx.mnt);
+	cr_assert_eq(st_store_init(fx.store, NULL), 0);
+	cr_assert_eq(st_store_open(fx.store, 0, &fx.st), 0);
+	cr_assert_eq(ix_open(fx.st, NULL, &fx.ix), 0);
+	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, NULL, &sb, &err), 0, "%s", err.message);
+	for (int i = 1; i <= 3; i++)
+		cr_assert_eq(call_i64(sb, "counter_next", 0, false), i);
+	cr_assert_eq(vmm_sandbox_capture(sb, fx.st, &fx.m), 0);
+	cr_assert_eq(ix_snap_commit(fx.ix, fx.m, "s", 0, &id), 0);
+	vmm_sandbox_free(sb);
+	cr_assert_eq(st_snapdir_export(fx.st, fx.m, fx.copy, why, sizeof(why)), 0, "%s", why);
+	if (mount) {
+		cr_assert_eq(mkdir(fx.mnt, 0755), 0);
+		cr_assert_eq(strata("mount", fx.store, fx.mnt, NULL), 0, "strata mount");
+		fx.mounted = true;
+	}
+}
+
+static int rm_one(const char *p, const struct stat *s, int flag, struct FTW *f)
+{
+	(void)s;
+	(void)f;
+	return flag == FTW_DP ? rmdir(p) : unlink(p);
+}
+
+static void fixture_down(void)
+{
+	if (fx.mounted && strata("umount", fx.mnt, NULL, NULL) != 0)
+		umount2(fx.mnt, MNT_DETACH);
+	st_manifest_free(fx.m);
+	ix_close(fx.ix);
+	st_store_close(fx.st);
+	nftw(fx.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	memset(&fx, 0, sizeof(fx));
+}
+
+static void setup_copy(void) { fixture_up(false); }
+static void setup_mount(void) { fixture_up(true); }
+
+/* Restore from a directory and check the counter continues at 4. */
+static void restore_continues(const char *path, unsigned flags, unsigned *direct)
+{
+	struct vmm_snapdir *d;
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+
+	cr_assert_eq(vmm_snapdir_open(path, flags, &d, &err), 0, "%s", err.message);
+	if (direct)
+		*direct = vmm_snapdir_direct_layers(d);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
+	vmm_snapdir_close(d); /* the sandbox keeps its own mappings */
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 5);
+	vmm_sandbox_free(sb);
+}
+
+Test(cold, restores_from_a_plain_copy, .init = setup_copy, .fini = fixture_down)
+{
+	unsigned direct = 99;
+
+	restore_continues(fx.copy, 0, &direct);
+	cr_assert_eq(direct, 0, "a plain copy has no backing blobs");
+	restore_continues(fx.copy, VMM_SNAPDIR_VERIFY, NULL);
+}
+
+Test(cold, restores_from_a_mount_through_backing_blobs, .init = setup_mount, .fini = fixture_down)
+{
+	unsigned direct = 0;
+
+	restore_continues(fx.snap, 0, &direct);
+	cr_assert_eq(direct, fx.m->nlayers, "every layer mapped from its blob");
+	restore_continues(fx.snap, VMM_SNAPDIR_VERIFY, NULL);
+	restore_continues(fx.snap, VMM_SNAPDIR_VIA_FUSE, &direct);
+	cr_assert_eq(direct, 0);
+}
+
+/* The mount daemon serving fx.mnt: the process whose argv ends "mount STORE MNT". */
+static pid_t daemon_pid(void)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *e;
+	pid_t found = 0;
+
+	cr_assert_not_null(proc);
+	while (!found && (e = readdir(proc))) {
+		char path[300], argv[8192];
+		int pid = atoi(e->d_name);
+		if (pid <= 0 || pid == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, argv, sizeof(argv) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		argv[n] = 0;
+		/* argv is NUL-separated: find "mount", STORE, MNT in sequence. */
+		for (ssize_t k = 0; k < n; k += (ssize_t)strlen(argv + k) + 1) {
+			const char *a = argv + k, *b = a + strlen(a) + 1, *c = b + strlen(b) + 1;
+			if (c < argv + n && strcmp(a, "mount") == 0 && strcmp(b, fx.store) == 0 && strcmp(c, fx.mnt) == 0)
+				found = pid;
+		}
+	}
+	closedir(proc);
+	return found;
+}
+
+Test(cold, sandbox_keeps_running_when_the_mount_daemon_dies, .init = setup_mount, .fini = fixture_down)
+{
+	struct vmm_snapdir *d;
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+
+	cr_assert_eq(vmm_snapdir_open(fx.snap, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
+	vmm_snapdir_close(d);
+	pid_t pid = daemon_pid();
+	cr_assert_gt(pid, 0, "found the mount daemon");
+	cr_assert_eq(kill(pid, SIGKILL), 0);
+	for (int i = 0; i < 200 && kill(pid, 0) == 0; i++)
+		usleep(10000);
+	/* The sandbox never touched the daemon: calls, restores, more calls. */
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
+	cr_assert_eq(call_i64(sb, "touch_pages", 8, true), 8);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0);
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
+	/* The dead mount gives a clear error, then mounting again works. */
+	cr_assert_neq(vmm_snapdir_open(fx.snap, 0, &d, &err), 0);
+	cr_assert(strstr(err.message, "daemon") || strstr(err.message, "not connected"), "message: %s", err.message);
+	cr_assert_eq(strata("umount", fx.mnt, NULL, NULL), 0, "umount of a dead mount");
+	cr_assert_eq(strata("mount", fx.store, fx.mnt, NULL), 0, "mount again");
+	restore_continues(fx.snap, 0, NULL);
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 5);
+	vmm_sandbox_free(sb);
+}
+
+static void write_file(const char *path, const char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(write(fd, data, len), (ssize_t)len);
+	close(fd);
+}
+
+static void expect_refused(const char *path, unsigned flags, const char *words)
+{
+	struct vmm_snapdir *d = NULL;
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err = { 0 };
+	int rc = vmm_snapdir_open(path, flags, &d, &err);
+
+	if (rc == 0) {
+		rc = vmm_sandbox_from_snapdir(d, NULL, &sb, &err);
+		vmm_snapdir_close(d);
+		vmm_sandbox_free(sb);
+	}
+	cr_assert_lt(rc, 0, "%s must be refused", path);
+	cr_assert(strstr(err.message, words), "message '%s' should say '%s'", err.message, words);
+}
+
+static char layer_path[PATH_MAX + 64];
+
+static const char *first_layer(void)
+{
+	char hex[ST_ID_HEX_LEN + 1];
+
+	st_id_format(&fx.m->layers[0].id, hex);
+	snprintf(layer_path, sizeof(layer_path), "%s/layers/%s", fx.copy, hex);
+	return layer_path;
+}
+
+Test(cold, refuses_what_is_not_a_snapshot_directory, .init = setup_copy, .fini = fixture_down)
+{
+	expect_refused(fx.dir, 0, "no manifest.json");
+	expect_refused("/nonexistent/strata/snapshot", 0, "No such file");
+	expect_refused(SIMPLEGUEST, 0, "not a directory");
+}
+
+Test(cold, refuses_a_missing_layer, .init = setup_copy, .fini = fixture_down)
+{
+	cr_assert_eq(unlink(first_layer()), 0);
+	expect_refused(fx.copy, 0, "missing");
+}
+
+Test(cold, refuses_a_truncated_layer, .init = setup_copy, .fini = fixture_down)
+{
+	cr_assert_eq(chmod(first_layer(), 0644), 0);
+	cr_assert_eq(truncate(first_layer(), 4096), 0);
+	expect_refused(fx.copy, 0, "truncated");
+}
+
+Test(cold, verified_mode_refuses_a_corrupted_layer, .init = setup_copy, .fini = fixture_down)
+{
+	cr_assert_eq(chmod(first_layer(), 0644), 0);
+	int fd = open(first_layer(), O_WRONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, "\x5a", 1, 100), 1);
+	close(fd);
+	expect_refused(fx.copy, VMM_SNAPDIR_VERIFY, "corrupted");
+}
+
+/* Rewrite the manifest with one field changed (a valid manifest for another guest). */
+static void rewrite_manifest(void (*edit)(struct st_manifest *m))
+{
+	char path[PATH_MAX + 32], *json, why[ST_WHY_LEN];
+	size_t len;
+	struct st_manifest *m;
+
+	cr_assert_eq(st_manifest_dup(fx.m, &m), 0);
+	edit(m);
+	cr_assert_eq(st_manifest_encode(m, &json, &len, why, sizeof(why)), 0, "%s", why);
+	snprintf(path, sizeof(path), "%s/manifest.json", fx.copy);
+	chmod(path, 0644);
+	write_file(path, json, len);
+	free(json);
+	st_manifest_free(m);
+}
+
+static void other_abi(struct st_manifest *m) { m->abi_version = 999; }
+static void other_size(struct st_manifest *m) { m->mem_size += 1ull << 20; }
+
+Test(cold, refuses_a_manifest_for_another_abi, .init = setup_copy, .fini = fixture_down)
+{
+	rewrite_manifest(other_abi);
+	expect_refused(fx.copy, 0, "ABI");
+}
+
+Test(cold, refuses_a_manifest_for_another_memory_size, .init = setup_copy, .fini = fixture_down)
+{
+	rewrite_manifest(other_size);
+	expect_refused(fx.copy, 0, "memory");
+}
+
+Test(cold, refuses_a_garbled_manifest, .init = setup_copy, .fini = fixture_down)
+{
+	char path[PATH_MAX + 32];
+
+	snprintf(path, sizeof(path), "%s/manifest.json", fx.copy);
+	chmod(path, 0644);
+	write_file(path, "{\"version\": 1, \"mem", 19);
+	expect_refused(fx.copy, 0, "not a usable snapshot directory");
+}
+
+static unsigned long long pss_kib(void)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "re");
+	unsigned long long v = 0;
+	char line[256];
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Pss: %llu kB", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/* Sandboxes from one snapshot share its pages: each costs about what it
+ * writes (16 pages here) plus a fixed overhead, not its memory size. */
+Test(cold, pool_sandboxes_cost_about_what_they_write, .init = setup_copy, .fini = fixture_down)
+{
+	enum { N = 40, WRITTEN_KIB = 64 };
+	struct vmm_snapdir *d;
+	struct vmm_pool *p;
+	struct vmm_error err;
+
+	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	unsigned long long before = pss_kib();
+	cr_assert_eq(vmm_pool_new(vmm_snapdir_manifest(d), vmm_snapdir_layer_open, d, NULL, N, &p, &err), 0, "%s",
+		     err.message);
+	for (unsigned i = 0; i < N; i++) {
+		struct vmm_sandbox *sb;
+		cr_assert_eq(vmm_pool_get(p, &sb), 0);
+		cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
+		cr_assert_eq(call_i64(sb, "touch_pages", WRITTEN_KIB / 4, true), WRITTEN_KIB / 4);
+	}
+	struct vmm_sandbox *none;
+	cr_assert_eq(vmm_pool_get(p, &none), -EAGAIN, "all %d are out", N);
+	unsigned long long after = pss_kib();
+	double per = (double)(after - before) / N;
+	cr_log_info("PSS per sandbox: %.1f KiB (%d KiB written, %llu KiB of layers)", per, WRITTEN_KIB,
+		    (unsigned long long)(st_manifest_layer_pages(fx.m) * 4));
+	cr_assert_geq(per, WRITTEN_KIB * 0.9, "the written pages are private: %.1f KiB", per);
+	cr_assert_leq(per, WRITTEN_KIB + 128, "overhead beyond the written pages stays small: %.1f KiB", per);
+	/* Put back: restored in place, the state is the snapshot's again. */
+	for (unsigned i = 0; i < N; i++)
+		cr_assert_eq(vmm_pool_put(p, vmm_pool_at(p, i)), 0);
+	struct vmm_sandbox *sb;
+	cr_assert_eq(vmm_pool_get(p, &sb), 0);
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
+	cr_assert_eq(vmm_pool_put(p, sb), 0);
+	cr_assert_eq(vmm_pool_put(p, sb), -EINVAL, "a sandbox cannot be put back twice");
+	vmm_pool_free(p);
+	vmm_snapdir_close(d);
+}
