@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -20,6 +22,8 @@ struct fs_fh {
 	enum fh_kind kind;
 	int fd;                    /* FH_BLOB: the backing blob (O_DIRECT in FS_READ_DIRECT) */
 	int fd_buffered;           /* FH_BLOB: a plain fd for reads O_DIRECT cannot do (-1 until needed) */
+	char *map;                 /* FH_BLOB, FS_READ_DIRECT: the backing blob mapped, MADV_RANDOM */
+	size_t maplen;
 	const struct fs_snap *snap;/* FH_BUF (manifest.json), FH_MEM */
 	pthread_mutex_t lock;      /* FH_MEM: lazily opened layer fds */
 	int *lfds;
@@ -515,6 +519,8 @@ static void fh_free(struct fs *fs, struct fs_fh *fh)
 		close(fh->fd);
 	if (fh->fd_buffered >= 0)
 		close(fh->fd_buffered);
+	if (fh->map)
+		munmap(fh->map, fh->maplen);
 	if (fh->lfds) {
 		for (uint32_t i = 0; fh->snap && i < fh->snap->m->nlayers; i++)
 			if (fh->lfds[i] >= 0)
@@ -563,6 +569,46 @@ static int blob_fd(struct fs *fs, const st_id *id, bool buffered, int *out)
 	return 0;
 }
 
+/*
+ * In FS_READ_DIRECT the daemon never adds backing pages to the page cache
+ * (O_DIRECT), but when they are cached already (a VMM maps the blob, or it
+ * was just written) reading them from memory is free: the blob is mapped
+ * with MADV_RANDOM (no readahead) and mincore() says which requests can be
+ * answered straight from it (docs/fs.md, "read modes").
+ */
+static void map_backing(struct fs *fs, struct fs_fh *fh, const st_id *id)
+{
+	struct stat st;
+	int fd;
+
+	if (blob_fd(fs, id, true, &fd) < 0)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_size > 0) {
+		void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+		if (p != MAP_FAILED) {
+			madvise(p, (size_t)st.st_size, MADV_RANDOM);
+			fh->map = p;
+			fh->maplen = (size_t)st.st_size;
+		}
+	}
+	close(fd);
+}
+
+/* True if every page of [off, off + len) of the mapped blob is in the page cache. */
+static bool resident(const struct fs_fh *fh, size_t off, size_t len)
+{
+	unsigned char vec[FS_MAX_REQUEST / 4096 + 2];
+	size_t start = off & ~(size_t)4095, end = off + len;
+	size_t pages = (end - start + 4095) / 4096;
+
+	if (!fh->map || pages > sizeof(vec) || mincore(fh->map + start, end - start, vec) < 0)
+		return false;
+	for (size_t i = 0; i < pages; i++)
+		if (!(vec[i] & 1))
+			return false;
+	return true;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
@@ -602,6 +648,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			break;
 		}
 		rc = blob_fd(fs, &n->id, false, &fh->fd);
+		if (rc >= 0 && fs->read_mode == FS_READ_DIRECT)
+			map_backing(fs, fh, &n->id);
 		/* Immutable: every opener and every mapping shares one page cache. */
 		fi->keep_cache = 1;
 		break;
@@ -804,6 +852,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		read_mem(req, fs, fh, size, off);
 		return;
 	case FH_BLOB:
+		if (fh->map && (size_t)off < fh->maplen) {
+			size_t len = size < fh->maplen - (size_t)off ? size : fh->maplen - (size_t)off;
+			if (resident(fh, (size_t)off, len)) {
+				fuse_reply_buf(req, fh->map + off, len);
+				return;
+			}
+		}
 		if (fs->read_mode == FS_READ_CACHED) {
 			/* splice straight from the backing file when the kernel can */
 			struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);

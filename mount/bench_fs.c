@@ -100,6 +100,7 @@ static void drop_cache(const char *path)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd >= 0) {
+		fdatasync(fd); /* dirty pages (a fresh blob) cannot be dropped */
 		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 		close(fd);
 	}
