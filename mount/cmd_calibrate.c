@@ -206,7 +206,7 @@ int cmd_calibrate(struct cli *cli, int argc, char **argv)
 		goto out_rm;
 	}
 	fprintf(f, "# strata reset policy, written by `strata calibrate` (docs/restore.md)\n");
-	fprintf(f, "reset = %s\nkeep_restores = 16\nrange_cap = %u\n", rewrite ? "rewrite" : "drop", cap);
+	fprintf(f, "reset = %s\nkeep_restores = 16\nidle_cap = 1024\nrange_cap = %u\n", rewrite ? "rewrite" : "drop", cap);
 	fprintf(f, "measured_rewrite_16_pages_us = %.1f\nmeasured_rewrite_256_pages_us = %.1f\n", rw_light / 1e3,
 		rw_heavy / 1e3);
 	fprintf(f, "measured_drop_16_pages_us = %.1f\nmeasured_drop_256_pages_us = %.1f\n", dr_light / 1e3,

@@ -17,6 +17,7 @@
  */
 #define DEFAULT_KEEP 16u
 #define DEFAULT_CAP 64u
+#define DEFAULT_IDLE 1024u
 #define CAP_MAX 65536u
 
 void vmm_policy_defaults(struct vmm_policy *p)
@@ -25,6 +26,7 @@ void vmm_policy_defaults(struct vmm_policy *p)
 	p->mode = VMM_RESET_REWRITE;
 	p->keep_restores = DEFAULT_KEEP;
 	p->range_cap = DEFAULT_CAP;
+	p->idle_cap = DEFAULT_IDLE;
 	snprintf(p->source, sizeof(p->source), "defaults");
 }
 
@@ -100,6 +102,9 @@ int vmm_policy_read(const char *path, struct vmm_policy *out, char *why, size_t 
 		} else if (strcmp(k, "keep_restores") == 0) {
 			if (!parse_uint(v, 255, &p.keep_restores))
 				goto out_bad;
+		} else if (strcmp(k, "idle_cap") == 0) {
+			if (!parse_uint(v, 1u << 30, &p.idle_cap))
+				goto out_bad;
 		} else if (strcmp(k, "range_cap") == 0) {
 			if (!parse_uint(v, CAP_MAX, &p.range_cap))
 				goto out_bad;
@@ -114,8 +119,8 @@ int vmm_policy_read(const char *path, struct vmm_policy *out, char *why, size_t 
 	return 0;
 out_bad:
 	fclose(f);
-	snprintf(why, whylen, "%s line %u: expected 'reset = rewrite|drop', 'keep_restores = 1..255' or 'range_cap = 1..%u'",
-		 path, lineno, CAP_MAX);
+	snprintf(why, whylen, "%s line %u: expected 'reset = rewrite|drop', 'keep_restores = 1..255', "
+		 "'idle_cap = PAGES' or 'range_cap = 1..%u'", path, lineno, CAP_MAX);
 	return VMM_E_BAD_POLICY;
 }
 
@@ -152,6 +157,7 @@ void vmm_policy_describe(char *buf, size_t len)
 {
 	const struct vmm_policy *p = vmm_policy_get();
 
-	snprintf(buf, len, "reset = %s, keep_restores = %u, range_cap = %u (from %s)",
-		 p->mode == VMM_RESET_DROP ? "drop" : "rewrite", p->keep_restores, p->range_cap, p->source);
+	snprintf(buf, len, "reset = %s, keep_restores = %u, idle_cap = %u, range_cap = %u (from %s)",
+		 p->mode == VMM_RESET_DROP ? "drop" : "rewrite", p->keep_restores, p->idle_cap, p->range_cap,
+		 p->source);
 }

@@ -303,7 +303,8 @@ int vmm_snap_reset(struct vmm_sandbox *sb, struct vmm_snap *s)
 		if (rc < 0)
 			return rc;
 	} else {
-		struct vmm_runs drop = { 0 };
+		struct vmm_runs drop = { 0 }, idle = { 0 };
+		uint64_t nidle = 0;
 		for (size_t i = 0; i < s->scan.n; i++) {
 			uint64_t p = s->scan.v[i].gpage, end = p + s->scan.v[i].npages;
 			size_t k = seg_find(s->segs, s->nsegs, p);
@@ -321,18 +322,32 @@ int vmm_snap_reset(struct vmm_sandbox *sb, struct vmm_snap *s)
 						memset(dst, 0, VMM_PAGE);
 					s->age[p] = 0;
 					s->stats.pages_rewritten++;
-				} else if (++s->age[p] >= s->policy.keep_restores) {
-					/* Unchanged for a while: give it back. */
-					s->age[p] = 0;
-					if ((rc = vmm_runs_add(&drop, p, 1)) < 0) {
+				} else {
+					/* Unchanged: give it back after keep_restores such
+					 * restores, or now if too many are idle (a heavy run
+					 * followed by light ones: comparing them every
+					 * restore would cost more than refaulting). */
+					bool old = ++s->age[p] >= s->policy.keep_restores;
+					nidle++;
+					rc = vmm_runs_add(old ? &drop : &idle, p, 1);
+					if (old)
+						s->age[p] = 0;
+					if (rc < 0) {
 						vmm_runs_free(&drop);
+						vmm_runs_free(&idle);
 						return rc;
 					}
 				}
 			}
 		}
 		rc = drop_runs(s, sb->mem, &drop);
+		if (rc == 0 && nidle > s->policy.idle_cap) {
+			for (size_t i = 0; i < idle.n; i++)
+				memset(s->age + idle.v[i].gpage, 0, idle.v[i].npages);
+			rc = drop_runs(s, sb->mem, &idle);
+		}
 		vmm_runs_free(&drop);
+		vmm_runs_free(&idle);
 		if (rc < 0)
 			return rc;
 	}

@@ -49,6 +49,7 @@ struct vmm_policy {
 	enum vmm_reset_mode mode;
 	unsigned keep_restores;  /* REWRITE: drop a page unchanged for this many restores */
 	unsigned range_cap;      /* most ranges per snapshot before compaction */
+	unsigned idle_cap;       /* REWRITE: more unchanged resident pages than this in one restore: drop them all now */
 	char source[256];        /* where it came from: "defaults" or a path */
 };
 
