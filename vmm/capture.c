@@ -10,16 +10,6 @@
 /* Placeholder layer index for "the new layer" while segments are built. */
 #define NEW_LAYER INT32_MAX
 
-static bool page_is_zero(const uint8_t *p)
-{
-	const uint64_t *w = (const uint64_t *)(const void *)p;
-
-	for (size_t i = 0; i < VMM_PAGE / 8; i += 4)
-		if (w[i] | w[i + 1] | w[i + 2] | w[i + 3])
-			return false;
-	return true;
-}
-
 struct segv {
 	struct vmm_seg *v;
 	size_t n, cap;
@@ -260,10 +250,10 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 		for (; p < end; p++) {
 			const uint8_t *src = vmm_snap_page(s, p);
 			const uint8_t *cur = sb->mem + p * VMM_PAGE;
-			if (src ? memcmp(cur, src, VMM_PAGE) == 0 : page_is_zero(cur))
+			if (src ? memcmp(cur, src, VMM_PAGE) == 0 : vmm_page_is_zero(cur))
 				continue;
 			struct vmm_seg g = { p, 1, -1, 0 };
-			if (!page_is_zero(cur)) {
+			if (!vmm_page_is_zero(cur)) {
 				g.layer = NEW_LAYER;
 				g.lpage = new_pages++;
 			}
@@ -405,27 +395,10 @@ int vmm_sandbox_rebase(struct vmm_sandbox *sb, const struct st_manifest *m, cons
 		sb->poisoned = true;
 		goto out_free;
 	}
-	/* Close old layers the new snapshot does not use; the rest moved. */
-	for (uint32_t k = 0; s->m && k < s->m->nlayers; k++) {
-		bool used = false;
-		for (uint32_t i = 0; i < pm->nlayers; i++)
-			used |= layers[i].fd == s->layers[k].fd;
-		if (!used)
-			vmm_snap_layer_close(&s->layers[k]);
-	}
-	free(s->layers);
-	st_manifest_free(s->m);
-	free(s->segs);
-	s->layers = layers;
-	s->m = pm;
-	s->segs = segs;
-	s->nsegs = nsegs;
-	s->id = pid;
-	s->has_id = true;
-	s->key = kp;
-	s->has_key = true;
-	s->vcpu = s->pending_vcpu;
-	s->have_vcpu = true;
+	/* Old layers the new snapshot does not use are closed; the rest moved. */
+	struct vmm_snap_alt n = { .valid = true, .key = kp, .m = pm, .layers = layers, .segs = segs,
+				  .nsegs = nsegs, .id = pid, .vcpu = s->pending_vcpu };
+	vmm_snap_set_current(s, &n, false);
 	s->pending = NULL;
 	s->pending_layer = (struct vmm_snap_layer){ .fd = -1 };
 	return 0;

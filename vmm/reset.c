@@ -107,16 +107,6 @@ const uint8_t *vmm_snap_page(const struct vmm_snap *s, uint64_t p)
 	return seg_page(s->layers, &s->segs[seg_find(s->segs, s->nsegs, p)], p);
 }
 
-static bool page_is_zero(const uint8_t *p)
-{
-	const uint64_t *w = (const uint64_t *)(const void *)p;
-
-	for (size_t i = 0; i < VMM_PAGE / 8; i += 4)
-		if (w[i] | w[i + 1] | w[i + 2] | w[i + 3])
-			return false;
-	return true;
-}
-
 static struct vmm_snap *snap_new(struct vmm_sandbox *sb)
 {
 	struct vmm_snap *s = calloc(1, sizeof(*s));
@@ -174,6 +164,38 @@ void vmm_snap_alt_free(struct vmm_snap *s)
 	st_manifest_free(s->alt.m);
 	free(s->alt.segs);
 	memset(&s->alt, 0, sizeof(s->alt));
+}
+
+void vmm_snap_set_current(struct vmm_snap *s, const struct vmm_snap_alt *n, bool keep_old)
+{
+	struct vmm_snap_alt old = { .valid = s->m && s->has_key, .key = s->key, .m = s->m, .layers = s->layers,
+				    .segs = s->segs, .nsegs = s->nsegs, .id = s->id, .vcpu = s->vcpu };
+
+	if (keep_old && old.valid) {
+		vmm_snap_alt_free(s);
+		s->alt = old;
+	} else {
+		for (uint32_t k = 0; old.m && k < old.m->nlayers; k++) {
+			bool taken = false;
+			for (uint32_t i = 0; i < n->m->nlayers; i++)
+				taken |= n->layers[i].fd == old.layers[k].fd;
+			if (!taken)
+				vmm_snap_layer_close(&old.layers[k]);
+		}
+		free(old.layers);
+		st_manifest_free(old.m);
+		free(old.segs);
+	}
+	s->m = n->m;
+	s->layers = n->layers;
+	s->segs = n->segs;
+	s->nsegs = n->nsegs;
+	s->id = n->id;
+	s->has_id = true;
+	s->key = n->key;
+	s->has_key = true;
+	s->vcpu = n->vcpu;
+	s->have_vcpu = true;
 }
 
 void vmm_snap_key(const struct st_manifest *m, st_id *key)
@@ -314,7 +336,7 @@ int vmm_snap_reset(struct vmm_sandbox *sb, struct vmm_snap *s)
 					k++;
 				const uint8_t *src = seg_page(s->layers, &s->segs[k], p);
 				uint8_t *dst = sb->mem + p * VMM_PAGE;
-				bool differs = src ? memcmp(dst, src, VMM_PAGE) != 0 : !page_is_zero(dst);
+				bool differs = src ? memcmp(dst, src, VMM_PAGE) != 0 : !vmm_page_is_zero(dst);
 				if (differs) {
 					if (src)
 						memcpy(dst, src, VMM_PAGE);
@@ -385,7 +407,7 @@ int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage)
 		for (uint64_t p = g->gpage; p < g->gpage + g->npages; p++) {
 			const uint8_t *src = seg_page(s->layers, g, p);
 			const uint8_t *dst = sb->mem + p * VMM_PAGE;
-			if (src ? memcmp(dst, src, VMM_PAGE) != 0 : !page_is_zero(dst)) {
+			if (src ? memcmp(dst, src, VMM_PAGE) != 0 : !vmm_page_is_zero(dst)) {
 				if (gpage)
 					*gpage = p;
 				return VMM_E_LEAK;

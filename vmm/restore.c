@@ -140,27 +140,10 @@ static int install(struct vmm_sandbox *sb, struct vmm_snap *s, const struct st_m
 		goto out_free;
 	}
 	/* The snapshot left behind stays ready for a switch back. */
-	vmm_snap_alt_free(s);
-	if (s->m && s->has_key) {
-		s->alt = (struct vmm_snap_alt){ .valid = true, .key = s->key, .m = s->m, .layers = s->layers,
-						.segs = s->segs, .nsegs = s->nsegs, .id = s->id, .vcpu = s->vcpu };
-	} else {
-		for (uint32_t k = 0; s->m && k < s->m->nlayers; k++)
-			vmm_snap_layer_close(&s->layers[k]);
-		free(s->layers);
-		st_manifest_free(s->m);
-		free(s->segs);
-	}
-	vmm_snap_key(dup, &s->key);
-	s->has_key = true;
-	s->m = dup;
-	s->layers = layers;
-	s->segs = segs;
-	s->nsegs = nsegs;
-	s->id = p->id;
-	s->has_id = true;
-	s->vcpu = p->vcpu;
-	s->have_vcpu = true;
+	struct vmm_snap_alt n = { .valid = true, .m = dup, .layers = layers, .segs = segs, .nsegs = nsegs,
+				  .id = p->id, .vcpu = p->vcpu };
+	vmm_snap_key(dup, &n.key);
+	vmm_snap_set_current(s, &n, true);
 	return 0;
 out_free:
 	free(segs);
@@ -194,15 +177,8 @@ int vmm_sandbox_restore_to(struct vmm_sandbox *sb, const struct st_manifest *m, 
 			sb->poisoned = true;
 			return rc;
 		}
-		s->alt = (struct vmm_snap_alt){ .valid = true, .key = s->key, .m = s->m, .layers = s->layers,
-						.segs = s->segs, .nsegs = s->nsegs, .id = s->id, .vcpu = s->vcpu };
-		s->m = a.m;
-		s->layers = a.layers;
-		s->segs = a.segs;
-		s->nsegs = a.nsegs;
-		s->id = a.id;
-		s->vcpu = a.vcpu;
-		s->key = a.key;
+		s->alt.valid = false;  /* its contents move to the current snapshot */
+		vmm_snap_set_current(s, &a, true);
 		return vmm_snap_reset(sb, s);
 	}
 	if ((rc = parse(m, &p, why, sizeof(why))) < 0) {

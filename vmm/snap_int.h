@@ -9,6 +9,17 @@
 #include "store/store.h"
 #include "vmm/vmm_int.h"
 
+/* True if the 4 KiB page at p holds only zero bytes. */
+static inline bool vmm_page_is_zero(const uint8_t *p)
+{
+	const uint64_t *w = (const uint64_t *)(const void *)p;
+
+	for (size_t i = 0; i < VMM_PAGE / 8; i += 4)
+		if (w[i] | w[i + 1] | w[i + 2] | w[i + 3])
+			return false;
+	return true;
+}
+
 /* ---- written-page discovery (dirty.c: the only file touching /proc/self/pagemap) ---- */
 
 /* A run of guest pages [gpage, gpage + npages). */
@@ -129,6 +140,10 @@ struct vmm_snap {
 void vmm_snap_key(const struct st_manifest *m, st_id *key);
 /* Free the kept alternate snapshot. */
 void vmm_snap_alt_free(struct vmm_snap *s);
+/* Make n (valid, owned from now on) the current snapshot. The old one is
+ * kept as the alternate if keep_old, else freed, closing the layers n did
+ * not take over (same fd). */
+void vmm_snap_set_current(struct vmm_snap *s, const struct vmm_snap_alt *n, bool keep_old);
 
 /* The sandbox's snapshot state, created on first use. NULL only on ENOMEM. */
 struct vmm_snap *vmm_snap_of(struct vmm_sandbox *sb);
