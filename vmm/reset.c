@@ -114,9 +114,13 @@ static struct vmm_snap *snap_new(struct vmm_sandbox *sb)
 
 	if (!s)
 		return NULL;
-	s->age = calloc(pages, 1);
-	if (!s->age || vmm_snap_segs(NULL, pages, &s->segs, &s->nsegs) < 0) {
-		free(s->age);
+	/* Anonymous memory: only entries of pages that were ever written become
+	 * resident, so a sandbox pays for its ages in proportion to its writes. */
+	s->age_size = pages;
+	s->age = mmap(NULL, pages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (s->age == MAP_FAILED || vmm_snap_segs(NULL, pages, &s->segs, &s->nsegs) < 0) {
+		if (s->age != MAP_FAILED)
+			munmap(s->age, pages);
 		free(s);
 		return NULL;
 	}
@@ -150,7 +154,7 @@ void vmm_snap_free(struct vmm_snap *s)
 	st_manifest_free(s->pending);
 	vmm_snap_layer_close(&s->pending_layer);
 	free(s->segs);
-	free(s->age);
+	munmap(s->age, s->age_size);
 	vmm_runs_free(&s->scan);
 	vmm_snap_alt_free(s);
 	free(s);

@@ -122,6 +122,7 @@ struct vmm_snap {
 	struct vmm_vcpu_state vcpu;     /* vCPU at the snapshot */
 	bool have_vcpu;
 	uint8_t *age;                   /* per page: restores since it last differed (REWRITE) */
+	uint64_t age_size;
 	struct vmm_runs scan;           /* scratch for scans */
 	struct vmm_policy policy;
 	bool debug;                     /* compare all memory after each restore */
