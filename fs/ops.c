@@ -1091,7 +1091,8 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+/* getxattr and listxattr: size 0 asks for the length, else for the bytes. */
+static void reply_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct fs *fs = req_fs(req);
 	struct fs_node *n = node_of(fs, ino);
@@ -1102,7 +1103,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		reply_err(req, n ? -ENOMEM : -ESTALE);
 		return;
 	}
-	int rc = fs_ns_getxattr(fs, n, name, buf, size);
+	int rc = name ? fs_ns_getxattr(fs, n, name, buf, size) : fs_ns_listxattr(fs, n, buf, size);
 	if (rc < 0)
 		reply_err(req, rc);
 	else if (size == 0)
@@ -1112,25 +1113,14 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	free(buf);
 }
 
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	reply_xattr(req, ino, name, size);
+}
+
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	struct fs *fs = req_fs(req);
-	struct fs_node *n = node_of(fs, ino);
-	char *buf = size ? malloc(size) : NULL;
-
-	if (!n || (size && !buf)) {
-		free(buf);
-		reply_err(req, n ? -ENOMEM : -ESTALE);
-		return;
-	}
-	int rc = fs_ns_listxattr(fs, n, buf, size);
-	if (rc < 0)
-		reply_err(req, rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)rc);
-	else
-		fuse_reply_buf(req, buf, (size_t)rc);
-	free(buf);
+	reply_xattr(req, ino, NULL, size);
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size, int flags)

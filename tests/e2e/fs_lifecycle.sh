@@ -16,6 +16,11 @@ ok "mounting a directory that is not a store fails cleanly" bash -c \
 	"mkdir -p '$T/notstore/x' '$T/m3' && ! '$STRATA' mount '$T/notstore' '$T/m3' 2>'$T/err' && grep -q 'strata: mount' '$T/err' && ! grep -q ' $T/m3 ' /proc/mounts"
 ok "umount of a plain directory says nothing is mounted" expect_fail "nothing is mounted" "$STRATA" umount "$T/m3"
 
+ok "-o options reach the kernel mount" bash -c \
+	"mkdir -p '$T/m4' && '$STRATA' mount '$S' '$T/m4' -o allow_other --log '$S.log' && grep ' $T/m4 ' /proc/mounts | grep -q allow_other && '$STRATA' umount '$T/m4'"
+ok "an unknown -o option is refused before mounting" bash -c \
+	"! '$STRATA' mount '$S' '$T/m4' -o no_such_option --log '$S.log' 2>'$T/err' && grep -q 'invalid mount option' '$T/err' && ! grep -q ' $T/m4 ' /proc/mounts"
+
 # Changes made by the CLI while mounted show up.
 cat "$M/memory/base" >/dev/null
 ok "a tag made by the CLI appears" bash -c "'$STRATA' --store '$S' tag base other && wait_for 3 test -d '$M/snapshots/other'"

@@ -30,6 +30,12 @@ ok "xattr user.strata.blob_path names the backing file" bash -c \
 	"python3 -c \"import os,sys; sys.exit(os.getxattr('$M/blobs/$layer','user.strata.blob_path').decode() != '$S/blobs/${layer:0:2}/$layer')\""
 ok "xattr user.strata.id is the layer id" bash -c \
 	"python3 -c \"import os,sys; sys.exit(os.getxattr('$M/blobs/$layer','user.strata.id').decode() != '$layer')\""
+ok "mmap of a layer through the mount equals the backing blob" python3 -c "
+import mmap, sys
+a = open('$M/snapshots/base/layers/$layer', 'rb'); b = open('$S/blobs/${layer:0:2}/$layer', 'rb')
+ma = mmap.mmap(a.fileno(), 0, prot=mmap.PROT_READ); mb = mmap.mmap(b.fileno(), 0, prot=mmap.PROT_READ)
+sys.exit(ma[:] != mb[:])
+"
 ok "memory/NAME reads as the image" cmp "$M/memory/child" "$T/img"
 ok "memory file is sparse: SEEK_HOLE and SEEK_DATA find the zero gap" python3 -c "
 import os, sys
