@@ -1,0 +1,94 @@
+/* test_policy.c: the policy file parser and the manifest's vcpu/guest JSON, without KVM. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vmm/snap_int.h"
+
+static const char *write_tmp(const char *text)
+{
+	static char path[64];
+	snprintf(path, sizeof(path), "/tmp/strata-policy-XXXXXX");
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	return path;
+}
+
+Test(policy, file_overrides_defaults_and_junk_is_refused_with_the_line)
+{
+	struct vmm_policy p;
+	char why[256];
+	const char *f = write_tmp("# comment\nreset = drop\nkeep_restores = 4\nrange_cap = 99\nmeasured_x = 1.5\n");
+
+	cr_assert_eq(vmm_policy_read(f, &p, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(p.mode, VMM_RESET_DROP);
+	cr_assert_eq(p.keep_restores, 4);
+	cr_assert_eq(p.range_cap, 99);
+	cr_assert_eq(p.idle_cap, 1024, "unset keys keep their defaults");
+	cr_assert_str_eq(p.source, f);
+	unlink(f);
+	f = write_tmp("reset = rewrite\nrange_cap = 0\n");
+	cr_assert_eq(vmm_policy_read(f, &p, why, sizeof(why)), VMM_E_BAD_POLICY);
+	cr_assert(strstr(why, "line 2"), "%s", why);
+	unlink(f);
+	f = write_tmp("colour = blue\n");
+	cr_assert_eq(vmm_policy_read(f, &p, why, sizeof(why)), VMM_E_BAD_POLICY);
+	unlink(f);
+	cr_assert_eq(vmm_policy_read("/nonexistent/policy", &p, why, sizeof(why)), -ENOENT);
+}
+
+Test(policy, vcpu_state_round_trips_through_json)
+{
+	struct vmm_vcpu_state a, b;
+	char *json = NULL;
+
+	memset(&a, 0, sizeof(a));
+	a.version = VMM_VCPU_STATE_VERSION;
+	for (int i = 0; i < 16; i++)
+		a.gpr[i] = 0xfedcba9876543210ull ^ (uint64_t)i;  /* past 2^53 */
+	a.rip = 0x401000;
+	a.rflags = 0x3002;
+	a.cs = (struct vmm_segment){ .base = 0, .limit = 0xffffffff, .selector = 0x23, .type = 11, .present = 1,
+				     .dpl = 3, .s = 1, .l = 1, .g = 1 };
+	a.tr = (struct vmm_segment){ .base = 0xf080, .limit = 0xe7, .selector = 0x28, .type = 11, .present = 1 };
+	a.gdt = (struct vmm_dtable){ 0xf000, 0x37 };
+	a.cr0 = 0x80010033;
+	a.cr3 = 0x1000;
+	a.efer = 0xd00;
+	a.apic_base = 0xfee00900;
+	a.xcr0 = 3;
+	for (int i = 0; i < 512; i++)
+		a.fxsave[i] = (uint8_t)(i * 7);
+	cr_assert_eq(vmm_vcpu_to_json(&a, &json), 0);
+	cr_assert_eq(vmm_vcpu_from_json(json, &b, NULL, 0), 0);
+	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0);
+	/* a truncated FXSAVE image is refused */
+	char *cut = strstr(json, "\"fxsave\":\"");
+	cr_assert_not_null(cut);
+	cut[20] = '"';
+	char why[256];
+	cr_assert_eq(vmm_vcpu_from_json(json, &b, why, sizeof(why)), VMM_E_BAD_SNAPSHOT);
+	free(json);
+	cr_assert_eq(vmm_vcpu_from_json("{\"version\":1}", &b, why, sizeof(why)), VMM_E_BAD_SNAPSHOT);
+	cr_assert_eq(vmm_vcpu_from_json("not json", &b, why, sizeof(why)), VMM_E_BAD_SNAPSHOT);
+}
+
+Test(policy, guest_description_from_another_abi_is_refused)
+{
+	struct vmm_layout l;
+	struct vmm_fn *fns = NULL;
+	unsigned n;
+	char why[256];
+
+	cr_assert_eq(vmm_guest_from_json("{\"abi_version\":99,\"layout\":{},\"functions\":[]}", &l, &fns, &n, why,
+					 sizeof(why)), VMM_E_BAD_SNAPSHOT);
+	cr_assert(strstr(why, "ABI version 99"), "%s", why);
+	cr_assert_eq(vmm_guest_from_json("{\"abi_version\":1,\"layout\":{\"pml4\":1}}", &l, &fns, &n, why,
+					 sizeof(why)), VMM_E_BAD_SNAPSHOT);
+	cr_assert_null(fns);
+}
