@@ -43,7 +43,9 @@ mount_store() {  # mount_store STORE MOUNTPOINT [extra mount args]
 	local s=$1 m=$2; shift 2
 	mkdir -p "$m"
 	MOUNTS+=("$m")
-	"$STRATA" mount "$s" "$m" --log "$s.log" --stage-timeout 2 "$@"
+	# STRATA_FS_MOUNT_ARGS: e.g. "--threads 4" to run a suite on the worker pool
+	# shellcheck disable=SC2086
+	"$STRATA" mount "$s" "$m" --log "$s.log" --stage-timeout 2 ${STRATA_FS_MOUNT_ARGS:-} "$@"
 }
 
 # A memory image: 256 KiB random, 64 KiB zero hole, 128 KiB random.
