@@ -148,7 +148,7 @@ struct fs {
 	size_t nsnapbuckets;
 	uint64_t listed_gen[2]; /* tags generation last listed in snapshots/, memory/ */
 	size_t listed_n[2];
-	/* imports */
+	/* imports; lock order: stage_lock, then a stage's own lock, then view_lock */
 	pthread_mutex_t stage_lock;
 	struct fs_stage *stages;
 	uint64_t next_serial;

@@ -159,7 +159,7 @@ int fs_stage_mkdir(struct fs *fs, const char *name, struct fs_stage **out)
 		stage_free(s);
 		return -EEXIST;
 	}
-	s->serial = ++fs->next_serial;
+	s->serial = __atomic_add_fetch(&fs->next_serial, 1, __ATOMIC_RELAXED);
 	s->next = fs->stages;
 	fs->stages = s;
 	pthread_mutex_unlock(&fs->stage_lock);
@@ -310,9 +310,8 @@ int fs_stage_create(struct fs *fs, struct fs_stage *s, bool in_layers, const cha
 			goto out_unlock;
 		}
 		f->in_layers = in_layers;
-		pthread_mutex_lock(&fs->stage_lock);
-		f->serial = ++fs->next_serial;
-		pthread_mutex_unlock(&fs->stage_lock);
+		/* atomic, not fs->stage_lock: that lock is taken before s->lock */
+		f->serial = __atomic_add_fetch(&fs->next_serial, 1, __ATOMIC_RELAXED);
 		f->next = s->files;
 		s->files = f;
 	}
@@ -803,7 +802,8 @@ void fs_stage_attr(struct fs_stage *s, struct fs_sfile *f, bool layers_dir, stru
 	t = f ? f->mtime_ns : s->last_ns;
 	st->st_blksize = FS_MAX_REQUEST; /* cp and friends size their buffers by it */
 	if (f) {
-		st->st_mode = S_IFREG | 0644;
+		/* a finished layer or manifest reads like a committed one */
+		st->st_mode = S_IFREG | (f->state == SF_DONE ? 0444 : 0644);
 		st->st_nlink = f->gone ? 0 : 1;
 		st->st_size = (off_t)f->size;
 		st->st_blocks = (blkcnt_t)((f->size + 511) / 512);
