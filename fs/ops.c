@@ -167,16 +167,31 @@ static bool is_stage(const struct fs_node *n)
 	return n->kind == FS_K_STAGEDIR || n->kind == FS_K_STAGELAYERS || n->kind == FS_K_STAGEFILE;
 }
 
-/* What a write gets where nothing may be written. */
-static int refuse(const struct fs_node *n)
+static const char *kind_name(enum fs_kind k)
 {
-	switch (n->kind) {
-	case FS_K_ROOT:
-	case FS_K_SNAPSHOTS:
-		return -EPERM;
-	default:
-		return -EROFS;
+	switch (k) {
+	case FS_K_ROOT: return "/";
+	case FS_K_SNAPSHOTS: return "snapshots/";
+	case FS_K_BLOBS: return "blobs/";
+	case FS_K_MEMORY: return "memory/";
+	case FS_K_SNAPDIR: return "a committed snapshot";
+	case FS_K_LAYERS: return "a committed snapshot's layers/";
+	case FS_K_MANIFEST: return "a committed manifest.json";
+	case FS_K_BLOB: return "a blob";
+	case FS_K_MEMFILE: return "a memory file";
+	default: return "an import";
 	}
+}
+
+/* What a write gets where nothing may be written, with the log line saying so. */
+static int refuse(struct fs *fs, const struct fs_node *n, const char *op, const char *name)
+{
+	int rc = n->kind == FS_K_ROOT || n->kind == FS_K_SNAPSHOTS ? -EPERM : -EROFS;
+
+	fs_log(fs, FS_LOG_WARNING, "%s%s%s in %s: refused (%s): snapshots are immutable; "
+	       "import by copying a snapshot directory into snapshots/", op, name ? " " : "",
+	       name ? name : "", kind_name(n->kind), rc == -EPERM ? "EPERM" : "EROFS");
+	return rc;
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi)
@@ -191,7 +206,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		return;
 	}
 	if (!is_stage(n)) {
-		reply_err(req, refuse(n));
+		reply_err(req, refuse(fs, n, "setattr", NULL));
 		return;
 	}
 	if (to_set & FUSE_SET_ATTR_SIZE) {
@@ -255,7 +270,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		rc = -EINVAL;
 		break;
 	default:
-		rc = refuse(dir);
+		rc = refuse(fs, dir, "mkdir", name);
 		break;
 	}
 	reply_err(req, rc);
@@ -347,7 +362,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = unlink_committed(fs, dir, name);
 		break;
 	default:
-		rc = refuse(dir);
+		rc = refuse(fs, dir, "unlink", name);
 		break;
 	}
 	reply_err(req, rc);
@@ -426,7 +441,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = strcmp(name, "layers") == 0 ? fs_stage_rmdir_layers(fs, dir->stage) : -ENOENT;
 		break;
 	default:
-		rc = refuse(dir);
+		rc = refuse(fs, dir, "rmdir", name);
 		break;
 	}
 	reply_err(req, rc);
@@ -491,7 +506,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		fs_log(fs, FS_LOG_WARNING, "rename %s -> %s refused: files move only inside one import", name, newname);
 		rc = -EINVAL;
 	} else {
-		rc = refuse(from);
+		rc = refuse(fs, from, "rename", name);
 	}
 	reply_err(req, rc);
 }
@@ -622,7 +637,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if (wr && n->kind != FS_K_STAGEFILE) {
-		reply_err(req, refuse(n));
+		reply_err(req, refuse(fs, n, "open for writing", NULL));
 		return;
 	}
 	switch (n->kind) {
@@ -699,7 +714,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 			       "(mkdir NAME, then manifest.json and layers/)", name);
 			rc = -EPERM;
 		} else {
-			rc = refuse(dir);
+			rc = refuse(fs, dir, "create", name);
 		}
 		reply_err(req, rc);
 		return;
@@ -1129,7 +1144,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	struct fs_node *n = node_of(fs, ino);
 
 	/* Copies into an import may try to carry xattrs along: not kept. */
-	reply_err(req, n && is_stage(n) ? -ENOTSUP : n ? refuse(n) : -ESTALE);
+	reply_err(req, n && is_stage(n) ? -ENOTSUP : n ? refuse(fs, n, "setxattr", name) : -ESTALE);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
@@ -1137,7 +1152,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct fs *fs = req_fs(req);
 	struct fs_node *n = node_of(fs, ino);
 
-	reply_err(req, n && is_stage(n) ? -ENOTSUP : n ? refuse(n) : -ESTALE);
+	reply_err(req, n && is_stage(n) ? -ENOTSUP : n ? refuse(fs, n, "removexattr", name) : -ESTALE);
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)

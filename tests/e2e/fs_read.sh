@@ -62,6 +62,7 @@ ok "bad name: '..'-ish tag is EINVAL" expect_fail "Invalid argument" mkdir "$M/s
 ok "bad name: over 255 bytes is ENAMETOOLONG" expect_fail "File name too long" mkdir "$M/snapshots/$(printf 'a%.0s' $(seq 300))"
 ok "bad name: tag over 128 chars is EINVAL" expect_fail "Invalid argument" mkdir "$M/snapshots/$(printf 'b%.0s' $(seq 200))"
 ok "log says why a name was refused" grep -q "not a valid tag name" "$S.log"
+ok "log says why a write was refused" grep -q "open for writing in a committed manifest.json: refused (EROFS)" "$S.log"
 ok "strata umount" "$STRATA" umount "$M"
 ok "mount again: inode numbers are the same" bash -c \
 	"'$STRATA' mount '$S' '$M' --log '$S.log' && test \$(stat -c %i '$M/snapshots/base/manifest.json') = \$(cat '$T/ino1')"
