@@ -246,7 +246,7 @@ Test(vmm_faults, hammering_host_calls_with_random_arguments_is_survived)
 	vmm_sandbox_free(sb);
 }
 
-Test(vmm_faults, wild_hypercalls_are_survived, .timeout = 120)
+Test(vmm_faults, wild_hypercalls_are_survived)
 {
 	struct vmm_sandbox *sb = guest_new(NULL);
 	struct vmm_result res;
