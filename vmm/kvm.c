@@ -186,6 +186,10 @@ int vmm_kvm_run(struct vmm_kvm *k, struct vmm_exit *ex)
 	case KVM_EXIT_INTR:
 		ex->kind = VMM_EXIT_INTR;
 		break;
+	case KVM_EXIT_INTERNAL_ERROR:
+		ex->kind = VMM_EXIT_INTERNAL;
+		ex->reason = run->internal.suberror;
+		break;
 	default:
 		ex->kind = VMM_EXIT_OTHER;
 		ex->reason = run->exit_reason;

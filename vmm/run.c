@@ -375,6 +375,14 @@ int vmm_run_until(struct vmm_sandbox *sb, uint16_t port, uint64_t timeout_ns, ui
 		case VMM_EXIT_SHUTDOWN:
 			rc = vmm_run_fail(sb, VMM_E_SHUTDOWN, "the guest triple-faulted (vCPU shut down)");
 			break;
+		case VMM_EXIT_INTERNAL:
+			/* kvm_pvm ends here where hardware would triple-fault: an
+			 * exception it cannot deliver (suberror 1 emulation, 3 event
+			 * delivery). Either way the vCPU cannot go on. */
+			rc = vmm_run_fail(sb, VMM_E_SHUTDOWN,
+					  "the vCPU stopped: KVM could not deliver an exception or emulate an "
+					  "instruction (internal error, suberror %u)", ex.reason);
+			break;
 		case VMM_EXIT_HLT:
 			rc = vmm_run_fail(sb, VMM_E_UNEXPECTED_EXIT, "the guest halted");
 			break;

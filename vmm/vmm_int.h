@@ -68,6 +68,7 @@ enum vmm_exit_kind {
 	VMM_EXIT_HLT,
 	VMM_EXIT_SHUTDOWN,   /* triple fault */
 	VMM_EXIT_INTR,       /* KVM_RUN returned EINTR (signal / immediate_exit) */
+	VMM_EXIT_INTERNAL,   /* KVM internal error: reason = suberror */
 	VMM_EXIT_OTHER,      /* anything else: reason */
 };
 struct vmm_exit {

@@ -271,3 +271,40 @@ Test(vmm_elf, random_header_corruption_never_crashes_the_host)
 	}
 	cr_assert_gt(refused, 0);
 }
+
+Test(vmm_elf, a_triple_fault_is_reported_as_shutdown)
+{
+	/* Point the note's exception stubs at simpleguest's self-faulting
+	 * stubs: a fault then nests into #DF and a triple fault. */
+	unsigned char pat[16] = { 0xcd, 0x30 };
+	memset(pat + 2, 0x90, 14);
+	unsigned char *c = copy();
+	size_t off = 0;
+	for (size_t i = 0; i + 32 * 16 <= img_len && !off; i += 16) {
+		bool all = true;
+		for (int k = 0; k < 32 && all; k++)
+			all = memcmp(c + i + 16 * k, pat, 16) == 0;
+		if (all)
+			off = i;
+	}
+	cr_assert_neq(off, 0, "bad stubs not found in simpleguest");
+	int t = -1;
+	for (unsigned i = 0; i < eh(c)->e_phnum; i++)
+		if (ph(c, i)->p_type == PT_LOAD && off >= ph(c, i)->p_offset &&
+		    off < ph(c, i)->p_offset + ph(c, i)->p_filesz)
+			t = (int)i;
+	cr_assert_geq(t, 0);
+	uint64_t va = ph(c, (unsigned)t)->p_vaddr + (off - ph(c, (unsigned)t)->p_offset);
+	int n = find_ph(c, PT_NOTE);
+	memcpy(c + ph(c, (unsigned)n)->p_offset + 12 + 8 + 8, &va, 8);
+
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+	cr_assert_eq(vmm_sandbox_new_mem(c, img_len, NULL, &sb, &err), 0, "%s", err.message);
+	struct vmm_result res;
+	int rc = vmm_sandbox_call(sb, "null_write", NULL, 0, &res);
+	cr_assert_eq(rc, VMM_E_SHUTDOWN, "%s: %s", vmm_strerror(rc), vmm_sandbox_error(sb)->message);
+	cr_assert(vmm_sandbox_poisoned(sb));
+	vmm_sandbox_free(sb);
+	free(c);
+}

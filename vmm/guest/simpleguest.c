@@ -272,3 +272,14 @@ STRATA_FUNCTION(wild_hypercall, "v(i)")
 	strata_out(port, v);
 	return strata_ret_void(c);
 }
+
+/* Exception stubs that fault themselves (`int $0x30` hits a not-present
+ * vector): tests point the ELF note at these to provoke a triple fault. */
+__asm__(".pushsection .text\n"
+	".balign 16\n"
+	"strata_test_bad_stubs:\n"
+	".rept 32\n"
+	".byte 0xcd, 0x30\n"
+	".fill 14, 1, 0x90\n"
+	".endr\n"
+	".popsection");
