@@ -36,8 +36,7 @@ static void perms_set(uint8_t *perms, uint64_t lo, uint64_t hi, uint8_t perm)
 		perms[p] |= perm;
 }
 
-/* Read the function table the guest published at READY. */
-static int load_functions(struct vmm_sandbox *sb, uint32_t table_gpa)
+int vmm_sandbox_load_functions(struct vmm_sandbox *sb, uint32_t table_gpa)
 {
 	struct strata_fn_table t;
 	const void *p = vmm_run_guest_ptr(sb, table_gpa, sizeof(t));
@@ -45,6 +44,10 @@ static int load_functions(struct vmm_sandbox *sb, uint32_t table_gpa)
 	if (!p)
 		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "READY: function table at 0x%x is outside guest memory",
 				    table_gpa);
+	sb->fn_table_gpa = table_gpa;
+	free(sb->fns);
+	sb->fns = NULL;
+	sb->nfns = 0;
 	memcpy(&t, p, sizeof(t));
 	if (t.magic != STRATA_FN_TABLE_MAGIC || t.count > STRATA_MAX_FUNCTIONS)
 		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "READY: malformed function table (count %u)", t.count);
@@ -134,7 +137,7 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 	uint64_t tmo = sb->cfg.timeout_ns > INIT_TIMEOUT_NS ? sb->cfg.timeout_ns : INIT_TIMEOUT_NS;
 	rc = vmm_run_until(sb, STRATA_PORT_READY, tmo, &table);
 	if (rc == 0)
-		rc = load_functions(sb, table);
+		rc = vmm_sandbox_load_functions(sb, table);
 	if (rc < 0) {
 		if (err)
 			*err = sb->err;

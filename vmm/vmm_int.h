@@ -198,6 +198,7 @@ struct vmm_sandbox {
 	uint64_t mem_size;
 	struct vmm_fn *fns;
 	unsigned nfns;
+	uint32_t fn_table_gpa;    /* where the guest's function table lives (for restore) */
 	struct vmm_host_fn *hfns;
 	unsigned nhfns, hfns_cap;
 	uint64_t seq;
@@ -227,6 +228,10 @@ int vmm_run_fail(struct vmm_sandbox *sb, int code, const char *fmt, ...)
 /* Run the vCPU until the guest does `out` to `port` (READY or RETURN),
  * serving host calls and logs on the way; *value gets the `out` value. */
 int vmm_run_until(struct vmm_sandbox *sb, uint16_t port, uint64_t timeout_ns, uint32_t *value);
+
+/* (Re)read the guest's function table at table_gpa (READY's value; kept in
+ * sb->fn_table_gpa so a restored sandbox can reread it from its memory). */
+int vmm_sandbox_load_functions(struct vmm_sandbox *sb, uint32_t table_gpa);
 
 /* Parse a signature "r(aa..)" into types; false if malformed. */
 bool vmm_sig_parse(const char *sig, enum vmm_type *ret, enum vmm_type *args, unsigned *nargs);
