@@ -124,7 +124,8 @@ void bench_timer_stop(struct bench_timer *t)
 
 bool bench_selected(const struct bench *b, const char *name)
 {
-	return !b->filter || strstr(name, b->filter) != NULL;
+	/* Floors always run: every filtered result is printed beside its floor. */
+	return !b->filter || strstr(name, b->filter) != NULL || strncmp(name, "floor/", 6) == 0;
 }
 
 bool bench_quick(const struct bench *b)

@@ -17,7 +17,7 @@
 #include "vmm/vmm.h"
 
 /* Every latency here is printed beside a bare KVM_RUN round trip (bench_vmm.c). */
-#define FLOOR "floor/kvm_run_roundtrip/cpl3"
+#define FLOOR "floor/kvm_run_roundtrip"
 
 /* One size's fixture: a store holding snapshot "s" of a guest after one
  * echo, an exported copy of it, and a mount of the store. */

@@ -79,6 +79,73 @@ static int open_backing(int layer_fd, const char *layer_path, const char *hex, u
 	return fd;
 }
 
+/*
+ * A layer from a plain directory is the user's file: truncating it under a
+ * MAP_PRIVATE mapping would turn the next host access to one of its pages
+ * into SIGBUS. So it is copied once into a sealed memfd (shared by every
+ * sandbox made from this handle) and hashed on the way when verifying.
+ * Store blobs and mount layers are read-only and immutable: mapped as is.
+ */
+static int copy_private(int fd, uint64_t size, const st_id *id, bool verify, int *out)
+{
+	struct st_hasher *h = NULL;
+	uint8_t *buf = NULL;
+	int mfd, rc = 0;
+
+	mfd = memfd_create("strata-layer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		return -errno;
+	if (ftruncate(mfd, (off_t)size) < 0 || (verify && (rc = st_hasher_new(&h)) < 0) ||
+	    !(buf = malloc(SNAPDIR_HASH_CHUNK))) {
+		rc = rc < 0 ? rc : -errno ? -errno : -ENOMEM;
+		goto out_close;
+	}
+	for (uint64_t off = 0; off < size;) {
+		size_t want = size - off < SNAPDIR_HASH_CHUNK ? (size_t)(size - off) : SNAPDIR_HASH_CHUNK;
+		ssize_t n = pread(fd, buf, want, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : VMM_E_BAD_SNAPSHOT; /* shrank while being read */
+			goto out_close;
+		}
+		if (h)
+			st_hasher_update(h, buf, (size_t)n);
+		for (ssize_t w = 0; w < n;) {
+			ssize_t k = pwrite(mfd, buf + w, (size_t)(n - w), (off_t)(off + (uint64_t)w));
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0) {
+				rc = k < 0 ? -errno : -EIO;
+				goto out_close;
+			}
+			w += k;
+		}
+		off += (uint64_t)n;
+	}
+	if (h) {
+		st_id got;
+		st_hasher_final(h, &got);
+		if (!st_id_equal(&got, id)) {
+			rc = ST_ECORRUPT;
+			goto out_close;
+		}
+	}
+	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	free(buf);
+	st_hasher_free(h);
+	*out = mfd;
+	return 0;
+out_close:
+	free(buf);
+	st_hasher_free(h);
+	close(mfd);
+	return rc;
+}
+
 /* Hash the whole file behind fd and compare with its id. */
 static int verify_fd(int fd, uint64_t size, const st_id *id)
 {
@@ -141,14 +208,27 @@ static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
 			    "snapshot %s: layer %s is %lld bytes, the manifest says %llu (truncated or replaced?)",
 			    d->path, hex, (long long)st.st_size, (unsigned long long)size);
 	}
-	if ((d->flags & VMM_SNAPDIR_VERIFY) && (rc = verify_fd(fd, size, &l->id)) < 0) {
+	bool verify = d->flags & VMM_SNAPDIR_VERIFY;
+	if (!d->on_mount && !(d->flags & VMM_SNAPDIR_MAP_FILES)) {
+		int mfd = -1;
+		rc = copy_private(fd, size, &l->id, verify, &mfd);
 		close(fd);
-		return fail(err, rc == ST_ECORRUPT ? VMM_E_BAD_SNAPSHOT : rc,
-			    "snapshot %s: layer %s %s", d->path, hex,
-			    rc == ST_ECORRUPT ? "does not hash to its name (corrupted)" : st_strerror(rc));
+		if (rc < 0)
+			goto out_fail;
+		fd = mfd;
+		verify = false; /* hashed while copying */
+	}
+	if (verify && (rc = verify_fd(fd, size, &l->id)) < 0) {
+		close(fd);
+		goto out_fail;
 	}
 	d->fds[i] = fd;
 	return 0;
+out_fail:
+	return fail(err, rc == ST_ECORRUPT || rc == VMM_E_BAD_SNAPSHOT ? VMM_E_BAD_SNAPSHOT : rc,
+		    "snapshot %s: layer %s %s", d->path, hex,
+		    rc == ST_ECORRUPT ? "does not hash to its name (corrupted)" :
+		    rc == VMM_E_BAD_SNAPSHOT ? "shrank while being read" : strerror(-rc));
 }
 
 int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out, struct vmm_error *err)

@@ -258,6 +258,8 @@ int vmm_policy_default_path(char *buf, size_t len);
 enum {
 	VMM_SNAPDIR_VERIFY = 1u << 0,   /* hash every layer before it is mapped */
 	VMM_SNAPDIR_VIA_FUSE = 1u << 1, /* on a strata mount, map the FUSE files, not the backing blobs */
+	VMM_SNAPDIR_MAP_FILES = 1u << 2, /* plain directory: map its files as they are (the caller
+					  * promises they are never truncated) instead of a private copy */
 };
 struct vmm_snapdir;
 
@@ -268,7 +270,10 @@ struct vmm_snapdir;
  * VMM_SNAPDIR_VERIFY. On a strata mount each layer is reached through its
  * backing blob (the mount's user.strata.blob_path xattr) unless
  * VMM_SNAPDIR_VIA_FUSE: the faster path, and sandboxes keep running if the
- * mount daemon dies (docs/restore-from-path.md). The handle keeps the layer
+ * mount daemon dies. A plain directory's layers are copied once into sealed
+ * private memory (shared by all sandboxes made from the handle), so
+ * truncating the user's files cannot fault a running sandbox, unless
+ * VMM_SNAPDIR_MAP_FILES (docs/restore-from-path.md). The handle keeps the layer
  * files open; a sandbox made from it keeps its own mappings and may outlive
  * it. Errors: -ENOENT, -ENOTDIR, -ENOTCONN (stale mount), VMM_E_BAD_SNAPSHOT
  * (bad manifest, short or corrupted layer); err->message says which.

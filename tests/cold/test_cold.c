@@ -398,3 +398,26 @@ Test(cold, pool_sandboxes_cost_about_what_they_write, .init = setup_copy, .fini 
 	vmm_pool_free(p);
 	vmm_snapdir_close(d);
 }
+
+/* A plain copy's layers are the user's files: truncating one under a
+ * running sandbox must not fault the host (the restore keeps a private
+ * sealed copy); the sandbox keeps calling and restoring. */
+Test(cold, truncating_a_plain_copy_under_a_running_sandbox_is_harmless, .init = setup_copy, .fini = fixture_down)
+{
+	struct vmm_snapdir *d;
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+
+	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
+	cr_assert_eq(chmod(first_layer(), 0644), 0);
+	cr_assert_eq(truncate(first_layer(), 0), 0);
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
+	cr_assert_eq(call_i64(sb, "touch_pages", 4, true), 4);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0);
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
+	vmm_sandbox_free(sb);
+	vmm_snapdir_close(d);
+	/* A new restore sees the damage and refuses it. */
+	expect_refused(fx.copy, 0, "truncated");
+}
