@@ -280,3 +280,25 @@ Test(vmm_calls, absurd_sizes_are_refused)
 		cr_assert_gt(strlen(err.message), 0);
 	}
 }
+
+Test(vmm_calls, page_tables_and_descriptor_tables_stay_unwritten)
+{
+	/* Accessed/Dirty bits are preset, so running code (calls, heap and
+	 * stack writes, faults aside) never makes the CPU write these pages:
+	 * they stay clean for snapshots. */
+	struct vmm_config cfg = { .heap_size = 4 << 20 };
+	struct vmm_sandbox *sb = guest_new(&cfg);
+	uint8_t *mem;
+	uint64_t size;
+	struct vmm_result res;
+	static uint8_t before[0x11000];
+
+	vmm_sandbox_memory(sb, &mem, &size);
+	memcpy(before, mem, sizeof(before));
+	cr_assert_eq(call_i64(sb, "touch_pages", 1000, 0, 1, &res), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(call_i64(sb, "heap_write", 50000, 0, 1, &res), 0);
+	cr_assert_eq(call_i64(sb, "stack_overflow", 50, 0, 1, &res), 0);
+	cr_assert_eq(call_i64(sb, "add", 2, 3, 2, &res), 0);
+	cr_assert_eq(memcmp(before, mem, sizeof(before)), 0, "page tables, GDT, TSS or IDT changed");
+	vmm_sandbox_free(sb);
+}
