@@ -431,7 +431,7 @@ static int frame_write(struct vmm_sandbox *sb, uint32_t idx, const struct vmm_fn
 		}
 		bool str = args[i].type == VMM_STR;
 		uint64_t need = (uint64_t)args[i].len + str;
-		if (args[i].len > l->in_size || need > l->in_size - off)
+		if (off > l->in_size || args[i].len > l->in_size - off || need > l->in_size - off)
 			return vmm_run_fail(sb, VMM_E_TOO_BIG,
 					    "%s: arguments do not fit the %llu-byte input buffer (raise input_size)",
 					    f->name, (unsigned long long)l->in_size);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "helpers.h"
+#include "vmm/abi.h"
 
 Test(vmm_calls, echo_returns_its_string)
 {
@@ -300,5 +301,28 @@ Test(vmm_calls, page_tables_and_descriptor_tables_stay_unwritten)
 	cr_assert_eq(call_i64(sb, "stack_overflow", 50, 0, 1, &res), 0);
 	cr_assert_eq(call_i64(sb, "add", 2, 3, 2, &res), 0);
 	cr_assert_eq(memcmp(before, mem, sizeof(before)), 0, "page tables, GDT, TSS or IDT changed");
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_calls, arguments_exactly_filling_an_odd_sized_input_buffer)
+{
+	/* 1001-byte input buffer: the frame plus arguments must fit exactly,
+	 * one byte more is refused, whatever the alignment padding. */
+	struct vmm_config cfg = { .input_size = 1001 };
+	struct vmm_sandbox *sb = guest_new(&cfg);
+	struct vmm_result res;
+	char buf[1001];
+	size_t room = 1001 - sizeof(struct strata_call_frame);
+
+	memset(buf, 'q', sizeof(buf));
+	struct vmm_value v = { .type = VMM_BYTES, .data = buf, .len = room };
+	cr_assert_eq(vmm_sandbox_call(sb, "echo_bytes", &v, 1, &res), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(res.len, room);
+	vmm_result_clear(&res);
+	v.len = room + 1;
+	cr_assert_eq(vmm_sandbox_call(sb, "echo_bytes", &v, 1, &res), VMM_E_TOO_BIG);
+	struct vmm_value two[2] = { { .type = VMM_BYTES, .data = buf, .len = room - 3 },
+				    { .type = VMM_BYTES, .data = buf, .len = 2 } };
+	cr_assert_eq(vmm_sandbox_call(sb, "large_params", two, 2, &res), VMM_E_TOO_BIG);
 	vmm_sandbox_free(sb);
 }
