@@ -76,8 +76,9 @@ ok "killed writer: the partial layer is refused in the log" \
 head -c 8388608 /dev/urandom >"$T/big" && st "$SRC" debug ingest "$T/big" --tag big >/dev/null && st "$SRC" export big "$T/bigexp" >/dev/null
 rsync -a --bwlimit=2000 "$T/bigexp/" "$M/snapshots/rsk/" 2>/dev/null &
 rpid=$!
-sleep 1; kill -9 $rpid 2>/dev/null; pkill -9 -P $rpid 2>/dev/null; wait $rpid 2>/dev/null
-for p in $(pgrep -f "rsync -a --bwlimit=2000 $T/bigexp/" || true); do kill -9 "$p" 2>/dev/null; done
+sleep 1
+for p in $(pids_of rsync "--bwlimit=2000 $T/bigexp/"); do kill -9 "$p" 2>/dev/null; done
+wait $rpid 2>/dev/null
 ok "killed rsync: not visible" not_listed "$M" rsk "$S"
 ok "killed rsync: abandoned and cleaned up" wait_for 10 grep -q "import rsk: abandoned" "$S.log"
 ok "killed rsync: store consistent, no staging files left" bash -c \

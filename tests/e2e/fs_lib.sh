@@ -89,13 +89,21 @@ wait_for() {    # wait_for SECONDS COMMAND...: poll until the command succeeds
 	done
 }
 
+pids_of() {     # pids_of PROGRAM TEXT: processes started as PROGRAM whose command line contains TEXT
+	local d cmd
+	for d in /proc/[0-9]*; do
+		cmd=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+		case "$cmd" in "$1 "*"$2"*) echo "${d#/proc/}" ;; esac
+	done
+}
+
 finish() {
 	local m
 	for m in "${MOUNTS[@]}"; do
 		grep -q " $m " /proc/mounts 2>/dev/null && "$STRATA" umount "$m" 2>/dev/null
 	done
 	# let the daemons exit (leak checks run at exit)
-	wait_for 10 bash -c "! pgrep -f -- '[m]ount $T/' >/dev/null"
+	wait_for 10 bash -c "test -z \"\$(pids_of '$STRATA' 'mount $T/')\""
 	ok "no sanitizer reports from any strata process" bash -c \
 		"! ls '$T'/sanitizer.* 2>/dev/null | grep -q . || { cat '$T'/sanitizer.* | head -40; false; }"
 	echo "1..$n"
@@ -104,4 +112,4 @@ finish() {
 
 # Helpers usable inside `bash -c` strings.
 export STRATA
-export -f st wait_for expect_fail not_listed
+export -f st wait_for expect_fail not_listed pids_of

@@ -6,7 +6,6 @@
 S=$T/store M=$T/mnt
 make_image "$T/img"
 make_store "$S" base "$T/img"
-daemon_pid() { pgrep -f -- "[m]ount $S $M" | head -1; }
 
 mkdir -p "$M"
 ok "mount returns once the mount is live" bash -c "'$STRATA' mount '$S' '$M' --log '$S.log' && ls '$M/snapshots/base' >/dev/null"
@@ -53,7 +52,7 @@ time.sleep(30)
 " >"$T/py.out" 2>/dev/null &
 wpid=$!
 wait_for 5 grep -q ready "$T/py.out"
-ok "kill -9 the daemon mid-import" bash -c "kill -9 \$(pgrep -f -- '[m]ount $S $M' | head -1)"
+ok "kill -9 the daemon mid-import" bash -c "kill -9 \$(pids_of '$STRATA' 'mount $S $M')"
 kill -9 $wpid 2>/dev/null; wait $wpid 2>/dev/null
 ok "the mountpoint is stale (Transport endpoint is not connected)" expect_fail "Transport endpoint is not connected" stat "$M/snapshots"
 ok "mount on the stale mountpoint says so and recovers it" bash -c \
@@ -61,5 +60,5 @@ ok "mount on the stale mountpoint says so and recovers it" bash -c \
 ok "the killed import left nothing visible" not_listed "$M" half "$S"
 ok "the store is consistent after kill -9" st "$S" fsck
 ok "strata umount of a stale mount works" bash -c \
-	"kill -9 \$(pgrep -f -- '[m]ount $S $M' | head -1) && sleep 0.2 && '$STRATA' umount '$M' && ! grep -q ' $M ' /proc/mounts"
+	"kill -9 \$(pids_of '$STRATA' 'mount $S $M') && sleep 0.2 && '$STRATA' umount '$M' && ! grep -q ' $M ' /proc/mounts"
 finish
