@@ -25,8 +25,8 @@ struct fs_fh {
 	char *map;                 /* FH_BLOB, FS_READ_DIRECT: the backing blob mapped, MADV_RANDOM */
 	size_t maplen;
 	const struct fs_snap *snap;/* FH_BUF (manifest.json), FH_MEM */
-	pthread_mutex_t lock;      /* FH_MEM: lazily opened layer fds */
-	int *lfds;
+	pthread_mutex_t lock;      /* FH_MEM: lazily opened layers */
+	struct fs_fh **layers;     /* FH_MEM: one FH_BLOB handle per layer, NULL until read */
 	struct fs_stage *stage;    /* FH_STAGE: counted reference */
 	struct fs_sfile *sfile;
 	bool writing;
@@ -536,11 +536,10 @@ static void fh_free(struct fs *fs, struct fs_fh *fh)
 		close(fh->fd_buffered);
 	if (fh->map)
 		munmap(fh->map, fh->maplen);
-	if (fh->lfds) {
+	if (fh->layers) {
 		for (uint32_t i = 0; fh->snap && i < fh->snap->m->nlayers; i++)
-			if (fh->lfds[i] >= 0)
-				close(fh->lfds[i]);
-		free(fh->lfds);
+			fh_free(fs, fh->layers[i]);
+		free(fh->layers);
 	}
 	if (fh->stage)
 		fs_stage_unref(fs, fh->stage);
@@ -624,6 +623,24 @@ static bool resident(const struct fs_fh *fh, size_t off, size_t len)
 	return true;
 }
 
+/* A handle reading one backing blob in the configured read mode. */
+static int blob_fh(struct fs *fs, const st_id *id, struct fs_fh **out)
+{
+	struct fs_fh *fh = fh_new(FH_BLOB);
+	int rc;
+
+	if (!fh)
+		return -ENOMEM;
+	if ((rc = blob_fd(fs, id, false, &fh->fd)) < 0) {
+		fh_free(fs, fh);
+		return rc;
+	}
+	if (fs->read_mode == FS_READ_DIRECT)
+		map_backing(fs, fh, id);
+	*out = fh;
+	return 0;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
@@ -650,21 +667,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = fs_snap_get(fs, &n->id, &fh->snap);
 		if (rc >= 0 && n->kind == FS_K_MEMFILE) {
 			size_t nl = fh->snap->m->nlayers ? fh->snap->m->nlayers : 1;
-			if (!(fh->lfds = malloc(nl * sizeof(int))))
+			if (!(fh->layers = calloc(nl, sizeof(*fh->layers))))
 				rc = -ENOMEM;
-			for (size_t i = 0; rc >= 0 && i < nl; i++)
-				fh->lfds[i] = -1;
 		}
 		fi->keep_cache = 1;
 		break;
 	case FS_K_BLOB:
-		if (!(fh = fh_new(FH_BLOB))) {
-			rc = -ENOMEM;
-			break;
-		}
-		rc = blob_fd(fs, &n->id, false, &fh->fd);
-		if (rc >= 0 && fs->read_mode == FS_READ_DIRECT)
-			map_backing(fs, fh, &n->id);
+		rc = blob_fh(fs, &n->id, &fh);
 		/* Immutable: every opener and every mapping shares one page cache. */
 		fi->keep_cache = 1;
 		break;
@@ -816,19 +825,18 @@ static void read_mem(fuse_req_t req, struct fs *fs, struct fs_fh *fh, size_t siz
 			memset(buf + done, 0, n);
 		} else {
 			pthread_mutex_lock(&fh->lock);
-			if (fh->lfds[layer] < 0)
-				rc = blob_fd(fs, &m->layers[layer].id, false, &fh->lfds[layer]);
-			int fd = fh->lfds[layer];
+			if (!fh->layers[layer])
+				rc = blob_fh(fs, &m->layers[layer].id, &fh->layers[layer]);
+			struct fs_fh *lh = fh->layers[layer];
 			pthread_mutex_unlock(&fh->lock);
 			if (rc < 0)
 				break;
-			ssize_t r = backing_read(fs, NULL, fd, &m->layers[layer].id, buf + done, n, (off_t)loff);
-			if (r == -EINVAL) { /* unaligned: O_DIRECT cannot; read buffered */
-				int bfd;
-				if ((rc = blob_fd(fs, &m->layers[layer].id, true, &bfd)) < 0)
-					break;
-				r = pread_full(bfd, buf + done, n, (off_t)loff);
-				close(bfd);
+			ssize_t r;
+			if (lh->map && loff + n <= lh->maplen && resident(lh, (size_t)loff, n)) {
+				memcpy(buf + done, lh->map + loff, n);
+				r = (ssize_t)n;
+			} else {
+				r = backing_read(fs, lh, lh->fd, &m->layers[layer].id, buf + done, n, (off_t)loff);
 			}
 			if (r < 0) {
 				rc = (int)r;
