@@ -141,6 +141,23 @@ int vmm_kvm_set_memory(struct vmm_kvm *k, uint64_t gpa, void *host, uint64_t siz
 	return xioctl(k->vm_fd, KVM_SET_USER_MEMORY_REGION, &r);
 }
 
+int vmm_kvm_recycle(struct vmm_kvm *k)
+{
+	/* Nothing of the previous guest may reach the next one: no pending
+	 * exception, interrupt or NMI, no staged sync-area registers, no
+	 * request to exit at once. Registers, segments, control registers and
+	 * the FPU are all loaded by the next vmm_kvm_set_state. */
+	struct kvm_vcpu_events ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.flags = KVM_VCPUEVENT_VALID_NMI_PENDING | KVM_VCPUEVENT_VALID_SHADOW;
+	if (k->run) {
+		k->run->kvm_dirty_regs = 0;
+		k->run->immediate_exit = 0;
+	}
+	return xioctl(k->vcpu_fd, KVM_SET_VCPU_EVENTS, &ev);
+}
+
 void vmm_kvm_set_immediate_exit(struct vmm_kvm *k, bool on)
 {
 	if (k->run)

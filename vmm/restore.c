@@ -251,7 +251,11 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 	sb->fns = p.fns;
 	sb->nfns = p.nfns;
 	p.fns = NULL;
-	sb->mem = mmap(NULL, sb->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	/* A recycled shell (shell.c) brings a wiped range and a ready VM. */
+	bool shell = vmm_shell_take(sb->mem_size, &sb->kvm, &sb->mem) == 1;
+	if (!shell)
+		sb->mem = mmap(NULL, sb->mem_size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (sb->mem == MAP_FAILED) {
 		sb->mem = NULL;
 		rc = fail(err, -errno, "cannot reserve %llu bytes of guest memory: %s",
@@ -273,12 +277,12 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 		fail(err, rc, "cannot map the snapshot's layers: %s", strerror(-rc));
 		goto out_free_sb;
 	}
-	if ((rc = vmm_kvm_open(&sb->kvm)) < 0) {
+	if (!shell && (rc = vmm_kvm_open(&sb->kvm)) < 0) {
 		fail(err, rc, rc == VMM_E_NO_KVM ? "/dev/kvm is missing or unusable" : "cannot create a KVM VM: %s",
 		     strerror(-rc));
 		goto out_free_sb;
 	}
-	if ((rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, sb->mem_size)) < 0) {
+	if (!shell && (rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, sb->mem_size)) < 0) {
 		fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
 		goto out_free_sb;
 	}

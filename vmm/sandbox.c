@@ -85,9 +85,12 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 			    : "image does not fit the guest image area");
 	sb->mem_size = l->mem_size;
 	/* One private anonymous range: pages appear on first touch, so creation
-	 * cost does not grow with the heap; issue 4 maps layer files over it. */
-	sb->mem = mmap(NULL, l->mem_size, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	 * cost does not grow with the heap; snapshots map layer files over it.
+	 * A recycled shell brings its range (wiped) and its VM with it. */
+	bool shell = vmm_shell_take(l->mem_size, &sb->kvm, &sb->mem) == 1;
+	if (!shell)
+		sb->mem = mmap(NULL, l->mem_size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (sb->mem == MAP_FAILED) {
 		sb->mem = NULL;
 		return fail(err, -errno, "cannot reserve %llu bytes of guest memory: %s",
@@ -120,10 +123,10 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 	};
 	memcpy(sb->mem + l->boot_info, &bi, sizeof(bi));
 
-	if ((rc = vmm_kvm_open(&sb->kvm)) < 0)
+	if (!shell && (rc = vmm_kvm_open(&sb->kvm)) < 0)
 		return fail(err, rc, rc == VMM_E_NO_KVM ? "/dev/kvm is missing or unusable"
 			    : "cannot create a KVM VM: %s", strerror(-rc));
-	if ((rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, l->mem_size)) < 0)
+	if (!shell && (rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, l->mem_size)) < 0)
 		return fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
 	struct vmm_vcpu_state st;
 	vmm_x86_initial_state(l, 3, e->entry, l->stack_hi, &st);
@@ -218,8 +221,15 @@ void vmm_sandbox_free(struct vmm_sandbox *sb)
 {
 	if (!sb)
 		return;
-	vmm_kvm_close(&sb->kvm);
 	vmm_snap_free(sb->snap);
+	/* A healthy sandbox's VM and range go back to the shell cache; a
+	 * poisoned one (faulted, killed, shut down) is destroyed. */
+	if (!sb->poisoned && vmm_shell_give(&sb->kvm, sb->mem, sb->mem_size)) {
+		sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
+		sb->kvm.run = NULL;
+		sb->mem = NULL;
+	}
+	vmm_kvm_close(&sb->kvm);
 	if (sb->mem)
 		munmap(sb->mem, sb->mem_size);
 	free(sb->fns);

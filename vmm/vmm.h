@@ -309,6 +309,13 @@ int vmm_pool_get(struct vmm_pool *p, struct vmm_sandbox **out);
 /* Give it back: restored in place to the snapshot (replaced by a fresh one
  * if that fails), then idle again. */
 int vmm_pool_put(struct vmm_pool *p, struct vmm_sandbox *sb);
+/* Idle VM shells: a freed, healthy sandbox leaves its VM, vCPU and memory
+ * slot (its guest range wiped) for the next sandbox of the same memory size,
+ * which then skips VM creation and slot registration. At most `max` are kept
+ * per process (default 8, or $STRATA_VM_CACHE; 0 disables). */
+void vmm_shell_cache_set(unsigned max);
+/* Idle shells kept right now. */
+unsigned vmm_shell_cached(void);
 /* ==== end snapshot directories and pools ==== */
 
 #endif

@@ -83,6 +83,18 @@ struct vmm_exit {
 
 int vmm_kvm_open(struct vmm_kvm *k);
 void vmm_kvm_close(struct vmm_kvm *k);
+/* Make a VM that ran another guest ready for a new one (kvm.c). */
+int vmm_kvm_recycle(struct vmm_kvm *k);
+
+/*
+ * Idle VM shells (shell.c): a VM and vCPU whose one memory slot covers a
+ * guest range of mem_size bytes, kept when a healthy sandbox is freed so the
+ * next sandbox of that size skips VM creation and slot registration. The
+ * range is wiped (one anonymous MAP_FIXED over all of it) before it is kept.
+ * take: 1 and the shell's parts on a hit, 0 on a miss.
+ */
+int vmm_shell_take(uint64_t mem_size, struct vmm_kvm *kvm, uint8_t **mem);
+bool vmm_shell_give(struct vmm_kvm *kvm, uint8_t *mem, uint64_t mem_size);
 int vmm_kvm_set_memory(struct vmm_kvm *k, uint64_t gpa, void *host, uint64_t size);
 int vmm_kvm_run(struct vmm_kvm *k, struct vmm_exit *exit);
 int vmm_kvm_get_state(struct vmm_kvm *k, struct vmm_vcpu_state *st);

@@ -421,3 +421,62 @@ Test(cold, truncating_a_plain_copy_under_a_running_sandbox_is_harmless, .init = 
 	/* A new restore sees the damage and refuses it. */
 	expect_refused(fx.copy, 0, "truncated");
 }
+
+/* A freed sandbox leaves its VM shell for the next one of its size: the
+ * next sandbox must see nothing of the previous guest. */
+Test(cold, a_recycled_vm_shell_carries_nothing_over, .init = setup_copy, .fini = fixture_down)
+{
+	struct vmm_sandbox *a, *b, *c;
+	struct vmm_snapdir *d;
+	struct vmm_error err;
+	uint8_t *mb, *mc;
+	uint64_t sb_size, sc_size;
+
+	vmm_shell_cache_set(4);
+	vmm_shell_cache_set(0); /* start empty */
+	vmm_shell_cache_set(4);
+	/* Fresh from the ELF: a dirties heap, stack and state, then is freed. */
+	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, NULL, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(call_i64(a, "touch_pages", 16, true), 16);
+	cr_assert_eq(call_i64(a, "counter_next", 0, false), 1);
+	vmm_sandbox_free(a);
+	cr_assert_eq(vmm_shell_cached(), 1, "a healthy sandbox leaves its shell");
+	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, NULL, &b, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_shell_cached(), 0, "the next sandbox took it");
+	/* Compare with one built without any shell: byte for byte the same. */
+	vmm_shell_cache_set(0);
+	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, NULL, &c, &err), 0, "%s", err.message);
+	vmm_sandbox_memory(b, &mb, &sb_size);
+	vmm_sandbox_memory(c, &mc, &sc_size);
+	cr_assert_eq(sb_size, sc_size);
+	for (uint64_t off = 0; off < sb_size; off += 4096)
+		cr_assert(memcmp(mb + off, mc + off, 4096) == 0, "guest page %llu differs from a fresh VM's",
+			  (unsigned long long)(off / 4096));
+	cr_assert_eq(call_i64(b, "counter_next", 0, false), 1);
+	vmm_sandbox_free(c);
+	vmm_shell_cache_set(4);
+	vmm_sandbox_free(b);
+	cr_assert_eq(vmm_shell_cached(), 1);
+
+	/* From a snapshot: the next sandbox equals the snapshot everywhere. */
+	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(call_i64(a, "touch_pages", 32, true), 32);
+	vmm_sandbox_free(a);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &b, &err), 0, "%s", err.message);
+	uint64_t gpage = 0;
+	cr_assert_eq(vmm_sandbox_check(b, &gpage), 0, "guest page %llu differs from the snapshot",
+		     (unsigned long long)gpage);
+	cr_assert_eq(call_i64(b, "counter_next", 0, false), 4);
+
+	/* A poisoned sandbox's VM is destroyed, not kept. */
+	vmm_shell_cache_set(0);
+	vmm_shell_cache_set(4);
+	struct vmm_result r = { 0 };
+	cr_assert_lt(vmm_sandbox_call(b, "null_write", NULL, 0, &r), 0);
+	cr_assert(vmm_sandbox_poisoned(b));
+	vmm_sandbox_free(b);
+	cr_assert_eq(vmm_shell_cached(), 0, "a poisoned sandbox's VM is not reused");
+	vmm_snapdir_close(d);
+	vmm_shell_cache_set(8);
+}
