@@ -677,7 +677,17 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* Immutable: every opener and every mapping shares one page cache. */
 		fi->keep_cache = 1;
 		break;
-	case FS_K_STAGEFILE:
+	case FS_K_STAGEFILE: {
+		/* A finished layer of an import read back (a restore right after
+		 * rsync, say) is served as its blob: page-cached and mappable. */
+		st_id sid;
+		const char *sbuf;
+		size_t slen;
+		if (!wr && fs_sfile_blob(n->stage, n->sfile, &sid, &sbuf, &slen) == 0 && !sbuf) {
+			rc = blob_fh(fs, &sid, &fh);
+			fi->keep_cache = 1;
+			break;
+		}
 		if (!(fh = fh_new(FH_STAGE))) {
 			rc = -ENOMEM;
 			break;
@@ -689,6 +699,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			rc = fs_stage_open_write(fs, n->stage, n->sfile, fi->flags & O_TRUNC);
 		fi->direct_io = 1; /* bytes go straight to the hasher, in order */
 		break;
+	}
 	default:
 		rc = -EISDIR;
 		break;

@@ -267,7 +267,7 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 		goto out_free_sb;
 	}
 	if ((rc = layers_open(m, NULL, 0, open, ctx, &layers, why, sizeof(why))) < 0) {
-		fail(err, rc, "refusing the snapshot: %s", why);
+		fail(err, rc, "refusing the snapshot: %s", why[0] ? why : vmm_strerror(rc));
 		goto out_free_sb;
 	}
 	if ((rc = install(sb, s, m, layers, &p)) < 0) {

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# cold.sh: `strata run`/`strata pool` from snapshot directories: a mount right after rsync, copies, bad paths (TAP).
+here=$(dirname "$0")
+# shellcheck source=fs_lib.sh
+. "$here/fs_lib.sh"
+GUEST=${STRATA_BUILD:?}/vmm/guest/simpleguest.elf
+echo "1..10"
+
+A=$T/a B=$T/b MA=$T/ma MB=$T/mb
+st "$A" init >/dev/null
+st "$A" run "$GUEST" --call counter_next --repeat 2 --snapshot two >/dev/null 2>&1
+ok "a guest snapshot is taken" st "$A" show two
+ok "store A mounts" mount_store "$A" "$MA"
+ok "the snapshot copies out with cp -r" cp -r "$MA/snapshots/two" "$T/copy"
+st "$B" init >/dev/null
+mount_store "$B" "$MB"
+ok "rsync -a copies it into store B's mount" rsync -a "$T/copy/" "$MB/snapshots/two-copy/"
+counter_is() { local out; out=$("$STRATA" run "$@" --call counter_next) && [ "$out" = 3 ] || { echo "got '$out'"; return 1; }; }
+ok "run from the mounted path right after rsync continues the counter" counter_is "$MB/snapshots/two-copy"
+ok "pool through the FUSE files right after rsync" \
+	"$STRATA" pool "$MB/snapshots/two-copy" -n 3 --via-fuse --call counter_next
+ok "run from the plain copy, verified" env STRATA_VERIFY=1 "$STRATA" run "$T/copy" --call counter_next
+ok "a directory without manifest.json is refused" \
+	expect_fail "neither a guest ELF nor a snapshot directory" "$STRATA" run "$T" --call counter_next
+# A dead daemon: its mountpoint answers ENOTCONN; run says so in words.
+for p in $(pids_of "$STRATA" "mount $B $MB"); do kill -9 "$p"; done
+wait_for 5 sh -c "! kill -0 $(pids_of "$STRATA" "mount $B $MB" | head -1) 2>/dev/null"
+ok "a stale mount path is refused with a clear message" \
+	expect_fail "daemon" "$STRATA" pool "$MB/snapshots/two-copy" -n 1
+ok "mounting again brings the snapshot back" sh -c "'$STRATA' umount '$MB' 2>/dev/null; '$STRATA' mount '$B' '$MB' && '$STRATA' run '$MB/snapshots/two-copy' --call counter_next"
+[ $failed -eq 0 ]
