@@ -63,9 +63,12 @@ const char *bench_guest_path(void)
 {
 	static char buf[4096];
 	const char *env = getenv("STRATA_GUEST");
+	const char *build = getenv("STRATA_BUILD");
 
 	if (env && *env)
 		return env;
+	if (build && *build && snprintf(buf, sizeof(buf), "%s/vmm/guest/simpleguest.elf", build) < (int)sizeof(buf))
+		return buf;
 	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 64);
 	if (n > 0) {
 		buf[n] = 0;
@@ -94,13 +97,26 @@ int bench_tmpdir(const char *prefix, char *buf, size_t len)
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
 	(void)st;
+	(void)flag;
 	(void)f;
-	return flag == FTW_DP ? rmdir(path) : unlink(path);
+	return remove(path);
 }
 
 int bench_rm_rf(const char *path)
 {
 	return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
+}
+
+void bench_fill(uint8_t *p, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+
+	for (size_t i = 0; i + 8 <= len; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(p + i, &x, 8);
+	}
 }
 
 uint64_t bench_now_ns(void)

@@ -59,6 +59,9 @@ const char *bench_guest_path(void);
  * and everything below with bench_rm_rf. */
 int bench_tmpdir(const char *prefix, char *buf, size_t len);
 int bench_rm_rf(const char *path);
+/* Fill len bytes (a multiple of 8) with a xorshift sequence from seed:
+ * incompressible, distinct per seed. */
+void bench_fill(uint8_t *p, size_t len, uint64_t seed);
 
 /* A group of cases, registered in bench.c's table. */
 struct bench_group {

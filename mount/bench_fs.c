@@ -234,18 +234,13 @@ static int du_plain(void *s, struct bench_timer *t) { return ls_iter_common(t, f
 
 /* ---- cp -r into the mount vs a plain directory */
 
-static int rm_tree_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
 static int cp_plain_iter(void *state, struct bench_timer *t)
 {
 	char dst[PATH_MAX + 32];
 	char *argv[] = { "cp", "-r", fb.src, dst, NULL };
 
 	snprintf(dst, sizeof(dst), "%s/cpdst", fb.dir);
-	nftw(dst, rm_tree_cb, 16, FTW_DEPTH | FTW_PHYS);
+	bench_rm_rf(dst);
 	bench_timer_start(t);
 	int rc = run(argv, false);
 	bench_timer_stop(t);
@@ -470,9 +465,9 @@ void bench_fs(struct bench *b)
 		/* the big and cp snapshots would dominate; drop them from the plain copy */
 		char big[PATH_MAX + 32];
 		snprintf(big, sizeof(big), "%s/big", fb.plain);
-		nftw(big, rm_tree_cb, 16, FTW_DEPTH | FTW_PHYS);
+		bench_rm_rf(big);
 		snprintf(big, sizeof(big), "%s/cpsrc", fb.plain);
-		nftw(big, rm_tree_cb, 16, FTW_DEPTH | FTW_PHYS);
+		bench_rm_rf(big);
 		struct bench_case rt = { .name = "fs/request_roundtrip", .iter = roundtrip_iter, .iters = 2000,
 					 .max_seconds = 1 };
 		bench_run(b, &rt);
@@ -508,6 +503,6 @@ void bench_fs(struct bench *b)
 		page_cache_notes(b, modes[i]);
 	do_umount();
 out:
-	nftw(fb.dir, rm_tree_cb, 64, FTW_DEPTH | FTW_PHYS);
+	bench_rm_rf(fb.dir);
 	free(fb.buf);
 }

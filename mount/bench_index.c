@@ -32,32 +32,6 @@ struct ix_bench {
 	st_id layer_big;      /* its one layer */
 };
 
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	chmod(path, 0700);
-	return remove(path);
-}
-
-static void rm_tree(const char *path)
-{
-	nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void fill(uint8_t *p, size_t len, uint64_t seed)
-{
-	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-
-	for (size_t i = 0; i + 8 <= len; i += 8) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		memcpy(p + i, &x, 8);
-	}
-}
-
 static int open_store(struct ix_bench *ib, const char *path, enum st_sync sync)
 {
 	struct st_store_opts so = { .sync = sync };
@@ -88,7 +62,7 @@ static int bench_new(struct ix_bench **out, enum st_sync sync)
 	}
 	snprintf(ib->store, sizeof(ib->store), "%s/store", ib->dir);
 	if ((rc = open_store(ib, ib->store, sync)) < 0) {
-		rm_tree(ib->dir);
+		bench_rm_rf(ib->dir);
 		free(ib);
 		return rc;
 	}
@@ -106,7 +80,7 @@ static void bench_free(void *state)
 		close(ib->fd);
 	ix_close(ib->ix);
 	st_store_close(ib->s);
-	rm_tree(ib->dir);
+	bench_rm_rf(ib->dir);
 	free(ib->layers);
 	free(ib);
 }
@@ -164,7 +138,7 @@ static int commit_setup(void **state, const void *arg)
 	/* Blobs are put untimed here: the case times the index commit alone. */
 	st_store_set_sync(ib->s, ST_SYNC_NONE);
 	for (unsigned i = 0; i <= COMMIT_LAYERS; i++) {
-		fill(page, sizeof(page), i + 1);
+		bench_fill(page, sizeof(page), i + 1);
 		if ((rc = st_blob_put(ib->s, page, sizeof(page), &ib->layers[i], NULL)) < 0) {
 			bench_free(ib);
 			return rc;
@@ -252,7 +226,7 @@ static int big_setup(void **state, const void *arg)
 		bench_free(ib);
 		return -ENOMEM;
 	}
-	fill(img, BIG, 42);
+	bench_fill(img, BIG, 42);
 	for (size_t off = 0; off < BIG; off += ST_PAGE_SIZE)
 		img[off] |= 1; /* no zero page: all 256 MiB is stored */
 	rc = st_ingest_image(ib->s, img, BIG, NULL, &m, NULL);
@@ -277,7 +251,7 @@ static int export_iter(void *state, struct bench_timer *t)
 	struct ix_bench *ib = state;
 	int rc;
 
-	rm_tree(ib->out);
+	bench_rm_rf(ib->out);
 	bench_timer_start(t);
 	rc = ix_export(ib->ix, "big", ib->out);
 	bench_timer_stop(t);
@@ -343,7 +317,7 @@ static int import_iter(void *state, struct bench_timer *t)
 	int rc;
 
 	/* A fresh, empty store each time (untimed): the import stores all 256 MiB. */
-	rm_tree(ib->other);
+	bench_rm_rf(ib->other);
 	if ((rc = open_store(&u, ib->other, ST_SYNC_DEFAULT)) < 0)
 		return rc;
 	bench_timer_start(t);

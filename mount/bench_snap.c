@@ -15,50 +15,7 @@
 #define FLOOR "floor/kvm_run_roundtrip"
 #define OWN_FLOOR "snapshots/floor/kvm_run_roundtrip"
 
-struct size_arg {
-	const char *name;
-	uint64_t heap;
-};
-
-static const struct size_arg sizes[] = {
-	{ "default", 128ull << 10 },
-	{ "small", 8ull << 20 },
-	{ "medium", 64ull << 20 },
-	{ "large", 256ull << 20 },
-};
-
 static const char *floor_name = FLOOR;
-
-/* The simpleguest ELF: $STRATA_GUEST, else next to the build's strata binary. */
-static const char *guest_path(void)
-{
-	static char buf[4096];
-	const char *env = getenv("STRATA_GUEST");
-
-	if (env && *env)
-		return env;
-	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 64);
-	if (n > 0) {
-		buf[n] = 0;
-		char *slash = strrchr(buf, '/');
-		if (slash) {
-			*slash = 0;
-			slash = strrchr(buf, '/');
-			if (slash) {
-				strcpy(slash, "/vmm/guest/simpleguest.elf");
-				return buf;
-			}
-		}
-	}
-	return "simpleguest.elf";
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-	(void)st;
-	(void)f;
-	return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
 
 /* A sandbox with its own throwaway store, on a first snapshot. */
 struct snap_state {
@@ -100,7 +57,7 @@ static void state_free(void *state)
 	st_manifest_free(s->m[1]);
 	st_store_close(s->st);
 	if (s->dir[0])
-		nftw(s->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		bench_rm_rf(s->dir);
 	free(s);
 }
 
@@ -124,7 +81,7 @@ static int state_new(uint64_t heap, struct snap_state **out)
 	snprintf(path, sizeof(path), "%s/store", s->dir);
 	if ((rc = st_store_init(path, &o)) < 0 || (rc = st_store_open(path, 0, &s->st)) < 0)
 		goto out_free;
-	if ((rc = vmm_sandbox_new(guest_path(), &cfg, &s->sb, &err)) < 0) {
+	if ((rc = vmm_sandbox_new(bench_guest_path(), &cfg, &s->sb, &err)) < 0) {
 		fprintf(stderr, "bench: snapshots: %s\n", err.message);
 		goto out_free;
 	}
@@ -161,7 +118,7 @@ static int touch(struct vmm_sandbox *sb, int64_t pages)
 
 static int size_setup(void **state, const void *arg)
 {
-	return state_new(((const struct size_arg *)arg)->heap, (struct snap_state **)state);
+	return state_new(((const struct bench_size *)arg)->heap, (struct snap_state **)state);
 }
 
 static int create_iter(void *state, struct bench_timer *t)
@@ -422,7 +379,7 @@ void bench_snap(struct bench *b)
 						   .teardown = floor_teardown });
 	}
 	for (unsigned i = 0; i < nsizes; i++) {
-		const struct size_arg *a = &sizes[i];
+		const struct bench_size *a = &bench_sizes[i];
 		snprintf(name, sizeof(name), "snapshots/create/%s", a->name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = size_setup,
 						   .iter = create_iter, .teardown = state_free, .arg = a });
@@ -443,12 +400,12 @@ void bench_snap(struct bench *b)
 					   .teardown = state_free, .max_seconds = 2.0 });
 	static struct reset_arg calls[4];
 	for (unsigned i = 0; i < nsizes; i++) {
-		calls[i] = (struct reset_arg){ .heap = sizes[i].heap, .pages = 0, .mode = "rewrite" };
-		snprintf(name, sizeof(name), "guest_calls/call_with_restore/%s", sizes[i].name);
+		calls[i] = (struct reset_arg){ .heap = bench_sizes[i].heap, .pages = 0, .mode = "rewrite" };
+		snprintf(name, sizeof(name), "guest_calls/call_with_restore/%s", bench_sizes[i].name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = reset_setup,
 						   .iter = call_with_restore_iter, .teardown = state_free,
 						   .arg = &calls[i] });
-		snprintf(name, sizeof(name), "guest_calls/call_after_restore/%s", sizes[i].name);
+		snprintf(name, sizeof(name), "guest_calls/call_after_restore/%s", bench_sizes[i].name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = reset_setup,
 						   .iter = call_after_restore_iter, .teardown = state_free,
 						   .arg = &calls[i] });

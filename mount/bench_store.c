@@ -29,18 +29,6 @@ struct store_bench {
 	struct st_ingest_stats stats;
 };
 
-static void fill(uint8_t *p, size_t len, uint64_t seed)
-{
-	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-
-	for (size_t i = 0; i + 8 <= len; i += 8) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		memcpy(p + i, &x, 8);
-	}
-}
-
 static void *map_anon(size_t len)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -114,7 +102,7 @@ static void build_image(uint8_t *img, uint64_t len, uint64_t nonzero)
 		if (g + run > pages)
 			run = pages - g;
 		for (uint64_t i = 0; i < run; i++)
-			fill(img + (g + i) * PG, PG, g + i + 1);
+			bench_fill(img + (g + i) * PG, PG, g + i + 1);
 		done += run;
 		g += run + gap;
 	}
@@ -127,7 +115,7 @@ static void scatter_change(uint8_t *img, uint64_t len, uint64_t npages, uint64_t
 
 	for (uint64_t i = 0; i < npages; i++) {
 		uint64_t g = i * stride + (seed + i * 7) % stride;
-		fill(img + g * PG, PG, seed * 1000003 + g);
+		bench_fill(img + g * PG, PG, seed * 1000003 + g);
 	}
 }
 
@@ -243,7 +231,7 @@ void bench_store(struct bench *b)
 	sb.buf = map_anon(hash_len);
 	if (!sb.buf)
 		goto out_rm;
-	fill(sb.buf, hash_len, 1);
+	bench_fill(sb.buf, hash_len, 1);
 
 	/* Floors: raw XXH3-128 of 256 MiB, and of the 64 MiB the put/verify
 	 * cases handle (so their ratio compares equal work). */

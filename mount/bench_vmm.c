@@ -15,48 +15,6 @@
 
 #define FLOOR "floor/kvm_run_roundtrip"
 
-struct size_arg {
-	const char *name;
-	uint64_t heap;
-};
-
-static const struct size_arg sizes[] = {
-	{ "default", 128ull << 10 },
-	{ "small", 8ull << 20 },
-	{ "medium", 64ull << 20 },
-	{ "large", 256ull << 20 },
-};
-
-/* The simpleguest ELF: $STRATA_GUEST, else next to the build's strata binary. */
-static const char *guest_path(void)
-{
-	static char buf[4096];
-	const char *env = getenv("STRATA_GUEST");
-	const char *build = getenv("STRATA_BUILD");
-
-	if (env && *env)
-		return env;
-	if (build && *build) {
-		snprintf(buf, sizeof(buf), "%s/vmm/guest/simpleguest.elf", build);
-		return buf;
-	}
-	/* /proc/self/exe is BUILD/mount/strata */
-	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 64);
-	if (n > 0) {
-		buf[n] = 0;
-		char *slash = strrchr(buf, '/');
-		if (slash) {
-			*slash = 0;
-			slash = strrchr(buf, '/');
-			if (slash) {
-				strcpy(slash, "/vmm/guest/simpleguest.elf");
-				return buf;
-			}
-		}
-	}
-	return "simpleguest.elf";
-}
-
 /* ---- floor ---- */
 
 static int floor_setup(void **state, const void *arg)
@@ -89,10 +47,10 @@ static int host_add(void *ctx, const struct vmm_value *a, size_t n, struct vmm_v
 static int sandbox_make(const struct vmm_config *cfg, struct vmm_sandbox **out)
 {
 	struct vmm_error err;
-	int rc = vmm_sandbox_new(guest_path(), cfg, out, &err);
+	int rc = vmm_sandbox_new(bench_guest_path(), cfg, out, &err);
 
 	if (rc < 0) {
-		fprintf(stderr, "bench: vmm: %s: %s\n", guest_path(), err.message);
+		fprintf(stderr, "bench: vmm: %s: %s\n", bench_guest_path(), err.message);
 		return rc;
 	}
 	rc = vmm_sandbox_register(*out, "host_add", "i(ii)", host_add, NULL);
@@ -109,7 +67,7 @@ static int create_setup(void **state, const void *arg)
 
 static int create_iter(void *state, struct bench_timer *t)
 {
-	const struct size_arg *s = state;
+	const struct bench_size *s = state;
 	struct vmm_config cfg = { .heap_size = s->heap };
 	struct vmm_sandbox *sb;
 
@@ -123,7 +81,7 @@ static int create_iter(void *state, struct bench_timer *t)
 
 static int create_drop_iter(void *state, struct bench_timer *t)
 {
-	const struct size_arg *s = state;
+	const struct bench_size *s = state;
 	struct vmm_config cfg = { .heap_size = s->heap };
 	struct vmm_sandbox *sb;
 
@@ -160,7 +118,7 @@ static int call_setup_cfg(void **state, const struct vmm_config *cfg)
 
 static int echo_setup(void **state, const void *arg)
 {
-	const struct size_arg *s = arg;
+	const struct bench_size *s = arg;
 	struct vmm_config cfg = { .heap_size = s->heap };
 	int rc = call_setup_cfg(state, &cfg);
 	if (rc < 0)
@@ -174,7 +132,7 @@ static int echo_setup(void **state, const void *arg)
 
 static int add_setup(void **state, const void *arg)
 {
-	const struct size_arg *s = arg;
+	const struct bench_size *s = arg;
 	struct vmm_config cfg = { .heap_size = s->heap };
 	int rc = call_setup_cfg(state, &cfg);
 	if (rc < 0)
@@ -386,22 +344,22 @@ void bench_vmm(struct bench *b)
 		bench_run(b, &(struct bench_case){ .name = mode_names[i], .floor = i ? FLOOR : NULL,
 						   .setup = floor_setup, .iter = floor_iter,
 						   .teardown = floor_teardown, .arg = &modes[i], .iters = 2000 });
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		snprintf(name, sizeof(name), "sandboxes/create_initialized/%s", sizes[i].name);
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "sandboxes/create_initialized/%s", bench_sizes[i].name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = FLOOR, .setup = create_setup,
-						   .iter = create_iter, .arg = &sizes[i], .iters = 50 });
-		snprintf(name, sizeof(name), "sandboxes/create_initialized_and_drop/%s", sizes[i].name);
+						   .iter = create_iter, .arg = &bench_sizes[i], .iters = 50 });
+		snprintf(name, sizeof(name), "sandboxes/create_initialized_and_drop/%s", bench_sizes[i].name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = FLOOR, .setup = create_setup,
-						   .iter = create_drop_iter, .arg = &sizes[i], .iters = 50 });
+						   .iter = create_drop_iter, .arg = &bench_sizes[i], .iters = 50 });
 	}
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		snprintf(name, sizeof(name), "guest_calls/call/%s", sizes[i].name);
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "guest_calls/call/%s", bench_sizes[i].name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = FLOOR, .setup = echo_setup,
-						   .iter = call_iter, .teardown = call_teardown, .arg = &sizes[i],
+						   .iter = call_iter, .teardown = call_teardown, .arg = &bench_sizes[i],
 						   .iters = 2000 });
-		snprintf(name, sizeof(name), "guest_calls/call_with_host_function/%s", sizes[i].name);
+		snprintf(name, sizeof(name), "guest_calls/call_with_host_function/%s", bench_sizes[i].name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = FLOOR, .setup = add_setup,
-						   .iter = call_iter, .teardown = call_teardown, .arg = &sizes[i],
+						   .iter = call_iter, .teardown = call_teardown, .arg = &bench_sizes[i],
 						   .iters = 2000 });
 	}
 	bench_run(b, &(struct bench_case){ .name = "guest_calls/interrupt_latency", .floor = FLOOR,

@@ -54,14 +54,15 @@ static int fail(struct vmm_error *err, int code, const char *fmt, ...)
  * named after the layer's id under a blobs/ directory, and its size matches
  * (docs/restore-from-path.md). Returns the fd, or -1 to use the FUSE file.
  */
-static int open_backing(int layer_fd, const char *layer_path, const char *hex, uint64_t size)
+static int open_backing(const char *layer_path, const char *hex, uint64_t size)
 {
 	char target[PATH_MAX];
 	struct stat st;
 	ssize_t n;
 	int fd;
 
-	n = fgetxattr(layer_fd, SNAPDIR_XATTR_BLOB, target, sizeof(target) - 1);
+	/* By path: one getxattr round trip to the daemon, no open/release. */
+	n = lgetxattr(layer_path, SNAPDIR_XATTR_BLOB, target, sizeof(target) - 1);
 	if (n <= 0)
 		return -1;
 	target[n] = '\0';
@@ -75,7 +76,6 @@ static int open_backing(int layer_fd, const char *layer_path, const char *hex, u
 		close(fd);
 		return -1;
 	}
-	(void)layer_path;
 	return fd;
 }
 
@@ -185,18 +185,12 @@ static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
 	st_id_format(&l->id, hex);
 	if (snprintf(path, sizeof(path), "%s/layers/%s", d->path, hex) >= (int)sizeof(path))
 		return fail(err, -ENAMETOOLONG, "path of layer %s in %s is too long", hex, d->path);
-	rc = st_snapdir_layer_open(d->path, &l->id, &fd);
-	if (rc < 0)
+	fd = -1;
+	if (d->on_mount && !(d->flags & VMM_SNAPDIR_VIA_FUSE) && (fd = open_backing(path, hex, size)) >= 0)
+		d->ndirect++;
+	if (fd < 0 && (rc = st_snapdir_layer_open(d->path, &l->id, &fd)) < 0)
 		return fail(err, rc, "snapshot %s: layer %s: %s", d->path, hex,
 			    rc == -ENOENT ? "missing (an incomplete copy?)" : st_strerror(rc));
-	if (d->on_mount && !(d->flags & VMM_SNAPDIR_VIA_FUSE)) {
-		int bfd = open_backing(fd, path, hex, size);
-		if (bfd >= 0) {
-			close(fd);
-			fd = bfd;
-			d->ndirect++;
-		}
-	}
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
 		close(fd);
