@@ -19,21 +19,6 @@ int vmm_layer_open_dir(void *ctx, const void *id, int *fd)
 	return st_snapdir_layer_open(ctx, id, fd);
 }
 
-static int fail(struct vmm_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(struct vmm_error *err, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err) {
-		memset(err, 0, sizeof(*err));
-		err->code = code;
-		va_start(ap, fmt);
-		vsnprintf(err->message, sizeof(err->message), fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 /* Everything a manifest must say for this VMM to run it. */
 struct parsed {
 	struct vmm_layout layout;
@@ -220,14 +205,14 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 	int rc;
 
 	if (!m || !open)
-		return fail(err, -EINVAL, "no manifest or layer opener");
+		return vmm_fail(err, -EINVAL, "no manifest or layer opener");
 	if ((rc = parse(m, &p, why, sizeof(why))) < 0)
-		return fail(err, rc, "refusing the snapshot: %s", why);
+		return vmm_fail(err, rc, "refusing the snapshot: %s", why);
 	const struct vmm_layout *l = &p.layout;
 	if (cfg && ((cfg->heap_size && vmm_round_up(cfg->heap_size, 16) != l->heap_size) ||
 		    (cfg->input_size && cfg->input_size != l->in_size) ||
 		    (cfg->output_size && cfg->output_size != l->out_size))) {
-		rc = fail(err, VMM_E_BAD_SNAPSHOT,
+		rc = vmm_fail(err, VMM_E_BAD_SNAPSHOT,
 			  "refusing the snapshot: it has heap %llu, input %llu, output %llu bytes; the configuration asks otherwise",
 			  (unsigned long long)l->heap_size, (unsigned long long)l->in_size,
 			  (unsigned long long)l->out_size);
@@ -235,7 +220,7 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 	}
 	sb = calloc(1, sizeof(*sb));
 	if (!sb) {
-		rc = fail(err, -ENOMEM, "out of memory");
+		rc = vmm_fail(err, -ENOMEM, "out of memory");
 		goto out_free_fns;
 	}
 	if (cfg)
@@ -258,36 +243,36 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (sb->mem == MAP_FAILED) {
 		sb->mem = NULL;
-		rc = fail(err, -errno, "cannot reserve %llu bytes of guest memory: %s",
+		rc = vmm_fail(err, -errno, "cannot reserve %llu bytes of guest memory: %s",
 			  (unsigned long long)l->mem_size, strerror(errno));
 		goto out_free_sb;
 	}
 	if (!(s = vmm_snap_of(sb))) {
-		rc = fail(err, -ENOMEM, "out of memory");
+		rc = vmm_fail(err, -ENOMEM, "out of memory");
 		goto out_free_sb;
 	}
 	if ((rc = layers_open(m, NULL, 0, open, ctx, &layers, why, sizeof(why))) < 0) {
-		fail(err, rc, "refusing the snapshot: %s", why[0] ? why : vmm_strerror(rc));
+		vmm_fail(err, rc, "refusing the snapshot: %s", why[0] ? why : vmm_strerror(rc));
 		goto out_free_sb;
 	}
 	if ((rc = install(sb, s, m, layers, &p)) < 0) {
 		for (uint32_t i = 0; i < m->nlayers; i++)
 			vmm_snap_layer_close(&layers[i]);
 		free(layers);
-		fail(err, rc, "cannot map the snapshot's layers: %s", strerror(-rc));
+		vmm_fail(err, rc, "cannot map the snapshot's layers: %s", strerror(-rc));
 		goto out_free_sb;
 	}
 	if (!shell && (rc = vmm_kvm_open(&sb->kvm)) < 0) {
-		fail(err, rc, rc == VMM_E_NO_KVM ? "/dev/kvm is missing or unusable" : "cannot create a KVM VM: %s",
+		vmm_fail(err, rc, rc == VMM_E_NO_KVM ? "/dev/kvm is missing or unusable" : "cannot create a KVM VM: %s",
 		     strerror(-rc));
 		goto out_free_sb;
 	}
 	if (!shell && (rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, sb->mem_size)) < 0) {
-		fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
+		vmm_fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
 		goto out_free_sb;
 	}
 	if ((rc = vmm_kvm_set_state(&sb->kvm, &s->vcpu)) < 0) {
-		fail(err, rc, "cannot load the snapshot's vCPU state: %s", strerror(-rc));
+		vmm_fail(err, rc, "cannot load the snapshot's vCPU state: %s", strerror(-rc));
 		goto out_free_sb;
 	}
 	*out = sb;

@@ -14,8 +14,7 @@
 #define INIT_TIMEOUT_NS (10ull * 1000000000ull)
 #define ELF_FILE_MAX (64ull << 20)
 
-static int fail(struct vmm_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(struct vmm_error *err, int code, const char *fmt, ...)
+int vmm_fail(struct vmm_error *err, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -80,7 +79,7 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 
 	rc = vmm_layout_compute(&sb->cfg, e->lo, e->hi, l);
 	if (rc < 0)
-		return fail(err, rc, rc == VMM_E_BAD_CONFIG
+		return vmm_fail(err, rc, rc == VMM_E_BAD_CONFIG
 			    ? "sizes out of range (heap/input/output at most 2 GiB, stack at most 16 MiB with the image, total under 4 GiB)"
 			    : "image does not fit the guest image area");
 	sb->mem_size = l->mem_size;
@@ -93,12 +92,12 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (sb->mem == MAP_FAILED) {
 		sb->mem = NULL;
-		return fail(err, -errno, "cannot reserve %llu bytes of guest memory: %s",
+		return vmm_fail(err, -errno, "cannot reserve %llu bytes of guest memory: %s",
 			    (unsigned long long)l->mem_size, strerror(errno));
 	}
 	perms = calloc(l->low_end / VMM_PAGE, 1);
 	if (!perms)
-		return fail(err, -ENOMEM, "out of memory");
+		return vmm_fail(err, -ENOMEM, "out of memory");
 	perms_set(perms, l->gdt, l->gdt + VMM_PAGE, VMM_PERM_R | VMM_PERM_W);
 	perms_set(perms, l->idt, l->idt + VMM_PAGE, VMM_PERM_R);
 	perms_set(perms, l->ist1_top - VMM_PAGE, l->ist1_top, VMM_PERM_R | VMM_PERM_W);
@@ -124,14 +123,14 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 	memcpy(sb->mem + l->boot_info, &bi, sizeof(bi));
 
 	if (!shell && (rc = vmm_kvm_open(&sb->kvm)) < 0)
-		return fail(err, rc, rc == VMM_E_NO_KVM ? "/dev/kvm is missing or unusable"
+		return vmm_fail(err, rc, rc == VMM_E_NO_KVM ? "/dev/kvm is missing or unusable"
 			    : "cannot create a KVM VM: %s", strerror(-rc));
 	if (!shell && (rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, l->mem_size)) < 0)
-		return fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
+		return vmm_fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
 	struct vmm_vcpu_state st;
 	vmm_x86_initial_state(l, 3, e->entry, l->stack_hi, &st);
 	if ((rc = vmm_kvm_set_state(&sb->kvm, &st)) < 0)
-		return fail(err, rc, "cannot set the initial vCPU state: %s", strerror(-rc));
+		return vmm_fail(err, rc, "cannot set the initial vCPU state: %s", strerror(-rc));
 
 	/* Boot: the guest's init runs at CPL 3 until it reports READY. */
 	uint32_t table = 0;
@@ -145,7 +144,7 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 		if (err)
 			*err = sb->err;
 		if (err && err->code == 0)
-			fail(err, rc, "guest init failed: %s", vmm_strerror(rc));
+			vmm_fail(err, rc, "guest init failed: %s", vmm_strerror(rc));
 		if (err)
 			snprintf(err->message + strlen(err->message),
 				 sizeof(err->message) - strlen(err->message), " (during guest init)");
@@ -164,10 +163,10 @@ int vmm_sandbox_new_mem(const void *elf, size_t size, const struct vmm_config *c
 
 	rc = vmm_elf_parse(elf, size, &e, why, sizeof(why));
 	if (rc < 0)
-		return fail(err, rc, "%s", why);
+		return vmm_fail(err, rc, "%s", why);
 	sb = calloc(1, sizeof(*sb));
 	if (!sb)
-		return fail(err, -ENOMEM, "out of memory");
+		return vmm_fail(err, -ENOMEM, "out of memory");
 	if (cfg)
 		sb->cfg = *cfg;
 	sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
@@ -191,23 +190,23 @@ int vmm_sandbox_new(const char *path, const struct vmm_config *cfg, struct vmm_s
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return fail(err, -errno, "cannot open %s: %s", path, strerror(errno));
+		return vmm_fail(err, -errno, "cannot open %s: %s", path, strerror(errno));
 	if (fstat(fd, &st) < 0) {
-		rc = fail(err, -errno, "cannot stat %s: %s", path, strerror(errno));
+		rc = vmm_fail(err, -errno, "cannot stat %s: %s", path, strerror(errno));
 		goto out_close;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		rc = fail(err, VMM_E_BAD_ELF, "%s is not a regular file", path);
+		rc = vmm_fail(err, VMM_E_BAD_ELF, "%s is not a regular file", path);
 		goto out_close;
 	}
 	if (st.st_size == 0 || (uint64_t)st.st_size > ELF_FILE_MAX) {
-		rc = fail(err, VMM_E_BAD_ELF, "%s: %lld bytes is not a plausible guest image (1 byte to 64 MiB)",
+		rc = vmm_fail(err, VMM_E_BAD_ELF, "%s: %lld bytes is not a plausible guest image (1 byte to 64 MiB)",
 			  path, (long long)st.st_size);
 		goto out_close;
 	}
 	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (map == MAP_FAILED) {
-		rc = fail(err, -errno, "cannot map %s: %s", path, strerror(errno));
+		rc = vmm_fail(err, -errno, "cannot map %s: %s", path, strerror(errno));
 		goto out_close;
 	}
 	rc = vmm_sandbox_new_mem(map, (size_t)st.st_size, cfg, out, err);

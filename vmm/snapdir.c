@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "store/store.h"
-#include "vmm/vmm.h"
+#include "vmm/vmm_int.h"
 
 /* statfs(2) f_type of a FUSE filesystem (linux/magic.h FUSE_SUPER_MAGIC). */
 #define SNAPDIR_FUSE_MAGIC 0x65735546
@@ -30,21 +30,6 @@ struct vmm_snapdir {
 	uint32_t ndirect; /* layers reached through their backing blob */
 	bool on_mount;
 };
-
-static int fail(struct vmm_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(struct vmm_error *err, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err) {
-		memset(err, 0, sizeof(*err));
-		err->code = code;
-		va_start(ap, fmt);
-		vsnprintf(err->message, sizeof(err->message), fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
 
 /*
  * On a strata mount, open the layer's backing blob instead of the FUSE file:
@@ -184,21 +169,21 @@ static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
 
 	st_id_format(&l->id, hex);
 	if (snprintf(path, sizeof(path), "%s/layers/%s", d->path, hex) >= (int)sizeof(path))
-		return fail(err, -ENAMETOOLONG, "path of layer %s in %s is too long", hex, d->path);
+		return vmm_fail(err, -ENAMETOOLONG, "path of layer %s in %s is too long", hex, d->path);
 	fd = -1;
 	if (d->on_mount && !(d->flags & VMM_SNAPDIR_VIA_FUSE) && (fd = open_backing(path, hex, size)) >= 0)
 		d->ndirect++;
 	if (fd < 0 && (rc = st_snapdir_layer_open(d->path, &l->id, &fd)) < 0)
-		return fail(err, rc, "snapshot %s: layer %s: %s", d->path, hex,
+		return vmm_fail(err, rc, "snapshot %s: layer %s: %s", d->path, hex,
 			    rc == -ENOENT ? "missing (an incomplete copy?)" : st_strerror(rc));
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
 		close(fd);
-		return fail(err, rc, "snapshot %s: layer %s: %s", d->path, hex, strerror(-rc));
+		return vmm_fail(err, rc, "snapshot %s: layer %s: %s", d->path, hex, strerror(-rc));
 	}
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
 		close(fd);
-		return fail(err, VMM_E_BAD_SNAPSHOT,
+		return vmm_fail(err, VMM_E_BAD_SNAPSHOT,
 			    "snapshot %s: layer %s is %lld bytes, the manifest says %llu (truncated or replaced?)",
 			    d->path, hex, (long long)st.st_size, (unsigned long long)size);
 	}
@@ -219,7 +204,7 @@ static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
 	d->fds[i] = fd;
 	return 0;
 out_fail:
-	return fail(err, rc == ST_ECORRUPT || rc == VMM_E_BAD_SNAPSHOT ? VMM_E_BAD_SNAPSHOT : rc,
+	return vmm_fail(err, rc == ST_ECORRUPT || rc == VMM_E_BAD_SNAPSHOT ? VMM_E_BAD_SNAPSHOT : rc,
 		    "snapshot %s: layer %s %s", d->path, hex,
 		    rc == ST_ECORRUPT ? "does not hash to its name (corrupted)" :
 		    rc == VMM_E_BAD_SNAPSHOT ? "shrank while being read" : strerror(-rc));
@@ -236,28 +221,28 @@ int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out,
 	if (stat(path, &st) < 0) {
 		rc = -errno;
 		if (rc == -ENOTCONN)
-			return fail(err, rc, "%s is on a strata mount whose daemon is gone "
+			return vmm_fail(err, rc, "%s is on a strata mount whose daemon is gone "
 				    "(unmount it with 'strata umount' and mount again)", path);
-		return fail(err, rc, "%s: %s", path, strerror(-rc));
+		return vmm_fail(err, rc, "%s: %s", path, strerror(-rc));
 	}
 	if (!S_ISDIR(st.st_mode))
-		return fail(err, -ENOTDIR, "%s is not a snapshot directory (not a directory)", path);
+		return vmm_fail(err, -ENOTDIR, "%s is not a snapshot directory (not a directory)", path);
 	d = calloc(1, sizeof(*d));
 	if (!d || !(d->path = strdup(path))) {
 		free(d);
-		return fail(err, -ENOMEM, "out of memory");
+		return vmm_fail(err, -ENOMEM, "out of memory");
 	}
 	d->flags = flags;
 	d->on_mount = statfs(path, &sfs) == 0 && sfs.f_type == SNAPDIR_FUSE_MAGIC;
 	rc = st_snapdir_read(path, &d->m, why, sizeof(why));
 	if (rc < 0) {
-		fail(err, rc == -ENOENT ? -ENOENT : VMM_E_BAD_SNAPSHOT, "%s is not a usable snapshot directory: %s",
+		vmm_fail(err, rc == -ENOENT ? -ENOENT : VMM_E_BAD_SNAPSHOT, "%s is not a usable snapshot directory: %s",
 		     path, rc == -ENOENT ? "it has no manifest.json" : why[0] ? why : st_strerror(rc));
 		goto out_free;
 	}
 	d->fds = malloc((d->m->nlayers + 1) * sizeof(*d->fds));
 	if (!d->fds) {
-		rc = fail(err, -ENOMEM, "out of memory");
+		rc = vmm_fail(err, -ENOMEM, "out of memory");
 		goto out_free;
 	}
 	for (uint32_t i = 0; i < d->m->nlayers; i++)

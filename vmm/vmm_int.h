@@ -86,6 +86,9 @@ void vmm_kvm_close(struct vmm_kvm *k);
 /* Make a VM that ran another guest ready for a new one (kvm.c). */
 int vmm_kvm_recycle(struct vmm_kvm *k);
 
+/* Fill *err (if not NULL) with code and a formatted message; returns code. */
+int vmm_fail(struct vmm_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /*
  * Idle VM shells (shell.c): a VM and vCPU whose one memory slot covers a
  * guest range of mem_size bytes, kept when a healthy sandbox is freed so the
