@@ -56,6 +56,22 @@ struct vmm_error;
 int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *cfg,
 		     struct vmm_sandbox **out, struct vmm_error *err);
 int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag);
+/* A snapshot named by a directory path or a tag/id in the store (opened
+ * for writing if `write`): its manifest and how to open its layers. Reports
+ * errors as "WHAT: ..." and returns an exit status. Release when done (the
+ * sandboxes made from it keep their own mappings). */
+struct st_manifest;
+struct vmm_snapdir;
+struct cli_snapshot {
+	struct vmm_snapdir *dir;
+	struct st_manifest *m;
+	const struct st_manifest *manifest;
+	int (*open)(void *ctx, const void *id, int *fd);
+	void *ctx;
+};
+int cli_snapshot_find(const struct cli *cli, const char *what, const char *target, unsigned flags, bool write,
+		      struct cli_snapshot *out);
+void cli_snapshot_release(struct cli_snapshot *s);
 void cli_snap_close(void);
 /* cmd_run.c: parse ARGS per a guest signature ("i(is)"); `owned` collects
  * buffers read from @FILE arguments (free them); print a result. */

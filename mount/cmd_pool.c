@@ -8,7 +8,6 @@
 #include <time.h>
 
 #include "cli.h"
-#include "index/index.h"
 #include "store/store.h"
 #include "vmm/vmm.h"
 
@@ -63,68 +62,6 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Where the snapshot comes from: a directory, or the store. */
-struct pool_src {
-	struct vmm_snapdir *dir;
-	struct st_store *store;
-	struct ix *ix;
-	struct st_manifest *m; /* store case */
-	const struct st_manifest *manifest;
-	vmm_layer_open_fn open;
-	void *ctx;
-};
-
-static int src_open(const struct cli *cli, const char *target, unsigned flags, struct pool_src *s)
-{
-	struct vmm_error err;
-	struct stat st;
-	int rc;
-
-	if (strchr(target, '/') || (stat(target, &st) == 0 && S_ISDIR(st.st_mode))) {
-		rc = vmm_snapdir_open(target, flags, &s->dir, &err);
-		if (rc < 0) {
-			cli_err(cli, "pool: %s", err.message);
-			return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
-		}
-		s->manifest = vmm_snapdir_manifest(s->dir);
-		s->open = vmm_snapdir_layer_open;
-		s->ctx = s->dir;
-		return CLI_OK;
-	}
-	if ((rc = st_store_open(cli->store, ST_OPEN_RDONLY, &s->store)) < 0) {
-		cli_err(cli, "pool: '%s' is not a snapshot directory, and store %s cannot be opened: %s", target,
-			cli->store, st_strerror(rc));
-		return CLI_NOTFOUND;
-	}
-	struct ix_opts o = { .flags = IX_OPEN_RDONLY };
-	struct ix_txn *t = NULL;
-	st_id id;
-	if ((rc = ix_open(s->store, &o, &s->ix)) < 0 || (rc = ix_txn_begin(s->ix, &t)) < 0) {
-		cli_err(cli, "pool: cannot read the index of store %s: %s", cli->store, ix_strerror(rc));
-		return CLI_FAIL;
-	}
-	rc = ix_resolve(t, target, &id);
-	if (rc == 0)
-		rc = ix_snap_get(t, &id, &s->m);
-	ix_txn_end(t);
-	if (rc < 0) {
-		cli_err(cli, "pool: snapshot '%s' not found in store %s", target, cli->store);
-		return CLI_NOTFOUND;
-	}
-	s->manifest = s->m;
-	s->open = vmm_layer_open_store;
-	s->ctx = s->store;
-	return CLI_OK;
-}
-
-static void src_close(struct pool_src *s)
-{
-	vmm_snapdir_close(s->dir);
-	st_manifest_free(s->m);
-	ix_close(s->ix);
-	st_store_close(s->store);
-}
-
 int cmd_pool(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -171,7 +108,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		return CLI_USAGE;
 	}
 
-	struct pool_src src = { 0 };
+	struct cli_snapshot src = { 0 };
 	unsigned long long pss0, anon0, file0, pss1, anon1, file1;
 	struct vmm_sandbox **sb = calloc(n, sizeof(*sb));
 	uint64_t *t_restore = calloc(n, sizeof(*t_restore)), *t_call = calloc(n, sizeof(*t_call));
@@ -184,7 +121,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		status = CLI_FAIL;
 		goto out;
 	}
-	if ((status = src_open(cli, target, flags, &src)) != CLI_OK)
+	if ((status = cli_snapshot_find(cli, "pool", target, flags, false, &src)) != CLI_OK)
 		goto out;
 	if (src.dir && vmm_snapdir_on_mount(src.dir))
 		printf("%s is on a strata mount: %u of %u layer(s) mapped from their backing blobs\n", target,
@@ -258,6 +195,7 @@ out:
 	free(sb);
 	free(t_restore);
 	free(t_call);
-	src_close(&src);
+	cli_snapshot_release(&src);
+	cli_snap_close();
 	return status;
 }

@@ -75,10 +75,70 @@ static int from_manifest(const struct cli *cli, const char *what, const struct s
 	return CLI_OK;
 }
 
+int cli_snapshot_find(const struct cli *cli, const char *what, const char *target, unsigned flags, bool write,
+		      struct cli_snapshot *out)
+{
+	struct vmm_error err;
+	struct stat st;
+	int rc, status;
+
+	memset(out, 0, sizeof(*out));
+	/* A snapshot directory (a mount's snapshots/NAME, an export, a copy):
+	 * on a strata mount its layers are mapped from their backing blobs
+	 * (vmm/snapdir.c). A path names a directory; a bare word a tag or id. */
+	if (strchr(target, '/') || (stat(target, &st) == 0 && S_ISDIR(st.st_mode))) {
+		rc = vmm_snapdir_open(target, flags, &out->dir, &err);
+		if (rc < 0) {
+			if (rc == -ENOENT && stat(target, &st) == 0 && !is_snapdir(target))
+				cli_err(cli, "%s: %s is neither a guest ELF nor a snapshot directory (no manifest.json)",
+					what, target);
+			else
+				cli_err(cli, "%s: %s", what, err.message);
+			return rc == -ENOENT || rc == -ENOTDIR ? CLI_NOTFOUND : CLI_FAIL;
+		}
+		out->manifest = vmm_snapdir_manifest(out->dir);
+		out->open = vmm_snapdir_layer_open;
+		out->ctx = out->dir;
+		return CLI_OK;
+	}
+	/* A tag or id in the store. */
+	if ((status = store_need(cli, write)) != CLI_OK)
+		return status;
+	struct ix_txn *t = NULL;
+	st_id id;
+	if ((rc = ix_txn_begin(run_index, &t)) < 0) {
+		cli_err(cli, "%s: cannot read store %s: %s", what, cli->store, ix_strerror(rc));
+		return CLI_FAIL;
+	}
+	rc = ix_resolve(t, target, &id);
+	if (rc == 0)
+		rc = ix_snap_get(t, &id, &out->m);
+	ix_txn_end(t);
+	if (rc < 0) {
+		if (rc == IX_ENOTFOUND || rc == ST_EBADNAME)
+			cli_err(cli, "%s: '%s' is not a guest file (No such file or directory), a snapshot "
+				"directory, or a snapshot in store %s", what, target, cli->store);
+		else
+			cli_err(cli, "%s: cannot look up '%s': %s", what, target, ix_strerror(rc));
+		return rc == IX_ENOTFOUND || rc == ST_EBADNAME ? CLI_NOTFOUND : CLI_FAIL;
+	}
+	out->manifest = out->m;
+	out->open = vmm_layer_open_store;
+	out->ctx = run_store;
+	return CLI_OK;
+}
+
+void cli_snapshot_release(struct cli_snapshot *s)
+{
+	vmm_snapdir_close(s->dir);
+	st_manifest_free(s->m);
+	memset(s, 0, sizeof(*s));
+}
+
 int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *cfg,
 		     struct vmm_sandbox **out, struct vmm_error *err)
 {
-	struct st_manifest *m = NULL;
+	struct cli_snapshot snap;
 	struct stat st;
 	int rc, status;
 
@@ -91,53 +151,13 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 		}
 		return CLI_OK;
 	}
-	/* A snapshot directory (a mount's snapshots/NAME, an export, a copy):
-	 * on a strata mount its layers are mapped from their backing blobs
-	 * (vmm/snapdir.c); $STRATA_VERIFY=1 hashes every layer first. */
-	if (is_snapdir(target)) {
-		struct vmm_snapdir *d;
-		const char *v = getenv("STRATA_VERIFY");
-		unsigned flags = v && strcmp(v, "1") == 0 ? VMM_SNAPDIR_VERIFY : 0;
-		rc = vmm_snapdir_open(target, flags, &d, err);
-		if (rc < 0) {
-			cli_err(cli, "run: %s", err->message);
-			return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
-		}
-		status = from_manifest(cli, target, vmm_snapdir_manifest(d), vmm_snapdir_layer_open, d, cfg, out);
-		vmm_snapdir_close(d);
+	/* $STRATA_VERIFY=1 hashes every layer of a directory before mapping it. */
+	const char *v = getenv("STRATA_VERIFY");
+	unsigned flags = v && strcmp(v, "1") == 0 ? VMM_SNAPDIR_VERIFY : 0;
+	if ((status = cli_snapshot_find(cli, "run", target, flags, true, &snap)) != CLI_OK)
 		return status;
-	}
-	if (strchr(target, '/')) {
-		if (stat(target, &st) < 0)
-			cli_err(cli, "run: cannot open %s: %s", target, strerror(errno));
-		else
-			cli_err(cli, "run: %s is neither a guest ELF nor a snapshot directory (no manifest.json)",
-				target);
-		return CLI_NOTFOUND;
-	}
-	/* A tag or id in the store. */
-	if ((status = store_need(cli, true)) != CLI_OK)
-		return status;
-	struct ix_txn *t = NULL;
-	st_id id;
-	if ((rc = ix_txn_begin(run_index, &t)) < 0) {
-		cli_err(cli, "run: cannot read store %s: %s", cli->store, ix_strerror(rc));
-		return CLI_FAIL;
-	}
-	rc = ix_resolve(t, target, &id);
-	if (rc == 0)
-		rc = ix_snap_get(t, &id, &m);
-	ix_txn_end(t);
-	if (rc < 0) {
-		if (rc == IX_ENOTFOUND || rc == ST_EBADNAME)
-			cli_err(cli, "run: '%s' is not a guest file (No such file or directory), a snapshot "
-				"directory, or a snapshot in store %s", target, cli->store);
-		else
-			cli_err(cli, "run: cannot look up '%s': %s", target, ix_strerror(rc));
-		return rc == IX_ENOTFOUND || rc == ST_EBADNAME ? CLI_NOTFOUND : CLI_FAIL;
-	}
-	status = from_manifest(cli, target, m, vmm_layer_open_store, run_store, cfg, out);
-	st_manifest_free(m);
+	status = from_manifest(cli, target, snap.manifest, snap.open, snap.ctx, cfg, out);
+	cli_snapshot_release(&snap);
 	return status;
 }
 
