@@ -43,12 +43,14 @@ struct bench {
 
 /* Groups: each area adds one line. */
 static const struct bench_group groups[] = {
+	{ "floor", bench_floor }, /* first, and always: every latency is printed beside it */
 	{ "store", bench_store },
 	{ "vmm", bench_vmm },
 	{ "index", bench_index },
 	{ "fs", bench_fs },
 	{ "snapshots", bench_snap },
 	{ "cold", bench_cold },
+	{ "density", bench_density },
 	{ NULL, NULL },
 };
 
@@ -356,7 +358,7 @@ static int write_json(struct bench *b)
 static void bench_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata bench [--filter TEXT] [--quick] [--json FILE] [--list]\n"
+		"usage: strata bench [--filter TEXT] [--quick] [--json FILE] [--list] [GROUP...]\n"
 		"\n"
 		"Runs strata's benchmarks side by side in one process and prints, for each,\n"
 		"the median, p10 and p90 of its iterations, the iteration count and, where\n"
@@ -365,7 +367,8 @@ static void bench_usage(FILE *f)
 		"  --filter TEXT  run only cases whose name contains TEXT\n"
 		"  --quick        fewer iterations and sizes (a smoke run)\n"
 		"  --json FILE    where to write results (default: bench-results.json)\n"
-		"  --list         list the benchmark groups\n");
+		"  --list         list the benchmark groups\n"
+		"  GROUP...       run only these groups (e.g. `strata bench density`)\n");
 }
 
 int cmd_bench(struct cli *cli, int argc, char **argv)
@@ -394,13 +397,24 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		default: bench_usage(stderr); return CLI_USAGE;
 		}
 	}
-	if (optind != argc) {
-		cli_err(cli, "bench: unexpected argument '%s'", argv[optind]);
-		return CLI_USAGE;
+	/* GROUP... names the groups to run (default: all); the floor always runs. */
+	for (int a = optind; a < argc; a++) {
+		bool known = false;
+		for (size_t i = 0; groups[i].name; i++)
+			known |= strcmp(groups[i].name, argv[a]) == 0;
+		if (!known) {
+			cli_err(cli, "bench: no benchmark group '%s' (see strata bench --list)", argv[a]);
+			return CLI_USAGE;
+		}
 	}
 	printf("%-58s %11s %11s %11s %6s  %s\n", "benchmark", "median", "p10", "p90", "n", "floor  ratio");
-	for (size_t i = 0; groups[i].name; i++)
-		groups[i].run(&b);
+	for (size_t i = 0; groups[i].name; i++) {
+		bool run = optind == argc || i == 0;
+		for (int a = optind; a < argc && !run; a++)
+			run = strcmp(groups[i].name, argv[a]) == 0;
+		if (run)
+			groups[i].run(&b);
+	}
 	int rc = write_json(&b);
 	if (rc < 0)
 		cli_err(cli, "bench: cannot write %s: %s", b.json_path, strerror(-rc));

@@ -80,7 +80,7 @@ static void cold_free(struct cold *c)
 	free(c);
 }
 
-static int cold_new(uint64_t heap, bool with_mount, struct cold **out)
+static int cold_new(uint64_t heap, int64_t touch, bool with_mount, struct cold **out)
 {
 	struct cold *c = calloc(1, sizeof(*c));
 	struct vmm_config cfg = { .heap_size = heap };
@@ -101,7 +101,10 @@ static int cold_new(uint64_t heap, bool with_mount, struct cold **out)
 	if ((rc = st_store_init(c->store, NULL)) < 0 || (rc = st_store_open(c->store, 0, &c->st)) < 0 ||
 	    (rc = ix_open(c->st, NULL, &c->ix)) < 0)
 		goto out_free;
+	struct vmm_value a = { .type = VMM_I64, .i64 = touch };
+	struct vmm_result r = { 0 };
 	if ((rc = vmm_sandbox_new(bench_guest_path(), &cfg, &sb, NULL)) < 0 || (rc = echo(sb)) < 0 ||
+	    (touch && (rc = vmm_sandbox_call(sb, "touch_pages", &a, 1, &r)) < 0) ||
 	    (rc = vmm_sandbox_capture(sb, c->st, &c->m)) < 0 || (rc = ix_snap_commit(c->ix, c->m, "s", 0, &id)) < 0)
 		goto out_free;
 	if ((rc = st_snapdir_export(c->st, c->m, c->copy, why, sizeof(why))) < 0)
@@ -155,6 +158,7 @@ enum {
 struct cold_arg {
 	uint64_t heap;
 	unsigned flags;
+	int64_t touch; /* heap pages the guest writes before the capture */
 };
 
 struct cold_state {
@@ -172,7 +176,7 @@ static int cold_setup(void **state, const void *arg)
 	if (!s)
 		return -ENOMEM;
 	s->flags = a->flags;
-	if ((rc = cold_new(a->heap, a->flags & F_MOUNT, &s->c)) < 0) {
+	if ((rc = cold_new(a->heap, a->touch, a->flags & F_MOUNT, &s->c)) < 0) {
 		free(s);
 		return rc;
 	}
@@ -231,9 +235,9 @@ static int cold_iter(void *state, struct bench_timer *t)
 	return rc;
 }
 
-static void cold_case(struct bench *b, const char *name, uint64_t heap, unsigned flags)
+static void cold_case(struct bench *b, const char *name, uint64_t heap, unsigned flags, int64_t touch)
 {
-	struct cold_arg a = { .heap = heap, .flags = flags };
+	struct cold_arg a = { .heap = heap, .flags = flags, .touch = touch };
 	struct bench_case c = {
 		.name = name,
 		.floor = FLOOR,
@@ -283,7 +287,7 @@ static void density(struct bench *b, unsigned n)
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	sb = calloc(n, sizeof(*sb));
-	if (!sb || cold_new(64ull << 20, false, &c) < 0) {
+	if (!sb || cold_new(64ull << 20, 0, false, &c) < 0) {
 		fprintf(stderr, "bench: %s: setup failed\n", name);
 		goto out;
 	}
@@ -351,9 +355,27 @@ void bench_cold(struct bench *b)
 		for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 			snprintf(name, sizeof(name), cases[k].fmt, z->name);
 			if (bench_selected(b, name))
-				cold_case(b, name, z->heap, cases[k].flags);
+				cold_case(b, name, z->heap, cases[k].flags, 0);
 		}
 	}
+	/* Verified loads run at hash speed: a medium guest that wrote all of
+	 * its 64 MiB heap, so its snapshot holds 64 MiB of pages. */
+	static const struct {
+		const char *name;
+		unsigned flags;
+	} full[] = {
+		{ "snapshot_files/load/medium_64MiB_written/mount", F_MOUNT | F_VERIFY | F_FREE_TIMED },
+		{ "snapshot_files/load_unverified/medium_64MiB_written/mount", F_MOUNT | F_FREE_TIMED },
+		{ "snapshot_files/load/medium_64MiB_written/copy", F_COPY | F_VERIFY | F_FREE_TIMED },
+		{ "snapshot_files/load_unverified/medium_64MiB_written/copy", F_COPY | F_FREE_TIMED },
+	};
+	for (size_t k = 0; k < sizeof(full) / sizeof(full[0]) && !bench_quick(b); k++)
+		if (bench_selected(b, full[k].name))
+			cold_case(b, full[k].name, 64ull << 20, full[k].flags, (64 << 20) / 4096);
+}
+
+void bench_density(struct bench *b)
+{
 	density(b, 100);
 	if (!bench_quick(b))
 		density(b, 1000);

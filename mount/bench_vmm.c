@@ -329,10 +329,8 @@ static void kill_teardown(void *state)
 	free(ks);
 }
 
-void bench_vmm(struct bench *b)
+void bench_floor(struct bench *b)
 {
-	char name[128];
-
 	static const enum vmm_bare_mode modes[] = { VMM_BARE_CPL3_MMIO, VMM_BARE_CPL0_OUT, VMM_BARE_CPL3_INT3,
 						    VMM_BARE_CPL3_GP };
 	static const char *const mode_names[] = { FLOOR, "floor/kvm_run_roundtrip_cpl0_out",
@@ -344,6 +342,12 @@ void bench_vmm(struct bench *b)
 		bench_run(b, &(struct bench_case){ .name = mode_names[i], .floor = i ? FLOOR : NULL,
 						   .setup = floor_setup, .iter = floor_iter,
 						   .teardown = floor_teardown, .arg = &modes[i], .iters = 2000 });
+}
+
+void bench_vmm(struct bench *b)
+{
+	char name[128];
+
 	for (size_t i = 0; i < 4; i++) {
 		snprintf(name, sizeof(name), "sandboxes/create_initialized/%s", bench_sizes[i].name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = FLOOR, .setup = create_setup,

@@ -72,6 +72,9 @@ struct cli_snapshot {
 int cli_snapshot_find(const struct cli *cli, const char *what, const char *target, unsigned flags, bool write,
 		      struct cli_snapshot *out);
 void cli_snapshot_release(struct cli_snapshot *s);
+/* vmm_snapdir_open flags from the environment: STRATA_VERIFY=1 hashes every
+ * layer first; STRATA_MAP_FILES=1 maps a plain directory's files directly. */
+unsigned cli_snapdir_flags(void);
 void cli_snap_close(void);
 /* cmd_run.c: parse ARGS per a guest signature ("i(is)"); `owned` collects
  * buffers read from @FILE arguments (free them); print a result. */

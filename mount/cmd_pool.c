@@ -14,7 +14,7 @@
 static void pool_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata pool SNAPSHOT [-n N] [--verify] [--via-fuse] [--call FN [--] [ARGS...]]\n"
+		"usage: strata pool SNAPSHOT [-n N] [--verify] [--via-fuse] [--map-files] [--call FN [--] [ARGS...]]\n"
 		"\n"
 		"Restores N sandboxes (default 100) from one snapshot -- a snapshot directory\n"
 		"(a mount's snapshots/NAME, an export, a copy) or a tag/id in the store --\n"
@@ -25,7 +25,9 @@ static void pool_usage(FILE *f)
 		"  -n, --count N   sandboxes to restore (1..%u)\n"
 		"  --call FN       call FN (with ARGS parsed per its signature) in each\n"
 		"  --verify        hash every layer before mapping it\n"
-		"  --via-fuse      on a strata mount, map the FUSE files instead of the backing blobs\n",
+		"  --via-fuse      on a strata mount, map the FUSE files instead of the backing blobs\n"
+		"  --map-files     map a plain directory's layer files directly instead of a private\n"
+		"                  copy (only for files nobody will truncate while sandboxes run)\n",
 		VMM_POOL_MAX);
 }
 
@@ -69,11 +71,12 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		{ "call", required_argument, NULL, 'c' },
 		{ "verify", no_argument, NULL, 'V' },
 		{ "via-fuse", no_argument, NULL, 'F' },
+		{ "map-files", no_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	unsigned long long n = 100;
-	unsigned flags = 0;
+	unsigned flags = cli_snapdir_flags();
 	const char *fn = NULL;
 	int c, status;
 
@@ -88,6 +91,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		case 'c': fn = optarg; break;
 		case 'V': flags |= VMM_SNAPDIR_VERIFY; break;
 		case 'F': flags |= VMM_SNAPDIR_VIA_FUSE; break;
+		case 'M': flags |= VMM_SNAPDIR_MAP_FILES; break;
 		case 'h': pool_usage(stdout); return CLI_OK;
 		default: pool_usage(stderr); return CLI_USAGE;
 		}

@@ -75,6 +75,14 @@ static int from_manifest(const struct cli *cli, const char *what, const struct s
 	return CLI_OK;
 }
 
+unsigned cli_snapdir_flags(void)
+{
+	const char *v = getenv("STRATA_VERIFY"), *m = getenv("STRATA_MAP_FILES");
+
+	return (v && strcmp(v, "1") == 0 ? VMM_SNAPDIR_VERIFY : 0) |
+	       (m && strcmp(m, "1") == 0 ? VMM_SNAPDIR_MAP_FILES : 0);
+}
+
 int cli_snapshot_find(const struct cli *cli, const char *what, const char *target, unsigned flags, bool write,
 		      struct cli_snapshot *out)
 {
@@ -151,9 +159,7 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 		}
 		return CLI_OK;
 	}
-	/* $STRATA_VERIFY=1 hashes every layer of a directory before mapping it. */
-	const char *v = getenv("STRATA_VERIFY");
-	unsigned flags = v && strcmp(v, "1") == 0 ? VMM_SNAPDIR_VERIFY : 0;
+	unsigned flags = cli_snapdir_flags();
 	if ((status = cli_snapshot_find(cli, "run", target, flags, true, &snap)) != CLI_OK)
 		return status;
 	status = from_manifest(cli, target, snap.manifest, snap.open, snap.ctx, cfg, out);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/xattr.h>
@@ -64,73 +65,6 @@ static int open_backing(const char *layer_path, const char *hex, uint64_t size)
 	return fd;
 }
 
-/*
- * A layer from a plain directory is the user's file: truncating it under a
- * MAP_PRIVATE mapping would turn the next host access to one of its pages
- * into SIGBUS. So it is copied once into a sealed memfd (shared by every
- * sandbox made from this handle) and hashed on the way when verifying.
- * Store blobs and mount layers are read-only and immutable: mapped as is.
- */
-static int copy_private(int fd, uint64_t size, const st_id *id, bool verify, int *out)
-{
-	struct st_hasher *h = NULL;
-	uint8_t *buf = NULL;
-	int mfd, rc = 0;
-
-	mfd = memfd_create("strata-layer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (mfd < 0)
-		return -errno;
-	if (ftruncate(mfd, (off_t)size) < 0 || (verify && (rc = st_hasher_new(&h)) < 0) ||
-	    !(buf = malloc(SNAPDIR_HASH_CHUNK))) {
-		rc = rc < 0 ? rc : -errno ? -errno : -ENOMEM;
-		goto out_close;
-	}
-	for (uint64_t off = 0; off < size;) {
-		size_t want = size - off < SNAPDIR_HASH_CHUNK ? (size_t)(size - off) : SNAPDIR_HASH_CHUNK;
-		ssize_t n = pread(fd, buf, want, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = n < 0 ? -errno : VMM_E_BAD_SNAPSHOT; /* shrank while being read */
-			goto out_close;
-		}
-		if (h)
-			st_hasher_update(h, buf, (size_t)n);
-		for (ssize_t w = 0; w < n;) {
-			ssize_t k = pwrite(mfd, buf + w, (size_t)(n - w), (off_t)(off + (uint64_t)w));
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k <= 0) {
-				rc = k < 0 ? -errno : -EIO;
-				goto out_close;
-			}
-			w += k;
-		}
-		off += (uint64_t)n;
-	}
-	if (h) {
-		st_id got;
-		st_hasher_final(h, &got);
-		if (!st_id_equal(&got, id)) {
-			rc = ST_ECORRUPT;
-			goto out_close;
-		}
-	}
-	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		rc = -errno;
-		goto out_close;
-	}
-	free(buf);
-	st_hasher_free(h);
-	*out = mfd;
-	return 0;
-out_close:
-	free(buf);
-	st_hasher_free(h);
-	close(mfd);
-	return rc;
-}
-
 /* Hash the whole file behind fd and compare with its id. */
 static int verify_fd(int fd, uint64_t size, const st_id *id)
 {
@@ -157,6 +91,46 @@ static int verify_fd(int fd, uint64_t size, const st_id *id)
 	st_hasher_final(h, &got);
 	st_hasher_free(h);
 	return st_id_equal(&got, id) ? 0 : ST_ECORRUPT;
+}
+
+/*
+ * A layer from a plain directory is the user's file: truncating it under a
+ * MAP_PRIVATE mapping would turn the next host access to one of its pages
+ * into SIGBUS. So it is copied once into a sealed memfd (shared by every
+ * sandbox made from this handle) and hashed on the way when verifying.
+ * Store blobs and mount layers are read-only and immutable: mapped as is.
+ */
+static int copy_private(int fd, uint64_t size, const st_id *id, bool verify, int *out)
+{
+	int mfd, rc = 0;
+
+	mfd = memfd_create("strata-layer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		return -errno;
+	/* sendfile copies in the kernel, page cache to shmem, once; a file
+	 * that shrinks while being read just ends early (no SIGBUS). */
+	for (off_t off = 0; (uint64_t)off < size;) {
+		size_t want = size - (uint64_t)off < (1u << 30) ? (size_t)(size - (uint64_t)off) : (1u << 30);
+		ssize_t n = sendfile(mfd, fd, &off, want);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : VMM_E_BAD_SNAPSHOT; /* shrank while being read */
+			goto out_close;
+		}
+	}
+	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	/* Hash what will be mapped: the private copy, which nobody else can change. */
+	if (verify && (rc = verify_fd(mfd, size, id)) < 0)
+		goto out_close;
+	*out = mfd;
+	return 0;
+out_close:
+	close(mfd);
+	return rc;
 }
 
 static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
