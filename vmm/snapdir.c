@@ -30,6 +30,7 @@ struct vmm_snapdir {
 	int *fds;         /* one per layer, opened (and verified) at open */
 	uint32_t ndirect; /* layers reached through their backing blob */
 	bool on_mount;
+	bool probed;      /* on_mount is known */
 };
 
 /*
@@ -145,8 +146,17 @@ static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
 	if (snprintf(path, sizeof(path), "%s/layers/%s", d->path, hex) >= (int)sizeof(path))
 		return vmm_fail(err, -ENAMETOOLONG, "path of layer %s in %s is too long", hex, d->path);
 	fd = -1;
-	if (d->on_mount && !(d->flags & VMM_SNAPDIR_VIA_FUSE) && (fd = open_backing(path, hex, size)) >= 0)
+	/* A layer that names its backing blob is on a strata mount: that
+	 * answer costs one getxattr, so statfs is only needed without it. */
+	if (!(d->flags & VMM_SNAPDIR_VIA_FUSE) && (fd = open_backing(path, hex, size)) >= 0) {
 		d->ndirect++;
+		d->on_mount = d->probed = true;
+	}
+	if (!d->probed) {
+		struct statfs sfs;
+		d->on_mount = statfs(d->path, &sfs) == 0 && sfs.f_type == SNAPDIR_FUSE_MAGIC;
+		d->probed = true;
+	}
 	if (fd < 0 && (rc = st_snapdir_layer_open(d->path, &l->id, &fd)) < 0)
 		return vmm_fail(err, rc, "snapshot %s: layer %s: %s", d->path, hex,
 			    rc == -ENOENT ? "missing (an incomplete copy?)" : st_strerror(rc));
@@ -188,7 +198,6 @@ int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out,
 {
 	char why[ST_WHY_LEN] = "";
 	struct vmm_snapdir *d;
-	struct statfs sfs;
 	struct stat st;
 	int rc;
 
@@ -207,7 +216,6 @@ int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out,
 		return vmm_fail(err, -ENOMEM, "out of memory");
 	}
 	d->flags = flags;
-	d->on_mount = statfs(path, &sfs) == 0 && sfs.f_type == SNAPDIR_FUSE_MAGIC;
 	rc = st_snapdir_read(path, &d->m, why, sizeof(why));
 	if (rc < 0) {
 		vmm_fail(err, rc == -ENOENT ? -ENOENT : VMM_E_BAD_SNAPSHOT, "%s is not a usable snapshot directory: %s",
