@@ -9,21 +9,8 @@ n=0
 fails=0
 echo "1..14"
 
-# check NAME WANT_STATUS WANT_OUT_REGEX -- command...
-check() {
-	local name=$1 want_rc=$2 want=$3
-	shift 4
-	n=$((n + 1))
-	"$@" >"$T/out" 2>"$T/err"
-	local rc=$?
-	if [ "$rc" -eq "$want_rc" ] && grep -Eq -- "$want" "$T/out" "$T/err"; then
-		echo "ok $n - $name"
-	else
-		echo "not ok $n - $name"
-		echo "# status $rc (want $want_rc); stdout: $(head -c 300 "$T/out"); stderr: $(head -c 300 "$T/err")"
-		fails=$((fails + 1))
-	fi
-}
+# shellcheck source=check_lib.sh
+. "$(dirname "$0")/check_lib.sh"
 
 if [ ! -e /dev/kvm ]; then
 	for i in $(seq 1 14); do echo "ok $i # SKIP no /dev/kvm"; done
@@ -45,4 +32,4 @@ check "not an ELF file is refused" 1 'not an ELF file' -- "$S" run /etc/passwd -
 check "missing guest file" 3 'No such file' -- "$S" run "$T/nope.elf" --call echo x
 check "unknown function is a usage error" 2 "no function 'nope'" -- "$S" run "$G" --call nope
 check "wrong argument type is a usage error" 2 'must be an integer' -- "$S" run "$G" --call add one two
-exit 0
+[ "$fails" -eq 0 ]

@@ -8,22 +8,11 @@ trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
 ST="$T/store"
 N=18
 n=0
+fails=0
 echo "1..$N"
 
-# check NAME WANT_STATUS WANT_OUT_REGEX -- command...
-check() {
-	local name=$1 want_rc=$2 want=$3
-	shift 4
-	n=$((n + 1))
-	"$@" >"$T/out" 2>"$T/err"
-	local rc=$?
-	if [ "$rc" -eq "$want_rc" ] && grep -Eq -- "$want" "$T/out" "$T/err"; then
-		echo "ok $n - $name"
-	else
-		echo "not ok $n - $name"
-		echo "# status $rc (want $want_rc); stdout: $(head -c 300 "$T/out"); stderr: $(head -c 300 "$T/err")"
-	fi
-}
+# shellcheck source=check_lib.sh
+. "$(dirname "$0")/check_lib.sh"
 
 if [ ! -e /dev/kvm ]; then
 	for i in $(seq 1 $N); do echo "ok $i # SKIP no /dev/kvm"; done
@@ -83,3 +72,4 @@ check "a sandbox runs under the calibrated policy" 0 '^2$' -- \
 printf 'reset = sideways\n' >"$T/badpolicy"
 check "a malformed policy file falls back to the defaults" 0 '^2$' -- \
 	env STRATA_POLICY="$T/badpolicy" "$S" --store "$ST" run one --call counter_next
+[ "$fails" -eq 0 ]

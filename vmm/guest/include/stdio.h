@@ -5,13 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-#ifndef STRATA_LIBC_NAME
-#ifdef STRATA_LIBC_HOST_TEST
-#define STRATA_LIBC_NAME(x) sg_##x
-#else
-#define STRATA_LIBC_NAME(x) x
-#endif
-#endif
+#include "strata_libc.h"
 
 #ifdef __cplusplus
 extern "C" {

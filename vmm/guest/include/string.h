@@ -11,13 +11,7 @@
  * (-DSTRATA_LIBC_HOST_TEST) prefixes them with sg_ so they can be linked and
  * compared next to the host's C library.
  */
-#ifndef STRATA_LIBC_NAME
-#ifdef STRATA_LIBC_HOST_TEST
-#define STRATA_LIBC_NAME(x) sg_##x
-#else
-#define STRATA_LIBC_NAME(x) x
-#endif
-#endif
+#include "strata_libc.h"
 
 #ifdef __cplusplus
 extern "C" {
