@@ -36,10 +36,13 @@ struct vmm_snapdir {
 /*
  * On a strata mount, open the layer's backing blob instead of the FUSE file:
  * its pages then come straight from the page cache (no daemon round trip per
- * fault) and the mapping outlives a daemon restart. Only trusted when the
- * directory really is on a FUSE filesystem, the target is a regular file
- * named after the layer's id under a blobs/ directory, and its size matches
- * (docs/restore-from-path.md). Returns the fd, or -1 to use the FUSE file.
+ * fault) and the mapping outlives a daemon restart. The xattr is only a
+ * hint: the target must be an absolute path to a regular file under a
+ * blobs/ directory, named exactly the layer's id (content-addressed, so
+ * only a strata store holds it) and of the layer's size; verified mode
+ * hashes the file that is mapped. A `cp -a` copy of a mount carries the
+ * xattr too and then maps the same store blob, which is equally right.
+ * Returns the fd, or -1 to use the file in the directory.
  */
 static int open_backing(const char *layer_path, const char *hex, uint64_t size)
 {
