@@ -111,13 +111,15 @@ int vmm_pool_get(struct vmm_pool *p, struct vmm_sandbox **out)
 int vmm_pool_put(struct vmm_pool *p, struct vmm_sandbox *sb)
 {
 	unsigned i;
+	bool out;
 
 	pthread_mutex_lock(&p->lock);
 	for (i = 0; i < p->n && p->sb[i] != sb; i++)
 		;
+	out = i < p->n && p->busy[i];
 	pthread_mutex_unlock(&p->lock);
-	if (i == p->n || !p->busy[i])
-		return -EINVAL;
+	if (!out)
+		return -EINVAL; /* not this pool's, or not checked out */
 	/* Restore outside the lock: other sandboxes stay available meanwhile. */
 	int rc = vmm_sandbox_restore(sb);
 	if (rc < 0) {
