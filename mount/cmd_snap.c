@@ -124,8 +124,8 @@ int cli_snapshot_find(const struct cli *cli, const char *what, const char *targe
 	ix_txn_end(t);
 	if (rc < 0) {
 		if (rc == IX_ENOTFOUND || rc == ST_EBADNAME)
-			cli_err(cli, "%s: '%s' is not a guest file (No such file or directory), a snapshot "
-				"directory, or a snapshot in store %s", what, target, cli->store);
+			cli_err(cli, "%s: snapshot '%s' not found in store %s (and no such %s)", what, target,
+				cli->store, strcmp(what, "run") == 0 ? "guest file or directory" : "directory");
 		else
 			cli_err(cli, "%s: cannot look up '%s': %s", what, target, ix_strerror(rc));
 		return rc == IX_ENOTFOUND || rc == ST_EBADNAME ? CLI_NOTFOUND : CLI_FAIL;

@@ -4,7 +4,7 @@ here=$(dirname "$0")
 # shellcheck source=fs_lib.sh
 . "$here/fs_lib.sh"
 GUEST=${STRATA_BUILD:?}/vmm/guest/simpleguest.elf
-echo "1..11"
+echo "1..14"
 
 A=$T/a B=$T/b MA=$T/ma MB=$T/mb
 st "$A" init >/dev/null
@@ -24,6 +24,9 @@ shared_pages() { "$STRATA" pool "$T/copy" -n 4 --map-files --call counter_next |
 ok "pool --map-files maps the copy's files (shared file pages)" shared_pages
 ok "a directory without manifest.json is refused" \
 	expect_fail "neither a guest ELF nor a snapshot directory" "$STRATA" run "$T" --call counter_next
+ok "pool -n 0 is a usage error" expect_fail "-n wants a count" "$STRATA" pool "$T/copy" -n 0
+ok "pool of a missing tag says so" expect_fail "not found in store" st "$A" pool no-such-tag -n 1
+ok "bench of an unknown group is a usage error" expect_fail "no benchmark group" "$STRATA" bench no-such-group
 # A dead daemon: its mountpoint answers ENOTCONN; run says so in words.
 for p in $(pids_of "$STRATA" "mount $B $MB"); do kill -9 "$p"; done
 wait_for 5 sh -c "! kill -0 $(pids_of "$STRATA" "mount $B $MB" | head -1) 2>/dev/null"

@@ -34,7 +34,7 @@ check "run by id works like run by tag" 0 '^3$' -- \
 check "run PATH restores from a snapshot directory" 0 '^3$' -- "$S" run "$T/exp" --call counter_next
 cp -r "$T/exp" "$T/copy"
 check "run PATH works from a plain cp -r copy" 0 '^hello$' -- "$S" run "$T/copy" --call echo hello
-check "an unknown tag is refused with exit 3" 3 'not a guest file .*a snapshot in store' -- \
+check "an unknown tag is refused with exit 3" 3 "snapshot '[^']+' not found in store" -- \
 	"$S" --store "$ST" run nosuch --call echo x
 
 # Inconsistent snapshot directories are refused with a clear message.
