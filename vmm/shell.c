@@ -78,8 +78,13 @@ int vmm_shell_take(uint64_t mem_size, struct vmm_kvm *kvm, uint8_t **mem)
 
 bool vmm_shell_give(struct vmm_kvm *kvm, uint8_t *mem, uint64_t mem_size)
 {
-	if (kvm->vm_fd < 0 || !mem || shell_cap() == 0)
+	if (kvm->vm_fd < 0 || !mem)
 		return false;
+	pthread_mutex_lock(&shell_lock);
+	bool room = nshells < shell_cap();
+	pthread_mutex_unlock(&shell_lock);
+	if (!room)
+		return false; /* full: not worth wiping a range only to destroy it */
 	/* Wipe the guest range in one call: every page (anonymous, private
 	 * copies, layer mappings) is replaced by fresh zero memory, and KVM's
 	 * MMU notifier drops its mappings of the old pages. */
