@@ -47,6 +47,7 @@ const char *ix_strerror(int err)
 	case IX_ECORRUPT: return "the index database is damaged";
 	case IX_EBUSY: return "the index has too many readers";
 	case IX_ELMDB: return "the index database failed";
+	case IX_EAMBIGUOUS: return "more than one snapshot id starts with that prefix";
 	default: return st_strerror(err);
 	}
 }

@@ -39,6 +39,7 @@ enum {
 	IX_ECORRUPT = -1104,   /* an index record is damaged or LMDB reports corruption */
 	IX_EBUSY = -1105,      /* too many readers / resources busy */
 	IX_ELMDB = -1106,      /* any other LMDB failure */
+	IX_EAMBIGUOUS = -1107, /* an id prefix matches more than one snapshot */
 };
 
 const char *ix_strerror(int err);
@@ -154,8 +155,11 @@ int ix_tag_rename(struct ix *ix, const char *from, const char *to, unsigned flag
 /* Call cb for every tag in name order. */
 int ix_tag_foreach(struct ix_txn *t, int (*cb)(const char *name, const st_id *id, void *ctx),
 		   void *ctx);
-/* Resolve "32-hex id of an existing snapshot" or "tag name" to a snapshot id.
- * An id wins over a tag spelled the same. IX_ENOTFOUND, ST_EBADNAME. */
+/* Resolve "32-hex id of an existing snapshot", "tag name", or a unique
+ * prefix of an id (at least IX_ID_PREFIX_MIN hex digits, when no tag has that
+ * name) to a snapshot id. A full id wins over a tag spelled the same, a tag
+ * over a prefix. IX_ENOTFOUND, IX_EAMBIGUOUS, ST_EBADNAME. */
+#define IX_ID_PREFIX_MIN 6
 int ix_resolve(struct ix_txn *t, const char *ref, st_id *out);
 
 /* ---- snapshot directories ---- */

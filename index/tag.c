@@ -189,6 +189,37 @@ int ix_tag_foreach(struct ix_txn *t, int (*cb)(const char *name, const st_id *id
 	return rc < 0 ? ix_err(rc) : rc;
 }
 
+/* An abbreviated id: IX_ID_PREFIX_MIN..31 lowercase hex digits. */
+static bool prefix_valid(const char *ref)
+{
+	size_t n = strlen(ref);
+
+	if (n < IX_ID_PREFIX_MIN || n >= ST_ID_HEX_LEN)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((ref[i] >= '0' && ref[i] <= '9') || (ref[i] >= 'a' && ref[i] <= 'f')))
+			return false;
+	return true;
+}
+
+struct prefix_match {
+	const char *prefix;
+	size_t len;
+	unsigned n;
+	st_id id;
+};
+
+static int prefix_cb(const st_id *id, void *ctx)
+{
+	struct prefix_match *pm = ctx;
+	char hex[ST_ID_HEX_LEN + 1];
+
+	st_id_format(id, hex);
+	if (memcmp(hex, pm->prefix, pm->len) == 0 && pm->n++ == 0)
+		pm->id = *id;
+	return 0;
+}
+
 int ix_resolve(struct ix_txn *t, const char *ref, st_id *out)
 {
 	st_id id;
@@ -199,5 +230,16 @@ int ix_resolve(struct ix_txn *t, const char *ref, st_id *out)
 	}
 	if (!st_name_valid(ref))
 		return ST_EBADNAME;
-	return ix_tag_get(t, ref, out);
+	int rc = ix_tag_get(t, ref, out);
+	if (rc != IX_ENOTFOUND || !prefix_valid(ref))
+		return rc;
+	struct prefix_match pm = { .prefix = ref, .len = strlen(ref) };
+	if ((rc = ix_snap_foreach(t, prefix_cb, &pm)) < 0)
+		return rc;
+	if (pm.n == 0)
+		return IX_ENOTFOUND;
+	if (pm.n > 1)
+		return IX_EAMBIGUOUS;
+	*out = pm.id;
+	return 0;
 }

@@ -1,5 +1,7 @@
 /* test_snap.c: snapshot records: commit, get, delete, refcounts, children, tags, generation. */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -283,6 +285,69 @@ Test(snap, resolve_takes_an_id_or_a_tag)
 	cr_assert_eq(ix_resolve(t, "00000000000000000000000000000000", &got), IX_ENOTFOUND);
 	cr_assert_eq(ix_resolve(t, "a/b", &got), ST_EBADNAME);
 	ix_txn_end(t);
+}
+
+Test(snap, resolve_takes_a_unique_id_prefix)
+{
+	unsigned s1[] = { 1 };
+	st_id a = commit_seeds(&T, s1, 1, NULL, NULL);
+	char hex[ST_ID_HEX_LEN + 1], pre[ST_ID_HEX_LEN + 1];
+	struct ix_txn *t;
+	st_id got;
+
+	st_id_format(&a, hex);
+	cr_assert_eq(ix_txn_begin(T.ix, &t), 0);
+	snprintf(pre, sizeof(pre), "%.*s", IX_ID_PREFIX_MIN, hex);
+	cr_assert_eq(ix_resolve(t, pre, &got), 0, "a %d-digit prefix resolves", IX_ID_PREFIX_MIN);
+	cr_assert(st_id_equal(&got, &a));
+	snprintf(pre, sizeof(pre), "%.*s", IX_ID_PREFIX_MIN - 1, hex);
+	cr_assert_eq(ix_resolve(t, pre, &got), IX_ENOTFOUND, "shorter prefixes are not ids");
+	snprintf(pre, sizeof(pre), "%.*s", ST_ID_HEX_LEN - 1, hex);
+	cr_assert_eq(ix_resolve(t, pre, &got), 0);
+	ix_txn_end(t);
+	/* A tag spelled like a prefix wins over the prefix. */
+	snprintf(pre, sizeof(pre), "%.*s", IX_ID_PREFIX_MIN, hex);
+	unsigned s2[] = { 2 };
+	st_id b = commit_seeds(&T, s2, 1, NULL, pre);
+	cr_assert_eq(ix_txn_begin(T.ix, &t), 0);
+	cr_assert_eq(ix_resolve(t, pre, &got), 0);
+	cr_assert(st_id_equal(&got, &b));
+	ix_txn_end(t);
+}
+
+/* Two snapshots whose ids share IX_ID_PREFIX_MIN hex digits: that prefix is
+ * ambiguous, a longer one is not. Snapshots differing only in their creation
+ * time are committed until two collide (~5,000 by the birthday bound). */
+Test(snap, an_ambiguous_prefix_is_refused)
+{
+	unsigned seeds[] = { 7 };
+	struct st_manifest *m = mk_manifest(T.s, seeds, 1, NULL);
+	enum { LIMIT = 60000 };
+	char (*seen)[IX_ID_PREFIX_MIN + 1] = calloc(LIMIT, sizeof(*seen));
+	char hex[ST_ID_HEX_LEN + 1], other[ST_ID_HEX_LEN + 1] = "";
+	st_id id, got;
+	unsigned n;
+
+	cr_assert_not_null(seen);
+	for (n = 0; n < LIMIT && !other[0]; n++) {
+		m->created = (int64_t)n + 1;
+		cr_assert_eq(ix_snap_commit(T.ix, m, NULL, 0, &id), 0);
+		st_id_format(&id, hex);
+		memcpy(seen[n], hex, IX_ID_PREFIX_MIN);
+		for (unsigned k = 0; k < n; k++)
+			if (memcmp(seen[k], hex, IX_ID_PREFIX_MIN) == 0)
+				memcpy(other, hex, sizeof(other));
+	}
+	cr_assert(other[0], "no two of %u ids shared a prefix", n);
+	struct ix_txn *t;
+	char pre[ST_ID_HEX_LEN + 1];
+	cr_assert_eq(ix_txn_begin(T.ix, &t), 0);
+	snprintf(pre, sizeof(pre), "%.*s", IX_ID_PREFIX_MIN, other);
+	cr_assert_eq(ix_resolve(t, pre, &got), IX_EAMBIGUOUS);
+	cr_assert_eq(ix_resolve(t, other, &got), 0, "the full id still resolves");
+	ix_txn_end(t);
+	free(seen);
+	st_manifest_free(m);
 }
 
 Test(snap, every_change_bumps_the_generation)
