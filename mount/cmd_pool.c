@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -125,6 +126,12 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		status = CLI_FAIL;
 		goto out;
 	}
+	/* Each sandbox holds a VM, a vCPU and its layer files open. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	if ((status = cli_snapshot_find(cli, "pool", target, flags, false, &src)) != CLI_OK)
 		goto out;
 	if (src.dir && vmm_snapdir_on_mount(src.dir))
@@ -189,7 +196,8 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		       t_call[n / 10] / 1e3, t_call[n * 9 / 10] / 1e3);
 	printf("  memory (PSS): %.1f KiB per sandbox (%.1f KiB private, %.1f KiB shared file pages); "
 	       "snapshot %llu KiB of layers\n",
-	       (double)(pss1 - pss0) / n, (double)(anon1 - anon0) / n, (double)(file1 - file0) / n,
+	       ((double)pss1 - (double)pss0) / n, ((double)anon1 - (double)anon0) / n,
+	       ((double)file1 - (double)file0) / n,
 	       (unsigned long long)(st_manifest_layer_pages(src.manifest) * ST_PAGE_SIZE / 1024));
 out:
 	for (unsigned i = 0; i < made && sb; i++)
