@@ -22,7 +22,7 @@ struct snap_state {
 	char dir[64];
 	struct st_store *st;
 	struct vmm_sandbox *sb;
-	struct st_manifest *m[2];
+	struct st_manifest *m[5];  /* m[0..1]: alternate; m[0..4]: a cycle of five */
 	int cur;
 	int64_t write_pages;   /* per call: 0 = echo */
 	int64_t heavy_pages;
@@ -53,8 +53,8 @@ static void state_free(void *state)
 	if (!s)
 		return;
 	vmm_sandbox_free(s->sb);
-	st_manifest_free(s->m[0]);
-	st_manifest_free(s->m[1]);
+	for (size_t i = 0; i < sizeof(s->m) / sizeof(s->m[0]); i++)
+		st_manifest_free(s->m[i]);
 	st_store_close(s->st);
 	if (s->dir[0])
 		bench_rm_rf(s->dir);
@@ -171,6 +171,40 @@ static int alternate_iter(void *state, struct bench_timer *t)
 	if (rc < 0)
 		return rc;
 	s->cur ^= 1;
+	bench_timer_start(t);
+	rc = vmm_sandbox_restore_to(s->sb, s->m[s->cur], vmm_layer_open_store, s->st);
+	bench_timer_stop(t);
+	return rc;
+}
+
+/* Jumping across a tree: five snapshots visited in turn, so each restore
+ * targets one left four switches ago (the current one plus the kept
+ * alternates cover five). */
+static int cycle_setup(void **state, const void *arg)
+{
+	int rc = size_setup(state, arg);
+	struct snap_state *s = *state;
+
+	if (rc < 0)
+		return rc;
+	for (int i = 1; i < 5; i++) {
+		if ((rc = touch(s->sb, 16 + i)) < 0 || (rc = snap_now(s, &s->m[i])) < 0) {
+			state_free(s);
+			return rc;
+		}
+	}
+	s->cur = 4;
+	return 0;
+}
+
+static int cycle_iter(void *state, struct bench_timer *t)
+{
+	struct snap_state *s = state;
+	int rc = echo(s->sb);
+
+	if (rc < 0)
+		return rc;
+	s->cur = (s->cur + 1) % 5;
 	bench_timer_start(t);
 	rc = vmm_sandbox_restore_to(s->sb, s->m[s->cur], vmm_layer_open_store, s->st);
 	bench_timer_stop(t);
@@ -389,6 +423,9 @@ void bench_snap(struct bench *b)
 		snprintf(name, sizeof(name), "snapshots/restore_alternate/%s", a->name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = alternate_setup,
 						   .iter = alternate_iter, .teardown = state_free, .arg = a });
+		snprintf(name, sizeof(name), "snapshots/restore_cycle5/%s", a->name);
+		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = cycle_setup,
+						   .iter = cycle_iter, .teardown = state_free, .arg = a });
 		snprintf(name, sizeof(name), "snapshots/call_and_create/%s", a->name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = size_setup,
 						   .iter = call_and_create_iter, .teardown = state_free, .arg = a });

@@ -160,14 +160,43 @@ void vmm_snap_free(struct vmm_snap *s)
 	free(s);
 }
 
+static void alt_free(struct vmm_snap_alt *a)
+{
+	if (!a->valid)
+		return;
+	layers_free(a->layers, a->m->nlayers);
+	st_manifest_free(a->m);
+	free(a->segs);
+	memset(a, 0, sizeof(*a));
+}
+
 void vmm_snap_alt_free(struct vmm_snap *s)
 {
-	if (!s->alt.valid)
-		return;
-	layers_free(s->alt.layers, s->alt.m->nlayers);
-	st_manifest_free(s->alt.m);
-	free(s->alt.segs);
-	memset(&s->alt, 0, sizeof(s->alt));
+	for (unsigned i = 0; i < VMM_SNAP_ALTS; i++)
+		alt_free(&s->alt[i]);
+}
+
+struct vmm_snap_alt *vmm_snap_alt_find(struct vmm_snap *s, const st_id *key)
+{
+	for (unsigned i = 0; i < VMM_SNAP_ALTS; i++)
+		if (s->alt[i].valid && st_id_equal(key, &s->alt[i].key))
+			return &s->alt[i];
+	return NULL;
+}
+
+/* A free alternate slot, evicting the least recently left snapshot. */
+static struct vmm_snap_alt *alt_slot(struct vmm_snap *s)
+{
+	struct vmm_snap_alt *oldest = &s->alt[0];
+
+	for (unsigned i = 0; i < VMM_SNAP_ALTS; i++) {
+		if (!s->alt[i].valid)
+			return &s->alt[i];
+		if (s->alt[i].left < oldest->left)
+			oldest = &s->alt[i];
+	}
+	alt_free(oldest);
+	return oldest;
 }
 
 void vmm_snap_set_current(struct vmm_snap *s, const struct vmm_snap_alt *n, bool keep_old)
@@ -176,8 +205,8 @@ void vmm_snap_set_current(struct vmm_snap *s, const struct vmm_snap_alt *n, bool
 				    .segs = s->segs, .nsegs = s->nsegs, .id = s->id, .vcpu = s->vcpu };
 
 	if (keep_old && old.valid) {
-		vmm_snap_alt_free(s);
-		s->alt = old;
+		old.left = ++s->switches;
+		*alt_slot(s) = old;
 	} else {
 		for (uint32_t k = 0; old.m && k < old.m->nlayers; k++) {
 			bool taken = false;

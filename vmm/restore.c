@@ -148,21 +148,22 @@ int vmm_sandbox_restore_to(struct vmm_sandbox *sb, const struct st_manifest *m, 
 		return -ENOMEM;
 	if (sb->in_call)
 		return VMM_E_BUSY;
-	/* Fast paths: the current snapshot, or the one kept from before. */
+	/* Fast paths: the current snapshot, or one kept from before. */
 	st_id key;
 	vmm_snap_key(m, &key);
 	if (s->has_key && st_id_equal(&key, &s->key))
 		return vmm_snap_reset(sb, s);
-	if (s->alt.valid && st_id_equal(&key, &s->alt.key)) {
+	struct vmm_snap_alt *kept = vmm_snap_alt_find(s, &key);
+	if (kept) {
 		unsigned maps = 0;
-		struct vmm_snap_alt a = s->alt;
+		struct vmm_snap_alt a = *kept;
 		rc = vmm_snap_remap(sb, s->segs, s->nsegs, s->layers, a.segs, a.nsegs, a.layers, &maps);
 		s->stats.maps += maps;
 		if (rc < 0) {
 			sb->poisoned = true;
 			return rc;
 		}
-		s->alt.valid = false;  /* its contents move to the current snapshot */
+		kept->valid = false;  /* its contents move to the current snapshot */
 		vmm_snap_set_current(s, &a, true);
 		return vmm_snap_reset(sb, s);
 	}

@@ -100,9 +100,12 @@ struct vmm_seg {
 };
 
 /* A snapshot the sandbox ran on before, kept ready (layers open, segments
- * built) so alternating between two snapshots parses and opens nothing. */
+ * built) so switching back to it parses and opens nothing. The last
+ * VMM_SNAP_ALTS are kept, least recently left evicted first. */
+#define VMM_SNAP_ALTS 4
 struct vmm_snap_alt {
 	bool valid;
+	uint64_t left;                  /* when it was left (a counter), for eviction */
 	st_id key;                      /* vmm_snap_key of m */
 	struct st_manifest *m;
 	struct vmm_snap_layer *layers;
@@ -133,16 +136,20 @@ struct vmm_snap {
 	struct vmm_snap_stats stats;
 	bool has_key;
 	st_id key;                      /* vmm_snap_key of m */
-	struct vmm_snap_alt alt;
+	struct vmm_snap_alt alt[VMM_SNAP_ALTS];
+	uint64_t switches;              /* counter behind vmm_snap_alt.left */
 };
 
 /* Content key of a manifest (everything that shapes the sandbox), cheaper
  * than its canonical id: a hash of its fields, not of its JSON. */
 void vmm_snap_key(const struct st_manifest *m, st_id *key);
-/* Free the kept alternate snapshot. */
+/* Free every kept alternate snapshot. */
 void vmm_snap_alt_free(struct vmm_snap *s);
+/* The kept alternate whose key is `key`, or NULL. */
+struct vmm_snap_alt *vmm_snap_alt_find(struct vmm_snap *s, const st_id *key);
 /* Make n (valid, owned from now on) the current snapshot. The old one is
- * kept as the alternate if keep_old, else freed, closing the layers n did
+ * kept as an alternate if keep_old (evicting the least recently left one
+ * when all slots are used), else freed, closing the layers n did
  * not take over (same fd). */
 void vmm_snap_set_current(struct vmm_snap *s, const struct vmm_snap_alt *n, bool keep_old);
 

@@ -183,3 +183,34 @@ Test(restore, alternating_between_two_snapshots_remaps_only_what_differs)
 	st_manifest_free(b);
 	vmm_sandbox_free(sb);
 }
+
+/* Jumping across the tree: six snapshots (counter 1..6) visited in a
+ * scrambled order, more than the VMM_SNAP_ALTS kept ready, so some visits
+ * hit a kept snapshot and some evict one. Every restore must equal its
+ * snapshot exactly (debug check) and continue its counter. */
+Test(restore, jumping_among_more_snapshots_than_are_kept_stays_exact)
+{
+	enum { N = 6 };
+	struct vmm_sandbox *sb = sh_sandbox(0);
+	struct st_manifest *m[N];
+	static const int order[] = { 0, 5, 1, 4, 2, 3, 0, 1, 5, 5, 2, 4, 3, 0, 4, 1, 2, 5, 3, 0 };
+
+	vmm_sandbox_set_debug(sb, true);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(sh_call_i(sb, "counter_next", 0, 0), i + 1);
+		cr_assert_eq(sh_snap(sb, &m[i]), 0);
+	}
+	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+		int i = order[k];
+		cr_assert_eq(vmm_sandbox_restore_to(sb, m[i], vmm_layer_open_store, sh_store), 0,
+			     "visit %zu (snapshot %d): %s", k, i, vmm_sandbox_error(sb)->message);
+		uint64_t gpage = 0;
+		cr_assert_eq(vmm_sandbox_check(sb, &gpage), 0, "visit %zu: page %llu differs", k,
+			     (unsigned long long)gpage);
+		cr_assert_eq(sh_call_i(sb, "touch_pages", 1, 3), 3);
+		cr_assert_eq(sh_call_i(sb, "counter_next", 0, 0), i + 2, "visit %zu continues snapshot %d", k, i);
+	}
+	for (int i = 0; i < N; i++)
+		st_manifest_free(m[i]);
+	vmm_sandbox_free(sb);
+}
