@@ -4,7 +4,7 @@ here=$(dirname "$0")
 # shellcheck source=fs_lib.sh
 . "$here/fs_lib.sh"
 GUEST=${STRATA_BUILD:?}/vmm/guest/simpleguest.elf
-echo "1..14"
+echo "1..17"
 
 A=$T/a B=$T/b MA=$T/ma MB=$T/mb
 st "$A" init >/dev/null
@@ -24,6 +24,12 @@ shared_pages() { "$STRATA" pool "$T/copy" -n 4 --map-files --call counter_next |
 ok "pool --map-files maps the copy's files (shared file pages)" shared_pages
 ok "a directory without manifest.json is refused" \
 	expect_fail "neither a guest ELF nor a snapshot directory" "$STRATA" run "$T" --call counter_next
+ok "verify checks one snapshot of the store" st "$A" verify two
+ok "verify checks a copied snapshot directory" "$STRATA" verify "$T/copy"
+cp -r "$T/copy" "$T/bad" && chmod -R u+w "$T/bad"
+for f in "$T"/bad/layers/*; do printf 'X' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null; done
+verify_corrupt() { "$STRATA" verify "$T/bad" >"$T/v.out" 2>&1; [ $? -eq 4 ] && grep -q 'content hashes to' "$T/v.out"; }
+ok "verify names a corrupted layer of a copy and exits 4" verify_corrupt
 ok "pool -n 0 is a usage error" expect_fail "-n wants a count" "$STRATA" pool "$T/copy" -n 0
 ok "pool of a missing tag says so" expect_fail "not found in store" st "$A" pool no-such-tag -n 1
 ok "bench of an unknown group is a usage error" expect_fail "no benchmark group" "$STRATA" bench no-such-group
