@@ -1,6 +1,8 @@
 /* test_cold.c: sandboxes restored from snapshot directories: copies, mounts, daemon death, bad input, density. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -479,4 +481,60 @@ Test(cold, a_recycled_vm_shell_carries_nothing_over, .init = setup_copy, .fini =
 	cr_assert_eq(vmm_shell_cached(), 0, "a poisoned sandbox's VM is not reused");
 	vmm_snapdir_close(d);
 	vmm_shell_cache_set(8);
+}
+
+/* The pool is shared by threads: each takes a sandbox, calls, puts it back
+ * (restored), many times; every call sees the snapshot's state. */
+struct pool_worker {
+	struct vmm_pool *p;
+	unsigned calls, wrong, errors;
+};
+
+static void *pool_work(void *arg)
+{
+	struct pool_worker *w = arg;
+
+	for (int i = 0; i < 40; i++) {
+		struct vmm_sandbox *sb;
+		struct vmm_result r = { 0 };
+		if (vmm_pool_get(w->p, &sb) < 0) {
+			sched_yield();
+			i--;
+			continue;
+		}
+		if (vmm_sandbox_call(sb, "counter_next", NULL, 0, &r) < 0)
+			w->errors++;
+		else if (r.i64 != 4)
+			w->wrong++;
+		w->calls++;
+		if (vmm_pool_put(w->p, sb) < 0)
+			w->errors++;
+	}
+	return NULL;
+}
+
+Test(cold, a_pool_is_shared_by_threads, .init = setup_copy, .fini = fixture_down)
+{
+	enum { THREADS = 4, SANDBOXES = 3 };
+	struct vmm_snapdir *d;
+	struct vmm_pool *p;
+	struct vmm_error err;
+	pthread_t th[THREADS];
+	struct pool_worker w[THREADS];
+
+	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_pool_new(vmm_snapdir_manifest(d), vmm_snapdir_layer_open, d, NULL, SANDBOXES, &p, &err), 0,
+		     "%s", err.message);
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (struct pool_worker){ .p = p };
+		cr_assert_eq(pthread_create(&th[i], NULL, pool_work, &w[i]), 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(w[i].calls, 40);
+		cr_assert_eq(w[i].errors, 0, "thread %d: %u errors", i, w[i].errors);
+		cr_assert_eq(w[i].wrong, 0, "thread %d saw another call's state %u times", i, w[i].wrong);
+	}
+	vmm_pool_free(p);
+	vmm_snapdir_close(d);
 }
