@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -537,4 +538,104 @@ Test(cold, a_pool_is_shared_by_threads, .init = setup_copy, .fini = fixture_down
 	}
 	vmm_pool_free(p);
 	vmm_snapdir_close(d);
+}
+
+/* A manifest's vCPU state is untrusted input too: random register values
+ * (control registers, segments, flags, rip/rsp) are refused or run into a
+ * guest error or timeout, and the host survives every one. */
+static uint64_t fz = 0x9E3779B97F4A7C15ull;
+
+static uint64_t fz_next(void)
+{
+	fz ^= fz << 13;
+	fz ^= fz >> 7;
+	fz ^= fz << 17;
+	return fz;
+}
+
+static uint64_t fz_value(void)
+{
+	static const uint64_t interesting[] = { 0, 1, 0xffffffffffffffffull, 0x80000000ull, 0xfffff000ull,
+						0x8000000000000000ull, 0x1000, 0x10148f, 3, 0xffff };
+	return fz_next() % 2 ? interesting[fz_next() % 10] : fz_next() >> (fz_next() % 64);
+}
+
+static int fz_keycmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Set one member (keys taken in sorted order, so a seed replays exactly) to
+ * a random value of its own kind; objects (segments) recurse. */
+static void fz_mutate(json_t *o)
+{
+	const char *keys[64], *key;
+	size_t n = 0;
+	json_t *v;
+	char hex[32];
+
+	json_object_foreach(o, key, v) {
+		if (n < 64)
+			keys[n++] = key;
+	}
+	if (!n)
+		return;
+	qsort(keys, n, sizeof(keys[0]), fz_keycmp);
+	key = keys[fz_next() % n];
+	v = json_object_get(o, key);
+	if (json_is_object(v)) {
+		fz_mutate(v);
+	} else if (json_is_string(v)) {
+		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)fz_value());
+		json_object_set_new(o, key, json_string(hex));
+	} else {
+		json_object_set_new(o, key, json_integer((json_int_t)(fz_value() & 0x7fffffffffffffffull)));
+	}
+}
+
+Test(cold, hostile_vcpu_state_never_harms_the_host, .init = setup_copy, .fini = fixture_down, .timeout = 120)
+{
+	enum { ROUNDS = 2000 };
+	unsigned refused = 0, ran = 0, failed_calls = 0;
+
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		struct st_manifest *m;
+		json_error_t je;
+		cr_assert_eq(st_manifest_dup(fx.m, &m), 0);
+		json_t *v = json_loads(m->vcpu, 0, &je);
+		cr_assert_not_null(v);
+		unsigned edits = 1 + fz_next() % 3;
+		for (unsigned e = 0; e < edits; e++)
+			fz_mutate(v);
+		free(m->vcpu);
+		m->vcpu = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+		json_decref(v);
+
+		struct vmm_sandbox *sb = NULL;
+		struct vmm_error err;
+		struct vmm_config cfg = { .timeout_ns = 20 * 1000 * 1000 };
+		int rc = vmm_sandbox_from_snapshot(m, vmm_layer_open_store, fx.st, &cfg, &sb, &err);
+		if (rc < 0) {
+			cr_assert(err.message[0], "round %u: refused without a reason (%d)", r, rc);
+			refused++;
+		} else {
+			struct vmm_result res = { 0 };
+			ran++;
+			if (vmm_sandbox_call(sb, "counter_next", NULL, 0, &res) < 0) {
+				failed_calls++;
+				cr_assert(vmm_sandbox_poisoned(sb) || vmm_sandbox_error(sb)->message[0],
+					  "round %u: a failed call says why", r);
+			}
+			vmm_result_clear(&res);
+			/* After any of it, a restore gives a usable sandbox or a clear error. */
+			if (vmm_sandbox_restore(sb) == 0)
+				vmm_sandbox_call(sb, "counter_next", NULL, 0, &res);
+			vmm_result_clear(&res);
+			vmm_sandbox_free(sb);
+		}
+		st_manifest_free(m);
+	}
+	cr_log_info("hostile vCPU states: %u refused, %u ran (%u calls failed)", refused, ran, failed_calls);
+	/* The sandbox made right after all of that is fine. */
+	restore_continues(fx.copy, 0, NULL);
 }
