@@ -540,9 +540,10 @@ Test(cold, a_pool_is_shared_by_threads, .init = setup_copy, .fini = fixture_down
 	vmm_snapdir_close(d);
 }
 
-/* A manifest's vCPU state is untrusted input too: random register values
- * (control registers, segments, flags, rip/rsp) are refused or run into a
- * guest error or timeout, and the host survives every one. */
+/* A manifest's vCPU state and guest description are untrusted input too:
+ * random register values (control registers, segments, flags, rip/rsp),
+ * memory layouts and function tables are refused or run into a guest error
+ * or timeout, and the host survives every one (also under ASan). */
 static uint64_t fz = 0x9E3779B97F4A7C15ull;
 
 static uint64_t fz_next(void)
@@ -585,6 +586,18 @@ static void fz_mutate(json_t *o)
 	v = json_object_get(o, key);
 	if (json_is_object(v)) {
 		fz_mutate(v);
+	} else if (json_is_array(v) && json_array_size(v)) {
+		json_t *e = json_array_get(v, fz_next() % json_array_size(v));
+		if (json_is_object(e))
+			fz_mutate(e);
+	} else if (json_is_string(v) && fz_next() % 2) {
+		/* names and signatures: random printable text */
+		char txt[24];
+		size_t len = fz_next() % sizeof(txt);
+		for (size_t k = 0; k < len; k++)
+			txt[k] = (char)(' ' + fz_next() % 95);
+		txt[len] = '\0';
+		json_object_set_new(o, key, json_string(txt));
 	} else if (json_is_string(v)) {
 		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)fz_value());
 		json_object_set_new(o, key, json_string(hex));
@@ -602,13 +615,16 @@ Test(cold, hostile_vcpu_state_never_harms_the_host, .init = setup_copy, .fini = 
 		struct st_manifest *m;
 		json_error_t je;
 		cr_assert_eq(st_manifest_dup(fx.m, &m), 0);
-		json_t *v = json_loads(m->vcpu, 0, &je);
+		/* Half the rounds attack the vCPU, half the guest description
+		 * (memory layout, function table). */
+		char **text = fz_next() % 2 ? &m->vcpu : &m->guest;
+		json_t *v = json_loads(*text, 0, &je);
 		cr_assert_not_null(v);
 		unsigned edits = 1 + fz_next() % 3;
 		for (unsigned e = 0; e < edits; e++)
 			fz_mutate(v);
-		free(m->vcpu);
-		m->vcpu = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+		free(*text);
+		*text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
 		json_decref(v);
 
 		struct vmm_sandbox *sb = NULL;
@@ -635,7 +651,7 @@ Test(cold, hostile_vcpu_state_never_harms_the_host, .init = setup_copy, .fini = 
 		}
 		st_manifest_free(m);
 	}
-	cr_log_info("hostile vCPU states: %u refused, %u ran (%u calls failed)", refused, ran, failed_calls);
+	cr_log_info("hostile vCPU/guest states: %u refused, %u ran (%u calls failed)", refused, ran, failed_calls);
 	/* The sandbox made right after all of that is fine. */
 	restore_continues(fx.copy, 0, NULL);
 }
