@@ -24,6 +24,7 @@ struct snap_state {
 	struct vmm_sandbox *sb;
 	struct st_manifest *m[5];  /* m[0..1]: alternate; m[0..4]: a cycle of five */
 	int cur;
+	int nsnaps;                /* restore_to cycles through m[0..nsnaps) */
 	int64_t write_pages;   /* per call: 0 = echo */
 	int64_t heavy_pages;
 	char mode[16];
@@ -147,34 +148,29 @@ static int restore_iter(void *state, struct bench_timer *t)
 	return rc;
 }
 
-static int alternate_setup(void **state, const void *arg)
+/* n snapshots that differ in a few ranges each, current = the last. */
+static int snapshots_setup(void **state, const void *arg, int n)
 {
 	int rc = size_setup(state, arg);
 	struct snap_state *s = *state;
 
 	if (rc < 0)
 		return rc;
-	/* a second snapshot that differs in a few ranges */
-	if ((rc = touch(s->sb, 16)) < 0 || (rc = snap_now(s, &s->m[1])) < 0) {
-		state_free(s);
-		return rc;
+	for (int i = 1; i < n; i++) {
+		if ((rc = touch(s->sb, 15 + i)) < 0 || (rc = snap_now(s, &s->m[i])) < 0) {
+			state_free(s);
+			return rc;
+		}
 	}
-	s->cur = 1;
+	s->nsnaps = n;
+	s->cur = n - 1;
 	return 0;
 }
 
-static int alternate_iter(void *state, struct bench_timer *t)
+/* Two snapshots in turn: each restore targets the one just left. */
+static int alternate_setup(void **state, const void *arg)
 {
-	struct snap_state *s = state;
-	int rc = echo(s->sb);
-
-	if (rc < 0)
-		return rc;
-	s->cur ^= 1;
-	bench_timer_start(t);
-	rc = vmm_sandbox_restore_to(s->sb, s->m[s->cur], vmm_layer_open_store, s->st);
-	bench_timer_stop(t);
-	return rc;
+	return snapshots_setup(state, arg, 2);
 }
 
 /* Jumping across a tree: five snapshots visited in turn, so each restore
@@ -182,29 +178,18 @@ static int alternate_iter(void *state, struct bench_timer *t)
  * alternates cover five). */
 static int cycle_setup(void **state, const void *arg)
 {
-	int rc = size_setup(state, arg);
-	struct snap_state *s = *state;
-
-	if (rc < 0)
-		return rc;
-	for (int i = 1; i < 5; i++) {
-		if ((rc = touch(s->sb, 16 + i)) < 0 || (rc = snap_now(s, &s->m[i])) < 0) {
-			state_free(s);
-			return rc;
-		}
-	}
-	s->cur = 4;
-	return 0;
+	return snapshots_setup(state, arg, 5);
 }
 
-static int cycle_iter(void *state, struct bench_timer *t)
+/* An untimed echo, then a timed restore to the next snapshot in turn. */
+static int switch_iter(void *state, struct bench_timer *t)
 {
 	struct snap_state *s = state;
 	int rc = echo(s->sb);
 
 	if (rc < 0)
 		return rc;
-	s->cur = (s->cur + 1) % 5;
+	s->cur = (s->cur + 1) % s->nsnaps;
 	bench_timer_start(t);
 	rc = vmm_sandbox_restore_to(s->sb, s->m[s->cur], vmm_layer_open_store, s->st);
 	bench_timer_stop(t);
@@ -422,10 +407,10 @@ void bench_snap(struct bench *b)
 						   .iter = restore_iter, .teardown = state_free, .arg = a });
 		snprintf(name, sizeof(name), "snapshots/restore_alternate/%s", a->name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = alternate_setup,
-						   .iter = alternate_iter, .teardown = state_free, .arg = a });
+						   .iter = switch_iter, .teardown = state_free, .arg = a });
 		snprintf(name, sizeof(name), "snapshots/restore_cycle5/%s", a->name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = cycle_setup,
-						   .iter = cycle_iter, .teardown = state_free, .arg = a });
+						   .iter = switch_iter, .teardown = state_free, .arg = a });
 		snprintf(name, sizeof(name), "snapshots/call_and_create/%s", a->name);
 		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = size_setup,
 						   .iter = call_and_create_iter, .teardown = state_free, .arg = a });
