@@ -397,23 +397,25 @@ void bench_snap(struct bench *b)
 		bench_run(b, &(struct bench_case){ .name = OWN_FLOOR, .setup = floor_setup, .iter = floor_iter,
 						   .teardown = floor_teardown });
 	}
+	/* The per-size snapshot cases: name, setup, timed iteration. */
+	static const struct {
+		const char *fmt;
+		int (*setup)(void **state, const void *arg);
+		int (*iter)(void *state, struct bench_timer *t);
+	} per_size[] = {
+		{ "snapshots/create/%s", size_setup, create_iter },
+		{ "snapshots/restore/%s", size_setup, restore_iter },
+		{ "snapshots/restore_alternate/%s", alternate_setup, switch_iter },
+		{ "snapshots/restore_cycle5/%s", cycle_setup, switch_iter },
+		{ "snapshots/call_and_create/%s", size_setup, call_and_create_iter },
+	};
 	for (unsigned i = 0; i < nsizes; i++) {
-		const struct bench_size *a = &bench_sizes[i];
-		snprintf(name, sizeof(name), "snapshots/create/%s", a->name);
-		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = size_setup,
-						   .iter = create_iter, .teardown = state_free, .arg = a });
-		snprintf(name, sizeof(name), "snapshots/restore/%s", a->name);
-		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = size_setup,
-						   .iter = restore_iter, .teardown = state_free, .arg = a });
-		snprintf(name, sizeof(name), "snapshots/restore_alternate/%s", a->name);
-		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = alternate_setup,
-						   .iter = switch_iter, .teardown = state_free, .arg = a });
-		snprintf(name, sizeof(name), "snapshots/restore_cycle5/%s", a->name);
-		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = cycle_setup,
-						   .iter = switch_iter, .teardown = state_free, .arg = a });
-		snprintf(name, sizeof(name), "snapshots/call_and_create/%s", a->name);
-		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = size_setup,
-						   .iter = call_and_create_iter, .teardown = state_free, .arg = a });
+		for (size_t k = 0; k < sizeof(per_size) / sizeof(per_size[0]); k++) {
+			snprintf(name, sizeof(name), per_size[k].fmt, bench_sizes[i].name);
+			bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name,
+							   .setup = per_size[k].setup, .iter = per_size[k].iter,
+							   .teardown = state_free, .arg = &bench_sizes[i] });
+		}
 	}
 	bench_run(b, &(struct bench_case){ .name = "snapshots/mech/guest_write_1mib_resident", .floor = floor_name,
 					   .setup = wp_setup, .iter = wp_iter, .teardown = state_free });
