@@ -7,6 +7,7 @@ import sys
 
 passed = failed = skipped = 0
 failures = []
+details = []
 for build in sys.argv[1:]:
     log = os.path.join(build, "meson-logs", "testlog.json")
     if not os.path.exists(log):
@@ -33,7 +34,16 @@ for build in sys.argv[1:]:
             if t.get("result") not in ("OK", "SKIP", "EXPECTEDFAIL") and bad_lines == 0:
                 failed += 1
                 failures.append(f"{build}: {t['name']}: {t.get('result')} (exit {t.get('returncode')})")
+            if t.get("result") not in ("OK", "SKIP", "EXPECTEDFAIL"):
+                # The end of what the failing test wrote (a sanitizer report,
+                # a crash message) lands beside the summary, where CI shows it.
+                tail = (t.get("stderr") or "").splitlines()[-40:]
+                if tail:
+                    details.append(f"--- last lines of stderr of {build}: {t['name']}")
+                    details.extend(tail)
 
+for d in details:
+    print(d)
 for f in failures:
     print("FAILED", f)
 line = f"{passed} passed, {failed} failed"

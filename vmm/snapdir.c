@@ -100,9 +100,10 @@ static int verify_fd(int fd, uint64_t size, const st_id *id)
 /*
  * A layer from a plain directory is the user's file: truncating it under a
  * MAP_PRIVATE mapping would turn the next host access to one of its pages
- * into SIGBUS. So it is copied once into a sealed memfd (shared by every
- * sandbox made from this handle) and hashed on the way when verifying.
- * Store blobs and mount layers are read-only and immutable: mapped as is.
+ * into SIGBUS; a mount's layer without a reachable backing blob depends on
+ * its daemon the same way. So it is copied once into a sealed memfd (shared
+ * by every sandbox made from this handle) and hashed on the way when
+ * verifying. Store blobs are read-only and immutable: mapped as is.
  */
 static int copy_private(int fd, uint64_t size, const st_id *id, bool verify, int *out)
 {
@@ -151,7 +152,8 @@ static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
 	fd = -1;
 	/* A layer that names its backing blob is on a strata mount: that
 	 * answer costs one getxattr, so statfs is only needed without it. */
-	if (!(d->flags & VMM_SNAPDIR_VIA_FUSE) && (fd = open_backing(path, hex, size)) >= 0) {
+	bool direct = !(d->flags & VMM_SNAPDIR_VIA_FUSE) && (fd = open_backing(path, hex, size)) >= 0;
+	if (direct) {
 		d->ndirect++;
 		d->on_mount = d->probed = true;
 	}
@@ -175,7 +177,11 @@ static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
 			    d->path, hex, (long long)st.st_size, (unsigned long long)size);
 	}
 	bool verify = d->flags & VMM_SNAPDIR_VERIFY;
-	if (!d->on_mount && !(d->flags & VMM_SNAPDIR_MAP_FILES)) {
+	/* Anything but an immutable store blob is copied, unless the caller
+	 * asked to map the file itself: a plain directory's file may be
+	 * truncated, and a mount's FUSE file needs its daemon for every page
+	 * fault (a dead daemon would turn the host's next access into SIGBUS). */
+	if (!direct && !(d->flags & (VMM_SNAPDIR_MAP_FILES | VMM_SNAPDIR_VIA_FUSE))) {
 		int mfd = -1;
 		rc = copy_private(fd, size, &l->id, verify, &mfd);
 		close(fd);

@@ -270,10 +270,12 @@ struct vmm_snapdir;
  * VMM_SNAPDIR_VERIFY. On a strata mount each layer is reached through its
  * backing blob (the mount's user.strata.blob_path xattr) unless
  * VMM_SNAPDIR_VIA_FUSE: the faster path, and sandboxes keep running if the
- * mount daemon dies. A plain directory's layers are copied once into sealed
- * private memory (shared by all sandboxes made from the handle), so
- * truncating the user's files cannot fault a running sandbox, unless
- * VMM_SNAPDIR_MAP_FILES (docs/restore-from-path.md). The handle keeps the layer
+ * mount daemon dies. Any other layer (a plain directory's, or a mount's whose
+ * backing blob cannot be opened) is copied once into sealed private memory
+ * (shared by all sandboxes made from the handle), so truncating the user's
+ * files or killing a daemon cannot fault a running sandbox, unless
+ * VMM_SNAPDIR_MAP_FILES or VMM_SNAPDIR_VIA_FUSE ask to map the files
+ * themselves (docs/restore-from-path.md). The handle keeps the layer
  * files open; a sandbox made from it keeps its own mappings and may outlive
  * it. Errors: -ENOENT, -ENOTDIR, -ENOTCONN (stale mount), VMM_E_BAD_SNAPSHOT
  * (bad manifest, short or corrupted layer); err->message says which.

@@ -1,6 +1,5 @@
 /* test_cold.c: sandboxes restored from snapshot directories: copies, mounts, daemon death, bad input, density. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <errno.h>
@@ -14,6 +13,8 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -144,53 +145,51 @@ Test(cold, restores_from_a_mount_through_backing_blobs, .init = setup_mount, .fi
 	cr_assert_eq(direct, 0);
 }
 
-/* The mount daemon serving fx.mnt: the process whose argv ends "mount STORE MNT". */
-static pid_t daemon_pid(void)
+/* Serve fx.store at fx.mnt from a foreground daemon that is this process's
+ * own child, so the test knows its pid and reaps it; wait until mounted. */
+static pid_t mount_foreground(void)
 {
-	DIR *proc = opendir("/proc");
-	struct dirent *e;
-	pid_t found = 0;
+	const char *bin = getenv("STRATA_BIN");
+	pid_t pid = fork();
+	struct statfs sfs;
 
-	cr_assert_not_null(proc);
-	while (!found && (e = readdir(proc))) {
-		char path[300], argv[8192];
-		int pid = atoi(e->d_name);
-		if (pid <= 0 || pid == getpid())
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		ssize_t n = read(fd, argv, sizeof(argv) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		argv[n] = 0;
-		/* argv is NUL-separated: find "mount", STORE, MNT in sequence. */
-		for (ssize_t k = 0; k < n; k += (ssize_t)strlen(argv + k) + 1) {
-			const char *a = argv + k, *b = a + strlen(a) + 1, *c = b + strlen(b) + 1;
-			if (c < argv + n && strcmp(a, "mount") == 0 && strcmp(b, fx.store) == 0 && strcmp(c, fx.mnt) == 0)
-				found = pid;
-		}
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		execl(bin, "strata", "mount", "-f", fx.store, fx.mnt, (char *)NULL);
+		_exit(127);
 	}
-	closedir(proc);
-	return found;
+	for (int i = 0; i < 500; i++) {
+		if (statfs(fx.mnt, &sfs) == 0 && sfs.f_type == FUSE_SUPER_MAGIC && access(fx.snap, F_OK) == 0)
+			return pid;
+		cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "the foreground daemon exited early");
+		usleep(10000);
+	}
+	cr_assert_fail("%s was not mounted within 5 s", fx.mnt);
+	return -1;
 }
 
-Test(cold, sandbox_keeps_running_when_the_mount_daemon_dies, .init = setup_mount, .fini = fixture_down)
+static void setup_unmounted(void)
+{
+	fixture_up(false);
+	cr_assert_eq(mkdir(fx.mnt, 0755), 0);
+}
+
+Test(cold, sandbox_keeps_running_when_the_mount_daemon_dies, .init = setup_unmounted, .fini = fixture_down)
 {
 	struct vmm_snapdir *d;
 	struct vmm_sandbox *sb;
 	struct vmm_error err;
+	int status;
 
+	pid_t pid = mount_foreground();
+	fx.mounted = true;
 	cr_assert_eq(vmm_snapdir_open(fx.snap, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_direct_layers(d), fx.m->nlayers, "every layer mapped from its backing blob");
 	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
 	vmm_snapdir_close(d);
-	pid_t pid = daemon_pid();
-	cr_assert_gt(pid, 0, "found the mount daemon");
 	cr_assert_eq(kill(pid, SIGKILL), 0);
-	for (int i = 0; i < 200 && kill(pid, 0) == 0; i++)
-		usleep(10000);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	/* The sandbox never touched the daemon: calls, restores, more calls. */
 	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
 	cr_assert_eq(call_i64(sb, "touch_pages", 8, true), 8);
