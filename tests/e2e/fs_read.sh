@@ -30,6 +30,14 @@ ok "xattr user.strata.blob_path names the backing file" bash -c \
 	"python3 -c \"import os,sys; sys.exit(os.getxattr('$M/blobs/$layer','user.strata.blob_path').decode() != '$S/blobs/${layer:0:2}/$layer')\""
 ok "xattr user.strata.id is the layer id" bash -c \
 	"python3 -c \"import os,sys; sys.exit(os.getxattr('$M/blobs/$layer','user.strata.id').decode() != '$layer')\""
+ok "security.* xattrs are not supported (ls -l asks once per mount, not per file)" python3 -c "
+import errno, os, sys
+try:
+    os.getxattr('$M/snapshots/base/manifest.json', 'security.selinux')
+except OSError as e:
+    sys.exit(e.errno != errno.EOPNOTSUPP)
+sys.exit(1)
+"
 ok "mmap of a layer through the mount equals the backing blob" python3 -c "
 import mmap, sys
 a = open('$M/snapshots/base/layers/$layer', 'rb'); b = open('$S/blobs/${layer:0:2}/$layer', 'rb')

@@ -186,6 +186,9 @@ Test(fs_ns, xattrs_name_the_id_and_the_backing_file)
 	cr_assert_eq(fs_ns_getxattr(&N.fs, blob, "user.strata.id", buf, 4), -ERANGE);
 	cr_assert_eq(fs_ns_getxattr(&N.fs, blob, "user.other", buf, sizeof(buf)), -ENODATA);
 	cr_assert_eq(fs_ns_getxattr(&N.fs, top(FS_K_ROOT), "user.strata.id", buf, sizeof(buf)), -ENODATA);
+	/* Namespaces strata has none of say so (ls then stops asking). */
+	cr_assert_eq(fs_ns_getxattr(&N.fs, blob, "security.selinux", buf, sizeof(buf)), -EOPNOTSUPP);
+	cr_assert_eq(fs_ns_getxattr(&N.fs, top(FS_K_ROOT), "trusted.x", buf, sizeof(buf)), -EOPNOTSUPP);
 	char hexsnap[ST_ID_HEX_LEN + 1];
 	st_id_format(&N.snap, hexsnap);
 	cr_assert_eq(fs_ns_getxattr(&N.fs, walk("snapshots", "alpha", NULL), "user.strata.id", buf, sizeof(buf)),
