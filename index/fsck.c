@@ -1,4 +1,4 @@
-/* fsck.c: consistency check of the index against the blob files (missing, corrupt, orphan, refcounts). */
+/* fsck.c: consistency check of the index against the blob files (missing, corrupt, orphan, refcounts), and the order of a repair. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,42 +7,35 @@
 
 #include "index/index_int.h"
 
-/* A (key, value) pair of ids: a layer reference (blob, snapshot) or a
- * children edge (parent, child). Sorted to count and compare in one pass. */
-struct pair {
-	st_id a, b;
-};
-
-struct pairs {
-	struct pair *v;
-	size_t n, cap;
-};
-
-static int pairs_add(struct pairs *p, const st_id *a, const st_id *b)
+int ix_pairs_add(struct ix_pairs *p, const st_id *a, const st_id *b, uint64_t n)
 {
 	if (p->n == p->cap) {
 		size_t cap = p->cap ? p->cap * 2 : 256;
-		struct pair *v = realloc(p->v, cap * sizeof(*v));
+		struct ix_pair *v = realloc(p->v, cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		p->v = v;
 		p->cap = cap;
 	}
-	p->v[p->n].a = *a;
-	p->v[p->n].b = *b;
-	p->n++;
+	p->v[p->n++] = (struct ix_pair){ .a = *a, .b = *b, .n = n };
 	return 0;
 }
 
-static int pair_cmp(const void *x, const void *y)
+int ix_pair_cmp(const void *x, const void *y)
 {
-	const struct pair *p = x, *q = y;
+	const struct ix_pair *p = x, *q = y;
 	int c = st_id_cmp(&p->a, &q->a);
 
 	return c ? c : st_id_cmp(&p->b, &q->b);
 }
 
-static bool pairs_has_a(const struct pairs *p, const st_id *a)
+void ix_pairs_sort(struct ix_pairs *p)
+{
+	if (p->n)
+		qsort(p->v, p->n, sizeof(*p->v), ix_pair_cmp);
+}
+
+static bool pairs_has_a(const struct ix_pairs *p, const st_id *a)
 {
 	size_t lo = 0, hi = p->n;
 
@@ -59,22 +52,79 @@ static bool pairs_has_a(const struct pairs *p, const st_id *a)
 	return false;
 }
 
+int ix_snap_rec_check(const MDB_val *k, const MDB_val *v, st_id *id, struct st_manifest **m,
+		      char *why, size_t whylen)
+{
+	char pwhy[ST_WHY_LEN];
+	st_id h;
+
+	if (k->mv_size != sizeof(id->b)) {
+		snprintf(why, whylen, "a snapshot key is %zu bytes, not 16", k->mv_size);
+		return IX_ECORRUPT;
+	}
+	memcpy(id->b, k->mv_data, sizeof(id->b));
+	st_id_hash(v->mv_data, v->mv_size, &h);
+	if (!st_id_equal(&h, id)) {
+		snprintf(why, whylen, "the stored manifest does not hash to the snapshot's id");
+		return IX_ECORRUPT;
+	}
+	if (st_manifest_parse(v->mv_data, v->mv_size, m, pwhy, sizeof(pwhy)) < 0) {
+		snprintf(why, whylen, "the stored manifest does not parse: %s", pwhy);
+		return IX_ECORRUPT;
+	}
+	return 0;
+}
+
+int ix_refs_add(struct ix_pairs *refs, struct ix_pairs *edges, const st_id *id,
+		const struct st_manifest *m)
+{
+	int rc = 0;
+
+	for (uint32_t i = 0; i < m->nlayers && rc == 0; i++) {
+		bool dup = false;
+		for (uint32_t j = 0; j < i && !dup; j++)
+			dup = st_id_equal(&m->layers[j].id, &m->layers[i].id);
+		if (!dup)
+			rc = ix_pairs_add(refs, &m->layers[i].id, id, m->layers[i].pages * ST_PAGE_SIZE);
+	}
+	if (rc == 0 && m->has_parent)
+		rc = ix_pairs_add(edges, &m->parent, id, 0);
+	return rc;
+}
+
+/* A problem held back until the repair is done, so cb sees what was done. */
+struct pending {
+	enum ix_problem_kind kind;
+	bool error, has_tag;
+	st_id id;
+	char tag[ST_NAME_MAX + 1];
+	char detail[256];
+	char action[192];
+};
+
 struct fsck {
 	struct ix *ix;
 	unsigned flags;
 	int (*cb)(const struct ix_problem *p, void *ctx);
 	void *ctx;
 	struct ix_fsck_stats st;
-	struct pairs refs;      /* (layer, snapshot) */
-	struct pairs edges;     /* (parent, child) from the manifests */
+	struct ix_pairs refs;   /* (layer, snapshot) */
+	struct ix_pairs edges;  /* (parent, child) from the manifests */
 	int cb_rc;
+	/* IX_FSCK_REPAIR: problems held until repaired, records saved. */
+	struct pending *pend;
+	size_t npend, cappend;
+	struct ix_saved_rec *saved;
+	size_t nsaved, capsaved;
 };
 
-static void problem(struct fsck *f, enum ix_problem_kind kind, const st_id *id, const char *tag,
-		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static struct pending *problem(struct fsck *f, enum ix_problem_kind kind, const st_id *id, const char *tag,
+			       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-static void problem(struct fsck *f, enum ix_problem_kind kind, const st_id *id, const char *tag,
-		    const char *fmt, ...)
+/* Count a problem and show it to cb, or (repairing) hold it back; returns
+ * the held entry so the repair can note its action, else NULL. */
+static struct pending *problem(struct fsck *f, enum ix_problem_kind kind, const st_id *id, const char *tag,
+			       const char *fmt, ...)
 {
 	struct ix_problem p = { .kind = kind, .error = kind != IX_PROBLEM_ORPHAN, .tag = tag };
 	char detail[256];
@@ -90,8 +140,62 @@ static void problem(struct fsck *f, enum ix_problem_kind kind, const st_id *id, 
 		f->st.errors++;
 	else
 		f->st.orphans++;
+	if (f->flags & IX_FSCK_REPAIR) {
+		struct pending *e;
+		if (f->npend == f->cappend) {
+			size_t cap = f->cappend ? f->cappend * 2 : 64;
+			struct pending *v = realloc(f->pend, cap * sizeof(*v));
+			if (!v) {
+				f->cb_rc = f->cb_rc ? f->cb_rc : -ENOMEM;
+				return NULL;
+			}
+			f->pend = v;
+			f->cappend = cap;
+		}
+		e = &f->pend[f->npend++];
+		*e = (struct pending){ .kind = kind, .error = p.error, .id = p.id, .has_tag = tag != NULL };
+		if (tag)
+			snprintf(e->tag, sizeof(e->tag), "%s", tag);
+		snprintf(e->detail, sizeof(e->detail), "%s", detail);
+		return e;
+	}
 	if (f->cb && f->cb_rc == 0)
 		f->cb_rc = f->cb(&p, f->ctx);
+	return NULL;
+}
+
+/* Repairing: keep a damaged snapshot record's bytes in lost+found. */
+static int save_record(struct fsck *f, const MDB_val *k, const MDB_val *v)
+{
+	int rc;
+
+	if (f->nsaved == f->capsaved) {
+		size_t cap = f->capsaved ? f->capsaved * 2 : 8;
+		struct ix_saved_rec *n = realloc(f->saved, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		f->saved = n;
+		f->capsaved = cap;
+	}
+	if ((rc = ix_lf_rec_save(f->ix, k, v, &f->saved[f->nsaved])) < 0)
+		return rc;
+	f->nsaved++;
+	return 0;
+}
+
+/* Repairing: move a blob file whose bytes are wrong to lost+found. */
+static int move_blob(struct fsck *f, const st_id *id, struct pending *e)
+{
+	char name[128];
+	int rc = ix_lf_blob_move(f->ix, id, name, sizeof(name));
+
+	if (rc == -ENOENT)
+		return 0; /* gone meanwhile: reported as missing by the next check */
+	if (rc < 0)
+		return rc;
+	if (e)
+		snprintf(e->action, sizeof(e->action), "moved to %s; the layer is now missing", name);
+	return 0;
 }
 
 /* Snapshot records: each named by its hash, parseable; collect references. */
@@ -106,33 +210,17 @@ static int check_snapshots(struct fsck *f, MDB_txn *txn)
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		struct st_manifest *m;
-		st_id id, h;
 		char why[ST_WHY_LEN];
+		st_id id = { 0 };
 
 		f->st.snapshots++;
-		if (k.mv_size != sizeof(id.b)) {
-			problem(f, IX_PROBLEM_SNAPSHOT, NULL, NULL, "a snapshot key is %zu bytes, not 16", k.mv_size);
+		if (ix_snap_rec_check(&k, &v, &id, &m, why, sizeof(why)) < 0) {
+			problem(f, IX_PROBLEM_SNAPSHOT, k.mv_size == sizeof(id.b) ? &id : NULL, NULL, "%s", why);
+			if ((f->flags & IX_FSCK_REPAIR) && (rc = save_record(f, &k, &v)) < 0)
+				break;
 			continue;
 		}
-		memcpy(id.b, k.mv_data, sizeof(id.b));
-		st_id_hash(v.mv_data, v.mv_size, &h);
-		if (!st_id_equal(&h, &id)) {
-			problem(f, IX_PROBLEM_SNAPSHOT, &id, NULL, "the stored manifest does not hash to the snapshot's id");
-			continue;
-		}
-		if (st_manifest_parse(v.mv_data, v.mv_size, &m, why, sizeof(why)) < 0) {
-			problem(f, IX_PROBLEM_SNAPSHOT, &id, NULL, "the stored manifest does not parse: %s", why);
-			continue;
-		}
-		for (uint32_t i = 0; i < m->nlayers && rc == 0; i++) {
-			bool dup = false;
-			for (uint32_t j = 0; j < i && !dup; j++)
-				dup = st_id_equal(&m->layers[j].id, &m->layers[i].id);
-			if (!dup)
-				rc = pairs_add(&f->refs, &m->layers[i].id, &id);
-		}
-		if (rc == 0 && m->has_parent)
-			rc = pairs_add(&f->edges, &m->parent, &id);
+		rc = ix_refs_add(&f->refs, &f->edges, &id, m);
 		st_manifest_free(m);
 		if (rc < 0)
 			break;
@@ -140,10 +228,8 @@ static int check_snapshots(struct fsck *f, MDB_txn *txn)
 	mdb_cursor_close(cur);
 	if (rc == MDB_NOTFOUND)
 		rc = 0;
-	if (f->refs.n)
-		qsort(f->refs.v, f->refs.n, sizeof(*f->refs.v), pair_cmp);
-	if (f->edges.n)
-		qsort(f->edges.v, f->edges.n, sizeof(*f->edges.v), pair_cmp);
+	ix_pairs_sort(&f->refs);
+	ix_pairs_sort(&f->edges);
 	return rc;
 }
 
@@ -219,15 +305,26 @@ static int check_blobs(struct fsck *f, MDB_txn *txn)
 				;
 			else if (src < 0)
 				return src;
-			else if (c <= 0 && size != r.size)
-				problem(f, IX_PROBLEM_SIZE, &rid, NULL, "blob file is %llu bytes, the index says %llu",
-					(unsigned long long)size, (unsigned long long)r.size);
-			else if (f->flags & IX_FSCK_HASH) {
+			else if (c <= 0 && size != r.size) {
+				struct pending *e = problem(f, IX_PROBLEM_SIZE, &rid, NULL,
+							    "blob file is %llu bytes, the index says %llu",
+							    (unsigned long long)size, (unsigned long long)r.size);
+				/* Only bytes that are wrong move: a file that hashes to
+				 * its name is the blob, and the record gets its size. */
+				int vrc = f->flags & IX_FSCK_REPAIR ? st_blob_verify(f->ix->s, &rid) : 0;
+				if (vrc == ST_ECORRUPT)
+					vrc = move_blob(f, &rid, e);
+				if (vrc < 0 && vrc != -ENOENT)
+					return vrc;
+			} else if (f->flags & IX_FSCK_HASH) {
 				int vrc = st_blob_verify(f->ix->s, &rid);
 				f->st.bytes_hashed += size;
-				if (vrc == ST_ECORRUPT)
-					problem(f, IX_PROBLEM_CORRUPT, &rid, NULL, "blob bytes do not hash to its name");
-				else if (vrc == -ENOENT)
+				if (vrc == ST_ECORRUPT) {
+					struct pending *e = problem(f, IX_PROBLEM_CORRUPT, &rid, NULL,
+								    "blob bytes do not hash to its name");
+					if ((f->flags & IX_FSCK_REPAIR) && (vrc = move_blob(f, &rid, e)) < 0)
+						return vrc;
+				} else if (vrc == -ENOENT)
 					problem(f, IX_PROBLEM_MISSING, &rid, NULL, "blob file is missing");
 				else if (vrc < 0)
 					return vrc;
@@ -278,7 +375,7 @@ static int check_children(struct fsck *f, MDB_txn *txn)
 		return rc;
 	rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
 	while (rc == 0 || i < f->edges.n) {
-		struct pair e = { 0 };
+		struct ix_pair e = { 0 };
 		int c;
 
 		if (rc == 0) {
@@ -290,7 +387,7 @@ static int check_children(struct fsck *f, MDB_txn *txn)
 			memcpy(e.a.b, k.mv_data, 16);
 			memcpy(e.b.b, v.mv_data, 16);
 		}
-		c = rc != 0 ? 1 : i >= f->edges.n ? -1 : pair_cmp(&e, &f->edges.v[i]);
+		c = rc != 0 ? 1 : i >= f->edges.n ? -1 : ix_pair_cmp(&e, &f->edges.v[i]);
 		if (c < 0)
 			problem(f, IX_PROBLEM_CHILDREN, &e.b, NULL, "listed as a child of a snapshot that is not its parent");
 		else if (c > 0)
@@ -315,32 +412,124 @@ static int orphan_cb(const st_id *id, uint64_t size, int64_t mtime_ns, void *arg
 	return 0;
 }
 
+/* One check of the whole store in one read txn. */
+static int fsck_pass(struct fsck *f)
+{
+	struct ix_txn *t;
+	int rc;
+
+	if ((rc = ix_txn_begin(f->ix, &t)) < 0)
+		return rc;
+	/* One read txn: a consistent view of the index. Blob files published
+	 * by a concurrent import after it began show as orphans, which is what
+	 * they are until that import commits. */
+	if ((rc = check_snapshots(f, t->txn)) == 0 &&
+	    (rc = check_blobs(f, t->txn)) == 0 &&
+	    (rc = check_tags(f, t->txn)) == 0 &&
+	    (rc = check_children(f, t->txn)) == 0)
+		rc = st_blob_foreach(f->ix->s, orphan_cb, f);
+	ix_txn_end(t);
+	return rc;
+}
+
+static bool fix_matches(const struct pending *e, const struct ix_fix *x)
+{
+	if (e->kind != x->kind || e->action[0])
+		return false;
+	if (x->kind == IX_PROBLEM_TAG)
+		return e->has_tag && strcmp(e->tag, x->tag) == 0;
+	return st_id_equal(&e->id, &x->id);
+}
+
+/* Note what the repair txn did on the problems found; a change the check
+ * had not seen (made by another process since) becomes a problem of its own. */
+static int note_fixes(struct fsck *f, const struct ix_fixes *fx)
+{
+	for (size_t i = 0; i < fx->n; i++) {
+		const struct ix_fix *x = &fx->v[i];
+		size_t j = 0;
+
+		while (j < f->npend && !fix_matches(&f->pend[j], x))
+			j++;
+		if (j == f->npend) {
+			struct pending *e = problem(f, x->kind, &x->id, x->kind == IX_PROBLEM_TAG ? x->tag : NULL,
+						    "%s", x->detail);
+			if (!e)
+				return f->cb_rc;
+		}
+		snprintf(f->pend[j].action, sizeof(f->pend[j].action), "%s", x->action);
+	}
+	return 0;
+}
+
+static bool index_kind(enum ix_problem_kind k)
+{
+	return k == IX_PROBLEM_REFCOUNT || k == IX_PROBLEM_SNAPSHOT || k == IX_PROBLEM_TAG ||
+	       k == IX_PROBLEM_CHILDREN;
+}
+
+/* The repair after a check: the blob files and records are already in
+ * lost+found; fix the index, show each problem with its action, check again. */
+static int repair(struct fsck *f)
+{
+	struct ix_fixes fx = { 0 };
+	bool index_damaged = false;
+	int rc = 0;
+
+	for (size_t i = 0; i < f->npend; i++)
+		index_damaged |= index_kind(f->pend[i].kind);
+	if (index_damaged) {
+		rc = ix_repair_index(f->ix, f->saved, f->nsaved, &fx);
+		if (rc == 0)
+			rc = note_fixes(f, &fx);
+		free(fx.v);
+		if (rc < 0)
+			return rc;
+	}
+	for (size_t i = 0; i < f->npend && f->cb_rc == 0; i++) {
+		const struct pending *e = &f->pend[i];
+		struct ix_problem p = { .kind = e->kind, .error = e->error, .id = e->id,
+					.tag = e->has_tag ? e->tag : NULL, .detail = e->detail,
+					.action = e->action[0] ? e->action : NULL };
+		f->st.repaired += p.action != NULL;
+		if (f->cb)
+			f->cb_rc = f->cb(&p, f->ctx);
+	}
+	/* What is left, by the plain check's measure (the hashing is done:
+	 * every blob found corrupt has left blobs/). */
+	struct fsck after = { .ix = f->ix };
+	rc = fsck_pass(&after);
+	free(after.refs.v);
+	free(after.edges.v);
+	if (rc < 0)
+		return rc;
+	f->st.remaining = after.st.errors;
+	return 0;
+}
+
 int ix_fsck(struct ix *ix, unsigned flags,
 	    int (*cb)(const struct ix_problem *p, void *ctx), void *ctx,
 	    struct ix_fsck_stats *stats)
 {
 	struct fsck f = { .ix = ix, .flags = flags, .cb = cb, .ctx = ctx };
-	struct ix_txn *t;
 	int rc;
 
-	if ((rc = ix_txn_begin(ix, &t)) < 0)
-		return rc;
-	/* One read txn: a consistent view of the index. Blob files published
-	 * by a concurrent import after it began show as orphans, which is what
-	 * they are until that import commits. */
-	if ((rc = check_snapshots(&f, t->txn)) == 0 &&
-	    (rc = check_blobs(&f, t->txn)) == 0 &&
-	    (rc = check_tags(&f, t->txn)) == 0 &&
-	    (rc = check_children(&f, t->txn)) == 0)
-		rc = st_blob_foreach(ix->s, orphan_cb, &f);
-	ix_txn_end(t);
+	if ((flags & IX_FSCK_REPAIR) && ix->rdonly)
+		return ST_EREADONLY;
+	rc = fsck_pass(&f);
+	if (rc == 0 && f.cb_rc == 0 && (flags & IX_FSCK_REPAIR))
+		rc = repair(&f);
+	else
+		f.st.remaining = f.st.errors;
 	free(f.refs.v);
 	free(f.edges.v);
+	free(f.pend);
+	free(f.saved);
 	if (rc < 0)
 		return ix_err(rc);
 	if (f.cb_rc < 0)
 		return f.cb_rc;
 	if (stats)
 		*stats = f.st;
-	return (int)(f.st.errors > INT32_MAX ? INT32_MAX : f.st.errors);
+	return (int)(f.st.remaining > INT32_MAX ? INT32_MAX : f.st.remaining);
 }

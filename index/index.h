@@ -170,6 +170,7 @@ struct ix_import_stats {
 	uint64_t bytes_read;     /* layer bytes hashed */
 	uint64_t bytes_added;    /* bytes newly stored */
 	bool existed;            /* the snapshot was already in the store */
+	uint32_t layers_healed;  /* existed, but these layers' blob files were missing: stored from dir */
 };
 /*
  * Import a snapshot directory (DIR/manifest.json + DIR/layers/<id>): the
@@ -177,9 +178,12 @@ struct ix_import_stats {
  * manifest says and is re-hashed against its name while it is stored
  * (existing blobs are not stored twice), then one transaction commits it
  * (and tag). On any failure nothing becomes visible and the blobs this call
- * added are removed again. Importing the same directory twice is a no-op
- * (it may still move the tag). why (may be NULL, 256 bytes) gets the store's
- * explanation for ST_EFORMAT. stats may be NULL.
+ * added are removed again. Importing a snapshot the index already holds
+ * verifies the whole directory, then heals: each layer whose blob file is
+ * missing from the store (e.g. moved to lost+found by a repair) is stored
+ * from dir (stats->layers_healed); otherwise nothing changes (it may still
+ * move the tag). why (may be NULL, 256 bytes) gets the store's explanation
+ * for ST_EFORMAT. stats may be NULL.
  */
 int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flags,
 		  st_id *out_id, struct ix_import_stats *stats, char *why, size_t whylen);
@@ -218,13 +222,18 @@ struct ix_problem {
 	st_id id;            /* the blob or snapshot concerned */
 	const char *tag;     /* IX_PROBLEM_TAG: the tag name */
 	const char *detail;  /* plain words, e.g. "refcount 2, referenced by 1 snapshot" */
+	const char *action;  /* IX_FSCK_REPAIR: what was done, e.g. "moved to lost+found/<hex>.<time>",
+			      * "refcount set to 1", "tag removed"; NULL if nothing was (or could be) */
 };
 struct ix_fsck_stats {
 	uint64_t snapshots, blobs, blob_files, bytes_hashed;
-	uint64_t errors, orphans;
+	uint64_t errors, orphans;  /* found (before any repair) */
+	uint64_t repaired;         /* IX_FSCK_REPAIR: problems an action was taken on */
+	uint64_t remaining;        /* errors a check finds after the repair (= the return value) */
 };
 enum {
-	IX_FSCK_HASH = 1u << 0,  /* re-hash every blob file (finds IX_PROBLEM_CORRUPT) */
+	IX_FSCK_HASH = 1u << 0,    /* re-hash every blob file (finds IX_PROBLEM_CORRUPT) */
+	IX_FSCK_REPAIR = 1u << 1,  /* repair what can be repaired without losing anything */
 };
 /*
  * Check the index against the blob files: every record is readable, every
@@ -232,9 +241,33 @@ enum {
  * refcounts and children lists match the snapshots, tags name snapshots, and
  * list orphan blob files. cb (may be NULL) sees each problem; returns the
  * number of errors (>= 0) or a negative error code. stats may be NULL.
+ *
+ * With IX_FSCK_REPAIR (index opened read-write, else ST_EREADONLY), after
+ * the check and before cb sees anything:
+ *   - blob files that do not hash to their name (or have the wrong size
+ *     and do not hash to it) are renamed to STORE/lost+found/<hex>.<unix-time>
+ *     and the directories fsync'd; the layer then counts as missing;
+ *   - damaged snapshot records are written to STORE/lost+found/<key-hex>.record
+ *     (fsync'd);
+ *   - then one write transaction re-checks the index and removes the saved
+ *     records, rewrites blob records and children lists from the readable
+ *     snapshots, and removes tags naming no snapshot or breaking the name rule.
+ * Nothing is deleted: bytes leave the index or blobs/ only for lost+found.
+ * A failure or kill at any step leaves a store this check finds no worse.
+ * Missing layers cannot be repaired here (ix_snap_lacking_foreach lists the
+ * snapshots; ix_import_dir of a copy heals them). cb then sees each problem
+ * found with its action; the return value (and stats->remaining) is the
+ * number of errors a check (without hashing) finds afterwards.
  */
 int ix_fsck(struct ix *ix, unsigned flags,
 	    int (*cb)(const struct ix_problem *p, void *ctx), void *ctx,
 	    struct ix_fsck_stats *stats);
+
+/* Call cb for every readable snapshot some of whose layers have no blob
+ * file of the right size in the store: missing of its nlayers layers. A
+ * non-zero return from cb stops and is returned. */
+int ix_snap_lacking_foreach(struct ix *ix,
+			    int (*cb)(const st_id *id, uint32_t missing, uint32_t nlayers, void *ctx),
+			    void *ctx);
 
 #endif

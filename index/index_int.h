@@ -62,4 +62,61 @@ int ix_snap_load(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifes
 /* Delete a snapshot inside a write txn (refcounts, children, tags). */
 int ix_snap_del_txn(struct ix *ix, MDB_txn *txn, const st_id *id);
 
+/* ---- shared by fsck.c and repair.c ---- */
+
+/* (key, value) pairs of ids, sortable: a layer reference (blob, snapshot,
+ * n = the layer's bytes) or a children edge (parent, child). */
+struct ix_pair {
+	st_id a, b;
+	uint64_t n;
+};
+struct ix_pairs {
+	struct ix_pair *v;
+	size_t n, cap;
+};
+int ix_pairs_add(struct ix_pairs *p, const st_id *a, const st_id *b, uint64_t n);
+/* Sort by (a, b). */
+void ix_pairs_sort(struct ix_pairs *p);
+int ix_pair_cmp(const void *x, const void *y);
+
+/* Check one snapshot record (key k, value v): 0 and *m (caller frees) if it
+ * is named by its hash and parses; else IX_ECORRUPT with why filled. */
+int ix_snap_rec_check(const MDB_val *k, const MDB_val *v, st_id *id, struct st_manifest **m,
+		      char *why, size_t whylen);
+/* Add m's distinct layers to refs (layer, id, bytes) and its parent edge to edges. */
+int ix_refs_add(struct ix_pairs *refs, struct ix_pairs *edges, const st_id *id,
+		const struct st_manifest *m);
+
+/* A snapshot record saved to lost+found, which the repair txn may remove
+ * if the record is still byte for byte what was saved. */
+struct ix_saved_rec {
+	uint8_t key[511];  /* LMDB's largest key */
+	size_t klen;
+	st_id vhash;       /* XXH3-128 of the saved value */
+	char name[96];     /* its file name in lost+found */
+};
+/* What the repair txn did to one record. */
+struct ix_fix {
+	enum ix_problem_kind kind;
+	st_id id;
+	char tag[ST_NAME_MAX + 1];
+	char detail[160];  /* the problem, as a check would put it */
+	char action[160];
+};
+struct ix_fixes {
+	struct ix_fix *v;
+	size_t n, cap;
+};
+
+/* Rename blob id's file to STORE/lost+found/<hex>.<unix-time>[.<n>] and
+ * fsync both directories; name gets "lost+found/<file>". -ENOENT if the
+ * blob file is not there. */
+int ix_lf_blob_move(struct ix *ix, const st_id *id, char *name, size_t len);
+/* Write a snapshot record's raw value to STORE/lost+found/<key-hex>.record
+ * (or .record.<n> if taken), durable before returning. */
+int ix_lf_rec_save(struct ix *ix, const MDB_val *k, const MDB_val *v, struct ix_saved_rec *out);
+/* The repair write transaction (see ix_fsck). fixes is reset and filled
+ * with what was changed (the caller frees fixes->v). */
+int ix_repair_index(struct ix *ix, const struct ix_saved_rec *saved, size_t nsaved, struct ix_fixes *fixes);
+
 #endif

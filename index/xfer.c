@@ -71,6 +71,35 @@ static int put_layers(struct ix *ix, const struct st_manifest *m, const int *fds
 	return 0;
 }
 
+/* The snapshot is already in the index: store each of its layers whose
+ * blob file is missing from dir (already verified whole). A blob file that
+ * is present is left alone, even if damaged: fsck --repair moves it aside
+ * first. The index's records already reference these blobs, so gc cannot
+ * take them between the put and the end of this call. */
+static int heal_layers(struct ix *ix, const char *dir, const struct st_manifest *m, struct ix_import_stats *st)
+{
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		const st_id *lid = &m->layers[i].id;
+		bool dedup = true;
+		int fd, rc;
+
+		if (st_blob_has(ix->s, lid))
+			continue;
+		if ((rc = st_snapdir_layer_open(dir, lid, &fd)) < 0)
+			return rc;
+		rc = st_blob_put_fd(ix->s, fd, lid, NULL, &dedup);
+		close(fd);
+		if (rc < 0)
+			return rc;
+		if (!dedup) { /* a layer listed twice is stored once */
+			st->layers_healed++;
+			st->layers_added++;
+			st->bytes_added += m->layers[i].pages * ST_PAGE_SIZE;
+		}
+	}
+	return 0;
+}
+
 int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flags,
 		  st_id *out_id, struct ix_import_stats *stats, char *why, size_t whylen)
 {
@@ -97,7 +126,8 @@ int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flag
 		goto out_free;
 	st.layers = m->nlayers;
 
-	/* Already here: the layers are in the store; only the tag may change. */
+	/* Already here: only the tag may change, and layers a repair moved
+	 * aside come back from this copy. */
 	if ((rc = ix_txn_begin(ix, &t)) < 0)
 		goto out_free;
 	st.existed = ix_snap_has(t, &id);
@@ -106,6 +136,8 @@ int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flag
 		/* Still check what was handed in: a damaged copy is an error
 		 * even when the store already holds a good one. */
 		if ((rc = st_snapdir_verify(dir, m, why, whylen)) < 0)
+			goto out_free;
+		if ((rc = heal_layers(ix, dir, m, &st)) < 0)
 			goto out_free;
 		rc = ix_snap_commit(ix, m, tag, flags, NULL);
 		goto out_done;

@@ -782,10 +782,83 @@ static int print_problem(const struct ix_problem *p, void *arg)
 		return 0;
 	st_id_format(&p->id, hex);
 	if (p->error)
-		printf("%s: %s %s: %s\n", problem_word(p->kind), blob ? "blob" : "snapshot", hex, p->detail);
+		printf("%s: %s %s: %s%s%s\n", problem_word(p->kind), blob ? "blob" : "snapshot", hex, p->detail,
+		       p->action ? " -> " : "", p->action ? p->action : "");
 	else if (c->cli->verbose)
 		printf("note: %s blob %s: %s\n", problem_word(p->kind), hex, p->detail);
 	return 0;
+}
+
+struct lacking_ctx {
+	struct taglist tags;
+	uint64_t n;
+};
+
+static int print_lacking(const st_id *id, uint32_t missing, uint32_t nlayers, void *arg)
+{
+	struct lacking_ctx *l = arg;
+	char hex[ST_ID_HEX_LEN + 1], tags[512];
+
+	st_id_format(id, hex);
+	tags_of(&l->tags, id, tags, sizeof(tags));
+	printf("lacking: snapshot %s (tags: %s) lacks %" PRIu32 " of %" PRIu32 " layer(s)\n", hex, tags, missing,
+	       nlayers);
+	l->n++;
+	return 0;
+}
+
+/* After a repair: the snapshots still lacking layers, and how to heal them. */
+static int report_lacking(struct cli *cli, struct open_store *o)
+{
+	struct lacking_ctx l = { 0 };
+	struct ix_txn *t;
+	int rc = ix_txn_begin(o->ix, &t);
+
+	if (rc == 0) {
+		rc = ix_tag_foreach(t, collect_tag, &l.tags);
+		ix_txn_end(t);
+	}
+	if (rc == 0)
+		rc = ix_snap_lacking_foreach(o->ix, print_lacking, &l);
+	taglist_free(&l.tags);
+	if (rc < 0) {
+		cli_err(cli, "cannot list the snapshots lacking layers: %s", store_strerror(rc));
+		return CLI_FAIL;
+	}
+	if (l.n)
+		printf("%" PRIu64 " snapshot(s) lack layers; to heal one, import a copy that holds those layers\n"
+		       "(an earlier 'strata export' of it, or a 'cp -r' of a mount's snapshots/NAME):\n"
+		       "  strata --store %s import DIR\n", l.n, cli->store);
+	return CLI_OK;
+}
+
+static int run_repair(struct cli *cli, unsigned flags)
+{
+	struct check_ctx cc = { .cli = cli };
+	struct ix_fsck_stats st;
+	struct open_store o;
+	int rc;
+
+	if ((rc = open_store(cli, true, &o)) != CLI_OK)
+		return rc;
+	rc = ix_fsck(o.ix, flags | IX_FSCK_REPAIR, print_problem, &cc, &st);
+	if (rc < 0) {
+		close_store(&o);
+		cli_err(cli, "repair of store %s stopped: %s (what was done is safe; run it again)", cli->store,
+			store_strerror(rc));
+		return CLI_FAIL;
+	}
+	printf("%" PRIu64 " snapshot(s), %" PRIu64 " referenced blob(s): %" PRIu64 " problem(s) found, %" PRIu64
+	       " repaired, %" PRIu64 " left\n", st.snapshots, st.blobs, st.errors, st.repaired, st.remaining);
+	rc = report_lacking(cli, &o);
+	close_store(&o);
+	if (rc != CLI_OK)
+		return rc;
+	if (st.remaining) {
+		cli_err(cli, "store %s still has %" PRIu64 " problem(s) after repair", cli->store, st.remaining);
+		return CLI_CORRUPT;
+	}
+	return CLI_OK;
 }
 
 static int run_check(struct cli *cli, unsigned flags, bool verify_only)
@@ -925,26 +998,34 @@ int cmd_verify(struct cli *cli, int argc, char **argv)
 static void fsck_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata [--store DIR] fsck [--quick]\n"
+		"usage: strata [--store DIR] fsck [--quick] [--repair]\n"
 		"\n"
 		"Check the index against the blob files: snapshot records, missing and\n"
 		"corrupt blobs, refcounts, parent/children lists, tags. Orphan blobs (no\n"
 		"snapshot uses them; 'strata gc' frees them) are noted with -v, not errors.\n"
 		"Exit status 4 if anything is wrong.\n"
 		"\n"
-		"  --quick  do not re-hash blob contents\n");
+		"  --quick   do not re-hash blob contents\n"
+		"  --repair  repair what can be repaired without losing anything: damaged\n"
+		"            blob files and snapshot records are moved to STORE/lost+found,\n"
+		"            refcounts, children lists and dangling tags are fixed; then\n"
+		"            lists the snapshots lacking layers ('strata import' of a copy\n"
+		"            heals them). Exit 0 if the store is consistent afterwards, 4 if not.\n");
 }
 
 int cmd_fsck(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "quick", no_argument, NULL, 'q' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+		{ "quick", no_argument, NULL, 'q' }, { "repair", no_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' }, { 0 } };
 	unsigned flags = IX_FSCK_HASH;
+	bool repair = false;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "qrh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'q': flags &= ~(unsigned)IX_FSCK_HASH; break;
+		case 'r': repair = true; break;
 		case 'h': fsck_usage(stdout); return CLI_OK;
 		default: fsck_usage(stderr); return CLI_USAGE;
 		}
@@ -953,7 +1034,7 @@ int cmd_fsck(struct cli *cli, int argc, char **argv)
 		cli_err(cli, "fsck: unexpected argument '%s'", argv[optind]);
 		return CLI_USAGE;
 	}
-	return run_check(cli, flags, false);
+	return repair ? run_repair(cli, flags) : run_check(cli, flags, false);
 }
 
 /* ------------------------------------------------------------------ export, import */
@@ -1014,7 +1095,9 @@ static void import_usage(FILE *f)
 		"Import a snapshot directory (DIR/manifest.json and DIR/layers/<id>). The\n"
 		"manifest is validated and every layer re-hashed against its name; layers\n"
 		"already in the store are not stored twice. The snapshot appears whole or\n"
-		"not at all. Importing the same snapshot again changes nothing. Prints its id.\n"
+		"not at all. Importing a snapshot already in the store checks DIR and\n"
+		"stores only the layers missing from the store (healing it, after\n"
+		"'strata fsck --repair'); otherwise changes nothing. Prints its id.\n"
 		"\n"
 		"  --tag NAME  tag the snapshot\n"
 		"  --force     move NAME if it already names another snapshot\n");
@@ -1064,6 +1147,9 @@ int cmd_import(struct cli *cli, int argc, char **argv)
 	st_id_format(&id, hex);
 	fmt_size(sz, sizeof(sz), st.bytes_added);
 	printf("%s\n", hex);
+	if (st.layers_healed)
+		fprintf(stderr, "healed %" PRIu32 " layer(s) of snapshot %s that were missing from the store (%s stored)\n",
+			st.layers_healed, hex, sz);
 	cli_info(cli, "%s: %" PRIu32 " layer(s), %" PRIu32 " new, %s added", st.existed ? "already present" : "imported",
 		 st.layers, st.layers_added, sz);
 	return CLI_OK;
