@@ -1,9 +1,12 @@
 /* manifest.c: the snapshot manifest: strict JSON parsing, validation, canonical encoding and id. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "store/store_int.h"
 
@@ -101,8 +104,22 @@ static int cmp_id_ptr(const void *a, const void *b)
 	return st_id_cmp(a, b);
 }
 
-/* A guest / vcpu text must be one JSON object of bounded size. */
-static int check_object_text(const char *what, const char *text, char *why, size_t whylen)
+/* The memo of a text known canonical: never 0, so 0 can mean "unknown". */
+static uint64_t canon_memo(const char *text, size_t len)
+{
+	uint64_t h = XXH3_64bits(text, len);
+
+	return h ? h : 1;
+}
+
+/*
+ * A guest / vcpu text must be one JSON object of bounded size. With canon
+ * set, also return its canonical text (compact, sorted keys: what the
+ * snapshot id is computed over), malloc'd. A text whose memo matches is
+ * known canonical already and is not parsed again.
+ */
+static int check_object_text(const char *what, const char *text, uint64_t memo, char **canon, char *why,
+			     size_t whylen)
 {
 	json_error_t err;
 	json_t *j;
@@ -111,10 +128,19 @@ static int check_object_text(const char *what, const char *text, char *why, size
 	if (len > ST_MANIFEST_MAX_OBJECT)
 		return st_why(why, whylen, ST_EFORMAT, "%s: %zu bytes, more than the limit of %u", what, len,
 			      ST_MANIFEST_MAX_OBJECT);
+	if (memo && canon_memo(text, len) == memo) {
+		if (canon && !(*canon = st_sys_strdup(text)))
+			return -ENOMEM;
+		return 0;
+	}
 	j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
 	if (!j)
 		return st_why(why, whylen, ST_EFORMAT, "%s: not valid JSON: %s", what, err.text);
 	bool obj = json_is_object(j);
+	if (obj && canon && !(*canon = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS))) {
+		json_decref(j);
+		return -ENOMEM;
+	}
 	json_decref(j);
 	if (!obj)
 		return st_why(why, whylen, ST_EFORMAT, "%s: must be a JSON object", what);
@@ -247,9 +273,9 @@ int st_manifest_validate(const struct st_manifest *m, char *why, size_t whylen)
 			goto out_free;
 		}
 	}
-	if (m->guest && (rc = check_object_text("guest", m->guest, why, whylen)) < 0)
+	if (m->guest && (rc = check_object_text("guest", m->guest, m->guest_canon, NULL, why, whylen)) < 0)
 		goto out_free;
-	if (m->vcpu && (rc = check_object_text("vcpu", m->vcpu, why, whylen)) < 0)
+	if (m->vcpu && (rc = check_object_text("vcpu", m->vcpu, m->vcpu_canon, NULL, why, whylen)) < 0)
 		goto out_free;
 out_free:
 	free(used);
@@ -411,16 +437,18 @@ static int parse_labels(const json_t *obj, struct st_manifest *m, char *why, siz
 	return 0;
 }
 
-/* Keep a nested object as its canonical text. */
-static int parse_object(const json_t *j, const char *what, char **out, char *why, size_t whylen)
+/* Keep a nested object as its canonical text, and remember it is. */
+static int parse_object(const json_t *j, const char *what, char **out, uint64_t *memo, char *why, size_t whylen)
 {
 	if (!json_is_object(j))
 		return st_why(why, whylen, ST_EFORMAT, "%s: expected an object, got %s", what, type_name(j));
 	*out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!*out)
 		return -ENOMEM;
-	if (strlen(*out) > ST_MANIFEST_MAX_OBJECT)
+	size_t len = strlen(*out);
+	if (len > ST_MANIFEST_MAX_OBJECT)
 		return st_why(why, whylen, ST_EFORMAT, "%s: more than %u bytes", what, ST_MANIFEST_MAX_OBJECT);
+	*memo = canon_memo(*out, len);
 	return 0;
 }
 
@@ -476,9 +504,9 @@ static int parse_root(const json_t *root, struct st_manifest *m, char *why, size
 	}
 	if ((v = json_object_get(root, "labels")) && (rc = parse_labels(v, m, why, whylen)) < 0)
 		return rc;
-	if ((v = json_object_get(root, "guest")) && (rc = parse_object(v, "guest", &m->guest, why, whylen)) < 0)
+	if ((v = json_object_get(root, "guest")) && (rc = parse_object(v, "guest", &m->guest, &m->guest_canon, why, whylen)) < 0)
 		return rc;
-	if ((v = json_object_get(root, "vcpu")) && (rc = parse_object(v, "vcpu", &m->vcpu, why, whylen)) < 0)
+	if ((v = json_object_get(root, "vcpu")) && (rc = parse_object(v, "vcpu", &m->vcpu, &m->vcpu_canon, why, whylen)) < 0)
 		return rc;
 	return 0;
 }
@@ -511,108 +539,95 @@ out_decref:
 
 /* ---- encoding */
 
-/* json_*_set_new that turns a NULL value into an allocation failure. */
-static int set_new(json_t *obj, const char *key, json_t *v)
+/* A bounded text buffer: the encoding's size is known before it is written. */
+struct out {
+	char *p;
+	size_t len, cap;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
 {
-	return v && json_object_set_new(obj, key, v) == 0 ? 0 : -ENOMEM;
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
+	va_end(ap);
+	o->len += n > 0 ? (size_t)n : 0; /* cap is an upper bound: never truncated */
 }
 
-static int append_new(json_t *arr, json_t *v)
-{
-	return v && json_array_append_new(arr, v) == 0 ? 0 : -ENOMEM;
-}
-
-static json_t *id_json(const st_id *id)
-{
-	char hex[ST_ID_HEX_LEN + 1];
-
-	st_id_format(id, hex);
-	return json_string(hex);
-}
-
-static int build_json(const struct st_manifest *m, json_t **out)
-{
-	json_t *root = json_object(), *layers = json_array(), *ranges = json_array(), *labels = NULL, *o;
-	int rc = -ENOMEM;
-
-	if (!root || !layers || !ranges)
-		goto out_decref;
-	for (uint32_t i = 0; i < m->nlayers; i++) {
-		if (!(o = json_object()) || append_new(layers, o) < 0 || set_new(o, "id", id_json(&m->layers[i].id)) < 0 ||
-		    set_new(o, "pages", json_integer((json_int_t)m->layers[i].pages)) < 0)
-			goto out_decref;
-	}
-	for (uint64_t i = 0; i < m->nranges; i++) {
-		const struct st_range *r = &m->ranges[i];
-		if (!(o = json_array()) || append_new(ranges, o) < 0 || append_new(o, json_integer((json_int_t)r->gpage)) < 0 ||
-		    append_new(o, json_integer((json_int_t)r->npages)) < 0 ||
-		    append_new(o, json_integer((json_int_t)r->layer)) < 0 ||
-		    append_new(o, json_integer((json_int_t)r->lpage)) < 0)
-			goto out_decref;
-	}
-	rc = set_new(root, "layers", layers);
-	layers = NULL;
-	if (rc == 0)
-		rc = set_new(root, "ranges", ranges);
-	ranges = NULL;
-	if (rc < 0)
-		goto out_decref;
-	rc = -ENOMEM;
-	if (set_new(root, "version", json_integer(m->version)) < 0 ||
-	    set_new(root, "mem_size", json_integer((json_int_t)m->mem_size)) < 0 ||
-	    set_new(root, "created", json_integer(m->created)) < 0 ||
-	    set_new(root, "abi_version", json_integer(m->abi_version)) < 0)
-		goto out_decref;
-	if (m->has_parent && set_new(root, "parent", id_json(&m->parent)) < 0)
-		goto out_decref;
-	if (m->nlabels) {
-		if (!(labels = json_object()))
-			goto out_decref;
-		for (size_t i = 0; i < m->nlabels; i++)
-			if (set_new(labels, m->labels[i].key, json_string(m->labels[i].value)) < 0)
-				goto out_decref;
-		rc = set_new(root, "labels", labels);
-		labels = NULL;
-		if (rc < 0)
-			goto out_decref;
-	}
-	static const char *const objs[2] = { "guest", "vcpu" };
-	const char *texts[2] = { m->guest, m->vcpu };
-	for (int i = 0; i < 2; i++) {
-		if (!texts[i])
-			continue;
-		/* Validated already: parses as an object. */
-		json_t *j = json_loads(texts[i], JSON_REJECT_DUPLICATES, NULL);
-		if (set_new(root, objs[i], j) < 0)
-			goto out_decref;
-	}
-	*out = root;
-	return 0;
-out_decref:
-	json_decref(labels);
-	json_decref(ranges);
-	json_decref(layers);
-	json_decref(root);
-	return rc;
-}
-
+/*
+ * The canonical encoding is what json_dumps(JSON_COMPACT | JSON_SORT_KEYS)
+ * writes for the manifest as one JSON object (docs/formats.md): keys in
+ * byte order, no spaces, integers in decimal. It is written here directly;
+ * the labels object and any guest / vcpu text not already known canonical
+ * go through jansson, so string escaping is jansson's. tests/store checks
+ * this encoder byte for byte against one built entirely with jansson.
+ */
 int st_manifest_encode(const struct st_manifest *m, char **json, size_t *len, char *why, size_t whylen)
 {
-	json_t *root;
-	char *text;
+	char *guest = NULL, *vcpu = NULL, *labels = NULL, hex[ST_ID_HEX_LEN + 1];
+	struct out o = { 0 };
 	int rc;
 
 	if ((rc = st_manifest_validate(m, why, whylen)) < 0)
 		return rc;
-	if ((rc = build_json(m, &root)) < 0)
-		return rc;
-	text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
-	json_decref(root);
-	if (!text)
-		return -ENOMEM;
-	*json = text;
-	*len = strlen(text);
-	return 0;
+	if ((m->guest && (rc = check_object_text("guest", m->guest, m->guest_canon, &guest, why, whylen)) < 0) ||
+	    (m->vcpu && (rc = check_object_text("vcpu", m->vcpu, m->vcpu_canon, &vcpu, why, whylen)) < 0))
+		goto out_free;
+	if (m->nlabels) {
+		json_t *l = json_object();
+		rc = l ? 0 : -ENOMEM;
+		for (size_t i = 0; rc == 0 && i < m->nlabels; i++) {
+			json_t *v = json_string(m->labels[i].value);
+			rc = v && json_object_set_new(l, m->labels[i].key, v) == 0 ? 0 : -ENOMEM;
+		}
+		if (rc == 0 && !(labels = json_dumps(l, JSON_COMPACT | JSON_SORT_KEYS)))
+			rc = -ENOMEM;
+		json_decref(l);
+		if (rc < 0)
+			goto out_free;
+	}
+	/* Every integer fits in 20 digits; every fixed piece in 64 bytes. */
+	o.cap = 512 + (size_t)m->nlayers * (ST_ID_HEX_LEN + 64) + m->nranges * (4 * 21 + 8) +
+		(guest ? strlen(guest) : 0) + (vcpu ? strlen(vcpu) : 0) + (labels ? strlen(labels) : 0);
+	if (!(o.p = st_sys_malloc(o.cap))) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	put(&o, "{\"abi_version\":%" PRIu32 ",\"created\":%" PRId64, m->abi_version, m->created);
+	if (guest)
+		put(&o, ",\"guest\":%s", guest);
+	if (labels)
+		put(&o, ",\"labels\":%s", labels);
+	put(&o, ",\"layers\":[");
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		st_id_format(&m->layers[i].id, hex);
+		put(&o, "%s{\"id\":\"%s\",\"pages\":%" PRIu64 "}", i ? "," : "", hex, m->layers[i].pages);
+	}
+	put(&o, "],\"mem_size\":%" PRIu64, m->mem_size);
+	if (m->has_parent) {
+		st_id_format(&m->parent, hex);
+		put(&o, ",\"parent\":\"%s\"", hex);
+	}
+	put(&o, ",\"ranges\":[");
+	for (uint64_t i = 0; i < m->nranges; i++) {
+		const struct st_range *r = &m->ranges[i];
+		put(&o, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu32 ",%" PRIu64 "]", i ? "," : "", r->gpage, r->npages,
+		    r->layer, r->lpage);
+	}
+	put(&o, "]");
+	if (vcpu)
+		put(&o, ",\"vcpu\":%s", vcpu);
+	put(&o, ",\"version\":%" PRIu32 "}", m->version);
+	*json = o.p;
+	*len = o.len;
+	rc = 0;
+out_free:
+	free(guest);
+	free(vcpu);
+	free(labels);
+	return rc;
 }
 
 int st_manifest_id(const struct st_manifest *m, st_id *id, char *why, size_t whylen)

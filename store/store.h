@@ -251,6 +251,11 @@ struct st_manifest {
 	char *vcpu;               /* JSON object text, opaque to the store, or NULL */
 	size_t nlabels;
 	struct st_label *labels;
+	/* Private to manifest.c: XXH3-64 of the guest / vcpu text last proven
+	 * to be a canonical JSON object (0: none). A memo by content, so
+	 * validate and encode skip re-parsing a text they have already
+	 * checked, and a replaced text is simply checked again. */
+	uint64_t guest_canon, vcpu_canon;
 };
 
 /* Allocate an empty manifest (version set, everything else zero). */

@@ -31,5 +31,7 @@ void th_fill(void *buf, size_t len, uint64_t seed);
 int th_write_file(const char *path, const void *buf, size_t len);
 /* Remove a tree (for cleanup). */
 void th_rm_rf(const char *path);
+/* A manifest's canonical encoding built wholly with jansson (test_manifest_encode.c). */
+char *th_reference_encode(const struct st_manifest *m);
 
 #endif
