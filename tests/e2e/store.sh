@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # store.sh: end-to-end test of the store commands (init, debug ingest, ls, show, tag, export,
-# import, verify, fsck, rm, gc) through the real strata binary; prints TAP.
+# import, verify, fsck and fsck --repair with healing by import, rm, gc) through the real strata binary; prints TAP.
 set -u
 BIN=${STRATA_BIN:-$(dirname "$0")/../../build/mount/strata}
 T=$(mktemp -d /tmp/strata-e2e-store.XXXXXX)
@@ -29,7 +29,7 @@ expect_exit() {
 	else nok "$name" "exit $rc (want $code), output: $(echo "$out" | head -3 | tr '\n' ' ')"; fi
 }
 
-echo "1..33"
+echo "1..44"
 S=$T/store
 S2=$T/store2
 st() { "$BIN" --store "$S" "$@"; }
@@ -106,6 +106,41 @@ chmod u+w "$blob"; printf 'Z' | dd of="$blob" bs=1 seek=5 conv=notrunc 2>/dev/nu
 expect_exit 4 "verify exits 4 and names the corrupt blob" "corrupt: blob $bid" st2 verify
 expect_exit 4 "fsck also reports it" "corrupt: blob $bid" st2 fsck
 
+# Repair: the corrupt blob goes to lost+found (bytes kept), the snapshot is
+# listed as lacking the layer, and importing the earlier export heals it.
+cp "$blob" "$T/corrupt.copy"
+expect_exit 4 "fsck --repair moves the corrupt blob to lost+found and exits 4 (a layer is missing)" \
+	"corrupt: blob $bid: .* -> moved to lost\+found/$bid\.[0-9]+" st2 fsck --repair
+kept=$(ls "$S2/lost+found/$bid".* 2>/dev/null | head -1)
+if [ -n "$kept" ] && cmp -s "$kept" "$T/corrupt.copy" && [ ! -e "$blob" ]; then ok "lost+found holds the corrupt bytes as they were"
+else nok "lost+found holds the corrupt bytes as they were" "kept=$kept"; fi
+out=$(st2 fsck --repair 2>&1); rc=$?
+if [ $rc -eq 4 ] && echo "$out" | grep -qE "lacking: snapshot $v2 \(tags: copied\) lacks 1 of 2 layer" &&
+   echo "$out" | grep -qE "strata --store $S2 import DIR"; then
+	ok "after repair it names the snapshot lacking the layer, its tag, and how to heal it"
+else nok "after repair it names the snapshot lacking the layer, its tag, and how to heal it" "rc=$rc $(echo "$out" | tr '\n' ' ')"; fi
+expect_exit 4 "fsck now reports the layer as missing" "missing: blob $bid" st2 fsck
+expect_exit 0 "import of an earlier export heals the layer" "healed 1 layer\(s\) of snapshot $v2" st2 import "$T/exp"
+check "fsck is clean after healing" st2 fsck
+check "verify and show of the healed snapshot work" bash -c "'$BIN' --store '$S2' verify copied && '$BIN' --store '$S2' show copied >/dev/null"
+
+# A truncated blob and a deleted blob, healed the same way.
+blob2=$(find "$S2/blobs" -type f ! -name "$bid" | head -1); bid2=$(basename "$blob2")
+blob3=$blob; bid3=$bid
+chmod u+w "$blob2"; truncate -s 100 "$blob2"; rm -f "$blob3"
+out=$(st2 fsck --repair 2>&1); rc=$?
+if [ $rc -eq 4 ] && echo "$out" | grep -qE "wrong size: blob $bid2: .* -> moved to lost\+found/" &&
+   echo "$out" | grep -qE "missing: blob $bid3" && [ "$(stat -c %s "$S2/lost+found/$bid2".*)" -eq 100 ]; then
+	ok "repair moves a truncated blob aside and reports a deleted one"
+else nok "repair moves a truncated blob aside and reports a deleted one" "rc=$rc $(echo "$out" | head -4 | tr '\n' ' ')"; fi
+expect_exit 0 "import heals both layers" "healed 2 layer\(s\)" st2 import "$T/exp"
+nlf=$(ls "$S2/lost+found" | wc -l)
+expect_exit 0 "repair of a healthy store changes nothing and exits 0" "0 problem\(s\) found, 0 repaired, 0 left" \
+	st2 fsck --repair
+if [ "$(ls "$S2/lost+found" | wc -l)" -eq "$nlf" ] && st2 fsck >/dev/null && st2 verify copied >/dev/null; then
+	ok "a second repair is a no-op and the store stays clean"
+else nok "a second repair is a no-op and the store stays clean"; fi
+
 # rm and gc.
 before=$(find "$S/blobs" -type f | wc -l)
 check "rm removes a tag and its snapshot" st rm v2
@@ -152,5 +187,5 @@ for c in init ls show tag rm gc verify fsck export import debug; do
 done
 [ $allhelp -eq 1 ] && ok "--help works for every store command" || nok "--help works for every store command"
 
-[ "$n" -eq 33 ] || echo "# ran $n tests, planned 33"
+[ "$n" -eq 44 ] || echo "# ran $n tests, planned 44"
 exit 0
