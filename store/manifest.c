@@ -283,6 +283,32 @@ out_free:
 	return rc;
 }
 
+/* Replace *text by its canonical form (if it is not already) and remember it. */
+static int seal_object(const char *what, char **text, uint64_t *memo, char *why, size_t whylen)
+{
+	char *canon = NULL;
+	int rc;
+
+	if (!*text)
+		return 0;
+	if ((rc = check_object_text(what, *text, *memo, &canon, why, whylen)) < 0)
+		return rc;
+	free(*text);
+	*text = canon;
+	*memo = canon_memo(canon, strlen(canon));
+	return 0;
+}
+
+int st_manifest_seal(struct st_manifest *m, char *why, size_t whylen)
+{
+	int rc;
+
+	if ((rc = seal_object("guest", &m->guest, &m->guest_canon, why, whylen)) < 0 ||
+	    (rc = seal_object("vcpu", &m->vcpu, &m->vcpu_canon, why, whylen)) < 0)
+		return rc;
+	return st_manifest_validate(m, why, whylen);
+}
+
 /* ---- parsing */
 
 static const char *type_name(const json_t *j)

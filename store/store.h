@@ -267,6 +267,13 @@ int st_manifest_dup(const struct st_manifest *m, struct st_manifest **out);
 
 /* Check every rule above. -> ST_ELAYOUT / ST_EFORMAT / ST_EVERSION / ST_EBADNAME. */
 int st_manifest_validate(const struct st_manifest *m, char *why, size_t whylen);
+/*
+ * Finish a manifest built in memory: validate it, put its guest / vcpu texts
+ * in canonical form and remember that they are, so later validation and
+ * encoding (the id) need not parse them again. A parsed manifest is sealed
+ * already. Errors as st_manifest_validate, or -ENOMEM.
+ */
+int st_manifest_seal(struct st_manifest *m, char *why, size_t whylen);
 
 /*
  * Parse manifest JSON strictly (docs/formats.md): truncated or malformed JSON,

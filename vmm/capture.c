@@ -317,7 +317,7 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 	if ((rc = vmm_vcpu_to_json(&vcpu, &m->vcpu)) < 0)
 		goto out_free;
 	char why[ST_WHY_LEN];
-	if ((rc = st_manifest_validate(m, why, sizeof(why))) < 0)
+	if ((rc = st_manifest_seal(m, why, sizeof(why))) < 0)
 		goto out_free;
 	if ((rc = st_manifest_dup(m, &mine)) < 0)
 		goto out_free;

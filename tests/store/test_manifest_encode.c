@@ -148,3 +148,24 @@ Test(manifest_encode, many_ranges_and_layers_fit)
 	free(text);
 	st_manifest_free(m);
 }
+
+Test(manifest_encode, sealing_puts_texts_in_canonical_form)
+{
+	struct st_manifest *m = parse_ok("{\"version\":1,\"mem_size\":8192,\"layers\":[{\"id\":\"" A "\",\"pages\":1}],"
+					 "\"ranges\":[[1,1,0,0]],\"created\":5,\"abi_version\":1}");
+	char why[ST_WHY_LEN] = "";
+	st_id before, after;
+
+	m->vcpu = strdup("{ \"rip\" : 16, \"cr3\" : 4096 }");
+	cr_assert_eq(st_manifest_id(m, &before, NULL, 0), 0);
+	cr_assert_eq(st_manifest_seal(m, why, sizeof(why)), 0, "%s", why);
+	cr_assert_str_eq(m->vcpu, "{\"cr3\":4096,\"rip\":16}");
+	cr_assert_neq(m->vcpu_canon, 0);
+	cr_assert_eq(st_manifest_id(m, &after, NULL, 0), 0);
+	cr_assert(st_id_equal(&before, &after), "sealing does not change the id");
+	expect_same_encoding(m, "sealed");
+	free(m->guest);
+	m->guest = strdup("{\"a\":1,\"a\":2}");
+	cr_assert_eq(st_manifest_seal(m, why, sizeof(why)), ST_EFORMAT, "duplicate keys are refused");
+	st_manifest_free(m);
+}
