@@ -22,20 +22,40 @@ static json_t *hex64(uint64_t v)
 	return json_string(b);
 }
 
+/* One hex digit's value, or -1: no signs, spaces or prefixes slip through. */
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* "0x" and 1..16 hex digits, nothing else. */
 static bool get_hex64(json_t *o, const char *key, uint64_t *v)
 {
 	json_t *j = json_object_get(o, key);
 	const char *s;
-	char *end;
+	uint64_t x = 0;
+	size_t n;
 
 	if (!json_is_string(j))
 		return false;
 	s = json_string_value(j);
-	if (strncmp(s, "0x", 2) != 0 || !s[2] || strlen(s) > 18)
+	n = strlen(s);
+	if (n < 3 || n > 18 || s[0] != '0' || s[1] != 'x')
 		return false;
-	errno = 0;
-	*v = strtoull(s + 2, &end, 16);
-	return errno == 0 && *end == '\0';
+	for (size_t i = 2; i < n; i++) {
+		int d = hex_digit(s[i]);
+		if (d < 0)
+			return false;
+		x = x << 4 | (uint64_t)d;
+	}
+	*v = x;
+	return true;
 }
 
 static bool get_small(json_t *o, const char *key, uint64_t max, uint64_t *v)
@@ -214,12 +234,12 @@ int vmm_vcpu_from_json(const char *json, struct vmm_vcpu_state *st, char *why, s
 		goto out_free;
 	}
 	for (int i = 0; i < 512; i++) {
-		unsigned b;
-		if (sscanf(fxs + 2 * i, "%2x", &b) != 1) {
+		int hi = hex_digit(fxs[2 * i]), lo = hex_digit(fxs[2 * i + 1]);
+		if (hi < 0 || lo < 0) {
 			rc = bad(why, whylen, "vCPU state: FXSAVE image is not hex");
 			goto out_free;
 		}
-		s.fxsave[i] = (uint8_t)b;
+		s.fxsave[i] = (uint8_t)(hi << 4 | lo);
 	}
 	*st = s;
 	rc = 0;

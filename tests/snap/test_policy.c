@@ -67,11 +67,28 @@ Test(policy, vcpu_state_round_trips_through_json)
 	cr_assert_eq(vmm_vcpu_to_json(&a, &json), 0);
 	cr_assert_eq(vmm_vcpu_from_json(json, &b, NULL, 0), 0);
 	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0);
-	/* a truncated FXSAVE image is refused */
-	char *cut = strstr(json, "\"fxsave\":\"");
-	cr_assert_not_null(cut);
-	cut[20] = '"';
 	char why[256];
+	/* What strtoull and sscanf would have let through is refused: signs,
+	 * spaces, a second prefix, in a register or the FXSAVE image. */
+	static const char *const bad_hex[] = { "0x-1", "0x 1", "0x+1", "0x0x1", "0x", "0x1g", "0x11111111111111111" };
+	char *rip = strstr(json, "\"rip\":\"");
+	char *fx = strstr(json, "\"fxsave\":\"");
+	cr_assert(rip && fx);
+	for (size_t i = 0; i < sizeof(bad_hex) / sizeof(bad_hex[0]); i++) {
+		char *end = strchr(rip + 7, '"'), *edited = NULL;
+		cr_assert(asprintf(&edited, "%.*s%s%s", (int)(rip + 7 - json), json, bad_hex[i], end) > 0);
+		cr_assert_eq(vmm_vcpu_from_json(edited, &b, why, sizeof(why)), VMM_E_BAD_SNAPSHOT, "rip %s", bad_hex[i]);
+		free(edited);
+	}
+	static const char *const bad_byte[] = { " f", "+f", "-1", "0x", "g0" };
+	for (size_t i = 0; i < sizeof(bad_byte) / sizeof(bad_byte[0]); i++) {
+		char *edited = strdup(json);
+		memcpy(edited + (fx - json) + 10 + 2 * 100, bad_byte[i], 2);
+		cr_assert_eq(vmm_vcpu_from_json(edited, &b, why, sizeof(why)), VMM_E_BAD_SNAPSHOT, "byte '%s'", bad_byte[i]);
+		free(edited);
+	}
+	/* a truncated FXSAVE image is refused */
+	fx[20] = '"';
 	cr_assert_eq(vmm_vcpu_from_json(json, &b, why, sizeof(why)), VMM_E_BAD_SNAPSHOT);
 	free(json);
 	cr_assert_eq(vmm_vcpu_from_json("{\"version\":1}", &b, why, sizeof(why)), VMM_E_BAD_SNAPSHOT);
