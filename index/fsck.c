@@ -255,13 +255,14 @@ static int check_blobs(struct fsck *f, MDB_txn *txn)
 	MDB_cursor *cur;
 	MDB_val k, v;
 	size_t i = 0;
+	int err = 0;
 	int rc = ix_mdb(mdb_cursor_open(txn, f->ix->blobs, &cur));
 
 	if (rc < 0)
 		return rc;
 	rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
 	/* Merge the sorted records with the sorted references. */
-	while (rc == 0 || i < f->refs.n) {
+	while (err == 0 && (rc == 0 || i < f->refs.n)) {
 		st_id rid;
 		bool have_rec = rc == 0;
 		uint64_t nref = 0;
@@ -304,7 +305,7 @@ static int check_blobs(struct fsck *f, MDB_txn *txn)
 			else if (src == -ENOENT)
 				;
 			else if (src < 0)
-				return src;
+				err = src;
 			else if (c <= 0 && size != r.size) {
 				struct pending *e = problem(f, IX_PROBLEM_SIZE, &rid, NULL,
 							    "blob file is %llu bytes, the index says %llu",
@@ -315,25 +316,27 @@ static int check_blobs(struct fsck *f, MDB_txn *txn)
 				if (vrc == ST_ECORRUPT)
 					vrc = move_blob(f, &rid, e);
 				if (vrc < 0 && vrc != -ENOENT)
-					return vrc;
+					err = vrc;
 			} else if (f->flags & IX_FSCK_HASH) {
 				int vrc = st_blob_verify(f->ix->s, &rid);
 				f->st.bytes_hashed += size;
 				if (vrc == ST_ECORRUPT) {
 					struct pending *e = problem(f, IX_PROBLEM_CORRUPT, &rid, NULL,
 								    "blob bytes do not hash to its name");
-					if ((f->flags & IX_FSCK_REPAIR) && (vrc = move_blob(f, &rid, e)) < 0)
-						return vrc;
+					if (f->flags & IX_FSCK_REPAIR)
+						err = move_blob(f, &rid, e);
 				} else if (vrc == -ENOENT)
 					problem(f, IX_PROBLEM_MISSING, &rid, NULL, "blob file is missing");
 				else if (vrc < 0)
-					return vrc;
+					err = vrc;
 			}
 		}
 		if (c <= 0)
 			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 	}
 	mdb_cursor_close(cur);
+	if (err < 0)
+		return err;
 	return rc == MDB_NOTFOUND || rc == 0 ? 0 : ix_mdb(rc);
 }
 
