@@ -479,8 +479,10 @@ static int repair(struct fsck *f)
 	bool index_damaged = false;
 	int rc = 0;
 
+	/* A wrong-size file that hashes to its name stayed: its record is wrong. */
 	for (size_t i = 0; i < f->npend; i++)
-		index_damaged |= index_kind(f->pend[i].kind);
+		index_damaged |= index_kind(f->pend[i].kind) ||
+				 (f->pend[i].kind == IX_PROBLEM_SIZE && !f->pend[i].action[0]);
 	if (index_damaged) {
 		rc = ix_repair_index(f->ix, f->saved, f->nsaved, &fx);
 		if (rc == 0)

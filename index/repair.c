@@ -351,9 +351,12 @@ static int repair_blobs(struct ix *ix, MDB_txn *txn, struct repair *r)
 		else if (c > 0)
 			rc = fix(r, IX_PROBLEM_REFCOUNT, &id, NULL, detail, "record added, refcount %llu",
 				 (unsigned long long)nref);
-		else if (rec.refs != nref || rec.size != want)
+		else if (rec.refs != nref)
 			rc = fix(r, IX_PROBLEM_REFCOUNT, &id, NULL, detail, "refcount set to %llu",
 				 (unsigned long long)nref);
+		else if (rec.size != want)
+			rc = fix(r, IX_PROBLEM_SIZE, &id, NULL, detail, "the record's size set to %llu, the layer's",
+				 (unsigned long long)want);
 		if (c <= 0)
 			more = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 	}

@@ -351,6 +351,24 @@ Test(repair, broken_refcount_records_are_rewritten_from_the_snapshots)
 	cr_assert_eq(lf_count(), 0, "index repairs need no lost+found");
 }
 
+Test(repair, a_wrong_size_in_the_record_is_fixed_and_the_good_file_stays)
+{
+	unsigned s1[] = { 1 };
+	commit_seeds(&T, s1, 1, NULL, "a");
+	st_id l = put_page(T.s, 1);
+	uint8_t rec[16];
+	struct seen s = { 0 };
+
+	blob_rec_bytes(rec, 3 * ST_PAGE_SIZE, 1);
+	raw_put(0, l.b, 16, rec, 16);
+	cr_assert_eq(fsck_kinds(T.ix, 0), 1u << IX_PROBLEM_SIZE);
+	cr_assert_eq(repair(&s, NULL), 0);
+	cr_assert(saw_action(&s, "size set to 4096"), "%s", s.actions[0]);
+	cr_assert_eq(lf_count(), 0, "a file that hashes to its name is not moved");
+	cr_assert_eq(st_blob_verify(T.s, &l), 0);
+	cr_assert_eq(fsck_errors(T.ix), 0);
+}
+
 Test(repair, dangling_and_misnamed_tags_are_removed_and_good_ones_stay)
 {
 	unsigned s1[] = { 1 };
