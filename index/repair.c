@@ -299,6 +299,21 @@ static int repair_tags(struct ix *ix, MDB_txn *txn, struct repair *r)
 	return ix_mdb(rc);
 }
 
+/* After merging a database with what the snapshots say: close the cursor
+ * and, if anything differed, empty the database for the caller to rewrite
+ * (returns 1). rc is the merge's error, more the cursor's last result. */
+static int merge_end(MDB_txn *txn, MDB_dbi dbi, MDB_cursor *cur, int rc, int more, bool differs)
+{
+	if (rc == 0 && more != 0 && more != MDB_NOTFOUND)
+		rc = ix_mdb(more);
+	mdb_cursor_close(cur);
+	if (rc < 0 || !differs)
+		return rc;
+	if ((rc = ix_mdb(mdb_drop(txn, dbi, 0))) < 0)
+		return rc;
+	return 1;
+}
+
 /* Blob records: one per referenced blob, refs = snapshots listing it, size
  * = the layer's bytes. Compared record by record (for the report); any
  * difference rewrites the whole database from the references. */
@@ -360,12 +375,7 @@ static int repair_blobs(struct ix *ix, MDB_txn *txn, struct repair *r)
 		if (c <= 0)
 			more = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 	}
-	if (rc == 0 && more != 0 && more != MDB_NOTFOUND)
-		rc = ix_mdb(more);
-	mdb_cursor_close(cur);
-	if (rc < 0 || r->fixes->n == before)
-		return rc;
-	if ((rc = ix_mdb(mdb_drop(txn, ix->blobs, 0))) < 0)
+	if ((rc = merge_end(txn, ix->blobs, cur, rc, more, r->fixes->n != before)) <= 0)
 		return rc;
 	for (i = 0; i < r->refs.n;) {
 		struct ix_blob_rec rec = { .size = r->refs.v[i].n };
@@ -418,12 +428,7 @@ static int repair_children(struct ix *ix, MDB_txn *txn, struct repair *r)
 		if (c <= 0)
 			more = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 	}
-	if (rc == 0 && more != 0 && more != MDB_NOTFOUND)
-		rc = ix_mdb(more);
-	mdb_cursor_close(cur);
-	if (rc < 0 || r->fixes->n == before)
-		return rc;
-	if ((rc = ix_mdb(mdb_drop(txn, ix->children, 0))) < 0)
+	if ((rc = merge_end(txn, ix->children, cur, rc, more, r->fixes->n != before)) <= 0)
 		return rc;
 	for (i = 0; i < r->edges.n; i++) {
 		MDB_val pk = ix_val(r->edges.v[i].a.b, 16), cv = ix_val(r->edges.v[i].b.b, 16);
