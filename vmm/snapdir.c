@@ -20,6 +20,9 @@
 #define SNAPDIR_FUSE_MAGIC 0x65735546
 /* The xattr a strata mount puts on layer files: the backing blob's path. */
 #define SNAPDIR_XATTR_BLOB "user.strata.blob_path"
+#define SNAPDIR_XATTR_RESTORE "user.strata.restore"
+/* The largest xattr value Linux passes (XATTR_SIZE_MAX). */
+#define SNAPDIR_RESTORE_MAX 65536
 /* Bytes hashed per read when verifying (large reads run at hash speed). */
 #define SNAPDIR_HASH_CHUNK (4u << 20)
 
@@ -36,26 +39,19 @@ struct vmm_snapdir {
 /*
  * On a strata mount, open the layer's backing blob instead of the FUSE file:
  * its pages then come straight from the page cache (no daemon round trip per
- * fault) and the mapping outlives a daemon restart. The xattr is only a
- * hint: the target must be an absolute path to a regular file under a
+ * fault) and the mapping outlives a daemon restart. The mount's answer is
+ * only a hint: the target must be an absolute path to a regular file under a
  * blobs/ directory, named exactly the layer's id (content-addressed, so
  * only a strata store holds it) and of the layer's size; verified mode
  * hashes the file that is mapped. A `cp -a` copy of a mount carries the
- * xattr too and then maps the same store blob, which is equally right.
- * Returns the fd, or -1 to use the file in the directory.
+ * blob_path xattr too and then maps the same store blob, which is equally
+ * right. Returns the fd, or -1 to use the file in the directory.
  */
-static int open_backing(const char *layer_path, const char *hex, uint64_t size)
+static int open_blob_target(const char *target, const char *hex, uint64_t size)
 {
-	char target[PATH_MAX];
 	struct stat st;
-	ssize_t n;
 	int fd;
 
-	/* By path: one getxattr round trip to the daemon, no open/release. */
-	n = lgetxattr(layer_path, SNAPDIR_XATTR_BLOB, target, sizeof(target) - 1);
-	if (n <= 0)
-		return -1;
-	target[n] = '\0';
 	const char *base = strrchr(target, '/');
 	if (target[0] != '/' || !base || strcmp(base + 1, hex) != 0 || !strstr(target, "/blobs/"))
 		return -1;
@@ -67,6 +63,19 @@ static int open_backing(const char *layer_path, const char *hex, uint64_t size)
 		return -1;
 	}
 	return fd;
+}
+
+static int open_backing(const char *layer_path, const char *hex, uint64_t size)
+{
+	char target[PATH_MAX];
+	ssize_t n;
+
+	/* By path: one getxattr round trip to the daemon, no open/release. */
+	n = lgetxattr(layer_path, SNAPDIR_XATTR_BLOB, target, sizeof(target) - 1);
+	if (n <= 0)
+		return -1;
+	target[n] = '\0';
+	return open_blob_target(target, hex, size);
 }
 
 /* Hash the whole file behind fd and compare with its id. */
@@ -138,6 +147,14 @@ out_close:
 	return rc;
 }
 
+static int layer_fail(const struct vmm_snapdir *d, const char *hex, int rc, struct vmm_error *err)
+{
+	return vmm_fail(err, rc == ST_ECORRUPT || rc == VMM_E_BAD_SNAPSHOT ? VMM_E_BAD_SNAPSHOT : rc,
+			"snapshot %s: layer %s %s", d->path, hex,
+			rc == ST_ECORRUPT ? "does not hash to its name (corrupted)" :
+			rc == VMM_E_BAD_SNAPSHOT ? "shrank while being read" : strerror(-rc));
+}
+
 static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
 {
 	const struct st_layer_ref *l = &d->m->layers[i];
@@ -197,10 +214,69 @@ static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
 	d->fds[i] = fd;
 	return 0;
 out_fail:
-	return vmm_fail(err, rc == ST_ECORRUPT || rc == VMM_E_BAD_SNAPSHOT ? VMM_E_BAD_SNAPSHOT : rc,
-		    "snapshot %s: layer %s %s", d->path, hex,
-		    rc == ST_ECORRUPT ? "does not hash to its name (corrupted)" :
-		    rc == VMM_E_BAD_SNAPSHOT ? "shrank while being read" : strerror(-rc));
+	return layer_fail(d, hex, rc, err);
+}
+
+/*
+ * On a strata mount, one getxattr of the directory's user.strata.restore
+ * brings manifest.json's bytes and every layer's backing blob path
+ * (docs/fs.md): one daemon round trip instead of an open and release of
+ * manifest.json plus a getxattr per layer. Each blob is checked as
+ * open_backing checks it. It is only a shortcut: returns 1 if d is now
+ * open, 0 to read the files instead (no such xattr, an answer too large for
+ * one, anything in it unusable), or an error (out of memory, a layer that
+ * fails verification).
+ */
+static int open_via_restore_xattr(struct vmm_snapdir *d, struct vmm_error *err)
+{
+	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1], *buf = malloc(SNAPDIR_RESTORE_MAX);
+	struct st_manifest *m = NULL;
+	int *fds = NULL, rc = 0;
+	uint32_t nopen = 0;
+	ssize_t n;
+
+	if (!buf)
+		return vmm_fail(err, -ENOMEM, "out of memory");
+	n = getxattr(d->path, SNAPDIR_XATTR_RESTORE, buf, SNAPDIR_RESTORE_MAX);
+	const char *end = buf + (n > 0 ? n : 0), *p = memchr(buf, '\0', n > 0 ? (size_t)n : 0);
+	if (!p)
+		goto out_free; /* not a strata mount, or nothing usable: read the files */
+	if (st_manifest_parse(buf, (size_t)(p - buf), &m, why, sizeof(why)) < 0)
+		goto out_free; /* the files will say what is wrong */
+	if (!(fds = malloc((m->nlayers + 1) * sizeof(*fds)))) {
+		rc = vmm_fail(err, -ENOMEM, "out of memory");
+		goto out_free;
+	}
+	for (p++; nopen < m->nlayers; nopen++) {
+		const struct st_layer_ref *l = &m->layers[nopen];
+		const char *z = p < end ? memchr(p, '\0', (size_t)(end - p)) : NULL;
+		st_id_format(&l->id, hex);
+		if (!z || (fds[nopen] = open_blob_target(p, hex, l->pages * ST_PAGE_SIZE)) < 0)
+			goto out_free; /* rc 0: read the files */
+		p = z + 1;
+		if ((d->flags & VMM_SNAPDIR_VERIFY) && (rc = verify_fd(fds[nopen], l->pages * ST_PAGE_SIZE, &l->id)) < 0) {
+			close(fds[nopen]);
+			rc = layer_fail(d, hex, rc, err);
+			goto out_free;
+		}
+	}
+	if (p != end) { /* exactly one path per layer, nothing after */
+		rc = 0;
+		goto out_free;
+	}
+	d->m = m;
+	d->fds = fds;
+	d->ndirect = m->nlayers;
+	d->on_mount = d->probed = true;
+	free(buf);
+	return 1;
+out_free:
+	while (nopen > 0)
+		close(fds[--nopen]);
+	free(fds);
+	st_manifest_free(m);
+	free(buf);
+	return rc;
 }
 
 int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out, struct vmm_error *err)
@@ -225,6 +301,12 @@ int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out,
 		return vmm_fail(err, -ENOMEM, "out of memory");
 	}
 	d->flags = flags;
+	if (!(flags & VMM_SNAPDIR_VIA_FUSE) && (rc = open_via_restore_xattr(d, err)) != 0) {
+		if (rc < 0)
+			goto out_free;
+		*out = d;
+		return 0;
+	}
 	rc = st_snapdir_read(path, &d->m, why, sizeof(why));
 	if (rc < 0) {
 		vmm_fail(err, rc == -ENOENT ? -ENOENT : VMM_E_BAD_SNAPSHOT, "%s is not a usable snapshot directory: %s",

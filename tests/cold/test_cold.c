@@ -16,6 +16,7 @@
 #include <sys/statfs.h>
 #include <linux/magic.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "index/index.h"
@@ -96,6 +97,10 @@ static int rm_one(const char *p, const struct stat *s, int flag, struct FTW *f)
 
 static void fixture_down(void)
 {
+	char tmpfs[PATH_MAX + 16];
+
+	snprintf(tmpfs, sizeof(tmpfs), "%s/tmpfs", fx.dir);
+	umount2(tmpfs, MNT_DETACH); /* mounted by one test; harmless elsewhere */
 	if (fx.mounted && strata("umount", fx.mnt, NULL, NULL) != 0)
 		umount2(fx.mnt, MNT_DETACH);
 	st_manifest_free(fx.m);
@@ -238,6 +243,66 @@ static const char *first_layer(void)
 	st_id_format(&fx.m->layers[0].id, hex);
 	snprintf(layer_path, sizeof(layer_path), "%s/layers/%s", fx.copy, hex);
 	return layer_path;
+}
+
+/* Set user.strata.restore on dir to text + NUL + the given paths (each NUL-ended). */
+static int set_restore_xattr(const char *dir, const char *text, size_t tlen, const char *const *paths, unsigned n)
+{
+	static char buf[65536];
+	size_t len = 0;
+
+	memcpy(buf, text, tlen);
+	len = tlen;
+	buf[len++] = '\0';
+	for (unsigned i = 0; i < n; i++) {
+		size_t pl = strlen(paths[i]) + 1;
+		memcpy(buf + len, paths[i], pl);
+		len += pl;
+	}
+	return setxattr(dir, "user.strata.restore", buf, len, 0);
+}
+
+static const char small_manifest[] = "{\"abi_version\":0,\"created\":0,\"layers\":[],\"mem_size\":4096,"
+				     "\"ranges\":[],\"version\":1}";
+
+Test(cold, the_restore_xattr_is_a_shortcut_never_a_requirement, .init = setup_copy, .fini = fixture_down)
+{
+	char manifest[65536], blob[PATH_MAX], tdir[PATH_MAX + 16], tcopy[PATH_MAX + 32], why[ST_WHY_LEN];
+	const char *blobp = blob, *wrong = "/etc/passwd";
+	unsigned direct = 99;
+
+	cr_assert_eq(fx.m->nlayers, 1, "the fixture's snapshot has one layer");
+	cr_assert_eq(st_blob_path(fx.st, &fx.m->layers[0].id, blob, sizeof(blob)), 0);
+	/* Unusable answers (small enough for any filesystem's xattrs): the
+	 * files are read and the restore works as without one. */
+	cr_assert_eq(setxattr(fx.copy, "user.strata.restore", "no NUL", 6, 0), 0, "%s", strerror(errno));
+	restore_continues(fx.copy, 0, &direct);
+	cr_assert_eq(direct, 0);
+	cr_assert_eq(set_restore_xattr(fx.copy, "{not json", 9, &blobp, 1), 0);
+	restore_continues(fx.copy, 0, &direct);
+	cr_assert_eq(direct, 0);
+	cr_assert_eq(set_restore_xattr(fx.copy, small_manifest, strlen(small_manifest), &wrong, 1), 0);
+	restore_continues(fx.copy, 0, &direct);
+	cr_assert_eq(direct, 0, "never used unless every layer's blob checks out");
+	/* A usable answer, as a mount gives: on tmpfs, whose xattrs hold a
+	 * whole manifest (ext4's hold 4 KiB). */
+	snprintf(tdir, sizeof(tdir), "%s/tmpfs", fx.dir);
+	snprintf(tcopy, sizeof(tcopy), "%s/copy", tdir);
+	cr_assert_eq(mkdir(tdir, 0700), 0);
+	cr_assert_eq(mount("strata-test", tdir, "tmpfs", 0, "size=64m"), 0, "%s", strerror(errno));
+	cr_assert_eq(st_snapdir_export(fx.st, fx.m, tcopy, why, sizeof(why)), 0, "%s", why);
+	snprintf(manifest, sizeof(manifest), "%s/manifest.json", tcopy);
+	FILE *f = fopen(manifest, "r");
+	cr_assert_not_null(f);
+	size_t mlen = fread(manifest, 1, sizeof(manifest), f);
+	fclose(f);
+	cr_assert_eq(set_restore_xattr(tcopy, manifest, mlen, NULL, 0), 0);
+	restore_continues(tcopy, 0, &direct);
+	cr_assert_eq(direct, 0, "too few paths");
+	cr_assert_eq(set_restore_xattr(tcopy, manifest, mlen, &blobp, 1), 0, "%s", strerror(errno));
+	restore_continues(tcopy, 0, &direct);
+	cr_assert_eq(direct, 1, "manifest and blob taken from the xattr");
+	restore_continues(tcopy, VMM_SNAPDIR_VERIFY, NULL);
 }
 
 Test(cold, refuses_what_is_not_a_snapshot_directory, .init = setup_copy, .fini = fixture_down)

@@ -196,6 +196,43 @@ Test(fs_ns, xattrs_name_the_id_and_the_backing_file)
 	cr_assert_eq(memcmp(buf, hexsnap, ST_ID_HEX_LEN), 0);
 }
 
+Test(fs_ns, a_snapshot_directory_answers_its_manifest_and_blob_paths_in_one_xattr)
+{
+	struct fs_node *dir = walk("snapshots", "alpha", NULL);
+	char path[4096], list[256];
+	char *buf;
+
+	int len = fs_ns_getxattr(&N.fs, dir, "user.strata.restore", NULL, 0);
+	cr_assert_gt(len, 0);
+	cr_assert_not_null(buf = malloc((size_t)len));
+	cr_assert_eq(fs_ns_getxattr(&N.fs, dir, "user.strata.restore", buf, (size_t)len - 1), -ERANGE);
+	cr_assert_eq(fs_ns_getxattr(&N.fs, dir, "user.strata.restore", buf, (size_t)len), len);
+	/* manifest.json's bytes, a NUL, then one NUL-ended blob path per layer. */
+	char *text;
+	size_t tlen;
+	cr_assert_eq(st_manifest_encode(N.m, &text, &tlen, NULL, 0), 0);
+	cr_assert_eq(strlen(buf), tlen + 1);
+	cr_assert_eq(memcmp(buf, text, tlen), 0);
+	cr_assert_eq(buf[tlen], '\n');
+	free(text);
+	size_t off = tlen + 2;
+	for (uint32_t i = 0; i < N.m->nlayers; i++) {
+		cr_assert_eq(st_blob_path(N.fs.store, &N.m->layers[i].id, path, sizeof(path)), 0);
+		cr_assert_str_eq(buf + off, path);
+		off += strlen(path) + 1;
+	}
+	cr_assert_eq(off, (size_t)len);
+	free(buf);
+	/* Not listed, so cp -a and rsync -X do not carry it into copies. */
+	int ll = fs_ns_listxattr(&N.fs, dir, list, sizeof(list));
+	cr_assert_gt(ll, 0);
+	for (int o = 0; o < ll; o += (int)strlen(list + o) + 1)
+		cr_assert_str_neq(list + o, "user.strata.restore");
+	/* Only snapshot directories have it. */
+	cr_assert_eq(fs_ns_getxattr(&N.fs, walk("snapshots", "alpha", "manifest.json"), "user.strata.restore", NULL, 0),
+		     -ENODATA);
+}
+
 Test(fs_ns, stable_inode_numbers_do_not_depend_on_lookup_order)
 {
 	struct stat a, b;
