@@ -12,6 +12,11 @@
 #include "store/store_int.h"
 
 #define PUT_FD_CHUNK (1u << 20)
+/* Writes smaller than this are gathered before they reach write(2): a
+ * capture hands over one run of pages at a time, and scattered pages would
+ * otherwise cost a system call each. Small enough to come from the heap,
+ * not mmap (docs/formats.md has the measurement and the reason). */
+#define WRITER_BUF (64u << 10)
 
 struct st_blob_writer {
 	struct st_store *s;
@@ -19,6 +24,8 @@ struct st_blob_writer {
 	int fd;
 	int err;           /* first failure of write(); commit then fails with it */
 	uint64_t size;
+	uint8_t *buf;      /* gathered small writes, allocated on first use */
+	size_t buffered;
 	char tmpname[64];
 };
 
@@ -69,6 +76,20 @@ out_free:
 	return rc;
 }
 
+/* Write what is gathered; a failure is kept and reported by commit. */
+static int writer_flush(struct st_blob_writer *w)
+{
+	int rc;
+
+	if (w->err || w->buffered == 0)
+		return w->err;
+	rc = st_sys_write_all(w->fd, w->buf, w->buffered);
+	w->buffered = 0;
+	if (rc < 0)
+		w->err = st_write_err(rc);
+	return w->err;
+}
+
 int st_blob_writer_write(struct st_blob_writer *w, const void *buf, size_t len)
 {
 	int rc;
@@ -77,13 +98,24 @@ int st_blob_writer_write(struct st_blob_writer *w, const void *buf, size_t len)
 		return w->err;
 	if (len == 0)
 		return 0;
+	st_hasher_update(w->h, buf, len);
+	w->size += len;
+	if (len < WRITER_BUF && !w->buf && !(w->buf = st_sys_malloc(WRITER_BUF)))
+		return w->err = -ENOMEM;
+	if (len < WRITER_BUF) {
+		if (w->buffered + len > WRITER_BUF && (rc = writer_flush(w)) < 0)
+			return rc;
+		memcpy(w->buf + w->buffered, buf, len);
+		w->buffered += len;
+		return 0;
+	}
+	if ((rc = writer_flush(w)) < 0)
+		return rc;
 	rc = st_sys_write_all(w->fd, buf, len);
 	if (rc < 0) {
 		w->err = st_write_err(rc);
 		return w->err;
 	}
-	st_hasher_update(w->h, buf, len);
-	w->size += len;
 	return 0;
 }
 
@@ -99,6 +131,7 @@ static void writer_discard(struct st_blob_writer *w)
 		st_sys_close(w->fd);
 	st_sys_unlinkat(w->s->tmp_fd, w->tmpname, 0);
 	st_hasher_free(w->h);
+	free(w->buf);
 	free(w);
 }
 
@@ -190,11 +223,13 @@ static int writer_publish(struct st_blob_writer *w, st_id id, const st_id *expec
 		dir[2] = '\0';
 		if ((rc = st_dir_fsync(s->blobs_fd, dir)) < 0) {
 			st_hasher_free(w->h);
+			free(w->buf);
 			free(w);
 			return rc;
 		}
 	}
 	st_hasher_free(w->h);
+	free(w->buf);
 	free(w);
 	if (id_out)
 		*id_out = id;
@@ -218,8 +253,7 @@ int st_blob_writer_commit(struct st_blob_writer *w, const st_id *expect, st_id *
 	st_id id;
 	int rc;
 
-	if (w->err) {
-		rc = w->err;
+	if ((rc = writer_flush(w)) < 0) {
 		writer_discard(w);
 		return rc;
 	}

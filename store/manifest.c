@@ -299,6 +299,29 @@ static int seal_object(const char *what, char **text, uint64_t *memo, char *why,
 	return 0;
 }
 
+int st_manifest_set_object(struct st_manifest *m, const char *key, const json_t *obj)
+{
+	bool guest = strcmp(key, "guest") == 0;
+	char *text;
+
+	if (!guest && strcmp(key, "vcpu") != 0)
+		return -EINVAL;
+	if (!json_is_object(obj))
+		return ST_EFORMAT;
+	if (!(text = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS)))
+		return -ENOMEM;
+	size_t len = strlen(text);
+	if (len > ST_MANIFEST_MAX_OBJECT) {
+		free(text);
+		return ST_EFORMAT;
+	}
+	char **slot = guest ? &m->guest : &m->vcpu;
+	free(*slot);
+	*slot = text;
+	*(guest ? &m->guest_canon : &m->vcpu_canon) = canon_memo(text, len);
+	return 0;
+}
+
 int st_manifest_seal(struct st_manifest *m, char *why, size_t whylen)
 {
 	int rc;

@@ -274,6 +274,14 @@ int st_manifest_validate(const struct st_manifest *m, char *why, size_t whylen);
  * already. Errors as st_manifest_validate, or -ENOMEM.
  */
 int st_manifest_seal(struct st_manifest *m, char *why, size_t whylen);
+/*
+ * Set m's "guest" or "vcpu" text from a jansson object (not consumed): its
+ * canonical text, remembered as such, so neither sealing nor the id parses
+ * it again. -> 0, -EINVAL (another key), ST_EFORMAT (not an object, too
+ * large), -ENOMEM.
+ */
+struct json_t;
+int st_manifest_set_object(struct st_manifest *m, const char *key, const struct json_t *obj);
 
 /*
  * Parse manifest JSON strictly (docs/formats.md): truncated or malformed JSON,

@@ -154,6 +154,15 @@ out_free:
 }
 
 /* Layers of the new manifest: the old layers still used, then the new one. */
+/* Put a description object into the manifest as canonical text, and drop it. */
+static int set_object(struct st_manifest *m, const char *key, json_t *obj)
+{
+	int rc = obj ? st_manifest_set_object(m, key, obj) : -ENOMEM;
+
+	json_decref(obj);
+	return rc;
+}
+
 static int build_manifest(struct vmm_sandbox *sb, struct vmm_snap *s, struct segv *segs, bool has_new,
 			  const st_id *new_id, uint64_t new_pages, struct st_manifest **out)
 {
@@ -203,7 +212,7 @@ static int build_manifest(struct vmm_sandbox *sb, struct vmm_snap *s, struct seg
 		m->parent = s->id;
 	m->created = now_ns();
 	m->abi_version = STRATA_ABI_VERSION;
-	if ((rc = vmm_guest_to_json(sb, &m->guest)) < 0)
+	if ((rc = set_object(m, "guest", vmm_guest_object(sb))) < 0)
 		goto out_free;
 	free(remap);
 	*out = m;
@@ -314,7 +323,7 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 	/* 4. The manifest. */
 	if ((rc = build_manifest(sb, s, final, new_pages > 0, &new_id, new_pages, &m)) < 0)
 		goto out_free;
-	if ((rc = vmm_vcpu_to_json(&vcpu, &m->vcpu)) < 0)
+	if ((rc = set_object(m, "vcpu", vmm_vcpu_object(&vcpu))) < 0)
 		goto out_free;
 	char why[ST_WHY_LEN];
 	if ((rc = st_manifest_seal(m, why, sizeof(why))) < 0)

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <jansson.h>
 
 #include "store/store.h"
 #include "vmm/vmm_int.h"
@@ -77,8 +78,11 @@ const struct vmm_policy *vmm_policy_get(void);
 /* ---- vCPU and guest description as manifest JSON text (vcpu.c) ---- */
 
 int vmm_vcpu_to_json(const struct vmm_vcpu_state *st, char **json);
+/* The same as a jansson object (NULL when out of memory); the caller decrefs it. */
+json_t *vmm_vcpu_object(const struct vmm_vcpu_state *st);
 int vmm_vcpu_from_json(const char *json, struct vmm_vcpu_state *st, char *why, size_t whylen);
 int vmm_guest_to_json(const struct vmm_sandbox *sb, char **json);
+json_t *vmm_guest_object(const struct vmm_sandbox *sb);
 /* Layout and function table of a snapshot's guest. *fns malloc'd. */
 int vmm_guest_from_json(const char *json, struct vmm_layout *l, struct vmm_fn **fns, unsigned *nfns,
 			char *why, size_t whylen);

@@ -138,7 +138,7 @@ static int dump(json_t *o, char **json)
 	return *json ? 0 : -ENOMEM;
 }
 
-int vmm_vcpu_to_json(const struct vmm_vcpu_state *st, char **json)
+json_t *vmm_vcpu_object(const struct vmm_vcpu_state *st)
 {
 	json_t *o = json_object(), *g = json_object();
 	char fx[2 * 512 + 1];
@@ -146,7 +146,7 @@ int vmm_vcpu_to_json(const struct vmm_vcpu_state *st, char **json)
 	if (!o || !g) {
 		json_decref(o);
 		json_decref(g);
-		return -ENOMEM;
+		return NULL;
 	}
 	json_object_set_new(o, "version", json_integer(st->version));
 	for (int i = 0; i < 16; i++)
@@ -170,7 +170,12 @@ int vmm_vcpu_to_json(const struct vmm_vcpu_state *st, char **json)
 	/* MSRs: the guest runtime uses none beyond EFER (above); no SYSCALL,
 	 * no FS/GS base MSRs (bases travel in the segments). */
 	json_object_set_new(o, "msrs", json_object());
-	return dump(o, json);
+	return o;
+}
+
+int vmm_vcpu_to_json(const struct vmm_vcpu_state *st, char **json)
+{
+	return dump(vmm_vcpu_object(st), json);
 }
 
 static int bad(char *why, size_t whylen, const char *what)
@@ -260,7 +265,7 @@ static const struct {
 #undef F
 };
 
-int vmm_guest_to_json(const struct vmm_sandbox *sb, char **json)
+json_t *vmm_guest_object(const struct vmm_sandbox *sb)
 {
 	json_t *o = json_object(), *l = json_object(), *fns = json_array();
 
@@ -268,7 +273,7 @@ int vmm_guest_to_json(const struct vmm_sandbox *sb, char **json)
 		json_decref(o);
 		json_decref(l);
 		json_decref(fns);
-		return -ENOMEM;
+		return NULL;
 	}
 	for (size_t i = 0; i < sizeof(layout_fields) / sizeof(layout_fields[0]); i++) {
 		uint64_t v;
@@ -282,7 +287,12 @@ int vmm_guest_to_json(const struct vmm_sandbox *sb, char **json)
 	json_object_set_new(o, "abi_version", json_integer(STRATA_ABI_VERSION));
 	json_object_set_new(o, "layout", l);
 	json_object_set_new(o, "functions", fns);
-	return dump(o, json);
+	return o;
+}
+
+int vmm_guest_to_json(const struct vmm_sandbox *sb, char **json)
+{
+	return dump(vmm_guest_object(sb), json);
 }
 
 int vmm_guest_from_json(const char *json, struct vmm_layout *lout, struct vmm_fn **fns_out, unsigned *nfns,

@@ -136,6 +136,31 @@ Test(store, streaming_put_equals_one_shot)
 	free(buf);
 }
 
+/* Small writes are gathered in a 256 KiB buffer and large ones go straight
+ * through: any mix, at and around the buffer's size, stores the same bytes. */
+Test(store, gathered_and_direct_writes_keep_their_order)
+{
+	static const size_t sizes[] = { 4096, 1, 262143, 1, 262144, 7, 4096, 300000, 262137, 4096, 1 << 20, 3 };
+	size_t len = 0;
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		len += sizes[i] * 3;
+	uint8_t *buf = malloc(len);
+	struct st_blob_writer *w;
+	st_id got, want;
+
+	cr_assert_not_null(buf);
+	th_fill(buf, len, 7);
+	st_id_hash(buf, len, &want);
+	cr_assert_eq(st_blob_writer_new(th_store, &w), 0);
+	for (size_t off = 0, i = 0; off < len; off += sizes[i % 12], i++)
+		cr_assert_eq(st_blob_writer_write(w, buf + off, sizes[i % 12]), 0);
+	cr_assert_eq(st_blob_writer_size(w), len);
+	cr_assert_eq(st_blob_writer_commit(w, &want, &got, NULL), 0);
+	cr_assert_eq(st_blob_verify(th_store, &got), 0, "the file holds the bytes in order");
+	free(buf);
+}
+
 Test(store, put_fd_with_wrong_expectation_keeps_nothing)
 {
 	uint8_t buf[10000];

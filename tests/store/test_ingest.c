@@ -142,7 +142,10 @@ Test(ingest, unchanged_image_adds_nothing)
 	cr_assert_eq(st.bytes_added, 0);
 	cr_assert_eq(c->nlayers, 1);
 	cr_assert_eq(c->nranges, p->nranges);
-	cr_assert_eq(memcmp(c->ranges, p->ranges, p->nranges * sizeof(*p->ranges)), 0);
+	for (uint64_t i = 0; i < p->nranges; i++) /* field by field: the struct has padding */
+		cr_assert(c->ranges[i].gpage == p->ranges[i].gpage && c->ranges[i].npages == p->ranges[i].npages &&
+			  c->ranges[i].layer == p->ranges[i].layer && c->ranges[i].lpage == p->ranges[i].lpage,
+			  "range %llu differs", (unsigned long long)i);
 	cr_assert_eq(th_count_blobs(th_store), 1);
 	free(img);
 	st_manifest_free(p);

@@ -1,5 +1,6 @@
 /* test_manifest_encode.c: the canonical encoder agrees byte for byte with jansson's own, and its memo is safe. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,5 +168,27 @@ Test(manifest_encode, sealing_puts_texts_in_canonical_form)
 	free(m->guest);
 	m->guest = strdup("{\"a\":1,\"a\":2}");
 	cr_assert_eq(st_manifest_seal(m, why, sizeof(why)), ST_EFORMAT, "duplicate keys are refused");
+	st_manifest_free(m);
+}
+
+Test(manifest_encode, an_object_set_from_jansson_is_canonical_and_remembered)
+{
+	struct st_manifest *m = parse_ok("{\"version\":1,\"mem_size\":8192,\"layers\":[{\"id\":\"" A "\",\"pages\":1}],"
+					 "\"ranges\":[[1,1,0,0]],\"created\":5,\"abi_version\":1}");
+	json_t *o = json_pack("{s:i,s:[i,i],s:s}", "z", 1, "a", 2, 3, "m", "x\"y");
+	char why[ST_WHY_LEN] = "";
+
+	cr_assert_eq(st_manifest_set_object(m, "vcpu", o), 0);
+	cr_assert_str_eq(m->vcpu, "{\"a\":[2,3],\"m\":\"x\\\"y\",\"z\":1}");
+	cr_assert_neq(m->vcpu_canon, 0);
+	cr_assert_eq(st_manifest_set_object(m, "guest", o), 0);
+	cr_assert_str_eq(m->guest, m->vcpu);
+	expect_same_encoding(m, "objects set from jansson");
+	cr_assert_eq(st_manifest_seal(m, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(st_manifest_set_object(m, "labels", o), -EINVAL);
+	json_t *arr = json_array();
+	cr_assert_eq(st_manifest_set_object(m, "vcpu", arr), ST_EFORMAT);
+	json_decref(arr);
+	json_decref(o);
 	st_manifest_free(m);
 }

@@ -89,6 +89,20 @@ STRATA_FUNCTION(touch_pages, "i(i)")
 	return strata_ret_i64(c, pages);
 }
 
+/* Touch one word in `pages` heap pages `stride` pages apart: scattered
+ * writes, one run per page (the capture benchmarks use it). */
+STRATA_FUNCTION(touch_strided, "i(ii)")
+{
+	int64_t pages = strata_arg_i64(c, 0), stride = strata_arg_i64(c, 1);
+	const struct strata_boot_info *bi = strata_boot_info();
+	if (pages < 0 || stride < 1 || stride > 1024 || (uint64_t)pages > bi->heap_size / 4096 / (uint64_t)stride)
+		return strata_fail(c, "%lld pages %lld apart do not fit the heap", (long long)pages, (long long)stride);
+	volatile uint64_t *base = (volatile uint64_t *)(uintptr_t)bi->heap_addr;
+	for (int64_t i = 0; i < pages; i++)
+		base[(uint64_t)(i * stride) * 512] += (uint64_t)i + 1;
+	return strata_ret_i64(c, pages);
+}
+
 STRATA_FUNCTION(counter_next, "i()")
 {
 	return strata_ret_i64(c, ++counter);
