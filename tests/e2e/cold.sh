@@ -27,7 +27,7 @@ ok "a directory without manifest.json is refused" \
 ok "verify checks one snapshot of the store" st "$A" verify two
 ok "verify checks a copied snapshot directory" "$STRATA" verify "$T/copy"
 cp -r "$T/copy" "$T/bad" && chmod -R u+w "$T/bad"
-for f in "$T"/bad/layers/*; do printf 'X' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null; done
+for f in "$T"/bad/layers/*; do "$here/flip_byte" "$f" 100; done
 verify_corrupt() { "$STRATA" verify "$T/bad" >"$T/v.out" 2>&1; [ $? -eq 4 ] && grep -q 'content hashes to' "$T/v.out"; }
 ok "verify names a corrupted layer of a copy and exits 4" verify_corrupt
 ok "pool -n 0 is a usage error" expect_fail "-n wants a count" "$STRATA" pool "$T/copy" -n 0

@@ -25,7 +25,7 @@ ok "layers already stored are not stored again" test "$(find "$S/blobs" -type f 
 ok "nothing left in the store's staging dir" test -z "$(ls -A "$S/tmp")"
 
 cp -r "$T/exp" "$T/bad" && chmod -R u+w "$T/bad"
-printf 'X' | dd of="$T/bad/layers/$layer" bs=1 seek=5000 conv=notrunc 2>/dev/null
+"$(dirname "$0")/flip_byte" "$T/bad/layers/$layer" 5000
 ok "corrupt layer: cp reports Bad message" expect_fail "Bad message" cp -r "$T/bad" "$M/snapshots/corrupt"
 ok "corrupt layer: not visible" not_listed "$M" corrupt "$S"
 ok "corrupt layer: the log says why" grep -q "corrupt: layers/$layer: bytes do not hash" "$S.log"

@@ -94,7 +94,7 @@ check "verify passes on a healthy store" st2 verify
 # A damaged copy is rejected and leaves the store unchanged.
 cp -r "$T/exp" "$T/bad"; chmod -R u+w "$T/bad"
 lay=$(ls "$T/bad/layers" | head -1)
-printf 'Z' | dd of="$T/bad/layers/$lay" bs=1 seek=10 conv=notrunc 2>/dev/null
+"$(dirname "$0")/flip_byte" "$T/bad/layers/$lay" 10
 rm -rf "$S2.before"; cp -a "$S2" "$S2.before"
 expect_exit 1 "import of a layer that does not hash to its name is rejected, naming it" "layer $lay.*(do not hash|hashes to)" st2 import "$T/bad" --tag bad
 if diff -r "$S2/blobs" "$S2.before/blobs" >/dev/null && st2 fsck >/dev/null; then ok "the rejected import left the store unchanged and fsck clean"
@@ -102,7 +102,7 @@ else nok "the rejected import left the store unchanged and fsck clean"; fi
 
 # Corrupt a blob inside the store: verify names it and exits 4.
 blob=$(find "$S2/blobs" -type f | head -1); bid=$(basename "$blob")
-chmod u+w "$blob"; printf 'Z' | dd of="$blob" bs=1 seek=5 conv=notrunc 2>/dev/null
+chmod u+w "$blob"; "$(dirname "$0")/flip_byte" "$blob" 5
 expect_exit 4 "verify exits 4 and names the corrupt blob" "corrupt: blob $bid" st2 verify
 expect_exit 4 "fsck also reports it" "corrupt: blob $bid" st2 fsck
 
