@@ -4,7 +4,7 @@ here=$(dirname "$0")
 # shellcheck source=fs_lib.sh
 . "$here/fs_lib.sh"
 GUEST=${STRATA_BUILD:?}/vmm/guest/simpleguest.elf
-echo "1..17"
+echo "1..18"
 
 A=$T/a B=$T/b MA=$T/ma MB=$T/mb
 st "$A" init >/dev/null
@@ -20,6 +20,13 @@ ok "run from the mounted path right after rsync continues the counter" counter_i
 ok "pool through the FUSE files right after rsync" \
 	"$STRATA" pool "$MB/snapshots/two-copy" -n 3 --via-fuse --call counter_next
 ok "run from the plain copy, verified" env STRATA_VERIFY=1 "$STRATA" run "$T/copy" --call counter_next
+reuse() { # a sandbox restored in place answers as the snapshot did: the counter went back
+	out=$("$STRATA" pool "$T/copy" -n 3 --call counter_next) &&
+	echo "$out" | grep -q '^sandbox 1: counter_next -> 3$' &&
+	echo "$out" | grep -q '^sandbox 1 after a restore in place: counter_next -> 3$' &&
+	echo "$out" | grep -Eq 'then restore in place \+ call: median [0-9.]+ us'
+}
+ok "pool restores each sandbox in place and calls it again" reuse
 shared_pages() { "$STRATA" pool "$T/copy" -n 4 --map-files --call counter_next | grep -Eq 'private, [1-9][0-9.]* KiB shared file pages'; }
 ok "pool --map-files maps the copy's files (shared file pages)" shared_pages
 ok "a directory without manifest.json is refused" \
