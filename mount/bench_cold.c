@@ -152,7 +152,8 @@ enum {
 	F_COLD = 1 << 6,      /* drop the page cache first (untimed) */
 	F_EVOLVE = 1 << 7,    /* from the ELF, not a snapshot */
 	F_SAVE = 1 << 8,      /* export only */
-	F_FREE_TIMED = 1 << 9 /* dropping the sandbox is part of the work (load) */
+	F_FREE_TIMED = 1 << 9, /* dropping the sandbox is part of the work (load) */
+	F_NO_WARM = 1 << 10    /* warm sandboxes off (VM shells on): every sandbox built */
 };
 
 struct cold_arg {
@@ -180,6 +181,8 @@ static int cold_setup(void **state, const void *arg)
 		free(s);
 		return rc;
 	}
+	if (a->flags & F_NO_WARM)
+		vmm_warm_cache_set(0);
 	*state = s;
 	return 0;
 }
@@ -188,6 +191,8 @@ static void cold_teardown(void *state)
 {
 	struct cold_state *s = state;
 
+	if (s->flags & F_NO_WARM)
+		vmm_warm_cache_set(vmm_shell_cache_limit()); /* back to the shells' limit */
 	cold_free(s->c);
 	free(s);
 }
@@ -376,6 +381,7 @@ void bench_cold(struct bench *b)
 			unsigned flags;
 		} cases[] = {
 			{ "sandboxes/sandbox_from_snapshot/%s/store", F_STORE },
+			{ "sandboxes/sandbox_from_snapshot/%s/store_no_warm", F_STORE | F_NO_WARM },
 			{ "sandboxes/sandbox_from_snapshot/%s/copy", F_COPY },
 			{ "sandboxes/sandbox_from_snapshot/%s/mount", F_MOUNT },
 			{ "sandboxes/sandbox_from_snapshot/%s/mount_via_fuse", F_MOUNT | F_VIA_FUSE },

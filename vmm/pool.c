@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "store/store.h"
-#include "vmm/vmm.h"
+#include "vmm/vmm_int.h"
 
 struct vmm_pool {
 	pthread_mutex_t lock;
@@ -128,7 +128,7 @@ int vmm_pool_put(struct vmm_pool *p, struct vmm_sandbox *sb)
 		rc = vmm_sandbox_from_snapshot(p->m, p->open, p->ctx, &p->cfg, &fresh, NULL);
 		if (rc < 0)
 			return rc; /* stays checked out: the caller still owns it */
-		vmm_sandbox_free(sb);
+		vmm_sandbox_destroy(sb); /* not kept warm: its restore just failed */
 		pthread_mutex_lock(&p->lock);
 		p->sb[i] = fresh;
 		pthread_mutex_unlock(&p->lock);

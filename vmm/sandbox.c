@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "vmm/vmm_int.h"
+#include "vmm/snap_int.h"
 
 #define INIT_TIMEOUT_NS (10ull * 1000000000ull)
 #define ELF_FILE_MAX (64ull << 20)
@@ -173,7 +173,7 @@ int vmm_sandbox_new_mem(const void *elf, size_t size, const struct vmm_config *c
 	pthread_mutex_init(&sb->lock, NULL);
 	rc = sandbox_build(sb, &e, err);
 	if (rc < 0) {
-		vmm_sandbox_free(sb);
+		vmm_sandbox_destroy(sb);
 		return rc;
 	}
 	memset(&sb->err, 0, sizeof(sb->err));
@@ -217,6 +217,12 @@ out_close:
 }
 
 void vmm_sandbox_free(struct vmm_sandbox *sb)
+{
+	if (sb && !vmm_warm_park(sb))
+		vmm_sandbox_destroy(sb);
+}
+
+void vmm_sandbox_destroy(struct vmm_sandbox *sb)
 {
 	if (!sb)
 		return;

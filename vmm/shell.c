@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "vmm/vmm_int.h"
+#include "vmm/snap_int.h"
 
 /* At most this many idle shells per process unless $STRATA_VM_CACHE says
  * otherwise (0 turns the cache off). Each holds a VM, a vCPU and a guest
@@ -25,7 +25,7 @@ static struct shell shells[SHELL_LIMIT];
 static unsigned nshells;
 static int shell_max = -1;
 
-static unsigned shell_cap(void)
+unsigned vmm_shell_cap(void)
 {
 	if (shell_max < 0) {
 		const char *env = getenv("STRATA_VM_CACHE");
@@ -46,6 +46,7 @@ void vmm_shell_cache_set(unsigned max)
 		munmap(s->mem, s->mem_size);
 	}
 	pthread_mutex_unlock(&shell_lock);
+	vmm_warm_cache_set(max); /* the same limit for warm sandboxes */
 }
 
 int vmm_shell_take(uint64_t mem_size, struct vmm_kvm *kvm, uint8_t **mem)
@@ -81,7 +82,7 @@ bool vmm_shell_give(struct vmm_kvm *kvm, uint8_t *mem, uint64_t mem_size)
 	if (kvm->vm_fd < 0 || !mem)
 		return false;
 	pthread_mutex_lock(&shell_lock);
-	bool room = nshells < shell_cap();
+	bool room = nshells < vmm_shell_cap();
 	pthread_mutex_unlock(&shell_lock);
 	if (!room)
 		return false; /* full: not worth wiping a range only to destroy it */
@@ -92,11 +93,19 @@ bool vmm_shell_give(struct vmm_kvm *kvm, uint8_t *mem, uint64_t mem_size)
 		 0) == MAP_FAILED)
 		return false;
 	pthread_mutex_lock(&shell_lock);
-	bool kept = nshells < shell_cap() && nshells < SHELL_LIMIT;
+	bool kept = nshells < vmm_shell_cap() && nshells < SHELL_LIMIT;
 	if (kept)
 		shells[nshells++] = (struct shell){ .kvm = *kvm, .mem = mem, .mem_size = mem_size };
 	pthread_mutex_unlock(&shell_lock);
 	return kept;
+}
+
+unsigned vmm_shell_cache_limit(void)
+{
+	pthread_mutex_lock(&shell_lock);
+	unsigned n = vmm_shell_cap();
+	pthread_mutex_unlock(&shell_lock);
+	return n;
 }
 
 unsigned vmm_shell_cached(void)

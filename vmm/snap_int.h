@@ -157,6 +157,26 @@ struct vmm_snap_alt *vmm_snap_alt_find(struct vmm_snap *s, const st_id *key);
  * not take over (same fd). */
 void vmm_snap_set_current(struct vmm_snap *s, const struct vmm_snap_alt *n, bool keep_old);
 
+/* Does cfg agree with a snapshot's layout (heap, input, output sizes)? */
+bool vmm_snap_cfg_fits(const struct vmm_layout *l, const struct vmm_config *cfg);
+/* sb->cfg from cfg (may be NULL) and sb->layout's sizes. */
+void vmm_snap_cfg_apply(struct vmm_sandbox *sb, const struct vmm_config *cfg);
+
+/*
+ * Warm sandboxes (warm.c): a healthy sandbox being freed whose current
+ * snapshot is known is restored to it and kept, up to the shell cache's
+ * limit and if it holds at most WARM_MAX_PAGES private pages; park returns
+ * true if it was kept (the caller then owns nothing). take hands one out
+ * for a manifest with the same content key whose layers open to the very
+ * same files (device and inode), with cfg applied and nothing of its last
+ * user left; NULL otherwise.
+ */
+bool vmm_warm_park(struct vmm_sandbox *sb);
+struct vmm_sandbox *vmm_warm_take(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx,
+				  const struct vmm_config *cfg);
+/* Keep at most max warm sandboxes (destroying the rest). */
+void vmm_warm_trim(unsigned max);
+
 /* The sandbox's snapshot state, created on first use. NULL only on ENOMEM. */
 struct vmm_snap *vmm_snap_of(struct vmm_sandbox *sb);
 void vmm_snap_free(struct vmm_snap *s);

@@ -316,8 +316,19 @@ int vmm_pool_put(struct vmm_pool *p, struct vmm_sandbox *sb);
  * which then skips VM creation and slot registration. At most `max` are kept
  * per process (default 8, or $STRATA_VM_CACHE; 0 disables). */
 void vmm_shell_cache_set(unsigned max);
-/* Idle shells kept right now. */
+/* Idle shells kept right now, and the limit. */
 unsigned vmm_shell_cached(void);
+unsigned vmm_shell_cache_limit(void);
+/* Warm sandboxes: a freed, healthy sandbox whose snapshot is known is
+ * restored to it and kept (same limit as the shells; at most 4 MiB of its
+ * own pages each); vmm_sandbox_from_snapshot of a manifest with the same
+ * content whose layers open to the very same files gets it back, ready,
+ * with none of its last user's host functions, error or kill request.
+ * docs/restore-from-path.md. How many are kept right now: */
+unsigned vmm_warm_cached(void);
+/* Keep at most max warm sandboxes (vmm_shell_cache_set sets both limits);
+ * 0 turns them off, leaving the shells. */
+void vmm_warm_cache_set(unsigned max);
 /* ==== end snapshot directories and pools ==== */
 
 #endif

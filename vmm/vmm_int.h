@@ -98,6 +98,10 @@ int vmm_fail(struct vmm_error *err, int code, const char *fmt, ...) __attribute_
  */
 int vmm_shell_take(uint64_t mem_size, struct vmm_kvm *kvm, uint8_t **mem);
 bool vmm_shell_give(struct vmm_kvm *kvm, uint8_t *mem, uint64_t mem_size);
+/* How many shells (and, separately, warm sandboxes) a process keeps. */
+unsigned vmm_shell_cap(void);
+/* Free a sandbox for good (vmm_sandbox_free first offers it to warm.c). */
+void vmm_sandbox_destroy(struct vmm_sandbox *sb);
 int vmm_kvm_set_memory(struct vmm_kvm *k, uint64_t gpa, void *host, uint64_t size);
 int vmm_kvm_run(struct vmm_kvm *k, struct vmm_exit *exit);
 int vmm_kvm_get_state(struct vmm_kvm *k, struct vmm_vcpu_state *st);

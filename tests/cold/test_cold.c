@@ -548,6 +548,127 @@ Test(cold, a_recycled_vm_shell_carries_nothing_over, .init = setup_copy, .fini =
 	vmm_shell_cache_set(8);
 }
 
+static int host_add_cb(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
+{
+	(void)ctx;
+	(void)n;
+	ret->type = VMM_I64;
+	ret->i64 = a[0].i64 + a[1].i64;
+	return 0;
+}
+
+static int64_t add_via_host(struct vmm_sandbox *sb, int *rc)
+{
+	struct vmm_value a[2] = { { .type = VMM_I64, .i64 = 2 }, { .type = VMM_I64, .i64 = 3 } };
+	struct vmm_result r = { 0 };
+
+	*rc = vmm_sandbox_call(sb, "add", a, 2, &r);
+	return r.i64;
+}
+
+Test(cold, a_freed_sandbox_is_kept_warm_for_its_snapshot_and_nothing_of_it_leaks, .init = setup_copy,
+     .fini = fixture_down)
+{
+	struct vmm_sandbox *a, *b, *c;
+	struct vmm_snapdir *d;
+	struct vmm_error err;
+	uint64_t gpage = 0;
+	int rc;
+
+	vmm_shell_cache_set(0); /* start empty */
+	vmm_shell_cache_set(4);
+	/* From the store: a host function, dirty pages and state, then freed. */
+	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, NULL, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_register(a, "host_add", "i(ii)", host_add_cb, NULL), 0);
+	cr_assert_eq(add_via_host(a, &rc), 5);
+	cr_assert_eq(rc, 0);
+	cr_assert_eq(call_i64(a, "touch_pages", 32, true), 32);
+	cr_assert_eq(call_i64(a, "counter_next", 0, false), 4);
+	vmm_sandbox_free(a);
+	cr_assert_eq(vmm_warm_cached(), 1, "a healthy sandbox with a known snapshot is kept");
+	/* The same snapshot from the same files: it comes back as the snapshot. */
+	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, NULL, &b, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_warm_cached(), 0, "taken");
+	cr_assert_eq(vmm_sandbox_check(b, &gpage), 0, "guest page %llu differs from the snapshot",
+		     (unsigned long long)gpage);
+	cr_assert_eq(call_i64(b, "counter_next", 0, false), 4, "the state went back");
+	add_via_host(b, &rc);
+	cr_assert_lt(rc, 0, "the last user's host function is gone");
+	cr_assert(strstr(vmm_sandbox_error(b)->message, "host_add"), "%s", vmm_sandbox_error(b)->message);
+	vmm_sandbox_free(b);
+	cr_assert_eq(vmm_warm_cached(), 1);
+	/* The same snapshot through other files (a plain copy's private copy):
+	 * built anew, and the one kept over the store's files is dropped (that
+	 * content now comes from elsewhere). Two kept over the same files: one
+	 * is handed out, the other stays. */
+	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_warm_cached(), 1, "other files: built anew");
+	cr_assert_eq(call_i64(c, "counter_next", 0, false), 4);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &b, &err), 0, "%s", err.message);
+	vmm_sandbox_free(c);
+	cr_assert_eq(vmm_warm_cached(), 1, "kept over the copy; the one over the store's files dropped");
+	vmm_sandbox_free(b);
+	cr_assert_eq(vmm_warm_cached(), 2);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_warm_cached(), 1, "one handed out, its twin kept");
+	vmm_sandbox_free(c);
+	cr_assert_eq(vmm_warm_cached(), 2);
+	/* A sandbox rebased on its own capture is kept for that snapshot, but
+	 * not with more than 4 MiB of pages of its own. */
+	struct vmm_config big = { .heap_size = 16 << 20 };
+	struct st_manifest *m = NULL;
+	st_id id;
+	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, &big, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_capture(a, fx.st, &m), 0);
+	cr_assert_eq(st_manifest_id(m, &id, NULL, 0), 0);
+	cr_assert_eq(vmm_sandbox_rebase(a, m, &id), 0);
+	cr_assert_eq(call_i64(a, "touch_pages", 1100, true), 1100);
+	vmm_sandbox_free(a);
+	cr_assert_eq(vmm_warm_cached(), 2, "1,100 pages of its own: not kept");
+	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, fx.st, &big, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(call_i64(a, "touch_pages", 100, true), 100);
+	vmm_sandbox_free(a);
+	cr_assert_eq(vmm_warm_cached(), 3, "100 pages: kept");
+	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, fx.st, &big, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_warm_cached(), 2);
+	cr_assert_eq(vmm_sandbox_check(a, &gpage), 0, "guest page %llu", (unsigned long long)gpage);
+	vmm_sandbox_free(a);
+	st_manifest_free(m);
+	vmm_shell_cache_set(0);
+	vmm_shell_cache_set(4);
+	/* Poisoned: not kept. */
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_warm_cached(), 0);
+	struct vmm_result r = { 0 };
+	cr_assert_lt(vmm_sandbox_call(c, "null_write", NULL, 0, &r), 0);
+	vmm_sandbox_free(c);
+	cr_assert_eq(vmm_warm_cached(), 0, "a poisoned sandbox is not kept");
+	/* At the limit the one kept longest makes room for the newest. */
+	vmm_shell_cache_set(0);
+	vmm_shell_cache_set(1);
+	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, NULL, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
+	vmm_sandbox_free(a);
+	vmm_sandbox_free(c);
+	cr_assert_eq(vmm_warm_cached(), 1);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_warm_cached(), 0, "the newest (over the copy) was kept");
+	vmm_sandbox_free(c);
+	vmm_shell_cache_set(4);
+	/* The cache limit applies to them too; 0 empties it. */
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
+	vmm_sandbox_free(c);
+	cr_assert_eq(vmm_warm_cached(), 1);
+	vmm_shell_cache_set(0);
+	cr_assert_eq(vmm_warm_cached(), 0);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
+	vmm_sandbox_free(c);
+	cr_assert_eq(vmm_warm_cached(), 0, "nothing kept with the cache off");
+	vmm_snapdir_close(d);
+	vmm_shell_cache_set(8);
+}
+
 /* The pool is shared by threads: each takes a sandbox, calls, puts it back
  * (restored), many times; every call sees the snapshot's state. */
 struct pool_worker {

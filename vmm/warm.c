@@ -1,0 +1,199 @@
+/* warm.c: freed sandboxes kept ready on their snapshot and handed out again for the same snapshot and files. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vmm/snap_int.h"
+
+/*
+ * A kept sandbox holds the private pages its runs wrote (a restore rewrites
+ * them in place rather than dropping them), so only sandboxes with at most
+ * this many are kept: 1,024 pages, 4 MiB, times the cache limit (8 by
+ * default) bounds what idle sandboxes can hold. docs/restore-from-path.md
+ * measures what a kept one saves.
+ */
+#define WARM_MAX_PAGES 1024
+#define WARM_LIMIT 64
+
+static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vmm_sandbox *warm[WARM_LIMIT];
+static unsigned nwarm;
+static _Atomic int warm_max = -1; /* -1: the shell cache's limit */
+
+static unsigned warm_cap(void)
+{
+	int m = atomic_load(&warm_max);
+
+	return m >= 0 ? (unsigned)m : vmm_shell_cap();
+}
+
+void vmm_warm_cache_set(unsigned max)
+{
+	atomic_store(&warm_max, (int)(max > WARM_LIMIT ? WARM_LIMIT : max));
+	vmm_warm_trim(max);
+}
+
+/* Remove warm[i] keeping the order (caller holds the lock). */
+static struct vmm_sandbox *warm_remove(unsigned i)
+{
+	struct vmm_sandbox *sb = warm[i];
+
+	memmove(warm + i, warm + i + 1, (nwarm - i - 1) * sizeof(*warm));
+	nwarm--;
+	return sb;
+}
+
+/* Do two snapshots map the very same files (device and inode, in order)? */
+static bool same_layer_files(const struct vmm_snap *a, const struct vmm_snap *b)
+{
+	if (!a->m || !b->m || a->m->nlayers != b->m->nlayers)
+		return false;
+	for (uint32_t i = 0; i < a->m->nlayers; i++) {
+		struct stat x, y;
+		if (fstat(a->layers[i].fd, &x) < 0 || fstat(b->layers[i].fd, &y) < 0 || x.st_dev != y.st_dev ||
+		    x.st_ino != y.st_ino)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Keep sb, the most recently freed. One kept for the same content over
+ * other files is dropped: that content now comes from elsewhere (a private
+ * copy made per snapshot-directory handle never matches again once its
+ * handle is gone). At the limit, the one kept longest makes room: the last
+ * one freed is the likeliest to be asked for again. false if max is 0.
+ */
+static bool warm_push(struct vmm_sandbox *sb, unsigned max)
+{
+	struct vmm_sandbox *drop[WARM_LIMIT + 1];
+	unsigned ndrop = 0;
+
+	if (max == 0)
+		return false;
+	pthread_mutex_lock(&warm_lock);
+	for (unsigned i = nwarm; i-- > 0;)
+		if (st_id_equal(&warm[i]->snap->key, &sb->snap->key) && !same_layer_files(warm[i]->snap, sb->snap))
+			drop[ndrop++] = warm_remove(i);
+	if (nwarm >= max || nwarm >= WARM_LIMIT)
+		drop[ndrop++] = warm_remove(0);
+	warm[nwarm++] = sb;
+	pthread_mutex_unlock(&warm_lock);
+	for (unsigned i = 0; i < ndrop; i++)
+		vmm_sandbox_destroy(drop[i]);
+	return true;
+}
+
+bool vmm_warm_park(struct vmm_sandbox *sb)
+{
+	struct vmm_snap *s = sb->snap;
+	unsigned max = warm_cap();
+
+	if (max == 0 || sb->poisoned || sb->in_call || sb->kvm.vcpu_fd < 0 || !sb->mem || !s || !s->have_vcpu ||
+	    !s->has_key || s->pending)
+		return false;
+	/* Back to the snapshot now, so a take needs no restore; the scan
+	 * also says how many private pages it would keep. */
+	uint64_t before = s->stats.pages_scanned;
+	if (vmm_snap_reset(sb, s) < 0 || s->stats.pages_scanned - before > WARM_MAX_PAGES)
+		return false;
+	/* Nothing of this user stays: host functions, last error, a kill. */
+	for (unsigned i = 0; i < sb->nhfns; i++) {
+		free(sb->hfns[i].name);
+		free(sb->hfns[i].sig);
+	}
+	free(sb->hfns);
+	sb->hfns = NULL;
+	sb->nhfns = sb->hfns_cap = 0;
+	memset(&sb->err, 0, sizeof(sb->err));
+	atomic_store(&sb->kill_pending, false);
+	memset(&s->stats, 0, sizeof(s->stats));
+	return warm_push(sb, max);
+}
+
+/* Does every layer of m open to the file sb's snapshot maps? */
+static bool same_files(const struct vmm_snap *s, const struct st_manifest *m, vmm_layer_open_fn open, void *ctx)
+{
+	if (!s->m || s->m->nlayers != m->nlayers)
+		return false;
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		struct stat a, b;
+		int fd = -1;
+		if (!st_id_equal(&s->layers[i].id, &m->layers[i].id) || open(ctx, &m->layers[i].id, &fd) < 0)
+			return false;
+		bool same = fstat(fd, &a) == 0 && fstat(s->layers[i].fd, &b) == 0 && a.st_dev == b.st_dev &&
+			    a.st_ino == b.st_ino;
+		close(fd);
+		if (!same)
+			return false;
+	}
+	return true;
+}
+
+struct vmm_sandbox *vmm_warm_take(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx,
+				  const struct vmm_config *cfg)
+{
+	struct vmm_sandbox *cand[WARM_LIMIT], *sb = NULL;
+	unsigned n = 0;
+	st_id key, id;
+
+	pthread_mutex_lock(&warm_lock);
+	bool any = nwarm > 0;
+	pthread_mutex_unlock(&warm_lock);
+	if (!any)
+		return NULL;
+	vmm_snap_key(m, &key);
+	/* Every kept one with this content; the checks below open files, so
+	 * they run outside the lock. */
+	pthread_mutex_lock(&warm_lock);
+	for (unsigned i = nwarm; i-- > 0;)
+		if (warm[i]->mem_size == m->mem_size && st_id_equal(&warm[i]->snap->key, &key))
+			cand[n++] = warm_remove(i);
+	pthread_mutex_unlock(&warm_lock);
+	/* The same content key and the very same layer files: the state it
+	 * was restored to is exactly what a new sandbox would be built from.
+	 * The id is recomputed: labels are not in the key. */
+	bool usable = n > 0 && vmm_snap_cfg_fits(&cand[0]->layout, cfg);
+	for (unsigned i = 0; i < n; i++) {
+		if (!sb && usable && same_files(cand[i]->snap, m, open, ctx))
+			sb = cand[i];
+		else
+			warm_push(cand[i], warm_cap()); /* back: no more than were there */
+	}
+	if (sb && st_manifest_id(m, &id, NULL, 0) < 0) {
+		warm_push(sb, warm_cap());
+		sb = NULL;
+	}
+	if (!sb)
+		return NULL;
+	sb->snap->id = id;
+	sb->snap->has_id = true;
+	vmm_snap_cfg_apply(sb, cfg);
+	return sb;
+}
+
+void vmm_warm_trim(unsigned max)
+{
+	for (;;) {
+		struct vmm_sandbox *sb = NULL;
+		pthread_mutex_lock(&warm_lock);
+		if (nwarm > max)
+			sb = warm_remove(0);
+		pthread_mutex_unlock(&warm_lock);
+		if (!sb)
+			return;
+		vmm_sandbox_destroy(sb);
+	}
+}
+
+unsigned vmm_warm_cached(void)
+{
+	pthread_mutex_lock(&warm_lock);
+	unsigned n = nwarm;
+	pthread_mutex_unlock(&warm_lock);
+	return n;
+}
