@@ -65,17 +65,24 @@ out_close:
 	return rc;
 }
 
-int st_snapdir_read(const char *dir, struct st_manifest **out, char *why, size_t whylen)
+int st_snapdir_manifest_text(const char *dir, char **text, size_t *len, char *why, size_t whylen)
 {
-	char *text = NULL;
-	size_t len = 0;
 	int dfd, rc;
 
 	dfd = st_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
 	if (dfd < 0)
 		return st_why(why, whylen, dfd, "cannot open snapshot directory: %s", st_strerror(dfd));
-	rc = read_file(dfd, MANIFEST_FILE, ST_MANIFEST_MAX_BYTES, &text, &len, why, whylen);
+	rc = read_file(dfd, MANIFEST_FILE, ST_MANIFEST_MAX_BYTES, text, len, why, whylen);
 	st_sys_close(dfd);
+	return rc;
+}
+
+int st_snapdir_read(const char *dir, struct st_manifest **out, char *why, size_t whylen)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int rc = st_snapdir_manifest_text(dir, &text, &len, why, whylen);
+
 	if (rc < 0)
 		return rc;
 	if (memchr(text, '\0', len))

@@ -320,6 +320,9 @@ int st_manifest_lookup(const struct st_manifest *m, uint64_t gpage, uint32_t *la
  * Missing -> -ENOENT; other errors as st_manifest_parse. Does not look at
  * layers. */
 int st_snapdir_read(const char *dir, struct st_manifest **out, char *why, size_t whylen);
+/* DIR/manifest.json's bytes, unparsed (malloc'd, NUL-terminated; at most
+ * ST_MANIFEST_MAX_BYTES): for a caller that parses them its own way. */
+int st_snapdir_manifest_text(const char *dir, char **text, size_t *len, char *why, size_t whylen);
 
 /* Open DIR/layers/<id> read-only. The caller closes *fd. */
 int st_snapdir_layer_open(const char *dir, const st_id *id, int *fd);

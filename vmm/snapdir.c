@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,62 @@ static int open_backing(const char *layer_path, const char *hex, uint64_t size)
 		return -1;
 	target[n] = '\0';
 	return open_blob_target(target, hex, size);
+}
+
+/*
+ * Parsed manifests by the XXH3-128 of their bytes. Opening the same
+ * snapshot again (a new handle on the same directory, on a mount or a copy)
+ * then skips the parse (~100 µs, docs/restore-from-path.md). The parse is a
+ * function of the bytes alone, so an entry is never stale; failures are not
+ * kept (each says why anew).
+ */
+#define PARSED_KEPT 8
+
+static pthread_mutex_t parsed_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	st_id hash;
+	struct st_manifest *m;
+	uint64_t used;
+} parsed[PARSED_KEPT];
+static uint64_t parsed_clock;
+
+static int parse_manifest(const char *text, size_t len, struct st_manifest **out, char *why, size_t whylen)
+{
+	struct st_manifest *m, *keep;
+	st_id h;
+	int rc = 1;
+
+	st_id_hash(text, len, &h);
+	pthread_mutex_lock(&parsed_lock);
+	for (unsigned i = 0; i < PARSED_KEPT && rc == 1; i++)
+		if (parsed[i].m && st_id_equal(&parsed[i].hash, &h)) {
+			parsed[i].used = ++parsed_clock;
+			rc = st_manifest_dup(parsed[i].m, out);
+		}
+	pthread_mutex_unlock(&parsed_lock);
+	if (rc != 1)
+		return rc;
+	if (memchr(text, '\0', len)) {
+		snprintf(why, whylen, "manifest.json contains a NUL byte");
+		return ST_EFORMAT;
+	}
+	if ((rc = st_manifest_parse(text, len, &m, why, whylen)) < 0)
+		return rc;
+	if (st_manifest_dup(m, &keep) == 0) {
+		unsigned lru = 0;
+		pthread_mutex_lock(&parsed_lock);
+		for (unsigned i = 1; i < PARSED_KEPT; i++)
+			if (parsed[i].used < parsed[lru].used)
+				lru = i;
+		struct st_manifest *old = parsed[lru].m;
+		parsed[lru].hash = h;
+		parsed[lru].m = keep;
+		parsed[lru].used = ++parsed_clock;
+		pthread_mutex_unlock(&parsed_lock);
+		st_manifest_free(old);
+	}
+	*out = m;
+	return 0;
 }
 
 /* Hash the whole file behind fd and compare with its id. */
@@ -241,7 +298,7 @@ static int open_via_restore_xattr(struct vmm_snapdir *d, struct vmm_error *err)
 	const char *end = buf + (n > 0 ? n : 0), *p = memchr(buf, '\0', n > 0 ? (size_t)n : 0);
 	if (!p)
 		goto out_free; /* not a strata mount, or nothing usable: read the files */
-	if (st_manifest_parse(buf, (size_t)(p - buf), &m, why, sizeof(why)) < 0)
+	if (parse_manifest(buf, (size_t)(p - buf), &m, why, sizeof(why)) < 0)
 		goto out_free; /* the files will say what is wrong */
 	if (!(fds = malloc((m->nlayers + 1) * sizeof(*fds)))) {
 		rc = vmm_fail(err, -ENOMEM, "out of memory");
@@ -307,7 +364,12 @@ int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out,
 		*out = d;
 		return 0;
 	}
-	rc = st_snapdir_read(path, &d->m, why, sizeof(why));
+	char *text = NULL;
+	size_t tlen = 0;
+	rc = st_snapdir_manifest_text(path, &text, &tlen, why, sizeof(why));
+	if (rc == 0)
+		rc = parse_manifest(text, tlen, &d->m, why, sizeof(why));
+	free(text);
 	if (rc < 0) {
 		vmm_fail(err, rc == -ENOENT ? -ENOENT : VMM_E_BAD_SNAPSHOT, "%s is not a usable snapshot directory: %s",
 		     path, rc == -ENOENT ? "it has no manifest.json" : why[0] ? why : st_strerror(rc));

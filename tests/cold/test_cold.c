@@ -372,9 +372,39 @@ Test(cold, refuses_a_garbled_manifest, .init = setup_copy, .fini = fixture_down)
 	char path[PATH_MAX + 32];
 
 	snprintf(path, sizeof(path), "%s/manifest.json", fx.copy);
+	/* Opened (and its parse kept) first: what is kept is keyed by the
+	 * bytes, so the garbled file is parsed, not served from before. */
+	restore_continues(fx.copy, 0, NULL);
 	chmod(path, 0644);
 	write_file(path, "{\"version\": 1, \"mem", 19);
 	expect_refused(fx.copy, 0, "not a usable snapshot directory");
+}
+
+Test(cold, a_manifest_edited_in_meaning_is_read_anew, .init = setup_copy, .fini = fixture_down)
+{
+	char path[PATH_MAX + 32], text[65536];
+	struct vmm_snapdir *d;
+	struct vmm_error err;
+
+	snprintf(path, sizeof(path), "%s/manifest.json", fx.copy);
+	restore_continues(fx.copy, 0, NULL);
+	/* Same snapshot with a label added: valid, other bytes, another id. */
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	char *at = strstr(text, "\"layers\":");
+	cr_assert_not_null(at);
+	char edited[65600];
+	snprintf(edited, sizeof(edited), "%.*s\"labels\":{\"who\":\"test\"},%s", (int)(at - text), text, at);
+	chmod(path, 0644);
+	write_file(path, edited, strlen(edited));
+	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	const struct st_manifest *m = vmm_snapdir_manifest(d);
+	cr_assert_eq(m->nlabels, 1, "the edited manifest was parsed, not the one kept");
+	cr_assert_str_eq(m->labels[0].key, "who");
+	vmm_snapdir_close(d);
 }
 
 static unsigned long long pss_kib(void)
