@@ -508,12 +508,12 @@ int fs_ns_getxattr(struct fs *fs, struct fs_node *n, const char *name, char *buf
 	st_id id;
 	char hex[ST_ID_HEX_LEN + 1], path[4096];
 
-	/* Only user.strata.* exist (and system.posix_acl_*, empty, which the
-	 * kernel caches). Saying the security and trusted namespaces are not
-	 * supported, rather than empty, lets `ls -l` stop asking for
-	 * security.selinux after the first file of the mount: one round trip
-	 * per listing instead of one per file (docs/fs.md). */
-	if (strncmp(name, "security.", 9) == 0 || strncmp(name, "trusted.", 8) == 0)
+	/* Only user.strata.* exist. Saying the security, trusted and system
+	 * (POSIX ACL) namespaces are not supported, rather than empty, lets
+	 * `ls -l` stop asking for them after the first file of the mount: one
+	 * round trip per listing instead of one per file (docs/fs.md). */
+	if (strncmp(name, "security.", 9) == 0 || strncmp(name, "trusted.", 8) == 0 ||
+	    strncmp(name, "system.", 7) == 0)
 		return -EOPNOTSUPP;
 	if (!node_id(n, &id))
 		return -ENODATA;

@@ -95,12 +95,6 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
-	/* The kernel caches POSIX ACL answers per inode only when the daemon
-	 * takes part in ACLs: strata files carry none, and `ls -l` asks for
-	 * them on every file, so answering once per inode saves a round trip
-	 * per file and listing (docs/fs.md). */
-	if (conn->capable & FUSE_CAP_POSIX_ACL)
-		conn->want |= FUSE_CAP_POSIX_ACL;
 	/* Writes must reach us in order and before flush: no writeback cache. */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	/* 1 MiB requests (256 pages): a quarter of the round trips of the

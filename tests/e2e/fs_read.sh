@@ -37,13 +37,16 @@ man = open('$M/snapshots/base/manifest.json', 'rb').read()
 sys.exit(not (v[0] == man and v[1] == b'$S/blobs/${layer:0:2}/$layer' and v[2:] == [b''] and
               'user.strata.restore' not in os.listxattr('$M/snapshots/base')))
 "
-ok "security.* xattrs are not supported (ls -l asks once per mount, not per file)" python3 -c "
+ok "security.* and POSIX ACL xattrs are not supported (ls -l asks once per mount, not per file)" python3 -c "
 import errno, os, sys
-try:
-    os.getxattr('$M/snapshots/base/manifest.json', 'security.selinux')
-except OSError as e:
-    sys.exit(e.errno != errno.EOPNOTSUPP)
-sys.exit(1)
+for f, name in (('manifest.json', 'security.selinux'), ('manifest.json', 'system.posix_acl_access'),
+                ('layers', 'system.posix_acl_default')):
+    try:
+        os.getxattr('$M/snapshots/base/' + f, name)
+        sys.exit(1)
+    except OSError as e:
+        if e.errno != errno.EOPNOTSUPP:
+            sys.exit(1)
 "
 ok "mmap of a layer through the mount equals the backing blob" python3 -c "
 import mmap, sys

@@ -189,6 +189,7 @@ Test(fs_ns, xattrs_name_the_id_and_the_backing_file)
 	/* Namespaces strata has none of say so (ls then stops asking). */
 	cr_assert_eq(fs_ns_getxattr(&N.fs, blob, "security.selinux", buf, sizeof(buf)), -EOPNOTSUPP);
 	cr_assert_eq(fs_ns_getxattr(&N.fs, top(FS_K_ROOT), "trusted.x", buf, sizeof(buf)), -EOPNOTSUPP);
+	cr_assert_eq(fs_ns_getxattr(&N.fs, blob, "system.posix_acl_access", buf, sizeof(buf)), -EOPNOTSUPP);
 	char hexsnap[ST_ID_HEX_LEN + 1];
 	st_id_format(&N.snap, hexsnap);
 	cr_assert_eq(fs_ns_getxattr(&N.fs, walk("snapshots", "alpha", NULL), "user.strata.id", buf, sizeof(buf)),
