@@ -8,9 +8,9 @@
 #include "vmm/snap_int.h"
 
 /* At most this many idle shells per process unless $STRATA_VM_CACHE says
- * otherwise (0 turns the cache off). Each holds a VM, a vCPU and a guest
- * address range with no pages in it; docs/restore-from-path.md measures the
- * creation cost a shell saves. */
+ * otherwise (0 turns the cache off); the one kept longest makes room for a
+ * new one. Each holds a VM, a vCPU and a guest address range with no pages
+ * in it; docs/restore-from-path.md measures the creation cost a shell saves. */
 #define SHELL_DEFAULT_MAX 8
 #define SHELL_LIMIT 1024
 
@@ -41,9 +41,11 @@ void vmm_shell_cache_set(unsigned max)
 	pthread_mutex_lock(&shell_lock);
 	shell_max = (int)(max > SHELL_LIMIT ? SHELL_LIMIT : max);
 	while (nshells > (unsigned)shell_max) {
-		struct shell *s = &shells[--nshells];
-		vmm_kvm_close(&s->kvm);
-		munmap(s->mem, s->mem_size);
+		struct shell s = shells[0];
+		memmove(shells, shells + 1, (nshells - 1) * sizeof(*shells));
+		nshells--;
+		vmm_kvm_close(&s.kvm);
+		munmap(s.mem, s.mem_size);
 	}
 	pthread_mutex_unlock(&shell_lock);
 	vmm_warm_cache_set(max); /* the same limit for warm sandboxes */
@@ -58,7 +60,8 @@ int vmm_shell_take(uint64_t mem_size, struct vmm_kvm *kvm, uint8_t **mem)
 	for (unsigned i = nshells; i-- > 0;) {
 		if (shells[i].mem_size == mem_size) {
 			s = shells[i];
-			shells[i] = shells[--nshells];
+			memmove(shells + i, shells + i + 1, (nshells - i - 1) * sizeof(*shells));
+			nshells--;
 			hit = true;
 			break;
 		}
@@ -79,24 +82,35 @@ int vmm_shell_take(uint64_t mem_size, struct vmm_kvm *kvm, uint8_t **mem)
 
 bool vmm_shell_give(struct vmm_kvm *kvm, uint8_t *mem, uint64_t mem_size)
 {
-	if (kvm->vm_fd < 0 || !mem)
+	struct shell evict = { .mem = NULL };
+
+	if (kvm->vm_fd < 0 || !mem || vmm_shell_cap() == 0)
 		return false;
-	pthread_mutex_lock(&shell_lock);
-	bool room = nshells < vmm_shell_cap();
-	pthread_mutex_unlock(&shell_lock);
-	if (!room)
-		return false; /* full: not worth wiping a range only to destroy it */
 	/* Wipe the guest range in one call: every page (anonymous, private
 	 * copies, layer mappings) is replaced by fresh zero memory, and KVM's
 	 * MMU notifier drops its mappings of the old pages. */
 	if (mmap(mem, mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
 		 0) == MAP_FAILED)
 		return false;
+	/* At the limit the shell kept longest makes room: shells of a size the
+	 * process no longer uses would otherwise hold every place, and each
+	 * sandbox of the size it uses now would pay for a new VM
+	 * (docs/restore-from-path.md). */
 	pthread_mutex_lock(&shell_lock);
-	bool kept = nshells < vmm_shell_cap() && nshells < SHELL_LIMIT;
+	unsigned cap = vmm_shell_cap() < SHELL_LIMIT ? vmm_shell_cap() : SHELL_LIMIT;
+	bool kept = cap > 0;
+	if (kept && nshells >= cap) {
+		evict = shells[0];
+		memmove(shells, shells + 1, (nshells - 1) * sizeof(*shells));
+		nshells--;
+	}
 	if (kept)
 		shells[nshells++] = (struct shell){ .kvm = *kvm, .mem = mem, .mem_size = mem_size };
 	pthread_mutex_unlock(&shell_lock);
+	if (evict.mem) {
+		vmm_kvm_close(&evict.kvm);
+		munmap(evict.mem, evict.mem_size);
+	}
 	return kept;
 }
 

@@ -699,6 +699,27 @@ Test(cold, a_freed_sandbox_is_kept_warm_for_its_snapshot_and_nothing_of_it_leaks
 	vmm_shell_cache_set(8);
 }
 
+Test(cold, at_the_limit_the_oldest_shell_makes_room, .init = setup_copy, .fini = fixture_down)
+{
+	struct vmm_config small = { .heap_size = 1 << 20 }, big = { .heap_size = 8 << 20 };
+	struct vmm_sandbox *a, *b;
+	struct vmm_error err;
+
+	vmm_shell_cache_set(0);
+	vmm_shell_cache_set(1);
+	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, &small, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, &big, &b, &err), 0, "%s", err.message);
+	vmm_sandbox_free(a);
+	cr_assert_eq(vmm_shell_cached(), 1);
+	vmm_sandbox_free(b);
+	cr_assert_eq(vmm_shell_cached(), 1, "one place: the newest shell holds it");
+	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, &big, &b, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_shell_cached(), 0, "the size used now found its shell");
+	cr_assert_eq(call_i64(b, "counter_next", 0, false), 1);
+	vmm_sandbox_free(b);
+	vmm_shell_cache_set(8);
+}
+
 /* The pool is shared by threads: each takes a sandbox, calls, puts it back
  * (restored), many times; every call sees the snapshot's state. */
 struct pool_worker {
