@@ -124,11 +124,17 @@ static struct vmm_snap *snap_new(struct vmm_sandbox *sb)
 		free(s);
 		return NULL;
 	}
-	s->policy = *vmm_policy_get();
-	const char *d = getenv("STRATA_SNAP_DEBUG");
-	s->debug = d && strcmp(d, "1") == 0;
+	vmm_snap_settings_reset(s);
 	s->pending_layer.fd = -1;
 	return s;
+}
+
+void vmm_snap_settings_reset(struct vmm_snap *s)
+{
+	const char *d = getenv("STRATA_SNAP_DEBUG");
+
+	s->policy = *vmm_policy_get();
+	s->debug = d && strcmp(d, "1") == 0;
 }
 
 struct vmm_snap *vmm_snap_of(struct vmm_sandbox *sb)

@@ -177,6 +177,9 @@ struct vmm_sandbox *vmm_warm_take(const struct st_manifest *m, vmm_layer_open_fn
 /* Keep at most max warm sandboxes (destroying the rest). */
 void vmm_warm_trim(unsigned max);
 
+/* Reset policy (the process's) and debug mode ($STRATA_SNAP_DEBUG). */
+void vmm_snap_settings_reset(struct vmm_snap *s);
+
 /* The sandbox's snapshot state, created on first use. NULL only on ENOMEM. */
 struct vmm_snap *vmm_snap_of(struct vmm_sandbox *sb);
 void vmm_snap_free(struct vmm_snap *s);

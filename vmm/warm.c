@@ -112,6 +112,7 @@ bool vmm_warm_park(struct vmm_sandbox *sb)
 	memset(&sb->err, 0, sizeof(sb->err));
 	atomic_store(&sb->kill_pending, false);
 	memset(&s->stats, 0, sizeof(s->stats));
+	vmm_snap_settings_reset(s); /* policy and debug mode as a new sandbox's */
 	return warm_push(sb, max);
 }
 
