@@ -699,6 +699,53 @@ Test(cold, a_freed_sandbox_is_kept_warm_for_its_snapshot_and_nothing_of_it_leaks
 	vmm_shell_cache_set(8);
 }
 
+/* Random lives over two snapshots: every sandbox handed out, warm or built,
+ * equals its snapshot everywhere, whatever the guest and the host wrote into
+ * the one before it. */
+Test(cold, warm_sandboxes_never_carry_a_previous_life_over, .init = setup_copy, .fini = fixture_down)
+{
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+	struct st_manifest *m2 = NULL;
+	uint64_t seed = 0x5eed, gpage = 0;
+	unsigned hits = 0;
+	st_id id;
+
+	/* A second snapshot: the counter one step further. */
+	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, NULL, &sb, &err), 0, "%s", err.message);
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
+	cr_assert_eq(vmm_sandbox_capture(sb, fx.st, &m2), 0);
+	cr_assert_eq(st_manifest_id(m2, &id, NULL, 0), 0);
+	cr_assert_eq(vmm_sandbox_rebase(sb, m2, &id), 0);
+	vmm_sandbox_free(sb);
+	vmm_shell_cache_set(0);
+	vmm_shell_cache_set(3);
+	for (int i = 0; i < 300; i++) {
+		seed ^= seed << 13;
+		seed ^= seed >> 7;
+		seed ^= seed << 17;
+		bool second = seed & 1;
+		unsigned before = vmm_warm_cached();
+		cr_assert_eq(vmm_sandbox_from_snapshot(second ? m2 : fx.m, vmm_layer_open_store, fx.st, NULL, &sb, &err), 0,
+			     "%s", err.message);
+		hits += vmm_warm_cached() < before;
+		cr_assert_eq(vmm_sandbox_check(sb, &gpage), 0, "life %d: guest page %llu differs from the snapshot", i,
+			     (unsigned long long)gpage);
+		cr_assert_eq(call_i64(sb, "counter_next", 0, false), second ? 5 : 4, "life %d", i);
+		cr_assert_eq(call_i64(sb, "touch_pages", (int64_t)(seed >> 8) % 32, true), (int64_t)(seed >> 8) % 32);
+		/* The host writes too: a few random pages anywhere in guest memory. */
+		uint8_t *mem;
+		uint64_t size;
+		vmm_sandbox_memory(sb, &mem, &size);
+		for (int k = 0; k < 4; k++)
+			mem[((seed >> (8 * k)) * 4096 + 123) % size] ^= 0xA5;
+		vmm_sandbox_free(sb);
+	}
+	cr_assert_gt(hits, 100, "most lives reuse a kept sandbox (%u did)", hits);
+	st_manifest_free(m2);
+	vmm_shell_cache_set(8);
+}
+
 Test(cold, at_the_limit_the_oldest_shell_makes_room, .init = setup_copy, .fini = fixture_down)
 {
 	struct vmm_config small = { .heap_size = 1 << 20 }, big = { .heap_size = 8 << 20 };
