@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store/store.h"
@@ -190,7 +191,7 @@ static int copy_private(int fd, uint64_t size, const st_id *id, bool verify, int
 			goto out_close;
 		}
 	}
-	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
 		rc = -errno;
 		goto out_close;
 	}
@@ -202,6 +203,134 @@ static int copy_private(int fd, uint64_t size, const st_id *id, bool verify, int
 out_close:
 	close(mfd);
 	return rc;
+}
+
+/*
+ * Private copies of plain-directory layers, shared by every handle of the
+ * process while the file they were copied from is unchanged: same layer id,
+ * device, inode, size, modification and change times (any write or
+ * truncation moves ctime). A handle opened again on the same copy then maps
+ * the same sealed memfd, so it is as safe as before, costs no second copy,
+ * and warm sandboxes (warm.c) match it. At most COPIES_BYTES are kept (the
+ * least recently used go first); docs/restore-from-path.md measures it.
+ */
+#define COPIES_MAX 32
+#define COPIES_BYTES (256ull << 20)
+
+struct kept_copy {
+	st_id id;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+	int64_t made_ns;   /* CLOCK_REALTIME when the copy was made */
+	int mfd;
+	bool live;         /* false: a free slot */
+	bool verified;     /* hashed to id when it was made or since */
+	uint64_t used;
+};
+
+static pthread_mutex_t copies_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kept_copy copies[COPIES_MAX];
+static uint64_t copies_clock;
+
+/* File times can come from a coarse clock (one 4 ms tick here, CONFIG_HZ
+ * 250): a file changed in the same tick as the copy was made could look
+ * unchanged, so a copy made less than 10 ms after the file's last change is
+ * not trusted (it is made again, and that one is). */
+#define COPIES_RACY_NS 10000000ll
+
+static int64_t ts_ns(struct timespec t)
+{
+	return (int64_t)t.tv_sec * 1000000000ll + t.tv_nsec;
+}
+
+static bool same_source(const struct kept_copy *c, const st_id *id, const struct stat *st)
+{
+	return c->live && st_id_equal(&c->id, id) && c->dev == st->st_dev && c->ino == st->st_ino &&
+	       c->size == st->st_size && ts_ns(c->mtime) == ts_ns(st->st_mtim) &&
+	       ts_ns(c->ctime) == ts_ns(st->st_ctim) && ts_ns(st->st_ctim) + COPIES_RACY_NS < c->made_ns;
+}
+
+/* A dup of the kept copy of this file, or -1; *verified says if it was hashed. */
+static int copies_find(const st_id *id, const struct stat *st, bool *verified)
+{
+	int fd = -1;
+
+	pthread_mutex_lock(&copies_lock);
+	for (unsigned i = 0; i < COPIES_MAX && fd < 0; i++)
+		if (same_source(&copies[i], id, st)) {
+			fd = fcntl(copies[i].mfd, F_DUPFD_CLOEXEC, 0);
+			*verified = copies[i].verified;
+			copies[i].used = ++copies_clock;
+		}
+	pthread_mutex_unlock(&copies_lock);
+	return fd;
+}
+
+/* Note that the kept copy of this file now hashed to its id. */
+static void copies_mark_verified(const st_id *id, const struct stat *st)
+{
+	pthread_mutex_lock(&copies_lock);
+	for (unsigned i = 0; i < COPIES_MAX; i++)
+		if (same_source(&copies[i], id, st))
+			copies[i].verified = true;
+	pthread_mutex_unlock(&copies_lock);
+}
+
+/* Keep a dup of mfd as the copy of this file, making room by age. */
+static void copies_add(const st_id *id, const struct stat *st, int mfd, bool verified)
+{
+	int drop[COPIES_MAX], ndrop = 0;
+	uint64_t bytes = (uint64_t)st->st_size;
+
+	if (bytes > COPIES_BYTES)
+		return;
+	int keep = fcntl(mfd, F_DUPFD_CLOEXEC, 0);
+	struct timespec now;
+	if (keep < 0)
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	pthread_mutex_lock(&copies_lock);
+	/* An older copy of the same file is replaced. */
+	for (unsigned i = 0; i < COPIES_MAX; i++)
+		if (copies[i].live && st_id_equal(&copies[i].id, id) && copies[i].dev == st->st_dev &&
+		    copies[i].ino == st->st_ino) {
+			drop[ndrop++] = copies[i].mfd;
+			copies[i].live = false;
+		}
+	for (;;) {
+		uint64_t total = bytes;
+		unsigned lru = COPIES_MAX, freeslot = COPIES_MAX;
+		for (unsigned i = 0; i < COPIES_MAX; i++) {
+			if (!copies[i].live) {
+				freeslot = i;
+				continue;
+			}
+			total += (uint64_t)copies[i].size;
+			if (lru == COPIES_MAX || copies[i].used < copies[lru].used)
+				lru = i;
+		}
+		if (freeslot < COPIES_MAX && total <= COPIES_BYTES) {
+			copies[freeslot] = (struct kept_copy){ .id = *id, .dev = st->st_dev, .ino = st->st_ino,
+							       .size = st->st_size, .mtime = st->st_mtim,
+							       .ctime = st->st_ctim, .made_ns = ts_ns(now), .mfd = keep,
+							       .live = true,
+							       .verified = verified,
+							       .used = ++copies_clock };
+			keep = -1;
+			break;
+		}
+		if (lru == COPIES_MAX)
+			break;
+		drop[ndrop++] = copies[lru].mfd;
+		copies[lru].live = false;
+	}
+	pthread_mutex_unlock(&copies_lock);
+	for (int i = 0; i < ndrop; i++)
+		close(drop[i]);
+	if (keep >= 0)
+		close(keep);
 }
 
 static int layer_fail(const struct vmm_snapdir *d, const char *hex, int rc, struct vmm_error *err)
@@ -256,13 +385,28 @@ static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
 	 * truncated, and a mount's FUSE file needs its daemon for every page
 	 * fault (a dead daemon would turn the host's next access into SIGBUS). */
 	if (!direct && !(d->flags & (VMM_SNAPDIR_MAP_FILES | VMM_SNAPDIR_VIA_FUSE))) {
-		int mfd = -1;
-		rc = copy_private(fd, size, &l->id, verify, &mfd);
-		close(fd);
-		if (rc < 0)
-			goto out_fail;
-		fd = mfd;
-		verify = false; /* hashed while copying */
+		bool verified = false;
+		int mfd = copies_find(&l->id, &st, &verified);
+		if (mfd >= 0) {
+			close(fd);
+			fd = mfd;
+			if (verify && !verified) {
+				if ((rc = verify_fd(fd, size, &l->id)) < 0) {
+					close(fd);
+					goto out_fail;
+				}
+				copies_mark_verified(&l->id, &st);
+			}
+			verify = false;
+		} else {
+			rc = copy_private(fd, size, &l->id, verify, &mfd);
+			close(fd);
+			if (rc < 0)
+				goto out_fail;
+			fd = mfd;
+			copies_add(&l->id, &st, mfd, verify);
+			verify = false; /* hashed while copying */
+		}
 	}
 	if (verify && (rc = verify_fd(fd, size, &l->id)) < 0) {
 		close(fd);

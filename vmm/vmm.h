@@ -272,7 +272,8 @@ struct vmm_snapdir;
  * VMM_SNAPDIR_VIA_FUSE: the faster path, and sandboxes keep running if the
  * mount daemon dies. Any other layer (a plain directory's, or a mount's whose
  * backing blob cannot be opened) is copied once into sealed private memory
- * (shared by all sandboxes made from the handle), so truncating the user's
+ * (shared by every handle of the process while the file is unchanged), so
+ * truncating the user's
  * files or killing a daemon cannot fault a running sandbox, unless
  * VMM_SNAPDIR_MAP_FILES or VMM_SNAPDIR_VIA_FUSE ask to map the files
  * themselves (docs/restore-from-path.md). The handle keeps the layer

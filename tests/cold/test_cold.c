@@ -746,6 +746,67 @@ Test(cold, warm_sandboxes_never_carry_a_previous_life_over, .init = setup_copy, 
 	vmm_shell_cache_set(8);
 }
 
+/* Handles on the same plain copy share its private copy (so a warm sandbox
+ * from one serves the next); any change to a layer file means a new copy. */
+Test(cold, handles_on_an_unchanged_copy_share_its_private_copy, .init = setup_copy, .fini = fixture_down)
+{
+	struct vmm_snapdir *d;
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+	char cmd[PATH_MAX * 2 + 64];
+
+	vmm_shell_cache_set(0);
+	vmm_shell_cache_set(4);
+	cr_assert_not_null(getenv("STRATA_SRC"));
+	/* A copy made within 10 ms of its file's last change is not trusted
+	 * (file times can be coarse); let the fresh export age past that. */
+	usleep(100000);
+	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
+	vmm_snapdir_close(d);
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
+	vmm_sandbox_free(sb);
+	cr_assert_eq(vmm_warm_cached(), 1);
+	/* A second handle on the same, unchanged copy: the same private copy,
+	 * so the kept sandbox matches; verified mode hashes that copy. */
+	cr_assert_eq(vmm_snapdir_open(fx.copy, VMM_SNAPDIR_VERIFY, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
+	vmm_snapdir_close(d);
+	cr_assert_eq(vmm_warm_cached(), 0, "the second handle's sandbox was the kept one");
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
+	vmm_sandbox_free(sb);
+	/* The layer file rewritten with the very same bytes: its times moved,
+	 * so it is copied anew and the kept sandbox does not match. */
+	{
+		const char *lp = first_layer();
+		int rfd = open(lp, O_RDONLY | O_CLOEXEC);
+		struct stat lst;
+		cr_assert_geq(rfd, 0);
+		cr_assert_eq(fstat(rfd, &lst), 0);
+		char *bytes = malloc((size_t)lst.st_size);
+		cr_assert_not_null(bytes);
+		cr_assert_eq(read(rfd, bytes, (size_t)lst.st_size), lst.st_size);
+		close(rfd);
+		cr_assert_eq(chmod(lp, 0644), 0);
+		write_file(lp, bytes, (size_t)lst.st_size);
+		free(bytes);
+		usleep(100000); /* past the racy window: the times alone tell */
+	}
+	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
+	vmm_snapdir_close(d);
+	cr_assert_eq(vmm_warm_cached(), 1, "a changed file: built anew");
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
+	vmm_sandbox_free(sb);
+	/* Corrupted after an unverified open: verified mode refuses it. */
+	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	vmm_snapdir_close(d);
+	snprintf(cmd, sizeof(cmd), "'%s/tests/e2e/flip_byte' '%s' 100", getenv("STRATA_SRC"), first_layer());
+	cr_assert_eq(system(cmd), 0);
+	expect_refused(fx.copy, VMM_SNAPDIR_VERIFY, "does not hash to its name");
+	vmm_shell_cache_set(8);
+}
+
 Test(cold, at_the_limit_the_oldest_shell_makes_room, .init = setup_copy, .fini = fixture_down)
 {
 	struct vmm_config small = { .heap_size = 1 << 20 }, big = { .heap_size = 8 << 20 };
