@@ -153,7 +153,8 @@ enum {
 	F_EVOLVE = 1 << 7,    /* from the ELF, not a snapshot */
 	F_SAVE = 1 << 8,      /* export only */
 	F_FREE_TIMED = 1 << 9, /* dropping the sandbox is part of the work (load) */
-	F_NO_WARM = 1 << 10    /* warm sandboxes off (VM shells on): every sandbox built */
+	F_NO_WARM = 1 << 10,   /* warm sandboxes off (VM shells on): every sandbox built */
+	F_FIRST = 1 << 11      /* as a process's first restore: nothing kept, no VM shell */
 };
 
 struct cold_arg {
@@ -217,6 +218,12 @@ static int cold_iter(void *state, struct bench_timer *t)
 	}
 	if (s->flags & F_COLD)
 		drop_cache(c);
+	if (s->flags & F_FIRST) {
+		unsigned shells = vmm_shell_cache_limit();
+		vmm_shell_cache_set(0); /* drops shells and warm sandboxes */
+		vmm_shell_cache_set(shells);
+		vmm_snapdir_caches_drop();
+	}
 	bench_timer_start(t);
 	if (s->flags & F_EVOLVE) {
 		rc = vmm_sandbox_new(bench_guest_path(), &cfg, &sb, NULL);
@@ -390,6 +397,8 @@ void bench_cold(struct bench *b)
 			{ "snapshot_files/load_unverified/%s", F_COPY | F_FREE_TIMED },
 			{ "snapshot_files/cold_start_via_snapshot/%s", F_COPY | F_VERIFY | F_ECHO },
 			{ "snapshot_files/cold_start_via_snapshot_unverified/%s", F_COPY | F_ECHO },
+			{ "snapshot_files/cold_start_via_snapshot/%s/first_in_process", F_COPY | F_VERIFY | F_ECHO | F_FIRST },
+			{ "snapshot_files/cold_start_via_mount/%s/first_in_process", F_MOUNT | F_ECHO | F_FIRST },
 			{ "snapshot_files/cold_start_via_mount/%s/warm", F_MOUNT | F_ECHO },
 			{ "snapshot_files/cold_start_via_mount/%s/cold", F_MOUNT | F_ECHO | F_COLD },
 			{ "snapshot_files/cold_start_via_mount_via_fuse/%s/warm", F_MOUNT | F_VIA_FUSE | F_ECHO },

@@ -333,6 +333,23 @@ static void copies_add(const st_id *id, const struct stat *st, int mfd, bool ver
 		close(keep);
 }
 
+void vmm_snapdir_caches_drop(void)
+{
+	pthread_mutex_lock(&copies_lock);
+	for (unsigned i = 0; i < COPIES_MAX; i++)
+		if (copies[i].live) {
+			close(copies[i].mfd);
+			copies[i].live = false;
+		}
+	pthread_mutex_unlock(&copies_lock);
+	pthread_mutex_lock(&parsed_lock);
+	for (unsigned i = 0; i < PARSED_KEPT; i++) {
+		st_manifest_free(parsed[i].m);
+		parsed[i].m = NULL;
+	}
+	pthread_mutex_unlock(&parsed_lock);
+}
+
 static int layer_fail(const struct vmm_snapdir *d, const char *hex, int rc, struct vmm_error *err)
 {
 	return vmm_fail(err, rc == ST_ECORRUPT || rc == VMM_E_BAD_SNAPSHOT ? VMM_E_BAD_SNAPSHOT : rc,

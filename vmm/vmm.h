@@ -330,6 +330,9 @@ unsigned vmm_warm_cached(void);
 /* Keep at most max warm sandboxes (vmm_shell_cache_set sets both limits);
  * 0 turns them off, leaving the shells. */
 void vmm_warm_cache_set(unsigned max);
+/* Forget the private copies and parsed manifests snapshot directories keep
+ * (docs/restore-from-path.md); sandboxes using them are not affected. */
+void vmm_snapdir_caches_drop(void);
 /* ==== end snapshot directories and pools ==== */
 
 #endif

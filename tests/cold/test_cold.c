@@ -775,6 +775,13 @@ Test(cold, handles_on_an_unchanged_copy_share_its_private_copy, .init = setup_co
 	cr_assert_eq(vmm_warm_cached(), 0, "the second handle's sandbox was the kept one");
 	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
 	vmm_sandbox_free(sb);
+	/* Once the kept copies are dropped, a new handle copies anew. */
+	vmm_snapdir_caches_drop();
+	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
+	vmm_snapdir_close(d);
+	cr_assert_eq(vmm_warm_cached(), 1, "a new private copy: the kept sandbox does not match");
+	vmm_sandbox_free(sb);
 	/* The layer file rewritten with the very same bytes: its times moved,
 	 * so it is copied anew and the kept sandbox does not match. */
 	{
