@@ -94,7 +94,7 @@ int ix_lf_rec_save(struct ix *ix, const MDB_val *k, const MDB_val *v, struct ix_
 	size_t hexbytes = k->mv_size < 32 ? k->mv_size : 32;
 	char hex[65], base[80], tmp[100], to[96];
 	const uint8_t *kb = k->mv_data;
-	int fd, rc;
+	int rc;
 
 	if (k->mv_size > sizeof(out->key))
 		return IX_ECORRUPT;
@@ -107,18 +107,9 @@ int ix_lf_rec_save(struct ix *ix, const MDB_val *k, const MDB_val *v, struct ix_
 		return rc;
 	/* Written whole and synced under a temporary name first, so a name
 	 * ending in .record always holds a complete record. */
-	fd = st_sys_openat(dirfd, tmp, O_CREAT | O_TRUNC | O_WRONLY, 0400);
-	if (fd < 0)
-		return fd;
-	rc = st_sys_write_all(fd, v->mv_data, v->mv_size);
-	if (rc == 0)
-		rc = st_sys_fsync(fd);
-	int crc = st_sys_close(fd);
-	if (rc == 0)
-		rc = crc;
-	if (rc == 0)
-		rc = lf_place(dirfd, tmp, base, to, sizeof(to));
-	if (rc < 0) {
+	if ((rc = st_sys_write_file_synced(dirfd, tmp, v->mv_data, v->mv_size, 0400)) < 0)
+		return rc;
+	if ((rc = lf_place(dirfd, tmp, base, to, sizeof(to))) < 0) {
 		st_sys_unlinkat(dirfd, tmp, 0);
 		return rc;
 	}

@@ -144,23 +144,12 @@ static int format_write(int dirfd, enum st_sync sync)
 {
 	char text[128];
 	int len = snprintf(text, sizeof(text), FORMAT_MAGIC " %u\nsync %s\n", ST_STORE_VERSION, st_sync_name(sync));
-	int fd, rc;
+	int rc = st_sys_write_file_synced(dirfd, FORMAT_FILE ".tmp", text, (size_t)len, 0444);
 
-	fd = st_sys_openat(dirfd, FORMAT_FILE ".tmp", O_WRONLY | O_CREAT | O_TRUNC, 0444);
-	if (fd < 0)
-		return fd;
-	rc = st_sys_write_all(fd, text, (size_t)len);
-	if (rc == 0)
-		rc = st_sys_fsync(fd);
-	int crc = st_sys_close(fd);
-	if (rc == 0)
-		rc = crc;
-	if (rc == 0)
-		rc = st_sys_renameat(dirfd, FORMAT_FILE ".tmp", dirfd, FORMAT_FILE);
-	if (rc < 0) {
+	if (rc == 0 && (rc = st_sys_renameat(dirfd, FORMAT_FILE ".tmp", dirfd, FORMAT_FILE)) < 0)
 		st_sys_unlinkat(dirfd, FORMAT_FILE ".tmp", 0);
+	if (rc < 0)
 		return rc;
-	}
 	return st_dir_fsync(dirfd, ".");
 }
 

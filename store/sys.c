@@ -154,6 +154,24 @@ int st_sys_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int st_sys_write_file_synced(int dirfd, const char *name, const void *buf, size_t len, mode_t mode)
+{
+	int fd = st_sys_openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	int rc, crc;
+
+	if (fd < 0)
+		return fd;
+	rc = st_sys_write_all(fd, buf, len);
+	if (rc == 0)
+		rc = st_sys_fsync(fd);
+	crc = st_sys_close(fd);
+	if (rc == 0)
+		rc = crc;
+	if (rc < 0)
+		st_sys_unlinkat(dirfd, name, 0);
+	return rc;
+}
+
 int st_sys_fsync(int fd)
 {
 	int rc = step();
