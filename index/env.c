@@ -282,6 +282,13 @@ static int open_dbs(struct ix *ix, bool create)
 	    (rc = ix_mdb(mdb_dbi_open(txn, "tags", f, &ix->tags))) < 0 ||
 	    (rc = ix_mdb(mdb_dbi_open(txn, "children", f | MDB_DUPSORT | MDB_DUPFIXED, &ix->children))) < 0)
 		goto out_abort;
+	/* Added after format 1 shipped, and only a cache of facts about blob
+	 * contents: an index without it is still version 1. A writer creates
+	 * it; a read-only open of an older index goes on without it. */
+	rc = ix_mdb(mdb_dbi_open(txn, "sha256", f, &ix->sha256));
+	ix->has_sha256 = rc == 0;
+	if (rc < 0 && !(rc == MDB_NOTFOUND && ix->rdonly))
+		goto out_abort;
 
 	k = ix_val(KEY_VERSION, sizeof(KEY_VERSION) - 1);
 	rc = ix_mdb(mdb_get(txn, ix->meta, &k, &v));

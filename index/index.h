@@ -270,4 +270,129 @@ int ix_snap_lacking_foreach(struct ix *ix,
 			    int (*cb)(const st_id *id, uint32_t missing, uint32_t nlayers, void *ctx),
 			    void *ctx);
 
+/* ---- OCI artifacts: the sha256 table, push and pull engines (index/oci.c) ---- */
+
+/*
+ * The sha256 table maps a blob's (or a snapshot config's) XXH3-128 id to
+ * its sha256, so each blob is sha256-hashed at most once per store. Entries
+ * are facts about bytes, never stale; gc leaves them (48 bytes each).
+ * get: IX_ENOTFOUND when not recorded. put: n pairs in one transaction.
+ */
+int ix_sha256_get(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN]);
+int ix_sha256_put(struct ix *ix, const st_id *ids, const uint8_t (*shas)[ST_SHA256_LEN], size_t n);
+
+struct ix_oci_stats {
+	uint32_t snapshots;       /* OCI manifests pushed / pulled (the chain) */
+	uint32_t blobs_moved;     /* blobs sent or fetched */
+	uint32_t blobs_skipped;   /* blobs the other side already had */
+	uint64_t bytes_moved;     /* blob bytes sent or fetched (resumed bytes excluded) */
+	uint64_t bytes_skipped;
+	uint64_t bytes_resumed;   /* pull: bytes of interrupted fetches reused */
+	uint64_t bytes_sha256;    /* bytes sha256-hashed for the table (0 when all were known) */
+	bool existed;             /* pull: the top snapshot was already in the store */
+};
+
+enum ix_oci_event_kind {
+	IX_OCI_BLOB_BEGIN,  /* a blob starts moving: size */
+	IX_OCI_BLOB_BYTES,  /* done of size bytes moved so far */
+	IX_OCI_BLOB_END,    /* it moved whole and verified */
+	IX_OCI_BLOB_SKIP,   /* the other side had it */
+	IX_OCI_MANIFEST,    /* a manifest was written / read */
+};
+struct ix_oci_event {
+	enum ix_oci_event_kind kind;
+	const uint8_t *sha256;
+	uint64_t size, done;
+	uint32_t index, count;   /* blob index and blobs in this transfer */
+};
+struct ix_oci_progress {
+	void (*cb)(void *ctx, const struct ix_oci_event *ev);
+	void *ctx;
+};
+
+/*
+ * Where a push goes (an OCI layout directory, a registry): blob_has
+ * returns 1 if present, 0 if not, < 0 on error; blob_put sends size bytes
+ * read from fd (from offset 0) or, if fd < 0, from buf; manifest_put sends
+ * an OCI manifest under its digest and, if tag is not NULL, the tag.
+ * Errors are returned as is (a sink may use its own code range) and may
+ * describe themselves in why.
+ */
+struct ix_oci_sink {
+	void *ctx;
+	int (*blob_has)(void *ctx, const struct st_oci_desc *d, char *why, size_t whylen);
+	int (*blob_put)(void *ctx, const struct st_oci_desc *d, int fd, const void *buf, char *why, size_t whylen);
+	int (*manifest_put)(void *ctx, const char *json, size_t len, const uint8_t sha[ST_SHA256_LEN],
+			    const char *tag, char *why, size_t whylen);
+};
+
+/*
+ * Where a pull comes from: manifest_get returns an OCI manifest by tag or
+ * "sha256:<hex>" (malloc'd, at most ST_OCI_MANIFEST_MAX); blob_get streams
+ * d's bytes from offset to sink (which may refuse with an error; blob_get
+ * then returns it). A short stream is not an error of blob_get: the engine
+ * counts the bytes.
+ */
+typedef int (*ix_oci_sink_fn)(void *sctx, const void *buf, size_t len);
+struct ix_oci_source {
+	void *ctx;
+	int (*manifest_get)(void *ctx, const char *ref, char **json, size_t *len, char *why, size_t whylen);
+	int (*blob_get)(void *ctx, const struct st_oci_desc *d, uint64_t offset, ix_oci_sink_fn sink, void *sctx,
+			char *why, size_t whylen);
+};
+
+/*
+ * Push the snapshot ref (tag, id or prefix) and its ancestors in the store
+ * (oldest first, each the next one's "subject") to sink: every blob the
+ * sink lacks, then each OCI manifest, the top one under tag (NULL: by
+ * digest only). sha256 of each blob comes from the table, else is
+ * computed once and recorded (stats->bytes_sha256). digest (may be NULL)
+ * gets the top manifest's sha256, *size its length. prog, stats may be NULL.
+ */
+int ix_oci_push(struct ix *ix, const char *ref, const char *tag, const struct ix_oci_sink *sink,
+		const struct ix_oci_progress *prog, struct ix_oci_stats *stats, uint8_t digest[ST_SHA256_LEN],
+		uint64_t *size, char *why, size_t whylen);
+
+enum {
+	IX_OCI_KEEP_PARTIAL = 1u << 8,  /* pull: keep verified blobs and partial fetches of a failed pull, to resume */
+};
+/*
+ * Pull the OCI manifest ref from src, and the chain of its subjects until
+ * a snapshot the store holds: each config must be a canonical strata
+ * manifest matching its OCI manifest, each layer the store lacks is
+ * fetched once, verified for sha256 and XXH3-128 in one streaming pass
+ * (st_blob_writer_resume, so an interrupted fetch continues), then the
+ * snapshots are committed oldest first, the top one with tag (flags:
+ * IX_TAG_FORCE). Nothing half-fetched is ever published: a blob is
+ * published only whole and verified, a snapshot only with all its layers.
+ * On failure no snapshot is committed; without IX_OCI_KEEP_PARTIAL the
+ * blobs this pull added are removed, with it they stay for a retry
+ * (unreferenced: gc frees them after its grace period).
+ * Errors: ST_EFORMAT (not a strata snapshot, bad config), ST_ECORRUPT
+ * (bytes do not match), ST_ELAYOUT, the source's codes; why says which.
+ */
+int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref, const char *tag,
+		unsigned flags, const struct ix_oci_progress *prog, struct ix_oci_stats *stats, st_id *out_id,
+		char *why, size_t whylen);
+
+/* True if dir holds an OCI image layout (an oci-layout file). */
+bool ix_oci_is_layout(const char *dir);
+/*
+ * Write an OCI image layout at dir (must not exist; built beside it and
+ * renamed into place): each of refs (NULL/0: every tagged snapshot) with
+ * its ancestors, index.json naming each ref that is a tag (or each tag).
+ */
+int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const char *dir,
+		  const struct ix_oci_progress *prog, struct ix_oci_stats *stats, char *why, size_t whylen);
+/*
+ * Import every manifest index.json of the OCI layout at dir lists (each a
+ * strata snapshot, else ST_EFORMAT), tagged with its ref name when it is
+ * a valid tag, or with tag (only when the layout lists one manifest,
+ * else -EINVAL). *out_id gets the last one's id. Blobs of a failed import
+ * are removed again.
+ */
+int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flags,
+		  const struct ix_oci_progress *prog, struct ix_oci_stats *stats, st_id *out_id, char *why,
+		  size_t whylen);
+
 #endif

@@ -11,6 +11,8 @@ struct ix {
 	struct st_store *s;
 	MDB_env *env;
 	MDB_dbi blobs, snaps, tags, children, meta;
+	MDB_dbi sha256;   /* XXH3-128 id -> sha256 (oci.c); valid iff has_sha256 */
+	bool has_sha256;  /* false only in a read-only index written before it existed */
 	bool rdonly;
 	uint8_t uuid[16];
 	/* Readers and writers of this process hold it shared; growing the map
@@ -118,5 +120,8 @@ int ix_lf_rec_save(struct ix *ix, const MDB_val *k, const MDB_val *v, struct ix_
 /* The repair write transaction (see ix_fsck). fixes is reset and filled
  * with what was changed (the caller frees fixes->v). */
 int ix_repair_index(struct ix *ix, const struct ix_saved_rec *saved, size_t nsaved, struct ix_fixes *fixes);
+
+/* Write a formatted one-line reason into why (if non-NULL) and return code (oci.c). */
+int ix_why(char *why, size_t whylen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -97,6 +97,16 @@ int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_debug(struct cli *cli, int argc, char **argv);        /* cmd_store.c */
 int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */
+/* cmd_store.c: open the store (for writing if write) and its index;
+ * reports errors and returns an exit status. */
+struct st_store;
+struct ix;
+int cli_store_open(struct cli *cli, bool write, struct st_store **s, struct ix **ix);
+int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */
+int cmd_pull(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */
+/* cmd_oci.c: `export --oci DIR [REF...]` (argv[0] = DIR) and import of an OCI layout. */
+int cli_oci_export(struct cli *cli, int argc, char **argv);
+int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned flags);
 int cmd_umount(struct cli *cli, int argc, char **argv);       /* cmd_mount.c */
 
 #endif

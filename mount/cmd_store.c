@@ -87,6 +87,18 @@ static int open_store(struct cli *cli, bool write, struct open_store *o)
 	return CLI_OK;
 }
 
+int cli_store_open(struct cli *cli, bool write, struct st_store **s, struct ix **ix)
+{
+	struct open_store o;
+	int rc = open_store(cli, write, &o);
+
+	if (rc == CLI_OK) {
+		*s = o.s;
+		*ix = o.ix;
+	}
+	return rc;
+}
+
 /* Report a failed lookup of ref: names the snapshot and the store. */
 static int report_ref(struct cli *cli, const char *ref, int rc)
 {
@@ -1043,23 +1055,32 @@ static void export_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: strata [--store DIR] export TAG|ID DIR\n"
+		"       strata [--store DIR] export --oci DIR [TAG|ID...]\n"
 		"\n"
 		"Write the snapshot as a snapshot directory DIR (DIR/manifest.json and\n"
-		"DIR/layers/<id>). DIR must not exist; it appears complete or not at all.\n");
+		"DIR/layers/<id>). DIR must not exist; it appears complete or not at all.\n"
+		"With --oci, write an OCI image layout holding each snapshot named (every\n"
+		"tagged one if none is) and its ancestors, one artifact per snapshot, tags\n"
+		"as ref names (docs/oci.md); 'strata import DIR' reads it back.\n");
 }
 
 int cmd_export(struct cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
+	static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { "oci", no_argument, NULL, 'o' },
+					       { 0 } };
 	struct open_store o;
+	bool oci = false;
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h': export_usage(stdout); return CLI_OK;
+		case 'o': oci = true; break;
 		default: export_usage(stderr); return CLI_USAGE;
 		}
 	}
+	if (oci)
+		return cli_oci_export(cli, argc - optind, argv + optind);
 	if (argc - optind != 2) {
 		cli_err(cli, "export: expected TAG|ID and DIR (see 'strata export --help')");
 		return CLI_USAGE;
@@ -1131,6 +1152,8 @@ int cmd_import(struct cli *cli, int argc, char **argv)
 	const char *dir = argv[optind];
 	if (tag && !st_name_valid(tag))
 		return bad_name(cli, tag);
+	if (ix_oci_is_layout(dir))
+		return cli_oci_import(cli, dir, tag, flags);
 	if ((rc = open_store(cli, true, &o)) != CLI_OK)
 		return rc;
 	rc = ix_import_dir(o.ix, dir, tag, flags, &id, &st, why, sizeof(why));

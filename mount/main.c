@@ -20,7 +20,9 @@ static const struct cli_cmd commands[] = {
 	{ "verify", cmd_verify, "re-hash every referenced blob; exit 4 on corruption" },
 	{ "fsck", cmd_fsck, "check the index against the blob files; exit 4 on problems" },
 	{ "export", cmd_export, "write a snapshot as a snapshot directory" },
-	{ "import", cmd_import, "import a snapshot directory (verified, atomic, deduplicated)" },
+	{ "import", cmd_import, "import a snapshot directory or OCI layout (verified, atomic, deduplicated)" },
+	{ "push", cmd_push, "send a snapshot to an OCI registry (only the blobs it lacks)" },
+	{ "pull", cmd_pull, "fetch a snapshot from an OCI registry (only the layers the store lacks)" },
 	{ "debug", cmd_debug, "developer tools: 'debug ingest IMAGE' makes a snapshot from a memory file" },
 	/* sandboxes */
 	{ "run", cmd_run, "run a guest function in a sandbox" },

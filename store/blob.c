@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,7 +27,7 @@ struct st_blob_writer {
 	uint64_t size;
 	uint8_t *buf;      /* gathered small writes, allocated on first use */
 	size_t buffered;
-	char tmpname[64];
+	char tmpname[96];
 };
 
 /* "ab/<32 hex>" relative to STORE/blobs. */
@@ -117,6 +118,104 @@ int st_blob_writer_write(struct st_blob_writer *w, const void *buf, size_t len)
 		return w->err;
 	}
 	return 0;
+}
+
+/* Resumable puts keep their bytes under this prefix in STORE/tmp/, so
+ * the random names of ordinary writers never collide with them. */
+#define RESUME_PREFIX "part."
+
+int st_blob_writer_resume(struct st_store *s, const char *name, void (*prefix)(void *ctx, const void *buf, size_t len),
+			  void *ctx, struct st_blob_writer **out)
+{
+	struct st_blob_writer *w;
+	uint8_t *buf = NULL;
+	int rc;
+
+	if (s->flags & ST_OPEN_RDONLY)
+		return ST_EREADONLY;
+	if (!st_name_valid(name) || strlen(name) + sizeof(RESUME_PREFIX) > sizeof(w->tmpname))
+		return -EINVAL;
+	if (!(w = st_sys_calloc(1, sizeof(*w))))
+		return -ENOMEM;
+	w->s = s;
+	w->fd = -1;
+	snprintf(w->tmpname, sizeof(w->tmpname), RESUME_PREFIX "%s", name);
+	if ((rc = st_hasher_new(&w->h)) < 0)
+		goto out_free;
+	for (int tries = 0;; tries++) {
+		struct stat a, b;
+
+		w->fd = st_sys_openat(s->tmp_fd, w->tmpname, O_RDWR | O_CREAT, 0600);
+		if (w->fd < 0) {
+			rc = st_write_err(w->fd);
+			goto out_free;
+		}
+		/* One writer per name: a second process resuming the same bytes
+		 * would interleave its appends with ours. */
+		if (flock(w->fd, LOCK_EX | LOCK_NB) < 0) {
+			rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+			goto out_close;
+		}
+		/* The lock holder may have published the file between our open and
+		 * our lock: then it is a blob now and must never be appended to. */
+		if ((rc = st_sys_fstat(w->fd, &a)) < 0)
+			goto out_close;
+		rc = st_sys_fstatat(s->tmp_fd, w->tmpname, &b, AT_SYMLINK_NOFOLLOW);
+		if (rc == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+			break;
+		st_sys_close(w->fd);
+		if (tries >= 4) {
+			rc = -EBUSY;
+			goto out_free;
+		}
+	}
+	if (!(buf = st_sys_malloc(PUT_FD_CHUNK))) {
+		rc = -ENOMEM;
+		goto out_close;
+	}
+	for (;;) {
+		ssize_t n = st_sys_read(w->fd, buf, PUT_FD_CHUNK);
+		if (n < 0) {
+			rc = (int)n;
+			goto out_close;
+		}
+		if (n == 0)
+			break;
+		st_hasher_update(w->h, buf, (size_t)n);
+		if (prefix)
+			prefix(ctx, buf, (size_t)n);
+		w->size += (uint64_t)n;
+	}
+	free(buf);
+	*out = w;
+	return 0;
+out_close:
+	free(buf);
+	st_sys_close(w->fd);
+out_free:
+	st_hasher_free(w->h);
+	free(w);
+	return rc;
+}
+
+int st_blob_writer_suspend(struct st_blob_writer *w)
+{
+	int rc;
+
+	if (!w)
+		return 0;
+	rc = writer_flush(w);
+	if (w->fd >= 0) {
+		int crc = st_sys_close(w->fd);
+		if (rc == 0)
+			rc = crc;
+	}
+	if (rc < 0) /* what is on disk may not be what was hashed: start over next time */
+		st_sys_unlinkat(w->s->tmp_fd, w->tmpname, 0);
+	st_hasher_free(w->h);
+	free(w->buf);
+	free(w);
+	return rc;
 }
 
 uint64_t st_blob_writer_size(const struct st_blob_writer *w)

@@ -167,6 +167,22 @@ int st_blob_writer_commit(struct st_blob_writer *w, const st_id *expect, st_id *
 /* Accepts NULL. */
 void st_blob_writer_abort(struct st_blob_writer *w);
 
+/*
+ * A put that survives interruption: its bytes live in STORE/tmp/part.<name>
+ * (name: st_name_valid, e.g. a digest's hex) until commit publishes them
+ * or abort removes them. Bytes already there from an earlier suspended
+ * writer are hashed again (and handed to prefix(ctx, ...) when not NULL,
+ * so a caller can feed its own digest) and st_blob_writer_size says how
+ * many; writes continue after them. Only one writer holds a name at a time
+ * (another -> -EBUSY). suspend() flushes, closes and keeps the file (on a
+ * write error it removes it: what is on disk may differ from what was
+ * hashed), and frees the writer. st_tmp_sweep removes parts left longer
+ * than its grace period.
+ */
+int st_blob_writer_resume(struct st_store *s, const char *name, void (*prefix)(void *ctx, const void *buf, size_t len),
+			  void *ctx, struct st_blob_writer **out);
+int st_blob_writer_suspend(struct st_blob_writer *w);
+
 /* One-shot put of a buffer (same rules as the writer). id/dedup may be NULL. */
 int st_blob_put(struct st_store *s, const void *buf, size_t len, st_id *id, bool *dedup);
 /* Put everything read from fd (from its current offset to EOF). expect may be
@@ -369,5 +385,87 @@ int st_ingest_image(struct st_store *s, const void *image, uint64_t size, const 
 /* Same as st_ingest_image on the contents of a file (mapped read-only). */
 int st_ingest_file(struct st_store *s, const char *path, const struct st_manifest *parent,
 		   struct st_manifest **out, struct st_ingest_stats *stats);
+
+/* ------------------------------------------------- OCI (store/oci.c, sha256.c) */
+
+/*
+ * Snapshots as OCI artifacts (docs/oci.md): one OCI image manifest per
+ * snapshot, artifactType ST_OCI_ARTIFACT_TYPE; its config is the canonical
+ * strata manifest (ST_OCI_CONFIG_TYPE), one OCI layer per strata layer
+ * (ST_OCI_LAYER_TYPE); each descriptor carries the blob's XXH3-128 id in
+ * the ST_OCI_ANN_ID annotation; "subject" names the parent's OCI manifest.
+ */
+#define ST_OCI_ARTIFACT_TYPE "application/vnd.strata.snapshot.v1"
+#define ST_OCI_CONFIG_TYPE "application/vnd.strata.manifest.v1+json"
+#define ST_OCI_LAYER_TYPE "application/vnd.strata.layer.v1"
+#define ST_OCI_MANIFEST_TYPE "application/vnd.oci.image.manifest.v1+json"
+#define ST_OCI_INDEX_TYPE "application/vnd.oci.image.index.v1+json"
+#define ST_OCI_ANN_ID "dev.strata.id"
+#define ST_OCI_ANN_REF "org.opencontainers.image.ref.name"
+#define ST_OCI_MANIFEST_MAX (4u << 20)  /* an OCI manifest or index.json, as registries limit them */
+
+#define ST_SHA256_LEN 32
+#define ST_DIGEST_LEN (7 + 64)          /* "sha256:" + 64 lowercase hex */
+
+/* Streaming SHA-256. new: -ENOMEM. final resets the state. free accepts NULL. */
+struct st_sha256;
+int st_sha256_new(struct st_sha256 **out);
+void st_sha256_reset(struct st_sha256 *h);
+void st_sha256_update(struct st_sha256 *h, const void *buf, size_t len);
+void st_sha256_final(struct st_sha256 *h, uint8_t out[ST_SHA256_LEN]);
+void st_sha256_free(struct st_sha256 *h);
+void st_sha256_hash(const void *buf, size_t len, uint8_t out[ST_SHA256_LEN]);
+/* "sha256:<64 lowercase hex>" and back (anything else: ST_EBADID). */
+void st_digest_format(const uint8_t sha[ST_SHA256_LEN], char out[ST_DIGEST_LEN + 1]);
+int st_digest_parse(const char *s, uint8_t out[ST_SHA256_LEN]);
+
+/* An OCI descriptor of a strata blob: digest, size and (has_id) XXH3-128 id. */
+struct st_oci_desc {
+	uint8_t sha256[ST_SHA256_LEN];
+	uint64_t size;
+	bool has_id;
+	st_id id;
+};
+
+/* A snapshot's OCI manifest. */
+struct st_oci_manifest {
+	struct st_oci_desc config;   /* the canonical strata manifest; id = snapshot id */
+	uint32_t nlayers;
+	struct st_oci_desc *layers;  /* in the strata manifest's layer order */
+	bool has_subject;
+	struct st_oci_desc subject;  /* the parent's OCI manifest (no id) */
+};
+void st_oci_manifest_free(struct st_oci_manifest *om);
+
+/* Compact JSON with sorted keys (so equal content gives an equal digest).
+ * *json malloc'd, NUL-terminated. -ENOMEM. */
+int st_oci_manifest_encode(const struct st_oci_manifest *om, char **json, size_t *len);
+
+/*
+ * Parse an OCI manifest strictly enough to trust it as a strata snapshot:
+ * schemaVersion 2, an image manifest, artifactType and config media type
+ * ours (ST_EFORMAT "artifact type X is not a strata snapshot" otherwise),
+ * every layer ours with a valid digest, size and id annotation, at most
+ * ST_MANIFEST_MAX_LAYERS layers, at most ST_OCI_MANIFEST_MAX bytes.
+ * Unknown keys are ignored (OCI lets writers add them). *out malloc'd.
+ */
+int st_oci_manifest_parse(const char *json, size_t len, struct st_oci_manifest **out, char *why, size_t whylen);
+
+/* Check the strata manifest m (parsed from config bytes) against om: same
+ * layers in the same order with sizes pages * ST_PAGE_SIZE, and om's
+ * config id equal to m's id. ST_EFORMAT with why naming the difference. */
+int st_oci_manifest_check(const struct st_oci_manifest *om, const struct st_manifest *m, char *why, size_t whylen);
+
+/* One entry of an OCI layout's index.json. */
+struct st_oci_ref {
+	uint8_t sha256[ST_SHA256_LEN];
+	uint64_t size;
+	char *name;  /* org.opencontainers.image.ref.name, or NULL */
+	bool ours;   /* artifactType (when present) is ST_OCI_ARTIFACT_TYPE */
+};
+void st_oci_refs_free(struct st_oci_ref *refs, size_t n);
+/* index.json: encode from refs; parse into *refs (malloc'd array). */
+int st_oci_index_encode(const struct st_oci_ref *refs, size_t n, char **json, size_t *len);
+int st_oci_index_parse(const char *json, size_t len, struct st_oci_ref **refs, size_t *n, char *why, size_t whylen);
 
 #endif

@@ -1,0 +1,200 @@
+/* ref.c: registry references (REGISTRY/REPO[:TAG|@DIGEST]) and credentials from docker-style auth files. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/dist.h"
+
+/* A repository path component: [a-z0-9]+ joined by '.', '_', '__' or '-'s. */
+static bool component_valid(const char *s, size_t n)
+{
+	if (n == 0 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if (alnum)
+			continue;
+		if (c != '.' && c != '_' && c != '-')
+			return false;
+		if (i + 1 == n) /* a separator cannot end it */
+			return false;
+	}
+	return true;
+}
+
+int dist_ref_parse(const char *s, struct dist_ref *out)
+{
+	struct dist_ref r;
+	char *slash, *at, *colon, *p;
+	uint8_t sha[ST_SHA256_LEN];
+
+	memset(&r, 0, sizeof(r));
+	if (!s || strlen(s) >= sizeof(r.buf))
+		return DIST_EREF;
+	strcpy(r.buf, s);
+	if (!(slash = strchr(r.buf, '/')))
+		return DIST_EREF;
+	*slash = '\0';
+	r.host = r.buf;
+	if (!*r.host || (!strchr(r.host, '.') && !strchr(r.host, ':') && strcmp(r.host, "localhost") != 0))
+		return DIST_EREF;
+	for (p = r.buf; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+		      *p == '-' || *p == ':' || *p == '[' || *p == ']'))
+			return DIST_EREF;
+	r.repo = slash + 1;
+	if ((at = strchr(r.repo, '@'))) {
+		*at = '\0';
+		r.digest = at + 1;
+		if (st_digest_parse(r.digest, sha) < 0)
+			return DIST_EREF;
+	}
+	colon = strrchr(r.repo, ':');
+	if (colon && !strchr(colon, '/')) {
+		*colon = '\0';
+		r.tag = colon + 1;
+		if (!st_name_valid(r.tag))
+			return DIST_EREF;
+	}
+	for (const char *c = r.repo;;) {
+		const char *e = strchr(c, '/');
+		size_t n = e ? (size_t)(e - c) : strlen(c);
+		if (!component_valid(c, n))
+			return DIST_EREF;
+		if (!e)
+			break;
+		c = e + 1;
+	}
+	if (strlen(r.repo) > 255)
+		return DIST_EREF;
+	if (!r.tag && !r.digest)
+		r.tag = "latest";
+	*out = r;
+	/* The pointers point into out->buf now, at the same offsets. */
+	out->host = out->buf + (r.host - r.buf);
+	out->repo = out->buf + (r.repo - r.buf);
+	out->tag = r.tag ? out->buf + (r.tag - r.buf) : NULL;
+	out->digest = r.digest ? out->buf + (r.digest - r.buf) : NULL;
+	return 0;
+}
+
+static int b64val(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/* Decode base64 (padding optional) into a NUL-terminated string; NULL on junk. */
+static char *b64_decode(const char *s)
+{
+	size_t n = strlen(s), j = 0;
+	char *o = malloc(n + 1);
+	uint32_t acc = 0;
+	int bits = 0;
+
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '=')
+			break;
+		int v = b64val(s[i]);
+		if (v < 0) {
+			free(o);
+			return NULL;
+		}
+		acc = acc << 6 | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			o[j++] = (char)(acc >> bits & 0xff);
+		}
+	}
+	o[j] = '\0';
+	return o;
+}
+
+/* Does an "auths" key name host? "host", "https://host", "host/v2/"... */
+static bool key_matches(const char *key, const char *host)
+{
+	size_t hl = strlen(host);
+
+	if (strncmp(key, "https://", 8) == 0)
+		key += 8;
+	else if (strncmp(key, "http://", 7) == 0)
+		key += 7;
+	return strncmp(key, host, hl) == 0 && (key[hl] == '\0' || key[hl] == '/');
+}
+
+int dist_auth_lookup(const char *path, const char *host, char **user, char **pass, char *why, size_t whylen)
+{
+	json_error_t e;
+	json_t *root = json_load_file(path, 0, &e), *auths, *v;
+	const char *key;
+	int rc = 1;
+
+	if (!root) {
+		FILE *f = fopen(path, "re");
+		if (!f)
+			return -errno;
+		fclose(f);
+		if (why && whylen)
+			snprintf(why, whylen, "%s is not valid JSON at line %d: %s", path, e.line, e.text);
+		return ST_EFORMAT;
+	}
+	auths = json_object_get(root, "auths");
+	if (auths && !json_is_object(auths)) {
+		if (why && whylen)
+			snprintf(why, whylen, "%s: \"auths\" is not an object", path);
+		rc = ST_EFORMAT;
+		goto out_decref;
+	}
+	json_object_foreach(auths, key, v) {
+		json_t *a = json_object_get(v, "auth"), *u = json_object_get(v, "username"),
+		       *p = json_object_get(v, "password");
+		char *dec, *sep;
+
+		if (!key_matches(key, host))
+			continue;
+		if (json_is_string(a) && json_string_length(a)) {
+			if (!(dec = b64_decode(json_string_value(a))) || !(sep = strchr(dec, ':'))) {
+				free(dec);
+				if (why && whylen)
+					snprintf(why, whylen, "%s: the auth of %s is not base64 of user:password", path, key);
+				rc = ST_EFORMAT;
+				goto out_decref;
+			}
+			*sep = '\0';
+			*user = strdup(dec);
+			*pass = strdup(sep + 1);
+			free(dec);
+		} else if (json_is_string(u) && json_is_string(p)) {
+			*user = strdup(json_string_value(u));
+			*pass = strdup(json_string_value(p));
+		} else {
+			continue;
+		}
+		if (!*user || !*pass) {
+			free(*user);
+			free(*pass);
+			rc = -ENOMEM;
+		} else {
+			rc = 0;
+		}
+		break;
+	}
+out_decref:
+	json_decref(root);
+	return rc;
+}

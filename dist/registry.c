@@ -1,0 +1,741 @@
+/* registry.c: HTTP to an OCI registry (libcurl): auth, blobs HEAD/GET/upload/mount, manifests GET/PUT. The only file that includes curl.h. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "dist/dist.h"
+
+/* An error body kept for the message (registries answer JSON errors). */
+#define ERRBODY_MAX 512
+/* Give up on a transfer that moves less than 1 byte/s for this long. */
+#define STALL_SECONDS 60L
+#define CONNECT_SECONDS 30L
+
+struct dist_registry {
+	CURL *curl;
+	char base[600];        /* "https://host:port" */
+	char repo[512];
+	struct dist_opts o;
+	char *token;           /* bearer token, once fetched */
+	bool basic;            /* the registry asked for Basic: send credentials */
+	struct dist_wire wire;
+	const struct st_oci_desc *upload;  /* the blob being uploaded, for progress */
+	uint32_t index, count;
+};
+
+/* One request and what came back. */
+struct req {
+	const char *method;
+	char url[2048];
+	const char *content_type;
+	const char *accept;
+	const char *body;          /* PUT/POST body in memory */
+	size_t body_len;
+	int body_fd;               /* or from fd (if >= 0) */
+	uint64_t body_off;
+	uint64_t range_from;       /* GET: ask for bytes from here */
+	/* response */
+	long status;
+	char location[2048];
+	char www_auth[1024];
+	char digest[ST_DIGEST_LEN + 1];
+	/* body: to sink (2xx only), or to mem (up to mem_max), error body to err */
+	ix_oci_sink_fn sink;
+	void *sctx;
+	int sink_rc;
+	uint64_t skip;             /* bytes of a 200 answer to a range request to drop */
+	bool started;              /* the first body bytes of a 2xx answer arrived */
+	char *mem;
+	size_t mem_len, mem_max;
+	bool mem_over;
+	char err[ERRBODY_MAX + 1];
+	size_t err_len;
+};
+
+static int why_set(char *why, size_t whylen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int why_set(char *why, size_t whylen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && whylen) {
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+		for (char *p = why; *p; p++)
+			if (*p == '\n' || *p == '\r')
+				*p = ' ';
+	}
+	return code;
+}
+
+const char *dist_strerror(int err)
+{
+	switch (err) {
+	case DIST_EREF: return "not a registry reference (REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST])";
+	case DIST_ENET: return "network error";
+	case DIST_ETLS: return "TLS error";
+	case DIST_EAUTH: return "authentication failed";
+	case DIST_ENOTFOUND: return "not found in the registry";
+	case DIST_EHTTP: return "unexpected answer from the registry";
+	default: return ix_strerror(err);
+	}
+}
+
+int dist_global_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -ENOMEM;
+}
+
+int dist_open(const struct dist_ref *ref, const struct dist_opts *opts, struct dist_registry **out)
+{
+	struct dist_registry *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	if (opts)
+		r->o = *opts;
+	snprintf(r->base, sizeof(r->base), "%s://%s", r->o.insecure ? "http" : "https", ref->host);
+	snprintf(r->repo, sizeof(r->repo), "%s", ref->repo);
+	if (!(r->curl = curl_easy_init())) {
+		free(r);
+		return -ENOMEM;
+	}
+	*out = r;
+	return 0;
+}
+
+void dist_close(struct dist_registry *r)
+{
+	if (!r)
+		return;
+	curl_easy_cleanup(r->curl);
+	free(r->token);
+	free(r);
+}
+
+void dist_wire_get(const struct dist_registry *r, struct dist_wire *out)
+{
+	*out = r->wire;
+}
+
+/* ------------------------------------------------------------ callbacks */
+
+static size_t on_header(char *buf, size_t size, size_t n, void *arg)
+{
+	struct req *q = arg;
+	size_t len = size * n, vlen;
+	const char *v;
+
+	/* A redirect or a 100-continue starts a new header block. */
+	if (len > 5 && strncmp(buf, "HTTP/", 5) == 0) {
+		q->www_auth[0] = '\0';
+		q->digest[0] = '\0';
+		return len;
+	}
+	struct {
+		const char *name;
+		char *dst;
+		size_t cap;
+	} keep[] = {
+		{ "location:", q->location, sizeof(q->location) },
+		{ "www-authenticate:", q->www_auth, sizeof(q->www_auth) },
+		{ "docker-content-digest:", q->digest, sizeof(q->digest) },
+	};
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+		size_t nl = strlen(keep[i].name);
+		if (len < nl || strncasecmp(buf, keep[i].name, nl) != 0)
+			continue;
+		v = buf + nl;
+		vlen = len - nl;
+		while (vlen && (*v == ' ' || *v == '\t'))
+			v++, vlen--;
+		while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
+			vlen--;
+		if (vlen < keep[i].cap) {
+			memcpy(keep[i].dst, v, vlen);
+			keep[i].dst[vlen] = '\0';
+		}
+	}
+	return len;
+}
+
+/* The body callback needs the handle for the status; keep both together. */
+struct body_ctx {
+	CURL *curl;
+	struct req *q;
+};
+
+static size_t on_data(char *buf, size_t size, size_t n, void *arg)
+{
+	struct body_ctx *b = arg;
+	struct req *q = b->q;
+	size_t len = size * n, take;
+	long status = 0;
+
+	curl_easy_getinfo(b->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status < 200 || status > 299) {
+		take = len < ERRBODY_MAX - q->err_len ? len : ERRBODY_MAX - q->err_len;
+		memcpy(q->err + q->err_len, buf, take);
+		q->err_len += take;
+		q->err[q->err_len] = '\0';
+		return len;
+	}
+	if (!q->started) {
+		/* A 200 to a range request is the whole blob: drop what we have. */
+		q->started = true;
+		q->skip = status == 200 ? q->range_from : 0;
+	}
+	if (q->skip) {
+		take = len < q->skip ? len : (size_t)q->skip;
+		q->skip -= take;
+		buf += take;
+		len -= take;
+		if (len == 0)
+			return size * n;
+	}
+	if (q->sink) {
+		if ((q->sink_rc = q->sink(q->sctx, buf, len)) < 0)
+			return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+		return size * n;
+	}
+	if (q->mem_max) {
+		if (len > q->mem_max - q->mem_len) {
+			q->mem_over = true;
+			return 0;
+		}
+		memcpy(q->mem + q->mem_len, buf, len);
+		q->mem_len += len;
+	}
+	return size * n;
+}
+
+static size_t on_read(char *buf, size_t size, size_t n, void *arg)
+{
+	struct req *q = arg;
+	size_t want = size * n;
+
+	if (q->body_fd >= 0) {
+		ssize_t got = pread(q->body_fd, buf, want, (off_t)q->body_off);
+		if (got < 0)
+			return CURL_READFUNC_ABORT;
+		q->body_off += (uint64_t)got;
+		return (size_t)got;
+	}
+	if (want > q->body_len - q->body_off)
+		want = q->body_len - q->body_off;
+	memcpy(buf, q->body + q->body_off, want);
+	q->body_off += want;
+	return want;
+}
+
+static int on_xfer(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+	struct dist_registry *r = arg;
+
+	if (r->upload && r->o.prog && r->o.prog->cb && ulnow > 0) {
+		struct ix_oci_event ev = { IX_OCI_BLOB_BYTES, r->upload->sha256, r->upload->size, (uint64_t)ulnow,
+					   r->index, r->count };
+		r->o.prog->cb(r->o.prog->ctx, &ev);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------- requests */
+
+/* Run q once. Returns 0 with q->status set, or an error for the transport. */
+static int perform(struct dist_registry *r, struct req *q, const char *auth, char *why, size_t whylen)
+{
+	struct curl_slist *h = NULL;
+	struct body_ctx bc = { r->curl, q };
+	char line[4096];
+	uint64_t body_size = 0;
+	CURLcode cc;
+	int rc = 0;
+
+	CURL *c = r->curl;
+	curl_easy_reset(c);
+	q->status = 0;
+	q->location[0] = q->www_auth[0] = q->digest[0] = '\0';
+	q->err_len = 0;
+	q->err[0] = '\0';
+	q->mem_len = 0;
+	q->mem_over = false;
+	q->sink_rc = 0;
+	q->body_off = 0;
+	q->skip = 0;
+	q->started = false;
+
+	curl_easy_setopt(c, CURLOPT_URL, q->url);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "strata/" STRATA_VERSION);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, CONNECT_SECONDS);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, STALL_SECONDS);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, q);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &bc);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, r->o.insecure ? "http" : "https");
+	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, r->o.insecure ? "http,https" : "https");
+	if (r->o.cacert)
+		curl_easy_setopt(c, CURLOPT_CAINFO, r->o.cacert);
+	if (strcmp(q->method, "GET") == 0) {
+		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L); /* blob stores redirect to their backend */
+		curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+		if (q->range_from) {
+			char range[48];
+			snprintf(range, sizeof(range), "%" PRIu64 "-", q->range_from);
+			curl_easy_setopt(c, CURLOPT_RANGE, range);
+		}
+	} else if (strcmp(q->method, "HEAD") == 0) {
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	} else if (strcmp(q->method, "PUT") == 0 || strcmp(q->method, "POST") == 0) {
+		body_size = q->body_len;
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(c, CURLOPT_READDATA, q);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)body_size);
+		h = curl_slist_append(h, "Expect:"); /* no 100-continue round trip */
+		if (r->upload) {
+			curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_xfer);
+			curl_easy_setopt(c, CURLOPT_XFERINFODATA, r);
+			curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+		}
+	}
+	if (q->content_type) {
+		snprintf(line, sizeof(line), "Content-Type: %s", q->content_type);
+		h = curl_slist_append(h, line);
+	}
+	if (q->accept) {
+		snprintf(line, sizeof(line), "Accept: %s", q->accept);
+		h = curl_slist_append(h, line);
+	}
+	if (auth) {
+		snprintf(line, sizeof(line), "Authorization: %s", auth);
+		h = curl_slist_append(h, line);
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+
+	cc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &q->status);
+	{
+		curl_off_t up = 0, down = 0;
+		long hdr = 0, reqsz = 0;
+		curl_easy_getinfo(c, CURLINFO_SIZE_UPLOAD_T, &up);
+		curl_easy_getinfo(c, CURLINFO_SIZE_DOWNLOAD_T, &down);
+		curl_easy_getinfo(c, CURLINFO_HEADER_SIZE, &hdr);
+		curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &reqsz);
+		r->wire.up += (uint64_t)up + (uint64_t)reqsz;
+		r->wire.down += (uint64_t)down + (uint64_t)hdr;
+		r->wire.requests++;
+	}
+	curl_slist_free_all(h);
+	if (cc == CURLE_OK)
+		return 0;
+	if (cc == CURLE_WRITE_ERROR && q->sink_rc < 0)
+		return q->sink_rc;
+	if (cc == CURLE_WRITE_ERROR && q->mem_over)
+		return why_set(why, whylen, ST_EFORMAT, "%s: the answer is over %zu bytes", q->url, q->mem_max);
+	switch (cc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+		rc = DIST_ENET;
+		break;
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+		rc = DIST_ETLS;
+		break;
+	default:
+		rc = DIST_ENET;
+		break;
+	}
+	return why_set(why, whylen, rc, "%s %s: %s%s", q->method, q->url, curl_easy_strerror(cc),
+		       rc == DIST_ETLS && !r->o.insecure ? " (a plain-HTTP registry needs --insecure; a private CA, --cacert)"
+							 : "");
+}
+
+/* Value of key="..." (or key=token) in a WWW-Authenticate challenge. */
+static bool challenge_param(const char *ch, const char *key, char *out, size_t cap)
+{
+	size_t kl = strlen(key);
+
+	for (const char *p = ch; (p = strcasestr(p, key)); p += kl) {
+		if ((p != ch && p[-1] != ' ' && p[-1] != ',') || p[kl] != '=')
+			continue;
+		const char *v = p + kl + 1;
+		size_t n = 0;
+		if (*v == '"') {
+			v++;
+			while (v[n] && v[n] != '"')
+				n++;
+		} else {
+			while (v[n] && v[n] != ',' && v[n] != ' ')
+				n++;
+		}
+		if (n >= cap)
+			return false;
+		memcpy(out, v, n);
+		out[n] = '\0';
+		return true;
+	}
+	return false;
+}
+
+static char *b64(const char *s)
+{
+	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t n = strlen(s), j = 0;
+	char *o = malloc(4 * ((n + 2) / 3) + 1);
+
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)(uint8_t)s[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)(uint8_t)s[i + 1] << 8;
+		if (i + 2 < n)
+			v |= (uint8_t)s[i + 2];
+		o[j++] = t[v >> 18 & 63];
+		o[j++] = t[v >> 12 & 63];
+		o[j++] = i + 1 < n ? t[v >> 6 & 63] : '=';
+		o[j++] = i + 2 < n ? t[v & 63] : '=';
+	}
+	o[j] = '\0';
+	return o;
+}
+
+/* "Basic <base64 user:pass>" into out; false without credentials. */
+static bool basic_header(const struct dist_registry *r, char *out, size_t cap)
+{
+	char up[1024];
+	char *enc;
+
+	if (!r->o.user || !r->o.pass)
+		return false;
+	snprintf(up, sizeof(up), "%s:%s", r->o.user, r->o.pass);
+	if (!(enc = b64(up)))
+		return false;
+	snprintf(out, cap, "Basic %s", enc);
+	free(enc);
+	return true;
+}
+
+/* Answer a Bearer challenge: GET realm?service=..&scope=.. for a token. */
+static int fetch_token(struct dist_registry *r, const char *challenge, char *why, size_t whylen)
+{
+	char realm[1024], service[256] = "", scope[1024] = "", basic[1200];
+	char *esc_service = NULL, *esc_scope = NULL;
+	struct req *q = calloc(1, sizeof(*q));
+	json_t *root = NULL, *tok;
+	int rc;
+
+	if (!q)
+		return -ENOMEM;
+	if (!challenge_param(challenge, "realm", realm, sizeof(realm))) {
+		rc = why_set(why, whylen, DIST_EAUTH, "the registry's bearer challenge names no realm");
+		goto out_free;
+	}
+	challenge_param(challenge, "service", service, sizeof(service));
+	if (!challenge_param(challenge, "scope", scope, sizeof(scope)))
+		snprintf(scope, sizeof(scope), "repository:%s:pull,push", r->repo);
+	esc_service = curl_easy_escape(r->curl, service, 0);
+	esc_scope = curl_easy_escape(r->curl, scope, 0);
+	if (!esc_service || !esc_scope) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	snprintf(q->url, sizeof(q->url), "%s%sservice=%s&scope=%s", realm, strchr(realm, '?') ? "&" : "?", esc_service,
+		 esc_scope);
+	q->method = "GET";
+	q->body_fd = -1;
+	q->mem_max = 64 << 10;
+	if (!(q->mem = malloc(q->mem_max + 1))) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	bool have = basic_header(r, basic, sizeof(basic));
+	/* The token realm is the registry's choice, but plain HTTP only for an
+	 * --insecure registry. */
+	if (!r->o.insecure && strncmp(realm, "https://", 8) != 0) {
+		rc = why_set(why, whylen, DIST_EAUTH, "the token realm %s is not HTTPS", realm);
+		goto out_free;
+	}
+	if ((rc = perform(r, q, have ? basic : NULL, why, whylen)) < 0)
+		goto out_free;
+	if (q->status == 401 || q->status == 403) {
+		rc = why_set(why, whylen, DIST_EAUTH, "the token service %s refused %s (HTTP %ld)", realm,
+			     have ? "the credentials" : "an anonymous request; credentials are needed", q->status);
+		goto out_free;
+	}
+	if (q->status != 200) {
+		rc = why_set(why, whylen, DIST_EAUTH, "the token service %s answered HTTP %ld", realm, q->status);
+		goto out_free;
+	}
+	q->mem[q->mem_len] = '\0';
+	root = json_loadb(q->mem, q->mem_len, 0, NULL);
+	tok = json_object_get(root, "token");
+	if (!json_is_string(tok))
+		tok = json_object_get(root, "access_token");
+	if (!json_is_string(tok)) {
+		rc = why_set(why, whylen, DIST_EAUTH, "the token service %s gave no token", realm);
+		goto out_free;
+	}
+	free(r->token);
+	if (!(r->token = strdup(json_string_value(tok))))
+		rc = -ENOMEM;
+out_free:
+	json_decref(root);
+	curl_free(esc_service);
+	curl_free(esc_scope);
+	if (q)
+		free(q->mem);
+	free(q);
+	return rc;
+}
+
+/* Run q with authentication: answer one 401 challenge, then retry. */
+static int request(struct dist_registry *r, struct req *q, char *why, size_t whylen)
+{
+	char auth[4096];
+	int rc;
+
+	for (int attempt = 0;; attempt++) {
+		const char *a = NULL;
+		if (r->token) {
+			snprintf(auth, sizeof(auth), "Bearer %s", r->token);
+			a = auth;
+		} else if (r->basic && basic_header(r, auth, sizeof(auth))) {
+			a = auth;
+		}
+		if ((rc = perform(r, q, a, why, whylen)) < 0)
+			return rc;
+		if (q->status == 403)
+			return why_set(why, whylen, DIST_EAUTH, "%s %s: access denied (HTTP 403)%s%.200s", q->method, q->url,
+				       q->err_len ? ": " : "", q->err);
+		if (q->status != 401)
+			return 0;
+		if (attempt > 0 || !q->www_auth[0])
+			return why_set(why, whylen, DIST_EAUTH, "%s %s: the registry refused the %s (HTTP 401)", q->method,
+				       q->url, r->o.user ? "credentials" : "request; no credentials were found for it");
+		if (strncasecmp(q->www_auth, "Bearer", 6) == 0) {
+			if ((rc = fetch_token(r, q->www_auth, why, whylen)) < 0)
+				return rc;
+		} else if (strncasecmp(q->www_auth, "Basic", 5) == 0) {
+			if (!r->o.user)
+				return why_set(why, whylen, DIST_EAUTH,
+					       "the registry asks for credentials and none were found for it");
+			r->basic = true;
+		} else {
+			return why_set(why, whylen, DIST_EAUTH, "unknown authentication scheme: %.60s", q->www_auth);
+		}
+	}
+}
+
+static int http_fail(const struct req *q, char *why, size_t whylen)
+{
+	return why_set(why, whylen, DIST_EHTTP, "%s %s: HTTP %ld%s%.200s", q->method, q->url, q->status,
+		       q->err_len ? ": " : "", q->err);
+}
+
+static struct req *req_new(struct dist_registry *r, const char *method, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static struct req *req_new(struct dist_registry *r, const char *method, const char *fmt, ...)
+{
+	struct req *q = calloc(1, sizeof(*q));
+	va_list ap;
+	int n;
+
+	if (!q)
+		return NULL;
+	q->method = method;
+	q->body_fd = -1;
+	n = snprintf(q->url, sizeof(q->url), "%s/v2/%s/", r->base, r->repo);
+	va_start(ap, fmt);
+	vsnprintf(q->url + n, sizeof(q->url) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return q;
+}
+
+/* ------------------------------------------------------------------ sink */
+
+static int reg_blob_has(void *ctx, const struct st_oci_desc *d, char *why, size_t whylen)
+{
+	struct dist_registry *r = ctx;
+	char dg[ST_DIGEST_LEN + 1];
+	struct req *q;
+	int rc;
+
+	st_digest_format(d->sha256, dg);
+	if (!(q = req_new(r, "HEAD", "blobs/%s", dg)))
+		return -ENOMEM;
+	rc = request(r, q, why, whylen);
+	if (rc == 0)
+		rc = q->status == 200 ? 1 : q->status == 404 ? 0 : http_fail(q, why, whylen);
+	free(q);
+	return rc;
+}
+
+/* An upload URL from a Location header (absolute or relative), with
+ * digest. false if it does not fit. */
+static bool upload_url(const struct dist_registry *r, const char *loc, const char *dg, char *out, size_t cap)
+{
+	const char *sep = strchr(loc, '?') ? "&" : "?";
+	int n;
+
+	if (strncmp(loc, "http://", 7) == 0 || strncmp(loc, "https://", 8) == 0)
+		n = snprintf(out, cap, "%s%sdigest=%s", loc, sep, dg);
+	else
+		n = snprintf(out, cap, "%s%s%s%sdigest=%s", r->base, loc[0] == '/' ? "" : "/", loc, sep, dg);
+	return n > 0 && (size_t)n < cap;
+}
+
+static int reg_blob_put(void *ctx, const struct st_oci_desc *d, int fd, const void *buf, char *why, size_t whylen)
+{
+	struct dist_registry *r = ctx;
+	char dg[ST_DIGEST_LEN + 1];
+	struct req *q;
+	int rc;
+
+	st_digest_format(d->sha256, dg);
+	if (r->o.mount_from && strcmp(r->o.mount_from, r->repo) != 0)
+		q = req_new(r, "POST", "blobs/uploads/?mount=%s&from=%s", dg, r->o.mount_from);
+	else
+		q = req_new(r, "POST", "blobs/uploads/");
+	if (!q)
+		return -ENOMEM;
+	if ((rc = request(r, q, why, whylen)) < 0)
+		goto out_free;
+	if (q->status == 201 && r->o.mount_from) {
+		r->wire.mounts++;
+		goto out_free;
+	}
+	if (q->status != 202 || !q->location[0]) {
+		rc = http_fail(q, why, whylen);
+		goto out_free;
+	}
+	char loc[sizeof(q->location)];
+	memcpy(loc, q->location, sizeof(loc));
+	if (!upload_url(r, loc, dg, q->url, sizeof(q->url))) {
+		rc = why_set(why, whylen, DIST_EHTTP, "the registry's upload location is too long");
+		goto out_free;
+	}
+	q->method = "PUT";
+	q->content_type = "application/octet-stream";
+	q->body_fd = fd;
+	q->body = buf;
+	q->body_len = d->size;
+	r->upload = d;
+	rc = request(r, q, why, whylen);
+	r->upload = NULL;
+	if (rc == 0 && q->status != 201)
+		rc = http_fail(q, why, whylen);
+out_free:
+	free(q);
+	return rc;
+}
+
+static int reg_manifest_put(void *ctx, const char *json, size_t len, const uint8_t sha[ST_SHA256_LEN], const char *tag,
+			    char *why, size_t whylen)
+{
+	struct dist_registry *r = ctx;
+	char dg[ST_DIGEST_LEN + 1];
+	struct req *q;
+	int rc;
+
+	st_digest_format(sha, dg);
+	if (!(q = req_new(r, "PUT", "manifests/%s", tag ? tag : dg)))
+		return -ENOMEM;
+	q->content_type = ST_OCI_MANIFEST_TYPE;
+	q->body = json;
+	q->body_len = len;
+	rc = request(r, q, why, whylen);
+	if (rc == 0 && q->status != 201)
+		rc = http_fail(q, why, whylen);
+	if (rc == 0 && q->digest[0] && strcmp(q->digest, dg) != 0)
+		rc = why_set(why, whylen, DIST_EHTTP, "the registry stored manifest %s as %s", dg, q->digest);
+	free(q);
+	return rc;
+}
+
+void dist_sink(struct dist_registry *r, struct ix_oci_sink *out)
+{
+	*out = (struct ix_oci_sink){ r, reg_blob_has, reg_blob_put, reg_manifest_put };
+}
+
+/* ---------------------------------------------------------------- source */
+
+static int reg_manifest_get(void *ctx, const char *ref, char **json, size_t *len, char *why, size_t whylen)
+{
+	struct dist_registry *r = ctx;
+	struct req *q = req_new(r, "GET", "manifests/%s", ref);
+	int rc;
+
+	if (!q)
+		return -ENOMEM;
+	/* The other types are asked for too, so that what is there is
+	 * refused with a clear reason rather than a 404. */
+	q->accept = ST_OCI_MANIFEST_TYPE ", " ST_OCI_INDEX_TYPE
+		", application/vnd.docker.distribution.manifest.v2+json"
+		", application/vnd.docker.distribution.manifest.list.v2+json";
+	q->mem_max = ST_OCI_MANIFEST_MAX;
+	if (!(q->mem = malloc(q->mem_max + 1))) {
+		free(q);
+		return -ENOMEM;
+	}
+	rc = request(r, q, why, whylen);
+	if (rc == 0 && q->status == 404)
+		rc = why_set(why, whylen, DIST_ENOTFOUND, "%s:%s is not in the registry", r->repo, ref);
+	else if (rc == 0 && q->status != 200)
+		rc = http_fail(q, why, whylen);
+	if (rc == 0) {
+		q->mem[q->mem_len] = '\0';
+		*json = q->mem;
+		*len = q->mem_len;
+		q->mem = NULL;
+	}
+	free(q->mem);
+	free(q);
+	return rc;
+}
+
+static int reg_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset, ix_oci_sink_fn sink, void *sctx,
+			char *why, size_t whylen)
+{
+	struct dist_registry *r = ctx;
+	char dg[ST_DIGEST_LEN + 1];
+	struct req *q;
+	int rc;
+
+	st_digest_format(d->sha256, dg);
+	if (!(q = req_new(r, "GET", "blobs/%s", dg)))
+		return -ENOMEM;
+	q->sink = sink;
+	q->sctx = sctx;
+	q->range_from = offset;
+	rc = request(r, q, why, whylen);
+	if (rc == 0 && q->status == 404)
+		rc = why_set(why, whylen, DIST_ENOTFOUND, "blob %s is not in %s (the manifest names a blob it does not carry)",
+			     dg, r->repo);
+	else if (rc == 0 && q->status != 200 && q->status != 206)
+		rc = http_fail(q, why, whylen);
+	free(q);
+	return rc;
+}
+
+void dist_source(struct dist_registry *r, struct ix_oci_source *out)
+{
+	*out = (struct ix_oci_source){ r, reg_manifest_get, reg_blob_get };
+}

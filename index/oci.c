@@ -1,0 +1,761 @@
+/* oci.c: snapshots as OCI artifacts: the XXH3<->sha256 table, the push and pull engines. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "index/index_int.h"
+
+/* Blob bytes are hashed and copied in chunks of this size. */
+#define OCI_CHUNK (1u << 20)
+/* Longest chain of subjects a pull follows (a loop in a hostile registry
+ * ends here). */
+#define OCI_CHAIN_MAX 4096
+
+int ix_why(char *why, size_t whylen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && whylen) {
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+		for (char *p = why; *p; p++)
+			if (*p == '\n' || *p == '\r')
+				*p = ' ';
+	}
+	return code;
+}
+
+/* ------------------------------------------------------------ the table */
+
+int ix_sha256_get(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN])
+{
+	MDB_val k = ix_val(id->b, sizeof(id->b)), v;
+	struct ix_txn *t;
+	int rc;
+
+	if (!ix->has_sha256)
+		return IX_ENOTFOUND;
+	if ((rc = ix_txn_begin(ix, &t)) < 0)
+		return rc;
+	rc = ix_mdb(mdb_get(t->txn, ix->sha256, &k, &v));
+	if (rc == 0 && v.mv_size != ST_SHA256_LEN)
+		rc = IX_ECORRUPT;
+	if (rc == 0)
+		memcpy(sha, v.mv_data, ST_SHA256_LEN);
+	ix_txn_end(t);
+	return ix_err(rc);
+}
+
+struct sha_put {
+	const st_id *ids;
+	const uint8_t (*shas)[ST_SHA256_LEN];
+	size_t n;
+};
+
+static int sha_put_fn(struct ix *ix, MDB_txn *txn, void *arg)
+{
+	struct sha_put *p = arg;
+
+	for (size_t i = 0; i < p->n; i++) {
+		MDB_val k = ix_val(p->ids[i].b, 16), v = ix_val(p->shas[i], ST_SHA256_LEN);
+		int rc = ix_mdb(mdb_put(txn, ix->sha256, &k, &v, 0));
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int ix_sha256_put(struct ix *ix, const st_id *ids, const uint8_t (*shas)[ST_SHA256_LEN], size_t n)
+{
+	struct sha_put p = { ids, shas, n };
+
+	if (n == 0)
+		return 0;
+	if (!ix->has_sha256)
+		return ST_EREADONLY;
+	return ix_write(ix, sha_put_fn, &p);
+}
+
+/* Pairs to record once a push or pull has them all. */
+struct sha_list {
+	st_id *ids;
+	uint8_t (*shas)[ST_SHA256_LEN];
+	size_t n, cap;
+};
+
+static int sha_list_add(struct sha_list *l, const st_id *id, const uint8_t sha[ST_SHA256_LEN])
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		st_id *ids = realloc(l->ids, cap * sizeof(*ids));
+		if (!ids)
+			return -ENOMEM;
+		l->ids = ids;
+		uint8_t(*shas)[ST_SHA256_LEN] = realloc(l->shas, cap * sizeof(*shas));
+		if (!shas)
+			return -ENOMEM;
+		l->shas = shas;
+		l->cap = cap;
+	}
+	l->ids[l->n] = *id;
+	memcpy(l->shas[l->n], sha, ST_SHA256_LEN);
+	l->n++;
+	return 0;
+}
+
+static void sha_list_free(struct sha_list *l)
+{
+	free(l->ids);
+	free(l->shas);
+}
+
+static int sha_list_commit(struct ix *ix, struct sha_list *l)
+{
+	int rc = ix->rdonly ? 0 : ix_sha256_put(ix, l->ids, (const uint8_t(*)[ST_SHA256_LEN])l->shas, l->n);
+
+	l->n = 0;
+	return rc;
+}
+
+static void emit(const struct ix_oci_progress *p, enum ix_oci_event_kind kind, const uint8_t *sha, uint64_t size,
+		 uint64_t done, uint32_t index, uint32_t count)
+{
+	struct ix_oci_event ev = { kind, sha, size, done, index, count };
+
+	if (p && p->cb)
+		p->cb(p->ctx, &ev);
+}
+
+/* ------------------------------------------------------------------ push */
+
+/* A snapshot on its way out: its manifest, config bytes and descriptors. */
+struct out_snap {
+	st_id id;
+	struct st_manifest *m;
+	char *config;
+	size_t config_len;
+	struct st_oci_manifest om;
+};
+
+static void out_snap_clear(struct out_snap *o)
+{
+	st_manifest_free(o->m);
+	free(o->config);
+	free(o->om.layers);
+}
+
+/* sha256 of a store blob: from the table, else hashed once (and added to l). */
+static int blob_sha(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN], struct sha_list *l,
+		    struct ix_oci_stats *st, uint8_t *buf)
+{
+	struct st_sha256 *h;
+	int fd, rc;
+
+	rc = ix_sha256_get(ix, id, sha);
+	if (rc != IX_ENOTFOUND)
+		return rc;
+	for (size_t i = 0; i < l->n; i++) /* a layer shared by two snapshots of the chain */
+		if (st_id_equal(&l->ids[i], id)) {
+			memcpy(sha, l->shas[i], ST_SHA256_LEN);
+			return 0;
+		}
+	if ((rc = st_blob_open(ix->s, id, &fd)) < 0)
+		return rc;
+	if ((rc = st_sha256_new(&h)) < 0)
+		goto out_close;
+	for (;;) {
+		ssize_t n = read(fd, buf, OCI_CHUNK);
+		if (n < 0) {
+			rc = -errno;
+			goto out_free;
+		}
+		if (n == 0)
+			break;
+		st_sha256_update(h, buf, (size_t)n);
+		st->bytes_sha256 += (uint64_t)n;
+	}
+	st_sha256_final(h, sha);
+	rc = sha_list_add(l, id, sha);
+out_free:
+	st_sha256_free(h);
+out_close:
+	close(fd);
+	return rc;
+}
+
+/* Fill o from snapshot id: manifest, canonical config, every digest. */
+static int out_snap_load(struct ix *ix, const st_id *id, struct out_snap *o, struct sha_list *l,
+			 struct ix_oci_stats *st, uint8_t *buf, char *why, size_t whylen)
+{
+	struct ix_txn *t;
+	int rc;
+
+	o->id = *id;
+	if ((rc = ix_txn_begin(ix, &t)) < 0)
+		return rc;
+	rc = ix_snap_get(t, id, &o->m);
+	ix_txn_end(t);
+	if (rc < 0)
+		return rc;
+	if ((rc = st_manifest_encode(o->m, &o->config, &o->config_len, why, whylen)) < 0)
+		return rc;
+	o->om.config.size = o->config_len;
+	o->om.config.has_id = true;
+	o->om.config.id = *id;
+	rc = ix_sha256_get(ix, id, o->om.config.sha256);
+	if (rc == IX_ENOTFOUND) {
+		st_sha256_hash(o->config, o->config_len, o->om.config.sha256);
+		st->bytes_sha256 += o->config_len;
+		rc = sha_list_add(l, id, o->om.config.sha256);
+	}
+	if (rc < 0)
+		return rc;
+	if (o->m->nlayers && !(o->om.layers = calloc(o->m->nlayers, sizeof(*o->om.layers))))
+		return -ENOMEM;
+	o->om.nlayers = o->m->nlayers;
+	for (uint32_t i = 0; i < o->m->nlayers; i++) {
+		struct st_oci_desc *d = &o->om.layers[i];
+		char hex[ST_ID_HEX_LEN + 1];
+
+		d->id = o->m->layers[i].id;
+		d->has_id = true;
+		d->size = o->m->layers[i].pages * ST_PAGE_SIZE;
+		if ((rc = blob_sha(ix, &d->id, d->sha256, l, st, buf)) < 0) {
+			st_id_format(&d->id, hex);
+			if (rc == -ENOENT)
+				snprintf(why, whylen, "layer %s is missing from the store (run 'strata verify')", hex);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Send one blob unless the sink has it. */
+static int push_blob(struct ix *ix, const struct ix_oci_sink *sink, const struct st_oci_desc *d, const void *buf,
+		     const struct ix_oci_progress *prog, uint32_t index, uint32_t count, struct ix_oci_stats *st,
+		     char *why, size_t whylen)
+{
+	int fd = -1, rc = sink->blob_has(sink->ctx, d, why, whylen);
+
+	if (rc < 0)
+		return rc;
+	if (rc > 0) {
+		st->blobs_skipped++;
+		st->bytes_skipped += d->size;
+		emit(prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, index, count);
+		return 0;
+	}
+	if (!buf && (rc = st_blob_open(ix->s, &d->id, &fd)) < 0)
+		return rc;
+	emit(prog, IX_OCI_BLOB_BEGIN, d->sha256, d->size, 0, index, count);
+	rc = sink->blob_put(sink->ctx, d, fd, buf, why, whylen);
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		return rc;
+	st->blobs_moved++;
+	st->bytes_moved += d->size;
+	emit(prog, IX_OCI_BLOB_END, d->sha256, d->size, d->size, index, count);
+	return 0;
+}
+
+/* The chain from id down through ancestors the store holds: ids[0] = id. */
+static int chain_collect(struct ix *ix, const st_id *id, st_id **out, size_t *n)
+{
+	struct ix_txn *t;
+	st_id *ids = NULL, cur = *id;
+	size_t cnt = 0;
+	int rc;
+
+	if ((rc = ix_txn_begin(ix, &t)) < 0)
+		return rc;
+	for (;;) {
+		struct st_manifest *m;
+		st_id *nids;
+
+		if (cnt >= OCI_CHAIN_MAX) {
+			rc = ST_ELAYOUT;
+			break;
+		}
+		if (!(nids = realloc(ids, (cnt + 1) * sizeof(*ids)))) {
+			rc = -ENOMEM;
+			break;
+		}
+		ids = nids;
+		ids[cnt++] = cur;
+		if ((rc = ix_snap_get(t, &cur, &m)) < 0)
+			break;
+		bool more = m->has_parent && ix_snap_has(t, &m->parent);
+		cur = m->parent;
+		st_manifest_free(m);
+		if (!more)
+			break;
+	}
+	ix_txn_end(t);
+	if (rc < 0) {
+		free(ids);
+		return rc;
+	}
+	*out = ids;
+	*n = cnt;
+	return 0;
+}
+
+static int push_id(struct ix *ix, const st_id *top, const char *tag, const struct ix_oci_sink *sink,
+		   const struct ix_oci_progress *prog, struct ix_oci_stats *st, uint8_t digest[ST_SHA256_LEN],
+		   uint64_t *size, char *why, size_t whylen)
+{
+	struct sha_list l = { 0 };
+	st_id *chain = NULL;
+	size_t n = 0;
+	uint8_t *buf = malloc(OCI_CHUNK);
+	struct st_oci_desc subject = { 0 };
+	bool has_subject = false;
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	if ((rc = chain_collect(ix, top, &chain, &n)) < 0)
+		goto out_free;
+	for (size_t k = n; k-- > 0;) {
+		struct out_snap o = { 0 };
+		char *json = NULL;
+		size_t len;
+		uint8_t sha[ST_SHA256_LEN];
+
+		if ((rc = out_snap_load(ix, &chain[k], &o, &l, st, buf, why, whylen)) < 0)
+			goto out_snap;
+		/* Record new digests before sending, so an interrupted push
+		 * does not hash them again. */
+		if ((rc = sha_list_commit(ix, &l)) < 0)
+			goto out_snap;
+		uint32_t count = o.om.nlayers + 1;
+		for (uint32_t i = 0; i < o.om.nlayers; i++)
+			if ((rc = push_blob(ix, sink, &o.om.layers[i], NULL, prog, i, count, st, why, whylen)) < 0)
+				goto out_snap;
+		if ((rc = push_blob(ix, sink, &o.om.config, o.config, prog, o.om.nlayers, count, st, why, whylen)) < 0)
+			goto out_snap;
+		o.om.has_subject = has_subject;
+		o.om.subject = subject;
+		if ((rc = st_oci_manifest_encode(&o.om, &json, &len)) < 0)
+			goto out_snap;
+		st_sha256_hash(json, len, sha);
+		rc = sink->manifest_put(sink->ctx, json, len, sha, k == 0 ? tag : NULL, why, whylen);
+		free(json);
+		if (rc < 0)
+			goto out_snap;
+		emit(prog, IX_OCI_MANIFEST, sha, len, len, 0, 0);
+		st->snapshots++;
+		memcpy(subject.sha256, sha, ST_SHA256_LEN);
+		subject.size = len;
+		has_subject = true;
+out_snap:
+		out_snap_clear(&o);
+		if (rc < 0)
+			goto out_free;
+	}
+	if (digest)
+		memcpy(digest, subject.sha256, ST_SHA256_LEN);
+	if (size)
+		*size = subject.size;
+out_free:
+	sha_list_free(&l);
+	free(chain);
+	free(buf);
+	return rc;
+}
+
+int ix_oci_push(struct ix *ix, const char *ref, const char *tag, const struct ix_oci_sink *sink,
+		const struct ix_oci_progress *prog, struct ix_oci_stats *stats, uint8_t digest[ST_SHA256_LEN],
+		uint64_t *size, char *why, size_t whylen)
+{
+	struct ix_oci_stats st = { 0 };
+	struct ix_txn *t;
+	st_id id;
+	int rc;
+
+	if (why && whylen)
+		why[0] = '\0';
+	if ((rc = ix_txn_begin(ix, &t)) < 0)
+		return rc;
+	rc = ix_resolve(t, ref, &id);
+	ix_txn_end(t);
+	if (rc < 0)
+		return rc;
+	rc = push_id(ix, &id, tag, sink, prog, &st, digest, size, why, whylen);
+	if (stats)
+		*stats = st;
+	return rc;
+}
+
+/* ------------------------------------------------------------------ pull */
+
+/* A snapshot on its way in. */
+struct in_snap {
+	struct st_oci_manifest *om;
+	struct st_manifest *m;
+};
+
+/* Collects a small blob (a config) in memory, refusing more than max. */
+struct mem_sink {
+	char *buf;
+	size_t len, max;
+};
+
+static int mem_sink_fn(void *sctx, const void *buf, size_t len)
+{
+	struct mem_sink *ms = sctx;
+
+	if (len > ms->max - ms->len)
+		return ST_ECORRUPT;
+	memcpy(ms->buf + ms->len, buf, len);
+	ms->len += len;
+	return 0;
+}
+
+/* Fetch, verify and parse the config of om. */
+static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const struct st_oci_manifest *om,
+			struct st_manifest **out, char *why, size_t whylen)
+{
+	struct mem_sink ms = { .max = om->config.size };
+	uint8_t sha[ST_SHA256_LEN];
+	char *canon = NULL;
+	size_t clen;
+	int rc;
+
+	if (!(ms.buf = malloc(om->config.size + 1)))
+		return -ENOMEM;
+	rc = src->blob_get(src->ctx, &om->config, 0, mem_sink_fn, &ms, why, whylen);
+	if (rc == ST_ECORRUPT || (rc == 0 && ms.len != om->config.size)) {
+		rc = ix_why(why, whylen, ST_ECORRUPT, "the config is not %" PRIu64 " bytes as its descriptor says",
+			    om->config.size);
+		goto out_free;
+	}
+	if (rc < 0)
+		goto out_free;
+	st_sha256_hash(ms.buf, ms.len, sha);
+	if (memcmp(sha, om->config.sha256, ST_SHA256_LEN) != 0) {
+		rc = ix_why(why, whylen, ST_ECORRUPT, "the config's bytes do not match its sha256 digest");
+		goto out_free;
+	}
+	char inner[ST_WHY_LEN];
+	if ((rc = st_manifest_parse(ms.buf, ms.len, out, inner, sizeof(inner))) < 0) {
+		rc = ix_why(why, whylen, ST_EFORMAT, "the config is not a strata manifest: %s", inner);
+		goto out_free;
+	}
+	if ((rc = st_manifest_encode(*out, &canon, &clen, why, whylen)) < 0)
+		goto out_manifest;
+	if (clen != ms.len || memcmp(canon, ms.buf, clen) != 0) {
+		rc = ix_why(why, whylen, ST_EFORMAT, "the config is a strata manifest but not in canonical form");
+		goto out_manifest;
+	}
+	if ((rc = st_oci_manifest_check(om, *out, why, whylen)) < 0)
+		goto out_manifest;
+	free(canon);
+	free(ms.buf);
+	(void)ix;
+	return 0;
+out_manifest:
+	st_manifest_free(*out);
+	*out = NULL;
+out_free:
+	free(canon);
+	free(ms.buf);
+	return rc;
+}
+
+/* Streams a layer into a resumable store writer, hashing sha256 alongside. */
+struct blob_sink {
+	struct st_blob_writer *w;
+	struct st_sha256 *h;
+	uint64_t have, size;
+	const struct ix_oci_progress *prog;
+	const uint8_t *sha;
+	uint32_t index, count;
+	uint64_t next_tick;
+};
+
+static void prefix_fn(void *ctx, const void *buf, size_t len)
+{
+	st_sha256_update(ctx, buf, len);
+}
+
+static int blob_sink_fn(void *sctx, const void *buf, size_t len)
+{
+	struct blob_sink *b = sctx;
+	int rc;
+
+	if (len > b->size - b->have)
+		return ST_ECORRUPT;
+	if ((rc = st_blob_writer_write(b->w, buf, len)) < 0)
+		return rc;
+	st_sha256_update(b->h, buf, len);
+	b->have += len;
+	if (b->have >= b->next_tick || b->have == b->size) {
+		emit(b->prog, IX_OCI_BLOB_BYTES, b->sha, b->size, b->have, b->index, b->count);
+		b->next_tick = b->have + (4u << 20);
+	}
+	return 0;
+}
+
+/* Fetch one layer into the store, verified for both digests. */
+static int fetch_layer(struct ix *ix, const struct ix_oci_source *src, const struct st_oci_desc *d, unsigned flags,
+		       const struct ix_oci_progress *prog, uint32_t index, uint32_t count, struct ix_oci_stats *st,
+		       char *why, size_t whylen)
+{
+	struct blob_sink b = { .size = d->size, .prog = prog, .sha = d->sha256, .index = index, .count = count };
+	char name[80], hex[ST_ID_HEX_LEN + 1], dg[ST_DIGEST_LEN + 1];
+	uint8_t sha[ST_SHA256_LEN];
+	bool dedup;
+	int rc;
+
+	st_id_format(&d->id, hex);
+	st_digest_format(d->sha256, dg);
+	snprintf(name, sizeof(name), "pull-%s", dg + 7);
+	if ((rc = st_sha256_new(&b.h)) < 0)
+		return rc;
+	rc = st_blob_writer_resume(ix->s, name, prefix_fn, b.h, &b.w);
+	if (rc == -EBUSY) /* another pull of this blob is under way: fetch our own copy */
+		rc = st_blob_writer_new(ix->s, &b.w);
+	if (rc < 0)
+		goto out_sha;
+	b.have = st_blob_writer_size(b.w);
+	if (b.have > d->size) { /* not a prefix of this blob: start over */
+		st_blob_writer_abort(b.w);
+		st_sha256_reset(b.h);
+		if ((rc = st_blob_writer_resume(ix->s, name, prefix_fn, b.h, &b.w)) < 0)
+			goto out_sha;
+		b.have = 0;
+	}
+	st->bytes_resumed += b.have;
+	uint64_t start = b.have;
+	emit(prog, IX_OCI_BLOB_BEGIN, d->sha256, d->size, b.have, index, count);
+	rc = b.have < d->size ? src->blob_get(src->ctx, d, b.have, blob_sink_fn, &b, why, whylen) : 0;
+	st->bytes_moved += b.have - start;
+	if (rc == ST_ECORRUPT) {
+		st_blob_writer_abort(b.w);
+		rc = ix_why(why, whylen, ST_ECORRUPT, "layer %s: the source sent more than its %" PRIu64 " bytes", hex,
+			    d->size);
+		goto out_sha;
+	}
+	if (rc == 0 && b.have < d->size)
+		rc = ix_why(why, whylen, -EPIPE, "layer %s: the transfer ended after %" PRIu64 " of %" PRIu64 " bytes",
+			    hex, b.have, d->size);
+	if (rc < 0) {
+		/* Keep what arrived for the next attempt (verified at the end). */
+		if (flags & IX_OCI_KEEP_PARTIAL)
+			st_blob_writer_suspend(b.w);
+		else
+			st_blob_writer_abort(b.w);
+		goto out_sha;
+	}
+	st_sha256_final(b.h, sha);
+	if (memcmp(sha, d->sha256, ST_SHA256_LEN) != 0) {
+		st_blob_writer_abort(b.w);
+		rc = ix_why(why, whylen, ST_ECORRUPT, "layer %s: the bytes received do not match digest %s", hex, dg);
+		goto out_sha;
+	}
+	rc = st_blob_writer_commit(b.w, &d->id, NULL, &dedup);
+	if (rc == ST_ECORRUPT)
+		rc = ix_why(why, whylen, ST_ECORRUPT, "layer %s: the bytes match their sha256 but not their strata id", hex);
+	if (rc == 0) {
+		st->blobs_moved++;
+		emit(prog, IX_OCI_BLOB_END, d->sha256, d->size, d->size, index, count);
+	}
+out_sha:
+	st_sha256_free(b.h);
+	return rc;
+}
+
+struct pull_rollback {
+	const st_id *ids;
+	size_t n;
+};
+
+static int pull_rollback_fn(struct ix *ix, MDB_txn *txn, void *arg)
+{
+	struct pull_rollback *p = arg;
+
+	for (size_t i = 0; i < p->n; i++) {
+		struct ix_blob_rec r;
+		int rc = ix_blob_rec_get(ix, txn, &p->ids[i], &r);
+		if (rc == IX_ENOTFOUND)
+			st_blob_del(ix->s, &p->ids[i]);
+		else if (rc < 0)
+			return rc;
+	}
+	return IX_NOCHANGE;
+}
+
+static bool snap_in_store(struct ix *ix, const st_id *id)
+{
+	struct ix_txn *t;
+	bool has = false;
+
+	if (ix_txn_begin(ix, &t) == 0) {
+		has = ix_snap_has(t, id);
+		ix_txn_end(t);
+	}
+	return has;
+}
+
+int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref, const char *tag,
+		unsigned flags, const struct ix_oci_progress *prog, struct ix_oci_stats *stats, st_id *out_id,
+		char *why, size_t whylen)
+{
+	struct ix_oci_stats st = { 0 };
+	struct in_snap *chain = NULL;
+	struct sha_list l = { 0 };
+	st_id *added = NULL;
+	size_t n = 0, nadded = 0;
+	char cur[ST_DIGEST_LEN + 1];
+	const char *curref = ref;
+	int rc;
+
+	if (why && whylen)
+		why[0] = '\0';
+	if (ix->rdonly)
+		return ST_EREADONLY;
+	if (tag && !st_name_valid(tag))
+		return ST_EBADNAME;
+
+	/* Manifests and configs first, top down, until a snapshot we hold. */
+	for (;;) {
+		struct st_oci_manifest *om = NULL;
+		uint8_t want[ST_SHA256_LEN], sha[ST_SHA256_LEN];
+		char *json = NULL;
+		size_t len = 0;
+		struct in_snap *nc;
+
+		if (n >= OCI_CHAIN_MAX) {
+			rc = ix_why(why, whylen, ST_ELAYOUT, "the chain of parents is longer than %d", OCI_CHAIN_MAX);
+			goto out_free;
+		}
+		if ((rc = src->manifest_get(src->ctx, curref, &json, &len, why, whylen)) < 0)
+			goto out_free;
+		st_sha256_hash(json, len, sha);
+		if (st_digest_parse(curref, want) == 0 && memcmp(want, sha, ST_SHA256_LEN) != 0) {
+			free(json);
+			rc = ix_why(why, whylen, ST_ECORRUPT, "manifest %s: its bytes do not match the digest", curref);
+			goto out_free;
+		}
+		char inner[ST_WHY_LEN];
+		rc = st_oci_manifest_parse(json, len, &om, inner, sizeof(inner));
+		free(json);
+		if (rc < 0) {
+			ix_why(why, whylen, rc, "%s: %s", curref, inner);
+			goto out_free;
+		}
+		emit(prog, IX_OCI_MANIFEST, sha, len, len, 0, 0);
+		if (!(nc = realloc(chain, (n + 1) * sizeof(*chain)))) {
+			st_oci_manifest_free(om);
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		chain = nc;
+		chain[n].om = om;
+		chain[n].m = NULL;
+		n++;
+		if (snap_in_store(ix, &om->config.id)) {
+			if (n == 1)
+				st.existed = true;
+			break;
+		}
+		if ((rc = fetch_config(ix, src, om, &chain[n - 1].m, why, whylen)) < 0)
+			goto out_free;
+		if ((rc = sha_list_add(&l, &om->config.id, om->config.sha256)) < 0)
+			goto out_free;
+		const struct st_manifest *m = chain[n - 1].m;
+		if (!m->has_parent || !om->has_subject || snap_in_store(ix, &m->parent))
+			break;
+		st_digest_format(om->subject.sha256, cur);
+		curref = cur;
+	}
+
+	/* Then every layer the store lacks, once. */
+	size_t total = 0;
+	for (size_t k = 0; k < n; k++)
+		total += chain[k].m ? chain[k].m->nlayers : 0;
+	if (total && !(added = calloc(total, sizeof(*added)))) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	for (size_t k = 0; k < n; k++) {
+		const struct st_oci_manifest *om = chain[k].om;
+
+		if (!chain[k].m)
+			continue;
+		for (uint32_t i = 0; i < om->nlayers; i++) {
+			const struct st_oci_desc *d = &om->layers[i];
+			uint8_t known[ST_SHA256_LEN];
+			bool seen = false;
+
+			for (size_t j = 0; j < l.n && !seen; j++)
+				seen = st_id_equal(&l.ids[j], &d->id);
+			if (seen)
+				continue;
+			rc = ix_sha256_get(ix, &d->id, known);
+			if (rc == 0 && memcmp(known, d->sha256, ST_SHA256_LEN) != 0) {
+				char hex[ST_ID_HEX_LEN + 1];
+				st_id_format(&d->id, hex);
+				rc = ix_why(why, whylen, ST_ECORRUPT,
+					    "layer %s: its digest differs from the one this store recorded for those bytes", hex);
+				goto out_rollback;
+			}
+			if (rc < 0 && rc != IX_ENOTFOUND)
+				goto out_rollback;
+			if (st_blob_has(ix->s, &d->id)) {
+				st.blobs_skipped++;
+				st.bytes_skipped += d->size;
+				emit(prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, i, om->nlayers);
+			} else {
+				rc = fetch_layer(ix, src, d, flags, prog, i, om->nlayers, &st, why, whylen);
+				if (rc < 0)
+					goto out_rollback;
+				added[nadded++] = d->id;
+			}
+			if ((rc = sha_list_add(&l, &d->id, d->sha256)) < 0)
+				goto out_rollback;
+		}
+	}
+
+	/* Commit oldest first: a child never appears before its parent. */
+	if ((rc = sha_list_commit(ix, &l)) < 0)
+		goto out_rollback;
+	for (size_t k = n; k-- > 0;) {
+		st_id id = chain[k].om->config.id;
+		if (chain[k].m) {
+			rc = ix_snap_commit(ix, chain[k].m, k == 0 ? tag : NULL, flags & IX_TAG_FORCE, &id);
+			st.snapshots++;
+		} else if (k == 0 && tag) {
+			rc = ix_tag_set(ix, tag, &id, flags & IX_TAG_FORCE);
+		}
+		if (rc < 0)
+			goto out_rollback;
+		if (k == 0 && out_id)
+			*out_id = id;
+	}
+	goto out_free;
+out_rollback:
+	if (nadded && !(flags & IX_OCI_KEEP_PARTIAL)) {
+		struct pull_rollback rb = { added, nadded };
+		ix_write(ix, pull_rollback_fn, &rb); /* best effort: leftovers are orphans gc reclaims */
+	}
+out_free:
+	for (size_t k = 0; k < n; k++) {
+		st_oci_manifest_free(chain[k].om);
+		st_manifest_free(chain[k].m);
+	}
+	free(chain);
+	free(added);
+	sha_list_free(&l);
+	if (stats)
+		*stats = st;
+	return rc;
+}

@@ -1,0 +1,475 @@
+/* cmd_oci.c: snapshots as OCI artifacts: export --oci, import of a layout, push and pull through a registry. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dist/dist.h"
+#include "index/index.h"
+#include "store/store.h"
+
+/* ------------------------------------------------------------- progress */
+
+/* What the progress callback prints: nothing, a line on a TTY, or JSON lines. */
+struct progress {
+	bool tty, json;
+	uint32_t blobs_done;
+	uint64_t bytes_done;   /* bytes of finished blobs */
+	uint64_t cur;          /* bytes of the blob in flight */
+	struct timespec last;
+	FILE *out;
+};
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void progress_cb(void *ctx, const struct ix_oci_event *ev)
+{
+	static const char *kinds[] = { "begin", "bytes", "end", "skip", "manifest" };
+	static double last;
+	struct progress *p = ctx;
+	char dg[ST_DIGEST_LEN + 1] = "";
+
+	if (ev->sha256)
+		st_digest_format(ev->sha256, dg);
+	if (p->json) {
+		fprintf(p->out, "{\"event\":\"%s\",\"digest\":\"%s\",\"size\":%" PRIu64 ",\"done\":%" PRIu64
+				",\"index\":%" PRIu32 ",\"count\":%" PRIu32 "}\n",
+			kinds[ev->kind], dg, ev->size, ev->done, ev->index, ev->count);
+		fflush(p->out);
+		return;
+	}
+	if (ev->kind == IX_OCI_BLOB_END || ev->kind == IX_OCI_BLOB_SKIP) {
+		p->blobs_done++;
+		if (ev->kind == IX_OCI_BLOB_END)
+			p->bytes_done += ev->size;
+		p->cur = 0;
+	} else if (ev->kind == IX_OCI_BLOB_BYTES || ev->kind == IX_OCI_BLOB_BEGIN) {
+		p->cur = ev->done;
+	}
+	if (!p->tty)
+		return;
+	double t = now_s();
+	if (ev->kind == IX_OCI_BLOB_BYTES && t - last < 0.1)
+		return;
+	last = t;
+	fprintf(stderr, "\r%" PRIu32 " blob(s) done, %.1f MiB moved; %s %.19s %.1f/%.1f MiB   ", p->blobs_done,
+		(double)(p->bytes_done + p->cur) / 1048576.0, kinds[ev->kind], dg, (double)ev->done / 1048576.0,
+		(double)ev->size / 1048576.0);
+	fflush(stderr);
+}
+
+static void progress_end(struct progress *p)
+{
+	if (p->tty && !p->json) {
+		fputc('\n', stderr);
+		fflush(stderr);
+	}
+}
+
+/* ------------------------------------------------------------ reporting */
+
+static int exit_for(int rc)
+{
+	switch (rc) {
+	case DIST_ENOTFOUND:
+	case IX_ENOTFOUND:
+	case -ENOENT:
+		return CLI_NOTFOUND;
+	case DIST_EREF:
+	case ST_EBADNAME:
+		return CLI_USAGE;
+	default:
+		return CLI_FAIL;
+	}
+}
+
+static void report(struct cli *cli, const char *what, int rc, const char *why)
+{
+	const char *msg = rc == -ENOSPC ? "no space left on the store's filesystem"
+			  : rc == ST_EREADONLY ? "the store is read-only"
+					       : dist_strerror(rc);
+
+	if (why && why[0])
+		cli_err(cli, "%s: %s: %s", what, msg, why);
+	else
+		cli_err(cli, "%s: %s", what, msg);
+}
+
+static void stats_json(FILE *f, const char *event, const struct ix_oci_stats *st, const struct dist_wire *w)
+{
+	fprintf(f, "{\"event\":\"%s\",\"snapshots\":%" PRIu32 ",\"blobs_moved\":%" PRIu32 ",\"blobs_skipped\":%" PRIu32
+		   ",\"bytes_moved\":%" PRIu64 ",\"bytes_skipped\":%" PRIu64 ",\"bytes_resumed\":%" PRIu64
+		   ",\"bytes_sha256\":%" PRIu64,
+		event, st->snapshots, st->blobs_moved, st->blobs_skipped, st->bytes_moved, st->bytes_skipped,
+		st->bytes_resumed, st->bytes_sha256);
+	if (w)
+		fprintf(f, ",\"wire_up\":%" PRIu64 ",\"wire_down\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"mounts\":%" PRIu32,
+			w->up, w->down, w->requests, w->mounts);
+}
+
+/* ------------------------------------------------------ layout commands */
+
+int cli_oci_export(struct cli *cli, int argc, char **argv)
+{
+	struct progress p = { .tty = isatty(2), .out = stdout };
+	struct ix_oci_progress prog = { progress_cb, &p };
+	struct ix_oci_stats st;
+	struct st_store *s;
+	struct ix *ix;
+	char why[ST_WHY_LEN] = "";
+	int rc;
+
+	if (argc < 1) {
+		cli_err(cli, "export --oci: expected DIR [TAG|ID...] (see 'strata export --help')");
+		return CLI_USAGE;
+	}
+	/* Writable (if the store is) for the sha256 table. */
+	if ((rc = cli_store_open(cli, true, &s, &ix)) != CLI_OK)
+		return rc;
+	rc = ix_oci_export(ix, (const char *const *)argv + 1, (size_t)argc - 1, argv[0], &prog, &st, why, sizeof(why));
+	ix_close(ix);
+	st_store_close(s);
+	if (rc == -EEXIST) {
+		cli_err(cli, "export: %s already exists (export writes a new directory)", argv[0]);
+		return CLI_FAIL;
+	}
+	if (rc == IX_ENOTFOUND || rc == ST_EBADNAME) {
+		cli_err(cli, "export: a snapshot named on the command line is not in store %s", cli->store);
+		return exit_for(rc);
+	}
+	if (rc < 0) {
+		char what[300];
+		snprintf(what, sizeof(what), "export of an OCI layout to %s failed", argv[0]);
+		report(cli, what, rc, why);
+		return exit_for(rc);
+	}
+	cli_info(cli, "%" PRIu32 " snapshot(s), %" PRIu32 " blob(s) written (%" PRIu64 " bytes), sha256 computed over %" PRIu64
+		      " bytes",
+		 st.snapshots, st.blobs_moved, st.bytes_moved, st.bytes_sha256);
+	return CLI_OK;
+}
+
+int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned flags)
+{
+	struct ix_oci_stats st;
+	struct st_store *s;
+	struct ix *ix;
+	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1];
+	st_id id;
+	int rc;
+
+	if ((rc = cli_store_open(cli, true, &s, &ix)) != CLI_OK)
+		return rc;
+	rc = ix_oci_import(ix, dir, tag, flags, NULL, &st, &id, why, sizeof(why));
+	ix_close(ix);
+	st_store_close(s);
+	if (rc == IX_EEXIST) {
+		cli_err(cli, "import: the tag already names another snapshot (use --force to move it)");
+		return CLI_FAIL;
+	}
+	if (rc < 0) {
+		char what[300];
+		snprintf(what, sizeof(what), "import of OCI layout %s rejected", dir);
+		report(cli, what, rc, why);
+		return rc == -ENOENT && !why[0] ? CLI_NOTFOUND : CLI_FAIL;
+	}
+	st_id_format(&id, hex);
+	printf("%s\n", hex);
+	cli_info(cli, "%" PRIu32 " snapshot(s) imported, %" PRIu32 " blob(s) stored (%" PRIu64 " bytes), %" PRIu32
+		      " already present",
+		 st.snapshots, st.blobs_moved, st.bytes_moved, st.blobs_skipped);
+	return CLI_OK;
+}
+
+/* ------------------------------------------------------- registry access */
+
+struct reg_args {
+	bool insecure, json;
+	const char *cacert, *authfile, *from;
+	char *user, *pass;
+};
+
+/* Credentials for host: --authfile, else $REGISTRY_AUTH_FILE, else
+ * $XDG_RUNTIME_DIR/containers/auth.json, $DOCKER_CONFIG/config.json,
+ * ~/.docker/config.json (the first that has an entry for host). */
+static int find_credentials(struct cli *cli, struct reg_args *a, const char *host)
+{
+	const char *explicit = a->authfile ? a->authfile : getenv("REGISTRY_AUTH_FILE");
+	char paths[3][4096];
+	size_t n = 0;
+	char why[ST_WHY_LEN] = "";
+
+	if (explicit) {
+		int rc = dist_auth_lookup(explicit, host, &a->user, &a->pass, why, sizeof(why));
+		if (rc == -ENOENT) {
+			cli_err(cli, "the auth file %s does not exist", explicit);
+			return CLI_NOTFOUND;
+		}
+		if (rc < 0) {
+			cli_err(cli, "cannot read the auth file %s: %s", explicit, why[0] ? why : strerror(-rc));
+			return CLI_FAIL;
+		}
+		return CLI_OK;
+	}
+	if (getenv("XDG_RUNTIME_DIR"))
+		snprintf(paths[n++], sizeof(paths[0]), "%s/containers/auth.json", getenv("XDG_RUNTIME_DIR"));
+	if (getenv("DOCKER_CONFIG"))
+		snprintf(paths[n++], sizeof(paths[0]), "%s/config.json", getenv("DOCKER_CONFIG"));
+	else if (getenv("HOME"))
+		snprintf(paths[n++], sizeof(paths[0]), "%s/.docker/config.json", getenv("HOME"));
+	for (size_t i = 0; i < n; i++) {
+		int rc = dist_auth_lookup(paths[i], host, &a->user, &a->pass, why, sizeof(why));
+		if (rc == 0)
+			return CLI_OK;
+		if (rc < 0 && rc != -ENOENT) {
+			cli_err(cli, "cannot read the auth file %s: %s", paths[i], why[0] ? why : strerror(-rc));
+			return CLI_FAIL;
+		}
+	}
+	return CLI_OK;
+}
+
+enum { OPT_INSECURE = 1000, OPT_CACERT, OPT_AUTHFILE, OPT_JSON, OPT_FROM };
+
+static void push_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] push [OPTIONS] TAG|ID REGISTRY/REPOSITORY[:TAG]\n"
+		"\n"
+		"Send a snapshot and its ancestors in the store to an OCI registry, one\n"
+		"artifact per snapshot (docs/oci.md). Only blobs the registry lacks are\n"
+		"sent: each is asked for first (HEAD), then mounted from --from's\n"
+		"repository where the registry allows it, else uploaded. Credentials come\n"
+		"from --authfile, $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json\n"
+		"or ~/.docker/config.json. Prints the pushed manifest's digest.\n"
+		"\n"
+		"  --insecure       plain HTTP (a loopback registry); HTTPS otherwise\n"
+		"  --cacert FILE    trust this CA bundle for HTTPS\n"
+		"  --authfile FILE  credentials file (docker config.json format)\n"
+		"  --from REPO      try a cross-repository mount from REPO on the same registry\n"
+		"  --json           progress and result as JSON lines on stdout\n");
+}
+
+static void pull_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata [--store DIR] pull [OPTIONS] REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]\n"
+		"\n"
+		"Fetch a snapshot (and its parents the store lacks) from an OCI registry.\n"
+		"Only layers the store lacks are fetched; each is checked against its\n"
+		"sha256 and its strata id in one pass as it streams. An interrupted pull\n"
+		"resumes where it stopped when run again. The snapshot appears whole, with\n"
+		"its tag (the remote tag unless --tag), or not at all. Prints its id.\n"
+		"\n"
+		"  --tag NAME       tag it NAME in the store\n"
+		"  --force          move the tag if it names another snapshot\n"
+		"  --insecure       plain HTTP (a loopback registry); HTTPS otherwise\n"
+		"  --cacert FILE    trust this CA bundle for HTTPS\n"
+		"  --authfile FILE  credentials file (docker config.json format)\n"
+		"  --json           progress and result as JSON lines on stdout\n");
+}
+
+static const struct option reg_opts[] = {
+	{ "insecure", no_argument, NULL, OPT_INSECURE }, { "cacert", required_argument, NULL, OPT_CACERT },
+	{ "authfile", required_argument, NULL, OPT_AUTHFILE }, { "json", no_argument, NULL, OPT_JSON },
+	{ "from", required_argument, NULL, OPT_FROM }, { "tag", required_argument, NULL, 't' },
+	{ "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+
+/* Open the registry client for ref (credentials looked up); exit status. */
+static int reg_open(struct cli *cli, struct reg_args *a, const struct dist_ref *ref, const struct ix_oci_progress *prog,
+		    struct dist_registry **out)
+{
+	int rc;
+
+	if ((rc = find_credentials(cli, a, ref->host)) != CLI_OK)
+		return rc;
+	struct dist_opts o = { .insecure = a->insecure, .cacert = a->cacert, .user = a->user, .pass = a->pass,
+			       .mount_from = a->from, .prog = prog };
+	if (dist_global_init() < 0 || dist_open(ref, &o, out) < 0) {
+		cli_err(cli, "cannot start the HTTP client: out of memory");
+		return CLI_FAIL;
+	}
+	return CLI_OK;
+}
+
+int cmd_push(struct cli *cli, int argc, char **argv)
+{
+	struct reg_args a = { 0 };
+	struct dist_registry *r = NULL;
+	struct dist_ref ref;
+	struct ix_oci_sink sink;
+	struct ix_oci_stats st = { 0 };
+	struct dist_wire w;
+	struct st_store *s = NULL;
+	struct ix *ix = NULL;
+	char why[ST_WHY_LEN] = "", dg[ST_DIGEST_LEN + 1];
+	uint8_t sha[ST_SHA256_LEN];
+	int c, rc, status;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", reg_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_INSECURE: a.insecure = true; break;
+		case OPT_CACERT: a.cacert = optarg; break;
+		case OPT_AUTHFILE: a.authfile = optarg; break;
+		case OPT_JSON: a.json = true; break;
+		case OPT_FROM: a.from = optarg; break;
+		case 'h': push_usage(stdout); return CLI_OK;
+		default: push_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (argc - optind != 2) {
+		cli_err(cli, "push: expected TAG|ID and REGISTRY/REPOSITORY[:TAG] (see 'strata push --help')");
+		return CLI_USAGE;
+	}
+	const char *snap = argv[optind], *target = argv[optind + 1];
+	if (dist_ref_parse(target, &ref) < 0 || ref.digest) {
+		cli_err(cli, "push: '%s' is not REGISTRY/REPOSITORY[:TAG] (e.g. 127.0.0.1:5000/sandboxes/web:v1)", target);
+		return CLI_USAGE;
+	}
+	struct progress p = { .tty = !a.json && isatty(2), .json = a.json, .out = stdout };
+	struct ix_oci_progress prog = { progress_cb, &p };
+	/* Writable (if the store is) for the sha256 table. */
+	if ((status = cli_store_open(cli, true, &s, &ix)) != CLI_OK)
+		return status;
+	if ((status = reg_open(cli, &a, &ref, &prog, &r)) != CLI_OK)
+		goto out_close;
+	dist_sink(r, &sink);
+	rc = ix_oci_push(ix, snap, ref.tag, &sink, &prog, &st, sha, NULL, why, sizeof(why));
+	progress_end(&p);
+	dist_wire_get(r, &w);
+	if (rc < 0) {
+		char what[1200];
+		if (rc == IX_ENOTFOUND || rc == ST_EBADNAME) {
+			cli_err(cli, "push: snapshot '%s' not found in store %s", snap, cli->store);
+			status = exit_for(rc);
+			goto out_close;
+		}
+		snprintf(what, sizeof(what), "push of '%s' to %s failed", snap, target);
+		report(cli, what, rc, why);
+		status = exit_for(rc);
+		goto out_close;
+	}
+	st_digest_format(sha, dg);
+	if (a.json) {
+		stats_json(stdout, "done", &st, &w);
+		printf(",\"digest\":\"%s\"}\n", dg);
+	} else {
+		printf("%s\n", dg);
+	}
+	cli_info(cli, "%" PRIu32 " snapshot(s); %" PRIu32 " blob(s) sent (%" PRIu64 " bytes), %" PRIu32
+		      " already there (%" PRIu64 " bytes), %" PRIu32 " mounted; %" PRIu64 " bytes up, %" PRIu64
+		      " down in %" PRIu64 " requests; sha256 over %" PRIu64 " bytes",
+		 st.snapshots, st.blobs_moved, st.bytes_moved, st.blobs_skipped, st.bytes_skipped, w.mounts, w.up, w.down,
+		 w.requests, st.bytes_sha256);
+	status = CLI_OK;
+out_close:
+	dist_close(r);
+	ix_close(ix);
+	st_store_close(s);
+	free(a.user);
+	free(a.pass);
+	return status;
+}
+
+int cmd_pull(struct cli *cli, int argc, char **argv)
+{
+	struct reg_args a = { 0 };
+	struct dist_registry *r = NULL;
+	struct dist_ref ref;
+	struct ix_oci_source src;
+	struct ix_oci_stats st = { 0 };
+	struct dist_wire w;
+	struct st_store *s = NULL;
+	struct ix *ix = NULL;
+	const char *tag = NULL;
+	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1];
+	unsigned flags = IX_OCI_KEEP_PARTIAL;
+	st_id id;
+	int c, rc, status;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "t:fh", reg_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_INSECURE: a.insecure = true; break;
+		case OPT_CACERT: a.cacert = optarg; break;
+		case OPT_AUTHFILE: a.authfile = optarg; break;
+		case OPT_JSON: a.json = true; break;
+		case 't': tag = optarg; break;
+		case 'f': flags |= IX_TAG_FORCE; break;
+		case 'h': pull_usage(stdout); return CLI_OK;
+		default: pull_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (argc - optind != 1) {
+		cli_err(cli, "pull: expected REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST] (see 'strata pull --help')");
+		return CLI_USAGE;
+	}
+	const char *from = argv[optind];
+	if (dist_ref_parse(from, &ref) < 0) {
+		cli_err(cli, "pull: '%s' is not REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]", from);
+		return CLI_USAGE;
+	}
+	if (!tag && !ref.digest)
+		tag = ref.tag;
+	if (tag && !st_name_valid(tag)) {
+		cli_err(cli, "pull: '%s' is not a valid tag name", tag);
+		return CLI_USAGE;
+	}
+	struct progress p = { .tty = !a.json && isatty(2), .json = a.json, .out = stdout };
+	struct ix_oci_progress prog = { progress_cb, &p };
+	if ((status = cli_store_open(cli, true, &s, &ix)) != CLI_OK)
+		return status;
+	if ((status = reg_open(cli, &a, &ref, NULL, &r)) != CLI_OK)
+		goto out_close;
+	dist_source(r, &src);
+	rc = ix_oci_pull(ix, &src, ref.digest ? ref.digest : ref.tag, tag, flags, &prog, &st, &id, why, sizeof(why));
+	progress_end(&p);
+	dist_wire_get(r, &w);
+	if (rc < 0) {
+		char what[1200];
+		if (rc == IX_EEXIST) {
+			cli_err(cli, "pull: tag '%s' already names another snapshot (use --tag NAME or --force)", tag);
+			status = CLI_FAIL;
+			goto out_close;
+		}
+		snprintf(what, sizeof(what), "pull of %s failed%s", from,
+			 st.bytes_moved && (rc == DIST_ENET || rc == -EPIPE || rc == DIST_EHTTP)
+				 ? " (what arrived is kept: run it again to resume)"
+				 : "");
+		report(cli, what, rc, why);
+		status = exit_for(rc);
+		goto out_close;
+	}
+	st_id_format(&id, hex);
+	if (a.json) {
+		stats_json(stdout, "done", &st, &w);
+		printf(",\"id\":\"%s\",\"existed\":%s}\n", hex, st.existed ? "true" : "false");
+	} else {
+		printf("%s\n", hex);
+	}
+	cli_info(cli, "%" PRIu32 " snapshot(s); %" PRIu32 " layer(s) fetched (%" PRIu64 " bytes, %" PRIu64
+		      " resumed), %" PRIu32 " already in the store; %" PRIu64 " bytes down, %" PRIu64 " up in %" PRIu64
+		      " requests",
+		 st.snapshots, st.blobs_moved, st.bytes_moved, st.bytes_resumed, st.blobs_skipped, w.down, w.up,
+		 w.requests);
+	status = CLI_OK;
+out_close:
+	dist_close(r);
+	ix_close(ix);
+	st_store_close(s);
+	free(a.user);
+	free(a.pass);
+	return status;
+}

@@ -1,0 +1,98 @@
+/* sha256.c: SHA-256 for OCI digests (OpenSSL's libcrypto), and the "sha256:<hex>" spelling. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "store/store_int.h"
+
+struct st_sha256 {
+	EVP_MD_CTX *ctx;
+};
+
+int st_sha256_new(struct st_sha256 **out)
+{
+	struct st_sha256 *h = st_sys_calloc(1, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	h->ctx = EVP_MD_CTX_new();
+	if (!h->ctx || EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) != 1) {
+		st_sha256_free(h);
+		return -ENOMEM;
+	}
+	*out = h;
+	return 0;
+}
+
+void st_sha256_reset(struct st_sha256 *h)
+{
+	EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL);
+}
+
+void st_sha256_update(struct st_sha256 *h, const void *buf, size_t len)
+{
+	if (len)
+		EVP_DigestUpdate(h->ctx, buf, len);
+}
+
+void st_sha256_final(struct st_sha256 *h, uint8_t out[ST_SHA256_LEN])
+{
+	unsigned n = ST_SHA256_LEN;
+
+	EVP_DigestFinal_ex(h->ctx, out, &n);
+	EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL);
+}
+
+void st_sha256_free(struct st_sha256 *h)
+{
+	if (!h)
+		return;
+	EVP_MD_CTX_free(h->ctx);
+	free(h);
+}
+
+void st_sha256_hash(const void *buf, size_t len, uint8_t out[ST_SHA256_LEN])
+{
+	unsigned n = ST_SHA256_LEN;
+
+	EVP_Digest(buf, len, out, &n, EVP_sha256(), NULL);
+}
+
+void st_digest_format(const uint8_t sha[ST_SHA256_LEN], char out[ST_DIGEST_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+
+	memcpy(out, "sha256:", 7);
+	for (int i = 0; i < ST_SHA256_LEN; i++) {
+		out[7 + 2 * i] = hex[sha[i] >> 4];
+		out[8 + 2 * i] = hex[sha[i] & 15];
+	}
+	out[ST_DIGEST_LEN] = '\0';
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+int st_digest_parse(const char *s, uint8_t out[ST_SHA256_LEN])
+{
+	uint8_t v[ST_SHA256_LEN];
+
+	if (!s || strlen(s) != ST_DIGEST_LEN || memcmp(s, "sha256:", 7) != 0)
+		return ST_EBADID;
+	for (int i = 0; i < ST_SHA256_LEN; i++) {
+		int hi = hexval(s[7 + 2 * i]), lo = hexval(s[8 + 2 * i]);
+		if (hi < 0 || lo < 0)
+			return ST_EBADID;
+		v[i] = (uint8_t)(hi << 4 | lo);
+	}
+	memcpy(out, v, sizeof(v));
+	return 0;
+}
