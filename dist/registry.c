@@ -735,7 +735,12 @@ static int reg_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset,
 	return rc;
 }
 
+static bool reg_not_found(int rc)
+{
+	return rc == DIST_ENOTFOUND;
+}
+
 void dist_source(struct dist_registry *r, struct ix_oci_source *out)
 {
-	*out = (struct ix_oci_source){ r, reg_manifest_get, reg_blob_get };
+	*out = (struct ix_oci_source){ r, reg_manifest_get, reg_blob_get, reg_not_found };
 }

@@ -339,6 +339,9 @@ struct ix_oci_source {
 	int (*manifest_get)(void *ctx, const char *ref, char **json, size_t *len, char *why, size_t whylen);
 	int (*blob_get)(void *ctx, const struct st_oci_desc *d, uint64_t offset, ix_oci_sink_fn sink, void *sctx,
 			char *why, size_t whylen);
+	/* True if rc from manifest_get means "no such manifest": a parent
+	 * (subject) that is absent ends the chain instead of failing it. */
+	bool (*not_found)(int rc);
 };
 
 /*

@@ -637,7 +637,15 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 			rc = ix_why(why, whylen, ST_ELAYOUT, "the chain of parents is longer than %d", OCI_CHAIN_MAX);
 			goto out_free;
 		}
-		if ((rc = src->manifest_get(src->ctx, curref, &json, &len, why, whylen)) < 0)
+		rc = src->manifest_get(src->ctx, curref, &json, &len, why, whylen);
+		if (rc < 0 && n > 0 && src->not_found && src->not_found(rc)) {
+			/* The parent's manifest is not there (a copy of the top
+			 * alone): the child is complete without it. */
+			if (why && whylen)
+				why[0] = '\0';
+			break;
+		}
+		if (rc < 0)
 			goto out_free;
 		st_sha256_hash(json, len, sha);
 		if (st_digest_parse(curref, want) == 0 && memcmp(want, sha, ST_SHA256_LEN) != 0) {
@@ -650,6 +658,11 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 		free(json);
 		if (rc < 0) {
 			ix_why(why, whylen, rc, "%s: %s", curref, inner);
+			goto out_free;
+		}
+		if (n > 0 && !st_id_equal(&om->config.id, &chain[n - 1].m->parent)) {
+			st_oci_manifest_free(om);
+			rc = ix_why(why, whylen, ST_EFORMAT, "manifest %s: its subject is not the snapshot's parent", curref);
 			goto out_free;
 		}
 		emit(prog, IX_OCI_MANIFEST, sha, len, len, 0, 0);

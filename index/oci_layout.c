@@ -341,6 +341,11 @@ static int dir_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset,
 	return rc;
 }
 
+static bool dir_not_found(int rc)
+{
+	return rc == -ENOENT;
+}
+
 int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flags,
 		  const struct ix_oci_progress *prog, struct ix_oci_stats *stats, st_id *out_id, char *why,
 		  size_t whylen)
@@ -398,7 +403,7 @@ int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flag
 				    refs[i].name ? " (" : "", refs[i].name ? refs[i].name : "", refs[i].name ? ")" : "");
 			goto out_close;
 		}
-	struct ix_oci_source source = { &src, dir_manifest_get, dir_blob_get };
+	struct ix_oci_source source = { &src, dir_manifest_get, dir_blob_get, dir_not_found };
 	for (size_t i = 0; i < n; i++) {
 		struct ix_oci_stats one;
 		char dg[ST_DIGEST_LEN + 1];

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""oci_proxy.py: a loopback HTTP proxy in front of a registry that injects faults or demands auth (tests only).
+
+usage: oci_proxy.py UPSTREAM_PORT MODE_FILE PORT_FILE
+It listens on 127.0.0.1 (a free port, written to PORT_FILE) and forwards
+every request to 127.0.0.1:UPSTREAM_PORT. The first line of MODE_FILE,
+read per request, picks what it does to layer blobs (GET of a blob over
+4 KiB, i.e. not a config):
+  pass      forward unchanged
+  corrupt   invert one byte in the middle
+  truncate  announce and send only the first half (a clean but short answer)
+  drop      announce the whole size, send half, then cut the connection
+  fail500   answer 500 to the second layer GET and later ones
+  missing   answer 404 to every layer GET
+  bearer    demand a bearer token (from /token, given for basic alice:secret)
+Every request is logged to MODE_FILE.log as "METHOD PATH STATUS BYTES".
+"""
+import base64
+import http.client
+import http.server
+import os
+import socket
+import sys
+import threading
+
+UPSTREAM = int(sys.argv[1])
+MODE_FILE = sys.argv[2]
+PORT_FILE = sys.argv[3]
+TOKEN = "tok-7f3a"
+LOCK = threading.Lock()
+STATE = {"layer_gets": 0}
+
+
+def mode():
+    try:
+        with open(MODE_FILE) as f:
+            return f.readline().strip() or "pass"
+    except OSError:
+        return "pass"
+
+
+def log(line):
+    with LOCK, open(MODE_FILE + ".log", "a") as f:
+        f.write(line + "\n")
+
+
+class Proxy(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def send_plain(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        log("%s %s %d %d" % (self.command, self.path, status, len(body)))
+
+    def auth_ok(self):
+        if mode() != "bearer":
+            return True
+        host = self.headers.get("Host", "127.0.0.1")
+        if self.path.startswith("/token"):
+            want = "Basic " + base64.b64encode(b"alice:secret").decode()
+            if self.headers.get("Authorization") != want:
+                self.send_plain(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}')
+            else:
+                self.send_plain(200, ('{"token":"%s"}' % TOKEN).encode(),
+                                [("Content-Type", "application/json")])
+            return False
+        if self.headers.get("Authorization") != "Bearer " + TOKEN:
+            chal = 'Bearer realm="http://%s/token",service="test-registry"' % host
+            self.send_plain(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}',
+                            [("WWW-Authenticate", chal), ("Content-Type", "application/json")])
+            return False
+        return True
+
+    def forward(self):
+        if not self.auth_ok():
+            return
+        body = None
+        if "Content-Length" in self.headers:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+        conn = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=60)
+        headers = {k: v for k, v in self.headers.items()
+                   if k.lower() not in ("connection", "authorization", "content-length")}
+        if body is not None:
+            headers["Content-Length"] = str(len(body))
+        conn.request(self.command, self.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read() if self.command != "HEAD" else b""
+        m = mode()
+        is_layer = (self.command == "GET" and "/blobs/sha256:" in self.path and resp.status in (200, 206)
+                    and len(data) > 4096)
+        if is_layer:
+            with LOCK:
+                STATE["layer_gets"] += 1
+                n = STATE["layer_gets"]
+            if m == "corrupt":
+                mid = len(data) // 2
+                data = data[:mid] + bytes([data[mid] ^ 0xFF]) + data[mid + 1:]
+            elif m == "truncate":
+                data = data[:len(data) // 2]
+            elif m == "missing":
+                self.send_plain(404, b'{"errors":[{"code":"BLOB_UNKNOWN"}]}')
+                return
+            elif m == "fail500" and n >= 2:
+                self.send_plain(500, b'{"errors":[{"code":"UNKNOWN","message":"injected"}]}')
+                return
+            elif m == "drop":
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("connection", "transfer-encoding"):
+                        self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data[:len(data) // 2])
+                self.wfile.flush()
+                log("%s %s dropped %d" % (self.command, self.path, len(data) // 2))
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() in ("connection", "transfer-encoding", "content-length"):
+                continue
+            self.send_header(k, v)
+        if self.command == "HEAD":
+            self.send_header("Content-Length", resp.getheader("Content-Length", "0"))
+        else:
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        log("%s %s %d %d" % (self.command, self.path, resp.status, len(data)))
+        conn.close()
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = forward
+
+
+def main():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    tmp = PORT_FILE + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(tmp, PORT_FILE)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
