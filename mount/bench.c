@@ -7,11 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
 #include "cli.h"
+#include "vmm/vmm.h"
 
 #define BENCH_DEFAULT_WARMUP 5
 #define BENCH_DEFAULT_ITERS 200
@@ -324,6 +326,16 @@ static int write_json(struct bench *b)
 	json_object_set_new(root, "version", json_integer(1));
 	json_object_set_new(root, "time", json_integer((json_int_t)time(NULL)));
 	json_object_set_new(root, "quick", json_boolean(b->quick));
+	/* What the machine offered this run: results depend on it. */
+	struct vmm_error err;
+	struct utsname u;
+	json_t *machine = json_object();
+	const char *mech = vmm_dirty_mechanism(&err);
+	if (uname(&u) == 0)
+		json_object_set_new(machine, "kernel", json_string(u.release));
+	json_object_set_new(machine, "dirty_mechanism", mech ? json_string(mech) : json_null());
+	json_object_set_new(machine, "kvm", vmm_kvm_check(&err) == 0 ? json_string("usable") : json_string(err.message));
+	json_object_set_new(root, "machine", machine);
 	for (size_t i = 0; i < b->nres; i++) {
 		const struct bench_result *r = &b->res[i];
 		json_t *o = json_object();

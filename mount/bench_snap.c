@@ -228,6 +228,7 @@ struct reset_arg {
 	uint64_t heap;
 	int64_t pages;       /* written per call */
 	const char *mode;    /* "rewrite" / "drop" */
+	enum vmm_dirty_mech dirty;  /* how written pages are found (AUTO: the process's) */
 };
 
 static int reset_setup(void **state, const void *arg)
@@ -239,7 +240,8 @@ static int reset_setup(void **state, const void *arg)
 	if (rc < 0)
 		return rc;
 	s->write_pages = a->pages;
-	if ((rc = vmm_sandbox_set_reset(s->sb, a->mode, 0)) < 0) {
+	if ((rc = vmm_sandbox_set_reset(s->sb, a->mode, 0)) < 0 ||
+	    (rc = vmm_sandbox_set_dirty(s->sb, a->dirty)) < 0) {
 		state_free(s);
 		return rc;
 	}
@@ -480,6 +482,25 @@ void bench_snap(struct bench *b)
 									   .teardown = state_free, .arg = a,
 									   .max_seconds = writes[wi] >= 16 ? 1.0 : 0 });
 				}
+			}
+	/* Finding written pages: PAGEMAP_SCAN beside its fallback, reading
+	 * pagemap entries (kernels before 6.7), restore only (docs/restore.md). */
+	static const enum vmm_dirty_mech mechs[2] = { VMM_DIRTY_SCAN, VMM_DIRTY_READ };
+	static const int64_t dirty_writes[3] = { 1, 256, 4096 };  /* pages: 4 KiB, 1 MiB, 16 MiB */
+	static struct reset_arg da[2][3][2];
+	for (int mi = 0; mi < 2; mi++)
+		for (int wi = 0; wi < 3; wi++)
+			for (int ki = 0; ki < 2; ki++) {
+				struct reset_arg *a = &da[mi][wi][ki];
+				*a = (struct reset_arg){ .heap = mems[mi] << 20, .pages = dirty_writes[wi],
+							 .mode = "rewrite", .dirty = mechs[ki] };
+				snprintf(name, sizeof(name), "snapshots/dirty/%llumib_write_%lldkib/%s",
+					 (unsigned long long)mems[mi], (long long)dirty_writes[wi] * 4,
+					 vmm_dirty_name(mechs[ki]));
+				bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name,
+								   .setup = reset_setup, .iter = restore_only_iter,
+								   .teardown = state_free, .arg = a,
+								   .max_seconds = dirty_writes[wi] >= 4096 ? 1.0 : 0 });
 			}
 	static struct reset_arg heavy[2];
 	for (int di = 0; di < 2; di++) {

@@ -85,6 +85,7 @@ int cli_build_args(const struct cli *cli, const char *fn, const char *sig, char 
 void cli_print_result(const struct vmm_result *r);
 int cmd_pool(struct cli *cli, int argc, char **argv);         /* cmd_pool.c */
 int cmd_calibrate(struct cli *cli, int argc, char **argv);    /* cmd_calibrate.c */
+int cmd_doctor(struct cli *cli, int argc, char **argv);       /* cmd_doctor.c */
 int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
 int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_store.c */

@@ -28,6 +28,7 @@ static const struct cli_cmd commands[] = {
 	{ "run", cmd_run, "run a guest function in a sandbox" },
 	{ "pool", cmd_pool, "restore N sandboxes from one snapshot; time per restore, memory per sandbox" },
 	{ "calibrate", cmd_calibrate, "measure this machine and write the snapshot reset policy" },
+	{ "doctor", cmd_doctor, "what this machine offers strata (KVM, kernel, FUSE), and why not" },
 	/* filesystem */
 	{ "mount", cmd_mount, "mount a store as a filesystem (snapshots as directories)" },
 	{ "umount", cmd_umount, "unmount a strata mount (also a stale one)" },

@@ -249,7 +249,7 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 	if ((rc = vmm_kvm_get_state(&sb->kvm, &vcpu)) < 0)
 		return rc;
 	/* 1. Pages of their own that differ from the snapshot. */
-	rc = vmm_dirty_scan(sb->mem, sb->mem_size, &s->scan, &ioctls);
+	rc = vmm_dirty_scan(sb->mem, sb->mem_size, s->policy.dirty, &s->scan, &ioctls);
 	s->stats.scan_ioctls += ioctls;
 	if (rc < 0)
 		return rc;

@@ -1,11 +1,15 @@
 /* kvm.c: the KVM boundary: the only file that opens /dev/kvm or issues KVM ioctls. */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/kvm.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "vmm/vmm_int.h"
@@ -17,7 +21,7 @@
 
 static int sys_fd = -1;
 static int sys_run_size;
-static int sys_err;
+static struct vmm_kvm_facts sys_facts;
 static pthread_once_t sys_once = PTHREAD_ONCE_INIT;
 /* The host's supported CPUID, read once: KVM_GET_SUPPORTED_CPUID costs
  * ~0.4 ms here (kvm_pvm), a third of a sandbox's creation (docs/restore-from-path.md). */
@@ -37,30 +41,99 @@ static int xioctl(int fd, unsigned long req, void *arg)
 	return rc < 0 ? -errno : rc;
 }
 
+static bool path_exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0;
+}
+
+/* Does /proc/cpuinfo list vmx or svm (hardware virtualization)? */
+static bool cpu_has_virt(void)
+{
+	char line[4096];
+	bool found = false;
+	FILE *f = fopen("/proc/cpuinfo", "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		if (strncmp(line, "flags", 5) == 0)
+			found = strstr(line, " vmx") || strstr(line, " svm");
+	fclose(f);
+	return found;
+}
+
+/* Why /dev/kvm could not be used: the facts probe.c judges. Only gathered
+ * on failure, so a working machine pays nothing for them. */
+static void facts_on_failure(struct vmm_kvm_facts *f)
+{
+	static const char *const vendors[] = { "kvm_intel", "kvm_amd", "kvm_pvm" };
+	char path[64];
+	struct stat st;
+
+	f->mod_kvm = path_exists("/sys/module/kvm");
+	for (size_t i = 0; i < sizeof(vendors) / sizeof(vendors[0]); i++) {
+		snprintf(path, sizeof(path), "/sys/module/%s", vendors[i]);
+		if (path_exists(path)) {
+			snprintf(f->vendor, sizeof(f->vendor), "%s", vendors[i]);
+			break;
+		}
+	}
+	f->cpu_virt = cpu_has_virt();
+	if (stat("/dev/kvm", &st) == 0) {
+		struct group *g = getgrgid(st.st_gid);
+		f->dev_mode = st.st_mode;
+		if (g)
+			snprintf(f->dev_group, sizeof(f->dev_group), "%s", g->gr_name);
+		else
+			snprintf(f->dev_group, sizeof(f->dev_group), "%u", (unsigned)st.st_gid);
+	}
+}
+
 /* /dev/kvm is opened once per process: its fd only creates VMs. */
 static void sys_open(void)
 {
-	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	struct vmm_kvm_facts *f = &sys_facts;
+	struct utsname u;
+	int fd;
 
+	if (uname(&u) == 0)
+		snprintf(f->kernel, sizeof(f->kernel), "%s", u.release);
+	fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
-		sys_err = VMM_E_NO_KVM;
-		return;
+		f->open_errno = errno;
+		goto out_failed;
 	}
-	if (ioctl(fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION) {
+	f->api_version = xioctl(fd, KVM_GET_API_VERSION, NULL);
+	f->run_size = f->api_version == KVM_API_VERSION ? xioctl(fd, KVM_GET_VCPU_MMAP_SIZE, NULL) : 0;
+	if (vmm_kvm_diagnose(f, NULL) < 0) {
 		close(fd);
-		sys_err = VMM_E_NO_KVM;
-		return;
+		goto out_failed;
 	}
-	int sz = ioctl(fd, KVM_GET_VCPU_MMAP_SIZE, 0);
-	if (sz <= 0) {
-		close(fd);
-		sys_err = VMM_E_NO_KVM;
-		return;
-	}
-	sys_run_size = sz;
+	sys_run_size = f->run_size;
 	sys_fd = fd;
 	sys_cpuid.c.nent = 256;
 	sys_cpuid_ok = xioctl(fd, KVM_GET_SUPPORTED_CPUID, &sys_cpuid) == 0;
+	return;
+
+out_failed:
+	facts_on_failure(f);
+}
+
+int vmm_kvm_check(struct vmm_error *err)
+{
+	pthread_once(&sys_once, sys_open);
+	if (sys_fd >= 0)
+		return 0;
+	return vmm_kvm_diagnose(&sys_facts, err);
+}
+
+int vmm_kvm_open_failed(int rc, struct vmm_error *err)
+{
+	if (sys_fd < 0)
+		return vmm_kvm_check(err);
+	return vmm_fail(err, rc, "cannot create a KVM VM: %s", strerror(-rc));
 }
 
 int vmm_kvm_open(struct vmm_kvm *k)
@@ -69,7 +142,7 @@ int vmm_kvm_open(struct vmm_kvm *k)
 
 	pthread_once(&sys_once, sys_open);
 	if (sys_fd < 0)
-		return sys_err ? sys_err : VMM_E_NO_KVM;
+		return vmm_kvm_diagnose(&sys_facts, NULL);
 	k->vm_fd = k->vcpu_fd = -1;
 	k->run = NULL;
 	do

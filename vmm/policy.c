@@ -108,6 +108,15 @@ int vmm_policy_read(const char *path, struct vmm_policy *out, char *why, size_t 
 		} else if (strcmp(k, "range_cap") == 0) {
 			if (!parse_uint(v, CAP_MAX, &p.range_cap))
 				goto out_bad;
+		} else if (strcmp(k, "dirty") == 0) {
+			if (strcmp(v, "auto") == 0)
+				p.dirty = VMM_DIRTY_AUTO;
+			else if (strcmp(v, "pagemap-scan") == 0)
+				p.dirty = VMM_DIRTY_SCAN;
+			else if (strcmp(v, "pagemap-read") == 0)
+				p.dirty = VMM_DIRTY_READ;
+			else
+				goto out_bad;
 		} else if (strncmp(k, "x-", 2) != 0 && strncmp(k, "measured_", 9) != 0) {
 			/* measured_* lines record what calibrate saw; x-* are extensions */
 			goto out_bad;
@@ -120,7 +129,7 @@ int vmm_policy_read(const char *path, struct vmm_policy *out, char *why, size_t 
 out_bad:
 	fclose(f);
 	snprintf(why, whylen, "%s line %u: expected 'reset = rewrite|drop', 'keep_restores = 1..255', "
-		 "'idle_cap = PAGES' or 'range_cap = 1..%u'", path, lineno, CAP_MAX);
+		 "'idle_cap = PAGES', 'range_cap = 1..%u' or 'dirty = auto|pagemap-scan|pagemap-read'", path, lineno, CAP_MAX);
 	return VMM_E_BAD_POLICY;
 }
 
@@ -157,7 +166,7 @@ void vmm_policy_describe(char *buf, size_t len)
 {
 	const struct vmm_policy *p = vmm_policy_get();
 
-	snprintf(buf, len, "reset = %s, keep_restores = %u, idle_cap = %u, range_cap = %u (from %s)",
+	snprintf(buf, len, "reset = %s, keep_restores = %u, idle_cap = %u, range_cap = %u, dirty = %s (from %s)",
 		 p->mode == VMM_RESET_DROP ? "drop" : "rewrite", p->keep_restores, p->idle_cap, p->range_cap,
-		 p->source);
+		 vmm_dirty_name(p->dirty), p->source);
 }

@@ -353,7 +353,7 @@ int vmm_snap_reset(struct vmm_sandbox *sb, struct vmm_snap *s)
 
 	if (!s->have_vcpu)
 		return VMM_E_NO_SNAPSHOT;
-	rc = vmm_dirty_scan(sb->mem, sb->mem_size, &s->scan, &ioctls);
+	rc = vmm_dirty_scan(sb->mem, sb->mem_size, s->policy.dirty, &s->scan, &ioctls);
 	s->stats.scan_ioctls += ioctls;
 	if (rc < 0)
 		return rc;
@@ -482,6 +482,19 @@ bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, void *id16)
 		return false;
 	memcpy(id16, &s->id, sizeof(s->id));
 	return true;
+}
+
+int vmm_sandbox_set_dirty(struct vmm_sandbox *sb, enum vmm_dirty_mech mech)
+{
+	struct vmm_snap *s = vmm_snap_of(sb);
+	int rc;
+
+	if (!s)
+		return -ENOMEM;
+	if (mech != VMM_DIRTY_AUTO && (rc = vmm_dirty_resolve(mech, NULL)) < 0)
+		return rc;
+	s->policy.dirty = mech;
+	return 0;
 }
 
 int vmm_sandbox_set_reset(struct vmm_sandbox *sb, const char *mode, unsigned keep)

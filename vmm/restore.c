@@ -281,8 +281,7 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 		goto out_free_sb;
 	}
 	if (!shell && (rc = vmm_kvm_open(&sb->kvm)) < 0) {
-		vmm_fail(err, rc, rc == VMM_E_NO_KVM ? "/dev/kvm is missing or unusable" : "cannot create a KVM VM: %s",
-		     strerror(-rc));
+		vmm_kvm_open_failed(rc, err);
 		goto out_free_sb;
 	}
 	if (!shell && (rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, sb->mem_size)) < 0) {

@@ -598,7 +598,11 @@ const char *vmm_strerror(int code)
 	case VMM_E_BAD_ARGS: return "arguments do not match the function's signature";
 	case VMM_E_GUEST_ERROR: return "the guest function reported an error";
 	case VMM_E_TOO_BIG: return "arguments or result too big for the guest's buffers";
-	case VMM_E_NO_KVM: return "/dev/kvm is missing or unusable";
+	case VMM_E_NO_KVM: return "no /dev/kvm on this machine";
+	case VMM_E_KVM_DENIED: return "permission denied opening /dev/kvm";
+	case VMM_E_KVM_UNBOUND: return "a kvm module is loaded but /dev/kvm is missing";
+	case VMM_E_KVM_API: return "/dev/kvm is not a KVM this VMM can use";
+	case VMM_E_KERNEL_OLD: return "the kernel is too old for strata";
 	case VMM_E_BAD_CONFIG: return "sandbox sizes out of range";
 	case VMM_E_UNEXPECTED_EXIT: return "the vCPU stopped unexpectedly";
 	case VMM_E_BAD_ADDRESS: return "the guest accessed memory outside its range";
@@ -607,7 +611,7 @@ const char *vmm_strerror(int code)
 	case VMM_E_BAD_SNAPSHOT: return "the snapshot does not fit this VMM or guest";
 	case VMM_E_LEAK: return "a guest page differs from the snapshot after restore";
 	case VMM_E_BAD_POLICY: return "malformed snapshot policy file";
-	case VMM_E_NO_PAGEMAP: return "the kernel lacks PAGEMAP_SCAN (Linux 6.7 or newer needed)";
+	case VMM_E_NO_PAGEMAP: return "no way to find written pages (/proc/self/pagemap unreadable, or PAGEMAP_SCAN asked for on a kernel before 6.7)";
 	case VMM_E_STALE: return "not the sandbox's pending capture";
 	default:
 		return code < 0 ? strerror(-code) : "success";

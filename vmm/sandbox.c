@@ -123,8 +123,7 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 	memcpy(sb->mem + l->boot_info, &bi, sizeof(bi));
 
 	if (!shell && (rc = vmm_kvm_open(&sb->kvm)) < 0)
-		return vmm_fail(err, rc, rc == VMM_E_NO_KVM ? "/dev/kvm is missing or unusable"
-			    : "cannot create a KVM VM: %s", strerror(-rc));
+		return vmm_kvm_open_failed(rc, err);
 	if (!shell && (rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, l->mem_size)) < 0)
 		return vmm_fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
 	struct vmm_vcpu_state st;

@@ -43,12 +43,22 @@ int vmm_runs_add(struct vmm_runs *r, uint64_t gpage, uint64_t npages);
  * Pages of [mem, mem + size) that hold memory of their own: private copies of
  * a file page, or anonymous pages with data (not the shared zero page).
  * Every page whose content can differ from the snapshot mapped there is in
- * this set: guest writes and host writes alike. Uses PAGEMAP_SCAN. *out is
- * cleared first. Counts scans in *ioctls if not NULL.
+ * this set: guest writes and host writes alike. Found with `mech` (AUTO: the
+ * process's choice, vmm_dirty_mechanism). *out is cleared first. Counts
+ * kernel calls (ioctls or preads) in *calls if not NULL. VMM_E_NO_PAGEMAP if
+ * the mechanism does not work here.
  */
-int vmm_dirty_scan(uint8_t *mem, uint64_t size, struct vmm_runs *out, unsigned *ioctls);
-/* True if PAGEMAP_SCAN works on this kernel (probed once). */
-bool vmm_dirty_supported(void);
+int vmm_dirty_scan(uint8_t *mem, uint64_t size, enum vmm_dirty_mech mech, struct vmm_runs *out,
+		   unsigned *calls);
+/* The same over [addr, addr + size) of the process whose pagemap is open
+ * as fd (/proc/PID/pagemap), with mechanism `mech` (SCAN or READ). */
+int vmm_dirty_scan_fd(int fd, enum vmm_dirty_mech mech, uint64_t addr, uint64_t size,
+		      struct vmm_runs *out, unsigned *calls);
+/* True if PAGEMAP_SCAN works on pagemap fd `fd` (this kernel has it). */
+bool vmm_dirty_scan_works(int fd);
+/* Resolve `mech` for this process: SCAN or READ, or VMM_E_NO_PAGEMAP with
+ * the reason in err (if not NULL) when it cannot work here. */
+int vmm_dirty_resolve(enum vmm_dirty_mech mech, struct vmm_error *err);
 
 /* ---- policy (policy.c) ---- */
 
@@ -59,6 +69,7 @@ enum vmm_reset_mode {
 
 struct vmm_policy {
 	enum vmm_reset_mode mode;
+	enum vmm_dirty_mech dirty; /* forced here to test a fallback on a new kernel */
 	unsigned keep_restores;  /* REWRITE: drop a page unchanged for this many restores */
 	unsigned range_cap;      /* most ranges per snapshot before compaction */
 	unsigned idle_cap;       /* REWRITE: more unchanged resident pages than this in one restore: drop them all now */

@@ -30,6 +30,10 @@ enum {
 	VMM_E_UNEXPECTED_EXIT = -1216,/* the vCPU stopped for a reason the VMM does not handle */
 	VMM_E_BAD_ADDRESS = -1217,    /* guest accessed an address outside its memory */
 	VMM_E_BUSY = -1218,           /* a call is already running on this sandbox */
+	VMM_E_KVM_DENIED = -1219,     /* /dev/kvm exists but this user may not open it */
+	VMM_E_KVM_UNBOUND = -1220,    /* a kvm module is loaded but gave no /dev/kvm */
+	VMM_E_KVM_API = -1221,        /* /dev/kvm is not KVM, or speaks another API version */
+	VMM_E_KERNEL_OLD = -1222,     /* the kernel is older than strata (or a mechanism) needs */
 };
 
 /* Sizes; 0 in any field means the default. docs/vmm.md gives the limits. */
@@ -141,6 +145,40 @@ int vmm_sandbox_function(const struct vmm_sandbox *sb, unsigned i, const char **
 /* Guest memory as one host range (for capture/restore and tests). */
 void vmm_sandbox_memory(const struct vmm_sandbox *sb, uint8_t **mem, uint64_t *size);
 
+/*
+ * Can this process run KVM sandboxes? 0 if so. Otherwise the reason, each
+ * with its own code and a message in err (if not NULL) naming the cause and
+ * what to do: VMM_E_NO_KVM (no /dev/kvm, no kvm module), VMM_E_KVM_UNBOUND
+ * (a kvm module is loaded but registered no /dev/kvm: no hardware support,
+ * or a nested host that refuses to bind), VMM_E_KVM_DENIED (permission),
+ * VMM_E_KVM_API (not a KVM device, or another API version),
+ * VMM_E_KERNEL_OLD (older than VMM_KERNEL_MIN_*). Probes once per process;
+ * later calls cost nothing. Thread-safe.
+ */
+int vmm_kvm_check(struct vmm_error *err);
+
+/* The oldest kernel strata supports (docs/restore.md: what each fallback needs). */
+#define VMM_KERNEL_MIN_MAJOR 5
+#define VMM_KERNEL_MIN_MINOR 10
+
+/*
+ * How written guest pages are found (docs/restore.md): PAGEMAP_SCAN (Linux
+ * 6.7+, one ioctl returns runs of them) or, where the kernel lacks it,
+ * reading /proc/self/pagemap entries (present, file and exclusive-mapping
+ * bits: any supported kernel). AUTO is the first that works here, unless
+ * the policy file's `dirty` line names one.
+ */
+enum vmm_dirty_mech {
+	VMM_DIRTY_AUTO = 0,
+	VMM_DIRTY_SCAN = 1,
+	VMM_DIRTY_READ = 2,
+};
+/* What AUTO means in this process ("pagemap-scan" or "pagemap-read"), found
+ * once; NULL if neither works (err says why, if not NULL). */
+const char *vmm_dirty_mechanism(struct vmm_error *err);
+/* "auto", "pagemap-scan" or "pagemap-read". */
+const char *vmm_dirty_name(enum vmm_dirty_mech mech);
+
 void vmm_result_clear(struct vmm_result *res);
 const char *vmm_strerror(int code);
 const char *vmm_type_name(enum vmm_type t);
@@ -240,6 +278,10 @@ int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage);
 /* Override this sandbox's reset policy: mode "rewrite" or "drop", keep =
  * restores an unchanged page stays resident (0: unchanged). -EINVAL on junk. */
 int vmm_sandbox_set_reset(struct vmm_sandbox *sb, const char *mode, unsigned keep);
+/* Find this sandbox's written pages with `mech` from now on (to compare the
+ * mechanisms, or to test a fallback on a new kernel). VMM_E_NO_PAGEMAP if
+ * it does not work here (nothing changes then). */
+int vmm_sandbox_set_dirty(struct vmm_sandbox *sb, enum vmm_dirty_mech mech);
 /* Counters since creation. */
 void vmm_sandbox_snap_stats(struct vmm_sandbox *sb, struct vmm_snap_stats *out);
 /* Id of the current snapshot (false if none). */

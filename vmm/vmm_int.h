@@ -81,6 +81,29 @@ struct vmm_exit {
 	uint32_t reason;
 };
 
+/*
+ * What the process found when it looked for KVM (kvm.c gathers, probe.c
+ * judges: the judging is pure, so every case is testable on any machine).
+ */
+struct vmm_kvm_facts {
+	int open_errno;          /* 0: /dev/kvm opened */
+	int api_version;         /* KVM_GET_API_VERSION, or -errno if it failed */
+	int run_size;            /* KVM_GET_VCPU_MMAP_SIZE, or -errno */
+	bool mod_kvm;            /* /sys/module/kvm exists */
+	char vendor[16];         /* kvm_intel, kvm_amd or kvm_pvm if loaded, else "" */
+	bool cpu_virt;           /* the CPU advertises vmx or svm */
+	char dev_group[32];      /* group owning /dev/kvm, "" if unknown */
+	unsigned dev_mode;       /* its permission bits */
+	char kernel[65];         /* uname -r */
+};
+/* 0 if f describes a usable KVM; else a VMM_E_* code with err's message. */
+int vmm_kvm_diagnose(const struct vmm_kvm_facts *f, struct vmm_error *err);
+/* Parse "M.m..." into *major, *minor; false if it does not start so. */
+bool vmm_kernel_version(const char *release, unsigned *major, unsigned *minor);
+/* After vmm_kvm_open failed with rc: fill err with the probe's reason (or
+ * the VM-creation errno) and return rc. */
+int vmm_kvm_open_failed(int rc, struct vmm_error *err);
+
 int vmm_kvm_open(struct vmm_kvm *k);
 void vmm_kvm_close(struct vmm_kvm *k);
 /* Make a VM that ran another guest ready for a new one (kvm.c). */

@@ -21,6 +21,7 @@
 
 #include "index/index.h"
 #include "store/store.h"
+#include "tests/kvm_check.h"
 #include "vmm/vmm.h"
 
 /* A store with snapshot "s" of simpleguest after three counter_next calls
@@ -64,6 +65,7 @@ static void fixture_up(bool mount)
 	char why[ST_WHY_LEN];
 	st_id id;
 
+	kvm_require();
 	cr_assert_not_null(getenv("STRATA_BIN"), "tests run from meson set STRATA_BIN");
 	snprintf(fx.dir, sizeof(fx.dir), "/tmp/strata-test-cold.XXXXXX");
 	cr_assert_not_null(mkdtemp(fx.dir));

@@ -15,3 +15,16 @@ check() {
 		fails=$((fails + 1))
 	fi
 }
+
+# shellcheck source=kvm_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/kvm_lib.sh"
+kvm_unusable || true
+# check_kvm: as check where KVM runs sandboxes; else the case is skipped with the reason.
+check_kvm() {
+	if [ -n "$KVM_WHY" ]; then
+		n=$((n + 1))
+		echo "ok $n - $1 # SKIP needs KVM: $KVM_WHY"
+		return 0
+	fi
+	check "$@"
+}

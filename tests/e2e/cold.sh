@@ -8,27 +8,34 @@ echo "1..18"
 
 A=$T/a B=$T/b MA=$T/ma MB=$T/mb
 st "$A" init >/dev/null
-st "$A" run "$GUEST" --call counter_next --repeat 2 --snapshot two >/dev/null 2>&1
-ok "a guest snapshot is taken" st "$A" show two
+if kvm_unusable; then
+	# No guest runs here: a snapshot from a memory image serves every case
+	# that only stores, mounts, copies and verifies; the rest skip.
+	make_image "$T/image"
+	st "$A" debug ingest "$T/image" --tag two >/dev/null 2>&1
+else
+	st "$A" run "$GUEST" --call counter_next --repeat 2 --snapshot two >/dev/null 2>&1
+fi
+ok "a snapshot is taken" st "$A" show two
 ok "store A mounts" mount_store "$A" "$MA"
 ok "the snapshot copies out with cp -r" cp -r "$MA/snapshots/two" "$T/copy"
 st "$B" init >/dev/null
 mount_store "$B" "$MB"
 ok "rsync -a copies it into store B's mount" rsync -a "$T/copy/" "$MB/snapshots/two-copy/"
 counter_is() { local out; out=$("$STRATA" run "$@" --call counter_next) && [ "$out" = 3 ] || { echo "got '$out'"; return 1; }; }
-ok "run from the mounted path right after rsync continues the counter" counter_is "$MB/snapshots/two-copy"
-ok "pool through the FUSE files right after rsync" \
+ok_kvm "run from the mounted path right after rsync continues the counter" counter_is "$MB/snapshots/two-copy"
+ok_kvm "pool through the FUSE files right after rsync" \
 	"$STRATA" pool "$MB/snapshots/two-copy" -n 3 --via-fuse --call counter_next
-ok "run from the plain copy, verified" env STRATA_VERIFY=1 "$STRATA" run "$T/copy" --call counter_next
+ok_kvm "run from the plain copy, verified" env STRATA_VERIFY=1 "$STRATA" run "$T/copy" --call counter_next
 reuse() { # a sandbox restored in place answers as the snapshot did: the counter went back
 	out=$("$STRATA" pool "$T/copy" -n 3 --call counter_next) &&
 	echo "$out" | grep -q '^sandbox 1: counter_next -> 3$' &&
 	echo "$out" | grep -q '^sandbox 1 after a restore in place: counter_next -> 3$' &&
 	echo "$out" | grep -Eq 'then restore in place \+ call: median [0-9.]+ us'
 }
-ok "pool restores each sandbox in place and calls it again" reuse
+ok_kvm "pool restores each sandbox in place and calls it again" reuse
 shared_pages() { "$STRATA" pool "$T/copy" -n 4 --map-files --call counter_next | grep -Eq 'private, [1-9][0-9.]* KiB shared file pages'; }
-ok "pool --map-files maps the copy's files (shared file pages)" shared_pages
+ok_kvm "pool --map-files maps the copy's files (shared file pages)" shared_pages
 ok "a directory without manifest.json is refused" \
 	expect_fail "neither a guest ELF nor a snapshot directory" "$STRATA" run "$T" --call counter_next
 ok "verify checks one snapshot of the store" st "$A" verify two
@@ -45,5 +52,5 @@ for p in $(pids_of "$STRATA" "mount $B $MB"); do kill -9 "$p"; done
 wait_for 5 sh -c "! kill -0 $(pids_of "$STRATA" "mount $B $MB" | head -1) 2>/dev/null"
 ok "a stale mount path is refused with a clear message" \
 	expect_fail "daemon" "$STRATA" pool "$MB/snapshots/two-copy" -n 1
-ok "mounting again brings the snapshot back" sh -c "'$STRATA' umount '$MB' 2>/dev/null; '$STRATA' mount '$B' '$MB' && '$STRATA' run '$MB/snapshots/two-copy' --call counter_next"
+ok_kvm "mounting again brings the snapshot back" sh -c "'$STRATA' umount '$MB' 2>/dev/null; '$STRATA' mount '$B' '$MB' && '$STRATA' run '$MB/snapshots/two-copy' --call counter_next"
 [ $failed -eq 0 ]

@@ -34,6 +34,17 @@ ok() {     # ok NAME COMMAND...: run a command, report it as one TAP case
 	fi
 }
 
+# shellcheck source=kvm_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/kvm_lib.sh"
+ok_kvm() { # ok_kvm NAME COMMAND...: as ok where KVM runs sandboxes; else the case is skipped with the reason
+	if [ -n "$KVM_WHY" ]; then
+		n=$((n + 1))
+		echo "ok $n - $1 # SKIP needs KVM: $KVM_WHY"
+		return 0
+	fi
+	ok "$@"
+}
+
 st() {     # st STORE ARGS...: the strata CLI on a store
 	local s=$1; shift
 	"$STRATA" --store "$s" "$@"

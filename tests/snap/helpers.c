@@ -5,12 +5,14 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "tests/kvm_check.h"
 
 char sh_dir[256];
 struct st_store *sh_store;
 
 void sh_setup(void)
 {
+	kvm_require();
 	snprintf(sh_dir, sizeof(sh_dir), "/tmp/strata-snap-XXXXXX");
 	cr_assert(mkdtemp(sh_dir));
 	char p[300];

@@ -7,7 +7,10 @@
 #include <time.h>
 
 #include "helpers.h"
+#include "tests/kvm_check.h"
 #include "vmm/abi.h"
+
+TestSuite(vmm_calls, .init = kvm_require);
 
 Test(vmm_calls, echo_returns_its_string)
 {
@@ -263,7 +266,7 @@ Test(vmm_calls, creation_does_not_touch_the_heap)
 	vmm_sandbox_free(sb);
 }
 
-Test(vmm_calls, absurd_sizes_are_refused)
+Test(vmm_config, absurd_sizes_are_refused)  /* checked before any VM exists: no KVM needed */
 {
 	struct vmm_sandbox *sb = NULL;
 	struct vmm_error err;

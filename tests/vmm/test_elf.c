@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "tests/kvm_check.h"
 
 static unsigned char *img;
 static size_t img_len;
@@ -64,7 +65,7 @@ static unsigned char *copy(void)
 
 TestSuite(vmm_elf, .init = load, .fini = unload);
 
-Test(vmm_elf, the_real_guest_loads)
+Test(vmm_elf, the_real_guest_loads, .init = kvm_require)
 {
 	struct vmm_sandbox *sb = NULL;
 	struct vmm_error err;
@@ -272,7 +273,7 @@ Test(vmm_elf, random_header_corruption_never_crashes_the_host)
 	cr_assert_gt(refused, 0);
 }
 
-Test(vmm_elf, a_triple_fault_is_reported_as_shutdown)
+Test(vmm_elf, a_triple_fault_is_reported_as_shutdown, .init = kvm_require)
 {
 	/* Point the note's exception stubs at simpleguest's self-faulting
 	 * stubs: a fault then nests into #DF and a triple fault. */

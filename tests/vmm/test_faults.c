@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "tests/kvm_check.h"
 
 static uint64_t now_ns(void)
 {
@@ -33,6 +34,8 @@ static struct vmm_sandbox *expect_fault(const char *fn, int nargs, int64_t arg, 
 	cr_assert_eq(vmm_sandbox_call(sb, "counter_next", NULL, 0, &res), VMM_E_POISONED);
 	return sb;
 }
+
+TestSuite(vmm_faults, .init = kvm_require);
 
 Test(vmm_faults, null_write_is_a_page_fault_at_address_zero)
 {

@@ -1,0 +1,86 @@
+/* cmd_doctor.c: `strata doctor`: what this machine offers strata (kernel, KVM, written-page mechanism, FUSE), and why not. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "vmm/vmm.h"
+
+static void usage(void)
+{
+	printf("usage: strata doctor [--need kvm]\n\n"
+	       "Says what this machine offers strata, one line each: the kernel, KVM (or\n"
+	       "why it cannot be used and what to do), how written guest pages are found\n"
+	       "(pagemap-scan on Linux 6.7+, else pagemap-read), FUSE, and the reset\n"
+	       "policy in force. Exits 1 if something strata needs is missing.\n\n"
+	       "  --need kvm   check only KVM: if sandboxes can run on it, say so and exit 0;\n"
+	       "               else print the reason on one line and exit 1 (for scripts)\n");
+}
+
+int cmd_doctor(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "need", required_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	struct vmm_error kerr, derr;
+	struct utsname u;
+	const char *need = NULL;
+	char policy[512];
+	int c, status = CLI_OK;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n': need = optarg; break;
+		case 'h': usage(); return CLI_OK;
+		default: return CLI_USAGE;
+		}
+	}
+	if (optind < argc || (need && strcmp(need, "kvm") != 0)) {
+		cli_err(cli, "doctor: expected no arguments, or --need kvm");
+		return CLI_USAGE;
+	}
+	int krc = vmm_kvm_check(&kerr);
+	if (need) {
+		if (krc == 0) {
+			printf("KVM runs sandboxes here\n");
+			return CLI_OK;
+		}
+		printf("%s\n", kerr.message);
+		return CLI_FAIL;
+	}
+	if (uname(&u) == 0)
+		printf("kernel:        Linux %s (strata supports %d.%d and newer)\n", u.release,
+		       VMM_KERNEL_MIN_MAJOR, VMM_KERNEL_MIN_MINOR);
+	if (krc == 0) {
+		printf("kvm:           usable (/dev/kvm)\n");
+	} else {
+		printf("kvm:           unusable: %s\n", kerr.message);
+		status = CLI_FAIL;
+	}
+	const char *mech = vmm_dirty_mechanism(&derr);
+	if (mech) {
+		printf("written pages: %s%s\n", mech,
+		       strcmp(mech, "pagemap-scan") == 0 ? " (PAGEMAP_SCAN)"
+							 : " (reading pagemap entries)");
+	} else {
+		printf("written pages: none works: %s\n", derr.message);
+		status = CLI_FAIL;
+	}
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);
+		printf("fuse:          usable (/dev/fuse)\n");
+	} else {
+		printf("fuse:          unusable: /dev/fuse: %s (mounts need it; nothing else does)\n", strerror(errno));
+	}
+	vmm_policy_describe(policy, sizeof(policy));
+	printf("policy:        %s\n", policy);
+	return status;
+}

@@ -1,0 +1,19 @@
+/* kvm_check.h: the one check every test that needs KVM makes: skip, with the reason, where KVM is unusable. */
+#ifndef STRATA_TESTS_KVM_CHECK_H
+#define STRATA_TESTS_KVM_CHECK_H
+
+#include <criterion/criterion.h>
+
+#include "vmm/vmm.h"
+
+/* Use as a suite's or a test's .init, or call first in a test body. The
+ * reason is vmm_kvm_check's message: what is missing and what to do. */
+static inline void kvm_require(void)
+{
+	struct vmm_error err;
+
+	if (vmm_kvm_check(&err) < 0)
+		cr_skip_test("needs KVM: %s", err.message);
+}
+
+#endif
