@@ -20,7 +20,8 @@ static void pool_usage(FILE *f)
 		"Restores N sandboxes (default 100) from one snapshot -- a snapshot directory\n"
 		"(a mount's snapshots/NAME, an export, a copy) or a tag/id in the store --\n"
 		"calls FN in each, and reports the time per restore and the memory each\n"
-		"sandbox adds (PSS from /proc/self/smaps_rollup): the sandboxes share the\n"
+		"sandbox adds (PSS from /proc/self/smaps: its private pages and its share of\n"
+		"the snapshot's layer mappings): the sandboxes share the\n"
 		"snapshot's pages, so each costs about what it writes.\n"
 		"\n"
 		"  -n, --count N   sandboxes to restore (1..%u)\n"
@@ -40,19 +41,55 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Pss, Pss_Anon and Pss_File of this process in KiB (smaps_rollup). */
-static int read_pss(unsigned long long *pss, unsigned long long *anon, unsigned long long *file)
+/* Is this smaps mapping a snapshot layer: a file named by its 32-hex id
+ * (layers/ID, blobs/ab/ID) or a private copy (memfd "strata-layer")? */
+static bool is_layer_mapping(const char *line)
+{
+	const char *path = strchr(line, '/');
+	size_t n;
+
+	if (!path)
+		return false;
+	if (strncmp(path, "/memfd:strata-layer", 19) == 0)
+		return true;
+	const char *base = strrchr(path, '/') + 1;
+	n = strspn(base, "0123456789abcdef");
+	return n == 32 && (base[n] == '\n' || base[n] == ' ' || base[n] == 0);
+}
+
+/*
+ * What sandboxes cost this process, in KiB: Pss_Anon (their private pages)
+ * and the PSS of the snapshot's layer mappings (pages shared by every
+ * sandbox of it). Other file pages are left out: the binary's and the
+ * libraries' PSS moves whenever another process maps them.
+ */
+static int read_pss(unsigned long long *anon, unsigned long long *layers)
 {
 	FILE *f = fopen("/proc/self/smaps_rollup", "re");
-	char line[256];
+	char line[512];
+	bool in_layer = false;
+	unsigned long long v;
 
 	if (!f)
 		return -errno;
-	*pss = *anon = *file = 0;
-	while (fgets(line, sizeof(line), f)) {
-		sscanf(line, "Pss: %llu kB", pss);
+	*anon = *layers = 0;
+	while (fgets(line, sizeof(line), f))
 		sscanf(line, "Pss_Anon: %llu kB", anon);
-		sscanf(line, "Pss_File: %llu kB", file);
+	fclose(f);
+	/* Per mapping: Pss less Anonymous, as a written page of a layer
+	 * mapping is a private copy already counted in Pss_Anon (smaps has no
+	 * Pss_Anon per mapping; a private copy's PSS is its size). */
+	if (!(f = fopen("/proc/self/smaps", "re")))
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (!(line[0] >= 'A' && line[0] <= 'Z')) {  /* a mapping's header, not a "Key: value" line */
+			in_layer = is_layer_mapping(line);
+			continue;
+		}
+		if (in_layer && sscanf(line, "Pss: %llu kB", &v) == 1)
+			*layers += v;
+		else if (in_layer && sscanf(line, "Anonymous: %llu kB", &v) == 1)
+			*layers -= v;
 	}
 	fclose(f);
 	return 0;
@@ -114,7 +151,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 	}
 
 	struct cli_snapshot src = { 0 };
-	unsigned long long pss0, anon0, file0, pss1, anon1, file1;
+	unsigned long long anon0, layers0, anon1, layers1;
 	struct vmm_sandbox **sb = calloc(n, sizeof(*sb));
 	uint64_t *t_restore = calloc(n, sizeof(*t_restore)), *t_call = calloc(n, sizeof(*t_call));
 	uint64_t *t_again = calloc(n, sizeof(*t_again));
@@ -138,7 +175,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 	if (src.dir && vmm_snapdir_on_mount(src.dir))
 		printf("%s is on a strata mount: %u of %u layer(s) mapped from their backing blobs\n", target,
 		       vmm_snapdir_direct_layers(src.dir), src.manifest->nlayers);
-	read_pss(&pss0, &anon0, &file0);
+	read_pss(&anon0, &layers0);
 	const char *sig = NULL;
 	for (made = 0; made < n; made++) {
 		struct vmm_error err;
@@ -186,7 +223,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		}
 		vmm_result_clear(&res);
 	}
-	read_pss(&pss1, &anon1, &file1);
+	read_pss(&anon1, &layers1);
 	qsort(t_restore, n, sizeof(*t_restore), cmp_u64);
 	qsort(t_call, n, sizeof(*t_call), cmp_u64);
 	/* Reuse: each sandbox put back to the snapshot in place and called
@@ -225,8 +262,8 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		       t_again[n / 2] / 1e3, t_again[n / 10] / 1e3, t_again[n * 9 / 10] / 1e3);
 	printf("  memory (PSS): %.1f KiB per sandbox (%.1f KiB private, %.1f KiB shared file pages); "
 	       "snapshot %llu KiB of layers\n",
-	       ((double)pss1 - (double)pss0) / n, ((double)anon1 - (double)anon0) / n,
-	       ((double)file1 - (double)file0) / n,
+	       ((double)anon1 - (double)anon0 + (double)layers1 - (double)layers0) / n,
+	       ((double)anon1 - (double)anon0) / n, ((double)layers1 - (double)layers0) / n,
 	       (unsigned long long)(st_manifest_layer_pages(src.manifest) * ST_PAGE_SIZE / 1024));
 out:
 	for (unsigned i = 0; i < made && sb; i++)
