@@ -18,6 +18,10 @@
 /* Give up on a transfer that moves less than 1 byte/s for this long. */
 #define STALL_SECONDS 60L
 #define CONNECT_SECONDS 30L
+/* libcurl's receive and send buffers (defaults 16 and 64 KiB): larger ones
+ * mean fewer callbacks per blob (docs/oci.md has the measurement). */
+#define RECV_BUFFER (512L << 10)
+#define SEND_BUFFER (1L << 20)
 
 struct dist_registry {
 	CURL *curl;
@@ -279,6 +283,8 @@ static int perform(struct dist_registry *r, struct req *q, const char *auth, cha
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, CONNECT_SECONDS);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, STALL_SECONDS);
+	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, RECV_BUFFER);
+	curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, SEND_BUFFER);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, q);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);

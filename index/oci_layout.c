@@ -82,7 +82,7 @@ static int dir_blob_has(void *ctx, const struct st_oci_desc *d, char *why, size_
 static int dir_write(struct dir_sink *ds, const uint8_t sha[ST_SHA256_LEN], int in_fd, const void *buf, size_t len)
 {
 	char hex[65];
-	int fd, rc;
+	int fd = -1, rc;
 
 	hex_of(sha, hex);
 	if ((fd = st_sys_openat(ds->blobs_fd, hex, O_WRONLY | O_CREAT | O_TRUNC, 0444)) < 0)
@@ -282,7 +282,7 @@ static int dir_manifest_get(void *ctx, const char *ref, char **json, size_t *len
 	uint8_t sha[ST_SHA256_LEN];
 	struct stat sb;
 	char *buf;
-	int fd, rc;
+	int fd = -1, rc;
 
 	if (st_digest_parse(ref, sha) < 0)
 		return ix_why(why, whylen, -EINVAL, "'%s' is not a digest", ref);
@@ -318,7 +318,7 @@ static int dir_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset,
 			char *why, size_t whylen)
 {
 	uint8_t *buf;
-	int fd, rc;
+	int fd = -1, rc;
 
 	if ((rc = dir_open_blob(ctx, d->sha256, &fd, why, whylen)) < 0)
 		return rc;
