@@ -53,6 +53,7 @@ static const struct bench_group groups[] = {
 	{ "snapshots", bench_snap },
 	{ "cold", bench_cold },
 	{ "density", bench_density },
+	{ "oci", bench_oci },
 	{ NULL, NULL },
 };
 

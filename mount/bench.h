@@ -78,6 +78,7 @@ void bench_fs(struct bench *b);       /* bench_fs.c */
 void bench_snap(struct bench *b);     /* bench_snap.c */
 void bench_cold(struct bench *b);     /* bench_cold.c */
 void bench_density(struct bench *b);  /* bench_cold.c */
+void bench_oci(struct bench *b);      /* bench_oci.c: push / pull through a loopback registry */
 void bench_floor(struct bench *b);    /* bench_vmm.c: the KVM round trips every latency is compared with */
 
 #endif

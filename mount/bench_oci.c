@@ -1,0 +1,652 @@
+/* bench_oci.c: push and pull through a loopback registry, beside a plain curl transfer and skopeo copy of one whole-memory layer. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "dist/dist.h"
+#include "index/index.h"
+#include "store/store.h"
+
+extern char **environ;
+
+#define MiB (1024ull * 1024)
+#define IMAGE (256 * MiB)     /* guest memory of the snapshot */
+#define NONZERO (64 * MiB)    /* of it non-zero */
+#define CHANGE_PAGES 1024     /* the child's scattered change: 4 MiB */
+#define FANOUT 8
+
+struct oci_bench {
+	char dir[256];
+	char reg_port[16];
+	pid_t reg;
+	char src[320];          /* the store holding base and child */
+	struct st_store *s;
+	struct ix *ix;
+	unsigned repo_n, store_n;
+	uint8_t *image;         /* base's memory image (IMAGE bytes) */
+	char hl[320];           /* Hyperlight-style layout: one config, one raw memory layer */
+	char hl_repo[64];       /* where the last skopeo push went */
+	char layer_path[400];   /* base's layer blob file, for the curl upload floor */
+	char layer_digest[ST_DIGEST_LEN + 1];
+	char layer_url[512];    /* the base's layer in the registry, for the curl floor */
+	struct dist_wire last;  /* wire of the last timed transfer */
+	uint64_t last_sha;      /* sha256 bytes of the last push */
+};
+
+/* Run argv, output to /dev/null; its exit status or -errno. */
+static int run_quiet(char *const argv[])
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int st, rc;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc)
+		return -rc;
+	if (waitpid(pid, &st, 0) < 0)
+		return -errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static bool have(const char *prog)
+{
+	char *argv[] = { "sh", "-c", NULL, NULL };
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "command -v %s", prog);
+	argv[2] = cmd;
+	return run_quiet(argv) == 0;
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+static bool port_open(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static int registry_start(struct oci_bench *ob)
+{
+	char cfg[400], data[400];
+	int port = free_port();
+	FILE *f;
+
+	if (port < 0)
+		return -EADDRNOTAVAIL;
+	snprintf(ob->reg_port, sizeof(ob->reg_port), "%d", port);
+	snprintf(cfg, sizeof(cfg), "%s/registry.yml", ob->dir);
+	snprintf(data, sizeof(data), "%s/registry", ob->dir);
+	if (!(f = fopen(cfg, "we")))
+		return -errno;
+	fprintf(f, "version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: %s}}\n"
+		   "http: {addr: 127.0.0.1:%d}\n", data, port);
+	fclose(f);
+	char *argv[] = { "docker-registry", "serve", cfg, NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	int rc = posix_spawnp(&ob->reg, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc)
+		return -rc;
+	for (int i = 0; i < 200; i++) {
+		if (port_open(port))
+			return 0;
+		usleep(50000);
+	}
+	return -ETIMEDOUT;
+}
+
+static int open_store(const char *path, struct st_store **s, struct ix **ix)
+{
+	/* sync none: the figures are about the network path; docs/sync.md
+	 * has what durable commits add. */
+	struct st_store_opts so = { .sync = ST_SYNC_NONE };
+	int rc;
+
+	if ((rc = st_store_init(path, &so)) < 0 || (rc = st_store_open(path, 0, s)) < 0)
+		return rc;
+	if ((rc = ix_open(*s, NULL, ix)) < 0)
+		st_store_close(*s);
+	return rc;
+}
+
+static void ob_free(void *state)
+{
+	struct oci_bench *ob = state;
+
+	if (!ob)
+		return;
+	ix_close(ob->ix);
+	st_store_close(ob->s);
+	if (ob->reg > 0) {
+		kill(ob->reg, SIGTERM);
+		waitpid(ob->reg, NULL, 0);
+	}
+	bench_rm_rf(ob->dir);
+	free(ob->image);
+	free(ob);
+}
+
+/* A Hyperlight-style layout: one JSON config and the whole memory image as
+ * one layer; seq goes into the image's first page, so each layout's layer
+ * is new to the registry (skopeo would mount a known one, moving nothing). */
+static int hyperlight_layout(struct oci_bench *ob, unsigned seq)
+{
+	uint8_t *image = ob->image;
+	static const char cfg[] = "{\"kind\":\"hyperlight-style snapshot\",\"memory\":268435456}";
+	uint8_t csha[ST_SHA256_LEN], lsha[ST_SHA256_LEN];
+	char dg[ST_DIGEST_LEN + 1], ldg[ST_DIGEST_LEN + 1], path[600], *json;
+	FILE *f;
+
+	if (ob->hl[0])
+		bench_rm_rf(ob->hl);
+	memcpy(image + 64, &seq, sizeof(seq));
+	snprintf(ob->hl, sizeof(ob->hl), "%s/hyperlight", ob->dir);
+	snprintf(path, sizeof(path), "%s/blobs/sha256", ob->hl);
+	if (mkdir(ob->hl, 0755) < 0)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/blobs", ob->hl);
+	if (mkdir(path, 0755) < 0)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/blobs/sha256", ob->hl);
+	if (mkdir(path, 0755) < 0)
+		return -errno;
+	st_sha256_hash(cfg, sizeof(cfg) - 1, csha);
+	st_sha256_hash(image, IMAGE, lsha);
+	st_digest_format(csha, dg);
+	st_digest_format(lsha, ldg);
+	snprintf(path, sizeof(path), "%s/blobs/sha256/%s", ob->hl, dg + 7);
+	if (!(f = fopen(path, "we")) || fwrite(cfg, 1, sizeof(cfg) - 1, f) != sizeof(cfg) - 1 || fclose(f))
+		return -EIO;
+	snprintf(path, sizeof(path), "%s/blobs/sha256/%s", ob->hl, ldg + 7);
+	if (!(f = fopen(path, "we")) || fwrite(image, 1, IMAGE, f) != IMAGE || fclose(f))
+		return -EIO;
+	if (asprintf(&json,
+		     "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+		     "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"%s\",\"size\":%zu},"
+		     "\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar\",\"digest\":\"%s\",\"size\":%llu}]}",
+		     dg, sizeof(cfg) - 1, ldg, (unsigned long long)IMAGE) < 0)
+		return -ENOMEM;
+	uint8_t msha[ST_SHA256_LEN];
+	st_sha256_hash(json, strlen(json), msha);
+	st_digest_format(msha, dg);
+	snprintf(path, sizeof(path), "%s/blobs/sha256/%s", ob->hl, dg + 7);
+	f = fopen(path, "we");
+	int bad = !f || fputs(json, f) < 0 || fclose(f);
+	size_t mlen = strlen(json);
+	free(json);
+	if (bad)
+		return -EIO;
+	snprintf(path, sizeof(path), "%s/index.json", ob->hl);
+	if (!(f = fopen(path, "we")))
+		return -errno;
+	fprintf(f, "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+		   "\"digest\":\"%s\",\"size\":%zu,\"annotations\":{\"org.opencontainers.image.ref.name\":\"mem\"}}]}",
+		dg, mlen);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/oci-layout", ob->hl);
+	if (!(f = fopen(path, "we")))
+		return -errno;
+	fputs("{\"imageLayoutVersion\":\"1.0.0\"}", f);
+	fclose(f);
+	return 0;
+}
+
+/* base: 256 MiB, 64 MiB of it random; child: 1,024 pages changed at random places in it. */
+static int make_snapshots(struct oci_bench *ob)
+{
+	struct st_manifest *base = NULL, *child = NULL;
+	uint8_t *img = mmap(NULL, IMAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int rc;
+
+	if (img == MAP_FAILED)
+		return -ENOMEM;
+	bench_fill(img, NONZERO, 42);
+	if (!(ob->image = malloc(IMAGE))) {
+		rc = -ENOMEM;
+		goto out_unmap;
+	}
+	memcpy(ob->image, img, IMAGE);
+	if ((rc = st_ingest_image(ob->s, img, IMAGE, NULL, &base, NULL)) < 0 ||
+	    (rc = ix_snap_commit(ob->ix, base, "base", IX_TAG_FORCE, NULL)) < 0)
+		goto out_free;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (unsigned i = 0; i < CHANGE_PAGES; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint64_t page = x % (NONZERO / ST_PAGE_SIZE);
+		bench_fill(img + page * ST_PAGE_SIZE, ST_PAGE_SIZE, 1000 + i);
+	}
+	if ((rc = st_ingest_image(ob->s, img, IMAGE, base, &child, NULL)) < 0 ||
+	    (rc = ix_snap_commit(ob->ix, child, "child", IX_TAG_FORCE, NULL)) < 0)
+		goto out_free;
+out_free:
+	st_manifest_free(base);
+	st_manifest_free(child);
+out_unmap:
+	munmap(img, IMAGE);
+	return rc;
+}
+
+static int ob_setup(void **state, const void *arg)
+{
+	struct oci_bench *ob = calloc(1, sizeof(*ob));
+	int rc;
+
+	if (!ob)
+		return -ENOMEM;
+	if ((rc = bench_tmpdir("strata-bench-oci", ob->dir, sizeof(ob->dir))) < 0) {
+		free(ob);
+		return rc;
+	}
+	snprintf(ob->src, sizeof(ob->src), "%s/src", ob->dir);
+	if ((rc = dist_global_init()) < 0 || (rc = open_store(ob->src, &ob->s, &ob->ix)) < 0 ||
+	    (rc = registry_start(ob)) < 0 || (rc = make_snapshots(ob)) < 0) {
+		ob_free(ob);
+		return rc;
+	}
+	*state = ob;
+	return 0;
+}
+
+static int client(struct oci_bench *ob, const char *repo, const char *tag, struct dist_registry **r)
+{
+	char ref[256];
+	struct dist_ref dr;
+	struct dist_opts o = { .insecure = true };
+	int rc;
+
+	snprintf(ref, sizeof(ref), "127.0.0.1:%s/%s:%s", ob->reg_port, repo, tag);
+	if ((rc = dist_ref_parse(ref, &dr)) < 0)
+		return rc;
+	return dist_open(&dr, &o, r);
+}
+
+static int push(struct oci_bench *ob, const char *snap, const char *repo)
+{
+	struct dist_registry *r;
+	struct ix_oci_sink sink;
+	struct ix_oci_stats st;
+	int rc;
+
+	if ((rc = client(ob, repo, snap, &r)) < 0)
+		return rc;
+	dist_sink(r, &sink);
+	rc = ix_oci_push(ob->ix, snap, snap, &sink, NULL, &st, NULL, NULL, NULL, 0);
+	dist_wire_get(r, &ob->last);
+	ob->last_sha = st.bytes_sha256;
+	dist_close(r);
+	return rc;
+}
+
+static int pull(struct oci_bench *ob, struct ix *ix, const char *repo, const char *tag, struct dist_wire *w)
+{
+	struct dist_registry *r;
+	struct ix_oci_source src;
+	int rc;
+
+	if ((rc = client(ob, repo, tag, &r)) < 0)
+		return rc;
+	dist_source(r, &src);
+	rc = ix_oci_pull(ix, &src, tag, tag, 0, NULL, NULL, NULL, NULL, 0);
+	dist_wire_get(r, w);
+	dist_close(r);
+	return rc;
+}
+
+/* A fresh store under the bench directory. */
+static int fresh_store(struct oci_bench *ob, char *path, size_t len, struct st_store **s, struct ix **ix)
+{
+	snprintf(path, len, "%s/dst%u", ob->dir, ob->store_n++);
+	return open_store(path, s, ix);
+}
+
+static void drop_store(const char *path, struct st_store *s, struct ix *ix)
+{
+	ix_close(ix);
+	st_store_close(s);
+	bench_rm_rf(path);
+}
+
+static int iter_push_full(void *state, struct bench_timer *t)
+{
+	struct oci_bench *ob = state;
+	char repo[64];
+
+	snprintf(repo, sizeof(repo), "full%u", ob->repo_n++);
+	return push(ob, "base", repo);
+}
+
+static int iter_push_again(void *state, struct bench_timer *t)
+{
+	return push(state, "base", "full0");
+}
+
+static int iter_pull_full(void *state, struct bench_timer *t)
+{
+	struct oci_bench *ob = state;
+	struct st_store *s;
+	struct ix *ix;
+	char path[400];
+	int rc;
+
+	if ((rc = fresh_store(ob, path, sizeof(path), &s, &ix)) < 0)
+		return rc;
+	bench_timer_start(t);
+	rc = pull(ob, ix, "full0", "base", &ob->last);
+	bench_timer_stop(t);
+	drop_store(path, s, ix);
+	return rc;
+}
+
+static int iter_push_child(void *state, struct bench_timer *t)
+{
+	struct oci_bench *ob = state;
+	char repo[64];
+	int rc;
+
+	snprintf(repo, sizeof(repo), "child%u", ob->repo_n++);
+	if ((rc = push(ob, "base", repo)) < 0)
+		return rc;
+	bench_timer_start(t);
+	rc = push(ob, "child", repo);
+	bench_timer_stop(t);
+	return rc;
+}
+
+static int iter_pull_child(void *state, struct bench_timer *t)
+{
+	struct oci_bench *ob = state;
+	struct st_store *s;
+	struct ix *ix;
+	char path[400];
+	int rc;
+
+	if ((rc = fresh_store(ob, path, sizeof(path), &s, &ix)) < 0)
+		return rc;
+	if ((rc = pull(ob, ix, "full0", "base", &ob->last)) < 0)
+		goto out;
+	bench_timer_start(t);
+	rc = pull(ob, ix, "full0", "child", &ob->last);
+	bench_timer_stop(t);
+out:
+	drop_store(path, s, ix);
+	return rc;
+}
+
+/* The upload floor: the curl command line opening an upload session and
+ * PUTting the same 64 MiB layer in one request, to a new repository. */
+static int iter_curl_put(void *state, struct bench_timer *t)
+{
+	struct oci_bench *ob = state;
+	char post[200], loc[600] = "", url[700], cmd[400];
+	FILE *p;
+
+	snprintf(post, sizeof(post), "http://127.0.0.1:%s/v2/curl%u/blobs/uploads/", ob->reg_port, ob->repo_n++);
+	snprintf(cmd, sizeof(cmd), "curl -sf -o /dev/null -D - -X POST %s", post);
+	bench_timer_start(t);
+	if (!(p = popen(cmd, "re")))
+		return -errno;
+	char line[700];
+	while (fgets(line, sizeof(line), p))
+		if (strncasecmp(line, "location:", 9) == 0)
+			sscanf(line + 9, " %599s", loc);
+	if (pclose(p) != 0 || !loc[0])
+		return -EIO;
+	if (loc[0] == '/')
+		snprintf(url, sizeof(url), "http://127.0.0.1:%s%s&digest=%s", ob->reg_port, loc, ob->layer_digest);
+	else
+		snprintf(url, sizeof(url), "%s&digest=%s", loc, ob->layer_digest);
+	char *argv[] = { "curl", "-sf", "-o", "/dev/null", "-H", "Content-Type: application/octet-stream", "-H", "Expect:",
+			 "-T", ob->layer_path, url, NULL };
+	int rc = run_quiet(argv);
+	bench_timer_stop(t);
+	return rc == 0 ? 0 : -EIO;
+}
+
+/* The floor: the curl command line fetching the same 64 MiB layer into a file. */
+static int iter_curl(void *state, struct bench_timer *t)
+{
+	struct oci_bench *ob = state;
+	char out[400];
+
+	snprintf(out, sizeof(out), "%s/curl.out", ob->dir);
+	char *argv[] = { "curl", "-sf", "-o", out, ob->layer_url, NULL };
+	bench_timer_start(t);
+	int rc = run_quiet(argv);
+	bench_timer_stop(t);
+	unlink(out);
+	return rc == 0 ? 0 : -EIO;
+}
+
+/* One skopeo copy of a new Hyperlight-style layout; timed if t. */
+static int skopeo_push(struct oci_bench *ob, struct bench_timer *t)
+{
+	char src[400], dst[200];
+	int rc;
+
+	if ((rc = hyperlight_layout(ob, ob->repo_n)) < 0)
+		return rc;
+	snprintf(ob->hl_repo, sizeof(ob->hl_repo), "hl%u", ob->repo_n++);
+	snprintf(src, sizeof(src), "oci:%s:mem", ob->hl);
+	snprintf(dst, sizeof(dst), "docker://127.0.0.1:%s/%s:mem", ob->reg_port, ob->hl_repo);
+	char *argv[] = { "skopeo", "copy", "--preserve-digests", "--dest-tls-verify=false", src, dst, NULL };
+	if (t)
+		bench_timer_start(t);
+	rc = run_quiet(argv);
+	if (t)
+		bench_timer_stop(t);
+	return rc == 0 ? 0 : -EIO;
+}
+
+static int iter_skopeo_push(void *state, struct bench_timer *t)
+{
+	return skopeo_push(state, t);
+}
+
+static int iter_skopeo_pull(void *state, struct bench_timer *t)
+{
+	struct oci_bench *ob = state;
+	char src[200], dst[420], dir[400];
+
+	if (!ob->hl_repo[0]) { /* the push case did not run: push one, untimed */
+		int rc = skopeo_push(ob, NULL);
+		if (rc < 0)
+			return rc;
+	}
+	snprintf(src, sizeof(src), "docker://127.0.0.1:%s/%s:mem", ob->reg_port, ob->hl_repo);
+	snprintf(dir, sizeof(dir), "%s/hlpull%u", ob->dir, ob->store_n++);
+	snprintf(dst, sizeof(dst), "oci:%s:mem", dir);
+	char *argv[] = { "skopeo", "copy", "--preserve-digests", "--src-tls-verify=false", src, dst, NULL };
+	bench_timer_start(t);
+	int rc = run_quiet(argv);
+	bench_timer_stop(t);
+	bench_rm_rf(dir);
+	return rc == 0 ? 0 : -EIO;
+}
+
+struct fan {
+	struct oci_bench *ob;
+	char path[400];
+	struct st_store *s;
+	struct ix *ix;
+	struct dist_wire wire;
+	int rc;
+};
+
+static void *fan_pull(void *arg)
+{
+	struct fan *f = arg;
+
+	f->rc = pull(f->ob, f->ix, "full0", "base", &f->wire);
+	return NULL;
+}
+
+static int iter_fanout(void *state, struct bench_timer *t)
+{
+	struct oci_bench *ob = state;
+	struct fan f[FANOUT];
+	pthread_t th[FANOUT];
+	int rc = 0;
+
+	for (int i = 0; i < FANOUT; i++) {
+		f[i].ob = ob;
+		if ((rc = fresh_store(ob, f[i].path, sizeof(f[i].path), &f[i].s, &f[i].ix)) < 0)
+			return rc;
+	}
+	bench_timer_start(t);
+	for (int i = 0; i < FANOUT; i++)
+		pthread_create(&th[i], NULL, fan_pull, &f[i]);
+	for (int i = 0; i < FANOUT; i++)
+		pthread_join(th[i], NULL);
+	bench_timer_stop(t);
+	ob->last = (struct dist_wire){ 0 };
+	for (int i = 0; i < FANOUT; i++) {
+		ob->last.up += f[i].wire.up;
+		ob->last.down += f[i].wire.down;
+		if (f[i].rc < 0)
+			rc = f[i].rc;
+		drop_store(f[i].path, f[i].s, f[i].ix);
+	}
+	return rc;
+}
+
+static void note_wire(struct bench *b, const char *name, const struct dist_wire *w)
+{
+	char n[128];
+
+	snprintf(n, sizeof(n), "%s/wire_up", name);
+	bench_note(b, n, (double)w->up, "B");
+	snprintf(n, sizeof(n), "%s/wire_down", name);
+	bench_note(b, n, (double)w->down, "B");
+}
+
+/* Every case works on the one setup (a registry, the snapshots). */
+static int share_setup(void **state, const void *arg)
+{
+	*state = (void *)arg;
+	return 0;
+}
+
+void bench_oci(struct bench *b)
+{
+	struct oci_bench *ob;
+	void *state;
+	int rc;
+
+	if (!bench_selected(b, "oci/"))
+		return;
+	if (!have("docker-registry")) {
+		bench_note(b, "oci/skipped_no_docker_registry", 1, "");
+		return;
+	}
+	if ((rc = ob_setup(&state, NULL)) < 0) {
+		fprintf(stderr, "bench oci: setup failed: %s\n", dist_strerror(rc));
+		return;
+	}
+	ob = state;
+	unsigned it = bench_quick(b) ? 2 : 5;
+	/* The first push hashes; every later one finds the digests in the table. */
+	if (push(ob, "base", "full0") < 0)
+		goto out;
+	uint64_t first_sha = ob->last_sha;
+	if (push(ob, "child", "full0") < 0)
+		goto out;
+	ob->last_sha = first_sha;
+	bench_note(b, "oci/first_push/sha256_bytes", (double)ob->last_sha, "B");
+	{
+		st_id lid;
+		uint8_t sha[ST_SHA256_LEN];
+		struct ix_txn *tx;
+		struct st_manifest *m;
+		char dg[ST_DIGEST_LEN + 1];
+		if (ix_txn_begin(ob->ix, &tx) < 0)
+			goto out;
+		rc = ix_tag_get(tx, "base", &lid) == 0 && ix_snap_get(tx, &lid, &m) == 0 ? 0 : -ENOENT;
+		ix_txn_end(tx);
+		if (rc < 0)
+			goto out;
+		lid = m->layers[0].id;
+		st_manifest_free(m);
+		if (ix_sha256_get(ob->ix, &lid, sha) < 0)
+			goto out;
+		st_digest_format(sha, dg);
+		snprintf(ob->layer_url, sizeof(ob->layer_url), "http://127.0.0.1:%s/v2/full0/blobs/%s", ob->reg_port, dg);
+		memcpy(ob->layer_digest, dg, sizeof(dg));
+		if (st_blob_path(ob->s, &lid, ob->layer_path, sizeof(ob->layer_path)) < 0)
+			goto out;
+	}
+	const struct bench_case cases[] = {
+		{ .name = "oci/floor/curl_get_64MiB", .iter = iter_curl, .iters = it, .bytes_per_iter = NONZERO },
+		{ .name = "oci/floor/curl_put_64MiB", .iter = iter_curl_put, .iters = it, .bytes_per_iter = NONZERO },
+		{ .name = "oci/push_256MiB", .floor = "oci/floor/curl_put_64MiB", .iter = iter_push_full, .iters = it,
+		  .bytes_per_iter = NONZERO },
+		{ .name = "oci/push_256MiB_again", .iter = iter_push_again, .iters = it },
+		{ .name = "oci/pull_256MiB", .floor = "oci/floor/curl_get_64MiB", .iter = iter_pull_full, .iters = it,
+		  .bytes_per_iter = NONZERO },
+		{ .name = "oci/push_child_4MiB", .iter = iter_push_child, .iters = it },
+		{ .name = "oci/pull_child_4MiB", .iter = iter_pull_child, .iters = it },
+		{ .name = "oci/skopeo_push_whole_256MiB", .floor = "oci/push_256MiB", .iter = iter_skopeo_push,
+		  .iters = it, .bytes_per_iter = IMAGE },
+		{ .name = "oci/skopeo_pull_whole_256MiB", .floor = "oci/pull_256MiB", .iter = iter_skopeo_pull,
+		  .iters = it, .bytes_per_iter = IMAGE },
+		{ .name = "oci/fanout_8_pulls", .iter = iter_fanout, .iters = bench_quick(b) ? 1 : 3 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct bench_case c = cases[i];
+		bool skopeo = strstr(c.name, "skopeo") != NULL;
+
+		if (!bench_selected(b, c.name) || (skopeo && !have("skopeo")) ||
+		    ((c.iter == iter_curl || c.iter == iter_curl_put) && !have("curl")))
+			continue;
+		c.setup = share_setup;
+		c.arg = ob;
+		bench_run(b, &c);
+		if (c.iter == iter_push_full || c.iter == iter_push_again || c.iter == iter_push_child ||
+		    c.iter == iter_pull_full || c.iter == iter_pull_child)
+			note_wire(b, c.name, &ob->last);
+		if (c.iter == iter_push_again)
+			bench_note(b, "oci/push_256MiB_again/sha256_bytes", (double)ob->last_sha, "B");
+		if (c.iter == iter_fanout)
+			note_wire(b, c.name, &ob->last); /* all eight pulls: what the registry served */
+	}
+out:
+	ob_free(ob);
+}
