@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=69
+N=72
 n=0
 fails=0
 echo "1..$N"
@@ -117,21 +117,26 @@ is "after four refused imports the store holds nothing" "$(st "$S3" ls | tail -n
 
 # ---- 2. a real registry on loopback
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-start_registry() { # name [htpasswd file] -> sets REG_PORT
-	local name=$1 auth=${2:-} port
+start_registry() { # name [htpasswd file] [tls: "cert key"] -> sets REG_PORT
+	local name=$1 auth=${2:-} tls=${3:-} port scheme=http
 	port=$(freeport)
 	mkdir -p "$T/$name"
 	{
 		echo "version: 0.1"
 		echo "log: {level: error}"
 		echo "storage: {filesystem: {rootdirectory: $T/$name}, delete: {enabled: true}}"
-		echo "http: {addr: 127.0.0.1:$port}"
+		if [ -n "$tls" ]; then
+			echo "http: {addr: 127.0.0.1:$port, tls: {certificate: ${tls% *}, key: ${tls#* }}}"
+		else
+			echo "http: {addr: 127.0.0.1:$port}"
+		fi
 		[ -n "$auth" ] && echo "auth: {htpasswd: {realm: strata-test, path: $auth}}"
 	} >"$T/$name.yml"
+	[ -n "$tls" ] && scheme=https
 	docker-registry serve "$T/$name.yml" >"$T/$name.log" 2>&1 &
 	PIDS+=($!)
 	for _ in $(seq 1 100); do
-		curl -s -o /dev/null "http://127.0.0.1:$port/v2/" && { REG_PORT=$port; return 0; }
+		curl -sk -o /dev/null "$scheme://127.0.0.1:$port/v2/" && { REG_PORT=$port; return 0; }
 		sleep 0.1
 	done
 	return 1
@@ -262,6 +267,19 @@ if start_registry regauth "$T/htpasswd"; then
 else
 	nok "basic: the registry with htpasswd starts" "$(tail -3 "$T/regauth.log")"
 	n=$((n + 1))
+fi
+
+# ---- TLS (the default): a registry with a certificate of its own CA
+if openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/key.pem" -out "$T/cert.pem" -days 1 \
+	-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1 &&
+	start_registry regtls "" "$T/cert.pem $T/key.pem"; then
+	RT=127.0.0.1:$REG_PORT
+	check "TLS: a certificate the system does not trust is refused" 1 'TLS error' -- st "$S" push v2 "$RT/snaps/web:v2"
+	check "TLS: push with --cacert" 0 '^sha256:' -- st "$S" push --cacert "$T/cert.pem" v2 "$RT/snaps/web:v2"
+	newstore "$T/t1"
+	check "TLS: pull with --cacert" 0 "^$v2\$" -- st "$T/t1" pull --cacert "$T/cert.pem" "$RT/snaps/web:v2"
+else
+	for t in 1 2 3; do nok "TLS registry $t" "openssl or the TLS registry failed: $(tail -2 "$T/regtls.log" 2>/dev/null)"; done
 fi
 
 # ---- skopeo interop, both ways
