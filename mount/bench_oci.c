@@ -44,7 +44,12 @@ struct oci_bench {
 	char layer_digest[ST_DIGEST_LEN + 1];
 	char layer_url[512];    /* the base's layer in the registry, for the curl floor */
 	struct dist_wire last;  /* wire of the last timed transfer */
+	/* Paired floors: the curl transfer run just before each push / pull
+	 * iteration, and the ratio of the two, so both see the same load. */
+	double pair_floor[32], pair_ratio[32];
+	unsigned npair;
 	uint64_t last_sha;      /* sha256 bytes of the last push */
+	uint64_t last_moved;    /* blob bytes the last push / pull moved */
 };
 
 /* Run argv, output to /dev/null; its exit status or -errno. */
@@ -248,11 +253,17 @@ static int make_snapshots(struct oci_bench *ob)
 	if ((rc = st_ingest_image(ob->s, img, IMAGE, NULL, &base, NULL)) < 0 ||
 	    (rc = ix_snap_commit(ob->ix, base, "base", IX_TAG_FORCE, NULL)) < 0)
 		goto out_free;
+	/* 1,024 distinct pages, so the change is exactly 4 MiB. */
+	static uint8_t hit[NONZERO / ST_PAGE_SIZE];
 	uint64_t x = 0x9e3779b97f4a7c15ull;
-	for (unsigned i = 0; i < CHANGE_PAGES; i++) {
+	memset(hit, 0, sizeof(hit));
+	for (unsigned i = 0; i < CHANGE_PAGES;) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 		uint64_t page = x % (NONZERO / ST_PAGE_SIZE);
-		bench_fill(img + page * ST_PAGE_SIZE, ST_PAGE_SIZE, 1000 + i);
+		if (hit[page])
+			continue;
+		hit[page] = 1;
+		bench_fill(img + page * ST_PAGE_SIZE, ST_PAGE_SIZE, 1000 + i++);
 	}
 	if ((rc = st_ingest_image(ob->s, img, IMAGE, base, &child, NULL)) < 0 ||
 	    (rc = ix_snap_commit(ob->ix, child, "child", IX_TAG_FORCE, NULL)) < 0)
@@ -312,6 +323,7 @@ static int push(struct oci_bench *ob, const char *snap, const char *repo)
 	rc = ix_oci_push(ob->ix, snap, snap, &sink, NULL, &st, NULL, NULL, NULL, 0);
 	dist_wire_get(r, &ob->last);
 	ob->last_sha = st.bytes_sha256;
+	ob->last_moved = st.bytes_moved;
 	dist_close(r);
 	return rc;
 }
@@ -325,8 +337,11 @@ static int pull(struct oci_bench *ob, struct ix *ix, const char *repo, const cha
 	if ((rc = client(ob, repo, tag, &r)) < 0)
 		return rc;
 	dist_source(r, &src);
-	rc = ix_oci_pull(ix, &src, tag, tag, 0, NULL, NULL, NULL, NULL, 0);
+	struct ix_oci_stats st = { 0 };
+	rc = ix_oci_pull(ix, &src, tag, tag, 0, NULL, &st, NULL, NULL, 0);
 	dist_wire_get(r, w);
+	if (w == &ob->last)
+		ob->last_moved = st.bytes_moved;
 	dist_close(r);
 	return rc;
 }
@@ -345,13 +360,43 @@ static void drop_store(const char *path, struct st_store *s, struct ix *ix)
 	bench_rm_rf(path);
 }
 
+static int iter_curl_put(void *state, struct bench_timer *t);
+static int iter_curl(void *state, struct bench_timer *t);
+
+/* Time one floor transfer (curl) outside the harness's timer. */
+static int paired_floor(struct oci_bench *ob, int (*floor)(void *, struct bench_timer *), double *ns)
+{
+	uint64_t t0 = bench_now_ns();
+	int rc = floor(ob, NULL);
+
+	*ns = (double)(bench_now_ns() - t0);
+	return rc;
+}
+
+static void pair_add(struct oci_bench *ob, double floor_ns, double ns)
+{
+	if (ob->npair < 32) {
+		ob->pair_floor[ob->npair] = floor_ns;
+		ob->pair_ratio[ob->npair++] = floor_ns / ns;
+	}
+}
+
 static int iter_push_full(void *state, struct bench_timer *t)
 {
 	struct oci_bench *ob = state;
 	char repo[64];
+	double fl;
+	int rc;
 
+	if ((rc = paired_floor(ob, iter_curl_put, &fl)) < 0)
+		return rc;
 	snprintf(repo, sizeof(repo), "full%u", ob->repo_n++);
-	return push(ob, "base", repo);
+	uint64_t t0 = bench_now_ns();
+	bench_timer_start(t);
+	rc = push(ob, "base", repo);
+	bench_timer_stop(t);
+	pair_add(ob, fl, (double)(bench_now_ns() - t0));
+	return rc;
 }
 
 static int iter_push_again(void *state, struct bench_timer *t)
@@ -365,13 +410,18 @@ static int iter_pull_full(void *state, struct bench_timer *t)
 	struct st_store *s;
 	struct ix *ix;
 	char path[400];
+	double fl;
 	int rc;
 
+	if ((rc = paired_floor(ob, iter_curl, &fl)) < 0)
+		return rc;
 	if ((rc = fresh_store(ob, path, sizeof(path), &s, &ix)) < 0)
 		return rc;
+	uint64_t t0 = bench_now_ns();
 	bench_timer_start(t);
 	rc = pull(ob, ix, "full0", "base", &ob->last);
 	bench_timer_stop(t);
+	pair_add(ob, fl, (double)(bench_now_ns() - t0));
 	drop_store(path, s, ix);
 	return rc;
 }
@@ -421,7 +471,8 @@ static int iter_curl_put(void *state, struct bench_timer *t)
 
 	snprintf(post, sizeof(post), "http://127.0.0.1:%s/v2/curl%u/blobs/uploads/", ob->reg_port, ob->repo_n++);
 	snprintf(cmd, sizeof(cmd), "curl -sf -o /dev/null -D - -X POST %s", post);
-	bench_timer_start(t);
+	if (t)
+		bench_timer_start(t);
 	if (!(p = popen(cmd, "re")))
 		return -errno;
 	char line[700];
@@ -437,7 +488,8 @@ static int iter_curl_put(void *state, struct bench_timer *t)
 	char *argv[] = { "curl", "-sf", "-o", "/dev/null", "-H", "Content-Type: application/octet-stream", "-H", "Expect:",
 			 "-T", ob->layer_path, url, NULL };
 	int rc = run_quiet(argv);
-	bench_timer_stop(t);
+	if (t)
+		bench_timer_stop(t);
 	return rc == 0 ? 0 : -EIO;
 }
 
@@ -449,9 +501,11 @@ static int iter_curl(void *state, struct bench_timer *t)
 
 	snprintf(out, sizeof(out), "%s/curl.out", ob->dir);
 	char *argv[] = { "curl", "-sf", "-o", out, ob->layer_url, NULL };
-	bench_timer_start(t);
+	if (t)
+		bench_timer_start(t);
 	int rc = run_quiet(argv);
-	bench_timer_stop(t);
+	if (t)
+		bench_timer_stop(t);
 	unlink(out);
 	return rc == 0 ? 0 : -EIO;
 }
@@ -548,14 +602,26 @@ static int iter_fanout(void *state, struct bench_timer *t)
 	return rc;
 }
 
-static void note_wire(struct bench *b, const char *name, const struct dist_wire *w)
+static void note_wire(struct bench *b, const char *name, const struct dist_wire *w, uint64_t moved)
 {
 	char n[128];
+
+	snprintf(n, sizeof(n), "%s/blob_bytes", name);
+	bench_note(b, n, (double)moved, "B");
+	snprintf(n, sizeof(n), "%s/metadata_bytes", name);
+	bench_note(b, n, (double)(w->up + w->down - moved), "B");
 
 	snprintf(n, sizeof(n), "%s/wire_up", name);
 	bench_note(b, n, (double)w->up, "B");
 	snprintf(n, sizeof(n), "%s/wire_down", name);
 	bench_note(b, n, (double)w->down, "B");
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
 }
 
 /* Every case works on the one setup (a registry, the snapshots). */
@@ -582,7 +648,7 @@ void bench_oci(struct bench *b)
 		return;
 	}
 	ob = state;
-	unsigned it = bench_quick(b) ? 2 : 5;
+	unsigned it = bench_quick(b) ? 2 : 7;
 	/* The first push hashes; every later one finds the digests in the table. */
 	if (push(ob, "base", "full0") < 0)
 		goto out;
@@ -638,14 +704,28 @@ void bench_oci(struct bench *b)
 			continue;
 		c.setup = share_setup;
 		c.arg = ob;
+		ob->npair = 0;
 		bench_run(b, &c);
+		if (ob->npair) {
+			char n[128];
+			qsort(ob->pair_floor, ob->npair, sizeof(double), cmp_d);
+			qsort(ob->pair_ratio, ob->npair, sizeof(double), cmp_d);
+			snprintf(n, sizeof(n), "%s/paired_curl_floor", c.name);
+			bench_note(b, n, ob->pair_floor[ob->npair / 2] / 1e6, "ms");
+			snprintf(n, sizeof(n), "%s/speed_vs_paired_floor", c.name);
+			bench_note(b, n, ob->pair_ratio[ob->npair / 2], "x");
+			snprintf(n, sizeof(n), "%s/speed_vs_paired_floor_p10", c.name);
+			bench_note(b, n, ob->pair_ratio[ob->npair / 10], "x");
+			snprintf(n, sizeof(n), "%s/speed_vs_paired_floor_p90", c.name);
+			bench_note(b, n, ob->pair_ratio[ob->npair * 9 / 10], "x");
+		}
 		if (c.iter == iter_push_full || c.iter == iter_push_again || c.iter == iter_push_child ||
 		    c.iter == iter_pull_full || c.iter == iter_pull_child)
-			note_wire(b, c.name, &ob->last);
+			note_wire(b, c.name, &ob->last, ob->last_moved);
 		if (c.iter == iter_push_again)
 			bench_note(b, "oci/push_256MiB_again/sha256_bytes", (double)ob->last_sha, "B");
 		if (c.iter == iter_fanout)
-			note_wire(b, c.name, &ob->last); /* all eight pulls: what the registry served */
+			note_wire(b, c.name, &ob->last, 8 * NONZERO); /* all eight pulls: what the registry served */
 	}
 out:
 	ob_free(ob);
