@@ -107,6 +107,10 @@ static void sys_open(void)
 	}
 	f->api_version = xioctl(fd, KVM_GET_API_VERSION, NULL);
 	f->run_size = f->api_version == KVM_API_VERSION ? xioctl(fd, KVM_GET_VCPU_MMAP_SIZE, NULL) : 0;
+	/* Restores stage registers in kvm_run's sync area (vmm_kvm_stage_state). */
+	int sync = f->api_version == KVM_API_VERSION ? xioctl(fd, KVM_CHECK_EXTENSION, (void *)(uintptr_t)KVM_CAP_SYNC_REGS) : 0;
+	f->sync_regs = sync > 0 && (sync & (KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS)) ==
+					    (KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS);
 	if (vmm_kvm_diagnose(f, NULL) < 0) {
 		close(fd);
 		goto out_failed;

@@ -75,6 +75,10 @@ int vmm_kvm_diagnose(const struct vmm_kvm_facts *f, struct vmm_error *err)
 		return vmm_fail(err, VMM_E_KVM_API,
 				"/dev/kvm speaks KVM API version %d; strata needs version %d",
 				f->api_version, KVM_API);
+	if (!f->sync_regs)
+		return vmm_fail(err, VMM_E_KVM_API,
+				"this KVM cannot stage registers in the vCPU run area (KVM_CAP_SYNC_REGS, "
+				"Linux 4.16+), which restores use");
 	if (f->run_size <= 0)
 		return vmm_fail(err, VMM_E_KVM_API, "/dev/kvm gives no vCPU run area (KVM_GET_VCPU_MMAP_SIZE: %s)",
 				f->run_size < 0 ? strerror(-f->run_size) : "0 bytes");

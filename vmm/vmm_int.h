@@ -89,6 +89,7 @@ struct vmm_kvm_facts {
 	int open_errno;          /* 0: /dev/kvm opened */
 	int api_version;         /* KVM_GET_API_VERSION, or -errno if it failed */
 	int run_size;            /* KVM_GET_VCPU_MMAP_SIZE, or -errno */
+	bool sync_regs;          /* KVM_CAP_SYNC_REGS covers registers and sregs */
 	bool mod_kvm;            /* /sys/module/kvm exists */
 	char vendor[16];         /* kvm_intel, kvm_amd or kvm_pvm if loaded, else "" */
 	bool cpu_virt;           /* the CPU advertises vmx or svm */

@@ -11,7 +11,8 @@
 /* A machine where everything works, to break one fact at a time. */
 static struct vmm_kvm_facts good(void)
 {
-	struct vmm_kvm_facts f = { .api_version = 12, .run_size = 12288, .mod_kvm = true, .cpu_virt = true };
+	struct vmm_kvm_facts f = { .api_version = 12, .run_size = 12288, .sync_regs = true, .mod_kvm = true,
+				   .cpu_virt = true };
 
 	snprintf(f.vendor, sizeof(f.vendor), "kvm_intel");
 	snprintf(f.kernel, sizeof(f.kernel), "6.1.0-27-amd64");
@@ -84,6 +85,9 @@ Test(vmm_probe, another_api_version_or_not_kvm_at_all)
 	f.api_version = 12;
 	f.run_size = -EINVAL;
 	expect(&f, VMM_E_KVM_API, "no vCPU run area");
+	f.run_size = 12288;
+	f.sync_regs = false;
+	expect(&f, VMM_E_KVM_API, "KVM_CAP_SYNC_REGS");
 }
 
 Test(vmm_probe, a_kernel_older_than_supported_names_both_versions)
