@@ -25,10 +25,14 @@ static struct vmm_kvm_facts sys_facts;
 static pthread_once_t sys_once = PTHREAD_ONCE_INIT;
 /* The host's supported CPUID, read once: KVM_GET_SUPPORTED_CPUID costs
  * ~0.4 ms here (kvm_pvm), a third of a sandbox's creation (docs/restore-from-path.md). */
-static struct {
+#define CPUID_MAX 256
+/* struct kvm_cpuid2 ends in a flexible array: the entries follow it in one
+ * buffer (a struct holding both is a GNU extension clang warns about). */
+union cpuid_buf {
 	struct kvm_cpuid2 c;
-	struct kvm_cpuid_entry2 e[256];
-} sys_cpuid;
+	uint8_t bytes[sizeof(struct kvm_cpuid2) + CPUID_MAX * sizeof(struct kvm_cpuid_entry2)];
+};
+static union cpuid_buf sys_cpuid;
 static bool sys_cpuid_ok;
 
 static int xioctl(int fd, unsigned long req, void *arg)
@@ -117,7 +121,7 @@ static void sys_open(void)
 	}
 	sys_run_size = f->run_size;
 	sys_fd = fd;
-	sys_cpuid.c.nent = 256;
+	sys_cpuid.c.nent = CPUID_MAX;
 	sys_cpuid_ok = xioctl(fd, KVM_GET_SUPPORTED_CPUID, &sys_cpuid) == 0;
 	return;
 
@@ -180,7 +184,7 @@ int vmm_kvm_open(struct vmm_kvm *k)
 	 * supported CPUID so SSE and friends are advertised consistently. */
 	if (sys_cpuid_ok) {
 		/* KVM_SET_CPUID2 may adjust entries: hand it a copy. */
-		__typeof__(sys_cpuid) cpuid = sys_cpuid;
+		union cpuid_buf cpuid = sys_cpuid;
 		(void)xioctl(k->vcpu_fd, KVM_SET_CPUID2, &cpuid);
 	}
 	return 0;

@@ -163,10 +163,14 @@ Test(guestlib, strcpy_and_strncpy_copy_and_pad_like_glibc)
 			fill_random(a_buf, sizeof a_buf, &rng);
 			memcpy(b_buf, a_buf, sizeof a_buf);
 			cr_assert_eq(sg_strncpy((char *)a_buf + 1, s, n), (char *)a_buf + 1);
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-truncation"
+#endif
 			strncpy((char *)b_buf + 1, s, n);
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 			cr_assert(memcmp(a_buf, b_buf, sizeof a_buf) == 0, "'%s' n=%zu", s, n);
 		}
 	}

@@ -209,10 +209,16 @@ STRATA_FUNCTION(write_text, "v()")
 static int64_t recurse(volatile int64_t depth)
 {
 	volatile uint8_t frame[512];
-	frame[0] = (uint8_t)depth;
+	size_t i = (size_t)depth % sizeof(frame);
+	/* Indexed by a run-time value, so the whole frame exists; read after
+	 * the call returns, so every level keeps its own. clang turned the
+	 * plain `return recurse(depth - 1) + frame[0]` into a loop over a
+	 * 16-byte frame. */
+	frame[i] = (uint8_t)depth;
 	if (depth == 0)
-		return frame[0];
-	return recurse(depth - 1) + frame[0];
+		return frame[i];
+	frame[sizeof(frame) - 1 - i] = (uint8_t)recurse(depth - 1);
+	return frame[i] + frame[sizeof(frame) - 1 - i];
 }
 
 STRATA_FUNCTION(stack_overflow, "i(i)")
