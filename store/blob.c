@@ -483,11 +483,16 @@ int st_blob_size(struct st_store *s, const st_id *id, uint64_t *size)
 
 int st_blob_path(const struct st_store *s, const st_id *id, char *buf, size_t len)
 {
+	return st_blob_path_at(s->path, id, buf, len);
+}
+
+int st_blob_path_at(const char *root, const st_id *id, char *buf, size_t len)
+{
 	char rel[ST_ID_HEX_LEN + 4];
 	int n;
 
 	blob_relpath(id, rel);
-	n = snprintf(buf, len, "%s/blobs/%s", s->path, rel);
+	n = snprintf(buf, len, "%s/blobs/%s", root, rel);
 	if (n < 0 || (size_t)n >= len)
 		return -ENAMETOOLONG;
 	return 0;

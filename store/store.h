@@ -199,6 +199,8 @@ int st_blob_size(struct st_store *s, const st_id *id, uint64_t *size);
 /* Absolute path "STORE/blobs/ab/<id>" into buf (for mapping directly).
  * -ENAMETOOLONG if it does not fit. Does not check existence. */
 int st_blob_path(const struct st_store *s, const st_id *id, char *buf, size_t len);
+/* The same path for the store whose root directory is root (no store open). */
+int st_blob_path_at(const char *root, const st_id *id, char *buf, size_t len);
 /* Unlink the blob file (durable per policy). Absent -> -ENOENT. The caller
  * (index/gc) is responsible for knowing nothing references it. */
 int st_blob_del(struct st_store *s, const st_id *id);

@@ -10,7 +10,6 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,8 +17,6 @@
 #include "store/store.h"
 #include "vmm/vmm_int.h"
 
-/* statfs(2) f_type of a FUSE filesystem (linux/magic.h FUSE_SUPER_MAGIC). */
-#define SNAPDIR_FUSE_MAGIC 0x65735546
 /* The xattr a strata mount puts on layer files: the backing blob's path. */
 #define SNAPDIR_XATTR_BLOB "user.strata.blob_path"
 #define SNAPDIR_XATTR_RESTORE "user.strata.restore"
@@ -34,30 +31,29 @@ struct vmm_snapdir {
 	struct st_manifest *m;
 	int *fds;         /* one per layer, opened (and verified) at open */
 	uint32_t ndirect; /* layers reached through their backing blob */
-	bool on_mount;
-	bool probed;      /* on_mount is known */
+	char *store;      /* on a strata mount: the store behind it, else NULL */
 };
 
 /*
- * On a strata mount, open the layer's backing blob instead of the FUSE file:
- * its pages then come straight from the page cache (no daemon round trip per
- * fault) and the mapping outlives a daemon restart. The mount's answer is
- * only a hint: the target must be an absolute path to a regular file under a
- * blobs/ directory, named exactly the layer's id (content-addressed, so
- * only a strata store holds it) and of the layer's size; verified mode
- * hashes the file that is mapped. A `cp -a` copy of a mount carries the
- * blob_path xattr too and then maps the same store blob, which is equally
- * right. Returns the fd, or -1 to use the file in the directory.
+ * On a strata mount of store (vmm_mount_store), open the layer's backing
+ * blob instead of the FUSE file: its pages then come straight from the page
+ * cache (no daemon round trip per fault) and the mapping outlives a daemon
+ * restart. The mount's answer (target) is only used if it is exactly that
+ * store's blob for the layer's id, and the blob must be a regular file of
+ * the layer's size; verified mode hashes the file that is mapped. Anywhere
+ * else (a plain copy, even one carrying the xattrs, docs/security.md) the
+ * answer is not asked for. Returns the fd, or -1 to use the file in the
+ * directory.
  */
-static int open_blob_target(const char *target, const char *hex, uint64_t size)
+static int open_blob_target(const char *store, const char *target, const st_id *id, uint64_t size)
 {
+	char want[PATH_MAX];
 	struct stat st;
 	int fd;
 
-	const char *base = strrchr(target, '/');
-	if (target[0] != '/' || !base || strcmp(base + 1, hex) != 0 || !strstr(target, "/blobs/"))
+	if (st_blob_path_at(store, id, want, sizeof(want)) < 0 || strcmp(target, want) != 0)
 		return -1;
-	fd = open(target, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = open(want, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -1;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
@@ -67,7 +63,7 @@ static int open_blob_target(const char *target, const char *hex, uint64_t size)
 	return fd;
 }
 
-static int open_backing(const char *layer_path, const char *hex, uint64_t size)
+static int open_backing(const char *store, const char *layer_path, const st_id *id, uint64_t size)
 {
 	char target[PATH_MAX];
 	ssize_t n;
@@ -77,7 +73,7 @@ static int open_backing(const char *layer_path, const char *hex, uint64_t size)
 	if (n <= 0)
 		return -1;
 	target[n] = '\0';
-	return open_blob_target(target, hex, size);
+	return open_blob_target(store, target, id, size);
 }
 
 /*
@@ -370,18 +366,10 @@ static int open_layer(struct vmm_snapdir *d, uint32_t i, struct vmm_error *err)
 	if (snprintf(path, sizeof(path), "%s/layers/%s", d->path, hex) >= (int)sizeof(path))
 		return vmm_fail(err, -ENAMETOOLONG, "path of layer %s in %s is too long", hex, d->path);
 	fd = -1;
-	/* A layer that names its backing blob is on a strata mount: that
-	 * answer costs one getxattr, so statfs is only needed without it. */
-	bool direct = !(d->flags & VMM_SNAPDIR_VIA_FUSE) && (fd = open_backing(path, hex, size)) >= 0;
-	if (direct) {
+	bool direct = d->store && !(d->flags & VMM_SNAPDIR_VIA_FUSE) &&
+		      (fd = open_backing(d->store, path, &l->id, size)) >= 0;
+	if (direct)
 		d->ndirect++;
-		d->on_mount = d->probed = true;
-	}
-	if (!d->probed) {
-		struct statfs sfs;
-		d->on_mount = statfs(d->path, &sfs) == 0 && sfs.f_type == SNAPDIR_FUSE_MAGIC;
-		d->probed = true;
-	}
 	if (fd < 0 && (rc = st_snapdir_layer_open(d->path, &l->id, &fd)) < 0)
 		return vmm_fail(err, rc, "snapshot %s: layer %s: %s", d->path, hex,
 			    rc == -ENOENT ? "missing (an incomplete copy?)" : st_strerror(rc));
@@ -439,11 +427,14 @@ out_fail:
  * On a strata mount, one getxattr of the directory's user.strata.restore
  * brings manifest.json's bytes and every layer's backing blob path
  * (docs/fs.md): one daemon round trip instead of an open and release of
- * manifest.json plus a getxattr per layer. Each blob is checked as
- * open_backing checks it. It is only a shortcut: returns 1 if d is now
- * open, 0 to read the files instead (no such xattr, an answer too large for
- * one, anything in it unusable), or an error (out of memory, a layer that
- * fails verification).
+ * manifest.json plus a getxattr per layer. Only asked on a strata mount
+ * (d->store), where the daemon answers it from the same bytes it serves as
+ * manifest.json, so what is restored is what `strata verify` of the path
+ * checks; on any other directory the xattr is someone's file content and is
+ * ignored. Each blob is checked as open_backing checks it. It is only a
+ * shortcut: returns 1 if d is now open, 0 to read the files instead (no such
+ * xattr, an answer too large for one, anything in it unusable), or an error
+ * (out of memory, a layer that fails verification).
  */
 static int open_via_restore_xattr(struct vmm_snapdir *d, struct vmm_error *err)
 {
@@ -455,7 +446,7 @@ static int open_via_restore_xattr(struct vmm_snapdir *d, struct vmm_error *err)
 
 	if (!buf)
 		return vmm_fail(err, -ENOMEM, "out of memory");
-	n = getxattr(d->path, SNAPDIR_XATTR_RESTORE, buf, SNAPDIR_RESTORE_MAX);
+	n = d->store ? getxattr(d->path, SNAPDIR_XATTR_RESTORE, buf, SNAPDIR_RESTORE_MAX) : -1;
 	const char *end = buf + (n > 0 ? n : 0), *p = memchr(buf, '\0', n > 0 ? (size_t)n : 0);
 	if (!p)
 		goto out_free; /* not a strata mount, or nothing usable: read the files */
@@ -469,7 +460,7 @@ static int open_via_restore_xattr(struct vmm_snapdir *d, struct vmm_error *err)
 		const struct st_layer_ref *l = &m->layers[nopen];
 		const char *z = p < end ? memchr(p, '\0', (size_t)(end - p)) : NULL;
 		st_id_format(&l->id, hex);
-		if (!z || (fds[nopen] = open_blob_target(p, hex, l->pages * ST_PAGE_SIZE)) < 0)
+		if (!z || (fds[nopen] = open_blob_target(d->store, p, &l->id, l->pages * ST_PAGE_SIZE)) < 0)
 			goto out_free; /* rc 0: read the files */
 		p = z + 1;
 		if ((d->flags & VMM_SNAPDIR_VERIFY) && (rc = verify_fd(fds[nopen], l->pages * ST_PAGE_SIZE, &l->id)) < 0) {
@@ -485,7 +476,6 @@ static int open_via_restore_xattr(struct vmm_snapdir *d, struct vmm_error *err)
 	d->m = m;
 	d->fds = fds;
 	d->ndirect = m->nlayers;
-	d->on_mount = d->probed = true;
 	free(buf);
 	return 1;
 out_free:
@@ -519,6 +509,11 @@ int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out,
 		return vmm_fail(err, -ENOMEM, "out of memory");
 	}
 	d->flags = flags;
+	char store[PATH_MAX];
+	if (vmm_mount_store(path, st.st_dev, store, sizeof(store)) == 1 && !(d->store = strdup(store))) {
+		rc = vmm_fail(err, -ENOMEM, "out of memory");
+		goto out_free;
+	}
 	if (!(flags & VMM_SNAPDIR_VIA_FUSE) && (rc = open_via_restore_xattr(d, err)) != 0) {
 		if (rc < 0)
 			goto out_free;
@@ -562,6 +557,7 @@ void vmm_snapdir_close(struct vmm_snapdir *d)
 			close(d->fds[i]);
 	free(d->fds);
 	st_manifest_free(d->m);
+	free(d->store);
 	free(d->path);
 	free(d);
 }
@@ -578,7 +574,7 @@ unsigned vmm_snapdir_direct_layers(const struct vmm_snapdir *d)
 
 bool vmm_snapdir_on_mount(const struct vmm_snapdir *d)
 {
-	return d->on_mount;
+	return d->store != NULL;
 }
 
 int vmm_snapdir_layer_open(void *ctx, const void *id, int *fd)

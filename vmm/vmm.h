@@ -309,8 +309,11 @@ struct vmm_snapdir;
  * Open a snapshot directory (NAME/manifest.json + NAME/layers/<id>: a strata
  * mount's snapshots/NAME, an export or a plain copy): read and validate the
  * manifest, open every layer and check its size, and hash each with
- * VMM_SNAPDIR_VERIFY. On a strata mount each layer is reached through its
- * backing blob (the mount's user.strata.blob_path xattr) unless
+ * VMM_SNAPDIR_VERIFY. On a strata mount (a FUSE mount whose
+ * /proc/self/mountinfo entry is strata's) each layer is reached through its
+ * backing blob in the store behind that mount (the mount's
+ * user.strata.blob_path or user.strata.restore xattr; never trusted
+ * elsewhere, docs/security.md) unless
  * VMM_SNAPDIR_VIA_FUSE: the faster path, and sandboxes keep running if the
  * mount daemon dies. Any other layer (a plain directory's, or a mount's whose
  * backing blob cannot be opened) is copied once into sealed private memory
@@ -326,7 +329,7 @@ struct vmm_snapdir;
 int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out, struct vmm_error *err);
 void vmm_snapdir_close(struct vmm_snapdir *d);
 const struct st_manifest *vmm_snapdir_manifest(const struct vmm_snapdir *d);
-/* Layers opened through their backing blob; whether the directory is on a FUSE mount. */
+/* Layers opened through their backing blob; whether the directory is on a strata mount. */
 unsigned vmm_snapdir_direct_layers(const struct vmm_snapdir *d);
 bool vmm_snapdir_on_mount(const struct vmm_snapdir *d);
 /* A vmm_layer_open_fn over an open snapshot directory (ctx: struct vmm_snapdir *). */

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "vmm/abi.h"
 #include "vmm/vmm.h"
@@ -278,5 +279,17 @@ int vmm_sandbox_load_functions(struct vmm_sandbox *sb, uint32_t table_gpa);
 
 /* Parse a signature "r(aa..)" into types; false if malformed. */
 bool vmm_sig_parse(const char *sig, enum vmm_type *ret, enum vmm_type *args, unsigned *nargs);
+
+/* ---- strata mounts (mounts.c) ---- */
+
+/* Search mountinfo text for the strata mount of device major:minor: 1 and
+ * its store's root (absolute, unescaped) in store, or 0 (no such line, not
+ * fuse.strata, a source that is not "strata:/..." or does not fit). */
+int vmm_mountinfo_store(const char *text, size_t len, unsigned major, unsigned minor, char *store, size_t size);
+/* Whether path (a directory on device dev, from its stat) is on a strata
+ * mount, as statfs (FUSE) and /proc/self/mountinfo (fuse.strata) both say:
+ * 1 and the store behind it, or 0. The last answer is kept until the mount
+ * table changes. Thread-safe. */
+int vmm_mount_store(const char *path, dev_t dev, char *store, size_t size);
 
 #endif

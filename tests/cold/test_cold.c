@@ -23,6 +23,7 @@
 #include "store/store.h"
 #include "tests/kvm_check.h"
 #include "vmm/vmm.h"
+#include "vmm/vmm_int.h"
 
 /* A store with snapshot "s" of simpleguest after three counter_next calls
  * (the counter reads 3), its export in DIR/copy, optionally mounted. */
@@ -269,7 +270,7 @@ static const char small_manifest[] = "{\"abi_version\":0,\"created\":0,\"layers\
 
 Test(cold, the_restore_xattr_is_a_shortcut_never_a_requirement, .init = setup_copy, .fini = fixture_down)
 {
-	char manifest[65536], blob[PATH_MAX], tdir[PATH_MAX + 16], tcopy[PATH_MAX + 32], why[ST_WHY_LEN];
+	char blob[PATH_MAX];
 	const char *blobp = blob, *wrong = "/etc/passwd";
 	unsigned direct = 99;
 
@@ -286,25 +287,101 @@ Test(cold, the_restore_xattr_is_a_shortcut_never_a_requirement, .init = setup_co
 	cr_assert_eq(set_restore_xattr(fx.copy, small_manifest, strlen(small_manifest), &wrong, 1), 0);
 	restore_continues(fx.copy, 0, &direct);
 	cr_assert_eq(direct, 0, "never used unless every layer's blob checks out");
-	/* A usable answer, as a mount gives: on tmpfs, whose xattrs hold a
-	 * whole manifest (ext4's hold 4 KiB). */
+}
+
+/* Mount a tmpfs at DIR/tmpfs (its xattrs hold a whole manifest; ext4's
+ * hold 4 KiB) and export the fixture's snapshot to DIR/tmpfs/copy. */
+static void export_to_tmpfs(char *tcopy, size_t size)
+{
+	char tdir[PATH_MAX + 16], why[ST_WHY_LEN];
+
 	snprintf(tdir, sizeof(tdir), "%s/tmpfs", fx.dir);
-	snprintf(tcopy, sizeof(tcopy), "%s/copy", tdir);
+	snprintf(tcopy, size, "%s/copy", tdir);
 	cr_assert_eq(mkdir(tdir, 0700), 0);
 	cr_assert_eq(mount("strata-test", tdir, "tmpfs", 0, "size=64m"), 0, "%s", strerror(errno));
 	cr_assert_eq(st_snapdir_export(fx.st, fx.m, tcopy, why, sizeof(why)), 0, "%s", why);
-	snprintf(manifest, sizeof(manifest), "%s/manifest.json", tcopy);
-	FILE *f = fopen(manifest, "r");
+}
+
+/* Regression: a plain copy (an unpacked tarball, say) carrying a
+ * well-formed user.strata.restore whose manifest is not its manifest.json
+ * restored the xattr's manifest, which `strata verify` never saw. Only a
+ * strata mount answers for that xattr; anywhere else it is ignored. */
+Test(cold, a_plain_copy_never_restores_a_manifest_from_its_xattr, .init = setup_copy, .fini = fixture_down)
+{
+	char tcopy[PATH_MAX + 32], blob[PATH_MAX], text[65536], edited[65600], path[PATH_MAX + 64];
+	const char *blobp = blob;
+	struct vmm_snapdir *d;
+	struct vmm_error err;
+
+	export_to_tmpfs(tcopy, sizeof(tcopy));
+	cr_assert_eq(st_blob_path(fx.st, &fx.m->layers[0].id, blob, sizeof(blob)), 0);
+	snprintf(path, sizeof(path), "%s/manifest.json", tcopy);
+	FILE *f = fopen(path, "r");
 	cr_assert_not_null(f);
-	size_t mlen = fread(manifest, 1, sizeof(manifest), f);
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
 	fclose(f);
-	cr_assert_eq(set_restore_xattr(tcopy, manifest, mlen, NULL, 0), 0);
-	restore_continues(tcopy, 0, &direct);
-	cr_assert_eq(direct, 0, "too few paths");
-	cr_assert_eq(set_restore_xattr(tcopy, manifest, mlen, &blobp, 1), 0, "%s", strerror(errno));
-	restore_continues(tcopy, 0, &direct);
-	cr_assert_eq(direct, 1, "manifest and blob taken from the xattr");
+	text[n] = '\0';
+	/* The same snapshot with a label the files do not have. */
+	char *at = strstr(text, "\"layers\":");
+	cr_assert_not_null(at);
+	snprintf(edited, sizeof(edited), "%.*s\"labels\":{\"forged\":\"yes\"},%s", (int)(at - text), text, at);
+	cr_assert_eq(set_restore_xattr(tcopy, edited, strlen(edited), &blobp, 1), 0, "%s", strerror(errno));
+	cr_assert_eq(vmm_snapdir_open(tcopy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_manifest(d)->nlabels, 0, "the manifest restored is manifest.json's");
+	cr_assert_eq(vmm_snapdir_direct_layers(d), 0, "nothing mapped from paths the copy names");
+	cr_assert_not(vmm_snapdir_on_mount(d));
+	vmm_snapdir_close(d);
 	restore_continues(tcopy, VMM_SNAPDIR_VERIFY, NULL);
+}
+
+/* Regression: a layer's user.strata.blob_path (as `cp -a` of a mount
+ * carries it) was followed to any file named the layer's id, of its size,
+ * under any blobs/ directory: a copy could restore pages that no check saw.
+ * Off a mount the xattr is ignored and the copy's own file is used. */
+Test(cold, a_plain_copy_never_maps_the_blob_its_xattr_names, .init = setup_copy, .fini = fixture_down)
+{
+	char hex[ST_ID_HEX_LEN + 1], fake[PATH_MAX + 64], fakedir[PATH_MAX + 16];
+	uint64_t size = fx.m->layers[0].pages * ST_PAGE_SIZE;
+	unsigned direct = 99;
+
+	st_id_format(&fx.m->layers[0].id, hex);
+	snprintf(fakedir, sizeof(fakedir), "%s/evil", fx.dir);
+	cr_assert_eq(mkdir(fakedir, 0755), 0);
+	snprintf(fakedir, sizeof(fakedir), "%s/evil/blobs", fx.dir);
+	cr_assert_eq(mkdir(fakedir, 0755), 0);
+	snprintf(fake, sizeof(fake), "%s/%s", fakedir, hex);
+	/* The right name and size, other bytes: zeros, so the counter reads 0. */
+	int fd = open(fake, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+	cr_assert_eq(setxattr(first_layer(), "user.strata.blob_path", fake, strlen(fake), 0), 0, "%s",
+		     strerror(errno));
+	restore_continues(fx.copy, 0, &direct);
+	cr_assert_eq(direct, 0, "the file the xattr names is not mapped");
+}
+
+Test(cold, mountinfo_names_the_store_behind_a_strata_mount_only)
+{
+	static const char table[] =
+		"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+		"40 22 0:41 / /tmp/m1 rw,nosuid,nodev - fuse.strata strata:/srv/store\\040one rw,user_id=0\n"
+		"41 22 0:42 / /tmp/m2 rw shared:7 master:3 - fuse.sshfs strata:/srv/x rw\n"
+		"42 22 0:43 / /tmp/m3 rw - fuse.strata other:/srv/y rw\n"
+		"43 22 0:44 / /tmp/m4 rw - fuse.strata strata:relative rw\n"
+		"44 22 0:45 / /tmp/m5 rw - fuse.strata strata:/srv/z rw";
+	char store[64];
+
+	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 41, store, sizeof(store)), 1);
+	cr_assert_str_eq(store, "/srv/store one");
+	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 42, store, sizeof(store)), 0, "not strata's fstype");
+	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 43, store, sizeof(store)), 0, "not strata's source");
+	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 44, store, sizeof(store)), 0, "not absolute");
+	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 45, store, sizeof(store)), 1, "last line, no newline");
+	cr_assert_str_eq(store, "/srv/z");
+	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 8, 1, store, sizeof(store)), 0);
+	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 4, store, sizeof(store)), 0, "0:4 is not 0:41");
+	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 41, store, 8), 0, "does not fit");
 }
 
 Test(cold, refuses_what_is_not_a_snapshot_directory, .init = setup_copy, .fini = fixture_down)
