@@ -71,7 +71,9 @@ static bool parse_uint(const char *s, unsigned max, unsigned *out)
 int vmm_policy_read(const char *path, struct vmm_policy *out, char *why, size_t whylen)
 {
 	struct vmm_policy p;
-	char line[512];
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
 	unsigned lineno = 0;
 	FILE *f = fopen(path, "re");
 	int rc = 0;
@@ -82,8 +84,12 @@ int vmm_policy_read(const char *path, struct vmm_policy *out, char *why, size_t 
 		return rc;
 	}
 	vmm_policy_defaults(&p);
-	while (fgets(line, sizeof(line), f)) {
+	/* Whole lines, however long: a fixed buffer split a long line in two,
+	 * so a comment's tail could read as a setting. */
+	while ((len = getline(&line, &cap, f)) >= 0) {
 		lineno++;
+		if (memchr(line, '\0', (size_t)len))
+			goto out_bad;
 		char *s = trim(line);
 		if (!*s || *s == '#')
 			continue;
@@ -122,11 +128,20 @@ int vmm_policy_read(const char *path, struct vmm_policy *out, char *why, size_t 
 			goto out_bad;
 		}
 	}
+	if (ferror(f)) {
+		rc = -EIO;
+		snprintf(why, whylen, "cannot read %s: %s", path, strerror(EIO));
+		free(line);
+		fclose(f);
+		return rc;
+	}
+	free(line);
 	fclose(f);
 	snprintf(p.source, sizeof(p.source), "%s", path);
 	*out = p;
 	return 0;
 out_bad:
+	free(line);
 	fclose(f);
 	snprintf(why, whylen, "%s line %u: expected 'reset = rewrite|drop', 'keep_restores = 1..255', "
 		 "'idle_cap = PAGES', 'range_cap = 1..%u' or 'dirty = auto|pagemap-scan|pagemap-read'", path, lineno, CAP_MAX);

@@ -309,7 +309,11 @@ int vmm_guest_from_json(const char *json, struct vmm_layout *lout, struct vmm_fn
 		rc = bad(why, whylen, "the manifest has no guest description object");
 		goto out_free;
 	}
-	if (!get_small(o, "abi_version", UINT32_MAX, &v) || v != STRATA_ABI_VERSION) {
+	if (!get_small(o, "abi_version", UINT32_MAX, &v)) {
+		rc = bad(why, whylen, "the guest description has no valid abi_version");
+		goto out_free;
+	}
+	if (v != STRATA_ABI_VERSION) {
 		if (why)
 			snprintf(why, whylen, "the snapshot's guest speaks ABI version %" PRIu64 ", this VMM speaks %d", v,
 				 STRATA_ABI_VERSION);

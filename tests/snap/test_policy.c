@@ -42,6 +42,53 @@ Test(policy, file_overrides_defaults_and_junk_is_refused_with_the_line)
 	cr_assert_eq(vmm_policy_read("/nonexistent/policy", &p, why, sizeof(why)), -ENOENT);
 }
 
+/* A line of n bytes: prefix, then padding, then suffix (and a newline). */
+static char *long_line(const char *prefix, const char *suffix, size_t n)
+{
+	char *s = malloc(n + 2);
+	size_t pl = strlen(prefix), sl = strlen(suffix);
+
+	cr_assert(s && n > pl + sl);
+	memcpy(s, prefix, pl);
+	memset(s + pl, 'x', n - pl - sl);
+	memcpy(s + n - sl, suffix, sl);
+	s[n] = '\n';
+	s[n + 1] = '\0';
+	return s;
+}
+
+/* Regression: lines were read in 512-byte pieces, so a long comment ending
+ * in "reset = drop" switched the reset mode, and a valid long x- line got
+ * the whole file refused. */
+Test(policy, long_lines_are_read_whole)
+{
+	struct vmm_policy p;
+	char why[256];
+	char *text = long_line("# ", "reset = drop", 700);
+	const char *f = write_tmp(text);
+
+	cr_assert_eq(vmm_policy_read(f, &p, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(p.mode, VMM_RESET_REWRITE, "a comment's tail is not a setting");
+	unlink(f);
+	free(text);
+	text = long_line("x-note = ", "end", 5000);
+	f = write_tmp(text);
+	cr_assert_eq(vmm_policy_read(f, &p, why, sizeof(why)), 0, "a long x- line is valid: %s", why);
+	unlink(f);
+	free(text);
+	/* A long line that is wrong is refused by its number. */
+	text = long_line("reset = ", "drop", 600);
+	char *two = malloc(strlen(text) + 16);
+	cr_assert_not_null(two);
+	snprintf(two, strlen(text) + 16, "# ok\n%s", text);
+	f = write_tmp(two);
+	cr_assert_eq(vmm_policy_read(f, &p, why, sizeof(why)), VMM_E_BAD_POLICY);
+	cr_assert(strstr(why, "line 2"), "%s", why);
+	unlink(f);
+	free(two);
+	free(text);
+}
+
 Test(policy, vcpu_state_round_trips_through_json)
 {
 	struct vmm_vcpu_state a, b;
@@ -108,4 +155,21 @@ Test(policy, guest_description_from_another_abi_is_refused)
 	cr_assert_eq(vmm_guest_from_json("{\"abi_version\":1,\"layout\":{\"pml4\":1}}", &l, &fns, &n, why,
 					 sizeof(why)), VMM_E_BAD_SNAPSHOT);
 	cr_assert_null(fns);
+}
+
+/* Regression: without abi_version the message printed a value never
+ * written (a stack address under ASan), and -O3 warned of it. */
+Test(policy, guest_description_without_an_abi_version_says_so)
+{
+	struct vmm_layout l;
+	struct vmm_fn *fns = NULL;
+	unsigned n;
+	char why[256];
+
+	memset(why, 0, sizeof(why));
+	cr_assert_eq(vmm_guest_from_json("{\"layout\":{},\"functions\":[]}", &l, &fns, &n, why, sizeof(why)),
+		     VMM_E_BAD_SNAPSHOT);
+	cr_assert(strstr(why, "no valid abi_version"), "%s", why);
+	cr_assert_eq(vmm_guest_from_json("{\"abi_version\":-1}", &l, &fns, &n, why, sizeof(why)), VMM_E_BAD_SNAPSHOT);
+	cr_assert(strstr(why, "no valid abi_version"), "%s", why);
 }
