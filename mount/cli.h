@@ -2,7 +2,9 @@
 #ifndef STRATA_MOUNT_CLI_H
 #define STRATA_MOUNT_CLI_H
 
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 /* Exit statuses (docs/cli.md). */
@@ -36,6 +38,23 @@ void cli_err(const struct cli *cli, const char *fmt, ...)
 /* Informational line on stderr when -v was given. */
 void cli_info(const struct cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/*
+ * Text that came from a snapshot or a guest (labels, names, function names,
+ * log lines, error reasons) is printed escaped, as git and ls do, so it
+ * cannot forge output lines or reach the terminal as escape sequences:
+ * backslash, \n, \t, \r as C escapes, other control bytes (C0, DEL, C1) and
+ * bytes that are not valid UTF-8 as \xHH; printable UTF-8 stays as is.
+ * cli_escape writes at most size bytes (NUL-terminated) and returns the
+ * escaped length; cli_esc/cli_esc_n return a copy valid for the next
+ * three calls (so one printf can take up to four), for the main thread
+ * only; cli_esc_dup returns a malloc'd copy (NULL without memory).
+ */
+size_t cli_escape(const char *s, size_t n, char *out, size_t size);
+const char *cli_esc(const char *s);
+const char *cli_esc_n(const char *s, size_t n);
+char *cli_esc_dup(const char *s, size_t n);
+/* vfprintf(f, fmt, ap) with the whole formatted text escaped. */
+void cli_vputs_escaped(FILE *f, const char *fmt, va_list ap);
 /* True if argv has -h or --help before any "--". */
 bool cli_wants_help(int argc, char **argv);
 /* Parse a size such as 4096, 64K, 8M, 1G; false on junk or overflow. */

@@ -38,10 +38,15 @@ static void mount_log(void *ctx, int prio, const char *msg)
 
 	gmtime_r(&now, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	/* Messages name what was copied in (file names, reasons): escaped. The
+	 * daemon's threads log, so each line gets its own copy. */
+	char *e = cli_esc_dup(msg, strlen(msg));
+	const char *text = e ? e : "(out of memory)";
 	if (l->f)
-		fprintf(l->f, "%s strata-mount[%d] %s: %s\n", ts, (int)getpid(), prio_name(prio), msg);
+		fprintf(l->f, "%s strata-mount[%d] %s: %s\n", ts, (int)getpid(), prio_name(prio), text);
 	if (l->to_stderr)
-		fprintf(stderr, "strata-mount: %s: %s\n", prio_name(prio), msg);
+		fprintf(stderr, "strata-mount: %s: %s\n", prio_name(prio), text);
+	free(e);
 }
 
 struct ready_pipe {

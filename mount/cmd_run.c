@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "vmm/vmm.h"
@@ -46,7 +47,10 @@ static void guest_log(void *ctx, int level, const char *msg, size_t len)
 	static const char *const lv[] = { "error", "warn", "info", "debug" };
 
 	(void)ctx;
-	fprintf(stderr, "guest %s: %.*s\n", lv[level & 3], (int)(len > INT_MAX ? INT_MAX : len), msg);
+	char *e = cli_esc_dup(msg, len);
+
+	fprintf(stderr, "guest %s: %s\n", lv[level & 3], e ? e : "(out of memory)");
+	free(e);
 }
 
 static int host_add(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
@@ -172,7 +176,12 @@ void cli_print_result(const struct vmm_result *r)
 		printf("%lld\n", (long long)r->i64);
 		break;
 	case VMM_STR:
-		fwrite(r->data, 1, r->len, stdout);
+		/* The function's output: byte-exact into a pipe or file, escaped
+		 * on a terminal (as ls does), where it could drive the terminal. */
+		if (isatty(STDOUT_FILENO))
+			fputs(cli_esc_n(r->data, r->len), stdout);
+		else
+			fwrite(r->data, 1, r->len, stdout);
 		putchar('\n');
 		break;
 	case VMM_BYTES:
@@ -188,7 +197,7 @@ static int list_functions(const struct vmm_sandbox *sb)
 	for (unsigned i = 0; i < vmm_sandbox_function_count(sb); i++) {
 		const char *name, *sig;
 		if (vmm_sandbox_function(sb, i, &name, &sig) == 0)
-			printf("%s %s\n", name, sig);
+			printf("%s %s\n", cli_esc(name), cli_esc(sig));
 	}
 	return CLI_OK;
 }

@@ -237,7 +237,9 @@ static void tags_of(const struct taglist *l, const st_id *id, char *buf, size_t 
 	for (size_t i = 0; i < l->n; i++) {
 		if (!st_id_equal(&l->v[i].id, id))
 			continue;
-		int w = snprintf(buf + off, len - off, "%s%s", off ? "," : "", l->v[i].name);
+		/* Tag names are checked on the way in; escaped anyway, like every
+		 * name read from the index. */
+		int w = snprintf(buf + off, len - off, "%s%s", off ? "," : "", cli_esc(l->v[i].name));
 		if (w < 0 || (size_t)w >= len - off)
 			break;
 		off += (size_t)w;
@@ -422,7 +424,7 @@ static int show_json(struct ix_txn *t, const st_id *id, const struct taglist *ta
 	json_object_set_new(root, "unique_bytes", json_integer((json_int_t)info->unique_bytes));
 	json_object_set_new(root, "manifest", man);
 	tarr = karr = NULL;
-	char *s = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+	char *s = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
 	if (!s) {
 		rc = -ENOMEM;
 		goto out_free;
@@ -477,7 +479,7 @@ static int show_text(struct ix_txn *t, const st_id *id, const struct taglist *ta
 	printf("ranges    %" PRIu64 " (%" PRIu64 " of %" PRIu64 " pages present, the rest read as zero)\n",
 	       m->nranges, present, m->mem_size / ST_PAGE_SIZE);
 	for (size_t i = 0; i < m->nlabels; i++)
-		printf("label     %s=%s\n", m->labels[i].key, m->labels[i].value);
+		printf("label     %s=%s\n", cli_esc(m->labels[i].key), cli_esc(m->labels[i].value));
 	st_manifest_free(m);
 	return 0;
 }
@@ -556,7 +558,7 @@ static int print_tag(const char *name, const st_id *id, void *arg)
 	char hex[ST_ID_HEX_LEN + 1];
 
 	st_id_format(id, hex);
-	printf("%-20s %s\n", name, hex);
+	printf("%-20s %s\n", cli_esc(name), hex);
 	return 0;
 }
 
@@ -794,10 +796,10 @@ static int print_problem(const struct ix_problem *p, void *arg)
 		return 0;
 	st_id_format(&p->id, hex);
 	if (p->error)
-		printf("%s: %s %s: %s%s%s\n", problem_word(p->kind), blob ? "blob" : "snapshot", hex, p->detail,
-		       p->action ? " -> " : "", p->action ? p->action : "");
+		printf("%s: %s %s: %s%s%s\n", problem_word(p->kind), blob ? "blob" : "snapshot", hex,
+		       cli_esc(p->detail), p->action ? " -> " : "", p->action ? cli_esc(p->action) : "");
 	else if (c->cli->verbose)
-		printf("note: %s blob %s: %s\n", problem_word(p->kind), hex, p->detail);
+		printf("note: %s blob %s: %s\n", problem_word(p->kind), hex, cli_esc(p->detail));
 	return 0;
 }
 
@@ -940,11 +942,11 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 			rc = st_blob_verify(o->s, &m->layers[i].id);
 		if (rc < 0) {
 			(*bad)++;
-			printf("%s: layer %s: %s\n", ref, hex,
+			printf("%s: layer %s: %s\n", cli_esc(ref), hex,
 			       rc == -ENOENT ? "missing" : rc == ST_ELAYOUT ? "wrong size" : st_strerror(rc));
 		}
 	}
-	printf("%s: %u layer(s) checked\n", ref, m->nlayers);
+	printf("%s: %u layer(s) checked\n", cli_esc(ref), m->nlayers);
 	st_manifest_free(m);
 	return CLI_OK;
 }
@@ -964,9 +966,9 @@ static int verify_dir(struct cli *cli, const char *dir, uint64_t *bad)
 		rc = st_snapdir_verify(dir, m, why, sizeof(why));
 	if (rc < 0) {
 		(*bad)++;
-		printf("%s: %s\n", dir, why[0] ? why : st_strerror(rc));
+		printf("%s: %s\n", cli_esc(dir), cli_esc(why[0] ? why : st_strerror(rc)));
 	} else {
-		printf("%s: manifest and %u layer(s) verified\n", dir, m->nlayers);
+		printf("%s: manifest and %u layer(s) verified\n", cli_esc(dir), m->nlayers);
 	}
 	st_manifest_free(m);
 	return CLI_OK;

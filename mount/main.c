@@ -40,9 +40,10 @@ void cli_err(const struct cli *cli, const char *fmt, ...)
 {
 	va_list ap;
 
+	/* Messages quote paths, names and reasons from snapshots: escaped. */
 	fprintf(stderr, "%s: ", cli ? cli->prog : "strata");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vputs_escaped(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 }
@@ -54,7 +55,7 @@ void cli_info(const struct cli *cli, const char *fmt, ...)
 	if (!cli || cli->verbose == 0)
 		return;
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vputs_escaped(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 }
