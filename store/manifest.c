@@ -169,6 +169,9 @@ int st_manifest_validate(const struct st_manifest *m, char *why, size_t whylen)
 	if (m->created < 0)
 		return st_why(why, whylen, ST_EFORMAT, "created is negative");
 	mem_pages = m->mem_size / ST_PAGE_SIZE;
+	if (m->nranges > ST_MANIFEST_MAX_RANGES)
+		return st_why(why, whylen, ST_EFORMAT, "%" PRIu64 " ranges, more than the limit of %u", m->nranges,
+			      ST_MANIFEST_MAX_RANGES);
 	if (m->nranges > mem_pages)
 		return st_why(why, whylen, ST_ELAYOUT, "%" PRIu64 " ranges for %" PRIu64 " pages of memory",
 			      m->nranges, mem_pages);
@@ -424,8 +427,9 @@ static int parse_ranges(const json_t *arr, struct st_manifest *m, char *why, siz
 	if (!json_is_array(arr))
 		return st_why(why, whylen, ST_EFORMAT, "ranges: expected an array, got %s", type_name(arr));
 	n = json_array_size(arr);
-	if (n > MAX_PAGES)
-		return st_why(why, whylen, ST_EFORMAT, "ranges: %zu entries, more than the limit of %llu", n, MAX_PAGES);
+	if (n > ST_MANIFEST_MAX_RANGES)
+		return st_why(why, whylen, ST_EFORMAT, "ranges: %zu entries, more than the limit of %u", n,
+			      ST_MANIFEST_MAX_RANGES);
 	if (n && !(m->ranges = st_sys_calloc(n, sizeof(*m->ranges))))
 		return -ENOMEM;
 	m->nranges = n;
@@ -560,6 +564,44 @@ static int parse_root(const json_t *root, struct st_manifest *m, char *why, size
 	return 0;
 }
 
+/*
+ * An upper bound of what jansson allocates for the tree of text[0, len),
+ * string bytes aside (those are at most len), read from its structure
+ * before any of it is built: per object 256 bytes (struct, first hash
+ * buckets), per array 128 (struct, first table), per string 96 (struct,
+ * copy's header, or an object key's pair), per number 32, and per ',' or
+ * ':' 32 (the growth of tables and buckets). Measured against glibc malloc
+ * in docs/formats.md; every shape stays under it.
+ */
+static uint64_t tree_cost(const char *text, size_t len)
+{
+	uint64_t cost = 0;
+	bool in_string = false, in_number = false;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = text[i];
+		if (in_string) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = false;
+			continue;
+		}
+		bool numeric = (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+		if (numeric && !in_number)
+			cost += 32;
+		in_number = numeric;
+		switch (c) {
+		case '{': cost += 256; break;
+		case '[': cost += 128; break;
+		case '"': cost += 96; in_string = true; break;
+		case ',': case ':': cost += 32; break;
+		default: break;
+		}
+	}
+	return cost;
+}
+
 int st_manifest_parse(const char *json, size_t len, struct st_manifest **out, char *why, size_t whylen)
 {
 	struct st_manifest *m;
@@ -570,6 +612,16 @@ int st_manifest_parse(const char *json, size_t len, struct st_manifest **out, ch
 	if (len > ST_MANIFEST_MAX_BYTES)
 		return st_why(why, whylen, ST_EFORMAT, "manifest is %zu bytes, more than the limit of %u", len,
 			      ST_MANIFEST_MAX_BYTES);
+	/* A tree is 20-80 times the text it comes from: refuse before building
+	 * one that no manifest strata writes would need (docs/formats.md). */
+	uint64_t cost = tree_cost(json, len), budget = (uint64_t)len * ST_MANIFEST_TREE_PER_BYTE + ST_MANIFEST_TREE_SLACK;
+	if (budget > ST_MANIFEST_TREE_MAX)
+		budget = ST_MANIFEST_TREE_MAX;
+	if (cost > budget)
+		return st_why(why, whylen, ST_EFORMAT,
+			      "manifest of %zu bytes is too dense in structure to be one strata writes "
+			      "(parsing would take about %" PRIu64 " MiB, more than the limit of %" PRIu64 " MiB)",
+			      len, cost >> 20, budget >> 20);
 	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &err);
 	if (!root)
 		return st_why(why, whylen, ST_EFORMAT, "not valid JSON at line %d column %d: %s", err.line, err.column,

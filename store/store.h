@@ -225,7 +225,21 @@ int st_tmp_sweep(struct st_store *s, unsigned older_than_s, unsigned *removed);
 #define ST_MANIFEST_MAX_LABELS 256u
 #define ST_MANIFEST_MAX_LABEL_VALUE 4096u
 #define ST_MANIFEST_MAX_OBJECT (1u << 20)     /* guest / vcpu JSON text */
-#define ST_MANIFEST_MAX_BYTES (64u << 20)     /* a whole manifest.json */
+/* Ranges per snapshot: the most a capture writes (its range cap, policy
+ * range_cap, is at most this) and an ingest may make. */
+#define ST_MANIFEST_MAX_RANGES 65536u
+/* A whole manifest.json: the largest strata can write, canonically encoded,
+ * is 14,283,051 bytes, 13.6 MiB (65,536 ranges and layers with the widest
+ * numbers, two 1 MiB objects, 256 labels whose every byte is escaped;
+ * tests/store builds it, docs/formats.md); 16 MiB leaves room for
+ * whitespace. */
+#define ST_MANIFEST_MAX_BYTES (16u << 20)
+/* What parsing may allocate beyond the text, whatever its shape: at most
+ * ST_MANIFEST_TREE_PER_BYTE per byte plus ST_MANIFEST_TREE_SLACK, and never
+ * more than ST_MANIFEST_TREE_MAX (docs/formats.md has the measurements). */
+#define ST_MANIFEST_TREE_PER_BYTE 48u
+#define ST_MANIFEST_TREE_SLACK (64u << 10)
+#define ST_MANIFEST_TREE_MAX (96u << 20)
 
 /* A layer the snapshot uses: a blob of `pages` whole pages. */
 struct st_layer_ref {

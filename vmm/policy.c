@@ -18,7 +18,7 @@
 #define DEFAULT_KEEP 16u
 #define DEFAULT_CAP 64u
 #define DEFAULT_IDLE 1024u
-#define CAP_MAX 65536u
+#define CAP_MAX ST_MANIFEST_MAX_RANGES /* a capture never writes more ranges than a manifest may hold */
 
 void vmm_policy_defaults(struct vmm_policy *p)
 {

@@ -259,3 +259,87 @@ Test(manifest, validate_checks_built_manifests)
 	cr_assert_eq(st_manifest_validate(m, why, sizeof(why)), ST_EFORMAT, "labels must be sorted");
 	st_manifest_free(m);
 }
+
+/* The largest manifest strata can write: every count at its limit and every
+ * number at its widest. It must fit under the size cap and parse within the
+ * memory budget, or the caps refuse what strata itself writes. */
+Test(manifest, the_largest_manifest_strata_writes_fits_the_caps, .timeout = 120)
+{
+	struct st_manifest *m, *back = NULL;
+	char why[ST_WHY_LEN] = "", *text;
+	size_t len;
+
+	cr_assert_eq(st_manifest_new(&m), 0);
+	m->mem_size = ST_MANIFEST_MAX_MEM;
+	m->nlayers = ST_MANIFEST_MAX_RANGES;
+	m->nranges = ST_MANIFEST_MAX_RANGES;
+	m->layers = calloc(m->nlayers, sizeof(*m->layers));
+	m->ranges = calloc(m->nranges, sizeof(*m->ranges));
+	cr_assert(m->layers && m->ranges);
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		m->layers[i].pages = ST_MANIFEST_MAX_MEM / ST_PAGE_SIZE;
+		st_id_hash(&i, sizeof(i), &m->layers[i].id);
+		m->ranges[i] = (struct st_range){ .gpage = (uint64_t)i * 4096 + 4095, .npages = 1, .layer = i,
+						   .lpage = m->layers[i].pages - 1 };
+	}
+	m->created = INT64_MAX;
+	m->nlabels = ST_MANIFEST_MAX_LABELS;
+	m->labels = calloc(m->nlabels, sizeof(*m->labels));
+	for (size_t i = 0; i < m->nlabels; i++) {
+		char key[129];
+		memset(key, 'k', 128);
+		key[128] = '\0';
+		key[0] = (char)('a' + i / 26 % 26);
+		key[1] = (char)('a' + i % 26);
+		m->labels[i].key = strdup(key);
+		m->labels[i].value = malloc(ST_MANIFEST_MAX_LABEL_VALUE + 1);
+		memset(m->labels[i].value, 1, ST_MANIFEST_MAX_LABEL_VALUE); /* each escaped as \u0001 */
+		m->labels[i].value[ST_MANIFEST_MAX_LABEL_VALUE] = '\0';
+	}
+	for (int k = 0; k < 2; k++) {
+		char *obj = malloc(ST_MANIFEST_MAX_OBJECT + 1);
+		size_t n = ST_MANIFEST_MAX_OBJECT;
+		memset(obj, 'x', n);
+		memcpy(obj, "{\"x\":\"", 6);
+		memcpy(obj + n - 2, "\"}", 2);
+		obj[n] = '\0';
+		*(k ? &m->vcpu : &m->guest) = obj;
+	}
+	cr_assert_eq(st_manifest_encode(m, &text, &len, why, sizeof(why)), 0, "%s", why);
+	cr_assert_gt(len, 13u << 20, "the widest manifest is %zu bytes", len);
+	cr_assert_leq(len, ST_MANIFEST_MAX_BYTES, "%zu bytes pass the cap", len);
+	cr_assert_eq(st_manifest_parse(text, len, &back, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(back->nranges, ST_MANIFEST_MAX_RANGES);
+	st_manifest_free(back);
+	free(text);
+	st_manifest_free(m);
+}
+
+/* Regression: a 64 MiB manifest was parsed whole (1.3-1.4 GiB, 8-16 s)
+ * before any limit applied. Larger than any strata writes: refused by its
+ * size; within the size but denser in structure than any manifest: refused
+ * before a tree is built. */
+Test(manifest, oversized_or_overdense_manifests_are_refused_before_parsing)
+{
+	struct st_manifest *m = NULL;
+	char why[ST_WHY_LEN] = "";
+	size_t n = 60u << 20, dense = 4u << 20;
+	char *text = malloc(n);
+
+	cr_assert_not_null(text);
+	memset(text, ' ', n);
+	text[0] = '{';
+	text[n - 1] = '}';
+	cr_assert_eq(st_manifest_parse(text, n, &m, why, sizeof(why)), ST_EFORMAT);
+	cr_assert(strstr(why, "more than the limit"), "%s", why);
+	/* {"x":[{},{},...]} in 4 MiB: about 380 MiB as a tree */
+	memcpy(text, "{\"x\":[", 6);
+	for (size_t i = 6; i + 3 < dense; i += 3)
+		memcpy(text + i, "{},", 3);
+	memcpy(text + dense - 5, "{}]}", 4);
+	memset(text + dense - 1, ' ', 1);
+	cr_assert_eq(st_manifest_parse(text, dense, &m, why, sizeof(why)), ST_EFORMAT);
+	cr_assert(strstr(why, "too dense"), "%s", why);
+	cr_assert_null(m);
+	free(text);
+}
