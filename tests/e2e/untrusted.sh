@@ -14,10 +14,8 @@ failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && echo "# $(echo "$2" | head -c 400 | tr '\n\033' ' ?')"; }
 skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-# KVM usable: the device answers KVM_GET_API_VERSION (a /dev/kvm bound to /dev/null does not).
-kvm_usable() {
-	python3 -c "import fcntl,os,sys; fd=os.open('/dev/kvm', os.O_RDWR); sys.exit(fcntl.ioctl(fd, 0xAE00) != 12)" 2>/dev/null
-}
+# shellcheck source=kvm_lib.sh
+. "$(dirname "$0")/kvm_lib.sh"
 esc=$(printf '\033')
 
 echo "1..8"
@@ -92,9 +90,9 @@ for c in "huge:more than the limit" "dense:too dense in structure"; do
 	else nok "verify refuses a $size MiB manifest ($want) in under 64 MiB of memory" "$out"; fi
 done
 
-if ! kvm_usable; then
-	skip "run --list prints a guest's function names escaped" "KVM not usable here (/dev/kvm missing or not KVM)"
-	skip "a guest description without abi_version is refused with that reason" "KVM not usable here"
+if kvm_unusable; then
+	skip "run --list prints a guest's function names escaped" "$KVM_WHY"
+	skip "a guest description without abi_version is refused with that reason" "$KVM_WHY"
 	[ "$failed" -eq 0 ]; exit
 fi
 st run "$G" --call counter_next --snapshot sg >/dev/null 2>&1
