@@ -100,6 +100,13 @@ enum {
 int ix_snap_commit(struct ix *ix, const struct st_manifest *m, const char *tag,
 		   unsigned flags, st_id *out_id);
 
+/* ix_snap_commit for a chain, oldest first, in one write transaction: all
+ * of ms[0..n) are published or none; tag (may be NULL) names ms[n-1], whose
+ * id goes to *out_top (may be NULL). Snapshots already present count as
+ * done. Errors as ix_snap_commit, -EINVAL for n == 0. */
+int ix_snap_commit_chain(struct ix *ix, const struct st_manifest *const *ms, size_t n, const char *tag,
+			 unsigned flags, st_id *out_top);
+
 /* True if the snapshot exists in t's view. */
 bool ix_snap_has(struct ix_txn *t, const st_id *id);
 /* Parse a snapshot's manifest; the caller frees it with st_manifest_free. */
@@ -368,9 +375,10 @@ enum {
  * snapshots are committed oldest first, the top one with tag (flags:
  * IX_TAG_FORCE). Nothing half-fetched is ever published: a blob is
  * published only whole and verified, a snapshot only with all its layers.
- * On failure no snapshot is committed; without IX_OCI_KEEP_PARTIAL the
- * blobs this pull added are removed, with it they stay for a retry
- * (unreferenced: gc frees them after its grace period).
+ * The chain is committed in one transaction: on failure no snapshot is
+ * committed; without IX_OCI_KEEP_PARTIAL the blobs this pull added are
+ * removed, with it they stay for a retry (unreferenced: gc frees them
+ * after its grace period).
  * Errors: ST_EFORMAT (not a strata snapshot, bad config), ST_ECORRUPT
  * (bytes do not match), ST_ELAYOUT, the source's codes; why says which.
  */

@@ -738,22 +738,30 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 		}
 	}
 
-	/* Commit oldest first: a child never appears before its parent. */
+	/* The whole chain in one transaction, oldest first: all or nothing. */
 	if ((rc = sha_list_commit(ix, &l)) < 0)
 		goto out_rollback;
-	for (size_t k = n; k-- > 0;) {
-		st_id id = chain[k].om->config.id;
-		if (chain[k].m) {
-			rc = ix_snap_commit(ix, chain[k].m, k == 0 ? tag : NULL, flags & IX_TAG_FORCE, &id);
-			st.snapshots++;
-		} else if (k == 0 && tag) {
-			rc = ix_tag_set(ix, tag, &id, flags & IX_TAG_FORCE);
-		}
-		if (rc < 0)
+	st_id top = chain[0].om->config.id;
+	if (chain[0].m) {
+		const struct st_manifest **ms = calloc(n, sizeof(*ms));
+		size_t nm = 0;
+		if (!ms) {
+			rc = -ENOMEM;
 			goto out_rollback;
-		if (k == 0 && out_id)
-			*out_id = id;
+		}
+		for (size_t k = n; k-- > 0;)
+			if (chain[k].m)
+				ms[nm++] = chain[k].m;
+		rc = ix_snap_commit_chain(ix, ms, nm, tag, flags & IX_TAG_FORCE, &top);
+		free(ms);
+		st.snapshots = (uint32_t)nm;
+	} else if (tag) {
+		rc = ix_tag_set(ix, tag, &top, flags & IX_TAG_FORCE);
 	}
+	if (rc < 0)
+		goto out_rollback;
+	if (out_id)
+		*out_id = top;
 	goto out_free;
 out_rollback:
 	if (nadded && !(flags & IX_OCI_KEEP_PARTIAL)) {

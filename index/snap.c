@@ -143,6 +143,58 @@ int ix_snap_commit(struct ix *ix, const struct st_manifest *m, const char *tag,
 	return rc;
 }
 
+struct chain_ctx {
+	struct commit_ctx *c;
+	size_t n;
+};
+
+/* Every snapshot of a chain in one transaction: all of them or none. */
+static int chain_fn(struct ix *ix, MDB_txn *txn, void *arg)
+{
+	struct chain_ctx *cc = arg;
+	bool any = false;
+
+	for (size_t i = 0; i < cc->n; i++) {
+		int rc = commit_fn(ix, txn, &cc->c[i]);
+		if (rc == IX_NOCHANGE)
+			continue;
+		if (rc < 0)
+			return rc;
+		any = true;
+	}
+	return any ? 0 : IX_NOCHANGE;
+}
+
+int ix_snap_commit_chain(struct ix *ix, const struct st_manifest *const *ms, size_t n, const char *tag,
+			 unsigned flags, st_id *out_top)
+{
+	struct chain_ctx cc = { .n = n };
+	int rc = 0;
+
+	if (n == 0)
+		return -EINVAL;
+	if (tag && !st_name_valid(tag))
+		return ST_EBADNAME;
+	if (!(cc.c = calloc(n, sizeof(*cc.c))))
+		return -ENOMEM;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char *json = NULL;
+		cc.c[i] = (struct commit_ctx){ .m = ms[i], .tag = i + 1 == n ? tag : NULL, .flags = flags };
+		if ((rc = st_manifest_encode(ms[i], &json, &cc.c[i].len, NULL, 0)) < 0)
+			break;
+		cc.c[i].json = json;
+		st_id_hash(json, cc.c[i].len, &cc.c[i].id);
+	}
+	if (rc == 0)
+		rc = ix_write(ix, chain_fn, &cc);
+	if (rc == 0 && out_top)
+		*out_top = cc.c[n - 1].id;
+	for (size_t i = 0; i < n; i++)
+		free((char *)cc.c[i].json);
+	free(cc.c);
+	return rc;
+}
+
 bool ix_snap_has(struct ix_txn *t, const st_id *id)
 {
 	MDB_val k = ix_val(id->b, sizeof(id->b)), v;
