@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=72
+N=78
 n=0
 fails=0
 echo "1..$N"
@@ -164,6 +164,16 @@ check "pull into a fresh store" 0 "^$v2\$" -- st "$S4" pull --insecure "$R/snaps
 check "the pulled chain verifies" 0 '' -- st "$S4" verify
 is "the pulled snapshot is tagged with the remote tag, parent included" \
 	"$(st "$S4" ls | awk 'NR>1 {print $1, $2}' | sort | tr '\n' ' ')" "- $base v2 $v2 "
+newstore "$T/s4b"
+check "--json gives a line per blob event" 0 '"event":"end","digest":"sha256:' -- \
+	st "$T/s4b" pull --insecure --json "$R/snaps/web:v2"
+newstore "$T/s4c"
+if command -v script >/dev/null; then
+	check "progress shows on a terminal" 0 'blob\(s\) done, [0-9.]+ MiB moved' -- \
+		script -qec "'$BIN' --store '$T/s4c' pull --insecure '$R/snaps/web:v2'" /dev/null
+else
+	skip "progress shows on a terminal" "script(1) not installed"
+fi
 check "pulling again fetches nothing" 0 '"blobs_moved":0,' -- st "$S4" pull --insecure --json "$R/snaps/web:v2"
 
 # Only the child's own pages travel once the parent is there.
@@ -240,6 +250,20 @@ proxy pass
 check "the interrupted pull resumes where it stopped" 0 '"bytes_resumed":[1-9]' -- \
 	st "$T/f-drop" pull --insecure --json "$P/snaps/web:v2"
 check "... and the result verifies" 0 '' -- st "$T/f-drop" verify
+
+# kill -9 in the middle of a pull: the store stays consistent and the next pull resumes.
+newstore "$T/k9"
+proxy slow
+st "$T/k9" pull --insecure "$P/snaps/web:v2" >/dev/null 2>&1 &
+k9=$!
+sleep 0.5
+kill -9 $k9 2>/dev/null
+wait $k9 2>/dev/null
+check "after kill -9 mid-pull fsck finds the store consistent" 0 '0 problem' -- st "$T/k9" fsck
+is "... with no snapshot in it" "$(st "$T/k9" ls | tail -n +2 | wc -l)" 0
+proxy pass
+check "... and the next pull completes" 0 "^$v2\$" -- st "$T/k9" pull --insecure "$P/snaps/web:v2"
+check "... and verifies" 0 '' -- st "$T/k9" verify
 
 # ---- authentication: bearer tokens through the proxy, basic against the registry itself
 proxy bearer

@@ -12,6 +12,7 @@ read per request, picks what it does to layer blobs (GET of a blob over
   drop      announce the whole size, send half, then cut the connection
   fail500   answer 500 to the second layer GET and later ones
   missing   answer 404 to every layer GET
+  slow      send layers in 64 KiB pieces, 50 ms apart
   bearer    demand a bearer token (from /token, given for basic alice:secret)
 Every request is logged to MODE_FILE.log as "METHOD PATH STATUS BYTES".
 """
@@ -22,6 +23,7 @@ import os
 import socket
 import sys
 import threading
+import time
 
 UPSTREAM = int(sys.argv[1])
 MODE_FILE = sys.argv[2]
@@ -110,6 +112,18 @@ class Proxy(http.server.BaseHTTPRequestHandler):
                 return
             elif m == "fail500" and n >= 2:
                 self.send_plain(500, b'{"errors":[{"code":"UNKNOWN","message":"injected"}]}')
+                return
+            elif m == "slow":
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("connection", "transfer-encoding"):
+                        self.send_header(k, v)
+                self.end_headers()
+                for i in range(0, len(data), 65536):
+                    self.wfile.write(data[i:i + 65536])
+                    self.wfile.flush()
+                    time.sleep(0.05)
+                log("%s %s slow %d" % (self.command, self.path, len(data)))
                 return
             elif m == "drop":
                 self.send_response(resp.status)
