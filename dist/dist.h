@@ -51,6 +51,8 @@ struct dist_opts {
 	const char *cacert;      /* CA bundle file for TLS, or NULL for the system's */
 	const char *user, *pass; /* credentials, or NULL */
 	const char *mount_from;  /* push: try a cross-repository mount from this repository */
+	struct ix *ix;           /* for origins (ix_origin_get): where else on this registry a blob
+				  * is, to mount it; NULL: only mount_from */
 	const struct ix_oci_progress *prog; /* upload byte progress, or NULL */
 };
 
@@ -70,6 +72,9 @@ void dist_close(struct dist_registry *r);
 void dist_sink(struct dist_registry *r, struct ix_oci_sink *out);
 void dist_source(struct dist_registry *r, struct ix_oci_source *out);
 void dist_wire_get(const struct dist_registry *r, struct dist_wire *out);
+/* After a successful push or pull: record this repository as the origin
+ * of every blob r saw it hold (ix_origin_put on opts->ix; 0 without one). */
+int dist_origins_record(struct dist_registry *r);
 
 /*
  * Credentials for host from a docker config.json / containers auth.json

@@ -27,7 +27,10 @@ struct dist_registry {
 	CURL *curl;
 	char base[600];        /* "https://host:port" */
 	char repo[512];
+	char host[512];
 	struct dist_opts o;
+	st_id *seen;           /* blobs this repository holds, for dist_origins_record */
+	size_t nseen, capseen;
 	char *token;           /* bearer token, once fetched */
 	bool basic;            /* the registry asked for Basic: send credentials */
 	struct dist_wire wire;
@@ -108,6 +111,7 @@ int dist_open(const struct dist_ref *ref, const struct dist_opts *opts, struct d
 		r->o = *opts;
 	snprintf(r->base, sizeof(r->base), "%s://%s", r->o.insecure ? "http" : "https", ref->host);
 	snprintf(r->repo, sizeof(r->repo), "%s", ref->repo);
+	snprintf(r->host, sizeof(r->host), "%s", ref->host);
 	if (!(r->curl = curl_easy_init())) {
 		free(r);
 		return -ENOMEM;
@@ -122,6 +126,7 @@ void dist_close(struct dist_registry *r)
 		return;
 	curl_easy_cleanup(r->curl);
 	free(r->token);
+	free(r->seen);
 	free(r);
 }
 
@@ -575,6 +580,47 @@ static struct req *req_new(struct dist_registry *r, const char *method, const ch
 	return q;
 }
 
+/* Remember that the repository holds d (best effort: only for origins). */
+static void seen_add(struct dist_registry *r, const struct st_oci_desc *d)
+{
+	if (!d->has_id || !r->o.ix)
+		return;
+	if (r->nseen == r->capseen) {
+		size_t cap = r->capseen ? r->capseen * 2 : 32;
+		st_id *v = realloc(r->seen, cap * sizeof(*v));
+		if (!v)
+			return;
+		r->seen = v;
+		r->capseen = cap;
+	}
+	r->seen[r->nseen++] = d->id;
+}
+
+int dist_origins_record(struct dist_registry *r)
+{
+	char origin[IX_ORIGIN_MAX + 1];
+	int n = snprintf(origin, sizeof(origin), "%s/%s", r->host, r->repo);
+
+	if (!r->o.ix || n < 0 || (size_t)n >= sizeof(origin))
+		return 0;
+	return ix_origin_put(r->o.ix, r->seen, r->nseen, origin);
+}
+
+/* The repository of this registry to mount d from: --from, else where
+ * the store last saw d on this registry; NULL if none. */
+static const char *mount_source(struct dist_registry *r, const struct st_oci_desc *d, char *buf, size_t len)
+{
+	size_t hl = strlen(r->host);
+
+	if (r->o.mount_from)
+		return strcmp(r->o.mount_from, r->repo) != 0 ? r->o.mount_from : NULL;
+	if (!r->o.ix || !d->has_id || ix_origin_get(r->o.ix, &d->id, buf, len) < 0)
+		return NULL;
+	if (strncmp(buf, r->host, hl) != 0 || buf[hl] != '/' || strcmp(buf + hl + 1, r->repo) == 0)
+		return NULL;
+	return buf + hl + 1;
+}
+
 /* ------------------------------------------------------------------ sink */
 
 static int reg_blob_has(void *ctx, const struct st_oci_desc *d, char *why, size_t whylen)
@@ -590,6 +636,8 @@ static int reg_blob_has(void *ctx, const struct st_oci_desc *d, char *why, size_
 	rc = request(r, q, why, whylen);
 	if (rc == 0)
 		rc = q->status == 200 ? 1 : q->status == 404 ? 0 : http_fail(q, why, whylen);
+	if (rc == 1)
+		seen_add(r, d);
 	free(q);
 	return rc;
 }
@@ -615,17 +663,22 @@ static int reg_blob_put(void *ctx, const struct st_oci_desc *d, int fd, const vo
 	struct req *q;
 	int rc;
 
+	char origin[IX_ORIGIN_MAX + 1];
+	const char *from = mount_source(r, d, origin, sizeof(origin));
+
 	st_digest_format(d->sha256, dg);
-	if (r->o.mount_from && strcmp(r->o.mount_from, r->repo) != 0)
-		q = req_new(r, "POST", "blobs/uploads/?mount=%s&from=%s", dg, r->o.mount_from);
+	if (from)
+		q = req_new(r, "POST", "blobs/uploads/?mount=%s&from=%s", dg, from);
 	else
 		q = req_new(r, "POST", "blobs/uploads/");
 	if (!q)
 		return -ENOMEM;
 	if ((rc = request(r, q, why, whylen)) < 0)
 		goto out_free;
-	if (q->status == 201 && r->o.mount_from) {
+	if (q->status == 201 && from) {
 		r->wire.mounts++;
+		seen_add(r, d);
+		rc = 1; /* mounted: no bytes sent */
 		goto out_free;
 	}
 	if (q->status != 202 || !q->location[0]) {
@@ -648,6 +701,8 @@ static int reg_blob_put(void *ctx, const struct st_oci_desc *d, int fd, const vo
 	r->upload = NULL;
 	if (rc == 0 && q->status != 201)
 		rc = http_fail(q, why, whylen);
+	if (rc == 0)
+		seen_add(r, d);
 out_free:
 	free(q);
 	return rc;
@@ -737,6 +792,8 @@ static int reg_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset,
 			     dg, r->repo);
 	else if (rc == 0 && q->status != 200 && q->status != 206)
 		rc = http_fail(q, why, whylen);
+	if (rc == 0)
+		seen_add(r, d);
 	free(q);
 	return rc;
 }

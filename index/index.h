@@ -287,6 +287,17 @@ int ix_snap_lacking_foreach(struct ix *ix,
  */
 int ix_sha256_get(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN]);
 int ix_sha256_put(struct ix *ix, const st_id *ids, const uint8_t (*shas)[ST_SHA256_LEN], size_t n);
+/*
+ * Beside a blob's sha256, the registry repository ("host/repo", at most
+ * IX_ORIGIN_MAX bytes) it was last pushed to or pulled from, so a push to
+ * another repository of that registry can mount it instead of sending it.
+ * get: IX_ENOTFOUND when none (buf gets a NUL-terminated copy; -ENAMETOOLONG
+ * if len is too small). put: records origin for each of ids whose sha256 is
+ * recorded, in one transaction (nothing on a read-only index).
+ */
+#define IX_ORIGIN_MAX 512
+int ix_origin_get(struct ix *ix, const st_id *id, char *buf, size_t len);
+int ix_origin_put(struct ix *ix, const st_id *ids, size_t n, const char *origin);
 
 struct ix_oci_stats {
 	uint32_t snapshots;       /* OCI manifests pushed / pulled (the chain) */
@@ -320,7 +331,8 @@ struct ix_oci_progress {
 /*
  * Where a push goes (an OCI layout directory, a registry): blob_has
  * returns 1 if present, 0 if not, < 0 on error; blob_put sends size bytes
- * read from fd (from offset 0) or, if fd < 0, from buf; manifest_put sends
+ * read from fd (from offset 0) or, if fd < 0, from buf (returns 0), or
+ * gets the blob without them, e.g. by a mount (returns 1); manifest_put sends
  * an OCI manifest under its digest and, if tag is not NULL, the tag.
  * Errors are returned as is (a sink may use its own code range) and may
  * describe themselves in why.

@@ -249,15 +249,18 @@ static void push_usage(FILE *f)
 		"\n"
 		"Send a snapshot and its ancestors in the store to an OCI registry, one\n"
 		"artifact per snapshot (docs/oci.md). Only blobs the registry lacks are\n"
-		"sent: each is asked for first (HEAD), then mounted from --from's\n"
-		"repository where the registry allows it, else uploaded. Credentials come\n"
-		"from --authfile, $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json\n"
-		"or ~/.docker/config.json. Prints the pushed manifest's digest.\n"
+		"sent: each is asked for first (HEAD), then mounted from another\n"
+		"repository of the registry that holds it (--from, else where the store\n"
+		"last pushed or pulled it) where the registry allows it, else uploaded.\n"
+		"Credentials come from --authfile, $REGISTRY_AUTH_FILE,\n"
+		"$XDG_RUNTIME_DIR/containers/auth.json or ~/.docker/config.json.\n"
+		"Prints the pushed manifest's digest.\n"
 		"\n"
 		"  --insecure       plain HTTP (a loopback registry); HTTPS otherwise\n"
 		"  --cacert FILE    trust this CA bundle for HTTPS\n"
 		"  --authfile FILE  credentials file (docker config.json format)\n"
-		"  --from REPO      try a cross-repository mount from REPO on the same registry\n"
+		"  --from REPO      mount blobs from REPO on the same registry (default: each\n"
+		"                   blob's recorded origin)\n"
 		"  --json           progress and result as JSON lines on stdout\n");
 }
 
@@ -288,14 +291,14 @@ static const struct option reg_opts[] = {
 
 /* Open the registry client for ref (credentials looked up); exit status. */
 static int reg_open(struct cli *cli, struct reg_args *a, const struct dist_ref *ref, const struct ix_oci_progress *prog,
-		    struct dist_registry **out)
+		    struct ix *ix, struct dist_registry **out)
 {
 	int rc;
 
 	if ((rc = find_credentials(cli, a, ref->host)) != CLI_OK)
 		return rc;
 	struct dist_opts o = { .insecure = a->insecure, .cacert = a->cacert, .user = a->user, .pass = a->pass,
-			       .mount_from = a->from, .prog = prog };
+			       .mount_from = a->from, .prog = prog, .ix = ix };
 	if (dist_global_init() < 0 || dist_open(ref, &o, out) < 0) {
 		cli_err(cli, "cannot start the HTTP client: out of memory");
 		return CLI_FAIL;
@@ -343,7 +346,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 	/* Writable (if the store is) for the sha256 table. */
 	if ((status = cli_store_open(cli, true, &s, &ix)) != CLI_OK)
 		return status;
-	if ((status = reg_open(cli, &a, &ref, &prog, &r)) != CLI_OK)
+	if ((status = reg_open(cli, &a, &ref, &prog, ix, &r)) != CLI_OK)
 		goto out_close;
 	dist_sink(r, &sink);
 	rc = ix_oci_push(ix, snap, ref.tag, &sink, &prog, &st, sha, NULL, why, sizeof(why));
@@ -361,6 +364,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 		status = exit_for(rc);
 		goto out_close;
 	}
+	dist_origins_record(r); /* best effort: a later push elsewhere may mount instead of upload */
 	st_digest_format(sha, dg);
 	if (a.json) {
 		stats_json(stdout, "done", &st, &w);
@@ -431,7 +435,7 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	struct ix_oci_progress prog = { progress_cb, &p };
 	if ((status = cli_store_open(cli, true, &s, &ix)) != CLI_OK)
 		return status;
-	if ((status = reg_open(cli, &a, &ref, NULL, &r)) != CLI_OK)
+	if ((status = reg_open(cli, &a, &ref, NULL, ix, &r)) != CLI_OK)
 		goto out_close;
 	dist_source(r, &src);
 	rc = ix_oci_pull(ix, &src, ref.digest ? ref.digest : ref.tag, tag, flags, &prog, &st, &id, why, sizeof(why));
@@ -452,6 +456,7 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 		status = exit_for(rc);
 		goto out_close;
 	}
+	dist_origins_record(r);
 	st_id_format(&id, hex);
 	if (a.json) {
 		stats_json(stdout, "done", &st, &w);

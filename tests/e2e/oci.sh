@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=78
+N=80
 n=0
 fails=0
 echo "1..$N"
@@ -189,6 +189,10 @@ if [ "$down" -le $((12288 + 16384)) ]; then ok "... and under 16 KiB more on the
 else nok "... and under 16 KiB more on the wire" "$down bytes down"; fi
 check "a push to another repository mounts the blobs it has" 0 '"mounts":[1-9]' -- \
 	st "$S" push --insecure --json --from snaps/web v2 "$R/other/web:v2"
+check "a push to a third repository mounts from where the store last saw each blob, sending none" 0 \
+	'"blobs_moved":0,.*"mounts":[1-9]' -- st "$S" push --insecure --json v2 "$R/third/web:v2"
+check "a pulled snapshot pushed to a new repository is mounted from where it was pulled" 0 \
+	'"blobs_moved":0,.*"mounts":[1-9]' -- st "$S4" push --insecure --json v2 "$R/fourth/web:v2"
 newstore "$T/s6"
 check "pull by digest with --tag" 0 "^$v2\$" -- st "$T/s6" pull --insecure --tag mine "$R/snaps/web@sha256:$top"
 check "an unknown tag is reported as not found (exit 3)" 3 'not in the registry' -- \
