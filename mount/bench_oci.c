@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "dist/dist.h"
+#include "index/registry.h"
 #include "index/index.h"
 #include "store/store.h"
 
@@ -43,7 +43,7 @@ struct oci_bench {
 	char layer_path[400];   /* base's layer blob file, for the curl upload floor */
 	char layer_digest[ST_DIGEST_LEN + 1];
 	char layer_url[512];    /* the base's layer in the registry, for the curl floor */
-	struct dist_wire last;  /* wire of the last timed transfer */
+	struct ix_registry_wire last;  /* wire of the last timed transfer */
 	/* Paired floors: the curl transfer run just before each push / pull
 	 * iteration, and the ratio of the two, so both see the same load. */
 	double pair_floor[32], pair_ratio[32];
@@ -288,7 +288,7 @@ static int ob_setup(void **state, const void *arg)
 		return rc;
 	}
 	snprintf(ob->src, sizeof(ob->src), "%s/src", ob->dir);
-	if ((rc = dist_global_init()) < 0 || (rc = open_store(ob->src, &ob->s, &ob->ix)) < 0 ||
+	if ((rc = ix_registry_global_init()) < 0 || (rc = open_store(ob->src, &ob->s, &ob->ix)) < 0 ||
 	    (rc = registry_start(ob)) < 0 || (rc = make_snapshots(ob)) < 0) {
 		ob_free(ob);
 		return rc;
@@ -297,52 +297,52 @@ static int ob_setup(void **state, const void *arg)
 	return 0;
 }
 
-static int client(struct oci_bench *ob, const char *repo, const char *tag, struct dist_registry **r)
+static int client(struct oci_bench *ob, const char *repo, const char *tag, struct ix_registry **r)
 {
 	char ref[256];
-	struct dist_ref dr;
-	struct dist_opts o = { .insecure = true };
+	struct ix_registry_ref dr;
+	struct ix_registry_opts o = { .insecure = true };
 	int rc;
 
 	snprintf(ref, sizeof(ref), "127.0.0.1:%s/%s:%s", ob->reg_port, repo, tag);
-	if ((rc = dist_ref_parse(ref, &dr)) < 0)
+	if ((rc = ix_registry_ref_parse(ref, &dr)) < 0)
 		return rc;
-	return dist_open(&dr, &o, r);
+	return ix_registry_open(&dr, &o, r);
 }
 
 static int push(struct oci_bench *ob, const char *snap, const char *repo)
 {
-	struct dist_registry *r;
+	struct ix_registry *r;
 	struct ix_oci_sink sink;
 	struct ix_oci_stats st;
 	int rc;
 
 	if ((rc = client(ob, repo, snap, &r)) < 0)
 		return rc;
-	dist_sink(r, &sink);
+	ix_registry_sink(r, &sink);
 	rc = ix_oci_push(ob->ix, snap, snap, &sink, NULL, &st, NULL, NULL, NULL, 0);
-	dist_wire_get(r, &ob->last);
+	ix_registry_wire_get(r, &ob->last);
 	ob->last_sha = st.bytes_sha256;
 	ob->last_moved = st.bytes_moved;
-	dist_close(r);
+	ix_registry_close(r);
 	return rc;
 }
 
-static int pull(struct oci_bench *ob, struct ix *ix, const char *repo, const char *tag, struct dist_wire *w)
+static int pull(struct oci_bench *ob, struct ix *ix, const char *repo, const char *tag, struct ix_registry_wire *w)
 {
-	struct dist_registry *r;
+	struct ix_registry *r;
 	struct ix_oci_source src;
 	int rc;
 
 	if ((rc = client(ob, repo, tag, &r)) < 0)
 		return rc;
-	dist_source(r, &src);
+	ix_registry_source(r, &src);
 	struct ix_oci_stats st = { 0 };
 	rc = ix_oci_pull(ix, &src, tag, tag, 0, NULL, &st, NULL, NULL, 0);
-	dist_wire_get(r, w);
+	ix_registry_wire_get(r, w);
 	if (w == &ob->last)
 		ob->last_moved = st.bytes_moved;
-	dist_close(r);
+	ix_registry_close(r);
 	return rc;
 }
 
@@ -561,7 +561,7 @@ struct fan {
 	char path[400];
 	struct st_store *s;
 	struct ix *ix;
-	struct dist_wire wire;
+	struct ix_registry_wire wire;
 	int rc;
 };
 
@@ -591,7 +591,7 @@ static int iter_fanout(void *state, struct bench_timer *t)
 	for (int i = 0; i < FANOUT; i++)
 		pthread_join(th[i], NULL);
 	bench_timer_stop(t);
-	ob->last = (struct dist_wire){ 0 };
+	ob->last = (struct ix_registry_wire){ 0 };
 	for (int i = 0; i < FANOUT; i++) {
 		ob->last.up += f[i].wire.up;
 		ob->last.down += f[i].wire.down;
@@ -602,7 +602,7 @@ static int iter_fanout(void *state, struct bench_timer *t)
 	return rc;
 }
 
-static void note_wire(struct bench *b, const char *name, const struct dist_wire *w, uint64_t moved)
+static void note_wire(struct bench *b, const char *name, const struct ix_registry_wire *w, uint64_t moved)
 {
 	char n[128];
 
@@ -644,7 +644,7 @@ void bench_oci(struct bench *b)
 		return;
 	}
 	if ((rc = ob_setup(&state, NULL)) < 0) {
-		fprintf(stderr, "bench oci: setup failed: %s\n", dist_strerror(rc));
+		fprintf(stderr, "bench oci: setup failed: %s\n", ix_registry_strerror(rc));
 		return;
 	}
 	ob = state;

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "dist/dist.h"
+#include "index/registry.h"
 #include "index/index.h"
 #include "store/store.h"
 
@@ -82,11 +82,11 @@ static void progress_end(struct progress *p)
 static int exit_for(int rc)
 {
 	switch (rc) {
-	case DIST_ENOTFOUND:
+	case IX_EREMOTE_MISSING:
 	case IX_ENOTFOUND:
 	case -ENOENT:
 		return CLI_NOTFOUND;
-	case DIST_EREF:
+	case IX_EREF:
 	case ST_EBADNAME:
 		return CLI_USAGE;
 	default:
@@ -98,7 +98,7 @@ static void report(struct cli *cli, const char *what, int rc, const char *why)
 {
 	const char *msg = rc == -ENOSPC ? "no space left on the store's filesystem"
 			  : rc == ST_EREADONLY ? "the store is read-only"
-					       : dist_strerror(rc);
+					       : ix_registry_strerror(rc);
 
 	if (why && why[0])
 		cli_err(cli, "%s: %s: %s", what, msg, why);
@@ -106,7 +106,7 @@ static void report(struct cli *cli, const char *what, int rc, const char *why)
 		cli_err(cli, "%s: %s", what, msg);
 }
 
-static void stats_json(FILE *f, const char *event, const struct ix_oci_stats *st, const struct dist_wire *w)
+static void stats_json(FILE *f, const char *event, const struct ix_oci_stats *st, const struct ix_registry_wire *w)
 {
 	fprintf(f, "{\"event\":\"%s\",\"snapshots\":%" PRIu32 ",\"blobs_moved\":%" PRIu32 ",\"blobs_skipped\":%" PRIu32
 		   ",\"bytes_moved\":%" PRIu64 ",\"bytes_skipped\":%" PRIu64 ",\"bytes_resumed\":%" PRIu64
@@ -211,7 +211,7 @@ static int find_credentials(struct cli *cli, struct reg_args *a, const char *hos
 	char why[ST_WHY_LEN] = "";
 
 	if (explicit) {
-		int rc = dist_auth_lookup(explicit, host, &a->user, &a->pass, why, sizeof(why));
+		int rc = ix_registry_auth_lookup(explicit, host, &a->user, &a->pass, why, sizeof(why));
 		if (rc == -ENOENT) {
 			cli_err(cli, "the auth file %s does not exist", explicit);
 			return CLI_NOTFOUND;
@@ -229,7 +229,7 @@ static int find_credentials(struct cli *cli, struct reg_args *a, const char *hos
 	else if (getenv("HOME"))
 		snprintf(paths[n++], sizeof(paths[0]), "%s/.docker/config.json", getenv("HOME"));
 	for (size_t i = 0; i < n; i++) {
-		int rc = dist_auth_lookup(paths[i], host, &a->user, &a->pass, why, sizeof(why));
+		int rc = ix_registry_auth_lookup(paths[i], host, &a->user, &a->pass, why, sizeof(why));
 		if (rc == 0)
 			return CLI_OK;
 		if (rc < 0 && rc != -ENOENT) {
@@ -290,16 +290,16 @@ static const struct option reg_opts[] = {
 	{ "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' }, { 0 } };
 
 /* Open the registry client for ref (credentials looked up); exit status. */
-static int reg_open(struct cli *cli, struct reg_args *a, const struct dist_ref *ref, const struct ix_oci_progress *prog,
-		    struct ix *ix, struct dist_registry **out)
+static int reg_open(struct cli *cli, struct reg_args *a, const struct ix_registry_ref *ref, const struct ix_oci_progress *prog,
+		    struct ix *ix, struct ix_registry **out)
 {
 	int rc;
 
 	if ((rc = find_credentials(cli, a, ref->host)) != CLI_OK)
 		return rc;
-	struct dist_opts o = { .insecure = a->insecure, .cacert = a->cacert, .user = a->user, .pass = a->pass,
+	struct ix_registry_opts o = { .insecure = a->insecure, .cacert = a->cacert, .user = a->user, .pass = a->pass,
 			       .mount_from = a->from, .prog = prog, .ix = ix };
-	if (dist_global_init() < 0 || dist_open(ref, &o, out) < 0) {
+	if (ix_registry_global_init() < 0 || ix_registry_open(ref, &o, out) < 0) {
 		cli_err(cli, "cannot start the HTTP client: out of memory");
 		return CLI_FAIL;
 	}
@@ -309,11 +309,11 @@ static int reg_open(struct cli *cli, struct reg_args *a, const struct dist_ref *
 int cmd_push(struct cli *cli, int argc, char **argv)
 {
 	struct reg_args a = { 0 };
-	struct dist_registry *r = NULL;
-	struct dist_ref ref;
+	struct ix_registry *r = NULL;
+	struct ix_registry_ref ref;
 	struct ix_oci_sink sink;
 	struct ix_oci_stats st = { 0 };
-	struct dist_wire w;
+	struct ix_registry_wire w;
 	struct st_store *s = NULL;
 	struct ix *ix = NULL;
 	char why[ST_WHY_LEN] = "", dg[ST_DIGEST_LEN + 1];
@@ -337,7 +337,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 		return CLI_USAGE;
 	}
 	const char *snap = argv[optind], *target = argv[optind + 1];
-	if (dist_ref_parse(target, &ref) < 0 || ref.digest) {
+	if (ix_registry_ref_parse(target, &ref) < 0 || ref.digest) {
 		cli_err(cli, "push: '%s' is not REGISTRY/REPOSITORY[:TAG] (e.g. 127.0.0.1:5000/sandboxes/web:v1)", target);
 		return CLI_USAGE;
 	}
@@ -348,10 +348,10 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 		return status;
 	if ((status = reg_open(cli, &a, &ref, &prog, ix, &r)) != CLI_OK)
 		goto out_close;
-	dist_sink(r, &sink);
+	ix_registry_sink(r, &sink);
 	rc = ix_oci_push(ix, snap, ref.tag, &sink, &prog, &st, sha, NULL, why, sizeof(why));
 	progress_end(&p);
-	dist_wire_get(r, &w);
+	ix_registry_wire_get(r, &w);
 	if (rc < 0) {
 		char what[1200];
 		if (rc == IX_ENOTFOUND || rc == ST_EBADNAME) {
@@ -364,7 +364,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 		status = exit_for(rc);
 		goto out_close;
 	}
-	dist_origins_record(r); /* best effort: a later push elsewhere may mount instead of upload */
+	ix_registry_origins_record(r); /* best effort: a later push elsewhere may mount instead of upload */
 	st_digest_format(sha, dg);
 	if (a.json) {
 		stats_json(stdout, "done", &st, &w);
@@ -379,7 +379,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 		 w.requests, st.bytes_sha256);
 	status = CLI_OK;
 out_close:
-	dist_close(r);
+	ix_registry_close(r);
 	ix_close(ix);
 	st_store_close(s);
 	free(a.user);
@@ -390,11 +390,11 @@ out_close:
 int cmd_pull(struct cli *cli, int argc, char **argv)
 {
 	struct reg_args a = { 0 };
-	struct dist_registry *r = NULL;
-	struct dist_ref ref;
+	struct ix_registry *r = NULL;
+	struct ix_registry_ref ref;
 	struct ix_oci_source src;
 	struct ix_oci_stats st = { 0 };
-	struct dist_wire w;
+	struct ix_registry_wire w;
 	struct st_store *s = NULL;
 	struct ix *ix = NULL;
 	const char *tag = NULL;
@@ -421,7 +421,7 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 		return CLI_USAGE;
 	}
 	const char *from = argv[optind];
-	if (dist_ref_parse(from, &ref) < 0) {
+	if (ix_registry_ref_parse(from, &ref) < 0) {
 		cli_err(cli, "pull: '%s' is not REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]", from);
 		return CLI_USAGE;
 	}
@@ -437,10 +437,10 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 		return status;
 	if ((status = reg_open(cli, &a, &ref, NULL, ix, &r)) != CLI_OK)
 		goto out_close;
-	dist_source(r, &src);
+	ix_registry_source(r, &src);
 	rc = ix_oci_pull(ix, &src, ref.digest ? ref.digest : ref.tag, tag, flags, &prog, &st, &id, why, sizeof(why));
 	progress_end(&p);
-	dist_wire_get(r, &w);
+	ix_registry_wire_get(r, &w);
 	if (rc < 0) {
 		char what[1200];
 		if (rc == IX_EEXIST) {
@@ -449,14 +449,14 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 			goto out_close;
 		}
 		snprintf(what, sizeof(what), "pull of %s failed%s", from,
-			 st.bytes_moved && (rc == DIST_ENET || rc == -EPIPE || rc == DIST_EHTTP)
+			 st.bytes_moved && (rc == IX_ENET || rc == -EPIPE || rc == IX_EHTTP)
 				 ? " (what arrived is kept: run it again to resume)"
 				 : "");
 		report(cli, what, rc, why);
 		status = exit_for(rc);
 		goto out_close;
 	}
-	dist_origins_record(r);
+	ix_registry_origins_record(r);
 	st_id_format(&id, hex);
 	if (a.json) {
 		stats_json(stdout, "done", &st, &w);
@@ -471,7 +471,7 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 		 w.requests);
 	status = CLI_OK;
 out_close:
-	dist_close(r);
+	ix_registry_close(r);
 	ix_close(ix);
 	st_store_close(s);
 	free(a.user);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/dist.h"
+#include "index/registry.h"
 
 /* A repository path component: [a-z0-9]+ joined by '.', '_', '__' or '-'s. */
 static bool component_valid(const char *s, size_t n)
@@ -25,51 +25,51 @@ static bool component_valid(const char *s, size_t n)
 	return true;
 }
 
-int dist_ref_parse(const char *s, struct dist_ref *out)
+int ix_registry_ref_parse(const char *s, struct ix_registry_ref *out)
 {
-	struct dist_ref r;
+	struct ix_registry_ref r;
 	char *slash, *at, *colon, *p;
 	uint8_t sha[ST_SHA256_LEN];
 
 	memset(&r, 0, sizeof(r));
 	if (!s || strlen(s) >= sizeof(r.buf))
-		return DIST_EREF;
+		return IX_EREF;
 	strcpy(r.buf, s);
 	if (!(slash = strchr(r.buf, '/')))
-		return DIST_EREF;
+		return IX_EREF;
 	*slash = '\0';
 	r.host = r.buf;
 	if (!*r.host || (!strchr(r.host, '.') && !strchr(r.host, ':') && strcmp(r.host, "localhost") != 0))
-		return DIST_EREF;
+		return IX_EREF;
 	for (p = r.buf; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
 		      *p == '-' || *p == ':' || *p == '[' || *p == ']'))
-			return DIST_EREF;
+			return IX_EREF;
 	r.repo = slash + 1;
 	if ((at = strchr(r.repo, '@'))) {
 		*at = '\0';
 		r.digest = at + 1;
 		if (st_digest_parse(r.digest, sha) < 0)
-			return DIST_EREF;
+			return IX_EREF;
 	}
 	colon = strrchr(r.repo, ':');
 	if (colon && !strchr(colon, '/')) {
 		*colon = '\0';
 		r.tag = colon + 1;
 		if (!st_name_valid(r.tag))
-			return DIST_EREF;
+			return IX_EREF;
 	}
 	for (const char *c = r.repo;;) {
 		const char *e = strchr(c, '/');
 		size_t n = e ? (size_t)(e - c) : strlen(c);
 		if (!component_valid(c, n))
-			return DIST_EREF;
+			return IX_EREF;
 		if (!e)
 			break;
 		c = e + 1;
 	}
 	if (strlen(r.repo) > 255)
-		return DIST_EREF;
+		return IX_EREF;
 	if (!r.tag && !r.digest)
 		r.tag = "latest";
 	*out = r;
@@ -137,7 +137,7 @@ static bool key_matches(const char *key, const char *host)
 	return strncmp(key, host, hl) == 0 && (key[hl] == '\0' || key[hl] == '/');
 }
 
-int dist_auth_lookup(const char *path, const char *host, char **user, char **pass, char *why, size_t whylen)
+int ix_registry_auth_lookup(const char *path, const char *host, char **user, char **pass, char *why, size_t whylen)
 {
 	json_error_t e;
 	json_t *root = json_load_file(path, 0, &e), *auths, *v;

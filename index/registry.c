@@ -11,7 +11,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "dist/dist.h"
+#include "index/registry.h"
 
 /* An error body kept for the message (registries answer JSON errors). */
 #define ERRBODY_MAX 512
@@ -23,17 +23,17 @@
 #define RECV_BUFFER (512L << 10)
 #define SEND_BUFFER (1L << 20)
 
-struct dist_registry {
+struct ix_registry {
 	CURL *curl;
 	char base[600];        /* "https://host:port" */
 	char repo[512];
 	char host[512];
-	struct dist_opts o;
-	st_id *seen;           /* blobs this repository holds, for dist_origins_record */
+	struct ix_registry_opts o;
+	st_id *seen;           /* blobs this repository holds, for ix_registry_origins_record */
 	size_t nseen, capseen;
 	char *token;           /* bearer token, once fetched */
 	bool basic;            /* the registry asked for Basic: send credentials */
-	struct dist_wire wire;
+	struct ix_registry_wire wire;
 	const struct st_oci_desc *upload;  /* the blob being uploaded, for progress */
 	uint32_t index, count;
 };
@@ -83,27 +83,27 @@ static int why_set(char *why, size_t whylen, int code, const char *fmt, ...)
 	return code;
 }
 
-const char *dist_strerror(int err)
+const char *ix_registry_strerror(int err)
 {
 	switch (err) {
-	case DIST_EREF: return "not a registry reference (REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST])";
-	case DIST_ENET: return "network error";
-	case DIST_ETLS: return "TLS error";
-	case DIST_EAUTH: return "authentication failed";
-	case DIST_ENOTFOUND: return "not found in the registry";
-	case DIST_EHTTP: return "unexpected answer from the registry";
+	case IX_EREF: return "not a registry reference (REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST])";
+	case IX_ENET: return "network error";
+	case IX_ETLS: return "TLS error";
+	case IX_EAUTH: return "authentication failed";
+	case IX_EREMOTE_MISSING: return "not found in the registry";
+	case IX_EHTTP: return "unexpected answer from the registry";
 	default: return ix_strerror(err);
 	}
 }
 
-int dist_global_init(void)
+int ix_registry_global_init(void)
 {
 	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -ENOMEM;
 }
 
-int dist_open(const struct dist_ref *ref, const struct dist_opts *opts, struct dist_registry **out)
+int ix_registry_open(const struct ix_registry_ref *ref, const struct ix_registry_opts *opts, struct ix_registry **out)
 {
-	struct dist_registry *r = calloc(1, sizeof(*r));
+	struct ix_registry *r = calloc(1, sizeof(*r));
 
 	if (!r)
 		return -ENOMEM;
@@ -120,7 +120,7 @@ int dist_open(const struct dist_ref *ref, const struct dist_opts *opts, struct d
 	return 0;
 }
 
-void dist_close(struct dist_registry *r)
+void ix_registry_close(struct ix_registry *r)
 {
 	if (!r)
 		return;
@@ -130,7 +130,7 @@ void dist_close(struct dist_registry *r)
 	free(r);
 }
 
-void dist_wire_get(const struct dist_registry *r, struct dist_wire *out)
+void ix_registry_wire_get(const struct ix_registry *r, struct ix_registry_wire *out)
 {
 	*out = r->wire;
 }
@@ -247,7 +247,7 @@ static size_t on_read(char *buf, size_t size, size_t n, void *arg)
 
 static int on_xfer(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
 {
-	struct dist_registry *r = arg;
+	struct ix_registry *r = arg;
 
 	if (r->upload && r->o.prog && r->o.prog->cb && ulnow > 0) {
 		struct ix_oci_event ev = { IX_OCI_BLOB_BYTES, r->upload->sha256, r->upload->size, (uint64_t)ulnow,
@@ -260,7 +260,7 @@ static int on_xfer(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t u
 /* ------------------------------------------------------------- requests */
 
 /* Run q once. Returns 0 with q->status set, or an error for the transport. */
-static int perform(struct dist_registry *r, struct req *q, const char *auth, char *why, size_t whylen)
+static int perform(struct ix_registry *r, struct req *q, const char *auth, char *why, size_t whylen)
 {
 	struct curl_slist *h = NULL;
 	struct body_ctx bc = { r->curl, q };
@@ -360,21 +360,21 @@ static int perform(struct dist_registry *r, struct req *q, const char *auth, cha
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_COULDNT_CONNECT:
 	case CURLE_OPERATION_TIMEDOUT:
-		rc = DIST_ENET;
+		rc = IX_ENET;
 		break;
 	case CURLE_SSL_CONNECT_ERROR:
 	case CURLE_PEER_FAILED_VERIFICATION:
 	case CURLE_SSL_CERTPROBLEM:
 	case CURLE_SSL_CIPHER:
 	case CURLE_SSL_CACERT_BADFILE:
-		rc = DIST_ETLS;
+		rc = IX_ETLS;
 		break;
 	default:
-		rc = DIST_ENET;
+		rc = IX_ENET;
 		break;
 	}
 	return why_set(why, whylen, rc, "%s %s: %s%s", q->method, q->url, curl_easy_strerror(cc),
-		       rc == DIST_ETLS && !r->o.insecure ? " (a plain-HTTP registry needs --insecure; a private CA, --cacert)"
+		       rc == IX_ETLS && !r->o.insecure ? " (a plain-HTTP registry needs --insecure; a private CA, --cacert)"
 							 : "");
 }
 
@@ -429,7 +429,7 @@ static char *b64(const char *s)
 }
 
 /* "Basic <base64 user:pass>" into out; false without credentials. */
-static bool basic_header(const struct dist_registry *r, char *out, size_t cap)
+static bool basic_header(const struct ix_registry *r, char *out, size_t cap)
 {
 	char up[1024];
 	char *enc;
@@ -445,7 +445,7 @@ static bool basic_header(const struct dist_registry *r, char *out, size_t cap)
 }
 
 /* Answer a Bearer challenge: GET realm?service=..&scope=.. for a token. */
-static int fetch_token(struct dist_registry *r, const char *challenge, char *why, size_t whylen)
+static int fetch_token(struct ix_registry *r, const char *challenge, char *why, size_t whylen)
 {
 	char realm[1024], service[256] = "", scope[1024] = "", basic[1200];
 	char *esc_service = NULL, *esc_scope = NULL;
@@ -456,7 +456,7 @@ static int fetch_token(struct dist_registry *r, const char *challenge, char *why
 	if (!q)
 		return -ENOMEM;
 	if (!challenge_param(challenge, "realm", realm, sizeof(realm))) {
-		rc = why_set(why, whylen, DIST_EAUTH, "the registry's bearer challenge names no realm");
+		rc = why_set(why, whylen, IX_EAUTH, "the registry's bearer challenge names no realm");
 		goto out_free;
 	}
 	challenge_param(challenge, "service", service, sizeof(service));
@@ -481,18 +481,18 @@ static int fetch_token(struct dist_registry *r, const char *challenge, char *why
 	/* The token realm is the registry's choice, but plain HTTP only for an
 	 * --insecure registry. */
 	if (!r->o.insecure && strncmp(realm, "https://", 8) != 0) {
-		rc = why_set(why, whylen, DIST_EAUTH, "the token realm %s is not HTTPS", realm);
+		rc = why_set(why, whylen, IX_EAUTH, "the token realm %s is not HTTPS", realm);
 		goto out_free;
 	}
 	if ((rc = perform(r, q, have ? basic : NULL, why, whylen)) < 0)
 		goto out_free;
 	if (q->status == 401 || q->status == 403) {
-		rc = why_set(why, whylen, DIST_EAUTH, "the token service %s refused %s (HTTP %ld)", realm,
+		rc = why_set(why, whylen, IX_EAUTH, "the token service %s refused %s (HTTP %ld)", realm,
 			     have ? "the credentials" : "an anonymous request; credentials are needed", q->status);
 		goto out_free;
 	}
 	if (q->status != 200) {
-		rc = why_set(why, whylen, DIST_EAUTH, "the token service %s answered HTTP %ld", realm, q->status);
+		rc = why_set(why, whylen, IX_EAUTH, "the token service %s answered HTTP %ld", realm, q->status);
 		goto out_free;
 	}
 	q->mem[q->mem_len] = '\0';
@@ -501,7 +501,7 @@ static int fetch_token(struct dist_registry *r, const char *challenge, char *why
 	if (!json_is_string(tok))
 		tok = json_object_get(root, "access_token");
 	if (!json_is_string(tok)) {
-		rc = why_set(why, whylen, DIST_EAUTH, "the token service %s gave no token", realm);
+		rc = why_set(why, whylen, IX_EAUTH, "the token service %s gave no token", realm);
 		goto out_free;
 	}
 	free(r->token);
@@ -518,7 +518,7 @@ out_free:
 }
 
 /* Run q with authentication: answer one 401 challenge, then retry. */
-static int request(struct dist_registry *r, struct req *q, char *why, size_t whylen)
+static int request(struct ix_registry *r, struct req *q, char *why, size_t whylen)
 {
 	char auth[4096];
 	int rc;
@@ -534,36 +534,36 @@ static int request(struct dist_registry *r, struct req *q, char *why, size_t why
 		if ((rc = perform(r, q, a, why, whylen)) < 0)
 			return rc;
 		if (q->status == 403)
-			return why_set(why, whylen, DIST_EAUTH, "%s %s: access denied (HTTP 403)%s%.200s", q->method, q->url,
+			return why_set(why, whylen, IX_EAUTH, "%s %s: access denied (HTTP 403)%s%.200s", q->method, q->url,
 				       q->err_len ? ": " : "", q->err);
 		if (q->status != 401)
 			return 0;
 		if (attempt > 0 || !q->www_auth[0])
-			return why_set(why, whylen, DIST_EAUTH, "%s %s: the registry refused the %s (HTTP 401)", q->method,
+			return why_set(why, whylen, IX_EAUTH, "%s %s: the registry refused the %s (HTTP 401)", q->method,
 				       q->url, r->o.user ? "credentials" : "request; no credentials were found for it");
 		if (strncasecmp(q->www_auth, "Bearer", 6) == 0) {
 			if ((rc = fetch_token(r, q->www_auth, why, whylen)) < 0)
 				return rc;
 		} else if (strncasecmp(q->www_auth, "Basic", 5) == 0) {
 			if (!r->o.user)
-				return why_set(why, whylen, DIST_EAUTH,
+				return why_set(why, whylen, IX_EAUTH,
 					       "the registry asks for credentials and none were found for it");
 			r->basic = true;
 		} else {
-			return why_set(why, whylen, DIST_EAUTH, "unknown authentication scheme: %.60s", q->www_auth);
+			return why_set(why, whylen, IX_EAUTH, "unknown authentication scheme: %.60s", q->www_auth);
 		}
 	}
 }
 
 static int http_fail(const struct req *q, char *why, size_t whylen)
 {
-	return why_set(why, whylen, DIST_EHTTP, "%s %s: HTTP %ld%s%.200s", q->method, q->url, q->status,
+	return why_set(why, whylen, IX_EHTTP, "%s %s: HTTP %ld%s%.200s", q->method, q->url, q->status,
 		       q->err_len ? ": " : "", q->err);
 }
 
-static struct req *req_new(struct dist_registry *r, const char *method, const char *fmt, ...)
+static struct req *req_new(struct ix_registry *r, const char *method, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static struct req *req_new(struct dist_registry *r, const char *method, const char *fmt, ...)
+static struct req *req_new(struct ix_registry *r, const char *method, const char *fmt, ...)
 {
 	struct req *q = calloc(1, sizeof(*q));
 	va_list ap;
@@ -581,7 +581,7 @@ static struct req *req_new(struct dist_registry *r, const char *method, const ch
 }
 
 /* Remember that the repository holds d (best effort: only for origins). */
-static void seen_add(struct dist_registry *r, const struct st_oci_desc *d)
+static void seen_add(struct ix_registry *r, const struct st_oci_desc *d)
 {
 	if (!d->has_id || !r->o.ix)
 		return;
@@ -596,7 +596,7 @@ static void seen_add(struct dist_registry *r, const struct st_oci_desc *d)
 	r->seen[r->nseen++] = d->id;
 }
 
-int dist_origins_record(struct dist_registry *r)
+int ix_registry_origins_record(struct ix_registry *r)
 {
 	char origin[IX_ORIGIN_MAX + 1];
 	int n = snprintf(origin, sizeof(origin), "%s/%s", r->host, r->repo);
@@ -608,7 +608,7 @@ int dist_origins_record(struct dist_registry *r)
 
 /* The repository of this registry to mount d from: --from, else where
  * the store last saw d on this registry; NULL if none. */
-static const char *mount_source(struct dist_registry *r, const struct st_oci_desc *d, char *buf, size_t len)
+static const char *mount_source(struct ix_registry *r, const struct st_oci_desc *d, char *buf, size_t len)
 {
 	size_t hl = strlen(r->host);
 
@@ -625,7 +625,7 @@ static const char *mount_source(struct dist_registry *r, const struct st_oci_des
 
 static int reg_blob_has(void *ctx, const struct st_oci_desc *d, char *why, size_t whylen)
 {
-	struct dist_registry *r = ctx;
+	struct ix_registry *r = ctx;
 	char dg[ST_DIGEST_LEN + 1];
 	struct req *q;
 	int rc;
@@ -644,7 +644,7 @@ static int reg_blob_has(void *ctx, const struct st_oci_desc *d, char *why, size_
 
 /* An upload URL from a Location header (absolute or relative), with
  * digest. false if it does not fit. */
-static bool upload_url(const struct dist_registry *r, const char *loc, const char *dg, char *out, size_t cap)
+static bool upload_url(const struct ix_registry *r, const char *loc, const char *dg, char *out, size_t cap)
 {
 	const char *sep = strchr(loc, '?') ? "&" : "?";
 	int n;
@@ -658,7 +658,7 @@ static bool upload_url(const struct dist_registry *r, const char *loc, const cha
 
 static int reg_blob_put(void *ctx, const struct st_oci_desc *d, int fd, const void *buf, char *why, size_t whylen)
 {
-	struct dist_registry *r = ctx;
+	struct ix_registry *r = ctx;
 	char dg[ST_DIGEST_LEN + 1];
 	struct req *q;
 	int rc;
@@ -688,7 +688,7 @@ static int reg_blob_put(void *ctx, const struct st_oci_desc *d, int fd, const vo
 	char loc[sizeof(q->location)];
 	memcpy(loc, q->location, sizeof(loc));
 	if (!upload_url(r, loc, dg, q->url, sizeof(q->url))) {
-		rc = why_set(why, whylen, DIST_EHTTP, "the registry's upload location is too long");
+		rc = why_set(why, whylen, IX_EHTTP, "the registry's upload location is too long");
 		goto out_free;
 	}
 	q->method = "PUT";
@@ -711,7 +711,7 @@ out_free:
 static int reg_manifest_put(void *ctx, const char *json, size_t len, const uint8_t sha[ST_SHA256_LEN], const char *tag,
 			    char *why, size_t whylen)
 {
-	struct dist_registry *r = ctx;
+	struct ix_registry *r = ctx;
 	char dg[ST_DIGEST_LEN + 1];
 	struct req *q;
 	int rc;
@@ -726,12 +726,12 @@ static int reg_manifest_put(void *ctx, const char *json, size_t len, const uint8
 	if (rc == 0 && q->status != 201)
 		rc = http_fail(q, why, whylen);
 	if (rc == 0 && q->digest[0] && strcmp(q->digest, dg) != 0)
-		rc = why_set(why, whylen, DIST_EHTTP, "the registry stored manifest %s as %s", dg, q->digest);
+		rc = why_set(why, whylen, IX_EHTTP, "the registry stored manifest %s as %s", dg, q->digest);
 	free(q);
 	return rc;
 }
 
-void dist_sink(struct dist_registry *r, struct ix_oci_sink *out)
+void ix_registry_sink(struct ix_registry *r, struct ix_oci_sink *out)
 {
 	*out = (struct ix_oci_sink){ r, reg_blob_has, reg_blob_put, reg_manifest_put };
 }
@@ -740,7 +740,7 @@ void dist_sink(struct dist_registry *r, struct ix_oci_sink *out)
 
 static int reg_manifest_get(void *ctx, const char *ref, char **json, size_t *len, char *why, size_t whylen)
 {
-	struct dist_registry *r = ctx;
+	struct ix_registry *r = ctx;
 	struct req *q = req_new(r, "GET", "manifests/%s", ref);
 	int rc;
 
@@ -758,7 +758,7 @@ static int reg_manifest_get(void *ctx, const char *ref, char **json, size_t *len
 	}
 	rc = request(r, q, why, whylen);
 	if (rc == 0 && q->status == 404)
-		rc = why_set(why, whylen, DIST_ENOTFOUND, "%s:%s is not in the registry", r->repo, ref);
+		rc = why_set(why, whylen, IX_EREMOTE_MISSING, "%s:%s is not in the registry", r->repo, ref);
 	else if (rc == 0 && q->status != 200)
 		rc = http_fail(q, why, whylen);
 	if (rc == 0) {
@@ -775,7 +775,7 @@ static int reg_manifest_get(void *ctx, const char *ref, char **json, size_t *len
 static int reg_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset, ix_oci_sink_fn sink, void *sctx,
 			char *why, size_t whylen)
 {
-	struct dist_registry *r = ctx;
+	struct ix_registry *r = ctx;
 	char dg[ST_DIGEST_LEN + 1];
 	struct req *q;
 	int rc;
@@ -788,7 +788,7 @@ static int reg_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset,
 	q->range_from = offset;
 	rc = request(r, q, why, whylen);
 	if (rc == 0 && q->status == 404)
-		rc = why_set(why, whylen, DIST_ENOTFOUND, "blob %s is not in %s (the manifest names a blob it does not carry)",
+		rc = why_set(why, whylen, IX_EREMOTE_MISSING, "blob %s is not in %s (the manifest names a blob it does not carry)",
 			     dg, r->repo);
 	else if (rc == 0 && q->status != 200 && q->status != 206)
 		rc = http_fail(q, why, whylen);
@@ -800,10 +800,10 @@ static int reg_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset,
 
 static bool reg_not_found(int rc)
 {
-	return rc == DIST_ENOTFOUND;
+	return rc == IX_EREMOTE_MISSING;
 }
 
-void dist_source(struct dist_registry *r, struct ix_oci_source *out)
+void ix_registry_source(struct ix_registry *r, struct ix_oci_source *out)
 {
 	*out = (struct ix_oci_source){ r, reg_manifest_get, reg_blob_get, reg_not_found };
 }
