@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# library.sh: libstrata as a packager installs it and a host program uses it: meson install, pkg-config, the docs/examples built and run (TAP).
+set -u
+S=${STRATA_BIN:?} B=${STRATA_BUILD:?} SRC=${STRATA_SRC:?}
+G=$B/vmm/guest/simpleguest.elf
+T=$(mktemp -d /tmp/strata-e2e-lib.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+n=0
+fails=0
+echo "1..11"
+# shellcheck source=check_lib.sh
+. "$(dirname "$0")/check_lib.sh"
+
+I=$T/inst
+meson install -C "$B" --destdir "$I" --no-rebuild --quiet >"$T/install.log" 2>&1
+pc=$(find "$I" -name strata.pc | head -1)
+libdir=$(dirname "$(dirname "$pc")")
+export PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR=$I
+check "meson install puts the library, its headers and strata.pc in place" 0 'vmm/vmm.h' -- \
+	sh -c "ls '$libdir'/libstrata.so.*.*.* '$libdir/libstrata.a' && find '$I' -path '*/include/strata/*' -name '*.h'"
+check "the shared library has a versioned soname" 0 'SONAME.*libstrata\.so\.[0-9]+\]' -- \
+	readelf -d "$libdir/libstrata.so"
+check "pkg-config strata gives the include dir and the library" 0 'include/strata .*-lstrata' -- \
+	pkg-config --cflags --libs strata
+
+# A sanitizer build installs an instrumented library: link its runtime too.
+cflags="-Wall -Wextra -Werror -O2"
+[ "${STRATA_SANITIZE:-none}" != none ] && cflags="$cflags -fsanitize=$STRATA_SANITIZE"
+build() {  # build NAME: one example against the installed library (shared)
+	# shellcheck disable=SC2046,SC2086
+	cc $cflags -o "$T/$1" "$SRC/docs/examples/$1.c" $(pkg-config --cflags --libs strata) -pthread &&
+		echo "built $1"
+}
+for e in restore_loop host_function thread_pool; do
+	check "docs/examples/$e.c compiles against the installed library" 0 "^built $e\$" -- build "$e"
+done
+# The static archive, with the system libraries shared, as most packagers link it.
+# shellcheck disable=SC2086
+check "restore_loop links against libstrata.a" 0 '^built$' -- sh -c "cc $cflags -o '$T/restore_loop_static' \
+	'$SRC/docs/examples/restore_loop.c' \$(pkg-config --cflags strata) '$libdir/libstrata.a' \
+	\$(PKG_CONFIG_SYSROOT_DIR= pkg-config --libs libxxhash jansson libcrypto lmdb libcurl fuse3) -pthread -lrt && echo built"
+
+# Running them needs a sandbox, so KVM here.
+export LD_LIBRARY_PATH=$libdir
+"$S" --store "$T/store" init >/dev/null
+if [ -z "$KVM_WHY" ]; then
+	"$S" --store "$T/store" run "$G" --call counter_next --repeat 2 --snapshot two >/dev/null 2>&1
+	"$S" --store "$T/store" export two "$T/snap" >/dev/null 2>&1
+fi
+check_kvm "restore_loop: every call after a restore sees the snapshot (counter 3, 3, 3)" 0 \
+	'call 1: 3.*call 2: 3.*call 3: 3' -- sh -c "'$T/restore_loop' '$T/snap' counter_next 3 | tr '\n' ' '"
+check_kvm "host_function: the guest's add calls the host back once" 0 \
+	'^add\(1, 41\) = 42, host_add called 1 time\(s\)$' -- "$T/host_function" "$G" 1 41
+check_kvm "thread_pool: 4 threads over 2 sandboxes, every call from the snapshot" 0 \
+	'^100 calls on 2 sandboxes: every result 3, 0 differed, 0 failed$' -- "$T/thread_pool" "$T/snap" counter_next
+check_kvm "the statically linked restore_loop runs too" 0 'call 2: 3' -- \
+	sh -c "'$T/restore_loop_static' '$T/snap' counter_next 2 | tr '\n' ' '"
+[ "$fails" -eq 0 ]
