@@ -13,7 +13,8 @@
 #include "store/store.h"
 
 /* Fixed node ids of the top of the tree (FUSE_ROOT_ID is 1). */
-enum { FS_INO_ROOT = 1, FS_INO_SNAPSHOTS = 2, FS_INO_BLOBS = 3, FS_INO_MEMORY = 4, FS_INO_FIRST_DYNAMIC = 16 };
+enum { FS_INO_ROOT = 1, FS_INO_SNAPSHOTS = 2, FS_INO_BLOBS = 3, FS_INO_MEMORY = 4, FS_INO_IMPORTS = 5,
+       FS_INO_FIRST_DYNAMIC = 16 };
 
 /* Longest file name the mount accepts (NAME_MAX). */
 #define FS_NAME_MAX 255
@@ -34,7 +35,9 @@ enum fs_kind {
 	FS_K_MEMFILE,     /* memory/NAME (key: snapshot id) */
 	FS_K_STAGEDIR,    /* snapshots/NAME while a copy imports it (key: stage serial) */
 	FS_K_STAGELAYERS, /* its layers/ (key: stage serial) */
-	FS_K_STAGEFILE,   /* a file being copied in (key: file serial) */
+	FS_K_STAGEFILE,   /* a file (or an ignored extra dir) being copied in (key: file serial) */
+	FS_K_IMPORTS,     /* imports/: one status file per unfinished import */
+	FS_K_IMPORTFILE,  /* imports/NAME (key: stage serial) */
 };
 
 /* What identifies a node: kind, a 16-byte id and, for tagged dirs, the tag. */
@@ -179,6 +182,9 @@ int fs_ns_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs
 /* Acquire a node for a key (counts one lookup). */
 int fs_ns_acquire(struct fs *fs, const struct fs_key *key, struct fs_node **out);
 int fs_ns_attr(struct fs *fs, struct fs_node *n, struct stat *st);
+/* For a directory node inside an import: where names in it live. False if
+ * n is not one. */
+bool fs_ns_stage_place(const struct fs_node *n, bool *in_layers, struct fs_sfile **dir);
 struct fs_dirent {
 	char *name;
 	struct fs_key key;   /* name inside points into this entry's storage */
@@ -204,40 +210,74 @@ struct fs_rm {
 	bool *layer;        /* per manifest layer: unlinked */
 };
 int fs_stage_mkdir(struct fs *fs, const char *name, struct fs_stage **out);
-/* The stage visible under name (open or just committed), referenced; NULL if none. */
+/* The import answering for snapshots/NAME (open or just committed),
+ * referenced; NULL if none. An unfinished import that was set aside
+ * (stale: nothing open, idle, incomplete) no longer answers, so a new
+ * copy can take the name. */
 struct fs_stage *fs_stage_find(struct fs *fs, const char *name);
+/* Any unfinished import by name, stale ones included (imports/NAME). */
+struct fs_stage *fs_stage_find_any(struct fs *fs, const char *name);
 struct fs_stage *fs_stage_ref(struct fs_stage *s);
 void fs_stage_unref(struct fs *fs, struct fs_stage *s);
 uint64_t fs_stage_serial(const struct fs_stage *s);
 bool fs_stage_has_layers(const struct fs_stage *s);
 bool fs_stage_alive(const struct fs_stage *s);
 int fs_stage_mkdir_layers(struct fs *fs, struct fs_stage *s);
-/* Find a file by name in the stage dir (in_layers false) or its layers/. */
-struct fs_sfile *fs_stage_file_find(struct fs_stage *s, bool in_layers, const char *name);
+/*
+ * A place inside an import: its directory (in_layers false, dir NULL), its
+ * layers/ (in_layers true, dir NULL), or an extra directory the copy
+ * brought along (dir: that directory's file; everything in it is ignored).
+ */
+struct fs_sfile *fs_stage_file_find(struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name);
 uint64_t fs_sfile_serial(const struct fs_sfile *f);
-struct fs_sfile *fs_stage_file_by_serial(struct fs_stage *s, uint64_t serial);
-/* Create (or truncate an existing) file. -EINVAL for names that cannot be
- * part of a snapshot, -EEXIST with excl. */
-int fs_stage_create(struct fs *fs, struct fs_stage *s, bool in_layers, const char *name, bool excl,
-		    struct fs_sfile **out);
+bool fs_sfile_is_dir(const struct fs_sfile *f);
+bool fs_sfile_in_layers(const struct fs_sfile *f);
+/* Create (or truncate an existing) file. Names that are not part of the
+ * snapshot format are accepted as extras and ignored; -EINVAL for a layer
+ * id the manifest does not name; -EEXIST with excl. */
+int fs_stage_create(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name,
+		    bool excl, struct fs_sfile **out);
+/* mkdir of anything but layers/ in an import: an extra directory, ignored. */
+int fs_stage_mkdir_extra(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name,
+			 struct fs_sfile **out);
+/* An open handle on f begins (counted until fs_stage_release). */
 int fs_stage_open_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, bool trunc);
+void fs_stage_open_read(struct fs_stage *s, struct fs_sfile *f);
 int fs_stage_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uint64_t off, const void *buf, size_t len);
 int fs_stage_truncate(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uint64_t size);
-/* Finish a file (hash check, manifest parse) and commit the snapshot when
- * complete. Errors are what close() returns to the copy tool. */
+/* A close(): finish the file if its bytes are now what its name promises
+ * (a layer hashing to its id, a manifest that parses) and commit the
+ * snapshot when complete. Too few bytes are not an error (more may come
+ * through another descriptor or a later append); bytes that can never
+ * become valid are, and that is what close() returns to the copy tool. */
 int fs_stage_flush(struct fs *fs, struct fs_stage *s, struct fs_sfile *f);
-int fs_stage_rename(struct fs *fs, struct fs_stage *s, bool from_layers, const char *from, bool to_layers,
-		    const char *to);
-int fs_stage_unlink(struct fs *fs, struct fs_stage *s, bool in_layers, const char *name);
+/* The last reference to an open handle is gone (FUSE release). */
+void fs_stage_release(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, bool writing);
+int fs_stage_rename(struct fs *fs, struct fs_stage *s, bool from_layers, struct fs_sfile *from_dir, const char *from,
+		    bool to_layers, struct fs_sfile *to_dir, const char *to);
+int fs_stage_unlink(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name);
+int fs_stage_rmdir_extra(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name);
 int fs_stage_rmdir_layers(struct fs *fs, struct fs_stage *s);
 int fs_stage_rmdir(struct fs *fs, struct fs_stage *s);
 int fs_stage_rename_dir(struct fs *fs, struct fs_stage *s, const char *to);
 /* Attributes of a staged file / dir. */
 void fs_stage_attr(struct fs_stage *s, struct fs_sfile *f, bool layers_dir, struct stat *st);
-/* Names in the stage dir or its layers/ (for readdir). */
-int fs_stage_list(struct fs_stage *s, bool in_layers, struct fs_dirlist **out);
+/* Names in the stage dir, its layers/ or an extra dir (for readdir). */
+int fs_stage_list(struct fs_stage *s, bool in_layers, struct fs_sfile *dir, struct fs_dirlist **out);
+/* Every unfinished import (imports/). */
+int fs_stage_list_imports(struct fs *fs, struct fs_dirlist **out);
+/* What an import has and lacks, as text (imports/NAME): malloc'd, *len bytes. */
+int fs_stage_status(struct fs *fs, struct fs_stage *s, char **out, size_t *len);
+/* Drop an unfinished import at once (rm imports/NAME). */
+void fs_stage_drop(struct fs *fs, struct fs_stage *s);
 /* A staged file that is complete: its blob id (layers) for reads. */
 int fs_sfile_blob(struct fs_stage *s, struct fs_sfile *f, st_id *id, const char **buf, size_t *len);
+/* The snapshot an import committed (user.strata.id of its directory while
+ * it lingers); false while unfinished. */
+bool fs_stage_committed_id(struct fs_stage *s, st_id *id);
+/* setxattr inside an import: strata's own names are accepted (a copy made
+ * with rsync -X or cp -a carries them), others -ENOTSUP. */
+int fs_stage_setxattr(struct fs *fs, struct fs_stage *s, const char *name);
 /* Map an st_/ix_ code to the errno a file tool should see. */
 int fs_errno(int rc);
 /* Drop imports idle longer than the timeout; returns how many. */

@@ -41,6 +41,7 @@ uint64_t fs_ino_stable(const struct fs_key *key)
 	case FS_K_SNAPSHOTS: return FS_INO_SNAPSHOTS;
 	case FS_K_BLOBS: return FS_INO_BLOBS;
 	case FS_K_MEMORY: return FS_INO_MEMORY;
+	case FS_K_IMPORTS: return FS_INO_IMPORTS;
 	default: break;
 	}
 	uint64_t v = key_hash(key) & ((1ull << 63) - 1);
@@ -185,6 +186,7 @@ int fs_itable_acquire(struct fs_itable *t, const struct fs_key *key,
 	case FS_K_SNAPSHOTS: n->ino = FS_INO_SNAPSHOTS; n->pinned = true; break;
 	case FS_K_BLOBS: n->ino = FS_INO_BLOBS; n->pinned = true; break;
 	case FS_K_MEMORY: n->ino = FS_INO_MEMORY; n->pinned = true; break;
+	case FS_K_IMPORTS: n->ino = FS_INO_IMPORTS; n->pinned = true; break;
 	default: n->ino = t->next_ino++; break;
 	}
 	n->nlookup = 1;

@@ -60,6 +60,25 @@ static int layer_index(const struct st_manifest *m, const st_id *id)
 	return -1;
 }
 
+bool fs_ns_stage_place(const struct fs_node *n, bool *in_layers, struct fs_sfile **dir)
+{
+	switch (n->kind) {
+	case FS_K_STAGEDIR:
+	case FS_K_STAGELAYERS:
+		*in_layers = n->kind == FS_K_STAGELAYERS;
+		*dir = NULL;
+		return true;
+	case FS_K_STAGEFILE:
+		if (!fs_sfile_is_dir(n->sfile))
+			return false;
+		*in_layers = fs_sfile_in_layers(n->sfile);
+		*dir = n->sfile;
+		return true;
+	default:
+		return false;
+	}
+}
+
 int fs_ns_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs_node **out)
 {
 	struct fs_key k = { 0 };
@@ -76,9 +95,19 @@ int fs_ns_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs
 			k.kind = FS_K_BLOBS;
 		else if (strcmp(name, "memory") == 0)
 			k.kind = FS_K_MEMORY;
+		else if (strcmp(name, "imports") == 0)
+			k.kind = FS_K_IMPORTS;
 		else
 			return -ENOENT;
 		return fs_ns_acquire(fs, &k, out);
+	case FS_K_IMPORTS: {
+		struct fs_stage *s = fs_stage_find_any(fs, name);
+		if (!s)
+			return -ENOENT;
+		rc = acquire_stage(fs, FS_K_IMPORTFILE, s, NULL, out);
+		fs_stage_unref(fs, s);
+		return rc;
+	}
 	case FS_K_SNAPSHOTS:
 	case FS_K_MEMORY: {
 		if (dir->kind == FS_K_SNAPSHOTS) {
@@ -146,14 +175,18 @@ int fs_ns_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs
 		return fs_ns_acquire(fs, &k, out);
 	}
 	case FS_K_STAGEDIR:
-	case FS_K_STAGELAYERS: {
-		bool in_layers = dir->kind == FS_K_STAGELAYERS;
-		if (!in_layers && strcmp(name, "layers") == 0) {
+	case FS_K_STAGELAYERS:
+	case FS_K_STAGEFILE: {
+		bool in_layers;
+		struct fs_sfile *sdir;
+		if (!fs_ns_stage_place(dir, &in_layers, &sdir))
+			return -ENOTDIR;
+		if (dir->kind == FS_K_STAGEDIR && strcmp(name, "layers") == 0) {
 			if (!fs_stage_has_layers(dir->stage))
 				return -ENOENT;
 			return acquire_stage(fs, FS_K_STAGELAYERS, dir->stage, NULL, out);
 		}
-		struct fs_sfile *f = fs_stage_file_find(dir->stage, in_layers, name);
+		struct fs_sfile *f = fs_stage_file_find(dir->stage, in_layers, sdir, name);
 		if (!f)
 			return -ENOENT;
 		return acquire_stage(fs, FS_K_STAGEFILE, dir->stage, f, out);
@@ -169,6 +202,8 @@ double fs_node_timeout(const struct fs *fs, const struct fs_node *n)
 	case FS_K_STAGEDIR:
 	case FS_K_STAGELAYERS:
 	case FS_K_STAGEFILE:
+	case FS_K_IMPORTS:
+	case FS_K_IMPORTFILE:
 		return 0;
 	case FS_K_SNAPSHOTS:
 	case FS_K_MEMORY:
@@ -230,8 +265,24 @@ int fs_ns_attr(struct fs *fs, struct fs_node *n, struct stat *st)
 	set_time(st, fs->start_ns);
 	switch (n->kind) {
 	case FS_K_ROOT:
-		dir_attr(st, 0555, 5);
+		dir_attr(st, 0555, 6);
 		return 0;
+	case FS_K_IMPORTS:
+		dir_attr(st, 0555, 2);
+		return 0;
+	case FS_K_IMPORTFILE: {
+		char *text;
+		size_t len;
+		if ((rc = fs_stage_status(fs, n->stage, &text, &len)) < 0)
+			return rc;
+		free(text);
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_size = (off_t)len;
+		st->st_blocks = (blkcnt_t)((len + 511) / 512);
+		set_time(st, fs_now_ns());
+		return 0;
+	}
 	case FS_K_SNAPSHOTS: {
 		struct fs_tags *t = fs_tags_get(fs);
 		dir_attr(st, 0755, 2 + t->n);
@@ -359,6 +410,9 @@ int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out)
 		k.kind = FS_K_MEMORY;
 		if (rc >= 0)
 			rc = list_add(l, &cap, "memory", &k, S_IFDIR);
+		k.kind = FS_K_IMPORTS;
+		if (rc >= 0)
+			rc = list_add(l, &cap, "imports", &k, S_IFDIR);
 		break;
 	}
 	case FS_K_SNAPSHOTS:
@@ -416,10 +470,19 @@ int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out)
 		rc = st_blob_foreach(fs->store, list_blob, &bl);
 		break;
 	}
+	case FS_K_IMPORTS:
+		fs_dirlist_free(l);
+		return fs_stage_list_imports(fs, out);
 	case FS_K_STAGEDIR:
 	case FS_K_STAGELAYERS:
+	case FS_K_STAGEFILE: {
+		bool in_layers;
+		struct fs_sfile *sdir;
 		fs_dirlist_free(l);
-		return fs_stage_list(dir->stage, dir->kind == FS_K_STAGELAYERS, out);
+		if (!fs_ns_stage_place(dir, &in_layers, &sdir))
+			return -ENOTDIR;
+		return fs_stage_list(dir->stage, in_layers, sdir, out);
+	}
 	default:
 		rc = -ENOTDIR;
 		break;
@@ -458,6 +521,8 @@ static bool node_id(struct fs_node *n, st_id *id)
 		return true;
 	case FS_K_STAGEFILE:
 		return fs_sfile_blob(n->stage, n->sfile, id, &buf, &len) == 0 && !buf;
+	case FS_K_STAGEDIR:
+		return fs_stage_committed_id(n->stage, id);
 	default:
 		return false;
 	}

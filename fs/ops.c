@@ -30,6 +30,8 @@ struct fs_fh {
 	struct fs_stage *stage;    /* FH_STAGE: counted reference */
 	struct fs_sfile *sfile;
 	bool writing;
+	char *text;                /* FH_BUF without snap: imports/NAME's status */
+	size_t textlen;
 };
 
 static struct fs *req_fs(fuse_req_t req)
@@ -167,6 +169,12 @@ static bool is_stage(const struct fs_node *n)
 	return n->kind == FS_K_STAGEDIR || n->kind == FS_K_STAGELAYERS || n->kind == FS_K_STAGEFILE;
 }
 
+/* A node of a committed snapshot's directory (a layer is a blob node). */
+static bool in_snapshot(const struct fs_node *n)
+{
+	return n->kind == FS_K_SNAPDIR || n->kind == FS_K_LAYERS || n->kind == FS_K_MANIFEST || n->kind == FS_K_BLOB;
+}
+
 static const char *kind_name(enum fs_kind k)
 {
 	switch (k) {
@@ -179,6 +187,8 @@ static const char *kind_name(enum fs_kind k)
 	case FS_K_MANIFEST: return "a committed manifest.json";
 	case FS_K_BLOB: return "a blob";
 	case FS_K_MEMFILE: return "a memory file";
+	case FS_K_IMPORTS: return "imports/";
+	case FS_K_IMPORTFILE: return "an import's status file";
 	default: return "an import";
 	}
 }
@@ -186,7 +196,7 @@ static const char *kind_name(enum fs_kind k)
 /* What a write gets where nothing may be written, with the log line saying so. */
 static int refuse(struct fs *fs, const struct fs_node *n, const char *op, const char *name)
 {
-	int rc = n->kind == FS_K_ROOT || n->kind == FS_K_SNAPSHOTS ? -EPERM : -EROFS;
+	int rc = n->kind == FS_K_ROOT || n->kind == FS_K_SNAPSHOTS || n->kind == FS_K_IMPORTS ? -EPERM : -EROFS;
 
 	fs_log(fs, FS_LOG_WARNING, "%s%s%s in %s: refused (%s): snapshots are immutable; "
 	       "import by copying a snapshot directory into snapshots/", op, name ? " " : "",
@@ -205,18 +215,20 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		reply_err(req, -ESTALE);
 		return;
 	}
-	if (!is_stage(n)) {
-		reply_err(req, refuse(fs, n, "setattr", NULL));
+	if (!is_stage(n) && (!in_snapshot(n) || (to_set & FUSE_SET_ATTR_SIZE))) {
+		reply_err(req, refuse(fs, n, to_set & FUSE_SET_ATTR_SIZE ? "truncate" : "setattr", NULL));
 		return;
 	}
 	if (to_set & FUSE_SET_ATTR_SIZE) {
-		if (n->kind != FS_K_STAGEFILE)
+		if (n->kind != FS_K_STAGEFILE || fs_sfile_is_dir(n->sfile))
 			rc = -EISDIR;
 		else
 			rc = fs_stage_truncate(fs, n->stage, n->sfile, (uint64_t)attr->st_size);
 	}
-	/* Mode, owner and times of files being copied in are accepted and not
-	 * kept: a snapshot's files are 0444 and dated by the manifest. */
+	/* Mode, owner and times are accepted and not kept, in an import and
+	 * on a committed snapshot alike: a snapshot's files are 0444 and dated
+	 * by the manifest, so copying the same snapshot onto it again (rsync
+	 * -a, cp -a) ends with a successful no-op. */
 	if (rc >= 0)
 		rc = fs_ns_attr(fs, n, &st);
 	if (rc < 0)
@@ -254,21 +266,24 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		}
 		break;
 	case FS_K_STAGEDIR:
-		if (strcmp(name, "layers") != 0) {
-			fs_log(fs, FS_LOG_WARNING, "mkdir snapshots/.../%s: refused: a snapshot directory has only layers/", name);
-			rc = -EINVAL;
+	case FS_K_STAGELAYERS:
+	case FS_K_STAGEFILE: {
+		bool in_layers;
+		struct fs_sfile *sdir, *f;
+		if (!fs_ns_stage_place(dir, &in_layers, &sdir)) {
+			rc = -ENOTDIR;
 			break;
 		}
-		rc = fs_stage_mkdir_layers(fs, dir->stage);
+		if (dir->kind == FS_K_STAGEDIR && strcmp(name, "layers") == 0)
+			rc = fs_stage_mkdir_layers(fs, dir->stage);
+		else
+			rc = fs_stage_mkdir_extra(fs, dir->stage, in_layers, sdir, name, &f);
 		if (rc >= 0 && (rc = fs_ns_lookup(fs, dir, name, &n)) >= 0) {
 			reply_node(req, fs, n);
 			return;
 		}
 		break;
-	case FS_K_STAGELAYERS:
-		fs_log(fs, FS_LOG_WARNING, "mkdir layers/%s: refused: layers/ holds only files", name);
-		rc = -EINVAL;
-		break;
+	}
 	default:
 		rc = refuse(fs, dir, "mkdir", name);
 		break;
@@ -355,8 +370,25 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	switch (dir->kind) {
 	case FS_K_STAGEDIR:
 	case FS_K_STAGELAYERS:
-		rc = fs_stage_unlink(fs, dir->stage, dir->kind == FS_K_STAGELAYERS, name);
+	case FS_K_STAGEFILE: {
+		bool in_layers;
+		struct fs_sfile *sdir;
+		rc = fs_ns_stage_place(dir, &in_layers, &sdir) ? fs_stage_unlink(fs, dir->stage, in_layers, sdir, name)
+							     : -ENOTDIR;
 		break;
+	}
+	case FS_K_IMPORTS: {
+		/* rm imports/NAME drops an unfinished import at once */
+		struct fs_stage *s = fs_stage_find_any(fs, name);
+		if (!s) {
+			rc = -ENOENT;
+			break;
+		}
+		fs_stage_drop(fs, s);
+		fs_stage_unref(fs, s);
+		rc = 0;
+		break;
+	}
 	case FS_K_SNAPDIR:
 	case FS_K_LAYERS:
 		rc = unlink_committed(fs, dir, name);
@@ -438,8 +470,18 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		break;
 	}
 	case FS_K_STAGEDIR:
-		rc = strcmp(name, "layers") == 0 ? fs_stage_rmdir_layers(fs, dir->stage) : -ENOENT;
+	case FS_K_STAGELAYERS:
+	case FS_K_STAGEFILE: {
+		bool in_layers;
+		struct fs_sfile *sdir;
+		if (!fs_ns_stage_place(dir, &in_layers, &sdir))
+			rc = -ENOTDIR;
+		else if (dir->kind == FS_K_STAGEDIR && strcmp(name, "layers") == 0)
+			rc = fs_stage_rmdir_layers(fs, dir->stage);
+		else
+			rc = fs_stage_rmdir_extra(fs, dir->stage, in_layers, sdir, name);
 		break;
+	}
 	default:
 		rc = refuse(fs, dir, "rmdir", name);
 		break;
@@ -461,6 +503,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 {
 	struct fs *fs = req_fs(req);
 	struct fs_node *from = node_of(fs, parent), *to = node_of(fs, newparent);
+	struct fs_sfile *fd, *td;
+	bool fl, tl;
 	int rc;
 
 	if (!from || !to) {
@@ -499,9 +543,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 			}
 		}
 	} else if (is_stage(from) && is_stage(to) && from->stage == to->stage &&
-		   from->kind != FS_K_STAGEFILE && to->kind != FS_K_STAGEFILE) {
-		rc = fs_stage_rename(fs, from->stage, from->kind == FS_K_STAGELAYERS, name,
-				     to->kind == FS_K_STAGELAYERS, newname);
+		   fs_ns_stage_place(from, &fl, &fd) && fs_ns_stage_place(to, &tl, &td)) {
+		rc = fs_stage_rename(fs, from->stage, fl, fd, name, tl, td, newname);
 	} else if (is_stage(from) || is_stage(to)) {
 		fs_log(fs, FS_LOG_WARNING, "rename %s -> %s refused: files move only inside one import", name, newname);
 		rc = -EINVAL;
@@ -541,8 +584,11 @@ static void fh_free(struct fs *fs, struct fs_fh *fh)
 			fh_free(fs, fh->layers[i]);
 		free(fh->layers);
 	}
+	if (fh->stage && fh->sfile)
+		fs_stage_release(fs, fh->stage, fh->sfile, fh->writing);
 	if (fh->stage)
 		fs_stage_unref(fs, fh->stage);
+	free(fh->text);
 	pthread_mutex_destroy(&fh->lock);
 	free(fh);
 }
@@ -677,7 +723,19 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* Immutable: every opener and every mapping shares one page cache. */
 		fi->keep_cache = 1;
 		break;
+	case FS_K_IMPORTFILE:
+		if (!(fh = fh_new(FH_BUF))) {
+			rc = -ENOMEM;
+			break;
+		}
+		rc = fs_stage_status(fs, n->stage, &fh->text, &fh->textlen);
+		fi->direct_io = 1; /* the text changes as the import goes on */
+		break;
 	case FS_K_STAGEFILE: {
+		if (fs_sfile_is_dir(n->sfile)) {
+			rc = -EISDIR;
+			break;
+		}
 		/* A finished layer of an import read back (a restore right after
 		 * rsync, say) is served as its blob: page-cached and mappable. */
 		st_id sid;
@@ -693,10 +751,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			break;
 		}
 		fh->stage = fs_stage_ref(n->stage);
-		fh->sfile = n->sfile;
-		fh->writing = wr;
 		if (wr)
 			rc = fs_stage_open_write(fs, n->stage, n->sfile, fi->flags & O_TRUNC);
+		else
+			fs_stage_open_read(n->stage, n->sfile);
+		fh->writing = wr;
+		fh->sfile = rc >= 0 ? n->sfile : NULL; /* counted: released in op_release */
 		fi->direct_io = 1; /* bytes go straight to the hasher, in order */
 		break;
 	}
@@ -730,7 +790,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		reply_err(req, -ESTALE);
 		return;
 	}
-	if (dir->kind != FS_K_STAGEDIR && dir->kind != FS_K_STAGELAYERS) {
+	bool in_layers;
+	struct fs_sfile *sdir;
+	if (!fs_ns_stage_place(dir, &in_layers, &sdir)) {
 		if (fs_name_check(name) == -ENAMETOOLONG)
 			rc = -ENAMETOOLONG;
 		else if (dir->kind == FS_K_SNAPSHOTS) {
@@ -743,7 +805,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		reply_err(req, rc);
 		return;
 	}
-	rc = fs_stage_create(fs, dir->stage, dir->kind == FS_K_STAGELAYERS, name, fi->flags & O_EXCL, &f);
+	rc = fs_stage_create(fs, dir->stage, in_layers, sdir, name, fi->flags & O_EXCL, &f);
 	if (rc < 0) {
 		reply_err(req, rc);
 		return;
@@ -760,8 +822,15 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	fh->stage = fs_stage_ref(dir->stage);
-	fh->sfile = f;
 	fh->writing = true;
+	if ((rc = fs_stage_open_write(fs, dir->stage, f, false)) >= 0)
+		fh->sfile = f; /* counted: released in op_release */
+	if (rc < 0) {
+		fh_free(fs, fh);
+		fs_itable_forget(fs->itable, n->ino, 1);
+		reply_err(req, rc);
+		return;
+	}
 	fi->fh = (uintptr_t)fh;
 	fi->direct_io = 1;
 	if (fuse_reply_create(req, &e, fi) != 0) {
@@ -880,6 +949,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 
 	switch (fh->kind) {
 	case FH_BUF:
+		if (fh->text) {
+			size_t o = (size_t)off < fh->textlen ? (size_t)off : fh->textlen;
+			fuse_reply_buf(req, fh->text + o, size < fh->textlen - o ? size : fh->textlen - o);
+			return;
+		}
 		if ((size_t)off >= fh->snap->rawlen)
 			fuse_reply_buf(req, NULL, 0);
 		else
@@ -1166,8 +1240,28 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	struct fs *fs = req_fs(req);
 	struct fs_node *n = node_of(fs, ino);
 
-	/* Copies into an import may try to carry xattrs along: not kept. */
-	reply_err(req, n && is_stage(n) ? -ENOTSUP : n ? refuse(fs, n, "setxattr", name) : -ESTALE);
+	if (!n) {
+		reply_err(req, -ESTALE);
+		return;
+	}
+	/* Copies into an import may try to carry xattrs along: strata's own
+	 * are accepted (rsync -X, cp -a), others ENOTSUP; none is kept. */
+	if (is_stage(n)) {
+		reply_err(req, fs_stage_setxattr(fs, n->stage, name));
+		return;
+	}
+	/* On a snapshot, writing back what strata exports is a no-op: the same
+	 * id, or a blob path (it names a file in another store when copied). */
+	if (in_snapshot(n) && strncmp(name, "user.strata.", 12) == 0) {
+		char cur[ST_ID_HEX_LEN + 1];
+		int len = fs_ns_getxattr(fs, n, name, cur, sizeof(cur));
+		if (strcmp(name, "user.strata.blob_path") == 0 ||
+		    (len >= 0 && (size_t)len == size && memcmp(cur, value, size) == 0)) {
+			fuse_reply_err(req, 0);
+			return;
+		}
+	}
+	reply_err(req, refuse(fs, n, "setxattr", name));
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
@@ -1175,7 +1269,17 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct fs *fs = req_fs(req);
 	struct fs_node *n = node_of(fs, ino);
 
-	reply_err(req, n && is_stage(n) ? -ENOTSUP : n ? refuse(fs, n, "removexattr", name) : -ESTALE);
+	if (!n) {
+		reply_err(req, -ESTALE);
+		return;
+	}
+	/* strata's own names are computed, never stored: removing one (rsync
+	 * -X from a copy that lacks them) is accepted and changes nothing. */
+	if ((is_stage(n) || in_snapshot(n)) && strncmp(name, "user.strata.", 12) == 0) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	reply_err(req, is_stage(n) ? -ENOTSUP : refuse(fs, n, "removexattr", name));
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)

@@ -162,7 +162,7 @@ static void release_node(struct fs_node *n, void *ctx)
 
 static int pin_top(struct fs *fs)
 {
-	static const enum fs_kind top[] = { FS_K_ROOT, FS_K_SNAPSHOTS, FS_K_BLOBS, FS_K_MEMORY };
+	static const enum fs_kind top[] = { FS_K_ROOT, FS_K_SNAPSHOTS, FS_K_BLOBS, FS_K_MEMORY, FS_K_IMPORTS };
 	struct fs_node *n;
 
 	for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++) {

@@ -1,5 +1,6 @@
 /* stage.c: importing a snapshot that file tools copy into snapshots/NAME/ (mkdir, write, rename, flush). */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,20 +8,29 @@
 #include "fs/fs_int.h"
 
 /* How long a committed import keeps answering for its directory, so the
- * copy tool's last chmod/utimes calls land on it (idle seconds). */
+ * copy tool's last chmod/utimes calls land on it (idle seconds); an
+ * unfinished import idle this long with nothing open is set aside. */
 #define STAGE_LINGER_NS (2ll * 1000000000ll)
 #define ZERO_CHUNK 65536
+#define WHY_LEN 200
 
-enum sf_state { SF_WRITING, SF_CLOSED, SF_DONE, SF_FAILED }; /* CLOSED: a temp-named layer, all bytes in, awaiting its rename */
+/* WRITING: accepting bytes, not (yet) valid. CLOSED: unused (kept for the
+ * order of states). DONE: finished and verified. FAILED: can never become
+ * valid (err says why); rewriting it with O_TRUNC starts it again. */
+enum sf_state { SF_WRITING, SF_CLOSED, SF_DONE, SF_FAILED };
 enum stg_state { STG_OPEN, STG_COMMITTED, STG_DEAD };
 
 struct fs_sfile {
 	uint64_t serial;
 	char *name;
 	bool in_layers;
+	struct fs_sfile *dir;      /* the extra directory holding it, or NULL */
+	bool is_dir;               /* an extra directory (ignored, like all it holds) */
+	bool extra;                /* not part of the snapshot format: accepted, not kept */
 	bool gone;                 /* unlinked or replaced by a rename */
 	enum sf_state state;
 	int err;                   /* SF_FAILED: what the flush returned */
+	unsigned handles;          /* open handles (FUSE open/create until release) */
 	struct st_blob_writer *w;  /* layer bytes streaming into the store */
 	struct st_hasher *h;       /* layer already stored: only hash to check it */
 	st_id expect;              /* the name's id, when the name is an id */
@@ -30,6 +40,7 @@ struct fs_sfile {
 	char *buf;                 /* files outside layers/: the bytes (manifest.json is small) */
 	size_t cap;
 	int64_t mtime_ns;
+	char why[WHY_LEN];                 /* not done: what is wrong or missing (imports/NAME) */
 	struct fs_sfile *next;
 };
 
@@ -40,6 +51,7 @@ struct fs_stage {
 	char *name;
 	enum stg_state state;
 	bool layers_dir;
+	unsigned handles;          /* open handles on its files */
 	struct fs_sfile *files;
 	struct st_manifest *m;     /* from a complete, valid manifest.json */
 	st_id snap_id;
@@ -64,6 +76,8 @@ int fs_errno(int rc)
 
 uint64_t fs_stage_serial(const struct fs_stage *s) { return s->serial; }
 uint64_t fs_sfile_serial(const struct fs_sfile *f) { return f->serial; }
+bool fs_sfile_is_dir(const struct fs_sfile *f) { return f->is_dir; }
+bool fs_sfile_in_layers(const struct fs_sfile *f) { return f->in_layers; }
 
 bool fs_stage_has_layers(const struct fs_stage *s)
 {
@@ -122,20 +136,59 @@ static void touch(struct fs_stage *s)
 	s->last_ns = fs_now_ns();
 }
 
-/* Is a tag or a live import already using name? */
-static bool name_taken(struct fs *fs, const char *name)
+/*
+ * An unfinished import is set aside when nothing holds a file of it open,
+ * nothing touched it for STAGE_LINGER_NS and it holds at least one file: a
+ * copy ran and stopped short. It then no longer answers for snapshots/NAME,
+ * so `cp -r SRC snapshots/NAME` again makes a new import instead of copying
+ * into the old one, and its state stays readable in imports/NAME until it is
+ * replaced or dropped. Caller holds s->lock.
+ */
+static bool stale_locked(const struct fs_stage *s, int64_t now)
+{
+	if (s->state != STG_OPEN || s->handles || now - s->last_ns <= STAGE_LINGER_NS)
+		return false;
+	for (const struct fs_sfile *f = s->files; f; f = f->next)
+		if (!f->gone)
+			return true;
+	return false;
+}
+
+static bool stage_stale(struct fs_stage *s, int64_t now)
+{
+	pthread_mutex_lock(&s->lock);
+	bool stale = stale_locked(s, now);
+	pthread_mutex_unlock(&s->lock);
+	return stale;
+}
+
+static void stage_kill(struct fs *fs, struct fs_stage *s);
+static bool commit_current(struct fs *fs, struct fs_stage *s);
+static void describe_missing(struct fs *fs, struct fs_stage *s, char *out, size_t len);
+
+/* Is a tag or a live import already using name? A stale import of that
+ * name is returned (referenced) in *stale for the caller to replace. */
+static bool name_taken(struct fs *fs, const char *name, struct fs_stage **stale)
 {
 	struct fs_tags *t = fs_tags_get(fs);
 	bool taken = fs_tags_find(t, name) != NULL;
+	int64_t now = fs_now_ns();
 
 	fs_tags_put(fs, t);
-	for (struct fs_stage *s = fs->stages; s && !taken; s = s->next)
-		taken = strcmp(s->name, name) == 0;
+	for (struct fs_stage *s = fs->stages; s && !taken; s = s->next) {
+		if (strcmp(s->name, name) != 0 || !commit_current(fs, s))
+			continue;
+		if (stale && stage_stale(s, now))
+			*stale = fs_stage_ref(s);
+		else
+			taken = true;
+	}
 	return taken;
 }
 
 int fs_stage_mkdir(struct fs *fs, const char *name, struct fs_stage **out)
 {
+	struct fs_stage *stale = NULL;
 	int rc = fs_name_check(name);
 
 	if (rc < 0)
@@ -154,8 +207,9 @@ int fs_stage_mkdir(struct fs *fs, const char *name, struct fs_stage **out)
 	s->refs = 2; /* the list's and the caller's */
 	s->created_ns = s->last_ns = fs_now_ns();
 	pthread_mutex_lock(&fs->stage_lock);
-	if (name_taken(fs, name)) {
+	if (name_taken(fs, name, &stale)) {
 		pthread_mutex_unlock(&fs->stage_lock);
+		fs_stage_unref(fs, stale);
 		stage_free(s);
 		return -EEXIST;
 	}
@@ -163,23 +217,67 @@ int fs_stage_mkdir(struct fs *fs, const char *name, struct fs_stage **out)
 	s->next = fs->stages;
 	fs->stages = s;
 	pthread_mutex_unlock(&fs->stage_lock);
+	if (stale) {
+		char why[2 * WHY_LEN];
+		pthread_mutex_lock(&stale->lock);
+		describe_missing(fs, stale, why, sizeof(why));
+		pthread_mutex_unlock(&stale->lock);
+		fs_log(fs, FS_LOG_WARNING, "import %s: the earlier unfinished copy (%s) is dropped; a new "
+		       "import takes the name; nothing of the earlier one was published as a snapshot", name, why);
+		stage_kill(fs, stale);
+		fs_stage_unref(fs, stale);
+	}
 	fs_log(fs, FS_LOG_INFO, "import %s: started", name);
 	*out = s;
 	return 0;
 }
 
-struct fs_stage *fs_stage_find(struct fs *fs, const char *name)
+/* A committed import answers for its name only while the tag still names
+ * its snapshot: `strata rm NAME` or `strata tag -f` elsewhere end it. */
+static bool commit_current(struct fs *fs, struct fs_stage *s)
+{
+	struct fs_tags *old = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	bool committed = s->state == STG_COMMITTED;
+	st_id id = s->snap_id;
+	pthread_mutex_unlock(&s->lock);
+	if (!committed)
+		return true;
+	if (fs_view_refresh(fs, false, &old) >= 0)
+		fs_tags_put(fs, old);
+	struct fs_tags *t = fs_tags_get(fs);
+	const struct fs_tag *tag = fs_tags_find(t, s->name);
+	bool cur = tag && st_id_equal(&tag->id, &id);
+	fs_tags_put(fs, t);
+	return cur;
+}
+
+static struct fs_stage *find_stage(struct fs *fs, const char *name, bool any)
 {
 	struct fs_stage *s;
+	int64_t now = fs_now_ns();
 
 	pthread_mutex_lock(&fs->stage_lock);
 	for (s = fs->stages; s; s = s->next)
-		if (strcmp(s->name, name) == 0)
+		if (strcmp(s->name, name) == 0 && (any || (!stage_stale(s, now) && commit_current(fs, s))))
 			break;
+	if (s && any && s->state != STG_OPEN)
+		s = NULL;
 	if (s)
 		fs_stage_ref(s);
 	pthread_mutex_unlock(&fs->stage_lock);
 	return s;
+}
+
+struct fs_stage *fs_stage_find(struct fs *fs, const char *name)
+{
+	return find_stage(fs, name, false);
+}
+
+struct fs_stage *fs_stage_find_any(struct fs *fs, const char *name)
+{
+	return find_stage(fs, name, true);
 }
 
 /* Take s off the list (once); the list's reference is dropped. */
@@ -218,28 +316,18 @@ int fs_stage_mkdir_layers(struct fs *fs, struct fs_stage *s)
 	return rc;
 }
 
-static struct fs_sfile *find_locked(struct fs_stage *s, bool in_layers, const char *name)
+static struct fs_sfile *find_locked(struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name)
 {
 	for (struct fs_sfile *f = s->files; f; f = f->next)
-		if (!f->gone && f->in_layers == in_layers && strcmp(f->name, name) == 0)
+		if (!f->gone && f->in_layers == in_layers && f->dir == dir && strcmp(f->name, name) == 0)
 			return f;
 	return NULL;
 }
 
-struct fs_sfile *fs_stage_file_find(struct fs_stage *s, bool in_layers, const char *name)
+struct fs_sfile *fs_stage_file_find(struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name)
 {
 	pthread_mutex_lock(&s->lock);
-	struct fs_sfile *f = find_locked(s, in_layers, name);
-	pthread_mutex_unlock(&s->lock);
-	return f;
-}
-
-struct fs_sfile *fs_stage_file_by_serial(struct fs_stage *s, uint64_t serial)
-{
-	pthread_mutex_lock(&s->lock);
-	struct fs_sfile *f = s->files;
-	while (f && f->serial != serial)
-		f = f->next;
+	struct fs_sfile *f = find_locked(s, in_layers, dir, name);
 	pthread_mutex_unlock(&s->lock);
 	return f;
 }
@@ -258,8 +346,9 @@ static int sfile_begin(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
 	sfile_reset(f);
 	f->state = SF_WRITING;
 	f->err = 0;
+	f->why[0] = '\0';
 	f->mtime_ns = fs_now_ns();
-	if (!f->in_layers)
+	if (!f->in_layers || f->extra || f->is_dir)
 		return 0;
 	f->has_expect = st_id_parse(f->name, &f->expect) == 0;
 	/* A layer the store already has is only hashed, never stored twice. */
@@ -268,26 +357,55 @@ static int sfile_begin(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
 	return fs_errno(st_blob_writer_new(fs->store, &f->w));
 }
 
-int fs_stage_create(struct fs *fs, struct fs_stage *s, bool in_layers, const char *name, bool excl,
-		    struct fs_sfile **out)
+static void fail(struct fs_sfile *f, int rc)
+{
+	sfile_reset(f);
+	f->state = SF_FAILED;
+	f->err = rc;
+}
+
+/* A new entry in the stage's list (caller holds s->lock). */
+static int sfile_add(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name,
+		     struct fs_sfile **out)
+{
+	struct fs_sfile *f = calloc(1, sizeof(*f));
+
+	if (!f || !(f->name = strdup(name))) {
+		free(f);
+		return -ENOMEM;
+	}
+	f->in_layers = in_layers;
+	f->dir = dir;
+	f->mtime_ns = fs_now_ns();
+	/* atomic, not fs->stage_lock: that lock is taken before s->lock */
+	f->serial = __atomic_add_fetch(&fs->next_serial, 1, __ATOMIC_RELAXED);
+	f->next = s->files;
+	s->files = f;
+	*out = f;
+	return 0;
+}
+
+/* What a name inside an import is: part of the snapshot, or an extra. */
+static bool is_extra(bool in_layers, struct fs_sfile *dir, const char *name)
+{
+	return dir || fs_stage_slot(in_layers, name) == FS_SLOT_BAD;
+}
+
+int fs_stage_create(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name,
+		    bool excl, struct fs_sfile **out)
 {
 	enum fs_stage_slot slot = fs_stage_slot(in_layers, name);
 	int rc = fs_name_check(name);
 
 	if (rc < 0)
 		return rc;
-	if (slot == FS_SLOT_BAD) {
-		fs_log(fs, FS_LOG_WARNING, "import %s: refused file %s%s: a snapshot directory holds "
-		       "only manifest.json and layers/<32-hex id>", s->name, in_layers ? "layers/" : "", name);
-		return -EINVAL;
-	}
 	pthread_mutex_lock(&s->lock);
 	touch(s);
-	if (s->state == STG_DEAD || (in_layers && !s->layers_dir)) {
+	if (s->state == STG_DEAD || (in_layers && !dir && !s->layers_dir)) {
 		rc = -ENOENT;
 		goto out_unlock;
 	}
-	if (slot == FS_SLOT_LAYER && s->m) {
+	if (!dir && slot == FS_SLOT_LAYER && s->m) {
 		st_id id;
 		st_id_parse(name, &id);
 		if (manifest_layer(s->m, &id) < 0) {
@@ -297,33 +415,57 @@ int fs_stage_create(struct fs *fs, struct fs_stage *s, bool in_layers, const cha
 			goto out_unlock;
 		}
 	}
-	struct fs_sfile *f = find_locked(s, in_layers, name);
+	struct fs_sfile *f = find_locked(s, in_layers, dir, name);
 	if (f && excl) {
 		rc = -EEXIST;
 		goto out_unlock;
 	}
+	if (f && f->is_dir) {
+		rc = -EISDIR;
+		goto out_unlock;
+	}
 	if (!f) {
-		f = calloc(1, sizeof(*f));
-		if (!f || !(f->name = strdup(name))) {
-			free(f);
-			rc = -ENOMEM;
+		if ((rc = sfile_add(fs, s, in_layers, dir, name, &f)) < 0)
 			goto out_unlock;
-		}
-		f->in_layers = in_layers;
-		/* atomic, not fs->stage_lock: that lock is taken before s->lock */
-		f->serial = __atomic_add_fetch(&fs->next_serial, 1, __ATOMIC_RELAXED);
-		f->next = s->files;
-		s->files = f;
+		f->extra = is_extra(in_layers, dir, name);
+		if (f->extra)
+			fs_log(fs, FS_LOG_INFO, "import %s: %s%s%s: not part of a snapshot (manifest.json and "
+			       "layers/<32-hex id>): accepted and ignored", s->name, in_layers ? "layers/" : "",
+			       dir ? ".../" : "", name);
 	}
 	rc = sfile_begin(fs, s, f);
 	if (rc < 0) {
-		f->state = SF_FAILED;
-		f->err = rc;
+		fail(f, rc);
 		fs_log(fs, FS_LOG_ERR, "import %s: cannot stage %s: %s", s->name, name, fs_strerror(rc));
 		goto out_unlock;
 	}
 	*out = f;
 out_unlock:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int fs_stage_mkdir_extra(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name,
+			 struct fs_sfile **out)
+{
+	int rc = fs_name_check(name);
+	struct fs_sfile *f;
+
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	touch(s);
+	if (s->state == STG_DEAD) {
+		rc = -ENOENT;
+	} else if (find_locked(s, in_layers, dir, name)) {
+		rc = -EEXIST;
+	} else if ((rc = sfile_add(fs, s, in_layers, dir, name, &f)) >= 0) {
+		f->is_dir = f->extra = true;
+		f->state = SF_DONE;
+		fs_log(fs, FS_LOG_INFO, "import %s: directory %s%s%s: not part of a snapshot: accepted and "
+		       "ignored with all it holds", s->name, in_layers ? "layers/" : "", dir ? ".../" : "", name);
+		*out = f;
+	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -336,10 +478,28 @@ int fs_stage_open_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, b
 	touch(s);
 	if (f->gone || s->state == STG_DEAD)
 		rc = -ENOENT;
-	else if (trunc || f->state != SF_WRITING)
+	else if (f->is_dir)
+		rc = -EISDIR;
+	/* Reopened without O_TRUNC, a file being written keeps its bytes (a
+	 * `>>` append continues it) and a finished one stays finished; only
+	 * a failed one starts again. */
+	else if (trunc || f->state == SF_FAILED || f->state == SF_CLOSED)
 		rc = sfile_begin(fs, s, f);
+	if (rc >= 0) {
+		f->handles++;
+		s->handles++;
+	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+void fs_stage_open_read(struct fs_stage *s, struct fs_sfile *f)
+{
+	pthread_mutex_lock(&s->lock);
+	f->handles++;
+	s->handles++;
+	touch(s);
+	pthread_mutex_unlock(&s->lock);
 }
 
 static int layer_append(struct fs_sfile *f, const void *buf, size_t len)
@@ -391,14 +551,18 @@ static int buf_write(struct fs_sfile *f, uint64_t off, const void *buf, size_t l
 
 int fs_stage_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uint64_t off, const void *buf, size_t len)
 {
-	int rc;
+	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
 	touch(s);
 	f->mtime_ns = s->last_ns;
-	if (f->state != SF_WRITING) {
-		fs_log(fs, FS_LOG_WARNING, "import %s: write to %s after it was closed: refused "
-		       "(reopen with O_TRUNC to rewrite it)", s->name, f->name);
+	if (f->extra) {
+		if (off + len > f->size) /* an extra's bytes are not kept: only its size */
+			f->size = off + len;
+	} else if (f->state != SF_WRITING) {
+		fs_log(fs, FS_LOG_WARNING, "import %s: write to %s%s after it was %s: refused "
+		       "(rewrite it with O_TRUNC to start again)", s->name, f->in_layers ? "layers/" : "",
+		       f->name, f->state == SF_DONE ? "complete and verified" : "refused");
 		rc = -EINVAL;
 	} else if (!f->in_layers) {
 		rc = buf_write(f, off, buf, len);
@@ -417,9 +581,7 @@ int fs_stage_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uint64
 		if (rc < 0) {
 			fs_log(fs, FS_LOG_ERR, "import %s: layers/%s: cannot store: %s", s->name, f->name,
 			       fs_strerror(rc));
-			sfile_reset(f);
-			f->state = SF_FAILED;
-			f->err = rc;
+			fail(f, rc);
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -432,41 +594,56 @@ int fs_stage_truncate(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uin
 
 	pthread_mutex_lock(&s->lock);
 	touch(s);
-	if (size == f->size && f->state != SF_FAILED) {
+	if (f->is_dir) {
+		rc = -EISDIR;
+	} else if (f->extra) {
+		f->size = size;
+	} else if (size == f->size && f->state != SF_FAILED) {
 		rc = 0;
 	} else if (size == 0) {
 		rc = sfile_begin(fs, s, f);
+	} else if (f->state == SF_WRITING && !f->in_layers && size <= FS_MANIFEST_MAX) {
+		/* the manifest is held in memory: it can shrink or grow */
+		if (size > f->size)
+			rc = buf_write(f, size - 1, "", 1);
+		else
+			f->size = size;
 	} else if (f->state == SF_WRITING && size > f->size) {
-		rc = f->in_layers ? layer_fill(f, size) : buf_write(f, size - 1, "", 1);
+		rc = layer_fill(f, size);
 	} else {
-		fs_log(fs, FS_LOG_WARNING, "import %s: %s: truncate to %llu refused (only growing a file "
-		       "being written, or emptying it)", s->name, f->name, (unsigned long long)size);
+		fs_log(fs, FS_LOG_WARNING, "import %s: %s: truncate to %llu refused (a layer is hashed as "
+		       "it arrives: it can grow or be emptied, not shrink)", s->name, f->name,
+		       (unsigned long long)size);
 		rc = -EINVAL;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
-/* Finish a layer's bytes: compare the hash with the name when the name is an id. */
-static int finish_layer(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
+/* The id of a layer's bytes so far. */
+static void layer_digest(struct fs_sfile *f, st_id *out)
+{
+	if (f->h)
+		st_hasher_final(f->h, out);
+	else if (f->w)
+		st_blob_writer_digest(f->w, out);
+	else
+		st_id_hash("", 0, out);
+}
+
+/* Publish a layer whose bytes hash to want (its name). */
+static int publish_layer(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, const st_id *want)
 {
 	int rc = 0;
-	char got[ST_ID_HEX_LEN + 1];
 
-	if (f->size % ST_PAGE_SIZE) {
-		fs_log(fs, FS_LOG_WARNING, "import %s: layers/%s: %llu bytes is not a whole number of "
-		       "4096-byte pages: refused", s->name, f->name, (unsigned long long)f->size);
-		sfile_reset(f);
-		return -EINVAL;
-	}
 	if (f->h) {
 		st_hasher_final(f->h, &f->id);
 		st_hasher_free(f->h);
 		f->h = NULL;
-		if (!st_id_equal(&f->id, &f->expect))
+		if (!st_id_equal(&f->id, want))
 			rc = ST_ECORRUPT;
 	} else {
-		rc = st_blob_writer_commit(f->w, f->has_expect ? &f->expect : NULL, &f->id, NULL);
+		rc = st_blob_writer_commit(f->w, want, &f->id, NULL);
 		f->w = NULL;
 	}
 	if (rc == ST_ECORRUPT) {
@@ -479,8 +656,6 @@ static int finish_layer(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
 		       fs_strerror(rc));
 		return fs_errno(rc);
 	}
-	if (!f->has_expect)
-		return 0; /* a temp name: checked at rename */
 	if (s->m) {
 		int li = manifest_layer(s->m, &f->id);
 		if (li < 0) {
@@ -495,37 +670,126 @@ static int finish_layer(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
 			return -EINVAL;
 		}
 	}
-	(void)got;
 	return 0;
 }
 
-/* Parse a complete manifest.json; on success the stage knows its layers. */
-static int finish_manifest(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
+/*
+ * A layer named by its id at a close: finished when its bytes hash to the
+ * name; failed when they never can (the manifest says how long it is and
+ * there are that many bytes or more, or the manifest does not name it);
+ * else still arriving. 1: finished, 0: still arriving, < 0: failed.
+ */
+static int settle_layer(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
+{
+	st_id got;
+	int li = s->m ? manifest_layer(s->m, &f->expect) : -1;
+	uint64_t want = li >= 0 ? s->m->layers[li].pages * ST_PAGE_SIZE : 0;
+
+	layer_digest(f, &got);
+	if (f->size > 0 && f->size % ST_PAGE_SIZE == 0 && st_id_equal(&got, &f->expect)) {
+		int rc = publish_layer(fs, s, f, &f->expect);
+		return rc < 0 ? rc : 1;
+	}
+	if (s->m && li < 0) {
+		fs_log(fs, FS_LOG_WARNING, "import %s: layers/%s: the manifest does not name it",
+		       s->name, f->name);
+		return -EINVAL;
+	}
+	if (s->m && f->size >= want) {
+		fs_log(fs, FS_LOG_WARNING, "import %s: layers/%s: bytes do not hash to the name "
+		       "(corrupt or truncated copy): refused", s->name, f->name);
+		return -EBADMSG;
+	}
+	if (s->m)
+		snprintf(f->why, sizeof(f->why), "%llu of %llu bytes so far", (unsigned long long)f->size,
+			 (unsigned long long)want);
+	else
+		snprintf(f->why, sizeof(f->why), "%llu bytes so far, not (yet) hashing to its name",
+			 (unsigned long long)f->size);
+	return 0;
+}
+
+/* True when buf holds one complete JSON object (balanced outside strings):
+ * a manifest that does not parse then is wrong, not unfinished. */
+static bool json_closed(const char *buf, size_t len)
+{
+	int depth = 0;
+	bool in_str = false, esc = false, opened = false;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = buf[i];
+		if (in_str) {
+			if (esc)
+				esc = false;
+			else if (c == '\\')
+				esc = true;
+			else if (c == '"')
+				in_str = false;
+		} else if (c == '"') {
+			in_str = true;
+		} else if (c == '{' || c == '[') {
+			depth++;
+			opened = true;
+		} else if (c == '}' || c == ']') {
+			depth--;
+		}
+	}
+	return opened && depth <= 0 && !in_str;
+}
+
+/*
+ * Parse manifest.json at a close. 1: valid (the stage knows its layers),
+ * 0: not a whole JSON object yet (more may come), < 0: refused. Layers
+ * already staged must be ones it names, of the right size.
+ */
+static int settle_manifest(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, bool final, int *layer_err)
 {
 	char why[ST_WHY_LEN] = "";
 	struct st_manifest *m;
 	int rc = st_manifest_parse(f->buf ? f->buf : "", f->size, &m, why, sizeof(why));
 
 	if (rc < 0) {
+		if (!final && !json_closed(f->buf ? f->buf : "", f->size)) {
+			snprintf(f->why, sizeof(f->why), "%llu bytes so far, not yet a whole JSON object",
+				 (unsigned long long)f->size);
+			return 0;
+		}
 		fs_log(fs, FS_LOG_WARNING, "import %s: manifest.json refused: %s%s%s", s->name,
 		       st_strerror(rc), why[0] ? ": " : "", why);
+		snprintf(f->why, sizeof(f->why), "refused: %s%s%s", st_strerror(rc), why[0] ? ": " : "", why);
 		return -EINVAL;
 	}
-	/* Layers already staged must be ones it names, of the right size. */
 	for (struct fs_sfile *l = s->files; l; l = l->next) {
-		if (l->gone || !l->in_layers || l->state != SF_DONE || !l->has_expect)
+		if (l->gone || !l->in_layers || l->extra || !l->has_expect || l->state == SF_FAILED)
 			continue;
-		int li = manifest_layer(m, &l->id);
-		if (li < 0 || m->layers[li].pages * ST_PAGE_SIZE != l->size) {
+		int li = manifest_layer(m, l->state == SF_DONE ? &l->id : &l->expect);
+		if (l->state == SF_DONE && (li < 0 || m->layers[li].pages * ST_PAGE_SIZE != l->size)) {
 			fs_log(fs, FS_LOG_WARNING, "import %s: manifest.json refused: layers/%s %s", s->name,
 			       l->name, li < 0 ? "is not named by it" : "has another size than it says");
+			snprintf(f->why, sizeof(f->why), "refused: layers/%s %s", l->name,
+				 li < 0 ? "is not named by it" : "has another size than it says");
 			st_manifest_free(m);
 			return -EINVAL;
 		}
 	}
 	st_manifest_free(s->m);
 	s->m = m;
-	return 0;
+	f->why[0] = '\0';
+	/* Layers still being written that can now never become valid fail,
+	 * and this close says so: the import cannot complete as it is. */
+	for (struct fs_sfile *l = s->files; l; l = l->next) {
+		if (l->gone || !l->in_layers || l->extra || !l->has_expect || l->state != SF_WRITING)
+			continue;
+		int lr = settle_layer(fs, s, l);
+		if (lr < 0) {
+			fail(l, lr);
+			snprintf(l->why, sizeof(l->why), "refused: %s", strerror(-lr));
+			*layer_err = lr;
+		} else if (lr == 1) {
+			l->state = SF_DONE;
+		}
+	}
+	return 1;
 }
 
 static bool layer_present(struct fs *fs, struct fs_stage *s, const struct st_layer_ref *ref)
@@ -535,7 +799,7 @@ static bool layer_present(struct fs *fs, struct fs_stage *s, const struct st_lay
 	/* Every layer must arrive and verify, even one the store already
 	 * holds (then it is only hashed): a corrupt copy is never accepted. */
 	st_id_format(&ref->id, hex);
-	struct fs_sfile *f = find_locked(s, true, hex);
+	struct fs_sfile *f = find_locked(s, true, NULL, hex);
 	return f && f->state == SF_DONE && st_id_equal(&f->id, &ref->id) && f->size == ref->pages * ST_PAGE_SIZE;
 }
 
@@ -564,6 +828,28 @@ static int try_commit(struct fs *fs, struct fs_stage *s)
 	return 0;
 }
 
+/* Check f at a close (or at the rename that names it when final). */
+static int settle(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, bool final)
+{
+	int rc, layer_err = 0;
+
+	if (f->in_layers)
+		rc = settle_layer(fs, s, f);
+	else
+		rc = settle_manifest(fs, s, f, final, &layer_err);
+	if (rc < 0) {
+		fail(f, rc);
+		if (!f->why[0] || strncmp(f->why, "refused", 7) != 0)
+			snprintf(f->why, sizeof(f->why), "refused: %s", strerror(-rc));
+		return rc;
+	}
+	if (rc == 0)
+		return 0;
+	f->state = SF_DONE;
+	rc = try_commit(fs, s);
+	return rc < 0 ? rc : layer_err;
+}
+
 int fs_stage_flush(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
 {
 	int rc = 0;
@@ -574,57 +860,57 @@ int fs_stage_flush(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
 		rc = f->err;
 		goto out_unlock;
 	}
-	if (f->state == SF_DONE || f->state == SF_CLOSED || f->gone)
+	if (f->state != SF_WRITING || f->gone || f->extra)
 		goto out_unlock;
-	if (f->in_layers && !f->has_expect) {
-		/* A temp name (rsync): the bytes are hashed; they are published
-		 * when the rename gives them their name, never before, so an
-		 * interrupted copy leaves no blob behind. */
-		f->state = SF_CLOSED;
+	/* A temp name (rsync) is finished by the rename that gives it its
+	 * name, never before, so an interrupted copy publishes nothing. */
+	if (f->in_layers ? !f->has_expect : strcmp(f->name, "manifest.json") != 0)
 		goto out_unlock;
-	}
-	if (f->in_layers)
-		rc = finish_layer(fs, s, f);
-	else if (strcmp(f->name, "manifest.json") == 0)
-		rc = finish_manifest(fs, s, f);
-	else
-		goto out_unlock; /* a temp name outside layers/: parsed when renamed */
-	if (rc < 0) {
-		sfile_reset(f);
-		f->state = SF_FAILED;
-		f->err = rc;
-		goto out_unlock;
-	}
-	f->state = SF_DONE;
-	rc = try_commit(fs, s);
+	rc = settle(fs, s, f, false);
 out_unlock:
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
-int fs_stage_rename(struct fs *fs, struct fs_stage *s, bool from_layers, const char *from, bool to_layers,
-		    const char *to)
+void fs_stage_release(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, bool writing)
 {
-	enum fs_stage_slot slot = fs_stage_slot(to_layers, to);
+	pthread_mutex_lock(&s->lock);
+	touch(s);
+	if (f->handles)
+		f->handles--;
+	if (s->handles)
+		s->handles--;
+	if (writing && !f->handles && !f->gone && !f->extra && f->state == SF_WRITING && f->why[0] &&
+	    s->state == STG_OPEN)
+		fs_log(fs, FS_LOG_INFO, "import %s: %s%s closed unfinished (%s): waiting for the rest "
+		       "(imports/%s says what the import lacks)", s->name, f->in_layers ? "layers/" : "",
+		       f->name, f->why, s->name);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int fs_stage_rename(struct fs *fs, struct fs_stage *s, bool from_layers, struct fs_sfile *from_dir, const char *from,
+		    bool to_layers, struct fs_sfile *to_dir, const char *to)
+{
 	int rc = fs_name_check(to);
 
 	if (rc < 0)
 		return rc;
-	if (slot == FS_SLOT_BAD || (slot == FS_SLOT_LAYER) != (to_layers && !fs_name_is_temp(to))) {
-		fs_log(fs, FS_LOG_WARNING, "import %s: rename to %s%s refused: not a snapshot file name",
-		       s->name, to_layers ? "layers/" : "", to);
-		return -EINVAL;
-	}
 	pthread_mutex_lock(&s->lock);
 	touch(s);
-	struct fs_sfile *f = find_locked(s, from_layers, from);
+	struct fs_sfile *f = find_locked(s, from_layers, from_dir, from);
 	if (!f) {
 		rc = -ENOENT;
 		goto out_unlock;
 	}
-	if (from_layers != to_layers) {
-		fs_log(fs, FS_LOG_WARNING, "import %s: rename of %s across layers/ refused", s->name, from);
+	if (from_layers != to_layers || from_dir != to_dir) {
+		fs_log(fs, FS_LOG_WARNING, "import %s: rename of %s to another directory refused: files move "
+		       "only within one directory of an import", s->name, from);
 		rc = -EINVAL;
+		goto out_unlock;
+	}
+	struct fs_sfile *old = find_locked(s, to_layers, to_dir, to);
+	if (old && old != f && (old->is_dir || f->is_dir)) {
+		rc = old->is_dir ? -EISDIR : -ENOTDIR;
 		goto out_unlock;
 	}
 	char *nn = strdup(to);
@@ -632,31 +918,30 @@ int fs_stage_rename(struct fs *fs, struct fs_stage *s, bool from_layers, const c
 		rc = -ENOMEM;
 		goto out_unlock;
 	}
-	struct fs_sfile *old = find_locked(s, to_layers, to);
 	if (old && old != f) {
 		old->gone = true;
 		sfile_reset(old);
 	}
 	free(f->name);
 	f->name = nn;
-	if (f->state == SF_FAILED)
+	bool was_extra = f->extra;
+	f->extra = f->is_dir || is_extra(to_layers, to_dir, to);
+	if (f->extra || f->state == SF_FAILED || fs_name_is_temp(to))
 		goto out_unlock;
-	if (slot == FS_SLOT_LAYER) {
+	if (was_extra) {
+		/* an extra's bytes were not kept: it cannot become a snapshot file */
+		fs_log(fs, FS_LOG_WARNING, "import %s: rename to %s%s refused: its bytes arrived under a name "
+		       "that is not part of a snapshot and were not kept", s->name, to_layers ? "layers/" : "", to);
+		f->gone = true;
+		rc = -EINVAL;
+		goto out_unlock;
+	}
+	if (to_layers) {
 		st_id want;
 		st_id_parse(to, &want);
 		f->has_expect = true;
 		f->expect = want;
-		if (f->state == SF_CLOSED) {
-			rc = finish_layer(fs, s, f);
-			if (rc < 0) {
-				sfile_reset(f);
-				f->state = SF_FAILED;
-				f->err = rc;
-				f->gone = true;
-				goto out_unlock;
-			}
-			f->state = SF_DONE;
-		} else if (f->state == SF_DONE) {
+		if (f->state == SF_DONE) {
 			if (!st_id_equal(&f->id, &want)) {
 				fs_log(fs, FS_LOG_WARNING, "import %s: layers/%s: bytes do not hash to the name "
 				       "(corrupt, truncated or misnamed): refused", s->name, to);
@@ -674,15 +959,31 @@ int fs_stage_rename(struct fs *fs, struct fs_stage *s, bool from_layers, const c
 					goto out_unlock;
 				}
 			}
+		} else {
+			/* A rename gives a temp file its final name: its bytes are final. */
+			st_id got;
+			layer_digest(f, &got);
+			if (f->size % ST_PAGE_SIZE || !st_id_equal(&got, &want)) {
+				fs_log(fs, FS_LOG_WARNING, "import %s: layers/%s: bytes do not hash to the name "
+				       "(corrupt or truncated copy): refused", s->name, to);
+				rc = f->size % ST_PAGE_SIZE ? -EINVAL : -EBADMSG;
+			} else {
+				rc = publish_layer(fs, s, f, &want);
+			}
+			if (rc < 0) {
+				fail(f, rc);
+				f->gone = true;
+				goto out_unlock;
+			}
+			f->state = SF_DONE;
 		}
-	} else if (slot == FS_SLOT_MANIFEST && f->state == SF_WRITING) {
+	} else if (f->state == SF_WRITING) {
 		/* rsync closed the temp file before renaming it: its bytes are final. */
-		rc = finish_manifest(fs, s, f);
+		rc = settle(fs, s, f, true);
 		if (rc < 0) {
 			f->gone = true;
 			goto out_unlock;
 		}
-		f->state = SF_DONE;
 	}
 	rc = try_commit(fs, s);
 out_unlock:
@@ -690,23 +991,52 @@ out_unlock:
 	return rc;
 }
 
-int fs_stage_unlink(struct fs *fs, struct fs_stage *s, bool in_layers, const char *name)
+static bool dir_has_entries(struct fs_stage *s, struct fs_sfile *dir)
+{
+	for (struct fs_sfile *f = s->files; f; f = f->next)
+		if (!f->gone && f->dir == dir)
+			return true;
+	return false;
+}
+
+int fs_stage_unlink(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
 	touch(s);
-	struct fs_sfile *f = find_locked(s, in_layers, name);
+	struct fs_sfile *f = find_locked(s, in_layers, dir, name);
 	if (!f) {
 		rc = -ENOENT;
+	} else if (f->is_dir) {
+		rc = -EISDIR;
 	} else {
 		f->gone = true;
 		sfile_reset(f);
-		if (!in_layers && strcmp(name, "manifest.json") == 0 && s->state == STG_OPEN) {
+		if (!in_layers && !dir && strcmp(name, "manifest.json") == 0 && s->state == STG_OPEN) {
 			st_manifest_free(s->m);
 			s->m = NULL;
 		}
 	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int fs_stage_rmdir_extra(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	touch(s);
+	struct fs_sfile *f = find_locked(s, in_layers, dir, name);
+	if (!f)
+		rc = -ENOENT;
+	else if (!f->is_dir)
+		rc = -ENOTDIR;
+	else if (dir_has_entries(s, f))
+		rc = -ENOTEMPTY;
+	else
+		f->gone = true;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -720,7 +1050,7 @@ int fs_stage_rmdir_layers(struct fs *fs, struct fs_stage *s)
 	if (!s->layers_dir)
 		rc = -ENOENT;
 	for (struct fs_sfile *f = s->files; f && rc == 0; f = f->next)
-		if (!f->gone && f->in_layers)
+		if (!f->gone && f->in_layers && !f->dir)
 			rc = -ENOTEMPTY;
 	if (rc == 0)
 		s->layers_dir = false;
@@ -737,6 +1067,13 @@ static void stage_kill(struct fs *fs, struct fs_stage *s)
 		sfile_reset(f);
 	pthread_mutex_unlock(&s->lock);
 	stage_detach(fs, s);
+}
+
+void fs_stage_drop(struct fs *fs, struct fs_stage *s)
+{
+	fs_log(fs, FS_LOG_INFO, "import %s: dropped unfinished (rm imports/%s); nothing was published",
+	       s->name, s->name);
+	stage_kill(fs, s);
 }
 
 int fs_stage_rmdir(struct fs *fs, struct fs_stage *s)
@@ -773,7 +1110,7 @@ int fs_stage_rename_dir(struct fs *fs, struct fs_stage *s, const char *to)
 	if (!st_name_valid(to))
 		return -EINVAL;
 	pthread_mutex_lock(&fs->stage_lock);
-	if (name_taken(fs, to)) {
+	if (name_taken(fs, to, NULL)) {
 		rc = -EEXIST;
 	} else if (s->state != STG_OPEN) {
 		rc = -EBUSY;
@@ -801,12 +1138,16 @@ void fs_stage_attr(struct fs_stage *s, struct fs_sfile *f, bool layers_dir, stru
 	pthread_mutex_lock(&s->lock);
 	t = f ? f->mtime_ns : s->last_ns;
 	st->st_blksize = FS_MAX_REQUEST; /* cp and friends size their buffers by it */
-	if (f) {
+	if (f && f->is_dir) {
+		st->st_mode = S_IFDIR | 0755;
+		st->st_nlink = f->gone ? 0 : 2;
+		st->st_size = 4096;
+	} else if (f) {
 		/* a finished layer or manifest reads like a committed one */
-		st->st_mode = S_IFREG | (f->state == SF_DONE ? 0444 : 0644);
+		st->st_mode = S_IFREG | (f->state == SF_DONE && !f->extra ? 0444 : 0644);
 		st->st_nlink = f->gone ? 0 : 1;
 		st->st_size = (off_t)f->size;
-		st->st_blocks = (blkcnt_t)((f->size + 511) / 512);
+		st->st_blocks = f->extra ? 0 : (blkcnt_t)((f->size + 511) / 512);
 	} else {
 		st->st_mode = S_IFDIR | 0755;
 		st->st_nlink = layers_dir || !s->layers_dir ? 2 : 3;
@@ -818,48 +1159,71 @@ void fs_stage_attr(struct fs_stage *s, struct fs_sfile *f, bool layers_dir, stru
 	st->st_atim = st->st_ctim = st->st_mtim;
 }
 
-int fs_stage_list(struct fs_stage *s, bool in_layers, struct fs_dirlist **out)
+static int dirent_add(struct fs_dirlist *l, const char *name, enum fs_kind kind, uint64_t serial, mode_t type)
+{
+	struct fs_dirent *e = &l->v[l->n++];
+
+	e->name = strdup(name);
+	e->key.kind = kind;
+	memcpy(e->key.id.b, &serial, sizeof(serial));
+	e->st_ino = fs_ino_stable(&e->key);
+	e->type = type;
+	return e->name ? 0 : -ENOMEM;
+}
+
+int fs_stage_list(struct fs_stage *s, bool in_layers, struct fs_sfile *dir, struct fs_dirlist **out)
 {
 	struct fs_dirlist *l = calloc(1, sizeof(*l));
-	size_t cap = 0, n = 0;
+	size_t n = 0;
 	int rc = 0;
 
 	if (!l)
 		return -ENOMEM;
 	pthread_mutex_lock(&s->lock);
-	n = (!in_layers && s->layers_dir) ? 1 : 0;
+	bool with_layers = !in_layers && !dir && s->layers_dir;
+	n = with_layers ? 1 : 0;
 	for (struct fs_sfile *f = s->files; f; f = f->next)
-		n += !f->gone && f->in_layers == in_layers;
-	cap = n ? n : 1;
-	l->v = calloc(cap, sizeof(*l->v));
+		n += !f->gone && f->in_layers == in_layers && f->dir == dir;
+	l->v = calloc(n ? n : 1, sizeof(*l->v));
 	if (!l->v) {
 		rc = -ENOMEM;
 		goto out_unlock;
 	}
-	if (!in_layers && s->layers_dir) {
-		struct fs_dirent *e = &l->v[l->n++];
-		e->name = strdup("layers");
-		e->key.kind = FS_K_STAGELAYERS;
-		memcpy(e->key.id.b, &s->serial, sizeof(s->serial));
-		e->st_ino = fs_ino_stable(&e->key);
-		e->type = S_IFDIR;
-		if (!e->name)
-			rc = -ENOMEM;
-	}
+	if (with_layers)
+		rc = dirent_add(l, "layers", FS_K_STAGELAYERS, s->serial, S_IFDIR);
 	for (struct fs_sfile *f = s->files; f && rc >= 0; f = f->next) {
-		if (f->gone || f->in_layers != in_layers)
+		if (f->gone || f->in_layers != in_layers || f->dir != dir)
 			continue;
-		struct fs_dirent *e = &l->v[l->n++];
-		e->name = strdup(f->name);
-		e->key.kind = FS_K_STAGEFILE;
-		memcpy(e->key.id.b, &f->serial, sizeof(f->serial));
-		e->st_ino = fs_ino_stable(&e->key);
-		e->type = S_IFREG;
-		if (!e->name)
-			rc = -ENOMEM;
+		rc = dirent_add(l, f->name, FS_K_STAGEFILE, f->serial, f->is_dir ? S_IFDIR : S_IFREG);
 	}
 out_unlock:
 	pthread_mutex_unlock(&s->lock);
+	if (rc < 0) {
+		fs_dirlist_free(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
+
+int fs_stage_list_imports(struct fs *fs, struct fs_dirlist **out)
+{
+	struct fs_dirlist *l = calloc(1, sizeof(*l));
+	size_t n = 0;
+	int rc = 0;
+
+	if (!l)
+		return -ENOMEM;
+	pthread_mutex_lock(&fs->stage_lock);
+	for (struct fs_stage *s = fs->stages; s; s = s->next)
+		n += s->state == STG_OPEN;
+	l->v = calloc(n ? n : 1, sizeof(*l->v));
+	if (!l->v)
+		rc = -ENOMEM;
+	for (struct fs_stage *s = fs->stages; s && rc >= 0; s = s->next)
+		if (s->state == STG_OPEN)
+			rc = dirent_add(l, s->name, FS_K_IMPORTFILE, s->serial, S_IFREG);
+	pthread_mutex_unlock(&fs->stage_lock);
 	if (rc < 0) {
 		fs_dirlist_free(l);
 		return rc;
@@ -875,6 +1239,10 @@ int fs_sfile_blob(struct fs_stage *s, struct fs_sfile *f, st_id *id, const char 
 	pthread_mutex_lock(&s->lock);
 	if (f->gone)
 		rc = -ENOENT;
+	else if (f->is_dir)
+		rc = -EISDIR;
+	else if (f->extra)
+		rc = -ENODATA;
 	else if ((f->in_layers && f->state != SF_DONE) || f->state == SF_FAILED)
 		rc = -EBUSY;
 	else if (f->in_layers) {
@@ -889,23 +1257,132 @@ int fs_sfile_blob(struct fs_stage *s, struct fs_sfile *f, st_id *id, const char 
 	return rc;
 }
 
-/* Why an import is incomplete, for the log line when it is dropped. */
+bool fs_stage_committed_id(struct fs_stage *s, st_id *id)
+{
+	pthread_mutex_lock(&s->lock);
+	bool committed = s->state == STG_COMMITTED;
+	if (committed)
+		*id = s->snap_id;
+	pthread_mutex_unlock(&s->lock);
+	return committed;
+}
+
+int fs_stage_setxattr(struct fs *fs, struct fs_stage *s, const char *name)
+{
+	/* The names strata exports describe the snapshot the import becomes,
+	 * computed from its bytes: a copy carrying them back is accepted and
+	 * they are not kept. */
+	if (strncmp(name, "user.strata.", 12) == 0)
+		return 0;
+	return -ENOTSUP;
+}
+
+/* Why an import is incomplete, in one line (caller holds s->lock). */
 static void describe_missing(struct fs *fs, struct fs_stage *s, char *out, size_t len)
 {
 	char hex[ST_ID_HEX_LEN + 1];
 
 	if (!s->m) {
-		snprintf(out, len, "no valid manifest.json");
+		struct fs_sfile *mf = find_locked(s, false, NULL, "manifest.json");
+		snprintf(out, len, "no valid manifest.json%s%.150s%s", mf && mf->why[0] ? " (" : "",
+			 mf && mf->why[0] ? mf->why : "", mf && mf->why[0] ? ")" : "");
 		return;
 	}
 	for (uint32_t i = 0; i < s->m->nlayers; i++) {
 		if (!layer_present(fs, s, &s->m->layers[i])) {
 			st_id_format(&s->m->layers[i].id, hex);
-			snprintf(out, len, "layer %s never arrived complete and valid", hex);
+			struct fs_sfile *lf = find_locked(s, true, NULL, hex);
+			if (lf && lf->why[0])
+				snprintf(out, len, "layer %s never arrived complete and valid: %.150s", hex, lf->why);
+			else
+				snprintf(out, len, "layer %s never arrived complete and valid", hex);
 			return;
 		}
 	}
 	snprintf(out, len, "incomplete");
+}
+
+/* Append to a growing text buffer. */
+static int textf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int textf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+{
+	va_list ap;
+	char line[512];
+
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	if ((size_t)n >= sizeof(line))
+		n = sizeof(line) - 1;
+	if (*len + (size_t)n + 1 > *cap) {
+		size_t c = *cap ? *cap * 2 : 1024;
+		while (c < *len + (size_t)n + 1)
+			c *= 2;
+		char *nb = realloc(*buf, c);
+		if (!nb)
+			return -ENOMEM;
+		*buf = nb;
+		*cap = c;
+	}
+	memcpy(*buf + *len, line, (size_t)n + 1);
+	*len += (size_t)n;
+	return 0;
+}
+
+static const char *file_state(const struct fs_sfile *f)
+{
+	if (f->state == SF_DONE)
+		return "complete and verified";
+	if (f->state == SF_FAILED)
+		return f->why[0] ? f->why : "refused";
+	return f->why[0] ? f->why : "being written";
+}
+
+int fs_stage_status(struct fs *fs, struct fs_stage *s, char **out, size_t *outlen)
+{
+	char *buf = NULL, hex[ST_ID_HEX_LEN + 1], why[2 * WHY_LEN];
+	size_t len = 0, cap = 0;
+	int64_t now = fs_now_ns();
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	describe_missing(fs, s, why, sizeof(why));
+	bool stale = stale_locked(s, now);
+	rc = textf(&buf, &len, &cap, "import %s: %s\nlacks: %s\nidle: %lld s; files open: %u\n", s->name,
+		   s->state == STG_OPEN ? (stale ? "unfinished, set aside (a new copy under this name "
+						  "replaces it)" : "unfinished") : "committed",
+		   why, (long long)((now - s->last_ns) / 1000000000ll), s->handles);
+	struct fs_sfile *mf = find_locked(s, false, NULL, "manifest.json");
+	if (rc >= 0)
+		rc = textf(&buf, &len, &cap, "manifest.json: %s\n",
+			   !mf ? "missing" : s->m ? "complete and valid" : file_state(mf));
+	for (uint32_t i = 0; s->m && i < s->m->nlayers && rc >= 0; i++) {
+		st_id_format(&s->m->layers[i].id, hex);
+		struct fs_sfile *lf = find_locked(s, true, NULL, hex);
+		rc = textf(&buf, &len, &cap, "layers/%s: %s\n", hex, lf ? file_state(lf) : "missing");
+	}
+	for (struct fs_sfile *f = s->files; f && rc >= 0; f = f->next) {
+		if (f->gone)
+			continue;
+		if (f->extra)
+			rc = textf(&buf, &len, &cap, "%s%s%s: ignored (not part of a snapshot)\n",
+				   f->in_layers ? "layers/" : "", f->dir ? ".../" : "", f->name);
+		else if (f->in_layers && (!s->m || (f->has_expect && manifest_layer(s->m, &f->expect) < 0) ||
+					  !f->has_expect))
+			rc = textf(&buf, &len, &cap, "layers/%s: %s\n", f->name, file_state(f));
+	}
+	if (rc >= 0)
+		rc = textf(&buf, &len, &cap, "(docs/fs.md, \"Unfinished imports\")\n");
+	pthread_mutex_unlock(&s->lock);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	*outlen = len;
+	return 0;
 }
 
 unsigned fs_stage_sweep(struct fs *fs, bool all)
@@ -930,7 +1407,7 @@ unsigned fs_stage_sweep(struct fs *fs, bool all)
 			break;
 		pthread_mutex_lock(&victim->lock);
 		bool open = victim->state == STG_OPEN;
-		char why[200];
+		char why[2 * WHY_LEN];
 		if (open)
 			describe_missing(fs, victim, why, sizeof(why));
 		pthread_mutex_unlock(&victim->lock);

@@ -223,6 +223,11 @@ uint64_t st_blob_writer_size(const struct st_blob_writer *w)
 	return w->size;
 }
 
+void st_blob_writer_digest(const struct st_blob_writer *w, st_id *out)
+{
+	st_hasher_final(w->h, out);
+}
+
 /* Drop the temp file and the writer. */
 static void writer_discard(struct st_blob_writer *w)
 {

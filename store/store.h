@@ -163,6 +163,9 @@ int st_blob_writer_new(struct st_store *s, struct st_blob_writer **out);
 int st_blob_writer_write(struct st_blob_writer *w, const void *buf, size_t len);
 /* Bytes written so far. */
 uint64_t st_blob_writer_size(const struct st_blob_writer *w);
+/* The id of the bytes written so far; the writer may keep being written
+ * (the mount checks a file at each close without finishing it). */
+void st_blob_writer_digest(const struct st_blob_writer *w, st_id *out);
 int st_blob_writer_commit(struct st_blob_writer *w, const st_id *expect, st_id *id, bool *dedup);
 /* Accepts NULL. */
 void st_blob_writer_abort(struct st_blob_writer *w);
