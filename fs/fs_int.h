@@ -151,10 +151,19 @@ struct fs {
 	size_t nsnapbuckets;
 	uint64_t listed_gen[2]; /* tags generation last listed in snapshots/, memory/ */
 	size_t listed_n[2];
+	/* Every tag the kernel was given a positive entry for under snapshots/
+	 * or memory/ (it may cache it for a day), with the snapshot it named;
+	 * checked against the index whenever its generation moves (view_lock). */
+	struct fs_tag *handed;
+	size_t nhanded, caphanded;
 	/* imports; lock order: stage_lock, then a stage's own lock, then view_lock */
 	pthread_mutex_t stage_lock;
 	struct fs_stage *stages;
 	uint64_t next_serial;
+	/* Snapshots whose tag a file unlink removed and whose directory an
+	 * `rm -r` is still taking apart (stage_lock): name -> id, last use. */
+	struct fs_removing *removing;
+	size_t nremoving, capremoving;
 	void *session; /* struct fuse_session *, for invalidation (ops.c/session.c only) */
 };
 
@@ -171,6 +180,12 @@ struct fs_tags *fs_tags_get(struct fs *fs);
 void fs_tags_put(struct fs *fs, struct fs_tags *t);
 /* Binary search; NULL if absent. */
 const struct fs_tag *fs_tags_find(const struct fs_tags *t, const char *name);
+/* Remember that the kernel got an entry for tag name -> id (it may cache it). */
+void fs_view_handed(struct fs *fs, const char *name, const st_id *id);
+/* The names handed out whose tag is gone or names another snapshot in the
+ * current view; they are forgotten here and returned (malloc'd array of
+ * malloc'd names, *n of them) for the caller to invalidate. */
+int fs_view_take_stale(struct fs *fs, char ***names, size_t *n);
 /* The parsed manifest of a snapshot (cached forever: immutable). -ENOENT. */
 int fs_snap_get(struct fs *fs, const st_id *id, const struct fs_snap **out);
 
@@ -203,7 +218,16 @@ int fs_ns_getxattr(struct fs *fs, struct fs_node *n, const char *name, char *buf
 int fs_ns_listxattr(struct fs *fs, struct fs_node *n, char *buf, size_t size);
 
 /* ---- stage.c: importing snapshots copied in by file tools ---- */
+struct fs_removing {
+	char *name;
+	st_id id;
+	int64_t last_ns;
+};
+/* The snapshot dir name whose tag an unlink removed (still answering for
+ * `rm -r` for 2 s after its last use); false if none. Takes stage_lock. */
+bool fs_ns_removing_find(struct fs *fs, const char *name, st_id *id);
 struct fs_rm {
+	bool tag_removed;   /* the first unlink removed the tag */
 	bool manifest;      /* manifest.json unlinked */
 	bool layers_dir;    /* layers/ removed */
 	size_t nlayers;

@@ -60,6 +60,34 @@ static int layer_index(const struct st_manifest *m, const st_id *id)
 	return -1;
 }
 
+/* How long a removed snapshot's directory keeps answering for the `rm -r`
+ * taking it apart, after its last use. */
+#define REMOVING_LINGER_NS (2ll * 1000000000ll)
+
+bool fs_ns_removing_find(struct fs *fs, const char *name, st_id *id)
+{
+	int64_t now = fs_now_ns();
+	bool found = false;
+
+	pthread_mutex_lock(&fs->stage_lock);
+	for (size_t i = 0; i < fs->nremoving;) {
+		struct fs_removing *r = &fs->removing[i];
+		if (now - r->last_ns > REMOVING_LINGER_NS) {
+			free(r->name);
+			*r = fs->removing[--fs->nremoving];
+			continue;
+		}
+		if (strcmp(r->name, name) == 0) {
+			*id = r->id;
+			r->last_ns = now;
+			found = true;
+		}
+		i++;
+	}
+	pthread_mutex_unlock(&fs->stage_lock);
+	return found;
+}
+
 bool fs_ns_stage_place(const struct fs_node *n, bool *in_layers, struct fs_sfile **dir)
 {
 	switch (n->kind) {
@@ -124,6 +152,12 @@ int fs_ns_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs
 			k.kind = dir->kind == FS_K_SNAPSHOTS ? FS_K_SNAPDIR : FS_K_MEMFILE;
 			k.id = tag->id;
 			k.name = dir->kind == FS_K_SNAPSHOTS ? tag->name : NULL;
+			rc = fs_ns_acquire(fs, &k, out);
+			if (rc >= 0)
+				fs_view_handed(fs, tag->name, &tag->id);
+		} else if (dir->kind == FS_K_SNAPSHOTS && fs_ns_removing_find(fs, name, &k.id)) {
+			k.kind = FS_K_SNAPDIR;
+			k.name = name;
 			rc = fs_ns_acquire(fs, &k, out);
 		} else {
 			rc = -ENOENT;
@@ -321,6 +355,9 @@ int fs_ns_attr(struct fs *fs, struct fs_node *n, struct stat *st)
 			return rc;
 		set_time(st, n->mtime_ns);
 		st->st_mode = S_IFREG | 0444;
+		/* One inode under blobs/ and under every snapshot using it, but a
+		 * link count of 1: above 1, tar and cp -a would record the later
+		 * paths as hard links, which no import can take (docs/fs.md). */
 		st->st_nlink = 1;
 		st->st_size = (off_t)n->size;
 		st->st_blocks = (blkcnt_t)n->blocks;

@@ -299,6 +299,19 @@ static int snapdir_node(struct fs *fs, const st_id *id, const char *tag, struct 
 	return fs_ns_acquire(fs, &k, out);
 }
 
+/* The rm -r ended: the same snapshot imported again under the name shows whole. */
+static void rm_clear(struct fs *fs, struct fs_node *snapdir)
+{
+	/* reset, not freed: lookups read the state without stage_lock */
+	pthread_mutex_lock(&fs->stage_lock);
+	struct fs_rm *rm = snapdir->rm;
+	if (rm) {
+		rm->tag_removed = rm->manifest = rm->layers_dir = false;
+		memset(rm->layer, 0, (rm->nlayers ? rm->nlayers : 1) * sizeof(bool));
+	}
+	pthread_mutex_unlock(&fs->stage_lock);
+}
+
 static struct fs_rm *rm_state(struct fs *fs, struct fs_node *snapdir)
 {
 	const struct fs_snap *snap;
@@ -317,11 +330,83 @@ static struct fs_rm *rm_state(struct fs *fs, struct fs_node *snapdir)
 	return rm;
 }
 
+/* Remember a removed snapshot's dir for the rest of its `rm -r` (stage_lock held). */
+static void removing_add(struct fs *fs, const char *name, const st_id *id)
+{
+	for (size_t i = 0; i < fs->nremoving; i++) {
+		if (strcmp(fs->removing[i].name, name) == 0) {
+			fs->removing[i].id = *id;
+			fs->removing[i].last_ns = fs_now_ns();
+			return;
+		}
+	}
+	if (fs->nremoving == fs->capremoving) {
+		size_t cap = fs->capremoving ? fs->capremoving * 2 : 8;
+		struct fs_removing *v = realloc(fs->removing, cap * sizeof(*v));
+		if (!v)
+			return; /* then the rmdir ending the rm -r says ENOENT: nothing is lost */
+		fs->removing = v;
+		fs->capremoving = cap;
+	}
+	char *dup = strdup(name);
+	if (!dup)
+		return;
+	fs->removing[fs->nremoving++] = (struct fs_removing){ dup, *id, fs_now_ns() };
+}
+
+/* Forget a removed snapshot's dir (its rmdir came); true if it was there. */
+static bool removing_del(struct fs *fs, const char *name)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&fs->stage_lock);
+	for (size_t i = 0; i < fs->nremoving; i++) {
+		if (strcmp(fs->removing[i].name, name) == 0) {
+			free(fs->removing[i].name);
+			fs->removing[i] = fs->removing[--fs->nremoving];
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fs->stage_lock);
+	return found;
+}
+
 /*
- * `rm -r snapshots/NAME` unlinks each file, removes layers/, then NAME.
- * The files are only hidden from this view as it goes; the tag goes (with
- * the snapshot if no other tag names it) at the final rmdir.
+ * Removing a file of a committed snapshot removes the snapshot: a snapshot
+ * is whole or not at all, so the first unlink of its manifest.json or a
+ * layer removes the tag (the snapshot too when no other tag names it;
+ * `strata gc` reclaims its blobs), exactly as `strata rm NAME` would, and
+ * the CLI agrees at once. What is left of the directory stays visible to
+ * the `rm -r` taking it apart (files it unlinked are hidden) until its
+ * rmdir, or 2 s after its last use.
  */
+static int remove_tag_of(struct fs *fs, struct fs_node *dn, const char *file)
+{
+	struct fs_tags *t = fs_tags_get(fs), *old;
+	const struct fs_tag *tag = fs_tags_find(t, dn->name);
+	bool ours = tag && st_id_equal(&tag->id, &dn->id);
+	bool pruned = false;
+	int rc = 0;
+
+	fs_tags_put(fs, t);
+	if (ours)
+		rc = ix_tag_del(fs->ix, dn->name, IX_TAG_PRUNE, &pruned);
+	if (rc == IX_ENOTFOUND)
+		rc = 0;
+	if (rc < 0)
+		return rc;
+	if (ours) {
+		fs_log(fs, FS_LOG_INFO, "rm snapshots/%s/%s: a snapshot is whole or not at all: tag %s removed%s",
+		       dn->name, file, dn->name, pruned ? " with its snapshot (gc reclaims its blobs)" : "");
+		if (fs_view_refresh(fs, true, &old) >= 0)
+			fs_tags_put(fs, old);
+	}
+	pthread_mutex_lock(&fs->stage_lock);
+	removing_add(fs, dn->name, &dn->id);
+	pthread_mutex_unlock(&fs->stage_lock);
+	return 0;
+}
 static int unlink_committed(struct fs *fs, struct fs_node *dir, const char *name)
 {
 	const struct fs_snap *snap;
@@ -351,7 +436,19 @@ static int unlink_committed(struct fs *fs, struct fs_node *dir, const char *name
 			}
 		}
 	}
+	bool first = rc == 0 && rm && !rm->tag_removed;
+	if (first)
+		rm->tag_removed = true;
 	pthread_mutex_unlock(&fs->stage_lock);
+	if (first && (rc = remove_tag_of(fs, dn, name)) < 0) {
+		pthread_mutex_lock(&fs->stage_lock);
+		rm->tag_removed = false;
+		pthread_mutex_unlock(&fs->stage_lock);
+	}
+	if (rc >= 0 && !first) {
+		st_id rid;
+		fs_ns_removing_find(fs, dn->name, &rid); /* renews it for the rest of the rm -r */
+	}
 	if (dn != dir)
 		fs_itable_forget(fs->itable, dn->ino, 1);
 	return rc;
@@ -420,9 +517,26 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		}
 		struct fs_tags *t = fs_tags_get(fs);
 		const struct fs_tag *tag = fs_tags_find(t, name);
+		st_id rid;
 		if (!tag) {
 			fs_tags_put(fs, t);
-			rc = -ENOENT;
+			if (!fs_ns_removing_find(fs, name, &rid)) {
+				rc = -ENOENT;
+				break;
+			}
+			/* the end of an `rm -r` whose first unlink removed the tag */
+			if ((rc = snapdir_node(fs, &rid, name, &dn)) < 0)
+				break;
+			pthread_mutex_lock(&fs->stage_lock);
+			bool gone = dn->rm && dn->rm->manifest && dn->rm->layers_dir;
+			pthread_mutex_unlock(&fs->stage_lock);
+			if (gone)
+				rm_clear(fs, dn);
+			fs_itable_forget(fs->itable, dn->ino, 1);
+			if (!gone)
+				rc = -ENOTEMPTY;
+			else
+				removing_del(fs, name);
 			break;
 		}
 		rc = snapdir_node(fs, &tag->id, tag->name, &dn);
@@ -432,6 +546,8 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		pthread_mutex_lock(&fs->stage_lock);
 		bool empty = dn->rm && dn->rm->manifest && dn->rm->layers_dir;
 		pthread_mutex_unlock(&fs->stage_lock);
+		if (empty)
+			rm_clear(fs, dn);
 		fs_itable_forget(fs->itable, dn->ino, 1);
 		if (!empty) {
 			rc = -ENOTEMPTY;
@@ -554,19 +670,30 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	reply_err(req, rc);
 }
 
+/* Hard links, symlinks and device nodes have no place in a snapshot. */
+static void refuse_node(fuse_req_t req, fuse_ino_t parent, const char *op, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_node *dir = node_of(fs, parent);
+
+	fs_log(fs, FS_LOG_WARNING, "%s %s in %s: refused (EPERM): a snapshot holds only manifest.json and "
+	       "layer files", op, name, dir ? kind_name(dir->kind) : "a directory gone since");
+	reply_err(req, -EPERM);
+}
+
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	reply_err(req, -EPERM);
+	refuse_node(req, newparent, "link", newname);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
-	reply_err(req, -EPERM);
+	refuse_node(req, parent, "symlink", name);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
-	reply_err(req, -EPERM);
+	refuse_node(req, parent, "mknod", name);
 }
 
 static void fh_free(struct fs *fs, struct fs_fh *fh)
@@ -1353,6 +1480,16 @@ const struct fuse_lowlevel_ops *fs_ops(void)
 		.lseek = op_lseek,
 	};
 	return &ops;
+}
+
+void fs_ops_invalidate_names(struct fs *fs, char **names, size_t n)
+{
+	struct fuse_session *se = fs->session;
+
+	for (size_t i = 0; se && i < n; i++) {
+		fuse_lowlevel_notify_inval_entry(se, FS_INO_SNAPSHOTS, names[i], strlen(names[i]));
+		fuse_lowlevel_notify_inval_entry(se, FS_INO_MEMORY, names[i], strlen(names[i]));
+	}
 }
 
 void fs_ops_invalidate_tags(struct fs *fs, const struct fs_tags *old, const struct fs_tags *cur)

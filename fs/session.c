@@ -124,6 +124,7 @@ static void *poll_main(void *arg)
 	struct fs *fs = p->fs;
 	unsigned ms = fs->cfg->poll_ms ? fs->cfg->poll_ms : DEFAULT_POLL_MS;
 	struct fs_tags *seen = fs_tags_get(fs);
+	uint64_t seen_gen = seen->gen;
 
 	pthread_mutex_lock(&p->lock);
 	while (!p->stop) {
@@ -144,6 +145,21 @@ static void *poll_main(void *arg)
 		struct fs_tags *cur = fs_tags_get(fs);
 		if (cur != seen)
 			fs_ops_invalidate_tags(fs, seen, cur);
+		/* The view may have moved on between two polls (a lookup that
+		 * missed re-reads the index at once), so diffing what this
+		 * thread saw is not enough: every name the kernel was given is
+		 * checked against the index's tags whenever its generation moved. */
+		if (cur->gen != seen_gen) {
+			char **names;
+			size_t n;
+			if (fs_view_take_stale(fs, &names, &n) >= 0 || names) {
+				fs_ops_invalidate_names(fs, names, n);
+				for (size_t i = 0; i < n; i++)
+					free(names[i]);
+				free(names);
+			}
+			seen_gen = cur->gen;
+		}
 		fs_tags_put(fs, seen);
 		seen = cur;
 		fs_stage_sweep(fs, false);

@@ -351,8 +351,10 @@ static int sfile_begin(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
 	if (!f->in_layers || f->extra || f->is_dir)
 		return 0;
 	f->has_expect = st_id_parse(f->name, &f->expect) == 0;
-	/* A layer the store already has is only hashed, never stored twice. */
-	if (f->has_expect && st_blob_has(fs->store, &f->expect))
+	/* A layer the store already has is only hashed, never stored twice;
+	 * touching the blob keeps `strata gc` from taking it (it may be
+	 * unreferenced and old) until the import commits. */
+	if (f->has_expect && st_blob_touch(fs->store, &f->expect) == 0)
 		return st_hasher_new(&f->h);
 	return fs_errno(st_blob_writer_new(fs->store, &f->w));
 }
@@ -594,6 +596,7 @@ int fs_stage_truncate(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uin
 
 	pthread_mutex_lock(&s->lock);
 	touch(s);
+	f->mtime_ns = s->last_ns; /* a truncate changes mtime and ctime, even to the same size */
 	if (f->is_dir) {
 		rc = -EISDIR;
 	} else if (f->extra) {
@@ -642,6 +645,13 @@ static int publish_layer(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, 
 		f->h = NULL;
 		if (!st_id_equal(&f->id, want))
 			rc = ST_ECORRUPT;
+		else if (st_blob_touch(fs->store, want) == -ENOENT) {
+			/* gc removed the store's copy after it was matched: the
+			 * bytes were only hashed, so this copy must come again */
+			fs_log(fs, FS_LOG_WARNING, "import %s: layers/%s: the store's copy it matched was "
+			       "removed (strata gc) while it arrived: copy it again", s->name, f->name);
+			return -EAGAIN;
+		}
 	} else {
 		rc = st_blob_writer_commit(f->w, want, &f->id, NULL);
 		f->w = NULL;
@@ -816,6 +826,24 @@ static int try_commit(struct fs *fs, struct fs_stage *s)
 		if (!layer_present(fs, s, &s->m->layers[i]))
 			return 0;
 	rc = ix_snap_commit(fs->ix, s->m, s->name, 0, &s->snap_id);
+	if (rc == IX_EMISSING) {
+		/* A layer matched against the store's copy lost it to gc between
+		 * its check and this commit: that layer has to come again. */
+		for (uint32_t i = 0; i < s->m->nlayers; i++) {
+			if (st_blob_has(fs->store, &s->m->layers[i].id))
+				continue;
+			st_id_format(&s->m->layers[i].id, hex);
+			struct fs_sfile *f = find_locked(s, true, NULL, hex);
+			if (f) {
+				fail(f, -EAGAIN);
+				snprintf(f->why, sizeof(f->why), "removed from the store by gc during the import: "
+					 "copy it again");
+			}
+		}
+		fs_log(fs, FS_LOG_WARNING, "import %s: a layer was removed by strata gc during the import; "
+		       "copy it again (imports/%s says which)", s->name, s->name);
+		return -EAGAIN;
+	}
 	if (rc < 0) {
 		fs_log(fs, FS_LOG_ERR, "import %s: commit refused: %s", s->name, ix_strerror(rc));
 		return fs_errno(rc);

@@ -156,8 +156,78 @@ static void snap_free(struct fs_snap *s)
 	free(s);
 }
 
+void fs_view_handed(struct fs *fs, const char *name, const st_id *id)
+{
+	pthread_mutex_lock(&fs->view_lock);
+	for (size_t i = 0; i < fs->nhanded; i++) {
+		if (strcmp(fs->handed[i].name, name) == 0) {
+			fs->handed[i].id = *id;
+			pthread_mutex_unlock(&fs->view_lock);
+			return;
+		}
+	}
+	if (fs->nhanded == fs->caphanded) {
+		size_t cap = fs->caphanded ? fs->caphanded * 2 : 64;
+		struct fs_tag *v = realloc(fs->handed, cap * sizeof(*v));
+		if (!v)
+			goto out_unlock; /* then the poller's diff of the tag sets is all it has */
+		fs->handed = v;
+		fs->caphanded = cap;
+	}
+	char *dup = strdup(name);
+	if (dup) {
+		fs->handed[fs->nhanded].name = dup;
+		fs->handed[fs->nhanded].id = *id;
+		fs->nhanded++;
+	}
+out_unlock:
+	pthread_mutex_unlock(&fs->view_lock);
+}
+
+int fs_view_take_stale(struct fs *fs, char ***names, size_t *n)
+{
+	char **out = NULL;
+	size_t k = 0, cap = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->view_lock);
+	for (size_t i = 0; i < fs->nhanded;) {
+		const struct fs_tag *t = fs_tags_find(fs->tags, fs->handed[i].name);
+		if (t && st_id_equal(&t->id, &fs->handed[i].id)) {
+			i++;
+			continue;
+		}
+		if (k == cap) {
+			size_t c = cap ? cap * 2 : 16;
+			char **v = realloc(out, c * sizeof(*v));
+			if (!v) {
+				rc = -ENOMEM;
+				break;
+			}
+			out = v;
+			cap = c;
+		}
+		out[k++] = fs->handed[i].name;
+		fs->handed[i] = fs->handed[--fs->nhanded];
+	}
+	pthread_mutex_unlock(&fs->view_lock);
+	*names = out;
+	*n = k;
+	return rc;
+}
+
 void fs_view_fini(struct fs *fs)
 {
+	for (size_t i = 0; i < fs->nremoving; i++)
+		free(fs->removing[i].name);
+	free(fs->removing);
+	fs->removing = NULL;
+	fs->nremoving = fs->capremoving = 0;
+	for (size_t i = 0; i < fs->nhanded; i++)
+		free(fs->handed[i].name);
+	free(fs->handed);
+	fs->handed = NULL;
+	fs->nhanded = fs->caphanded = 0;
 	if (fs->snaps) {
 		for (size_t i = 0; i < fs->nsnapbuckets; i++) {
 			struct fs_snap *s = fs->snaps[i], *next;

@@ -46,6 +46,7 @@ struct gc_batch {
 	const struct gc_cand *v;
 	size_t n;
 	struct ix_gc_stats *st;
+	int64_t cutoff_ns;
 };
 
 static int gc_batch_fn(struct ix *ix, MDB_txn *txn, void *arg)
@@ -60,6 +61,13 @@ static int gc_batch_fn(struct ix *ix, MDB_txn *txn, void *arg)
 			continue; /* referenced */
 		if (rc != IX_ENOTFOUND)
 			return rc;
+		/* A mount's import may have matched it since it was listed (it
+		 * touches the blob it matches): young again, keep it. */
+		int64_t mtime;
+		if (st_blob_mtime(ix->s, &b->v[i].id, &mtime) == 0 && mtime > b->cutoff_ns) {
+			b->st->blobs_young++;
+			continue;
+		}
 		/* Unreferenced while we hold the writer lock: no commit can
 		 * start referencing it before the unlink is done. */
 		rc = st_blob_del(ix->s, &b->v[i].id);
@@ -92,7 +100,8 @@ int ix_gc(struct ix *ix, unsigned grace_s, struct ix_gc_stats *stats)
 		goto out_free;
 	st.blobs_young = l.young;
 	for (size_t off = 0; off < l.n; off += GC_BATCH) {
-		struct gc_batch b = { .v = l.v + off, .n = l.n - off < GC_BATCH ? l.n - off : GC_BATCH, .st = &st };
+		struct gc_batch b = { .v = l.v + off, .n = l.n - off < GC_BATCH ? l.n - off : GC_BATCH, .st = &st,
+					.cutoff_ns = l.cutoff_ns };
 		if ((rc = ix_write(ix, gc_batch_fn, &b)) < 0)
 			goto out_free;
 	}

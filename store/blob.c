@@ -464,6 +464,27 @@ int st_blob_open(struct st_store *s, const st_id *id, int *fd_out)
 	return 0;
 }
 
+int st_blob_touch(struct st_store *s, const st_id *id)
+{
+	char rel[ST_ID_HEX_LEN + 4];
+
+	blob_relpath(id, rel);
+	return st_sys_touchat(s->blobs_fd, rel);
+}
+
+int st_blob_mtime(struct st_store *s, const st_id *id, int64_t *mtime_ns)
+{
+	char rel[ST_ID_HEX_LEN + 4];
+	struct stat st;
+	int rc;
+
+	blob_relpath(id, rel);
+	if ((rc = st_sys_fstatat(s->blobs_fd, rel, &st, AT_SYMLINK_NOFOLLOW)) < 0)
+		return rc;
+	*mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+	return 0;
+}
+
 bool st_blob_has(struct st_store *s, const st_id *id)
 {
 	char rel[ST_ID_HEX_LEN + 4];

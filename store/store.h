@@ -204,6 +204,12 @@ int st_blob_size(struct st_store *s, const st_id *id, uint64_t *size);
 int st_blob_path(const struct st_store *s, const st_id *id, char *buf, size_t len);
 /* The same path for the store whose root directory is root (no store open). */
 int st_blob_path_at(const char *root, const st_id *id, char *buf, size_t len);
+/* Mark the blob as in use now (its mtime): gc keeps blobs younger than its
+ * grace period, so an import that matched an unreferenced blob keeps it
+ * until it commits. -ENOENT if absent. */
+int st_blob_touch(struct st_store *s, const st_id *id);
+/* The blob file's mtime in ns since the epoch. -ENOENT if absent. */
+int st_blob_mtime(struct st_store *s, const st_id *id, int64_t *mtime_ns);
 /* Unlink the blob file (durable per policy). Absent -> -ENOENT. The caller
  * (index/gc) is responsible for knowing nothing references it. */
 int st_blob_del(struct st_store *s, const st_id *id);

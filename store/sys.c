@@ -212,6 +212,15 @@ int st_sys_fchmod(int fd, mode_t mode)
 	return fchmod(fd, mode) < 0 ? -errno : 0;
 }
 
+int st_sys_touchat(int dirfd, const char *path)
+{
+	int rc = step();
+
+	if (rc < 0)
+		return rc;
+	return utimensat(dirfd, path, NULL, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
 int st_sys_mkdirat(int dirfd, const char *path, mode_t mode)
 {
 	int rc = step();

@@ -52,6 +52,8 @@ int st_sys_fsync(int fd);
 int st_sys_fstat(int fd, struct stat *st);
 int st_sys_fstatat(int dirfd, const char *path, struct stat *st, int flags);
 int st_sys_fchmod(int fd, mode_t mode);
+/* Set a file's access and modification times to now. */
+int st_sys_touchat(int dirfd, const char *path);
 int st_sys_mkdirat(int dirfd, const char *path, mode_t mode);
 int st_sys_unlinkat(int dirfd, const char *path, int flags);
 int st_sys_linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags);
