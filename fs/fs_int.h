@@ -224,8 +224,9 @@ struct fs_removing {
 	int64_t last_ns;
 };
 /* The snapshot dir name whose tag an unlink removed (still answering for
- * `rm -r` for 2 s after its last use); false if none. Takes stage_lock. */
-bool fs_ns_removing_find(struct fs *fs, const char *name, st_id *id);
+ * `rm -r` for 2 s after its last unlink or rmdir: renew); false if none.
+ * Takes stage_lock. */
+bool fs_ns_removing_find(struct fs *fs, const char *name, st_id *id, bool renew);
 struct fs_rm {
 	bool tag_removed;   /* the first unlink removed the tag */
 	bool manifest;      /* manifest.json unlinked */

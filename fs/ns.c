@@ -64,7 +64,7 @@ static int layer_index(const struct st_manifest *m, const st_id *id)
  * taking it apart, after its last use. */
 #define REMOVING_LINGER_NS (2ll * 1000000000ll)
 
-bool fs_ns_removing_find(struct fs *fs, const char *name, st_id *id)
+bool fs_ns_removing_find(struct fs *fs, const char *name, st_id *id, bool renew)
 {
 	int64_t now = fs_now_ns();
 	bool found = false;
@@ -79,7 +79,8 @@ bool fs_ns_removing_find(struct fs *fs, const char *name, st_id *id)
 		}
 		if (strcmp(r->name, name) == 0) {
 			*id = r->id;
-			r->last_ns = now;
+			if (renew)
+				r->last_ns = now;
 			found = true;
 		}
 		i++;
@@ -155,7 +156,7 @@ int fs_ns_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs
 			rc = fs_ns_acquire(fs, &k, out);
 			if (rc >= 0)
 				fs_view_handed(fs, tag->name, &tag->id);
-		} else if (dir->kind == FS_K_SNAPSHOTS && fs_ns_removing_find(fs, name, &k.id)) {
+		} else if (dir->kind == FS_K_SNAPSHOTS && fs_ns_removing_find(fs, name, &k.id, false)) {
 			k.kind = FS_K_SNAPDIR;
 			k.name = name;
 			rc = fs_ns_acquire(fs, &k, out);
@@ -239,6 +240,9 @@ double fs_node_timeout(const struct fs *fs, const struct fs_node *n)
 	case FS_K_IMPORTS:
 	case FS_K_IMPORTFILE:
 		return 0;
+	case FS_K_SNAPDIR:
+		/* a snapshot an unlink removed: only its rm -r may still see it */
+		return n->rm && n->rm->tag_removed ? 0 : fs->entry_timeout;
 	case FS_K_SNAPSHOTS:
 	case FS_K_MEMORY:
 	case FS_K_BLOBS:

@@ -447,7 +447,7 @@ static int unlink_committed(struct fs *fs, struct fs_node *dir, const char *name
 	}
 	if (rc >= 0 && !first) {
 		st_id rid;
-		fs_ns_removing_find(fs, dn->name, &rid); /* renews it for the rest of the rm -r */
+		fs_ns_removing_find(fs, dn->name, &rid, true); /* renews it for the rest of the rm -r */
 	}
 	if (dn != dir)
 		fs_itable_forget(fs->itable, dn->ino, 1);
@@ -520,7 +520,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		st_id rid;
 		if (!tag) {
 			fs_tags_put(fs, t);
-			if (!fs_ns_removing_find(fs, name, &rid)) {
+			if (!fs_ns_removing_find(fs, name, &rid, true)) {
 				rc = -ENOENT;
 				break;
 			}
