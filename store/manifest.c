@@ -6,11 +6,60 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xxhash.h>
 
 #include "store/store_int.h"
 
 #define MAX_PAGES (ST_MANIFEST_MAX_MEM / ST_PAGE_SIZE)
+/* "2026-12-01T12:00:00.123456789Z": `created` from version 2 on. */
+#define CREATED_LEN 30
+
+/*
+ * Version 1 wrote `created` as an integer of nanoseconds, above 2^53: jq 1.6
+ * and every JavaScript parser round it, so a manifest passed through them
+ * named another snapshot. Version 2 writes an RFC 3339 UTC string with all
+ * nine fractional digits, which every JSON tool keeps as it is. Re-encoding
+ * keeps a manifest's version, so a version 1 snapshot keeps its id.
+ */
+static int created_format(int64_t ns, char out[CREATED_LEN + 1])
+{
+	time_t secs = (time_t)(ns / 1000000000ll);
+	struct tm tm;
+
+	if (ns < 0 || !gmtime_r(&secs, &tm) || tm.tm_year + 1900 > 9999)
+		return -EINVAL;
+	char tmp[80];
+	int n = snprintf(tmp, sizeof(tmp), "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+			 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (long long)(ns % 1000000000ll));
+	if (n != CREATED_LEN)
+		return -EINVAL;
+	memcpy(out, tmp, CREATED_LEN + 1);
+	return 0;
+}
+
+/* Parse exactly the form created_format writes (one text per instant). */
+static int created_parse(const char *s, size_t len, int64_t *out)
+{
+	char again[CREATED_LEN + 1];
+	struct tm tm = { 0 };
+	long long frac;
+	int n = 0;
+
+	if (len != CREATED_LEN || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d.%9lldZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+					 &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &frac, &n) != 7 || n != CREATED_LEN)
+		return -EINVAL;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	time_t secs = timegm(&tm);
+	if (secs < 0 || frac < 0)
+		return -EINVAL;
+	int64_t ns = (int64_t)secs * 1000000000ll + frac;
+	if (created_format(ns, again) < 0 || memcmp(again, s, CREATED_LEN) != 0)
+		return -EINVAL; /* out of range fields (Feb 30, 25:00), or not canonical */
+	*out = ns;
+	return 0;
+}
 
 int st_manifest_new(struct st_manifest **out)
 {
@@ -154,9 +203,9 @@ int st_manifest_validate(const struct st_manifest *m, char *why, size_t whylen)
 	st_id *ids = NULL;
 	int rc = 0;
 
-	if (m->version != ST_MANIFEST_VERSION)
-		return st_why(why, whylen, ST_EVERSION, "version %" PRIu32 " is not supported (this strata reads %u)",
-			      m->version, ST_MANIFEST_VERSION);
+	if (m->version < ST_MANIFEST_VERSION_MIN || m->version > ST_MANIFEST_VERSION)
+		return st_why(why, whylen, ST_EVERSION, "version %" PRIu32 " is not supported (this strata reads %u to %u)",
+			      m->version, ST_MANIFEST_VERSION_MIN, ST_MANIFEST_VERSION);
 	if (m->mem_size % ST_PAGE_SIZE)
 		return st_why(why, whylen, ST_ELAYOUT, "mem_size %" PRIu64 " is not a multiple of %u", m->mem_size,
 			      ST_PAGE_SIZE);
@@ -523,10 +572,10 @@ static int parse_root(const json_t *root, struct st_manifest *m, char *why, size
 		return st_why(why, whylen, ST_EFORMAT, "missing 'version'");
 	if (!json_is_integer(v))
 		return st_why(why, whylen, ST_EFORMAT, "version: expected an integer, got %s", type_name(v));
-	if (json_integer_value(v) != ST_MANIFEST_VERSION)
-		return st_why(why, whylen, ST_EVERSION, "version %lld is not supported (this strata reads %u)",
-			      (long long)json_integer_value(v), ST_MANIFEST_VERSION);
-	m->version = ST_MANIFEST_VERSION;
+	if (json_integer_value(v) < ST_MANIFEST_VERSION_MIN || json_integer_value(v) > ST_MANIFEST_VERSION)
+		return st_why(why, whylen, ST_EVERSION, "version %lld is not supported (this strata reads %u to %u)",
+			      (long long)json_integer_value(v), ST_MANIFEST_VERSION_MIN, ST_MANIFEST_VERSION);
+	m->version = (uint32_t)json_integer_value(v);
 	json_object_foreach((json_t *)root, key, v) {
 		bool known = false;
 		for (size_t i = 0; i < sizeof(known_keys) / sizeof(known_keys[0]); i++)
@@ -540,9 +589,17 @@ static int parse_root(const json_t *root, struct st_manifest *m, char *why, size
 			return st_why(why, whylen, ST_EFORMAT, "missing '%s'", required[i]);
 	if ((rc = get_uint(json_object_get(root, "mem_size"), "mem_size", INT64_MAX, &m->mem_size, why, whylen)) < 0)
 		return rc;
-	if ((rc = get_uint(json_object_get(root, "created"), "created", INT64_MAX, &u, why, whylen)) < 0)
-		return rc;
-	m->created = (int64_t)u;
+	v = json_object_get(root, "created");
+	if (m->version == 1) {
+		if ((rc = get_uint(v, "created", INT64_MAX, &u, why, whylen)) < 0)
+			return rc;
+		m->created = (int64_t)u;
+	} else if (!json_is_string(v) || created_parse(json_string_value(v), json_string_length(v), &m->created) < 0) {
+		return st_why(why, whylen, ST_EFORMAT, "created: expected a UTC time such as "
+			      "\"2026-12-01T12:00:00.000000000Z\" (nine fractional digits), got %s%.40s%s",
+			      json_is_string(v) ? "'" : "", json_is_string(v) ? json_string_value(v) : type_name(v),
+			      json_is_string(v) ? "'" : "");
+	}
 	if ((rc = get_uint(json_object_get(root, "abi_version"), "abi_version", UINT32_MAX, &u, why, whylen)) < 0)
 		return rc;
 	m->abi_version = (uint32_t)u;
@@ -696,7 +753,16 @@ int st_manifest_encode(const struct st_manifest *m, char **json, size_t *len, ch
 		rc = -ENOMEM;
 		goto out_free;
 	}
-	put(&o, "{\"abi_version\":%" PRIu32 ",\"created\":%" PRId64, m->abi_version, m->created);
+	if (m->version == 1) {
+		put(&o, "{\"abi_version\":%" PRIu32 ",\"created\":%" PRId64, m->abi_version, m->created);
+	} else {
+		char created[CREATED_LEN + 1];
+		if (created_format(m->created, created) < 0) {
+			rc = ST_EFORMAT;
+			goto out_free;
+		}
+		put(&o, "{\"abi_version\":%" PRIu32 ",\"created\":\"%s\"", m->abi_version, created);
+	}
 	if (guest)
 		put(&o, ",\"guest\":%s", guest);
 	if (labels)

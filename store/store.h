@@ -19,7 +19,8 @@
  */
 
 #define ST_PAGE_SIZE 4096u
-#define ST_MANIFEST_VERSION 1u  /* manifest.json "version" this code writes and reads */
+#define ST_MANIFEST_VERSION 2u  /* manifest.json "version" this code writes */
+#define ST_MANIFEST_VERSION_MIN 1u /* the oldest it reads: 1 has `created` as an integer */
 #define ST_STORE_VERSION 1u     /* STORE/format version this code writes and reads */
 #define ST_ID_HEX_LEN 32        /* an id's text form, without the terminating NUL */
 #define ST_NAME_MAX 128         /* longest tag / label key */
@@ -278,7 +279,7 @@ struct st_label {
  * sorted by key without duplicates (st_manifest_validate checks all this).
  */
 struct st_manifest {
-	uint32_t version;         /* ST_MANIFEST_VERSION */
+	uint32_t version;         /* ST_MANIFEST_VERSION_MIN..ST_MANIFEST_VERSION; kept when re-encoded */
 	uint64_t mem_size;        /* bytes, a multiple of ST_PAGE_SIZE, <= ST_MANIFEST_MAX_MEM */
 	uint32_t nlayers;
 	struct st_layer_ref *layers;
@@ -327,7 +328,7 @@ int st_manifest_set_object(struct st_manifest *m, const char *key, const struct 
 /*
  * Parse manifest JSON strictly (docs/formats.md): truncated or malformed JSON,
  * duplicate or unknown keys, wrong types, negative or oversized numbers ->
- * ST_EFORMAT; a version other than ST_MANIFEST_VERSION -> ST_EVERSION;
+ * ST_EFORMAT; a version outside ST_MANIFEST_VERSION_MIN..ST_MANIFEST_VERSION -> ST_EVERSION;
  * layout errors -> ST_ELAYOUT; bad label key -> ST_EBADNAME. The result is
  * validated. guest / vcpu are kept as their canonical JSON text.
  */

@@ -13,7 +13,7 @@ ok "top level is snapshots blobs memory imports" test "$(ls "$M" | tr '\n' ' ')"
 ok "snapshots/ lists the tags" test "$(ls "$M/snapshots" | tr '\n' ' ')" = "base child "
 ok "ls -lR walks everything" bash -c "ls -lR '$M' >'$T/lsr' && grep -c manifest.json '$T/lsr' | grep -qx 2"
 ok "manifest.json parses with jq and matches the index" bash -c \
-	"jq -e '.version == 1 and (.layers | length) >= 1' '$M/snapshots/child/manifest.json' >/dev/null"
+	"jq -e '.version == 2 and (.layers | length) >= 1' '$M/snapshots/child/manifest.json' >/dev/null"
 ok "manifest.json is the canonical encoding plus newline" python3 -c "
 import json, sys
 raw = open('$M/snapshots/child/manifest.json', 'rb').read()

@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "helpers.h"
 
@@ -28,7 +29,18 @@ char *th_reference_encode(const struct st_manifest *m)
 	json_object_set_new(root, "ranges", ranges);
 	json_object_set_new(root, "version", json_integer(m->version));
 	json_object_set_new(root, "mem_size", json_integer((json_int_t)m->mem_size));
-	json_object_set_new(root, "created", json_integer(m->created));
+	if (m->version == 1) {
+		json_object_set_new(root, "created", json_integer(m->created));
+	} else {
+		/* version 2: an RFC 3339 UTC string with nine fractional digits */
+		char buf[64];
+		time_t secs = (time_t)(m->created / 1000000000ll);
+		struct tm tm;
+		gmtime_r(&secs, &tm);
+		size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+		snprintf(buf + n, sizeof(buf) - n, ".%09lldZ", (long long)(m->created % 1000000000ll));
+		json_object_set_new(root, "created", json_string(buf));
+	}
 	json_object_set_new(root, "abi_version", json_integer(m->abi_version));
 	if (m->has_parent) {
 		st_id_format(&m->parent, hex);
