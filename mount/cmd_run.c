@@ -319,34 +319,44 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	struct run_opts o = { .cfg.log = guest_log, .repeat = 1 };
 	int c, rc = 0, status = CLI_OK;
 
-	/* '+': stop at the first non-option (the guest path); options may also
-	 * follow it (`run g.elf --call f ARGS`); ARGS start after the options. */
-	while ((c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:h", opts, NULL)) != -1)
-		if ((rc = run_opt(cli, c, &o)) >= 0)
-			return rc;
-	if (optind >= argc) {
+	/* The usual convention: options anywhere (`run G --call f 1 2
+	 * --snapshot s`), `--` ends them, and an argument that starts with '-'
+	 * goes after `--`; a negative number needs no `--` (no option is a
+	 * digit). The non-options, in order, are the target and the ARGS; they
+	 * are gathered at argv[1..] (slots getopt has passed already). */
+	char **pos = argv + 1;
+	int npos = 0;
+	for (;;) {
+		if (optind < argc && argv[optind][0] == '-' && argv[optind][1] >= '0' && argv[optind][1] <= '9') {
+			pos[npos++] = argv[optind++];
+			continue;
+		}
+		int at = optind;
+		c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:h", opts, NULL);
+		if (c != -1) {
+			if ((rc = run_opt(cli, c, &o)) >= 0)
+				return rc;
+			continue;
+		}
+		if (optind > at && strcmp(argv[optind - 1], "--") == 0) {
+			while (optind < argc)
+				pos[npos++] = argv[optind++];
+		}
+		if (optind >= argc)
+			break;
+		pos[npos++] = argv[optind++];
+	}
+	if (npos == 0) {
 		cli_err(cli, "run: which guest? (strata run GUEST.elf --call FN [ARGS...])");
 		return CLI_USAGE;
 	}
-	const char *path = argv[optind++];
-	/* After the path only `--long` options count, so ARGS such as -3 are
-	 * arguments; `--` ends the options explicitly. */
-	while (optind < argc && strncmp(argv[optind], "--", 2) == 0) {
-		if (argv[optind][2] == '\0') {
-			optind++;
-			break;
-		}
-		if ((c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:h", opts, NULL)) == -1)
-			break;
-		if ((rc = run_opt(cli, c, &o)) >= 0)
-			return rc;
-	}
+	const char *path = pos[0];
 	struct vmm_config cfg = o.cfg;
 	const char *fn = o.fn;
 	bool list = o.list;
 	unsigned long long repeat = o.repeat;
-	char **args = argv + optind;
-	int nargs = argc - optind;
+	char **args = pos + 1;
+	int nargs = npos - 1;
 	if (!fn && !list) {
 		cli_err(cli, "run: say --call FN or --list");
 		return CLI_USAGE;

@@ -150,6 +150,46 @@ static void usage(FILE *f)
 	fprintf(f, "\nExit status: 0 ok, 1 failed, 2 usage, 3 not found, 4 corruption, 5 guest error.\n");
 }
 
+/*
+ * The global options are accepted after the subcommand's name too
+ * (`strata fsck -v`, `strata ls --store S`): they are taken out of the
+ * subcommand's arguments, up to a `--`, before it parses the rest. No
+ * subcommand has a -s or -v of its own.
+ */
+static int take_global_options(struct cli *cli, int argc, char **argv)
+{
+	int out = 1;
+	bool rest = false;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (rest || strcmp(a, "--") == 0) {
+			rest = true;
+			argv[out++] = argv[i];
+		} else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+			cli->verbose++;
+		} else if (strcmp(a, "-s") == 0 || strcmp(a, "--store") == 0) {
+			if (i + 1 >= argc || !*argv[i + 1]) {
+				cli_err(cli, "%s needs a directory", a);
+				return -1;
+			}
+			cli->store = argv[++i];
+			cli->store_given = true;
+		} else if (strncmp(a, "--store=", 8) == 0) {
+			if (!a[8]) {
+				cli_err(cli, "--store needs a directory");
+				return -1;
+			}
+			cli->store = a + 8;
+			cli->store_given = true;
+		} else {
+			argv[out++] = argv[i];
+		}
+	}
+	argv[out] = NULL;
+	return out;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -196,8 +236,11 @@ int main(int argc, char **argv)
 	const char *name = argv[sub];
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		if (strcmp(commands[i].name, name) == 0) {
+			int n = take_global_options(&cli, argc - sub, &argv[sub]);
+			if (n < 0)
+				return CLI_USAGE;
 			optind = 0; /* glibc: fully re-initialise getopt for the subcommand */
-			return commands[i].run(&cli, argc - sub, &argv[sub]);
+			return commands[i].run(&cli, n, &argv[sub]);
 		}
 	}
 	cli_err(&cli, "unknown command '%s' (try 'strata --help')", name);
