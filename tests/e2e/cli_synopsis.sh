@@ -2,6 +2,7 @@
 # cli_synopsis.sh: every synopsis in docs/cli.md run as written (options after the arguments where it
 # puts them there), global flags after a subcommand's name, and `--` ending options.
 . "$(dirname "$0")/fs_lib.sh"
+. "$(dirname "$0")/kvm_lib.sh"
 G=${STRATA_BUILD:?}/vmm/guest/simpleguest.elf
 DOC=${STRATA_SRC:?}/docs/cli.md
 S=$T/store
@@ -27,6 +28,7 @@ tested=(
 	'strata run TARGET --call FN [ARGS...] [options]'
 	'strata pool TARGET [-n N] [--verify] [--via-fuse] [--call FN [--] [ARGS...]]'
 	'strata calibrate [--output FILE] [--guest GUEST.elf]'
+	'strata doctor [--need kvm]'
 )
 ok "every synopsis in docs/cli.md has a case here" bash -c '
 	diff <(grep -o "^### \`strata [^\`]*\`" "$0" | sed "s/^### \`//; s/\`\$//") <(printf "%s\n" "${@}")' "$DOC" "${tested[@]}"
@@ -68,9 +70,11 @@ ok "ls --store=DIR after the name" bash -c "'$STRATA' ls --store='$S' | grep -q 
 ok "-s DIR after the name" bash -c "'$STRATA' tag -s '$S' | grep -q base"
 ok "a global flag's missing value is a usage error" bash -c "'$STRATA' ls --store; test \$? -eq 2"
 
-if [ ! -e /dev/kvm ]; then
-	for c in "run as written" "run: options anywhere" "run: -- ends options" "pool as written" "calibrate as written"; do
-		n=$((n + 1)); echo "ok $n # SKIP $c: no /dev/kvm"
+ok "doctor" bash -c "'$STRATA' doctor | grep -qi kvm"
+if kvm_unusable; then
+	for c in "run as written" "run: options anywhere" "run: -- ends options" "pool as written" "calibrate as written" \
+		"doctor --need kvm"; do
+		n=$((n + 1)); echo "ok $n # SKIP $c: $KVM_WHY"
 	done
 else
 	ok "run TARGET --call FN ARGS --snapshot TAG (options after the arguments)" bash -c \
@@ -82,5 +86,6 @@ else
 		"'$STRATA' --store '$S' pool fromrun -n 2 --verify --call echo -- -x | grep -q -- -x"
 	ok "calibrate --output FILE --guest GUEST.elf" bash -c \
 		"timeout 300 '$STRATA' calibrate --output '$T/policy' --guest '$G' >/dev/null && test -s '$T/policy'"
+	ok "doctor --need kvm" "$STRATA" doctor --need kvm
 fi
 finish
