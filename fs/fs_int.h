@@ -191,7 +191,7 @@ int fs_snap_get(struct fs *fs, const st_id *id, const struct fs_snap **out);
 
 /* ---- ns.c: the namespace: lookup, attributes, listings ---- */
 /* Entry/attr cache lifetime for a node (seconds). */
-double fs_node_timeout(const struct fs *fs, const struct fs_node *n);
+double fs_node_timeout(struct fs *fs, const struct fs_node *n);
 /* Resolve name in dir; on success one kernel lookup is counted on *out. */
 int fs_ns_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs_node **out);
 /* Acquire a node for a key (counts one lookup). */

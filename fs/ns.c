@@ -231,7 +231,7 @@ int fs_ns_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs
 	}
 }
 
-double fs_node_timeout(const struct fs *fs, const struct fs_node *n)
+double fs_node_timeout(struct fs *fs, const struct fs_node *n)
 {
 	switch (n->kind) {
 	case FS_K_STAGEDIR:
@@ -240,9 +240,15 @@ double fs_node_timeout(const struct fs *fs, const struct fs_node *n)
 	case FS_K_IMPORTS:
 	case FS_K_IMPORTFILE:
 		return 0;
-	case FS_K_SNAPDIR:
-		/* a snapshot an unlink removed: only its rm -r may still see it */
-		return n->rm && n->rm->tag_removed ? 0 : fs->entry_timeout;
+	case FS_K_SNAPDIR: {
+		/* Cached for a day only while its tag names it: a snapshot an
+		 * unlink removed is seen by the rm -r taking it apart alone. */
+		struct fs_tags *t = fs_tags_get(fs);
+		const struct fs_tag *tag = n->name ? fs_tags_find(t, n->name) : NULL;
+		bool current = tag && st_id_equal(&tag->id, &n->id);
+		fs_tags_put(fs, t);
+		return current ? fs->entry_timeout : 0;
+	}
 	case FS_K_SNAPSHOTS:
 	case FS_K_MEMORY:
 	case FS_K_BLOBS:
