@@ -423,6 +423,34 @@ out_fail:
 	return layer_fail(d, hex, rc, err);
 }
 
+int vmm_restore_answer_parse(const char *buf, size_t n, const char *store, struct st_manifest **out)
+{
+	char why[ST_WHY_LEN], want[PATH_MAX];
+	const char *end = buf + n, *p = memchr(buf, '\0', n);
+	struct st_manifest *m = NULL;
+	int rc;
+
+	if (!p)
+		return 0;
+	if ((rc = parse_manifest(buf, (size_t)(p - buf), &m, why, sizeof(why))) < 0)
+		return rc == -ENOMEM ? rc : 0; /* the files will say what is wrong */
+	/* Exactly one path per layer, each the store's blob for it, nothing after. */
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		const char *z = ++p < end ? memchr(p, '\0', (size_t)(end - p)) : NULL;
+		if (!z || st_blob_path_at(store, &m->layers[i].id, want, sizeof(want)) < 0 ||
+		    (size_t)(z - p) != strlen(want) || memcmp(p, want, (size_t)(z - p)) != 0)
+			goto out_unusable;
+		p = z;
+	}
+	if (p + 1 != end)
+		goto out_unusable;
+	*out = m;
+	return 1;
+out_unusable:
+	st_manifest_free(m);
+	return 0;
+}
+
 /*
  * On a strata mount, one getxattr of the directory's user.strata.restore
  * brings manifest.json's bytes and every layer's backing blob path
@@ -438,52 +466,46 @@ out_fail:
  */
 static int open_via_restore_xattr(struct vmm_snapdir *d, struct vmm_error *err)
 {
-	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1], *buf = malloc(SNAPDIR_RESTORE_MAX);
+	char hex[ST_ID_HEX_LEN + 1], want[PATH_MAX], *buf;
 	struct st_manifest *m = NULL;
 	int *fds = NULL, rc = 0;
 	uint32_t nopen = 0;
 	ssize_t n;
 
-	if (!buf)
+	if (!d->store)
+		return 0;
+	if (!(buf = malloc(SNAPDIR_RESTORE_MAX)))
 		return vmm_fail(err, -ENOMEM, "out of memory");
-	n = d->store ? getxattr(d->path, SNAPDIR_XATTR_RESTORE, buf, SNAPDIR_RESTORE_MAX) : -1;
-	const char *end = buf + (n > 0 ? n : 0), *p = memchr(buf, '\0', n > 0 ? (size_t)n : 0);
-	if (!p)
-		goto out_free; /* not a strata mount, or nothing usable: read the files */
-	if (parse_manifest(buf, (size_t)(p - buf), &m, why, sizeof(why)) < 0)
-		goto out_free; /* the files will say what is wrong */
+	n = getxattr(d->path, SNAPDIR_XATTR_RESTORE, buf, SNAPDIR_RESTORE_MAX);
+	rc = n > 0 ? vmm_restore_answer_parse(buf, (size_t)n, d->store, &m) : 0;
+	free(buf);
+	if (rc <= 0)
+		return rc < 0 ? vmm_fail(err, rc, "out of memory") : 0;
 	if (!(fds = malloc((m->nlayers + 1) * sizeof(*fds)))) {
 		rc = vmm_fail(err, -ENOMEM, "out of memory");
 		goto out_free;
 	}
-	for (p++; nopen < m->nlayers; nopen++) {
+	for (rc = 0; nopen < m->nlayers; nopen++) {
 		const struct st_layer_ref *l = &m->layers[nopen];
-		const char *z = p < end ? memchr(p, '\0', (size_t)(end - p)) : NULL;
 		st_id_format(&l->id, hex);
-		if (!z || (fds[nopen] = open_blob_target(d->store, p, &l->id, l->pages * ST_PAGE_SIZE)) < 0)
+		st_blob_path_at(d->store, &l->id, want, sizeof(want));
+		if ((fds[nopen] = open_blob_target(d->store, want, &l->id, l->pages * ST_PAGE_SIZE)) < 0)
 			goto out_free; /* rc 0: read the files */
-		p = z + 1;
 		if ((d->flags & VMM_SNAPDIR_VERIFY) && (rc = verify_fd(fds[nopen], l->pages * ST_PAGE_SIZE, &l->id)) < 0) {
 			close(fds[nopen]);
 			rc = layer_fail(d, hex, rc, err);
 			goto out_free;
 		}
 	}
-	if (p != end) { /* exactly one path per layer, nothing after */
-		rc = 0;
-		goto out_free;
-	}
 	d->m = m;
 	d->fds = fds;
 	d->ndirect = m->nlayers;
-	free(buf);
 	return 1;
 out_free:
 	while (nopen > 0)
 		close(fds[--nopen]);
 	free(fds);
 	st_manifest_free(m);
-	free(buf);
 	return rc;
 }
 
