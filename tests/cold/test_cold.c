@@ -1098,3 +1098,99 @@ Test(cold, hostile_vcpu_state_never_harms_the_host, .init = setup_copy, .fini = 
 	/* The sandbox made right after all of that is fine. */
 	restore_continues(fx.copy, 0, NULL);
 }
+
+/*
+ * Randomized hostile guests (fixed seed, so a failure replays): between
+ * restores a sandbox gets 1-3 calls picked from everything simpleguest can
+ * do wrong — wild hypercalls, bad pointers, writes to its own code,
+ * runaway loops and allocations, stack exhaustion, aborts, faults, bad
+ * ports, arguments of the wrong kind and size, unknown functions — mixed
+ * with ordinary calls. The host must survive every one, each restore must
+ * put back exactly the snapshot (debug mode compares every page, so a page
+ * left over fails the restore with VMM_E_LEAK), and the restored guest
+ * continues from the snapshot's counter. Written against the sandbox API
+ * alone, so it runs on any backend that restores from a snapshot directory.
+ */
+static int64_t hg_int(void)
+{
+	static const int64_t interesting[] = { 0, 1, -1, 2, 4095, 4096, 1 << 20, INT32_MAX, INT64_MIN, INT64_MAX };
+	return fz_next() % 2 ? interesting[fz_next() % 10] : (int64_t)(fz_next() >> (fz_next() % 64));
+}
+
+static const struct { const char *fn, *sig; } hostile_fns[] = {
+	{ "wild_hypercall", "i" }, { "hammer", "ii" }, { "runaway_alloc", "" }, { "stack_overflow", "i" },
+	{ "write_text", "" },      { "bad_port", "" },  { "bad_pointer", "" },   { "do_abort", "i" },
+	{ "privileged", "" },      { "invalid_opcode", "" }, { "div_zero", "i" }, { "null_write", "" },
+	{ "fail_if_negative", "i" }, { "log_msg", "s" }, { "large_params", "bb" }, { "in24k_out8k", "b" },
+	{ "spin", "" },            { "counter_next", "" }, { "touch_strided", "ii" }, { "touch_pages", "i" },
+	{ "heap_write", "i" },     { "host_status", "ss" }, { "upper_via_host", "s" }, { "add", "ii" },
+	{ "echo_bytes", "b" },     { "echo", "s" },     { "no_such_function", "" },
+};
+
+Test(cold, randomized_hostile_guests_never_harm_the_host_and_each_restore_is_exact, .init = setup_copy,
+     .fini = fixture_down, .timeout = 300)
+{
+	enum { ROUNDS = 400 };
+	static uint8_t bytes[2][40000];
+	struct vmm_snapdir *d;
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+	struct vmm_config cfg = { .timeout_ns = 20 * 1000 * 1000 };
+	unsigned calls = 0, failed = 0, poisoned = 0;
+
+	fz = 0x15C0FFEEull; /* this loop's own seed (each test runs in its own process) */
+	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &cfg, &sb, &err), 0, "%s", err.message);
+	vmm_sandbox_set_debug(sb, true);
+	for (size_t i = 0; i < sizeof(bytes); i++)
+		((uint8_t *)bytes)[i] = (uint8_t)fz_next();
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		unsigned n = 1 + fz_next() % 3;
+		for (unsigned c = 0; c < n; c++) {
+			unsigned k = fz_next() % (sizeof(hostile_fns) / sizeof(hostile_fns[0]));
+			const char *sig = hostile_fns[k].sig;
+			struct vmm_value args[4];
+			size_t nargs = strlen(sig);
+			/* Now and then one argument too many or of the wrong kind. */
+			bool wrong = fz_next() % 8 == 0;
+			for (size_t a = 0; a < nargs + wrong && a < 4; a++) {
+				char t = a < nargs && !(wrong && a == 0) ? sig[a] : "isb"[fz_next() % 3];
+				if (t == 'i')
+					args[a] = (struct vmm_value){ .type = VMM_I64, .i64 = hg_int() };
+				else
+					args[a] = (struct vmm_value){ .type = t == 's' ? VMM_STR : VMM_BYTES,
+								      .data = bytes[a % 2],
+								      .len = fz_next() % 2 ? fz_next() % 64 : fz_next() % 40000 };
+				if (t == 's') { /* a string's bytes: printable, NUL-ended within len */
+					args[a].data = "the quick brown fox jumps over the lazy dog, then again";
+					args[a].len = fz_next() % 50;
+				}
+			}
+			struct vmm_result res = { 0 };
+			calls++;
+			if (vmm_sandbox_call(sb, hostile_fns[k].fn, args, nargs + wrong > 4 ? 4 : nargs + wrong, &res) < 0) {
+				failed++;
+				cr_assert(vmm_sandbox_error(sb)->message[0], "round %u: %s failed without a reason", r,
+					  hostile_fns[k].fn);
+			}
+			poisoned += vmm_sandbox_poisoned(sb);
+			vmm_result_clear(&res);
+		}
+		/* Exact: debug mode compares every page with the snapshot. */
+		cr_assert_eq(vmm_sandbox_restore(sb), 0, "round %u: restore: %s", r, vmm_sandbox_error(sb)->message);
+		/* The check gets a generous timeout of its own: the hostile calls'
+		 * 20 ms is for runaway guests, not for a loaded machine. */
+		struct vmm_result res = { 0 };
+		cr_assert_eq(vmm_sandbox_call_timeout(sb, "counter_next", NULL, 0, 10ull * 1000 * 1000 * 1000, &res), 0,
+			     "round %u: %s", r, vmm_sandbox_error(sb)->message);
+		cr_assert_eq(res.i64, 4, "round %u: the restored guest continues at 4", r);
+		cr_assert_eq(vmm_sandbox_restore(sb), 0, "round %u: restore after the check", r);
+	}
+	cr_log_info("hostile guests: %u calls, %u failed, %u left the sandbox poisoned", calls, failed, poisoned);
+	cr_assert_gt(failed, calls / 4, "the mix is hostile (%u of %u calls failed)", failed, calls);
+	cr_assert_gt(poisoned, 0);
+	vmm_sandbox_free(sb);
+	vmm_snapdir_close(d);
+	/* A new sandbox after all of that is fine. */
+	restore_continues(fx.copy, 0, NULL);
+}
