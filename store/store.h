@@ -239,7 +239,7 @@ int st_tmp_sweep(struct st_store *s, unsigned older_than_s, unsigned *removed);
  * range_cap, is at most this) and an ingest may make. */
 #define ST_MANIFEST_MAX_RANGES 65536u
 /* A whole manifest.json: the largest strata can write, canonically encoded,
- * is 14,283,051 bytes, 13.6 MiB (65,536 ranges and layers with the widest
+ * is 14,283,064 bytes, 13.6 MiB (65,536 ranges and layers with the widest
  * numbers, two 1 MiB objects, 256 labels whose every byte is escaped;
  * tests/store builds it, docs/formats.md); 16 MiB leaves room for
  * whitespace. */
