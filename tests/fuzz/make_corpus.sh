@@ -13,7 +13,7 @@ trap 'chmod -R u+w "$T"; rm -rf "$T"' EXIT
 st() { "$bin" --store "$T/store" "$@"; }
 
 rm -rf "$out"
-mkdir -p "$out"/{manifest,snapdir,elf,descriptions,policy,restore_answer} "$T/store"
+mkdir -p "$out"/{manifest,snapdir,elf,descriptions,policy,restore_answer,oci} "$T/store"
 st init >/dev/null
 
 # Snapshots: a memory image (one layer), a child of it (two layers), and
@@ -69,5 +69,18 @@ cat >"$out/restore_answer/mountinfo" <<'P'
 41 22 0:41 / /tmp/m2 rw shared:7 master:3 - fuse.strata strata:/srv/a\040b rw
 42 22 0:42 / /tmp/m3 rw - fuse.sshfs strata:/srv/x rw
 P
+# 7. OCI inputs: a layout's index.json (as written and reformatted), the
+# snapshots' OCI manifests (the child's names its parent as subject), and an
+# artifact that is not ours
+st export --oci "$T/oci" img img2 >/dev/null
+cp "$T/oci/index.json" "$out/oci/index"
+jq . "$T/oci/index.json" >"$out/oci/index-pretty"
+for t in img img2; do
+	d=$(jq -r --arg t "$t" '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $t) | .digest' \
+		"$T/oci/index.json")
+	cp "$T/oci/blobs/sha256/${d#sha256:}" "$out/oci/manifest-$t"
+done
+printf '%s' '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.example.other","config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2},"layers":[]}' \
+	>"$out/oci/manifest-not-ours"
 echo "corpus written to $out:"
 for d in "$out"/*; do echo "  $(basename "$d"): $(ls "$d" | wc -l) files, $(du -sk "$d" | cut -f1) KiB"; done
