@@ -32,6 +32,7 @@ struct bench_result {
 	uint64_t bytes_per_iter;
 	char *floor;
 	char *unit; /* NULL for latencies */
+	const char *backend; /* the sandbox backend the case ran on, or NULL */
 };
 
 struct bench {
@@ -41,20 +42,25 @@ struct bench {
 	struct bench_result *res;
 	size_t nres, cap;
 	int failures;
+	/* The backend the VMM groups run on right now: their cases are named
+	 * with prefix ("" for kvm, "process/" for the process backend). */
+	enum vmm_backend_kind backend;
+	const char *prefix;
+	const char *backend_name;
 };
 
 /* Groups: each area adds one line. */
 static const struct bench_group groups[] = {
-	{ "floor", bench_floor }, /* first, and always: every latency is printed beside it */
-	{ "store", bench_store },
-	{ "vmm", bench_vmm },
-	{ "index", bench_index },
-	{ "fs", bench_fs },
-	{ "snapshots", bench_snap },
-	{ "cold", bench_cold },
-	{ "density", bench_density },
-	{ "oci", bench_oci },
-	{ NULL, NULL },
+	{ "floor", bench_floor, false }, /* first, and always: every latency is printed beside it */
+	{ "store", bench_store, false },
+	{ "vmm", bench_vmm, true },
+	{ "index", bench_index, false },
+	{ "fs", bench_fs, false },
+	{ "snapshots", bench_snap, true },
+	{ "cold", bench_cold, true },
+	{ "density", bench_density, false },
+	{ "oci", bench_oci, false },
+	{ NULL, NULL, false },
 };
 
 const struct bench_size bench_sizes[4] = {
@@ -145,8 +151,24 @@ void bench_timer_stop(struct bench_timer *t)
 
 bool bench_selected(const struct bench *b, const char *name)
 {
+	char full[256];
+
 	/* Floors always run: every filtered result is printed beside its floor. */
-	return !b->filter || strstr(name, b->filter) != NULL || strncmp(name, "floor/", 6) == 0;
+	if (!b->filter || strstr(name, b->filter) != NULL || strncmp(name, "floor/", 6) == 0)
+		return true;
+	snprintf(full, sizeof(full), "%s%s", b->prefix ? b->prefix : "", name);
+	return strstr(full, b->filter) != NULL;
+}
+
+enum vmm_backend_kind bench_backend(const struct bench *b)
+{
+	return b->backend;
+}
+
+void bench_backend_note(struct bench *b, enum vmm_backend_kind kind)
+{
+	b->backend = kind;
+	b->backend_name = kind == VMM_BACKEND_AUTO ? NULL : vmm_backend_name(kind);
 }
 
 bool bench_quick(const struct bench *b)
@@ -245,6 +267,13 @@ int bench_run(struct bench *b, const struct bench_case *c)
 	uint64_t spent = 0;
 	int rc = 0;
 
+	char name[256], floor[256];
+	snprintf(name, sizeof(name), "%s%s", b->prefix ? b->prefix : "", c->name);
+	/* Each backend's cases stand beside that backend's own floor. */
+	if (c->floor && b->backend == VMM_BACKEND_PROCESS && strstr(c->floor, "kvm_run_roundtrip"))
+		snprintf(floor, sizeof(floor), "%s", BENCH_FLOOR_PROCESS);
+	else
+		snprintf(floor, sizeof(floor), "%s", c->floor ? c->floor : "");
 	if (!bench_selected(b, c->name))
 		return 0;
 	if (b->quick) {
@@ -256,7 +285,7 @@ int bench_run(struct bench *b, const struct bench_case *c)
 	if (!samples)
 		return -ENOMEM;
 	if (c->setup && (rc = c->setup(&state, c->arg)) < 0) {
-		fprintf(stderr, "bench: %s: setup failed: %s\n", c->name, strerror(-rc));
+		fprintf(stderr, "bench: %s: setup failed: %s\n", name, strerror(-rc));
 		goto out;
 	}
 	for (unsigned i = 0; i < warmup + iters; i++) {
@@ -265,7 +294,7 @@ int bench_run(struct bench *b, const struct bench_case *c)
 		rc = c->iter(state, &t);
 		uint64_t t1 = bench_now_ns();
 		if (rc < 0) {
-			fprintf(stderr, "bench: %s: iteration %u failed: %s\n", c->name, i, strerror(-rc));
+			fprintf(stderr, "bench: %s: iteration %u failed: %s\n", name, i, strerror(-rc));
 			goto out_teardown;
 		}
 		if (i < warmup)
@@ -282,8 +311,9 @@ int bench_run(struct bench *b, const struct bench_case *c)
 		rc = -ENOMEM;
 		goto out_teardown;
 	}
-	r->name = strdup(c->name);
-	r->floor = c->floor ? strdup(c->floor) : NULL;
+	r->name = strdup(name);
+	r->floor = c->floor ? strdup(floor) : NULL;
+	r->backend = b->backend_name;
 	r->n = n;
 	r->median = quantile(samples, n, 0.5);
 	r->p10 = quantile(samples, n, 0.1);
@@ -308,8 +338,11 @@ void bench_note(struct bench *b, const char *name, double value, const char *uni
 
 	if (!bench_selected(b, name) || !(r = add_result(b)))
 		return;
-	r->name = strdup(name);
+	char full[256];
+	snprintf(full, sizeof(full), "%s%s", b->prefix ? b->prefix : "", name);
+	r->name = strdup(full);
 	r->unit = strdup(unit);
+	r->backend = b->backend_name;
 	r->median = r->p10 = r->p90 = r->min = r->max = value;
 	r->n = 1;
 	print_result(b, r);
@@ -342,6 +375,8 @@ static int write_json(struct bench *b)
 		json_t *o = json_object();
 
 		json_object_set_new(o, "name", json_string(r->name));
+		if (r->backend)
+			json_object_set_new(o, "backend", json_string(r->backend));
 		if (r->unit) {
 			json_object_set_new(o, "value", json_real(r->median));
 			json_object_set_new(o, "unit", json_string(r->unit));
@@ -371,12 +406,15 @@ static int write_json(struct bench *b)
 static void bench_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata bench [--filter TEXT] [--quick] [--json FILE] [--list] [GROUP...]\n"
+		"usage: strata bench [--filter TEXT] [--quick] [--json FILE] [--backend B] [--list] [GROUP...]\n"
 		"\n"
 		"Runs strata's benchmarks side by side in one process and prints, for each,\n"
 		"the median, p10 and p90 of its iterations, the iteration count and, where\n"
 		"one applies, this machine's floor measured in the same run with the ratio.\n"
+		"The sandbox groups run once per backend: kvm (where /dev/kvm works) under\n"
+		"their plain names, the process backend under process/.\n"
 		"\n"
+		"  --backend B    only this backend's sandbox cases (kvm or process; auto: both)\n"
 		"  --filter TEXT  run only cases whose name contains TEXT\n"
 		"  --quick        fewer iterations and sizes (a smoke run)\n"
 		"  --json FILE    where to write results (default: bench-results.json)\n"
@@ -391,13 +429,14 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		{ "quick", no_argument, NULL, 'q' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "list", no_argument, NULL, 'l' },
+		{ "backend", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct bench b = { .json_path = "bench-results.json" };
 	int c;
 
-	while ((c = getopt_long(argc, argv, "f:qj:lh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:qj:B:lh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f': b.filter = optarg; break;
 		case 'q': b.quick = true; break;
@@ -406,6 +445,10 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 			for (size_t i = 0; groups[i].name; i++)
 				printf("%s\n", groups[i].name);
 			return CLI_OK;
+		case 'B':
+			if (!cli_backend_use(cli, optarg))
+				return CLI_USAGE;
+			break;
 		case 'h': bench_usage(stdout); return CLI_OK;
 		default: bench_usage(stderr); return CLI_USAGE;
 		}
@@ -425,8 +468,29 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		bool run = optind == argc || i == 0;
 		for (int a = optind; a < argc && !run; a++)
 			run = strcmp(groups[i].name, argv[a]) == 0;
-		if (run)
+		if (!run)
+			continue;
+		if (!groups[i].per_backend) {
 			groups[i].run(&b);
+			continue;
+		}
+		/* VMM groups run once per backend this machine has, side by side:
+		 * kvm under their plain names, the process backend under process/. */
+		static const enum vmm_backend_kind kinds[] = { VMM_BACKEND_KVM, VMM_BACKEND_PROCESS };
+		for (size_t k = 0; k < 2; k++) {
+			if (kinds[k] == VMM_BACKEND_KVM && vmm_backend_resolve(VMM_BACKEND_AUTO) != VMM_BACKEND_KVM &&
+			    cli->backend != VMM_BACKEND_KVM)
+				continue;
+			if (cli->backend != VMM_BACKEND_AUTO && cli->backend != kinds[k])
+				continue;
+			bench_backend_note(&b, kinds[k]);
+			b.prefix = kinds[k] == VMM_BACKEND_PROCESS ? "process/" : "";
+			vmm_backend_default_set(kinds[k]);
+			groups[i].run(&b);
+		}
+		bench_backend_note(&b, VMM_BACKEND_AUTO);
+		b.prefix = NULL;
+		vmm_backend_default_set(cli->backend);
 	}
 	int rc = write_json(&b);
 	if (rc < 0)

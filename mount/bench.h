@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "vmm/vmm.h"
+
 struct bench;        /* one run of `strata bench`: options and collected results */
 struct bench_timer;  /* per-iteration timer handed to a case */
 
@@ -67,7 +69,15 @@ void bench_fill(uint8_t *p, size_t len, uint64_t seed);
 struct bench_group {
 	const char *name;   /* "floor", "store", "vmm", "snapshots", "fs", ... */
 	void (*run)(struct bench *b);
+	bool per_backend;   /* run once per sandbox backend (kvm, then process/) */
 };
+
+/* The process backend's floor: one exit and resume of its child. */
+#define BENCH_FLOOR_PROCESS "floor/process_roundtrip"
+/* The backend the running group's sandboxes use (vmm.h), and which backend
+ * the results recorded from now on name (AUTO: none). */
+enum vmm_backend_kind bench_backend(const struct bench *b);
+void bench_backend_note(struct bench *b, enum vmm_backend_kind kind);
 
 /* Groups, one per area (each in mount/bench_<area>.c). */
 void bench_store(struct bench *b);    /* bench_store.c */

@@ -336,12 +336,25 @@ void bench_floor(struct bench *b)
 	static const char *const mode_names[] = { FLOOR, "floor/kvm_run_roundtrip_cpl0_out",
 						  "floor/kvm_run_roundtrip_cpl3_int3_stub",
 						  "floor/kvm_run_roundtrip_cpl3_gp_stub" };
+	static const enum vmm_bare_mode proc_modes[] = { VMM_BARE_PROCESS, VMM_BARE_PTRACE };
 	/* The floor: the hypercall path guests use (CPL 3 store into the MMIO
-	 * hypercall page); the other paths for comparison (docs/vmm.md). */
-	for (size_t i = 0; i < 4; i++)
+	 * hypercall page); the other paths for comparison (docs/vmm.md). KVM's
+	 * only where it runs. */
+	bench_backend_note(b, VMM_BACKEND_KVM);
+	for (size_t i = 0; i < 4 && vmm_backend_resolve(VMM_BACKEND_AUTO) == VMM_BACKEND_KVM; i++)
 		bench_run(b, &(struct bench_case){ .name = mode_names[i], .floor = i ? FLOOR : NULL,
 						   .setup = floor_setup, .iter = floor_iter,
 						   .teardown = floor_teardown, .arg = &modes[i], .iters = 2000 });
+	/* The process backend's: the same guest store, one signal, handover and
+	 * return; and a ptrace stop and resume of the same store, the design
+	 * it was measured against (docs/vmm.md). */
+	bench_backend_note(b, VMM_BACKEND_PROCESS);
+	bench_run(b, &(struct bench_case){ .name = BENCH_FLOOR_PROCESS, .setup = floor_setup, .iter = floor_iter,
+					   .teardown = floor_teardown, .arg = &proc_modes[0], .iters = 2000 });
+	bench_run(b, &(struct bench_case){ .name = "floor/ptrace_fault_roundtrip", .floor = BENCH_FLOOR_PROCESS,
+					   .setup = floor_setup, .iter = floor_iter, .teardown = floor_teardown,
+					   .arg = &proc_modes[1], .iters = 2000 });
+	bench_backend_note(b, VMM_BACKEND_AUTO);
 }
 
 void bench_vmm(struct bench *b)

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "vmm/vmm.h"
+
 /* Exit statuses (docs/cli.md). */
 enum {
 	CLI_OK = 0,
@@ -23,6 +25,7 @@ struct cli {
 	const char *store;  /* --store, $STRATA_STORE or the default location */
 	bool store_given;   /* the user named the store explicitly */
 	int verbose;        /* -v count */
+	enum vmm_backend_kind backend; /* --backend, $STRATA_BACKEND, else auto */
 };
 
 /* A subcommand: argv[0] is the subcommand's name; returns an exit status. */
@@ -31,6 +34,12 @@ struct cli_cmd {
 	int (*run)(struct cli *cli, int argc, char **argv);
 	const char *summary;  /* one line for `strata --help` */
 };
+
+/* Parse --backend NAME into *out; reports a usage error and returns false on junk. */
+bool cli_backend_parse(const struct cli *cli, const char *name, enum vmm_backend_kind *out);
+/* A subcommand's --backend NAME: every sandbox it makes from now on runs there
+ * (cli->backend and the library's default); false, reported, on junk. */
+bool cli_backend_use(struct cli *cli, const char *name);
 
 /* Report an error once, as "strata: <message>" on stderr. */
 void cli_err(const struct cli *cli, const char *fmt, ...)

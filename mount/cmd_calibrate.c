@@ -113,6 +113,7 @@ int cmd_calibrate(struct cli *cli, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "guest", required_argument, NULL, 'g' },
+		{ "backend", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -124,8 +125,12 @@ int cmd_calibrate(struct cli *cli, int argc, char **argv)
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'g': guest = optarg; break;
+		case 'B':
+			if (!cli_backend_use(cli, optarg))
+				return CLI_USAGE;
+			break;
 		case 'h':
-			printf("usage: strata calibrate [--output FILE] [--guest GUEST.elf]\n\n"
+			printf("usage: strata calibrate [--output FILE] [--guest GUEST.elf] [--backend B]\n\n"
 			       "Measures how this machine restores sandboxes (rewrite written pages in\n"
 			       "place vs drop them; the cost of mapping a range) and writes the policy\n"
 			       "sandboxes read at creation: FILE, else $STRATA_POLICY, else\n"

@@ -29,7 +29,8 @@ static void pool_usage(FILE *f)
 		"  --verify        hash every layer before mapping it\n"
 		"  --via-fuse      on a strata mount, map the FUSE files instead of the backing blobs\n"
 		"  --map-files     map a plain directory's layer files directly instead of a private\n"
-		"                  copy (only for files nobody will truncate while sandboxes run)\n",
+		"                  copy (only for files nobody will truncate while sandboxes run)\n"
+		"  --backend B     kvm, process or auto (default: strata's --backend, else auto)\n",
 		VMM_POOL_MAX);
 }
 
@@ -110,6 +111,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		{ "verify", no_argument, NULL, 'V' },
 		{ "via-fuse", no_argument, NULL, 'F' },
 		{ "map-files", no_argument, NULL, 'M' },
+		{ "backend", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -130,6 +132,10 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		case 'V': flags |= VMM_SNAPDIR_VERIFY; break;
 		case 'F': flags |= VMM_SNAPDIR_VIA_FUSE; break;
 		case 'M': flags |= VMM_SNAPDIR_MAP_FILES; break;
+		case 'B':
+			if (!cli_backend_use(cli, optarg))
+				return CLI_USAGE;
+			break;
 		case 'h': pool_usage(stdout); return CLI_OK;
 		default: pool_usage(stderr); return CLI_USAGE;
 		}
@@ -187,6 +193,9 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 			status = CLI_FAIL;
 			goto out;
 		}
+		if (made == 0)
+			cli_info(cli, "pool: the sandboxes run on the %s backend",
+				 vmm_backend_name(vmm_sandbox_backend(sb[0])));
 		if (!fn)
 			continue;
 		if (!sig) {

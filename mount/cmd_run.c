@@ -35,6 +35,7 @@ static void run_usage(FILE *f)
 		"  --timeout T      per-call timeout: seconds, or with ms/s suffix (default none)\n"
 		"  --repeat N       call N times (state persists); print the last result and timing\n"
 		"  --snapshot TAG   after the call, capture the sandbox into the store under TAG\n"
+		"  --backend B      kvm, process or auto (default: strata's --backend, else auto)\n"
 		"\n"
 		"A TAG or ID restores that snapshot from the store (--store); a directory\n"
 		"holding manifest.json (a mount's snapshots/NAME, an export) restores from it.\n"
@@ -274,6 +275,7 @@ static int run_opt(const struct cli *cli, int c, struct run_opts *o)
 	case 'c': o->fn = optarg; return -1;
 	case 'l': o->list = true; return -1;
 	case 'P': o->snapshot = optarg; return -1;
+	case 'B': return cli_backend_parse(cli, optarg, &o->cfg.backend) ? -1 : CLI_USAGE;
 	case 'H': dst = (unsigned long long *)&o->cfg.heap_size; what = "heap"; break;
 	case 'S': dst = (unsigned long long *)&o->cfg.stack_size; what = "stack"; break;
 	case 'I': dst = (unsigned long long *)&o->cfg.input_size; what = "input"; break;
@@ -313,6 +315,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "snapshot", required_argument, NULL, 'P' },
+		{ "backend", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -332,7 +335,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 			continue;
 		}
 		int at = optind;
-		c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:h", opts, NULL);
+		c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:B:h", opts, NULL);
 		if (c != -1) {
 			if ((rc = run_opt(cli, c, &o)) >= 0)
 				return rc;

@@ -65,7 +65,8 @@ static int from_manifest(const struct cli *cli, const char *what, const struct s
 {
 	struct vmm_error err;
 	/* Sizes come from the snapshot; keep the caller's timeout and log. */
-	struct vmm_config c = { .timeout_ns = cfg->timeout_ns, .log = cfg->log, .log_ctx = cfg->log_ctx };
+	struct vmm_config c = { .timeout_ns = cfg->timeout_ns, .log = cfg->log, .log_ctx = cfg->log_ctx,
+				.backend = cfg->backend };
 	int rc = vmm_sandbox_from_snapshot(m, open, ctx, &c, out, &err);
 
 	if (rc < 0) {
@@ -143,28 +144,34 @@ void cli_snapshot_release(struct cli_snapshot *s)
 	memset(s, 0, sizeof(*s));
 }
 
-int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *cfg,
+int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *given,
 		     struct vmm_sandbox **out, struct vmm_error *err)
 {
+	struct vmm_config cfg = *given;
 	struct cli_snapshot snap;
 	struct stat st;
 	int rc, status;
 
+	if (cfg.backend == VMM_BACKEND_AUTO)
+		cfg.backend = cli->backend;
 	/* A guest ELF file: a fresh sandbox. */
 	if (stat(target, &st) == 0 && S_ISREG(st.st_mode)) {
-		rc = vmm_sandbox_new(target, cfg, out, err);
+		rc = vmm_sandbox_new(target, &cfg, out, err);
 		if (rc < 0) {
 			cli_err(cli, "run: cannot start %s: %s", target, err->message);
 			return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
 		}
-		return CLI_OK;
+	} else {
+		unsigned flags = cli_snapdir_flags();
+		if ((status = cli_snapshot_find(cli, "run", target, flags, true, &snap)) != CLI_OK)
+			return status;
+		status = from_manifest(cli, target, snap.manifest, snap.open, snap.ctx, &cfg, out);
+		cli_snapshot_release(&snap);
+		if (status != CLI_OK)
+			return status;
 	}
-	unsigned flags = cli_snapdir_flags();
-	if ((status = cli_snapshot_find(cli, "run", target, flags, true, &snap)) != CLI_OK)
-		return status;
-	status = from_manifest(cli, target, snap.manifest, snap.open, snap.ctx, cfg, out);
-	cli_snapshot_release(&snap);
-	return status;
+	cli_info(cli, "run: the sandbox runs on the %s backend", vmm_backend_name(vmm_sandbox_backend(*out)));
+	return CLI_OK;
 }
 
 int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag)
@@ -183,7 +190,9 @@ int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const cha
 	rc = vmm_sandbox_capture(sb, run_store, &m);
 	if (rc < 0) {
 		cli_err(cli, "run: cannot capture the sandbox: %s",
-			rc == -ENOSPC ? "no space left on the store's filesystem" : vmm_strerror(rc));
+			rc == -ENOSPC ? "no space left on the store's filesystem"
+			: vmm_sandbox_error(sb)->code == rc && vmm_sandbox_error(sb)->message[0] ? vmm_sandbox_error(sb)->message
+			: vmm_strerror(rc));
 		return CLI_FAIL;
 	}
 	rc = ix_snap_commit(run_index, m, tag, IX_TAG_FORCE, &id);

@@ -115,6 +115,22 @@ bool cli_parse_size(const char *s, unsigned long long *out)
 	return true;
 }
 
+bool cli_backend_parse(const struct cli *cli, const char *name, enum vmm_backend_kind *out)
+{
+	if (vmm_backend_parse(name, out) == 0)
+		return true;
+	cli_err(cli, "--backend wants auto, kvm or process, not '%s'", name);
+	return false;
+}
+
+bool cli_backend_use(struct cli *cli, const char *name)
+{
+	if (!cli_backend_parse(cli, name, &cli->backend))
+		return false;
+	vmm_backend_default_set(cli->backend);
+	return true;
+}
+
 static const char *default_store(void)
 {
 	static char buf[PATH_MAX];
@@ -134,13 +150,16 @@ static const char *default_store(void)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata [--store DIR] [-v] COMMAND [ARGS...]\n"
+		"usage: strata [--store DIR] [--backend auto|kvm|process] [-v] COMMAND [ARGS...]\n"
 		"\n"
 		"Micro-VM sandboxes on KVM whose memory snapshots are files.\n"
 		"\n"
 		"Options:\n"
 		"  -s, --store DIR   the store to use (default: $STRATA_STORE,\n"
 		"                    else $XDG_DATA_HOME/strata, else ~/.local/share/strata)\n"
+		"  -b, --backend B   where guests run: kvm, process (a child process, no KVM\n"
+		"                    needed) or auto (kvm when /dev/kvm opens; the default,\n"
+		"                    or $STRATA_BACKEND); commands that run sandboxes take it too\n"
 		"  -v, --verbose     say more about what is done\n"
 		"  -h, --help        this help; `strata COMMAND --help` for a command\n"
 		"\n"
@@ -195,6 +214,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, 's' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "backend", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
@@ -203,8 +223,13 @@ int main(int argc, char **argv)
 	int c;
 
 	cli.store = default_store();
+	const char *env_backend = getenv("STRATA_BACKEND");
+	if (env_backend && *env_backend && vmm_backend_parse(env_backend, &cli.backend) < 0) {
+		cli_err(&cli, "STRATA_BACKEND must be auto, kvm or process, not '%s'", env_backend);
+		return CLI_USAGE;
+	}
 	/* '+' stops at the first non-option: the subcommand parses the rest. */
-	while ((c = getopt_long(argc, argv, "+s:vhV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+s:b:vhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (!*optarg) {
@@ -216,6 +241,10 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			cli.verbose++;
+			break;
+		case 'b':
+			if (!cli_backend_parse(&cli, optarg, &cli.backend))
+				return CLI_USAGE;
 			break;
 		case 'h':
 			usage(stdout);
@@ -232,6 +261,9 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return CLI_USAGE;
 	}
+	/* Every sandbox of this command runs there unless a subcommand's own
+	 * --backend says otherwise. */
+	vmm_backend_default_set(cli.backend);
 	int sub = optind;
 	const char *name = argv[sub];
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {

@@ -1,16 +1,90 @@
-/* bare.c: the floor: a bare VM whose guest is one `out` in a loop, to time one KVM_RUN round trip. */
+/* bare.c: the floors: a bare VM (or child process) whose guest is one hypercall in a loop, to time one exit. */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "vmm/vmm_int.h"
 
 struct vmm_bare {
+	enum vmm_bare_mode mode;
 	struct vmm_kvm kvm;
 	uint8_t *mem;
 	uint64_t size;
+	struct vmm_sandbox *sb;  /* VMM_BARE_PROCESS: a sandbox with no guest ELF */
+	pid_t pid;               /* VMM_BARE_PTRACE */
 };
+
+/* The process backend's floor: the KVM floor's guest (a store into the
+ * hypercall page in a loop) in a process-backend sandbox. */
+static int bare_process_new(const struct vmm_layout *l, const uint8_t *mem, uint64_t code, struct vmm_bare *b)
+{
+	struct vmm_sandbox *sb = calloc(1, sizeof(*sb));
+	struct vmm_vcpu_state st;
+	bool ready;
+	int rc;
+
+	if (!sb)
+		return -ENOMEM;
+	pthread_mutex_init(&sb->lock, NULL);
+	sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
+	sb->be = &vmm_backend_process;
+	sb->layout = *l;
+	sb->mem_size = l->mem_size;
+	sb->poisoned = true;  /* never kept by a cache */
+	b->sb = sb;
+	if ((rc = sb->be->mem_new(sb, &ready)) < 0)
+		return rc;
+	memcpy(sb->mem, mem, l->low_end);  /* page tables, descriptors, code */
+	if ((rc = sb->be->start(sb, ready, NULL)) < 0)
+		return rc;
+	vmm_x86_initial_state(l, 3, code, l->stack_hi, &st);
+	st.gpr[3] = STRATA_HC_VA + (STRATA_PORT_RETURN - STRATA_HC_PORT_BASE) * 4;
+	return sb->be->set_state(sb, &st);
+}
+
+/* The ptrace floor: a child storing to an unmapped page in a loop. */
+static int bare_ptrace_new(struct vmm_bare *b)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) < 0)
+			_exit(1);
+		raise(SIGSTOP);
+		for (;;)
+			__asm__ volatile("movl %%eax, (%0)" : : "r"((uintptr_t)16) : "memory");
+	}
+	b->pid = pid;
+	int st;
+	if (waitpid(pid, &st, 0) < 0 || !WIFSTOPPED(st))
+		return -ECHILD;
+	return ptrace(PTRACE_CONT, pid, NULL, NULL) < 0 ? -errno : 0;
+}
+
+static int bare_ptrace_run(struct vmm_bare *b)
+{
+	struct user_regs_struct r;
+	int st;
+
+	if (waitpid(b->pid, &st, 0) < 0)
+		return -errno;
+	if (!WIFSTOPPED(st) || WSTOPSIG(st) != SIGSEGV)
+		return VMM_E_UNEXPECTED_EXIT;
+	if (ptrace(PTRACE_GETREGS, b->pid, NULL, &r) < 0)
+		return -errno;
+	r.rip += 2;  /* movl %eax, (%reg): 2 bytes */
+	if (ptrace(PTRACE_SETREGS, b->pid, NULL, &r) < 0 || ptrace(PTRACE_CONT, b->pid, NULL, NULL) < 0)
+		return -errno;
+	return 0;
+}
 
 int vmm_bare_new(enum vmm_bare_mode mode, struct vmm_bare **out)
 {
@@ -28,6 +102,14 @@ int vmm_bare_new(enum vmm_bare_mode mode, struct vmm_bare **out)
 	if (!b)
 		return -ENOMEM;
 	b->kvm.vm_fd = b->kvm.vcpu_fd = -1;
+	b->mode = mode;
+	b->pid = -1;
+	if (mode == VMM_BARE_PTRACE) {
+		if ((rc = bare_ptrace_new(b)) < 0)
+			goto out_free;
+		*out = b;
+		return 0;
+	}
 	b->size = l.mem_size;
 	b->mem = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (b->mem == MAP_FAILED) {
@@ -67,6 +149,12 @@ int vmm_bare_new(enum vmm_bare_mode mode, struct vmm_bare **out)
 		memcpy(b->mem + code, user, sizeof(user));
 	else
 		memcpy(b->mem + code, kernel, sizeof(kernel));
+	if (mode == VMM_BARE_PROCESS) {
+		if ((rc = bare_process_new(&l, b->mem, code, b)) < 0)
+			goto out_free;
+		*out = b;
+		return 0;
+	}
 	if ((rc = vmm_kvm_open(&b->kvm)) < 0 || (rc = vmm_kvm_set_memory(&b->kvm, 0, b->mem, b->size)) < 0)
 		goto out_free;
 	vmm_x86_initial_state(&l, cpl3 ? 3 : 0, code, l.stack_hi, &st);
@@ -84,7 +172,13 @@ out_free:
 int vmm_bare_run(struct vmm_bare *b)
 {
 	struct vmm_exit ex;
-	int rc = vmm_kvm_run(&b->kvm, &ex);
+	int rc;
+
+	if (b->mode == VMM_BARE_PTRACE)
+		return bare_ptrace_run(b);
+	do
+		rc = b->sb ? b->sb->be->run(b->sb, &ex) : vmm_kvm_run(&b->kvm, &ex);
+	while (rc == 0 && ex.kind == VMM_EXIT_INTR && b->sb);
 
 	if (rc < 0)
 		return rc;
@@ -99,6 +193,11 @@ void vmm_bare_free(struct vmm_bare *b)
 {
 	if (!b)
 		return;
+	if (b->pid > 0) {
+		kill(b->pid, SIGKILL);
+		waitpid(b->pid, NULL, 0);
+	}
+	vmm_sandbox_destroy(b->sb);
 	vmm_kvm_close(&b->kvm);
 	if (b->mem)
 		munmap(b->mem, b->size);

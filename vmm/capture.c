@@ -246,10 +246,10 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 	s->pending = NULL;
 	vmm_snap_layer_close(&s->pending_layer);
 
-	if ((rc = vmm_kvm_get_state(&sb->kvm, &vcpu)) < 0)
+	if ((rc = sb->be->get_state(sb, &vcpu)) < 0)
 		return rc;
 	/* 1. Pages of their own that differ from the snapshot. */
-	rc = vmm_dirty_scan(sb->mem, sb->mem_size, s->policy.dirty, &s->scan, &ioctls);
+	rc = sb->be->dirty_scan(sb, &s->scan, &ioctls);
 	s->stats.scan_ioctls += ioctls;
 	if (rc < 0)
 		return rc;
@@ -397,7 +397,9 @@ int vmm_sandbox_rebase(struct vmm_sandbox *sb, const struct st_manifest *m, cons
 		}
 	}
 	unsigned maps = 0;
-	rc = vmm_snap_remap(sb, s->segs, s->nsegs, s->layers, segs, nsegs, layers, &maps);
+	/* Shared memory (process backend) already holds what was captured:
+	 * nothing to map (pages written since stay in its written set). */
+	rc = sb->be->private_pages ? vmm_snap_remap(sb, s->segs, s->nsegs, s->layers, segs, nsegs, layers, &maps) : 0;
 	s->stats.maps += maps;
 	if (rc < 0) {
 		/* Memory now mixes both mappings: the sandbox cannot be trusted. */

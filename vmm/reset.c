@@ -278,16 +278,7 @@ static bool same_mapping(const struct vmm_seg *a, const struct vmm_snap_layer *a
 static int map_run(struct vmm_sandbox *sb, const struct vmm_seg *g, const struct vmm_snap_layer *layers,
 		   uint64_t p, uint64_t n)
 {
-	void *at = sb->mem + p * VMM_PAGE;
-	void *r;
-
-	if (g->layer < 0)
-		r = mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-	else
-		r = mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, layers[g->layer].fd,
-			 (off_t)((g->lpage + (p - g->gpage)) * VMM_PAGE));
-	return r == MAP_FAILED ? -errno : 0;
+	return sb->be->map_pages(sb, p, n, g->layer < 0 ? -1 : layers[g->layer].fd, g->lpage + (p - g->gpage));
 }
 
 int vmm_snap_remap(struct vmm_sandbox *sb, const struct vmm_seg *old, size_t nold,
@@ -353,11 +344,31 @@ int vmm_snap_reset(struct vmm_sandbox *sb, struct vmm_snap *s)
 
 	if (!s->have_vcpu)
 		return VMM_E_NO_SNAPSHOT;
-	rc = vmm_dirty_scan(sb->mem, sb->mem_size, s->policy.dirty, &s->scan, &ioctls);
+	rc = sb->be->dirty_scan(sb, &s->scan, &ioctls);
 	s->stats.scan_ioctls += ioctls;
 	if (rc < 0)
 		return rc;
-	if (s->policy.mode == VMM_RESET_DROP) {
+	if (!sb->be->private_pages) {
+		/* Shared memory (process backend): nothing to drop; put back
+		 * what differs. */
+		for (size_t i = 0; i < s->scan.n; i++) {
+			uint64_t p = s->scan.v[i].gpage, end = p + s->scan.v[i].npages;
+			s->stats.pages_scanned += end - p;
+			for (; p < end; p++) {
+				const uint8_t *src = vmm_snap_page(s, p);
+				uint8_t *dst = sb->mem + p * VMM_PAGE;
+				if (src ? memcmp(dst, src, VMM_PAGE) == 0 : vmm_page_is_zero(dst))
+					continue;
+				if (src)
+					memcpy(dst, src, VMM_PAGE);
+				else
+					memset(dst, 0, VMM_PAGE);
+				s->stats.pages_rewritten++;
+			}
+		}
+		if (sb->be->dirty_clear)
+			sb->be->dirty_clear(sb);
+	} else if (s->policy.mode == VMM_RESET_DROP) {
 		for (size_t i = 0; i < s->scan.n; i++)
 			s->stats.pages_scanned += s->scan.v[i].npages;
 		rc = drop_runs(s, sb->mem, &s->scan);
@@ -412,7 +423,7 @@ int vmm_snap_reset(struct vmm_sandbox *sb, struct vmm_snap *s)
 		if (rc < 0)
 			return rc;
 	}
-	if ((rc = vmm_kvm_stage_state(&sb->kvm, &s->vcpu)) < 0)
+	if ((rc = sb->be->stage_state(sb, &s->vcpu)) < 0)
 		return rc;
 	sb->poisoned = false;
 	memset(&sb->err, 0, sizeof(sb->err));

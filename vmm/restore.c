@@ -213,6 +213,8 @@ void vmm_snap_cfg_apply(struct vmm_sandbox *sb, const struct vmm_config *cfg)
 	sb->cfg.input_size = l->in_size;
 	sb->cfg.output_size = l->out_size;
 	sb->cfg.stack_size = l->stack_hi - l->stack_lo;
+	if (sb->be)
+		sb->cfg.backend = sb->be->kind;
 }
 
 int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx,
@@ -254,15 +256,13 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 	sb->fns = p.fns;
 	sb->nfns = p.nfns;
 	p.fns = NULL;
-	/* A recycled shell (shell.c) brings a wiped range and a ready VM. */
-	bool shell = vmm_shell_take(sb->mem_size, &sb->kvm, &sb->mem) == 1;
-	if (!shell)
-		sb->mem = mmap(NULL, sb->mem_size, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (sb->mem == MAP_FAILED) {
-		sb->mem = NULL;
-		rc = vmm_fail(err, -errno, "cannot reserve %llu bytes of guest memory: %s",
-			  (unsigned long long)l->mem_size, strerror(errno));
+	if ((rc = vmm_backend_pick(sb->cfg.backend, &sb->be, err)) < 0)
+		goto out_free_sb;
+	sb->cfg.backend = sb->be->kind;
+	bool ready = false;
+	if ((rc = sb->be->mem_new(sb, &ready)) < 0) {
+		rc = vmm_fail(err, rc, "cannot reserve %llu bytes of guest memory: %s",
+			  (unsigned long long)l->mem_size, strerror(-rc));
 		goto out_free_sb;
 	}
 	if (!(s = vmm_snap_of(sb))) {
@@ -280,15 +280,9 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 		vmm_fail(err, rc, "cannot map the snapshot's layers: %s", strerror(-rc));
 		goto out_free_sb;
 	}
-	if (!shell && (rc = vmm_kvm_open(&sb->kvm)) < 0) {
-		vmm_kvm_open_failed(rc, err);
+	if ((rc = sb->be->start(sb, ready, err)) < 0)
 		goto out_free_sb;
-	}
-	if (!shell && (rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, sb->mem_size)) < 0) {
-		vmm_fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
-		goto out_free_sb;
-	}
-	if ((rc = vmm_kvm_set_state(&sb->kvm, &s->vcpu)) < 0) {
+	if ((rc = sb->be->set_state(sb, &s->vcpu)) < 0) {
 		vmm_fail(err, rc, "cannot load the snapshot's vCPU state: %s", strerror(-rc));
 		goto out_free_sb;
 	}

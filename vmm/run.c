@@ -14,17 +14,17 @@
 /* The signal that kicks a vCPU thread out of KVM_RUN (kill, timeouts). */
 #define KICK_SIGNAL (SIGRTMIN + 1)
 
-static __thread struct vmm_kvm *volatile tls_kvm;
+static __thread struct vmm_sandbox *volatile tls_sb;
 static pthread_once_t kick_once = PTHREAD_ONCE_INIT;
 
 static void kick_handler(int sig)
 {
-	struct vmm_kvm *k = tls_kvm;
+	struct vmm_sandbox *sb = tls_sb;
 
 	(void)sig;
 	/* Covers a signal that lands just before KVM_RUN: it returns at once. */
-	if (k)
-		vmm_kvm_set_immediate_exit(k, true);
+	if (sb)
+		sb->be->kick(sb, true);
 }
 
 static void kick_install(void)
@@ -161,6 +161,29 @@ static int hc_abort(struct vmm_sandbox *sb, uint32_t gpa)
 	return vmm_run_fail(sb, VMM_E_ABORT, "guest aborted with code %lld: %s", (long long)rec.code, buf);
 }
 
+int vmm_run_exception(struct vmm_sandbox *sb, uint64_t vector, uint64_t error_code, uint64_t rip, uint64_t cr2)
+{
+	sb->err.vector = (uint32_t)vector;
+	sb->err.error_code = error_code;
+	sb->err.rip = rip;
+	if (vector == VMM_X86_VEC_PF) {
+		sb->err.fault_addr = cr2;
+		const struct vmm_layout *l = &sb->layout;
+		if (cr2 >= l->stack_guard && cr2 < l->stack_lo)
+			return vmm_run_fail(sb, VMM_E_STACK_OVERFLOW,
+					    "guest stack overflow (page fault on the stack guard page at 0x%llx, rip 0x%llx)",
+					    (unsigned long long)cr2, (unsigned long long)rip);
+		return vmm_run_fail(sb, VMM_E_GUEST_FAULT,
+				    "guest page fault at address 0x%llx (%s, %s), rip 0x%llx",
+				    (unsigned long long)cr2, (error_code & 1) ? "protection" : "not present",
+				    (error_code & 2) ? "write" : (error_code & 16) ? "fetch" : "read",
+				    (unsigned long long)rip);
+	}
+	return vmm_run_fail(sb, VMM_E_GUEST_FAULT, "guest exception %llu: %s at rip 0x%llx (error code 0x%llx)",
+			    (unsigned long long)vector, vmm_x86_vector_name((unsigned)vector),
+			    (unsigned long long)rip, (unsigned long long)error_code);
+}
+
 static int hc_exception(struct vmm_sandbox *sb, uint32_t gpa)
 {
 	struct strata_exception_frame f;
@@ -171,26 +194,8 @@ static int hc_exception(struct vmm_sandbox *sb, uint32_t gpa)
 	if (!p)
 		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "exception report from outside the exception stacks");
 	memcpy(&f, p, sizeof(f));
-	(void)vmm_kvm_get_cr2(&sb->kvm, &cr2);
-	sb->err.vector = (uint32_t)f.vector;
-	sb->err.error_code = f.error_code;
-	sb->err.rip = f.rip;
-	if (f.vector == VMM_X86_VEC_PF) {
-		sb->err.fault_addr = cr2;
-		const struct vmm_layout *l = &sb->layout;
-		if (cr2 >= l->stack_guard && cr2 < l->stack_lo)
-			return vmm_run_fail(sb, VMM_E_STACK_OVERFLOW,
-					    "guest stack overflow (page fault on the stack guard page at 0x%llx, rip 0x%llx)",
-					    (unsigned long long)cr2, (unsigned long long)f.rip);
-		return vmm_run_fail(sb, VMM_E_GUEST_FAULT,
-				    "guest page fault at address 0x%llx (%s, %s), rip 0x%llx",
-				    (unsigned long long)cr2, (f.error_code & 1) ? "protection" : "not present",
-				    (f.error_code & 2) ? "write" : (f.error_code & 16) ? "fetch" : "read",
-				    (unsigned long long)f.rip);
-	}
-	return vmm_run_fail(sb, VMM_E_GUEST_FAULT, "guest exception %llu: %s at rip 0x%llx (error code 0x%llx)",
-			    (unsigned long long)f.vector, vmm_x86_vector_name((unsigned)f.vector),
-			    (unsigned long long)f.rip, (unsigned long long)f.error_code);
+	(void)sb->be->get_cr2(sb, &cr2);
+	return vmm_run_exception(sb, f.vector, f.error_code, f.rip, cr2);
 }
 
 static int hc_hostcall(struct vmm_sandbox *sb, uint32_t gpa)
@@ -292,7 +297,7 @@ int vmm_run_until(struct vmm_sandbox *sb, uint16_t port, uint64_t timeout_ns, ui
 	int rc = 0;
 
 	pthread_once(&kick_once, kick_install);
-	tls_kvm = &sb->kvm;
+	tls_sb = sb;
 	if (timeout_ns) {
 		struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = KICK_SIGNAL };
 		sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
@@ -311,13 +316,14 @@ int vmm_run_until(struct vmm_sandbox *sb, uint16_t port, uint64_t timeout_ns, ui
 			rc = vmm_run_fail(sb, VMM_E_CANCELLED, "the call was cancelled (sandbox killed)");
 			break;
 		}
-		rc = vmm_kvm_run(&sb->kvm, &ex);
+		rc = sb->be->run(sb, &ex);
 		if (rc < 0) {
-			rc = vmm_run_fail(sb, VMM_E_UNEXPECTED_EXIT, "KVM_RUN failed: %s", strerror(-rc));
+			rc = vmm_run_fail(sb, VMM_E_UNEXPECTED_EXIT, "running the guest (%s backend) failed: %s",
+					  sb->be->name, strerror(-rc));
 			break;
 		}
 		if (ex.kind == VMM_EXIT_INTR) {
-			vmm_kvm_set_immediate_exit(&sb->kvm, false);
+			sb->be->kick(sb, false);
 			if (atomic_load(&sb->kill_pending)) {
 				rc = vmm_run_fail(sb, VMM_E_CANCELLED, "the call was cancelled (sandbox killed)");
 				break;
@@ -386,16 +392,25 @@ int vmm_run_until(struct vmm_sandbox *sb, uint16_t port, uint64_t timeout_ns, ui
 		case VMM_EXIT_HLT:
 			rc = vmm_run_fail(sb, VMM_E_UNEXPECTED_EXIT, "the guest halted");
 			break;
+		case VMM_EXIT_EXCEPTION:
+			rc = vmm_run_exception(sb, ex.vector, ex.error_code, ex.rip, ex.addr);
+			break;
+		case VMM_EXIT_DEAD:
+			rc = vmm_run_fail(sb, VMM_E_SHUTDOWN, "the guest's process ended (signal %u)", ex.reason);
+			break;
 		default:
 			rc = vmm_run_fail(sb, VMM_E_UNEXPECTED_EXIT, "the vCPU stopped with KVM exit reason %u", ex.reason);
 			break;
 		}
 		break;
 	}
-	tls_kvm = NULL;
+	tls_sb = NULL;
 	if (have_timer)
 		timer_delete(timer);
-	vmm_kvm_set_immediate_exit(&sb->kvm, false);
+	sb->be->kick(sb, false);
+	/* A guest left running (timeout, kill) is stopped before anyone looks at it. */
+	if (rc < 0 && sb->be->halt)
+		sb->be->halt(sb);
 	return rc;
 }
 
@@ -554,7 +569,7 @@ int vmm_sandbox_kill(struct vmm_sandbox *sb)
 	pthread_mutex_lock(&sb->lock);
 	if (sb->in_call) {
 		atomic_store(&sb->kill_pending, true);
-		vmm_kvm_set_immediate_exit(&sb->kvm, true);
+		sb->be->kick(sb, true);
 		pthread_kill(sb->thread, KICK_SIGNAL);
 		hit = 1;
 	}
@@ -607,6 +622,7 @@ const char *vmm_strerror(int code)
 	case VMM_E_UNEXPECTED_EXIT: return "the vCPU stopped unexpectedly";
 	case VMM_E_BAD_ADDRESS: return "the guest accessed memory outside its range";
 	case VMM_E_BUSY: return "a call is already running on this sandbox";
+	case VMM_E_NO_BACKEND: return "the sandbox backend asked for cannot run here";
 	case VMM_E_NO_SNAPSHOT: return "the sandbox has no snapshot to restore to";
 	case VMM_E_BAD_SNAPSHOT: return "the snapshot does not fit this VMM or guest";
 	case VMM_E_LEAK: return "a guest page differs from the snapshot after restore";

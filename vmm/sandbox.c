@@ -83,18 +83,10 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 			    ? "sizes out of range (heap/input/output at most 2 GiB, stack at most 16 MiB with the image, total under 4 GiB)"
 			    : "image does not fit the guest image area");
 	sb->mem_size = l->mem_size;
-	/* One private anonymous range: pages appear on first touch, so creation
-	 * cost does not grow with the heap; snapshots map layer files over it.
-	 * A recycled shell brings its range (wiped) and its VM with it. */
-	bool shell = vmm_shell_take(l->mem_size, &sb->kvm, &sb->mem) == 1;
-	if (!shell)
-		sb->mem = mmap(NULL, l->mem_size, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (sb->mem == MAP_FAILED) {
-		sb->mem = NULL;
-		return vmm_fail(err, -errno, "cannot reserve %llu bytes of guest memory: %s",
-			    (unsigned long long)l->mem_size, strerror(errno));
-	}
+	bool ready = false;
+	if ((rc = sb->be->mem_new(sb, &ready)) < 0)
+		return vmm_fail(err, rc, "cannot reserve %llu bytes of guest memory: %s",
+			    (unsigned long long)l->mem_size, strerror(-rc));
 	perms = calloc(l->low_end / VMM_PAGE, 1);
 	if (!perms)
 		return vmm_fail(err, -ENOMEM, "out of memory");
@@ -122,13 +114,11 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 	};
 	memcpy(sb->mem + l->boot_info, &bi, sizeof(bi));
 
-	if (!shell && (rc = vmm_kvm_open(&sb->kvm)) < 0)
-		return vmm_kvm_open_failed(rc, err);
-	if (!shell && (rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, l->mem_size)) < 0)
-		return vmm_fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
+	if ((rc = sb->be->start(sb, ready, err)) < 0)
+		return rc;
 	struct vmm_vcpu_state st;
 	vmm_x86_initial_state(l, 3, e->entry, l->stack_hi, &st);
-	if ((rc = vmm_kvm_set_state(&sb->kvm, &st)) < 0)
+	if ((rc = sb->be->set_state(sb, &st)) < 0)
 		return vmm_fail(err, rc, "cannot set the initial vCPU state: %s", strerror(-rc));
 
 	/* Boot: the guest's init runs at CPL 3 until it reports READY. */
@@ -170,6 +160,12 @@ int vmm_sandbox_new_mem(const void *elf, size_t size, const struct vmm_config *c
 		sb->cfg = *cfg;
 	sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
+	if ((rc = vmm_backend_pick(sb->cfg.backend, &sb->be, err)) < 0) {
+		pthread_mutex_destroy(&sb->lock);
+		free(sb);
+		return rc;
+	}
+	sb->cfg.backend = sb->be->kind;
 	rc = sandbox_build(sb, &e, err);
 	if (rc < 0) {
 		vmm_sandbox_destroy(sb);
@@ -226,16 +222,8 @@ void vmm_sandbox_destroy(struct vmm_sandbox *sb)
 	if (!sb)
 		return;
 	vmm_snap_free(sb->snap);
-	/* A healthy sandbox's VM and range go back to the shell cache; a
-	 * poisoned one (faulted, killed, shut down) is destroyed. */
-	if (!sb->poisoned && vmm_shell_give(&sb->kvm, sb->mem, sb->mem_size)) {
-		sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
-		sb->kvm.run = NULL;
-		sb->mem = NULL;
-	}
-	vmm_kvm_close(&sb->kvm);
-	if (sb->mem)
-		munmap(sb->mem, sb->mem_size);
+	if (sb->be)
+		sb->be->destroy(sb);
 	free(sb->fns);
 	for (unsigned i = 0; i < sb->nhfns; i++) {
 		free(sb->hfns[i].name);

@@ -60,6 +60,18 @@ bool vmm_dirty_scan_works(int fd);
  * the reason in err (if not NULL) when it cannot work here. */
 int vmm_dirty_resolve(enum vmm_dirty_mech mech, struct vmm_error *err);
 
+/* ---- written-page tracking of shared memory (wp.c: the process backend) ---- */
+
+/* Track writes to [addr, addr + len) of this process (Linux 6.7: a
+ * userfaultfd in asynchronous write-protect mode); *uffd must stay open
+ * while tracking lasts. -errno where the kernel cannot. */
+int vmm_wp_track(uint64_t addr, uint64_t len, int *uffd);
+/* The pages of [start, end) written since the last scan (or since tracking
+ * began) in the process whose pagemap is open as pagemap_fd, as address
+ * runs passed to cb; protects them again. Counts scans in *ioctls. */
+int vmm_wp_scan(int pagemap_fd, uint64_t start, uint64_t end, int (*cb)(void *ctx, uint64_t lo, uint64_t hi),
+		void *ctx, unsigned *ioctls);
+
 /* ---- policy (policy.c) ---- */
 
 enum vmm_reset_mode {

@@ -1,4 +1,4 @@
-/* vmm.h: strata's micro-VMM: KVM sandboxes that run functions of a freestanding guest ELF. */
+/* vmm.h: strata's micro-VMM: sandboxes (KVM or a process) that run functions of a freestanding guest ELF. */
 #ifndef STRATA_VMM_VMM_H
 #define STRATA_VMM_VMM_H
 
@@ -34,6 +34,24 @@ enum {
 	VMM_E_KVM_UNBOUND = -1220,    /* a kvm module is loaded but gave no /dev/kvm */
 	VMM_E_KVM_API = -1221,        /* /dev/kvm is not KVM, or speaks another API version */
 	VMM_E_KERNEL_OLD = -1222,     /* the kernel is older than strata (or a mechanism) needs */
+	VMM_E_NO_BACKEND = -1223,     /* the backend asked for cannot run here (message says why) */
+};
+
+/*
+ * Where guest code runs (docs/vmm.md, "Backends"; docs/security.md).
+ *
+ * Caveats of the process backend: each sandbox has a child process of the
+ * host. The child is killed when the host thread that started it exits
+ * (PR_SET_PDEATHSIG): a sandbox whose creating thread ended fails its next
+ * call with VMM_E_SHUTDOWN, and a restore starts a new child. The host
+ * waits for its children by pid (waitid WSTOPPED): a host that reaps any
+ * child (waitpid(-1)) steals their reports, and a SIGCHLD handler is called
+ * at every guest exit. It uses SIGUSR1 inside the child only.
+ */
+enum vmm_backend_kind {
+	VMM_BACKEND_AUTO = 0,    /* KVM when /dev/kvm opens, else the process backend */
+	VMM_BACKEND_KVM = 1,     /* a one-vCPU KVM virtual machine */
+	VMM_BACKEND_PROCESS = 2, /* a child process with a seccomp filter, no KVM needed */
 };
 
 /* Sizes; 0 in any field means the default. docs/vmm.md gives the limits. */
@@ -46,6 +64,7 @@ struct vmm_config {
 	/* Guest log lines (strata_log) go here; NULL drops them. */
 	void (*log)(void *ctx, int level, const char *msg, size_t len);
 	void *log_ctx;
+	enum vmm_backend_kind backend; /* default AUTO */
 };
 
 #define VMM_DEFAULT_HEAP (128ull << 10)
@@ -179,6 +198,19 @@ const char *vmm_dirty_mechanism(struct vmm_error *err);
 /* "auto", "pagemap-scan" or "pagemap-read". */
 const char *vmm_dirty_name(enum vmm_dirty_mech mech);
 
+/* The backend a sandbox runs on (never AUTO). */
+enum vmm_backend_kind vmm_sandbox_backend(const struct vmm_sandbox *sb);
+/* "auto", "kvm" or "process"; and back (-EINVAL on anything else). */
+const char *vmm_backend_name(enum vmm_backend_kind kind);
+int vmm_backend_parse(const char *name, enum vmm_backend_kind *out);
+/* What `want` means on this machine: AUTO becomes the process default
+ * (vmm_backend_default_set) if one is set, else KVM if /dev/kvm opens,
+ * else PROCESS; KVM and PROCESS stay as they are. */
+enum vmm_backend_kind vmm_backend_resolve(enum vmm_backend_kind want);
+/* What AUTO means from now on in this process (AUTO: the machine decides,
+ * as above). The CLI sets it from --backend; not while sandboxes are made. */
+void vmm_backend_default_set(enum vmm_backend_kind kind);
+
 void vmm_result_clear(struct vmm_result *res);
 const char *vmm_strerror(int code);
 const char *vmm_type_name(enum vmm_type t);
@@ -190,6 +222,8 @@ enum vmm_bare_mode {
 	VMM_BARE_CPL0_OUT,   /* CPL 0 `out` */
 	VMM_BARE_CPL3_INT3,  /* CPL 3 `int3` into a CPL 0 stub doing `out; iretq` */
 	VMM_BARE_CPL3_GP,    /* CPL 3 `out` faulting (#GP) into a CPL 0 stub doing the `out` */
+	VMM_BARE_PROCESS,    /* the process backend: the same store, one exit and resume of its child */
+	VMM_BARE_PTRACE,     /* for comparison: a ptraced child's faulting store, stopped and resumed */
 };
 struct vmm_bare;
 int vmm_bare_new(enum vmm_bare_mode mode, struct vmm_bare **out);

@@ -70,6 +70,8 @@ enum vmm_exit_kind {
 	VMM_EXIT_SHUTDOWN,   /* triple fault */
 	VMM_EXIT_INTR,       /* KVM_RUN returned EINTR (signal / immediate_exit) */
 	VMM_EXIT_INTERNAL,   /* KVM internal error: reason = suberror */
+	VMM_EXIT_EXCEPTION,  /* CPU exception reported by the backend: vector, error_code, rip, addr (CR2) */
+	VMM_EXIT_DEAD,       /* the process backend's child is gone: reason = what ended it */
 	VMM_EXIT_OTHER,      /* anything else: reason */
 };
 struct vmm_exit {
@@ -80,6 +82,9 @@ struct vmm_exit {
 	uint32_t len;        /* MMIO */
 	bool is_write;       /* MMIO */
 	uint32_t reason;
+	uint32_t vector;     /* EXCEPTION */
+	uint64_t error_code; /* EXCEPTION */
+	uint64_t rip;        /* EXCEPTION */
 };
 
 /*
@@ -185,6 +190,12 @@ void vmm_x86_initial_state(const struct vmm_layout *l, unsigned cpl, uint64_t en
 #define VMM_X86_VEC_GP 13u  /* general protection */
 #define VMM_X86_VEC_PF 14u  /* page fault */
 const char *vmm_x86_vector_name(unsigned vector);
+/* Walk the page tables at cr3 in mem over [lo, hi) and call cb for each run
+ * of pages with the same user-mode permission (enum vmm_perm R/W/X; NONE
+ * for pages CPL 3 cannot reach or that map another frame). The process
+ * backend gives its child the same protections with them. */
+int vmm_x86_user_runs(const uint8_t *mem, uint64_t mem_size, uint64_t cr3, uint64_t lo, uint64_t hi,
+		      int (*cb)(void *ctx, uint64_t va, uint64_t len, unsigned perm), void *ctx);
 
 /* ---- ELF loading (elf.c) ---- */
 
@@ -234,9 +245,13 @@ struct vmm_host_fn {
 	void *ctx;
 };
 
+struct vmm_proc;
+struct vmm_backend;
 struct vmm_sandbox {
 	struct vmm_config cfg;
-	struct vmm_kvm kvm;
+	const struct vmm_backend *be;  /* where the guest runs (backend.h) */
+	struct vmm_kvm kvm;            /* KVM backend */
+	struct vmm_proc *proc;         /* process backend (proc.c) */
 	struct vmm_layout layout;
 	uint8_t *mem;             /* one host range = one KVM slot at GPA 0 */
 	uint64_t mem_size;
@@ -269,6 +284,9 @@ int vmm_run_guest_str(struct vmm_sandbox *sb, uint64_t gpa, char *buf, size_t ca
 /* Record an error in sb->err (poisoning the sandbox for guest errors); returns code. */
 int vmm_run_fail(struct vmm_sandbox *sb, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Report CPU exception `vector` (error code, rip, CR2 for #PF) as the
+ * sandbox's error: a stack overflow on the guard page, else a guest fault. */
+int vmm_run_exception(struct vmm_sandbox *sb, uint64_t vector, uint64_t error_code, uint64_t rip, uint64_t cr2);
 /* Run the vCPU until the guest does `out` to `port` (READY or RETURN),
  * serving host calls and logs on the way; *value gets the `out` value. */
 int vmm_run_until(struct vmm_sandbox *sb, uint16_t port, uint64_t timeout_ns, uint32_t *value);
@@ -298,5 +316,7 @@ int vmm_mount_store(const char *path, dev_t dev, char *store, size_t size);
  * the files instead); -ENOMEM. */
 struct st_manifest;
 int vmm_restore_answer_parse(const char *buf, size_t n, const char *store, struct st_manifest **out);
+
+#include "vmm/backend.h"
 
 #endif

@@ -93,7 +93,7 @@ bool vmm_warm_park(struct vmm_sandbox *sb)
 	struct vmm_snap *s = sb->snap;
 	unsigned max = warm_cap();
 
-	if (max == 0 || sb->poisoned || sb->in_call || sb->kvm.vcpu_fd < 0 || !sb->mem || !s || !s->have_vcpu ||
+	if (max == 0 || sb->poisoned || sb->in_call || !sb->be || !sb->be->live(sb) || !sb->mem || !s || !s->have_vcpu ||
 	    !s->has_key || s->pending)
 		return false;
 	/* Back to the snapshot now, so a take needs no restore; the scan
@@ -158,9 +158,10 @@ struct vmm_sandbox *vmm_warm_take(const struct st_manifest *m, vmm_layer_open_fn
 	/* The same content key and the very same layer files: the state it
 	 * was restored to is exactly what a new sandbox would be built from.
 	 * The id is recomputed: labels are not in the key. */
+	enum vmm_backend_kind kind = vmm_backend_resolve(cfg ? cfg->backend : VMM_BACKEND_AUTO);
 	bool usable = n > 0 && vmm_snap_cfg_fits(&cand[0]->layout, cfg);
 	for (unsigned i = 0; i < n; i++) {
-		if (!sb && usable && same_files(cand[i]->snap, m, open, ctx))
+		if (!sb && usable && cand[i]->be->kind == kind && same_files(cand[i]->snap, m, open, ctx))
 			sb = cand[i];
 		else
 			warm_push(cand[i], warm_cap()); /* back: no more than were there */

@@ -216,3 +216,55 @@ const char *vmm_x86_vector_name(unsigned v)
 		return names[v];
 	return "reserved exception";
 }
+
+/* The user-mode permission (enum vmm_perm R/W/X, or NONE) the page tables in
+ * mem give virtual page va: an identity-mapped, present, user leaf. A page
+ * that maps any other frame (the hypercall page) counts as NONE. */
+static unsigned user_perm(const uint8_t *mem, uint64_t mem_size, uint64_t cr3, uint64_t va, uint64_t *span)
+{
+	uint64_t table = cr3 & 0x000ffffffffff000ull;
+	static const unsigned shift[4] = { 39, 30, 21, 12 };
+	uint64_t e = 0;
+
+	*span = VMM_PAGE;
+	for (unsigned lvl = 0; lvl < 4; lvl++) {
+		uint64_t at = table + 8 * ((va >> shift[lvl]) & 511);
+		if (at + 8 > mem_size)
+			return VMM_PERM_NONE;
+		memcpy(&e, mem + at, 8);
+		if (!(e & PTE_P) || !(e & PTE_US))
+			return VMM_PERM_NONE;
+		uint64_t frame = e & 0x000ffffffffff000ull;
+		if (lvl == 2 && (e & PTE_PS)) {
+			*span = VMM_HUGE - (va & (VMM_HUGE - 1));
+			if ((frame & ~(VMM_HUGE - 1)) != (va & ~(VMM_HUGE - 1)))
+				return VMM_PERM_NONE;
+			break;
+		}
+		if (lvl == 3 && frame != (va & ~(VMM_PAGE - 1)))
+			return VMM_PERM_NONE;
+		table = frame;
+	}
+	/* Upper levels allow everything (vmm_x86_build); the leaf decides. */
+	return VMM_PERM_R | ((e & PTE_RW) ? VMM_PERM_W : 0u) | ((e & PTE_NX) ? 0u : VMM_PERM_X);
+}
+
+int vmm_x86_user_runs(const uint8_t *mem, uint64_t mem_size, uint64_t cr3, uint64_t lo, uint64_t hi,
+		      int (*cb)(void *ctx, uint64_t va, uint64_t len, unsigned perm), void *ctx)
+{
+	uint64_t run_va = lo, span;
+	unsigned run_perm = lo < hi ? user_perm(mem, mem_size, cr3, lo, &span) : 0;
+	int rc;
+
+	for (uint64_t va = lo; va < hi;) {
+		unsigned perm = user_perm(mem, mem_size, cr3, va, &span);
+		if (perm != run_perm) {
+			if ((rc = cb(ctx, run_va, va - run_va, run_perm)) < 0)
+				return rc;
+			run_va = va;
+			run_perm = perm;
+		}
+		va += span;
+	}
+	return lo < hi ? cb(ctx, run_va, hi - run_va, run_perm) : 0;
+}

@@ -24,6 +24,7 @@
 #include "tests/kvm_check.h"
 #include "vmm/vmm.h"
 #include "vmm/vmm_int.h"
+#include "../backend_env.h"
 
 /* A store with snapshot "s" of simpleguest after three counter_next calls
  * (the counter reads 3), its export in DIR/copy, optionally mounted. */
@@ -541,6 +542,8 @@ static double guest_private_kib(struct vmm_sandbox *sb)
  * writes (16 pages here) plus a fixed overhead, not its memory size. */
 Test(cold, pool_sandboxes_cost_about_what_they_write, .init = setup_copy, .fini = fixture_down)
 {
+	if (vmm_backend_resolve(VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS)
+		cr_skip_test("the process backend copies a snapshot's pages into each sandbox's shared memory (no copy-on-write: docs/vmm.md)");
 	enum { N = 40, WRITTEN_KIB = 64 };
 	struct vmm_snapdir *d;
 	struct vmm_pool *p;
@@ -615,6 +618,8 @@ Test(cold, truncating_a_plain_copy_under_a_running_sandbox_is_harmless, .init = 
  * next sandbox must see nothing of the previous guest. */
 Test(cold, a_recycled_vm_shell_carries_nothing_over, .init = setup_copy, .fini = fixture_down)
 {
+	if (vmm_backend_resolve(VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS)
+		cr_skip_test("VM shells are the kvm backend's");
 	struct vmm_sandbox *a, *b, *c;
 	struct vmm_snapdir *d;
 	struct vmm_error err;
@@ -908,6 +913,8 @@ Test(cold, handles_on_an_unchanged_copy_share_its_private_copy, .init = setup_co
 
 Test(cold, at_the_limit_the_oldest_shell_makes_room, .init = setup_copy, .fini = fixture_down)
 {
+	if (vmm_backend_resolve(VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS)
+		cr_skip_test("VM shells are the kvm backend's");
 	struct vmm_config small = { .heap_size = 1 << 20 }, big = { .heap_size = 8 << 20 };
 	struct vmm_sandbox *a, *b;
 	struct vmm_error err;

@@ -19,11 +19,11 @@ check() {
 # shellcheck source=kvm_lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/kvm_lib.sh"
 kvm_unusable || true
-# check_kvm: as check where KVM runs sandboxes; else the case is skipped with the reason.
+# check_kvm: as check where sandboxes run (KVM, or the process backend); else the case is skipped with the reason.
 check_kvm() {
-	if [ -n "$KVM_WHY" ]; then
+	if [ -n "$SANDBOX_WHY" ]; then
 		n=$((n + 1))
-		echo "ok $n - $1 # SKIP needs KVM: $KVM_WHY"
+		echo "ok $n - $1 # SKIP needs KVM: $SANDBOX_WHY"
 		return 0
 	fi
 	check "$@"

@@ -35,7 +35,12 @@ reuse() { # a sandbox restored in place answers as the snapshot did: the counter
 }
 ok_kvm "pool restores each sandbox in place and calls it again" reuse
 shared_pages() { "$STRATA" pool "$T/copy" -n 4 --map-files --call counter_next | grep -Eq 'private, [1-9][0-9.]* KiB shared file pages'; }
-ok_kvm "pool --map-files maps the copy's files (shared file pages)" shared_pages
+backend=$("$STRATA" -v run "$GUEST" --call add 1 2 2>&1 | sed -n 's/.*runs on the \(.*\) backend$/\1/p')
+if [ "$backend" = process ]; then
+	n=$((n + 1)); echo "ok $n # SKIP the process backend copies snapshot pages into shared memory (no file pages)"
+else
+	ok_kvm "pool --map-files maps the copy's files (shared file pages)" shared_pages
+fi
 ok "a directory without manifest.json is refused" \
 	expect_fail "neither a guest ELF nor a snapshot directory" "$STRATA" run "$T" --call counter_next
 ok "verify checks one snapshot of the store" st "$A" verify two

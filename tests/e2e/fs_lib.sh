@@ -36,10 +36,10 @@ ok() {     # ok NAME COMMAND...: run a command, report it as one TAP case
 
 # shellcheck source=kvm_lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/kvm_lib.sh"
-ok_kvm() { # ok_kvm NAME COMMAND...: as ok where KVM runs sandboxes; else the case is skipped with the reason
-	if [ -n "$KVM_WHY" ]; then
+ok_kvm() { # ok_kvm NAME COMMAND...: as ok where sandboxes run (KVM, or the process backend); else the case is skipped with the reason
+	if [ -n "$SANDBOX_WHY" ]; then
 		n=$((n + 1))
-		echo "ok $n - $1 # SKIP needs KVM: $KVM_WHY"
+		echo "ok $n - $1 # SKIP needs KVM: $SANDBOX_WHY"
 		return 0
 	fi
 	ok "$@"

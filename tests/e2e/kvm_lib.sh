@@ -7,3 +7,10 @@ kvm_unusable() {
 	KVM_WHY=${KVM_WHY:-strata doctor --need kvm failed}
 	return 0
 }
+# SANDBOX_WHY: why sandboxes cannot run here, or empty. Only a run that asks
+# for the kvm backend needs KVM: the process backend (asked for, or what auto
+# picks without KVM) runs sandboxes anywhere.
+SANDBOX_WHY=
+if [ "${STRATA_BACKEND:-auto}" = kvm ] && kvm_unusable; then
+	SANDBOX_WHY=$KVM_WHY
+fi

@@ -28,7 +28,8 @@ check "not an ELF file is refused" 1 'not an ELF file' -- "$S" run /etc/passwd -
 check "missing guest file" 3 'No such file' -- "$S" run "$T/nope.elf" --call echo x
 check_kvm "unknown function is a usage error" 2 "no function 'nope'" -- "$S" run "$G" --call nope
 if [ -n "$KVM_WHY" ]; then
-	check "without KVM, run names the cause" 1 "cannot start .*: ${KVM_WHY%% *}" -- "$S" run "$G" --call echo x
+	check "without KVM, run --backend kvm names the cause" 1 "cannot start .*: ${KVM_WHY%% *}" -- \
+		"$S" run --backend kvm "$G" --call echo x
 else
 	check "doctor --need kvm agrees that KVM runs sandboxes" 0 '^KVM runs sandboxes here$' -- "$S" doctor --need kvm
 fi

@@ -6,6 +6,7 @@
 
 #include "helpers.h"
 #include "tests/kvm_check.h"
+#include "../backend_env.h"
 
 char sh_dir[256];
 struct st_store *sh_store;

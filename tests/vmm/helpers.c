@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "../backend_env.h"
 
 const char *guest_path(void)
 {
@@ -83,3 +84,4 @@ void *file_read(const char *path, size_t *len)
 	*len = (size_t)n;
 	return buf;
 }
+

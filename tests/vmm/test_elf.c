@@ -304,6 +304,13 @@ Test(vmm_elf, a_triple_fault_is_reported_as_shutdown, .init = kvm_require)
 	cr_assert_eq(vmm_sandbox_new_mem(c, img_len, NULL, &sb, &err), 0, "%s", err.message);
 	struct vmm_result res;
 	int rc = vmm_sandbox_call(sb, "null_write", NULL, 0, &res);
+	if (vmm_sandbox_backend(sb) == VMM_BACKEND_PROCESS) {
+		/* No exception stubs run there: the fault itself is reported. */
+		cr_assert_eq(rc, VMM_E_GUEST_FAULT, "%s: %s", vmm_strerror(rc), vmm_sandbox_error(sb)->message);
+		vmm_sandbox_free(sb);
+		free(c);
+		return;
+	}
 	cr_assert_eq(rc, VMM_E_SHUTDOWN, "%s: %s", vmm_strerror(rc), vmm_sandbox_error(sb)->message);
 	cr_assert(vmm_sandbox_poisoned(sb));
 	vmm_sandbox_free(sb);

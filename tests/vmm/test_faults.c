@@ -8,6 +8,8 @@
 
 #include "helpers.h"
 #include "tests/kvm_check.h"
+#include "vmm/abi.h"
+#include "vmm/proc_abi.h"
 
 static uint64_t now_ns(void)
 {
@@ -83,6 +85,80 @@ Test(vmm_faults, writing_code_is_a_protection_fault)
 	cr_assert_eq(vmm_sandbox_error(sb)->fault_addr, 0x100000);
 	cr_assert(vmm_sandbox_error(sb)->error_code & 1, "protection bit");
 	vmm_sandbox_free(sb);
+}
+
+/*
+ * Hostile guests: a system call never runs, on either backend; the sandbox
+ * is poisoned with a guest fault. The process backend reports what
+ * hardware does (#UD: EFER.SCE is clear; #GP for the not-present vector
+ * 0x80); kvm_pvm differs (a `syscall` jumps to LSTAR 0, `int n` is #UD).
+ */
+Test(vmm_faults, a_system_call_is_a_guest_fault)
+{
+	struct vmm_sandbox *sb = guest_new(NULL);
+	struct vmm_result res;
+
+	cr_assert_eq(vmm_sandbox_call(sb, "raw_syscall", NULL, 0, &res), VMM_E_GUEST_FAULT);
+	if (vmm_sandbox_backend(sb) == VMM_BACKEND_PROCESS)
+		cr_assert_eq(vmm_sandbox_error(sb)->vector, 6, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert(vmm_sandbox_poisoned(sb));
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, int80_is_a_guest_fault)
+{
+	struct vmm_sandbox *sb = guest_new(NULL);
+	struct vmm_result res;
+
+	cr_assert_eq(vmm_sandbox_call(sb, "int80", NULL, 0, &res), VMM_E_GUEST_FAULT);
+	if (vmm_sandbox_backend(sb) == VMM_BACKEND_PROCESS) {
+		cr_assert_eq(vmm_sandbox_error(sb)->vector, 13, "%s", vmm_sandbox_error(sb)->message);
+		cr_assert_eq(vmm_sandbox_error(sb)->error_code, 0x80 * 8 + 2, "%s", vmm_sandbox_error(sb)->message);
+	}
+	cr_assert(vmm_sandbox_poisoned(sb));
+	vmm_sandbox_free(sb);
+}
+
+/* A guest that writes "reporting" into the process backend's control page
+ * and keeps running must not make the host believe it stopped: the call
+ * fails (a timeout there, a page fault on KVM) and guest memory stays
+ * still once it has returned (regression: a shared-memory handoff let the
+ * guest run on while the host read and restored its memory). */
+Test(vmm_faults, a_forged_report_does_not_let_the_guest_run_on)
+{
+	struct vmm_config cfg = { .timeout_ns = 300000000 };
+	struct vmm_sandbox *sb = guest_new(&cfg);
+	struct vmm_result res;
+	uint8_t *mem;
+	uint64_t size, a, b;
+
+	int rc = call_i64(sb, "forge_report", (int64_t)PROC_CTL + CTL_STATE, 0, 1, &res);
+	cr_assert(rc == VMM_E_TIMEOUT || rc == VMM_E_GUEST_FAULT, "%s: %s", vmm_strerror(rc),
+		  vmm_sandbox_error(sb)->message);
+	vmm_sandbox_memory(sb, &mem, &size);
+	const struct strata_boot_info *bi = (const void *)(mem + STRATA_BOOT_INFO_GPA);
+	memcpy(&a, mem + bi->heap_addr, 8);
+	usleep(50000);
+	memcpy(&b, mem + bi->heap_addr, 8);
+	cr_assert_eq(a, b, "the guest still runs after its call returned (%llu -> %llu)", (unsigned long long)a,
+		     (unsigned long long)b);
+	vmm_sandbox_free(sb);
+}
+
+Test(vmm_faults, memory_past_the_guest_is_a_page_fault)
+{
+	/* Just past guest memory, and far above it (where the process
+	 * backend's host side would live if it had kept any). */
+	static const int64_t addrs[] = { 0x40000000, 0x7f0000000000 };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct vmm_sandbox *sb = guest_new(NULL);
+		struct vmm_result res;
+		cr_assert_eq(call_i64(sb, "peek", addrs[i], 0, 1, &res), VMM_E_GUEST_FAULT);
+		cr_assert_eq(vmm_sandbox_error(sb)->vector, 14, "%s", vmm_sandbox_error(sb)->message);
+		cr_assert_eq(vmm_sandbox_error(sb)->fault_addr, (uint64_t)addrs[i]);
+		vmm_sandbox_free(sb);
+	}
 }
 
 Test(vmm_faults, stack_overflow_hits_the_guard_page)

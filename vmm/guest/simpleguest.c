@@ -206,6 +206,39 @@ STRATA_FUNCTION(write_text, "v()")
 	return strata_ret_void(c);
 }
 
+/* A Linux system call (getpid): #UD on KVM (EFER.SCE is clear); the process
+ * backend's seccomp filter refuses it and reports the same #UD. */
+STRATA_FUNCTION(raw_syscall, "i()")
+{
+	int64_t r = 39;
+	__asm__ volatile("syscall" : "+a"(r) : : "rcx", "r11", "memory");
+	return strata_ret_i64(c, r);
+}
+
+/* `int $0x80` (the 32-bit system call gate): a not-present vector, #GP. */
+STRATA_FUNCTION(int80, "v()")
+{
+	__asm__ volatile("int $0x80" : : "a"(20) : "memory");
+	return strata_ret_void(c);
+}
+
+/* Read a guest address outside guest memory (a page fault everywhere). */
+STRATA_FUNCTION(peek, "i(i)")
+{
+	return strata_ret_i64(c, *(volatile int64_t *)(uintptr_t)strata_arg_i64(c, 0));
+}
+
+/* Write 0 at `addr` (a host-side control word, say), then count forever in
+ * the first heap word: a guest that pretends to have stopped. */
+STRATA_FUNCTION(forge_report, "v(i)")
+{
+	volatile uint64_t *heap = (volatile uint64_t *)(uintptr_t)strata_boot_info()->heap_addr;
+	*(volatile uint32_t *)(uintptr_t)strata_arg_i64(c, 0) = 0;
+	for (;;)
+		heap[0]++;
+	return strata_ret_void(c);
+}
+
 static int64_t recurse(volatile int64_t depth)
 {
 	volatile uint8_t frame[512];

@@ -1,0 +1,41 @@
+#!/bin/bash
+# backend.sh: choosing where guests run (--backend, $STRATA_BACKEND), and the errors when a backend cannot run (TAP).
+set -u
+S="${STRATA_BIN:?}"
+G="${STRATA_BUILD:?}/vmm/guest/simpleguest.elf"
+T=$(mktemp -d /tmp/strata-e2e-backend.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+n=0
+fails=0
+echo "1..9"
+
+# shellcheck source=check_lib.sh
+. "$(dirname "$0")/check_lib.sh"
+
+check "the process backend runs a guest, and -v names it" 0 'runs on the process backend' -- \
+	"$S" -v run --backend process "$G" --call add 1 41
+check "the global --backend works too" 0 '^42$' -- "$S" --backend process run "$G" --call add 1 41
+check "STRATA_BACKEND picks the backend" 0 'runs on the process backend' -- \
+	env STRATA_BACKEND=process "$S" -v run "$G" --call add 1 41
+check "an unknown backend is a usage error naming the choices" 2 'auto, kvm or process' -- \
+	"$S" run --backend qemu "$G" --call add 1 2
+check "an unknown STRATA_BACKEND is a usage error" 2 'STRATA_BACKEND must be auto, kvm or process' -- \
+	env STRATA_BACKEND=qemu "$S" run "$G" --call add 1 2
+check "bench results name their backend" 0 '"backend": "process"' -- \
+	sh -c "'$S' bench --quick --backend process --filter guest_calls/call/default --json '$T/b.json' >/dev/null && cat '$T/b.json'"
+
+# Without KVM (its device replaced by /dev/null in a private mount namespace).
+nokvm() { unshare -m sh -c 'mount --bind /dev/null /dev/kvm && exec "$@"' nokvm "$@"; }
+if ! unshare -m true 2>/dev/null || [ ! -e /dev/kvm ]; then
+	for i in 7 8 9; do echo "ok $i # SKIP needs root and /dev/kvm to hide (unshare -m)"; done
+	n=9
+else
+	check "without KVM, auto runs on the process backend" 0 'runs on the process backend' -- \
+		nokvm "$S" -v run "$G" --call add 1 41
+	check "without KVM, --backend kvm says why and names the process backend" 1 \
+		'kvm backend cannot run here: /dev/kvm .*\(the process backend, --backend process, needs no KVM\)' -- \
+		nokvm "$S" run --backend kvm "$G" --call add 1 2
+	check "without KVM, a snapshot runs and restores on the process backend" 0 '^2$' -- \
+		nokvm sh -c "'$S' --store '$T/st' init >/dev/null && '$S' --store '$T/st' run '$G' --call counter_next --snapshot one >/dev/null && '$S' --store '$T/st' run one --call counter_next"
+fi
+[ "$fails" -eq 0 ]

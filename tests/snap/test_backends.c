@@ -1,0 +1,75 @@
+/* test_backends.c: a snapshot captured on one backend restores and continues on the other (same manifest, layers, vCPU state). */
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+
+TestSuite(backends, .init = sh_setup, .fini = sh_teardown);
+
+static struct vmm_sandbox *on(enum vmm_backend_kind kind, const struct st_manifest *m)
+{
+	struct vmm_config cfg = { .backend = kind };
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+	int rc = m ? vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, &cfg, &sb, &err)
+		   : vmm_sandbox_new(SIMPLEGUEST, &cfg, &sb, &err);
+
+	cr_assert_eq(rc, 0, "%s sandbox: %s", vmm_backend_name(kind), err.message);
+	cr_assert_eq(vmm_sandbox_backend(sb), kind);
+	return sb;
+}
+
+static void both_ways(enum vmm_backend_kind a, enum vmm_backend_kind b)
+{
+	struct st_manifest *m1 = NULL, *m2 = NULL;
+	struct vmm_sandbox *x = on(a, NULL);
+
+	/* State in registers, stack, static data and heap. */
+	sh_call_i(x, "counter_next", 0, 0);
+	sh_call_i(x, "counter_next", 0, 0);
+	cr_assert_eq(sh_call_i(x, "touch_pages", 1, 7), 7);
+	sh_echo(x, "before the move");
+	cr_assert_eq(sh_snap(x, &m1), 0);
+
+	struct vmm_sandbox *y = on(b, m1);
+	cr_assert_eq(sh_call_i(y, "counter_next", 0, 0), 3, "%s -> %s", vmm_backend_name(a), vmm_backend_name(b));
+	sh_echo(y, "after the move");
+	cr_assert_eq(vmm_sandbox_restore(y), 0);
+	cr_assert_eq(vmm_sandbox_check(y, NULL), 0, "memory equals the snapshot after a restore");
+	cr_assert_eq(sh_call_i(y, "counter_next", 0, 0), 3);
+	/* And back: captured on b, incremental on m1, restored on a. */
+	cr_assert_eq(sh_call_i(y, "counter_next", 0, 0), 4);
+	cr_assert_eq(sh_snap(y, &m2), 0);
+	cr_assert(m2->has_parent);
+	struct vmm_sandbox *z = on(a, m2);
+	cr_assert_eq(sh_call_i(z, "counter_next", 0, 0), 5);
+	cr_assert_eq(sh_call_i(z, "touch_pages", 1, 3), 3);
+	vmm_sandbox_free(z);
+	vmm_sandbox_free(y);
+	vmm_sandbox_free(x);
+	st_manifest_free(m2);
+	st_manifest_free(m1);
+}
+
+/* Both directions need both backends: the kvm one where /dev/kvm works. */
+static void kvm_or_skip(void)
+{
+	struct vmm_config probe = { .backend = VMM_BACKEND_KVM };
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+
+	if (vmm_sandbox_new(SIMPLEGUEST, &probe, &sb, &err) == VMM_E_NO_BACKEND)
+		cr_skip_test("the kvm backend cannot run here: %s", err.message);
+	vmm_sandbox_free(sb);
+}
+
+Test(backends, a_snapshot_moves_from_kvm_to_process_and_back)
+{
+	kvm_or_skip();
+	both_ways(VMM_BACKEND_KVM, VMM_BACKEND_PROCESS);
+}
+
+Test(backends, a_snapshot_moves_from_process_to_kvm_and_back)
+{
+	kvm_or_skip();
+	both_ways(VMM_BACKEND_PROCESS, VMM_BACKEND_KVM);
+}

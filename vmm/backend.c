@@ -1,0 +1,200 @@
+/* backend.c: choosing a backend, and the KVM backend's side of the seam (VM shells, vCPU state, KVM_RUN). */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "vmm/snap_int.h"
+
+static int kvm_mem_new(struct vmm_sandbox *sb, bool *ready)
+{
+	/* A recycled shell (shell.c) brings a wiped range and a ready VM. */
+	if (vmm_shell_take(sb->mem_size, &sb->kvm, &sb->mem) == 1) {
+		*ready = true;
+		return 0;
+	}
+	/* One private anonymous range: pages appear on first touch, so
+	 * creation cost does not grow with the heap; snapshots map layer
+	 * files over it. */
+	sb->mem = mmap(NULL, sb->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (sb->mem == MAP_FAILED) {
+		sb->mem = NULL;
+		return -errno;
+	}
+	*ready = false;
+	return 0;
+}
+
+static int kvm_start(struct vmm_sandbox *sb, bool ready, struct vmm_error *err)
+{
+	int rc;
+
+	if (ready)
+		return 0;
+	if ((rc = vmm_kvm_open(&sb->kvm)) < 0)
+		return vmm_kvm_open_failed(rc, err);
+	if ((rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, sb->mem_size)) < 0)
+		return vmm_fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
+	return 0;
+}
+
+static void kvm_destroy(struct vmm_sandbox *sb)
+{
+	/* A healthy sandbox's VM and range go back to the shell cache; a
+	 * poisoned one (faulted, killed, shut down) is destroyed. */
+	if (!sb->poisoned && vmm_shell_give(&sb->kvm, sb->mem, sb->mem_size)) {
+		sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
+		sb->kvm.run = NULL;
+		sb->mem = NULL;
+	}
+	vmm_kvm_close(&sb->kvm);
+	if (sb->mem)
+		munmap(sb->mem, sb->mem_size);
+	sb->mem = NULL;
+}
+
+static bool kvm_live(const struct vmm_sandbox *sb)
+{
+	return sb->kvm.vcpu_fd >= 0;
+}
+
+static int kvm_set_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st)
+{
+	return vmm_kvm_set_state(&sb->kvm, st);
+}
+
+static int kvm_stage_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st)
+{
+	return vmm_kvm_stage_state(&sb->kvm, st);
+}
+
+static int kvm_get_state(struct vmm_sandbox *sb, struct vmm_vcpu_state *st)
+{
+	return vmm_kvm_get_state(&sb->kvm, st);
+}
+
+static int kvm_get_cr2(struct vmm_sandbox *sb, uint64_t *cr2)
+{
+	return vmm_kvm_get_cr2(&sb->kvm, cr2);
+}
+
+static int kvm_run(struct vmm_sandbox *sb, struct vmm_exit *ex)
+{
+	return vmm_kvm_run(&sb->kvm, ex);
+}
+
+static void kvm_kick(struct vmm_sandbox *sb, bool on)
+{
+	vmm_kvm_set_immediate_exit(&sb->kvm, on);
+}
+
+static int kvm_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigned *ioctls)
+{
+	return vmm_dirty_scan(sb->mem, sb->mem_size, sb->snap->policy.dirty, out, ioctls);
+}
+
+/* A layer's pages copy-on-write into the one memory slot (or fresh zero
+ * pages): KVM's MMU notifier follows the mapping change. */
+static int kvm_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage)
+{
+	void *at = sb->mem + gpage * VMM_PAGE;
+	void *r;
+
+	if (fd < 0)
+		r = mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+			 -1, 0);
+	else
+		r = mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)(lpage * VMM_PAGE));
+	return r == MAP_FAILED ? -errno : 0;
+}
+
+const struct vmm_backend vmm_backend_kvm = {
+	.kind = VMM_BACKEND_KVM,
+	.name = "kvm",
+	.mem_new = kvm_mem_new,
+	.start = kvm_start,
+	.destroy = kvm_destroy,
+	.live = kvm_live,
+	.set_state = kvm_set_state,
+	.stage_state = kvm_stage_state,
+	.get_state = kvm_get_state,
+	.get_cr2 = kvm_get_cr2,
+	.run = kvm_run,
+	.kick = kvm_kick,
+	.dirty_scan = kvm_dirty_scan,
+	.map_pages = kvm_map_pages,
+	.private_pages = true,
+};
+
+const char *vmm_backend_name(enum vmm_backend_kind kind)
+{
+	switch (kind) {
+	case VMM_BACKEND_AUTO: return "auto";
+	case VMM_BACKEND_KVM: return "kvm";
+	case VMM_BACKEND_PROCESS: return "process";
+	}
+	return "unknown";
+}
+
+int vmm_backend_parse(const char *name, enum vmm_backend_kind *out)
+{
+	static const enum vmm_backend_kind all[] = { VMM_BACKEND_AUTO, VMM_BACKEND_KVM, VMM_BACKEND_PROCESS };
+
+	for (size_t i = 0; name && i < sizeof(all) / sizeof(all[0]); i++) {
+		if (strcmp(name, vmm_backend_name(all[i])) == 0) {
+			*out = all[i];
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static _Atomic int default_kind = VMM_BACKEND_AUTO;
+
+void vmm_backend_default_set(enum vmm_backend_kind kind)
+{
+	atomic_store(&default_kind, (int)kind);
+}
+
+enum vmm_backend_kind vmm_backend_resolve(enum vmm_backend_kind want)
+{
+	if (want == VMM_BACKEND_AUTO)
+		want = (enum vmm_backend_kind)atomic_load(&default_kind);
+	if (want != VMM_BACKEND_AUTO)
+		return want;
+	return vmm_kvm_check(NULL) == 0 ? VMM_BACKEND_KVM : VMM_BACKEND_PROCESS;
+}
+
+int vmm_backend_pick(enum vmm_backend_kind want, const struct vmm_backend **out, struct vmm_error *err)
+{
+	char why[160];
+
+	if (want == VMM_BACKEND_AUTO)
+		want = (enum vmm_backend_kind)atomic_load(&default_kind);
+	switch (vmm_backend_resolve(want)) {
+	case VMM_BACKEND_KVM: {
+		struct vmm_error why_kvm;
+		if (want == VMM_BACKEND_KVM && vmm_kvm_check(&why_kvm) < 0)
+			return vmm_fail(err, VMM_E_NO_BACKEND,
+					"the kvm backend cannot run here: %s (the process backend, --backend process, "
+					"needs no KVM)", why_kvm.message);
+		*out = &vmm_backend_kvm;
+		return 0;
+	}
+	case VMM_BACKEND_PROCESS:
+		if (vmm_proc_probe(why, sizeof(why)) < 0)
+			return vmm_fail(err, VMM_E_NO_BACKEND, "the process backend cannot run here: %s%s", why,
+					want == VMM_BACKEND_AUTO ? " (and /dev/kvm, for the kvm backend, is missing)"
+								 : " (the kvm backend, --backend kvm, may)");
+		*out = &vmm_backend_process;
+		return 0;
+	default:
+		return vmm_fail(err, -EINVAL, "unknown backend %d", (int)want);
+	}
+}
+
+enum vmm_backend_kind vmm_sandbox_backend(const struct vmm_sandbox *sb)
+{
+	return sb->be ? sb->be->kind : VMM_BACKEND_KVM;
+}

@@ -1,0 +1,73 @@
+/* backend.h: the seam between the VMM and where guest code runs (KVM or a traced child process). */
+#ifndef STRATA_VMM_BACKEND_H
+#define STRATA_VMM_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vmm/vmm.h"
+
+struct vmm_sandbox;
+struct vmm_vcpu_state;
+struct vmm_exit;
+struct vmm_runs;
+
+/*
+ * One backend: guest memory, the vCPU state and the run loop's one step.
+ * Everything above it (loading, calls, hypercalls, snapshots) is shared:
+ * both backends give the same guest the same memory image at the same
+ * guest addresses, and report the same exits.
+ */
+struct vmm_backend {
+	enum vmm_backend_kind kind;
+	const char *name;
+	/* Guest memory of sb->mem_size bytes at sb->mem, all zero. *ready: it
+	 * came with a VM that needs no start_memory (a recycled shell). */
+	int (*mem_new)(struct vmm_sandbox *sb, bool *ready);
+	/* Make guest memory (page tables written) runnable: create the VM or
+	 * the child. err gets the reason on failure. */
+	int (*start)(struct vmm_sandbox *sb, bool ready, struct vmm_error *err);
+	/* Free the backend's parts and guest memory (a healthy sandbox may
+	 * leave them to a cache). Accepts a sandbox whose start failed. */
+	void (*destroy)(struct vmm_sandbox *sb);
+	/* Could the sandbox run (its VM or child exists)? */
+	bool (*live)(const struct vmm_sandbox *sb);
+	int (*set_state)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st);
+	/* set_state for a restore; may defer the work to the next run. */
+	int (*stage_state)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st);
+	int (*get_state)(struct vmm_sandbox *sb, struct vmm_vcpu_state *st);
+	int (*get_cr2)(struct vmm_sandbox *sb, uint64_t *cr2);
+	/* Run until the next exit. VMM_EXIT_INTR: interrupted (kick, signal,
+	 * or a wait slice ended); the guest may still be running. */
+	int (*run)(struct vmm_sandbox *sb, struct vmm_exit *ex);
+	/* Ask a running step to return VMM_EXIT_INTR soon. Async-signal-safe. */
+	void (*kick)(struct vmm_sandbox *sb, bool on);
+	/* After a call ended with the guest still running (timeout, kill): stop it. */
+	void (*halt)(struct vmm_sandbox *sb);
+	/* Guest pages that may differ from the snapshot mapped there: guest
+	 * and host writes (clears *out first; counts scans in *ioctls). */
+	int (*dirty_scan)(struct vmm_sandbox *sb, struct vmm_runs *out, unsigned *ioctls);
+	/* Memory equals the snapshot again (a reset just made it so). */
+	void (*dirty_clear)(struct vmm_sandbox *sb);
+	/* Make guest pages [gpage, gpage + n) read as pages [lpage, lpage + n)
+	 * of layer file fd (fd < 0: as zero). */
+	int (*map_pages)(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage);
+	/* Snapshot pages are mapped copy-on-write and a written page is a
+	 * private copy a reset may drop (KVM); else memory is shared and a
+	 * reset only rewrites (process). */
+	bool private_pages;
+};
+
+extern const struct vmm_backend vmm_backend_kvm;
+extern const struct vmm_backend vmm_backend_process;
+
+/* The backend for `want` (AUTO: KVM when /dev/kvm opens, else process);
+ * VMM_E_NO_BACKEND with the reason (naming the other backend) in err. */
+int vmm_backend_pick(enum vmm_backend_kind want, const struct vmm_backend **out, struct vmm_error *err);
+
+/* ---- the process backend (proc.c) ---- */
+
+/* Can this machine run the process backend? 0, or <0 with why. */
+int vmm_proc_probe(char *why, size_t whylen);
+
+#endif

@@ -1,0 +1,848 @@
+/* proc.c: the process backend: guest code in a child process behind a seccomp filter, exits handed over in shared memory. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vmm/proc_abi.h"
+#include "vmm/snap_int.h"
+
+/*
+ * How it works (docs/vmm.md, "The process backend"):
+ * - Guest memory is a memfd mapped MAP_SHARED twice: at sb->mem in the host
+ *   and at the guest addresses themselves in the child, with the user-mode
+ *   protections the guest's page tables give (so the same ELF runs
+ *   unchanged, and the host reads and writes guest memory directly).
+ * - The child is a small program of its own (proc_child.c, proc_stub.S),
+ *   started with posix_spawn from a memfd: it holds nothing of the host.
+ *   Every guest exit is a signal (a store to the unmapped
+ *   hypercall page, a CPU exception, a system call refused by the seccomp
+ *   filter, a kick) taken on the stub's signal stack: the stub copies the
+ *   registers to the control page, wakes the host with a futex and waits.
+ *   The host answers by writing registers back and waking the stub, which
+ *   returns from the signal into the guest. No ptrace stop is involved, so
+ *   any host thread can drive any sandbox.
+ * - The seccomp filter allows system calls only from the stub's one
+ *   `syscall` instruction, and from there only the few the stub needs.
+ */
+
+/* ucontext gregs indices (sys/ucontext.h REG_*). */
+enum { G_R8, G_R9, G_R10, G_R11, G_R12, G_R13, G_R14, G_R15, G_RDI, G_RSI, G_RBP, G_RBX, G_RDX, G_RAX, G_RCX,
+       G_RSP, G_RIP, G_EFL, G_CSGSFS, G_ERR, G_TRAPNO, G_OLDMASK, G_CR2 };
+/* vmm_vcpu_state.gpr order: rax rbx rcx rdx rsi rdi rsp rbp r8..r15. */
+static const unsigned gpr_to_greg[16] = { G_RAX, G_RBX, G_RCX, G_RDX, G_RSI, G_RDI, G_RSP, G_RBP,
+					  G_R8, G_R9, G_R10, G_R11, G_R12, G_R13, G_R14, G_R15 };
+/* x86 register numbers (ModRM reg field) to gregs indices. */
+static const unsigned x86reg_to_greg[16] = { G_RAX, G_RCX, G_RDX, G_RBX, G_RSP, G_RBP, G_RSI, G_RDI,
+					     G_R8, G_R9, G_R10, G_R11, G_R12, G_R13, G_R14, G_R15 };
+
+/* RFLAGS bits a guest can own (status flags, TF, DF, AC); the rest are fixed. */
+#define RFLAGS_GUEST 0x40dd5ull
+#define RFLAGS_BASE 0x3002ull  /* bit 1 and IOPL 3, as vmm_x86_initial_state sets */
+
+/* A kicked child must report within this long, else it is killed. */
+#define HALT_WAIT_NS (1000ull * 1000 * 1000)
+/* The child's first report (it is ready) must come within this long. */
+#define SPAWN_WAIT_NS (5000ull * 1000 * 1000)
+
+struct vmm_proc {
+	pid_t pid;
+	int memfd;
+	uint8_t *ctl;      /* host mapping of the control pages */
+	bool running;      /* the guest was resumed and has not reported */
+	bool dead;
+	int end_signal;    /* what ended the child */
+	uint64_t cr2;      /* of the last page fault */
+	/* Written pages (wp.c): the host's mapping and the child's are
+	 * tracked; `written` gathers what scans found until a reset. Without
+	 * tracking (older kernels) every page with data may differ (all). */
+	int uffd;          /* the host mapping's tracking; -1 none */
+	int pm_self, pm_child; /* /proc/self/pagemap, /proc/PID/pagemap */
+	bool tracked;      /* both mappings are tracked */
+	bool all;          /* every page with data may differ from the snapshot */
+	uint64_t *written; /* bitmap of guest pages */
+	uint64_t pages;
+};
+
+static _Atomic uint32_t *ctl_state(struct vmm_proc *p)
+{
+	return (_Atomic uint32_t *)(void *)(p->ctl + CTL_STATE);
+}
+
+static uint64_t *ctl_gregs(struct vmm_proc *p)
+{
+	return (uint64_t *)(void *)(p->ctl + CTL_GREGS);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int vmm_proc_probe(char *why, size_t whylen)
+{
+	int fd = memfd_create("strata-probe", MFD_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(why, whylen, "memfd_create failed: %s", strerror(errno));
+		return -errno;
+	}
+	close(fd);
+	if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0) {
+		snprintf(why, whylen, "the kernel has no seccomp filters");
+		return -ENOSYS;
+	}
+	return 0;
+}
+
+/* Record how the child ended (si from waitid). */
+static void child_ended(struct vmm_proc *p, const siginfo_t *si)
+{
+	p->dead = true;
+	p->running = false;
+	p->end_signal = si->si_code == CLD_EXITED ? 0 : si->si_status;
+	p->pid = -1;  /* reaped: the number may name another process soon */
+}
+
+/*
+ * Wait until the child has stopped itself to report (state HOST). The host
+ * reads and writes guest memory only while the child is stopped: nothing
+ * of the guest can run meanwhile, whatever it wrote in the control page.
+ * 1: stopped and reporting; 0: a signal interrupted the wait (a kick, a
+ * timer), or with nohang nothing yet; <0: the child is gone.
+ */
+static int wait_stop(struct vmm_proc *p, bool nohang)
+{
+	for (;;) {
+		siginfo_t si;
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_PID, (id_t)p->pid, &si, WSTOPPED | WEXITED | (nohang ? WNOHANG : 0)) < 0) {
+			if (errno == EINTR)
+				return 0;
+			int rc = -errno;
+			p->dead = true;
+			p->running = false;
+			p->pid = -1;
+			return rc;
+		}
+		if (si.si_pid == 0)
+			return 0;  /* WNOHANG: still running */
+		if (si.si_code == CLD_STOPPED || si.si_code == CLD_TRAPPED) {
+			if (atomic_load_explicit(ctl_state(p), memory_order_acquire) == STATE_HOST)
+				return 1;
+			kill(p->pid, SIGCONT);  /* stopped by someone else: nothing to report */
+			continue;
+		}
+		if (si.si_code == CLD_CONTINUED)
+			continue;
+		child_ended(p, &si);
+		return -ESRCH;
+	}
+}
+
+static void proc_kill(struct vmm_proc *p)
+{
+	if (p->pid <= 0)
+		return;
+	kill(p->pid, SIGKILL);
+	while (waitpid(p->pid, NULL, __WALL) < 0 && errno == EINTR)
+		;
+	p->pid = -1;
+	p->dead = true;
+	p->running = false;
+}
+
+/* Tell the stopped child what to do next (state `to`) and resume it. */
+static void hand_over(struct vmm_proc *p, uint32_t to)
+{
+	atomic_store_explicit(ctl_state(p), to, memory_order_release);
+	kill(p->pid, SIGCONT);
+}
+
+/* Wait for a report at most total_ns (polling: waitid has no timeout); 1, 0 or <0. */
+static int wait_stop_for(struct vmm_proc *p, uint64_t total_ns)
+{
+	uint64_t end = now_ns() + total_ns;
+	int rc;
+
+	while ((rc = wait_stop(p, true)) == 0) {
+		if (now_ns() >= end)
+			return 0;
+		struct timespec ts = { .tv_nsec = 200000 };
+		nanosleep(&ts, NULL);
+	}
+	return rc;
+}
+
+/* Run ops (system calls in the child) in batches; the first failing result or 0. */
+struct ops {
+	uint64_t v[CTL_OPS_MAX][7];
+	unsigned n;
+};
+
+static int ops_flush(struct vmm_proc *p, struct ops *o)
+{
+	uint8_t *base = p->ctl + CTL_OPS;
+	int rc;
+
+	if (!o->n)
+		return 0;
+	for (unsigned i = 0; i < o->n; i++) {
+		memcpy(base + (size_t)i * CTL_OP_SIZE, o->v[i], 7 * 8);
+		memset(base + (size_t)i * CTL_OP_SIZE + 56, 0, 8);
+	}
+	memcpy(p->ctl + CTL_NOPS, &o->n, 4);
+	hand_over(p, STATE_OPS);
+	while ((rc = wait_stop(p, false)) == 0)
+		;
+	if (rc < 0)
+		return rc;
+	for (unsigned i = 0; i < o->n; i++) {
+		int64_t r;
+		memcpy(&r, base + (size_t)i * CTL_OP_SIZE + 56, 8);
+		if (r < 0 && r > -4096) {
+			o->n = 0;
+			return (int)r;
+		}
+	}
+	o->n = 0;
+	return 0;
+}
+
+static int ops_add(struct vmm_proc *p, struct ops *o, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
+		   uint64_t a4, uint64_t a5)
+{
+	int rc;
+
+	if (o->n == CTL_OPS_MAX && (rc = ops_flush(p, o)) < 0)
+		return rc;
+	uint64_t *v = o->v[o->n++];
+	v[0] = (uint64_t)nr;
+	v[1] = a0;
+	v[2] = a1;
+	v[3] = a2;
+	v[4] = a3;
+	v[5] = a4;
+	v[6] = a5;
+	return 0;
+}
+
+/* ---- the child program (proc_child.c, embedded by meson) ---- */
+
+extern const unsigned char vmm_proc_child_elf[];
+extern const size_t vmm_proc_child_elf_len;
+
+static int child_fd = -1;
+static int child_err;
+static pthread_once_t child_once = PTHREAD_ONCE_INIT;
+
+/* The child program as a sealed memfd, written once per process. */
+static void child_load(void)
+{
+	int fd = memfd_create("strata-proc-child", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	size_t done = 0;
+
+	if (fd < 0) {
+		child_err = -errno;
+		return;
+	}
+	while (done < vmm_proc_child_elf_len) {
+		ssize_t w = write(fd, vmm_proc_child_elf + done, vmm_proc_child_elf_len - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			child_err = w < 0 ? -errno : -EIO;
+			close(fd);
+			return;
+		}
+		done += (size_t)w;
+	}
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		child_err = -errno;
+		close(fd);
+		return;
+	}
+	child_fd = fd;
+}
+
+/* Start the child program with guest memory as fd 3, nothing else open,
+ * no environment, in /, every signal at its default and unblocked. */
+static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid)
+{
+	char path[64], size[32];
+	char host[32];
+	char *argv[] = { "strata-guest", size, host, NULL };
+	char *envp[] = { NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t all, none;
+	int rc, tmp = -1;
+
+	pthread_once(&child_once, child_load);
+	if (child_fd < 0)
+		return child_err ? child_err : -ENOEXEC;
+	/* dup2 onto itself would keep FD_CLOEXEC: move fd 3 out of the way. */
+	if (memfd == 3) {
+		if ((tmp = fcntl(memfd, F_DUPFD_CLOEXEC, 4)) < 0)
+			return -errno;
+		memfd = tmp;
+	}
+	/* The host's own fd: the child closes all of its own but 3 before exec. */
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), child_fd);
+	snprintf(size, sizeof(size), "%llu", (unsigned long long)mem_size);
+	snprintf(host, sizeof(host), "%d", (int)getpid());
+	sigfillset(&all);
+	sigemptyset(&none);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&at);
+	posix_spawn_file_actions_adddup2(&fa, memfd, 3);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+	/* Not even stdio: a child that outlived a command would hold its pipes. */
+	posix_spawn_file_actions_addclose(&fa, 0);
+	posix_spawn_file_actions_addclose(&fa, 1);
+	posix_spawn_file_actions_addclose(&fa, 2);
+	posix_spawn_file_actions_addchdir_np(&fa, "/");
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
+	rc = -posix_spawn(pid, path, &fa, &at, argv, envp);
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	if (tmp >= 0)
+		close(tmp);
+	return rc;
+}
+
+/* ---- the backend ---- */
+
+static int proc_mem_new(struct vmm_sandbox *sb, bool *ready)
+{
+	struct vmm_proc *p = calloc(1, sizeof(*p));
+	int rc;
+
+	if (!p)
+		return -ENOMEM;
+	p->pid = -1;
+	p->uffd = p->pm_self = p->pm_child = -1;
+	p->memfd = memfd_create("strata-guest", MFD_CLOEXEC);
+	if (p->memfd < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	/* Guest memory at offset 0 (offset = guest address), control pages after it. */
+	if (ftruncate(p->memfd, (off_t)(sb->mem_size + PROC_CTL_SIZE)) < 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	sb->mem = mmap(NULL, sb->mem_size, PROT_READ | PROT_WRITE, MAP_SHARED, p->memfd, 0);
+	if (sb->mem == MAP_FAILED) {
+		rc = -errno;
+		sb->mem = NULL;
+		goto out_close;
+	}
+	p->ctl = mmap(NULL, PROC_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, p->memfd, (off_t)sb->mem_size);
+	if (p->ctl == MAP_FAILED) {
+		rc = -errno;
+		munmap(sb->mem, sb->mem_size);
+		sb->mem = NULL;
+		goto out_close;
+	}
+	sb->proc = p;
+	*ready = false;
+	return 0;
+out_close:
+	close(p->memfd);
+out_free:
+	free(p);
+	return rc;
+}
+
+struct map_ctx {
+	struct vmm_proc *p;
+	struct ops *o;
+};
+
+static int map_run(void *ctx, uint64_t va, uint64_t len, unsigned perm)
+{
+	struct map_ctx *m = ctx;
+	int prot = ((perm & VMM_PERM_R) ? PROT_READ : 0) | ((perm & VMM_PERM_W) ? PROT_WRITE : 0) |
+		   ((perm & VMM_PERM_X) ? PROT_EXEC : 0);
+
+	if (perm == VMM_PERM_NONE)
+		return 0;
+	return ops_add(m->p, m->o, SYS_mprotect, va, len, (uint64_t)prot, 0, 0, 0);
+}
+
+/* Give the child guest memory with the page tables' user protections. */
+static int proc_map(struct vmm_sandbox *sb)
+{
+	struct vmm_proc *p = sb->proc;
+	struct ops *o = calloc(1, sizeof(*o));
+	struct map_ctx m = { p, o };
+	/* Pages below the boot info are supervisor-only (page tables, GDT,
+	 * IDT, exception stacks): never reachable from CPL 3, never mapped. */
+	const uint64_t lo = STRATA_BOOT_INFO_GPA;
+	uint64_t cr3 = sb->layout.pml4;
+	int rc;
+
+	if (!o)
+		return -ENOMEM;
+	rc = vmm_x86_user_runs(sb->mem, sb->mem_size, cr3, lo, sb->mem_size, map_run, &m);
+	if (rc == 0)
+		rc = ops_flush(p, o);
+	free(o);
+	return rc;
+}
+
+/* Start the child on guest memory as it is: fork, wait for its stub,
+ * give it the page tables' protections. */
+static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
+{
+	struct vmm_proc *p = sb->proc;
+	char path[64];
+	pid_t pid;
+	int rc;
+
+	atomic_store(ctl_state(p), STATE_GUEST);
+	memset(p->ctl + CTL_WP, 0, 4);
+	p->dead = false;
+	p->running = false;
+	if ((rc = child_spawn(p->memfd, sb->mem_size, &pid)) < 0)
+		return vmm_fail(err, rc, "cannot start the guest's process: %s", strerror(-rc));
+	p->pid = pid;
+	/* The child reports once it is locked down. */
+	rc = wait_stop_for(p, SPAWN_WAIT_NS);
+	if (rc <= 0) {
+		if (rc < 0)
+			return vmm_fail(err, VMM_E_NO_BACKEND,
+					"the process backend's child ended while starting (status %d; "
+					"the kvm backend, --backend kvm, needs no child)", p->end_signal);
+		proc_kill(p);
+		return vmm_fail(err, VMM_E_NO_BACKEND, "the process backend's child did not start within %llu s",
+				(unsigned long long)(SPAWN_WAIT_NS / 1000000000ull));
+	}
+	uint64_t rip = ctl_gregs(p)[G_RIP];
+	int32_t signo;
+	memcpy(&signo, p->ctl + CTL_SI, 4);
+	if (signo != SIGILL || rip < PROC_CODE || rip >= PROC_CTL)
+		return vmm_fail(err, VMM_E_NO_BACKEND, "the process backend's child reported from an unexpected place");
+	if ((rc = proc_map(sb)) < 0)
+		return vmm_fail(err, rc == -EPERM ? VMM_E_NO_BACKEND : rc,
+				"cannot map guest memory in the guest's process: %s%s", strerror(-rc),
+				rc == -EPERM ? " (mapping below vm.mmap_min_addr needs CAP_SYS_RAWIO)" : "");
+	uint32_t wp;
+	memcpy(&wp, p->ctl + CTL_WP, 4);
+	if (p->pm_child >= 0)
+		close(p->pm_child);
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
+	p->pm_child = wp ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	p->tracked = p->uffd >= 0 && p->pm_self >= 0 && p->pm_child >= 0;
+	return 0;
+}
+
+static int proc_start(struct vmm_sandbox *sb, bool ready, struct vmm_error *err)
+{
+	struct vmm_proc *p = sb->proc;
+	const struct vmm_snap *s = sb->snap;
+
+	(void)ready;
+	p->pages = sb->mem_size / VMM_PAGE;
+	p->written = calloc(p->pages / 64 + 1, sizeof(*p->written));
+	if (!p->written)
+		return vmm_fail(err, -ENOMEM, "out of memory");
+	/* Memory as it is now is what a fresh sandbox's first capture
+	 * compares (all of it), or exactly its snapshot (restored from one). */
+	p->all = !(s && s->have_vcpu);
+	if (vmm_wp_track((uint64_t)(uintptr_t)sb->mem, sb->mem_size, &p->uffd) < 0)
+		p->uffd = -1;
+	p->pm_self = p->uffd >= 0 ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
+	return proc_spawn(sb, err);
+}
+
+
+static void proc_destroy(struct vmm_sandbox *sb)
+{
+	struct vmm_proc *p = sb->proc;
+
+	if (p) {
+		proc_kill(p);
+		if (p->ctl)
+			munmap(p->ctl, PROC_CTL_SIZE);
+		close(p->memfd);
+		if (p->uffd >= 0)
+			close(p->uffd);
+		if (p->pm_self >= 0)
+			close(p->pm_self);
+		if (p->pm_child >= 0)
+			close(p->pm_child);
+		free(p->written);
+		free(p);
+		sb->proc = NULL;
+	}
+	if (sb->mem)
+		munmap(sb->mem, sb->mem_size);
+	sb->mem = NULL;
+}
+
+static bool proc_live(const struct vmm_sandbox *sb)
+{
+	return sb->proc && sb->proc->pid > 0 && !sb->proc->dead;
+}
+
+static int proc_set_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st)
+{
+	struct vmm_proc *p = sb->proc;
+	uint64_t *g = ctl_gregs(p);
+
+	if (st->version != VMM_VCPU_STATE_VERSION)
+		return -EINVAL;
+	if (p->running)
+		return VMM_E_BUSY;
+	if (p->dead || p->pid <= 0) {
+		/* A child that had to be killed (it ignored a kick) is replaced;
+		 * what it wrote since the last scan is unknown: compare all. */
+		int rc;
+		proc_kill(p);
+		p->all = true;
+		if ((rc = proc_spawn(sb, NULL)) < 0)
+			return rc;
+		g = ctl_gregs(p);
+	}
+	/* Registers and flags map one to one; segments, descriptor tables
+	 * and control registers are the host-built ones on both backends and
+	 * have no counterpart in a process (docs/vmm.md). */
+	for (unsigned i = 0; i < 16; i++)
+		g[gpr_to_greg[i]] = st->gpr[i];
+	g[G_RIP] = st->rip;
+	g[G_EFL] = (st->rflags & RFLAGS_GUEST) | 0x2;
+	/* x87, MXCSR and XMM0-15 (FXSAVE bytes 0-415 but MXCSR_MASK, which is the CPU's). */
+	uint8_t *fx = p->ctl + CTL_FX;
+	memcpy(fx, st->fxsave, 28);
+	memcpy(fx + 32, st->fxsave + 32, 416 - 32);
+	p->cr2 = st->cr2;
+	return 0;
+}
+
+static int proc_get_state(struct vmm_sandbox *sb, struct vmm_vcpu_state *st)
+{
+	struct vmm_proc *p = sb->proc;
+	const uint64_t *g = ctl_gregs(p);
+
+	if (p->running)
+		return VMM_E_BUSY;
+	/* Segments and control registers: the host-built long mode at CPL 3,
+	 * exactly what KVM holds for a guest running there. */
+	vmm_x86_initial_state(&sb->layout, 3, g[G_RIP], g[G_RSP], st);
+	for (unsigned i = 0; i < 16; i++)
+		st->gpr[i] = g[gpr_to_greg[i]];
+	st->rflags = (g[G_EFL] & RFLAGS_GUEST) | RFLAGS_BASE;
+	st->cr2 = p->cr2;
+	memset(st->fxsave, 0, sizeof(st->fxsave));
+	memcpy(st->fxsave, p->ctl + CTL_FX, 28);
+	memcpy(st->fxsave + 32, p->ctl + CTL_FX + 32, 416 - 32);
+	return 0;
+}
+
+static int proc_get_cr2(struct vmm_sandbox *sb, uint64_t *cr2)
+{
+	*cr2 = sb->proc->cr2;
+	return 0;
+}
+
+/*
+ * Decode the store that faulted on the hypercall page: `mov r, m` (opcode
+ * 0x89, any addressing form). *size 0 if it is anything else.
+ */
+static void decode_store(const uint8_t *b, size_t avail, unsigned *len, unsigned *size, unsigned *reg)
+{
+	unsigned i = 0, rex = 0;
+	bool o16 = false;
+
+	*size = 0;
+	for (; i < avail && i < 4; i++) {
+		if (b[i] == 0x66)
+			o16 = true;
+		else if (b[i] != 0x67 && b[i] != 0x2e && b[i] != 0x3e && b[i] != 0x26 && b[i] != 0x36)
+			break;
+	}
+	if (i < avail && (b[i] & 0xf0) == 0x40)
+		rex = b[i++];
+	if (i + 2 > avail || b[i] != 0x89)
+		return;
+	uint8_t modrm = b[i + 1];
+	unsigned mod = modrm >> 6, rm = modrm & 7;
+	i += 2;
+	if (mod == 3)
+		return;
+	unsigned disp = mod == 1 ? 1 : mod == 2 ? 4 : 0;
+	if (rm == 4) {
+		if (i >= avail)
+			return;
+		if (mod == 0 && (b[i] & 7) == 5)
+			disp = 4;
+		i++;
+	} else if (mod == 0 && rm == 5) {
+		disp = 4;
+	}
+	if (i + disp > avail)
+		return;
+	*len = i + disp;
+	*reg = ((modrm >> 3) & 7) | ((rex & 4) ? 8u : 0u);
+	*size = (rex & 8) ? 8 : o16 ? 2 : 4;
+}
+
+/* Turn the child's report into an exit. *again: nothing for the VMM (a stale kick). */
+static void report_decode(struct vmm_sandbox *sb, struct vmm_exit *ex, bool *again)
+{
+	struct vmm_proc *p = sb->proc;
+	uint64_t *g = ctl_gregs(p);
+	int32_t signo, code;
+	uint32_t arch;
+	uint64_t rip = g[G_RIP], trapno = g[G_TRAPNO], err = g[G_ERR], cr2 = g[G_CR2];
+
+	memcpy(&signo, p->ctl + CTL_SI, 4);
+	memcpy(&code, p->ctl + CTL_SI + 8, 4);
+	memcpy(&arch, p->ctl + CTL_SI + 28, 4);
+	*again = false;
+	memset(ex, 0, sizeof(*ex));
+	switch (signo) {
+	case SIGUSR1:
+		*again = true;  /* a kick: the guest was only interrupted */
+		ex->kind = VMM_EXIT_INTR;
+		return;
+	case SIGSYS:
+		/* A `syscall` the filter refused: KVM's guest (EFER.SCE clear)
+		 * gets #UD there; `int $0x80` hits a not-present IDT vector: #GP. */
+		ex->kind = VMM_EXIT_EXCEPTION;
+		ex->rip = rip - 2;
+		if (arch == AUDIT_ARCH_X86_64) {
+			ex->vector = VMM_X86_VEC_UD;
+		} else {
+			ex->vector = VMM_X86_VEC_GP;
+			ex->error_code = 0x80 * 8 + 2;
+		}
+		return;
+	case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL: case SIGTRAP:
+		break;
+	default:
+		ex->kind = VMM_EXIT_OTHER;
+		ex->reason = (uint32_t)signo;
+		return;
+	}
+	(void)code;
+	if (trapno == VMM_X86_VEC_PF && cr2 >= STRATA_HC_VA && cr2 < STRATA_HC_VA + VMM_PAGE) {
+		/* A store into the hypercall page: KVM's MMIO exit. */
+		unsigned len = 0, size = 0, reg = 0;
+		const uint8_t *ins = rip < sb->mem_size - 16 ? sb->mem + rip : NULL;
+		if (ins)
+			decode_store(ins, 15, &len, &size, &reg);
+		ex->addr = STRATA_HC_GPA + (cr2 - STRATA_HC_VA);
+		ex->is_write = (err & 2) != 0;
+		ex->len = ex->is_write ? size : 0;
+		if (ex->is_write && size == 4 && (cr2 & 3) == 0) {
+			ex->kind = VMM_EXIT_IO_OUT;
+			ex->port = (uint16_t)(STRATA_HC_PORT_BASE + (cr2 - STRATA_HC_VA) / 4);
+			ex->value = (uint32_t)g[x86reg_to_greg[reg]];
+			g[G_RIP] = rip + len;  /* the guest resumes after the store */
+			return;
+		}
+		ex->kind = VMM_EXIT_MMIO;
+		return;
+	}
+	ex->kind = VMM_EXIT_EXCEPTION;
+	ex->vector = (uint32_t)trapno;
+	ex->error_code = err;
+	ex->rip = rip;
+	if (trapno == VMM_X86_VEC_PF) {
+		ex->addr = cr2;
+		p->cr2 = cr2;
+	}
+}
+
+static int proc_run(struct vmm_sandbox *sb, struct vmm_exit *ex)
+{
+	struct vmm_proc *p = sb->proc;
+	bool again;
+
+	memset(ex, 0, sizeof(*ex));
+	for (;;) {
+		if (p->dead) {
+			ex->kind = VMM_EXIT_DEAD;
+			ex->reason = (uint32_t)p->end_signal;
+			return 0;
+		}
+		if (!p->running) {
+			p->running = true;
+			hand_over(p, STATE_GUEST);
+		}
+		int rc = wait_stop(p, false);
+		if (rc == 0) {
+			ex->kind = VMM_EXIT_INTR;
+			return 0;
+		}
+		if (rc < 0)
+			continue;  /* dead: reported above */
+		p->running = false;
+		report_decode(sb, ex, &again);
+		if (!again)
+			return 0;
+	}
+}
+
+static void proc_kick(struct vmm_sandbox *sb, bool on)
+{
+	struct vmm_proc *p = sb->proc;
+
+	/* The kick signal interrupts the host's wait; this stops the guest
+	 * too, so a kick that lands just before the wait is not lost.
+	 * Async-signal-safe (kill). */
+	if (on && p && p->pid > 0 && p->running && !p->dead)
+		kill(p->pid, SIGUSR1);
+}
+
+static void proc_halt(struct vmm_sandbox *sb)
+{
+	struct vmm_proc *p = sb->proc;
+
+	if (!p || !p->running || p->dead)
+		return;
+	kill(p->pid, SIGUSR1);
+	if (wait_stop_for(p, HALT_WAIT_NS) == 1) {
+		p->running = false;
+		return;
+	}
+	proc_kill(p);
+}
+
+static int written_add(void *ctx, uint64_t lo, uint64_t hi)
+{
+	struct vmm_proc *p = ((struct vmm_sandbox *)ctx)->proc;
+	uint64_t base = (uint64_t)(uintptr_t)((struct vmm_sandbox *)ctx)->mem;
+
+	/* Host addresses (the host mapping) or guest addresses (the child's). */
+	if (lo >= base && hi <= base + p->pages * VMM_PAGE) {
+		lo -= base;
+		hi -= base;
+	}
+	for (uint64_t g = lo / VMM_PAGE; g < hi / VMM_PAGE && g < p->pages; g++)
+		p->written[g / 64] |= 1ull << (g % 64);
+	return 0;
+}
+
+/* Every run of the memfd that holds data (the rest reads as zero). */
+static int data_runs(struct vmm_sandbox *sb, struct vmm_runs *out)
+{
+	struct vmm_proc *p = sb->proc;
+	off_t end = (off_t)sb->mem_size, at = 0;
+	int rc;
+
+	while (at < end) {
+		off_t d = lseek(p->memfd, at, SEEK_DATA);
+		if (d < 0 || d >= end)
+			break;
+		off_t h = lseek(p->memfd, d, SEEK_HOLE);
+		if (h < 0 || h > end)
+			h = end;
+		uint64_t g0 = (uint64_t)d / VMM_PAGE, g1 = vmm_round_up((uint64_t)h, VMM_PAGE) / VMM_PAGE;
+		if ((rc = vmm_runs_add(out, g0, g1 - g0)) < 0)
+			return rc;
+		at = h;
+	}
+	return 0;
+}
+
+static int proc_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigned *ioctls)
+{
+	struct vmm_proc *p = sb->proc;
+	int rc;
+
+	vmm_runs_clear(out);
+	if (p->tracked) {
+		/* Both scans, always: each also protects what it reports again. */
+		rc = vmm_wp_scan(p->pm_child, STRATA_BOOT_INFO_GPA, sb->mem_size, written_add, sb, ioctls);
+		if (rc == 0)
+			rc = vmm_wp_scan(p->pm_self, (uint64_t)(uintptr_t)sb->mem,
+					 (uint64_t)(uintptr_t)sb->mem + sb->mem_size, written_add, sb, ioctls);
+		if (rc < 0)
+			p->tracked = false;
+	}
+	if (!p->tracked || p->all) {
+		/* Whatever has data; written pages are among them. */
+		return data_runs(sb, out);
+	}
+	for (uint64_t w = 0; w < p->pages / 64 + 1; w++) {
+		if (!p->written[w])
+			continue;
+		for (unsigned b = 0; b < 64; b++)
+			if ((p->written[w] >> b) & 1 && (rc = vmm_runs_add(out, w * 64 + b, 1)) < 0)
+				return rc;
+	}
+	return 0;
+}
+
+static void proc_dirty_clear(struct vmm_sandbox *sb)
+{
+	struct vmm_proc *p = sb->proc;
+
+	memset(p->written, 0, (p->pages / 64 + 1) * sizeof(*p->written));
+	p->all = !p->tracked;
+}
+
+/* Shared memory cannot map a layer copy-on-write: copy its pages in (or
+ * punch a hole, which reads as zero in both mappings). */
+static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage)
+{
+	struct vmm_proc *p = sb->proc;
+	uint8_t *dst = sb->mem + gpage * VMM_PAGE;
+	uint64_t len = n * VMM_PAGE, done = 0;
+
+	if (fd < 0)
+		return fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(gpage * VMM_PAGE),
+				 (off_t)len) < 0 ? -errno : 0;
+	while (done < len) {
+		ssize_t r = pread(fd, dst + done, len - done, (off_t)(lpage * VMM_PAGE + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		done += (uint64_t)r;
+	}
+	return 0;
+}
+
+const struct vmm_backend vmm_backend_process = {
+	.kind = VMM_BACKEND_PROCESS,
+	.name = "process",
+	.mem_new = proc_mem_new,
+	.start = proc_start,
+	.destroy = proc_destroy,
+	.live = proc_live,
+	.set_state = proc_set_state,
+	.stage_state = proc_set_state,
+	.get_state = proc_get_state,
+	.get_cr2 = proc_get_cr2,
+	.run = proc_run,
+	.kick = proc_kick,
+	.halt = proc_halt,
+	.dirty_scan = proc_dirty_scan,
+	.dirty_clear = proc_dirty_clear,
+	.map_pages = proc_map_pages,
+	.private_pages = false,
+};

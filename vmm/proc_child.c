@@ -1,0 +1,264 @@
+/* proc_child.c: the process backend's child program (freestanding, exec'd from memory): maps guest memory, arms the stub, locks itself down. */
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/ioctl.h>
+#include <linux/seccomp.h>
+#include <linux/userfaultfd.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vmm/abi.h"
+#include "vmm/proc_abi.h"
+
+/*
+ * Built without libc and linked at PROC_BASE (vmm/meson.build): the host
+ * starts it with posix_spawn on a memfd holding this program, guest memory
+ * as fd 3, nothing else open, an empty environment, argv[1] = the guest
+ * memory size and argv[2] = the host's pid. A new program has none of the host's memory, so there is
+ * nothing to unmap, and exec costs far less than copying the host's page
+ * tables with fork (docs/vmm.md).
+ */
+
+#define NR_mmap 9
+#define NR_mprotect 10
+#define NR_munmap 11
+#define NR_rt_sigaction 13
+#define NR_rt_sigprocmask 14
+#define NR_rt_sigreturn 15
+#define NR_ioctl 16
+#define NR_madvise 28
+#define NR_dup2 33
+#define NR_getppid 110
+#define NR_sigaltstack 131
+#define NR_prctl 157
+#define NR_getpid 39
+#define NR_tgkill 234
+#define NR_exit_group 231
+#define NR_seccomp 317
+#define NR_userfaultfd 323
+#define NR_close 3
+
+#define PROT_NONE 0
+#define PROT_READ 1
+#define PROT_WRITE 2
+#define MAP_SHARED 0x01
+#define MAP_PRIVATE 0x02
+#define MAP_FIXED 0x10
+#define MAP_ANONYMOUS 0x20
+#define MAP_FIXED_NOREPLACE 0x100000
+#define SA_SIGINFO 4
+#define SA_ONSTACK 0x08000000
+#define SA_RESTORER 0x04000000
+#define SIG_SETMASK 2
+#define PR_SET_NO_NEW_PRIVS 38
+#define PR_SET_PDEATHSIG 1
+#define SIGKILL_ 9
+#define O_CLOEXEC 02000000
+#define UFFD_USER_MODE_ONLY 1
+#define UFFD_WP_FEATURES ((1 << 12) | (1 << 13) | (1 << 15)) /* WP_HUGETLBFS_SHMEM, WP_UNPOPULATED, WP_ASYNC */
+
+enum { SIGSTOP_ = 19, SIGILL_ = 4, SIGTRAP_ = 5, SIGBUS_ = 7, SIGFPE_ = 8, SIGUSR1_ = 10, SIGSEGV_ = 11, SIGSYS_ = 31 };
+
+extern const char vmm_proc_stub_handler[], vmm_proc_stub_restorer[], vmm_proc_stub_sys_ret[];
+__attribute__((noreturn)) void vmm_proc_stub_ready(void);
+__attribute__((noreturn)) void stub_main(const uint64_t *sp);
+
+static long sys6(long nr, long a, long b, long c, long d, long e, long f)
+{
+	register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
+	long ret;
+
+	__asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+static long sys3(long nr, long a, long b, long c)
+{
+	return sys6(nr, a, b, c, 0, 0, 0);
+}
+
+static uint64_t parse_u64(const char *s)
+{
+	uint64_t v = 0;
+
+	for (; *s >= '0' && *s <= '9'; s++)
+		v = v * 10 + (uint64_t)(*s - '0');
+	return v;
+}
+
+__attribute__((noreturn)) static void fail(int code)
+{
+	for (;;)
+		sys3(NR_exit_group, code, 0, 0);
+}
+
+/* The compiler may call these for struct copies; there is no libc. */
+void *memset(void *d, int c, size_t n);
+void *memcpy(void *d, const void *s, size_t n);
+void *memset(void *d, int c, size_t n)
+{
+	volatile uint8_t *b = d;
+
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)c;
+	return d;
+}
+
+void *memcpy(void *d, const void *s, size_t n)
+{
+	volatile uint8_t *b = d;
+	const uint8_t *a = s;
+
+	for (size_t i = 0; i < n; i++)
+		b[i] = a[i];
+	return d;
+}
+
+static void zero(void *p, size_t n)
+{
+	volatile uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		b[i] = 0;
+}
+
+struct kernel_sigaction {
+	uint64_t handler, flags, restorer, mask;
+};
+
+/* The filter: x86-64 system calls from the stub's one `syscall`
+ * instruction, and only these; anything else from the stub kills the
+ * child; anything from elsewhere (the guest) raises SIGSYS, which the host
+ * reports as the #UD (or #GP for `int $0x80`) the guest would get on KVM. */
+static unsigned filter_build(struct sock_filter *f, uint32_t pid)
+{
+	static const uint32_t allowed[] = { NR_munmap, NR_mmap, NR_mprotect, NR_madvise, NR_rt_sigreturn,
+					    NR_getppid, NR_exit_group };
+	const uint64_t site = (uint64_t)(uintptr_t)vmm_proc_stub_sys_ret;
+	const unsigned na = sizeof(allowed) / sizeof(allowed[0]);
+	/* 0-6: arch, ip, nr; 7..: allowed; then tgkill(pid, pid, SIGSTOP) only. */
+	const unsigned tg = 7 + na, kill = tg + 7, trap = kill + 1, allow = trap + 1;
+	unsigned k = 0;
+
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, (uint8_t)(trap - k - 1));
+	k++;
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, instruction_pointer));
+	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)site, 0, (uint8_t)(trap - k - 1));
+	k++;
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+					      offsetof(struct seccomp_data, instruction_pointer) + 4);
+	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(site >> 32), 0, (uint8_t)(trap - k - 1));
+	k++;
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+	for (unsigned i = 0; i < na; i++, k++)
+		f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, allowed[i], (uint8_t)(allow - k - 1), 0);
+	/* tg: the stub stops itself; nothing else may be signalled. */
+	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NR_tgkill, 0, (uint8_t)(kill - k - 1));
+	k++;
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
+	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, pid, 0, (uint8_t)(kill - k - 1));
+	k++;
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1]));
+	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, pid, 0, (uint8_t)(kill - k - 1));
+	k++;
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2]));
+	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SIGSTOP_, (uint8_t)(allow - k - 1), (uint8_t)(kill - k - 1));
+	k++;
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	return k;
+}
+
+/* Track writes to the guest range (Linux 6.7): asynchronous write-protect;
+ * the host scans /proc/PID/pagemap. The userfaultfd stays open as fd 4. */
+static void track(uint64_t lo, uint64_t len)
+{
+	long fd = sys3(NR_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY, 0, 0);
+	struct uffdio_api api;
+	struct uffdio_register reg;
+	struct uffdio_writeprotect wp;
+
+	if (fd < 0)
+		return;
+	zero(&api, sizeof(api));
+	zero(&reg, sizeof(reg));
+	zero(&wp, sizeof(wp));
+	api.api = UFFD_API;
+	api.features = UFFD_WP_FEATURES;
+	reg.range.start = lo;
+	reg.range.len = len;
+	reg.mode = UFFDIO_REGISTER_MODE_WP;
+	wp.range.start = lo;
+	wp.range.len = len;
+	wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
+	if (sys3(NR_ioctl, fd, (long)UFFDIO_API, (long)&api) < 0 || sys3(NR_ioctl, fd, (long)UFFDIO_REGISTER, (long)&reg) < 0 ||
+	    sys3(NR_ioctl, fd, (long)UFFDIO_WRITEPROTECT, (long)&wp) < 0) {
+		sys3(NR_close, fd, 0, 0);
+		return;
+	}
+	if (fd != 4) {
+		if (sys3(NR_dup2, fd, 4, 0) != 4)
+			return;
+		sys3(NR_close, fd, 0, 0);
+	}
+	*(volatile uint32_t *)(PROC_CTL + CTL_WP) = 1;
+}
+
+void stub_main(const uint64_t *sp)
+{
+	static struct sock_filter filter[40];
+	uint64_t mem_size = sp[0] >= 3 ? parse_u64((const char *)sp[2]) : 0;
+	uint64_t host = sp[0] >= 3 ? parse_u64((const char *)sp[3]) : 0;
+
+	if (mem_size <= STRATA_BOOT_INFO_GPA || mem_size > (4ull << 30) || mem_size % 4096)
+		fail(120);
+	/* Die with the host thread that started us (a stopped child would
+	 * otherwise outlive a host that never freed it); it may be gone already. */
+	if (sys3(NR_prctl, PR_SET_PDEATHSIG, SIGKILL_, 0) < 0 || (uint64_t)sys3(NR_getppid, 0, 0, 0) != host)
+		fail(121);
+	/* Control pages (shared with the host) and the stub's stacks. */
+	if (sys6(NR_mmap, (long)PROC_CTL, PROC_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, 3,
+		 (long)mem_size) != (long)PROC_CTL)
+		fail(123);
+	if (sys6(NR_mmap, (long)PROC_STACK_LO, PROC_END - PROC_STACK_LO, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != (long)PROC_STACK_LO)
+		fail(124);
+	*(volatile uint64_t *)PROC_STACK_LO = (uint64_t)sys3(NR_getppid, 0, 0, 0);
+	const uint32_t pid = (uint32_t)sys3(NR_getpid, 0, 0, 0);
+	*(volatile uint64_t *)(PROC_STACK_LO + 8) = pid;
+	/* Guest memory at the guest addresses, inaccessible until the host
+	 * gives each run its protection. Pages below the boot info are
+	 * supervisor-only (page tables, GDT, IDT, exception stacks): CPL 3
+	 * never reaches them, so they are not mapped. */
+	const uint64_t lo = STRATA_BOOT_INFO_GPA;
+	if (sys6(NR_mmap, (long)lo, (long)(mem_size - lo), PROT_NONE, MAP_SHARED | MAP_FIXED, 3, (long)lo) != (long)lo)
+		fail(129);
+	track(lo, mem_size - lo);
+	struct {
+		uint64_t sp;
+		int flags;
+		int pad;
+		uint64_t size;
+	} ss = { PROC_ALT_LO, 0, 0, PROC_END - PROC_ALT_LO };
+	if (sys3(NR_sigaltstack, (long)&ss, 0, 0) < 0)
+		fail(125);
+	static const int sigs[] = { SIGSEGV_, SIGBUS_, SIGFPE_, SIGILL_, SIGTRAP_, SIGSYS_, SIGUSR1_ };
+	for (unsigned i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct kernel_sigaction ka = { (uint64_t)(uintptr_t)vmm_proc_stub_handler, SA_SIGINFO | SA_ONSTACK | SA_RESTORER,
+					       (uint64_t)(uintptr_t)vmm_proc_stub_restorer, ~0ull };
+		if (sys6(NR_rt_sigaction, sigs[i], (long)&ka, 0, 8, 0, 0) < 0)
+			fail(126);
+	}
+	uint64_t none = 0;
+	if (sys6(NR_rt_sigprocmask, SIG_SETMASK, (long)&none, 0, 8, 0, 0) < 0)
+		fail(127);
+	struct sock_fprog prog = { .len = (unsigned short)filter_build(filter, pid), .filter = filter };
+	if (sys6(NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0) < 0 ||
+	    sys3(NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, (long)&prog) < 0)
+		fail(128);
+	/* From here only the stub's `syscall` works. */
+	vmm_proc_stub_ready();
+}
