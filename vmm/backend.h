@@ -52,6 +52,9 @@ struct vmm_backend {
 	/* Make guest pages [gpage, gpage + n) read as pages [lpage, lpage + n)
 	 * of layer file fd (fd < 0: as zero). */
 	int (*map_pages)(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage);
+	/* Guest page `gpage` for reading without side effects: a pointer into
+	 * guest memory or into buf (NULL on error). NULL op: sb->mem directly. */
+	const uint8_t *(*page_read)(struct vmm_sandbox *sb, uint64_t gpage, uint8_t *buf);
 	/* Snapshot pages are mapped copy-on-write and a written page is a
 	 * private copy a reset may drop (KVM); else memory is shared and a
 	 * reset only rewrites (process). */

@@ -71,10 +71,13 @@ struct vmm_proc {
 	 * tracked; `written` gathers what scans found until a reset. Without
 	 * tracking (older kernels) every page with data may differ (all). */
 	int uffd;          /* the host mapping's tracking; -1 none */
+	int uffd_child;    /* the child's (its fd 4, taken with pidfd_getfd); -1 none */
 	int pm_self, pm_child; /* /proc/self/pagemap, /proc/PID/pagemap */
 	bool tracked;      /* both mappings are tracked */
 	bool all;          /* every page with data may differ from the snapshot */
 	uint64_t *written; /* bitmap of guest pages */
+	uint64_t *known;   /* bitmap: pages of the memfd that held data and are protected */
+	struct vmm_runs fresh; /* pages found with data since: protect at the next reset */
 	uint64_t pages;
 };
 
@@ -340,7 +343,7 @@ static int proc_mem_new(struct vmm_sandbox *sb, bool *ready)
 	if (!p)
 		return -ENOMEM;
 	p->pid = -1;
-	p->uffd = p->pm_self = p->pm_child = -1;
+	p->uffd = p->uffd_child = p->pm_self = p->pm_child = -1;
 	p->memfd = memfd_create("strata-guest", MFD_CLOEXEC);
 	if (p->memfd < 0) {
 		rc = -errno;
@@ -411,6 +414,84 @@ static int proc_map(struct vmm_sandbox *sb)
 	return rc;
 }
 
+/* Every run of the memfd that holds data (the rest reads as zero). */
+static int data_runs(struct vmm_sandbox *sb, struct vmm_runs *out)
+{
+	struct vmm_proc *p = sb->proc;
+	off_t end = (off_t)sb->mem_size, at = 0;
+	int rc;
+
+	while (at < end) {
+		off_t d = lseek(p->memfd, at, SEEK_DATA);
+		if (d < 0 || d >= end)
+			break;
+		off_t h = lseek(p->memfd, d, SEEK_HOLE);
+		if (h < 0 || h > end)
+			h = end;
+		uint64_t g0 = (uint64_t)d / VMM_PAGE, g1 = vmm_round_up((uint64_t)h, VMM_PAGE) / VMM_PAGE;
+		if ((rc = vmm_runs_add(out, g0, g1 - g0)) < 0)
+			return rc;
+		at = h;
+	}
+	return 0;
+}
+
+static bool bit(const uint64_t *b, uint64_t g)
+{
+	return (b[g / 64] >> (g % 64)) & 1;
+}
+
+static void bit_set(uint64_t *b, uint64_t g)
+{
+	b[g / 64] |= 1ull << (g % 64);
+}
+
+/* Protect pages [g0, g0 + n) in both mappings (the child's from the boot
+ * info up: nothing below it is mapped there). */
+static int protect(struct vmm_sandbox *sb, uint64_t g0, uint64_t n)
+{
+	struct vmm_proc *p = sb->proc;
+	uint64_t lo = STRATA_BOOT_INFO_GPA / VMM_PAGE, c0 = g0 < lo ? lo : g0;
+	int rc = vmm_wp_protect(p->uffd, (uint64_t)(uintptr_t)(sb->mem + g0 * VMM_PAGE), n * VMM_PAGE);
+
+	if (rc == 0 && c0 < g0 + n)
+		rc = vmm_wp_protect(p->uffd_child, c0 * VMM_PAGE, (g0 + n - c0) * VMM_PAGE);
+	return rc;
+}
+
+/*
+ * Pages of the memfd that hold data and were not known: they got it since
+ * the last look (a first touch leaves no write-protect marker behind, so
+ * no scan reports it). Adds them to `written` and to `fresh` (protected
+ * at the next reset) and makes them known; with all, protects every data
+ * page now instead. Costs in proportion to the memfd's data extents.
+ */
+static int data_protect(struct vmm_sandbox *sb, bool all)
+{
+	struct vmm_proc *p = sb->proc;
+	struct vmm_runs runs = { 0 };
+	int rc = data_runs(sb, &runs);
+
+	for (size_t i = 0; rc == 0 && i < runs.n; i++) {
+		uint64_t g = runs.v[i].gpage, end = g + runs.v[i].npages;
+		if (all) {
+			rc = protect(sb, g, end - g);
+			for (; g < end; g++)
+				bit_set(p->known, g);
+			continue;
+		}
+		for (; rc == 0 && g < end; g++) {
+			if (bit(p->known, g))
+				continue;
+			bit_set(p->known, g);
+			bit_set(p->written, g);
+			rc = vmm_runs_add(&p->fresh, g, 1);
+		}
+	}
+	vmm_runs_free(&runs);
+	return rc;
+}
+
 /* Start the child on guest memory as it is: fork, wait for its stub,
  * give it the page tables' protections. */
 static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
@@ -451,9 +532,27 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	memcpy(&wp, p->ctl + CTL_WP, 4);
 	if (p->pm_child >= 0)
 		close(p->pm_child);
+	if (p->uffd_child >= 0)
+		close(p->uffd_child);
+	p->pm_child = p->uffd_child = -1;
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
-	p->pm_child = wp ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-	p->tracked = p->uffd >= 0 && p->pm_self >= 0 && p->pm_child >= 0;
+	if (wp && p->uffd >= 0) {
+		/* The child's userfaultfd: the host protects its pages directly. */
+		int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (pidfd >= 0) {
+			p->uffd_child = (int)syscall(SYS_pidfd_getfd, pidfd, 4, 0);
+			close(pidfd);
+		}
+		if (p->uffd_child >= 0)
+			p->pm_child = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	p->tracked = p->uffd >= 0 && p->pm_self >= 0 && p->pm_child >= 0 && p->uffd_child >= 0;
+	/* Every page with data is protected in both mappings from here on; a
+	 * page that gets data later is found by the next scan (data_fresh). */
+	memset(p->known, 0, (p->pages / 64 + 1) * sizeof(*p->known));
+	vmm_runs_clear(&p->fresh);
+	if (p->tracked && (rc = data_protect(sb, true)) < 0)
+		p->tracked = false;
 	return 0;
 }
 
@@ -465,7 +564,8 @@ static int proc_start(struct vmm_sandbox *sb, bool ready, struct vmm_error *err)
 	(void)ready;
 	p->pages = sb->mem_size / VMM_PAGE;
 	p->written = calloc(p->pages / 64 + 1, sizeof(*p->written));
-	if (!p->written)
+	p->known = calloc(p->pages / 64 + 1, sizeof(*p->known));
+	if (!p->written || !p->known)
 		return vmm_fail(err, -ENOMEM, "out of memory");
 	/* Memory as it is now is what a fresh sandbox's first capture
 	 * compares (all of it), or exactly its snapshot (restored from one). */
@@ -492,7 +592,11 @@ static void proc_destroy(struct vmm_sandbox *sb)
 			close(p->pm_self);
 		if (p->pm_child >= 0)
 			close(p->pm_child);
+		if (p->uffd_child >= 0)
+			close(p->uffd_child);
 		free(p->written);
+		free(p->known);
+		vmm_runs_free(&p->fresh);
 		free(p);
 		sb->proc = NULL;
 	}
@@ -746,28 +850,6 @@ static int written_add(void *ctx, uint64_t lo, uint64_t hi)
 	return 0;
 }
 
-/* Every run of the memfd that holds data (the rest reads as zero). */
-static int data_runs(struct vmm_sandbox *sb, struct vmm_runs *out)
-{
-	struct vmm_proc *p = sb->proc;
-	off_t end = (off_t)sb->mem_size, at = 0;
-	int rc;
-
-	while (at < end) {
-		off_t d = lseek(p->memfd, at, SEEK_DATA);
-		if (d < 0 || d >= end)
-			break;
-		off_t h = lseek(p->memfd, d, SEEK_HOLE);
-		if (h < 0 || h > end)
-			h = end;
-		uint64_t g0 = (uint64_t)d / VMM_PAGE, g1 = vmm_round_up((uint64_t)h, VMM_PAGE) / VMM_PAGE;
-		if ((rc = vmm_runs_add(out, g0, g1 - g0)) < 0)
-			return rc;
-		at = h;
-	}
-	return 0;
-}
-
 static int proc_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigned *ioctls)
 {
 	struct vmm_proc *p = sb->proc;
@@ -780,6 +862,8 @@ static int proc_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigne
 		if (rc == 0)
 			rc = vmm_wp_scan(p->pm_self, (uint64_t)(uintptr_t)sb->mem,
 					 (uint64_t)(uintptr_t)sb->mem + sb->mem_size, written_add, sb, ioctls);
+		if (rc == 0)
+			rc = data_protect(sb, false);
 		if (rc < 0)
 			p->tracked = false;
 	}
@@ -801,6 +885,11 @@ static void proc_dirty_clear(struct vmm_sandbox *sb)
 {
 	struct vmm_proc *p = sb->proc;
 
+	/* Pages that got data since: from now on their writes are tracked. */
+	for (size_t i = 0; p->tracked && i < p->fresh.n; i++)
+		if (protect(sb, p->fresh.v[i].gpage, p->fresh.v[i].npages) < 0)
+			p->tracked = false;
+	vmm_runs_clear(&p->fresh);
 	memset(p->written, 0, (p->pages / 64 + 1) * sizeof(*p->written));
 	p->all = !p->tracked;
 }
@@ -813,9 +902,13 @@ static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, in
 	uint8_t *dst = sb->mem + gpage * VMM_PAGE;
 	uint64_t len = n * VMM_PAGE, done = 0;
 
-	if (fd < 0)
+	if (fd < 0) {
+		/* A hole again: if it gets data later, that is new (data_protect). */
+		for (uint64_t g = gpage; p->known && g < gpage + n && g < p->pages; g++)
+			p->known[g / 64] &= ~(1ull << (g % 64));
 		return fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(gpage * VMM_PAGE),
 				 (off_t)len) < 0 ? -errno : 0;
+	}
 	while (done < len) {
 		ssize_t r = pread(fd, dst + done, len - done, (off_t)(lpage * VMM_PAGE + done));
 		if (r < 0 && errno == EINTR)
@@ -825,6 +918,17 @@ static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, in
 		done += (uint64_t)r;
 	}
 	return 0;
+}
+
+/* pread of the memfd: a hole reads as zero and stays a hole. */
+static const uint8_t *proc_page_read(struct vmm_sandbox *sb, uint64_t gpage, uint8_t *buf)
+{
+	ssize_t r;
+
+	do
+		r = pread(sb->proc->memfd, buf, VMM_PAGE, (off_t)(gpage * VMM_PAGE));
+	while (r < 0 && errno == EINTR);
+	return r == (ssize_t)VMM_PAGE ? buf : NULL;
 }
 
 const struct vmm_backend vmm_backend_process = {
@@ -844,5 +948,6 @@ const struct vmm_backend vmm_backend_process = {
 	.dirty_scan = proc_dirty_scan,
 	.dirty_clear = proc_dirty_clear,
 	.map_pages = proc_map_pages,
+	.page_read = proc_page_read,
 	.private_pages = false,
 };

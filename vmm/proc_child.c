@@ -172,30 +172,25 @@ static unsigned filter_build(struct sock_filter *f, uint32_t pid)
 	return k;
 }
 
-/* Track writes to the guest range (Linux 6.7): asynchronous write-protect;
- * the host scans /proc/PID/pagemap. The userfaultfd stays open as fd 4. */
+/* Register the guest range for write tracking (Linux 6.7: asynchronous
+ * write-protect). The userfaultfd stays open as fd 4: the host takes a
+ * copy (pidfd_getfd) to protect pages and scans /proc/PID/pagemap. */
 static void track(uint64_t lo, uint64_t len)
 {
 	long fd = sys3(NR_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY, 0, 0);
 	struct uffdio_api api;
 	struct uffdio_register reg;
-	struct uffdio_writeprotect wp;
 
 	if (fd < 0)
 		return;
 	zero(&api, sizeof(api));
 	zero(&reg, sizeof(reg));
-	zero(&wp, sizeof(wp));
 	api.api = UFFD_API;
 	api.features = UFFD_WP_FEATURES;
 	reg.range.start = lo;
 	reg.range.len = len;
 	reg.mode = UFFDIO_REGISTER_MODE_WP;
-	wp.range.start = lo;
-	wp.range.len = len;
-	wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
-	if (sys3(NR_ioctl, fd, (long)UFFDIO_API, (long)&api) < 0 || sys3(NR_ioctl, fd, (long)UFFDIO_REGISTER, (long)&reg) < 0 ||
-	    sys3(NR_ioctl, fd, (long)UFFDIO_WRITEPROTECT, (long)&wp) < 0) {
+	if (sys3(NR_ioctl, fd, (long)UFFDIO_API, (long)&api) < 0 || sys3(NR_ioctl, fd, (long)UFFDIO_REGISTER, (long)&reg) < 0) {
 		sys3(NR_close, fd, 0, 0);
 		return;
 	}

@@ -452,11 +452,16 @@ int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage)
 		return -ENOMEM;
 	if (!s->have_vcpu)
 		return VMM_E_NO_SNAPSHOT;
+	uint8_t buf[VMM_PAGE];
 	for (size_t k = 0; k < s->nsegs; k++) {
 		const struct vmm_seg *g = &s->segs[k];
 		for (uint64_t p = g->gpage; p < g->gpage + g->npages; p++) {
 			const uint8_t *src = seg_page(s->layers, g, p);
-			const uint8_t *dst = sb->mem + p * VMM_PAGE;
+			/* Read so as to change nothing (the process backend: a read
+			 * through its shared mapping would give a hole a page). */
+			const uint8_t *dst = sb->be->page_read ? sb->be->page_read(sb, p, buf) : sb->mem + p * VMM_PAGE;
+			if (!dst)
+				return -EIO;
 			if (src ? memcmp(dst, src, VMM_PAGE) != 0 : !vmm_page_is_zero(dst)) {
 				if (gpage)
 					*gpage = p;

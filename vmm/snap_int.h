@@ -62,10 +62,14 @@ int vmm_dirty_resolve(enum vmm_dirty_mech mech, struct vmm_error *err);
 
 /* ---- written-page tracking of shared memory (wp.c: the process backend) ---- */
 
-/* Track writes to [addr, addr + len) of this process (Linux 6.7: a
- * userfaultfd in asynchronous write-protect mode); *uffd must stay open
- * while tracking lasts. -errno where the kernel cannot. */
+/* Register [addr, addr + len) of this process for write tracking (Linux
+ * 6.7: a userfaultfd in asynchronous write-protect mode); *uffd must stay
+ * open while tracking lasts. Nothing is tracked until protected. -errno
+ * where the kernel cannot. */
 int vmm_wp_track(uint64_t addr, uint64_t len, int *uffd);
+/* Track writes to [addr, addr + len) from now on (uffd may be another
+ * process's, taken with pidfd_getfd; unpopulated pages included). */
+int vmm_wp_protect(int uffd, uint64_t addr, uint64_t len);
 /* The pages of [start, end) written since the last scan (or since tracking
  * began) in the process whose pagemap is open as pagemap_fd, as address
  * runs passed to cb; protects them again. Counts scans in *ioctls. */

@@ -42,6 +42,8 @@ struct wp_scan_arg {
 
 #define WP_PAGEMAP_SCAN _IOWR('f', 16, struct wp_scan_arg)
 #define WP_PAGE_IS_WRITTEN (1ull << 1)
+#define WP_PAGE_IS_PRESENT (1ull << 3)
+#define WP_PAGE_IS_SWAPPED (1ull << 4)
 #define WP_SCAN_WP_MATCHING (1ull << 0)
 #define WP_SCAN_CHECK_WPASYNC (1ull << 1)
 #define WP_VEC_LEN 256
@@ -56,15 +58,24 @@ int vmm_wp_track(uint64_t addr, uint64_t len, int *out)
 	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED |
 							    UFFD_FEATURE_WP_HUGETLBFS_SHMEM };
 	struct uffdio_register reg = { .range = { addr, len }, .mode = UFFDIO_REGISTER_MODE_WP };
-	struct uffdio_writeprotect wp = { .range = { addr, len }, .mode = UFFDIO_WRITEPROTECT_MODE_WP };
-	if (ioctl(fd, UFFDIO_API, &api) < 0 || ioctl(fd, UFFDIO_REGISTER, &reg) < 0 ||
-	    ioctl(fd, UFFDIO_WRITEPROTECT, &wp) < 0) {
+	if (ioctl(fd, UFFDIO_API, &api) < 0 || ioctl(fd, UFFDIO_REGISTER, &reg) < 0) {
 		rc = -errno;
 		close(fd);
 		return rc;
 	}
 	*out = fd;
 	return 0;
+}
+
+int vmm_wp_protect(int uffd, uint64_t addr, uint64_t len)
+{
+	struct uffdio_writeprotect wp = { .range = { addr, len }, .mode = UFFDIO_WRITEPROTECT_MODE_WP };
+	int rc;
+
+	do
+		rc = ioctl(uffd, UFFDIO_WRITEPROTECT, &wp);
+	while (rc < 0 && errno == EINTR);
+	return rc < 0 ? -errno : 0;
 }
 
 int vmm_wp_scan(int pagemap_fd, uint64_t start, uint64_t end, int (*cb)(void *ctx, uint64_t lo, uint64_t hi),
@@ -77,7 +88,10 @@ int vmm_wp_scan(int pagemap_fd, uint64_t start, uint64_t end, int (*cb)(void *ct
 		struct wp_scan_arg a = {
 			.size = sizeof(a), .flags = WP_SCAN_WP_MATCHING | WP_SCAN_CHECK_WPASYNC,
 			.start = start, .end = end, .vec = (uint64_t)(uintptr_t)vec, .vec_len = WP_VEC_LEN,
-			.category_mask = WP_PAGE_IS_WRITTEN, .return_mask = WP_PAGE_IS_WRITTEN,
+			/* Written, and a page (present or swapped): a hole that was
+			 * never protected counts as written but holds nothing. */
+			.category_mask = WP_PAGE_IS_WRITTEN, .category_anyof_mask = WP_PAGE_IS_PRESENT | WP_PAGE_IS_SWAPPED,
+			.return_mask = WP_PAGE_IS_WRITTEN,
 		};
 		do
 			rc = ioctl(pagemap_fd, WP_PAGEMAP_SCAN, &a);
