@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -32,10 +31,11 @@
  *   Every guest exit is a signal (a store to the unmapped
  *   hypercall page, a CPU exception, a system call refused by the seccomp
  *   filter, a kick) taken on the stub's signal stack: the stub copies the
- *   registers to the control page, wakes the host with a futex and waits.
- *   The host answers by writing registers back and waking the stub, which
- *   returns from the signal into the guest. No ptrace stop is involved, so
- *   any host thread can drive any sandbox.
+ *   registers to the control page and stops itself (SIGSTOP).
+ *   The host, waiting in waitid(WSTOPPED), works only on a stopped child;
+ *   it answers by writing registers back and resuming it (SIGCONT), and
+ *   the stub returns from the signal into the guest. No ptrace stop is
+ *   involved, so any host thread can drive any sandbox.
  * - The seccomp filter allows system calls only from the stub's one
  *   `syscall` instruction, and from there only the few the stub needs.
  */
