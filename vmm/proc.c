@@ -856,6 +856,10 @@ static int proc_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigne
 	int rc;
 
 	vmm_runs_clear(out);
+	/* A policy that rules PAGEMAP_SCAN out (as kernels before 6.7 do) rules
+	 * write tracking out too: compare every page with data. */
+	if (sb->snap && sb->snap->policy.dirty == VMM_DIRTY_READ)
+		p->tracked = false;
 	if (p->tracked) {
 		/* Both scans, always: each also protects what it reports again. */
 		rc = vmm_wp_scan(p->pm_child, STRATA_BOOT_INFO_GPA, sb->mem_size, written_add, sb, ioctls);
