@@ -783,31 +783,33 @@ static void report_decode(struct vmm_sandbox *sb, struct vmm_exit *ex, bool *aga
 static int proc_run(struct vmm_sandbox *sb, struct vmm_exit *ex)
 {
 	struct vmm_proc *p = sb->proc;
-	bool again;
+	bool kicked;
 
 	memset(ex, 0, sizeof(*ex));
-	for (;;) {
-		if (p->dead) {
-			ex->kind = VMM_EXIT_DEAD;
-			ex->reason = (uint32_t)p->end_signal;
-			return 0;
-		}
-		if (!p->running) {
-			p->running = true;
-			hand_over(p, STATE_GUEST);
-		}
-		int rc = wait_stop(p, false);
-		if (rc == 0) {
-			ex->kind = VMM_EXIT_INTR;
-			return 0;
-		}
-		if (rc < 0)
-			continue;  /* dead: reported above */
-		p->running = false;
-		report_decode(sb, ex, &again);
-		if (!again)
-			return 0;
+	if (p->dead) {
+		ex->kind = VMM_EXIT_DEAD;
+		ex->reason = (uint32_t)p->end_signal;
+		return 0;
 	}
+	if (!p->running) {
+		p->running = true;
+		hand_over(p, STATE_GUEST);
+	}
+	/* A kill whose kick landed before the guest was resumed (it saw
+	 * running false) must still stop it: the request is sticky. */
+	if (atomic_load(&sb->kill_pending))
+		kill(p->pid, SIGUSR1);
+	int rc = wait_stop(p, false);
+	if (rc == 0 || rc < 0) {
+		ex->kind = rc == 0 ? VMM_EXIT_INTR : VMM_EXIT_DEAD;
+		ex->reason = (uint32_t)p->end_signal;
+		return 0;
+	}
+	p->running = false;
+	/* A kick's report is an interruption: the loop decides (kill,
+	 * timeout, or go on; a stale kick just resumes the guest). */
+	report_decode(sb, ex, &kicked);
+	return 0;
 }
 
 static void proc_kick(struct vmm_sandbox *sb, bool on)
