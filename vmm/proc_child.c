@@ -59,6 +59,8 @@
 
 enum { SIGSTOP_ = 19, SIGILL_ = 4, SIGTRAP_ = 5, SIGBUS_ = 7, SIGFPE_ = 8, SIGUSR1_ = 10, SIGSEGV_ = 11, SIGSYS_ = 31 };
 
+/* One static program: every symbol is local, reached RIP-relative (no GOT). */
+#pragma GCC visibility push(hidden)
 extern const char vmm_proc_stub_handler[], vmm_proc_stub_restorer[], vmm_proc_stub_sys_ret[];
 __attribute__((noreturn)) void vmm_proc_stub_ready(void);
 __attribute__((noreturn)) void stub_main(const uint64_t *sp);
