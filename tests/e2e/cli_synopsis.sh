@@ -26,8 +26,8 @@ tested=(
 	'strata mount [STORE] MOUNTPOINT [-f] [-d] [-o OPTS] [--log FILE] [--read-mode M] [--stage-timeout SEC] [--poll-ms MS] [--threads N]'
 	'strata umount [-l] MOUNTPOINT'
 	'strata run TARGET --call FN [ARGS...] [options]'
-	'strata pool TARGET [-n N] [--verify] [--via-fuse] [--call FN [--] [ARGS...]]'
-	'strata calibrate [--output FILE] [--guest GUEST.elf]'
+	'strata pool TARGET [-n N] [--verify] [--via-fuse] [--map-files] [--backend B] [--call FN [--] [ARGS...]]'
+	'strata calibrate [--output FILE] [--guest GUEST.elf] [--backend B]'
 	'strata doctor [--need kvm]'
 )
 ok "every synopsis in docs/cli.md has a case here" bash -c '
@@ -84,6 +84,10 @@ else
 		"test \"\$('$STRATA' run '$G' --call echo -- --snapshot)\" = --snapshot"
 	ok "pool TARGET -n N --verify --call FN -- ARGS" bash -c \
 		"'$STRATA' --store '$S' pool fromrun -n 2 --verify --call echo -- -x | grep -q -- -x"
+	ok "pool TARGET -n N --map-files --backend process --call FN" bash -c \
+		"'$STRATA' --store '$S' pool fromrun -n 2 --map-files --backend process --call echo hi | grep -q 'sandbox 1: echo -> hi'"
+	ok "calibrate --backend with an unknown backend is a usage error" bash -c \
+		"'$STRATA' calibrate --backend qemu 2>&1; test \$? -eq 2"
 	ok "calibrate --output FILE --guest GUEST.elf" bash -c \
 		"timeout 300 '$STRATA' calibrate --output '$T/policy' --guest '$G' >/dev/null && test -s '$T/policy'"
 	ok "doctor --need kvm" "$STRATA" doctor --need kvm
