@@ -297,6 +297,12 @@ int fs_stage_status(struct fs *fs, struct fs_stage *s, char **out, size_t *len);
 void fs_stage_drop(struct fs *fs, struct fs_stage *s);
 /* A staged file that is complete: its blob id (layers) for reads. */
 int fs_sfile_blob(struct fs_stage *s, struct fs_sfile *f, st_id *id, const char **buf, size_t *len);
+/* Bytes [off, off + size) of a staged file held in memory (not a layer),
+ * copied under the stage's lock into *out (malloc'd, *len bytes, possibly
+ * 0): another opener's write may move the buffer and a release free it, so
+ * a reader never keeps a pointer into it. -ENOENT/-EBUSY as fs_sfile_blob,
+ * -EAGAIN if the file is a layer. */
+int fs_sfile_copy(struct fs_stage *s, struct fs_sfile *f, uint64_t off, size_t size, char **out, size_t *len);
 /* The snapshot an import committed (user.strata.id of its directory while
  * it lingers); false while unfinished. */
 bool fs_stage_committed_id(struct fs_stage *s, st_id *id);

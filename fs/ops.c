@@ -1118,8 +1118,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 			return;
 		}
 		if (b) {
-			size_t o = (size_t)off < len ? (size_t)off : len;
-			fuse_reply_buf(req, b + o, size < len - o ? size : len - o);
+			/* b may move or go while we reply: reply from a copy */
+			char *copy;
+			size_t got;
+			if ((rc = fs_sfile_copy(fh->stage, fh->sfile, (uint64_t)off, size, &copy, &got)) < 0) {
+				reply_err(req, rc == -EBUSY ? -EACCES : rc);
+				return;
+			}
+			fuse_reply_buf(req, copy, got);
+			free(copy);
 			return;
 		}
 		int fd;

@@ -1285,6 +1285,39 @@ int fs_sfile_blob(struct fs_stage *s, struct fs_sfile *f, st_id *id, const char 
 	return rc;
 }
 
+int fs_sfile_copy(struct fs_stage *s, struct fs_sfile *f, uint64_t off, size_t size, char **out, size_t *len)
+{
+	int rc = 0;
+	char *copy = NULL;
+	size_t n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (f->gone)
+		rc = -ENOENT;
+	else if (f->is_dir)
+		rc = -EISDIR;
+	else if (f->extra)
+		rc = -ENODATA;
+	else if (f->state == SF_FAILED)
+		rc = -EBUSY;
+	else if (f->in_layers)
+		rc = -EAGAIN;
+	else {
+		n = off < f->size ? (size_t)(f->size - off) : 0;
+		n = n < size ? n : size;
+		if (!(copy = malloc(n ? n : 1)))
+			rc = -ENOMEM;
+		else if (n)
+			memcpy(copy, f->buf + off, n);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (rc == 0) {
+		*out = copy;
+		*len = n;
+	}
+	return rc;
+}
+
 bool fs_stage_committed_id(struct fs_stage *s, st_id *id)
 {
 	pthread_mutex_lock(&s->lock);

@@ -115,4 +115,20 @@ ok "rsync, strata rm, rsync of another snapshot: that one is imported" bash -c \
 	"rsync -a '$E/' '$P/again2/' && st '$S' rm again2 >/dev/null && rsync -a '$T/exp2/' '$P/again2/' && committed again2 && \
 	 test \$(python3 -c \"import os; print(os.getxattr('$P/again2', 'user.strata.id').decode())\") = \$(st '$SRC' ls | awk '\$1==\"other\"{print \$2}')"
 ok "store is consistent" st "$S" fsck
+
+# Reads racing appends on a multithreaded mount: a read of a staged file in
+# memory replied from its buffer while another descriptor's write moved it.
+S2=$T/store-mt M2=$T/mnt-mt
+st "$S2" init >/dev/null
+ok "mount a second store with 4 threads" mount_store "$S2" "$M2" --stage-timeout 60 --threads 4
+race() {
+	mkdir "$M2/snapshots/race" "$M2/snapshots/race/layers" || return 1
+	( while :; do cat "$M2/snapshots/race/manifest.json" >/dev/null 2>&1; done ) &
+	local reader=$!
+	split -b 16 "$E/manifest.json" "$T/mchunk."
+	for c in "$T"/mchunk.*; do cat "$c" >>"$M2/snapshots/race/manifest.json" || { kill $reader; return 1; }; done
+	kill $reader; wait $reader 2>/dev/null
+	cat "$E/layers/$L" >"$M2/snapshots/race/layers/$L" && st "$S2" verify race >/dev/null
+}
+ok "a file read while another descriptor appends to it imports whole (4 threads)" race
 finish
