@@ -1260,18 +1260,26 @@ int fs_stage_list_imports(struct fs *fs, struct fs_dirlist **out)
 	return 0;
 }
 
+/* Can a staged file be read at all? (under s->lock) */
+static int sfile_readable(const struct fs_sfile *f)
+{
+	if (f->gone)
+		return -ENOENT;
+	if (f->is_dir)
+		return -EISDIR;
+	if (f->extra)
+		return -ENODATA;
+	return f->state == SF_FAILED ? -EBUSY : 0;
+}
+
 int fs_sfile_blob(struct fs_stage *s, struct fs_sfile *f, st_id *id, const char **buf, size_t *len)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
-	if (f->gone)
-		rc = -ENOENT;
-	else if (f->is_dir)
-		rc = -EISDIR;
-	else if (f->extra)
-		rc = -ENODATA;
-	else if ((f->in_layers && f->state != SF_DONE) || f->state == SF_FAILED)
+	if ((rc = sfile_readable(f)) < 0)
+		;
+	else if (f->in_layers && f->state != SF_DONE)
 		rc = -EBUSY;
 	else if (f->in_layers) {
 		*id = f->id;
@@ -1292,14 +1300,8 @@ int fs_sfile_copy(struct fs_stage *s, struct fs_sfile *f, uint64_t off, size_t s
 	size_t n = 0;
 
 	pthread_mutex_lock(&s->lock);
-	if (f->gone)
-		rc = -ENOENT;
-	else if (f->is_dir)
-		rc = -EISDIR;
-	else if (f->extra)
-		rc = -ENODATA;
-	else if (f->state == SF_FAILED)
-		rc = -EBUSY;
+	if ((rc = sfile_readable(f)) < 0)
+		;
 	else if (f->in_layers)
 		rc = -EAGAIN;
 	else {

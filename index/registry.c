@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "index/index_int.h"
 #include "index/registry.h"
 
 /* An error body kept for the message (registries answer JSON errors). */
@@ -67,21 +68,6 @@ struct req {
 	size_t err_len;
 };
 
-static int why_set(char *why, size_t whylen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int why_set(char *why, size_t whylen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && whylen) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-		for (char *p = why; *p; p++)
-			if (*p == '\n' || *p == '\r')
-				*p = ' ';
-	}
-	return code;
-}
 
 const char *ix_registry_strerror(int err)
 {
@@ -355,7 +341,7 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 	if (cc == CURLE_WRITE_ERROR && q->sink_rc < 0)
 		return q->sink_rc;
 	if (cc == CURLE_WRITE_ERROR && q->mem_over)
-		return why_set(why, whylen, ST_EFORMAT, "%s: the answer is over %zu bytes", q->url, q->mem_max);
+		return ix_why(why, whylen, ST_EFORMAT, "%s: the answer is over %zu bytes", q->url, q->mem_max);
 	switch (cc) {
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_COULDNT_CONNECT:
@@ -373,7 +359,7 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 		rc = IX_ENET;
 		break;
 	}
-	return why_set(why, whylen, rc, "%s %s: %s%s", q->method, q->url, curl_easy_strerror(cc),
+	return ix_why(why, whylen, rc, "%s %s: %s%s", q->method, q->url, curl_easy_strerror(cc),
 		       rc == IX_ETLS && !r->o.insecure ? " (a plain-HTTP registry needs --insecure; a private CA, --cacert)"
 							 : "");
 }
@@ -456,7 +442,7 @@ static int fetch_token(struct ix_registry *r, const char *challenge, char *why, 
 	if (!q)
 		return -ENOMEM;
 	if (!challenge_param(challenge, "realm", realm, sizeof(realm))) {
-		rc = why_set(why, whylen, IX_EAUTH, "the registry's bearer challenge names no realm");
+		rc = ix_why(why, whylen, IX_EAUTH, "the registry's bearer challenge names no realm");
 		goto out_free;
 	}
 	challenge_param(challenge, "service", service, sizeof(service));
@@ -481,18 +467,18 @@ static int fetch_token(struct ix_registry *r, const char *challenge, char *why, 
 	/* The token realm is the registry's choice, but plain HTTP only for an
 	 * --insecure registry. */
 	if (!r->o.insecure && strncmp(realm, "https://", 8) != 0) {
-		rc = why_set(why, whylen, IX_EAUTH, "the token realm %s is not HTTPS", realm);
+		rc = ix_why(why, whylen, IX_EAUTH, "the token realm %s is not HTTPS", realm);
 		goto out_free;
 	}
 	if ((rc = perform(r, q, have ? basic : NULL, why, whylen)) < 0)
 		goto out_free;
 	if (q->status == 401 || q->status == 403) {
-		rc = why_set(why, whylen, IX_EAUTH, "the token service %s refused %s (HTTP %ld)", realm,
+		rc = ix_why(why, whylen, IX_EAUTH, "the token service %s refused %s (HTTP %ld)", realm,
 			     have ? "the credentials" : "an anonymous request; credentials are needed", q->status);
 		goto out_free;
 	}
 	if (q->status != 200) {
-		rc = why_set(why, whylen, IX_EAUTH, "the token service %s answered HTTP %ld", realm, q->status);
+		rc = ix_why(why, whylen, IX_EAUTH, "the token service %s answered HTTP %ld", realm, q->status);
 		goto out_free;
 	}
 	q->mem[q->mem_len] = '\0';
@@ -501,7 +487,7 @@ static int fetch_token(struct ix_registry *r, const char *challenge, char *why, 
 	if (!json_is_string(tok))
 		tok = json_object_get(root, "access_token");
 	if (!json_is_string(tok)) {
-		rc = why_set(why, whylen, IX_EAUTH, "the token service %s gave no token", realm);
+		rc = ix_why(why, whylen, IX_EAUTH, "the token service %s gave no token", realm);
 		goto out_free;
 	}
 	free(r->token);
@@ -534,30 +520,30 @@ static int request(struct ix_registry *r, struct req *q, char *why, size_t whyle
 		if ((rc = perform(r, q, a, why, whylen)) < 0)
 			return rc;
 		if (q->status == 403)
-			return why_set(why, whylen, IX_EAUTH, "%s %s: access denied (HTTP 403)%s%.200s", q->method, q->url,
+			return ix_why(why, whylen, IX_EAUTH, "%s %s: access denied (HTTP 403)%s%.200s", q->method, q->url,
 				       q->err_len ? ": " : "", q->err);
 		if (q->status != 401)
 			return 0;
 		if (attempt > 0 || !q->www_auth[0])
-			return why_set(why, whylen, IX_EAUTH, "%s %s: the registry refused the %s (HTTP 401)", q->method,
+			return ix_why(why, whylen, IX_EAUTH, "%s %s: the registry refused the %s (HTTP 401)", q->method,
 				       q->url, r->o.user ? "credentials" : "request; no credentials were found for it");
 		if (strncasecmp(q->www_auth, "Bearer", 6) == 0) {
 			if ((rc = fetch_token(r, q->www_auth, why, whylen)) < 0)
 				return rc;
 		} else if (strncasecmp(q->www_auth, "Basic", 5) == 0) {
 			if (!r->o.user)
-				return why_set(why, whylen, IX_EAUTH,
+				return ix_why(why, whylen, IX_EAUTH,
 					       "the registry asks for credentials and none were found for it");
 			r->basic = true;
 		} else {
-			return why_set(why, whylen, IX_EAUTH, "unknown authentication scheme: %.60s", q->www_auth);
+			return ix_why(why, whylen, IX_EAUTH, "unknown authentication scheme: %.60s", q->www_auth);
 		}
 	}
 }
 
 static int http_fail(const struct req *q, char *why, size_t whylen)
 {
-	return why_set(why, whylen, IX_EHTTP, "%s %s: HTTP %ld%s%.200s", q->method, q->url, q->status,
+	return ix_why(why, whylen, IX_EHTTP, "%s %s: HTTP %ld%s%.200s", q->method, q->url, q->status,
 		       q->err_len ? ": " : "", q->err);
 }
 
@@ -688,7 +674,7 @@ static int reg_blob_put(void *ctx, const struct st_oci_desc *d, int fd, const vo
 	char loc[sizeof(q->location)];
 	memcpy(loc, q->location, sizeof(loc));
 	if (!upload_url(r, loc, dg, q->url, sizeof(q->url))) {
-		rc = why_set(why, whylen, IX_EHTTP, "the registry's upload location is too long");
+		rc = ix_why(why, whylen, IX_EHTTP, "the registry's upload location is too long");
 		goto out_free;
 	}
 	q->method = "PUT";
@@ -726,7 +712,7 @@ static int reg_manifest_put(void *ctx, const char *json, size_t len, const uint8
 	if (rc == 0 && q->status != 201)
 		rc = http_fail(q, why, whylen);
 	if (rc == 0 && q->digest[0] && strcmp(q->digest, dg) != 0)
-		rc = why_set(why, whylen, IX_EHTTP, "the registry stored manifest %s as %s", dg, q->digest);
+		rc = ix_why(why, whylen, IX_EHTTP, "the registry stored manifest %s as %s", dg, q->digest);
 	free(q);
 	return rc;
 }
@@ -758,7 +744,7 @@ static int reg_manifest_get(void *ctx, const char *ref, char **json, size_t *len
 	}
 	rc = request(r, q, why, whylen);
 	if (rc == 0 && q->status == 404)
-		rc = why_set(why, whylen, IX_EREMOTE_MISSING, "%s:%s is not in the registry", r->repo, ref);
+		rc = ix_why(why, whylen, IX_EREMOTE_MISSING, "%s:%s is not in the registry", r->repo, ref);
 	else if (rc == 0 && q->status != 200)
 		rc = http_fail(q, why, whylen);
 	if (rc == 0) {
@@ -788,7 +774,7 @@ static int reg_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset,
 	q->range_from = offset;
 	rc = request(r, q, why, whylen);
 	if (rc == 0 && q->status == 404)
-		rc = why_set(why, whylen, IX_EREMOTE_MISSING, "blob %s is not in %s (the manifest names a blob it does not carry)",
+		rc = ix_why(why, whylen, IX_EREMOTE_MISSING, "blob %s is not in %s (the manifest names a blob it does not carry)",
 			     dg, r->repo);
 	else if (rc == 0 && q->status != 200 && q->status != 206)
 		rc = http_fail(q, why, whylen);
