@@ -40,10 +40,10 @@ check "restore_loop links against libstrata.a" 0 '^built$' -- sh -c "cc $cflags 
 	'$SRC/docs/examples/restore_loop.c' \$(pkg-config --cflags strata) '$libdir/libstrata.a' \
 	\$(PKG_CONFIG_SYSROOT_DIR= pkg-config --libs libxxhash jansson libcrypto lmdb libcurl fuse3) -pthread -lrt && echo built"
 
-# Running them needs a sandbox, so KVM here.
+# Running them needs a sandbox: KVM, or the process backend without it.
 export LD_LIBRARY_PATH=$libdir
 "$S" --store "$T/store" init >/dev/null
-if [ -z "$KVM_WHY" ]; then
+if [ -z "$SANDBOX_WHY" ]; then
 	"$S" --store "$T/store" run "$G" --call counter_next --repeat 2 --snapshot two >/dev/null 2>&1
 	"$S" --store "$T/store" export two "$T/snap" >/dev/null 2>&1
 fi
