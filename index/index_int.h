@@ -122,6 +122,9 @@ int ix_lf_rec_save(struct ix *ix, const MDB_val *k, const MDB_val *v, struct ix_
 int ix_repair_index(struct ix *ix, const struct ix_saved_rec *saved, size_t nsaved, struct ix_fixes *fixes);
 
 /* Write a formatted one-line reason into why (if non-NULL) and return code (oci.c). */
+/* An import or pull that failed: delete the blobs it added that no snapshot
+ * references by now (one write txn; best effort, gc reclaims leftovers). */
+void ix_blobs_rollback(struct ix *ix, const st_id *ids, size_t n);
 int ix_why(char *why, size_t whylen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -649,26 +649,6 @@ out_sha:
 	return rc;
 }
 
-struct pull_rollback {
-	const st_id *ids;
-	size_t n;
-};
-
-static int pull_rollback_fn(struct ix *ix, MDB_txn *txn, void *arg)
-{
-	struct pull_rollback *p = arg;
-
-	for (size_t i = 0; i < p->n; i++) {
-		struct ix_blob_rec r;
-		int rc = ix_blob_rec_get(ix, txn, &p->ids[i], &r);
-		if (rc == IX_ENOTFOUND)
-			st_blob_del(ix->s, &p->ids[i]);
-		else if (rc < 0)
-			return rc;
-	}
-	return IX_NOCHANGE;
-}
-
 static bool snap_in_store(struct ix *ix, const st_id *id)
 {
 	struct ix_txn *t;
@@ -841,8 +821,7 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 	goto out_free;
 out_rollback:
 	if (nadded && !(flags & IX_OCI_KEEP_PARTIAL)) {
-		struct pull_rollback rb = { added, nadded };
-		ix_write(ix, pull_rollback_fn, &rb); /* best effort: leftovers are orphans gc reclaims */
+		ix_blobs_rollback(ix, added, nadded);
 	}
 out_free:
 	for (size_t k = 0; k < n; k++) {

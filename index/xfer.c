@@ -21,7 +21,7 @@ static void set_why(char *why, size_t len, const char *fmt, const char *hex, uns
 
 struct rollback_ctx {
 	const st_id *ids;
-	uint32_t n;
+	size_t n;
 };
 
 /* Remove blobs this import added, unless a snapshot references them by now
@@ -30,7 +30,7 @@ static int rollback_fn(struct ix *ix, MDB_txn *txn, void *arg)
 {
 	struct rollback_ctx *c = arg;
 
-	for (uint32_t i = 0; i < c->n; i++) {
+	for (size_t i = 0; i < c->n; i++) {
 		struct ix_blob_rec r;
 		int rc = ix_blob_rec_get(ix, txn, &c->ids[i], &r);
 
@@ -40,6 +40,13 @@ static int rollback_fn(struct ix *ix, MDB_txn *txn, void *arg)
 			return rc;
 	}
 	return IX_NOCHANGE;
+}
+
+void ix_blobs_rollback(struct ix *ix, const st_id *ids, size_t n)
+{
+	struct rollback_ctx rb = { .ids = ids, .n = n };
+
+	ix_write(ix, rollback_fn, &rb); /* best effort: leftovers are orphans gc reclaims */
 }
 
 /* Store every layer of m from dir (fds already open), re-hashing each
@@ -187,8 +194,7 @@ int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flag
 		st.bytes_read = 0;
 	}
 	if (rc < 0 && nadded) {
-		struct rollback_ctx rb = { .ids = added, .n = nadded };
-		ix_write(ix, rollback_fn, &rb); /* best effort: leftovers are orphans gc reclaims */
+		ix_blobs_rollback(ix, added, nadded);
 	}
 out_close:
 	for (uint32_t i = 0; i < nopen; i++)
