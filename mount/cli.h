@@ -73,7 +73,7 @@ bool cli_parse_u64(const char *s, unsigned long long *out);
 
 /* Subcommands, one file per group. Each owner adds its own lines here
  * and in the table in main.c. */
-int cmd_bench(struct cli *cli, int argc, char **argv);        /* bench.c */
+int cmd_bench(struct cli *cli, int argc, char **argv);        /* cmd_bench.c: runs strata-bench */
 int cmd_run(struct cli *cli, int argc, char **argv);          /* cmd_run.c */
 /* cmd_snap.c: `strata run` from a guest ELF, a snapshot directory or a
  * tag/id in the store (reports errors; returns an exit status), and

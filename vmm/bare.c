@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "vmm/bare.h"
 #include "vmm/vmm_int.h"
 
 struct vmm_bare {

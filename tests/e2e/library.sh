@@ -7,7 +7,7 @@ T=$(mktemp -d /tmp/strata-e2e-lib.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..11"
+echo "1..13"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 
@@ -22,6 +22,12 @@ check "the shared library has a versioned soname" 0 'SONAME.*libstrata\.so\.[0-9
 	readelf -d "$libdir/libstrata.so"
 check "pkg-config strata gives the include dir and the library" 0 'include/strata .*-lstrata' -- \
 	pkg-config --cflags --libs strata
+# The benchmarks are strata-bench's, built in the tree and not installed: no
+# installed file (the strata command, the library, its headers) holds them.
+check "nothing installed holds the benchmarks (strata-bench, bench_run, vmm_bare_*)" 0 '^none$' -- \
+	sh -c "! find '$I' -name 'strata-bench*' | grep -q . && ! grep -rlE 'vmm_bare|bench_run' '$I' && echo none"
+check "an installed strata bench says the benchmarks run from a build tree" 1 \
+	'strata-bench is not beside .*build tree' -- "$(find "$I" -path '*/bin/strata' | head -1)" bench --list
 
 # A sanitizer build installs an instrumented library: link its runtime too.
 cflags="-Wall -Wextra -Werror -O2"

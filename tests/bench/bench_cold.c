@@ -41,7 +41,7 @@ static int echo(struct vmm_sandbox *sb)
 	return rc;
 }
 
-/* Run `strata ARGS...` (this binary) and wait for it. */
+/* Run `strata ARGS...` and wait for it. */
 static int self_run(char *const argv[])
 {
 	pid_t pid = fork();
@@ -55,7 +55,7 @@ static int self_run(char *const argv[])
 			dup2(null, 1);
 			dup2(null, 2);
 		}
-		execv("/proc/self/exe", argv);
+		execv(bench_strata_path(), argv);
 		_exit(127);
 	}
 	if (waitpid(pid, &status, 0) < 0)

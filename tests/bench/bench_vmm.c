@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "vmm/bare.h"
 #include "vmm/vmm.h"
 
 #define FLOOR "floor/kvm_run_roundtrip"

@@ -1,6 +1,6 @@
-/* bench.h: the benchmark harness every area adds its cases to (`strata bench`). */
-#ifndef STRATA_MOUNT_BENCH_H
-#define STRATA_MOUNT_BENCH_H
+/* bench.h: the harness of strata-bench (`strata bench`) that every area adds its cases to. */
+#ifndef STRATA_TESTS_BENCH_H
+#define STRATA_TESTS_BENCH_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -55,8 +55,12 @@ struct bench_size {
 	uint64_t heap;
 };
 extern const struct bench_size bench_sizes[4];
-/* The simpleguest ELF: $STRATA_GUEST, else beside the build's strata binary. */
+/* The simpleguest ELF: $STRATA_GUEST, else the build tree's (found from
+ * $STRATA_BUILD or from where strata-bench is). */
 const char *bench_guest_path(void);
+/* The strata command the cases run (mount, umount, gc): $STRATA_BIN (which
+ * `strata bench` sets to itself), else the build tree's. */
+const char *bench_strata_path(void);
 /* A fresh temp directory (mkdtemp under $TMPDIR or /tmp) in buf; remove it
  * and everything below with bench_rm_rf. */
 int bench_tmpdir(const char *prefix, char *buf, size_t len);
@@ -79,7 +83,7 @@ struct bench_group {
 enum vmm_backend_kind bench_backend(const struct bench *b);
 void bench_backend_note(struct bench *b, enum vmm_backend_kind kind);
 
-/* Groups, one per area (each in mount/bench_<area>.c). */
+/* Groups, one per area (each in tests/bench/bench_<area>.c). */
 void bench_store(struct bench *b);    /* bench_store.c */
 void bench_vmm(struct bench *b);      /* bench_vmm.c */
 void bench_index(struct bench *b);    /* bench_index.c */

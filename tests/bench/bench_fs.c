@@ -70,8 +70,7 @@ static int run(char *const argv[], bool quiet)
 
 static int do_mount(const char *mode)
 {
-	/* /proc/self/exe: still this binary even if a rebuild replaced the file */
-	char *argv[] = { "/proc/self/exe", "mount", fb.store, fb.mnt, "--log", fb.log, "--read-mode",
+	char *argv[] = { (char *)bench_strata_path(), "mount", fb.store, fb.mnt, "--log", fb.log, "--read-mode",
 			 (char *)mode, NULL };
 	int rc;
 
@@ -261,7 +260,7 @@ static int cp_mount_iter(void *state, struct bench_timer *t)
 		return rc;
 	/* untimed: take the snapshot out again so the next copy stores its layer anew */
 	char *rm[] = { "rm", "-r", dst, NULL };
-	char *gc[] = { "/proc/self/exe", "--store", fb.store, "gc", "--grace", "0", NULL };
+	char *gc[] = { (char *)bench_strata_path(), "--store", fb.store, "gc", "--grace", "0", NULL };
 	if ((rc = run(rm, false)) < 0)
 		return rc;
 	return run(gc, true);

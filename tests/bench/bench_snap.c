@@ -10,6 +10,7 @@
 
 #include "bench.h"
 #include "store/store.h"
+#include "vmm/bare.h"
 #include "vmm/vmm.h"
 
 #define FLOOR "floor/kvm_run_roundtrip"

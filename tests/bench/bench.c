@@ -1,9 +1,10 @@
-/* bench.c: benchmark harness: warm-up, iterations, median and spread, table and JSON. */
+/* bench.c: strata-bench, the benchmark program behind `strata bench`: warm-up, iterations, median and spread, table and JSON. */
 #include <errno.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,6 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "cli.h"
 #include "vmm/vmm.h"
 
 #define BENCH_DEFAULT_WARMUP 5
@@ -70,30 +70,52 @@ const struct bench_size bench_sizes[4] = {
 	{ "large", 256ull << 20 },
 };
 
+/* REL from the directory of this program (build/tests/bench/) in buf, if
+ * that file exists. */
+static const char *beside_self(const char *rel, char *buf, size_t len)
+{
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return NULL;
+	self[n] = 0;
+	if (!(slash = strrchr(self, '/')))
+		return NULL;
+	*slash = 0;
+	if (snprintf(buf, len, "%s/%s", self, rel) >= (int)len)
+		return NULL;
+	return access(buf, F_OK) == 0 ? buf : NULL;
+}
+
 const char *bench_guest_path(void)
 {
 	static char buf[4096];
 	const char *env = getenv("STRATA_GUEST");
 	const char *build = getenv("STRATA_BUILD");
+	const char *p;
 
 	if (env && *env)
 		return env;
 	if (build && *build && snprintf(buf, sizeof(buf), "%s/vmm/guest/simpleguest.elf", build) < (int)sizeof(buf))
 		return buf;
-	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 64);
-	if (n > 0) {
-		buf[n] = 0;
-		char *slash = strrchr(buf, '/');  /* .../build/mount/strata */
-		if (slash) {
-			*slash = 0;
-			slash = strrchr(buf, '/');
-			if (slash) {
-				strcpy(slash, "/vmm/guest/simpleguest.elf");
-				return buf;
-			}
-		}
-	}
+	if ((p = beside_self("../../vmm/guest/simpleguest.elf", buf, sizeof(buf))))
+		return p;
 	return "simpleguest.elf";
+}
+
+const char *bench_strata_path(void)
+{
+	static char buf[4096];
+	const char *env = getenv("STRATA_BIN");
+	const char *p;
+
+	if (env && *env)
+		return env;
+	if ((p = beside_self("../../mount/strata", buf, sizeof(buf))))
+		return p;
+	return "strata";
 }
 
 int bench_tmpdir(const char *prefix, char *buf, size_t len)
@@ -403,6 +425,19 @@ static int write_json(struct bench *b)
 	return rc == 0 ? 0 : -EIO;
 }
 
+/* Errors of the program itself, as "strata bench: ..." on stderr (it runs as `strata bench`). */
+static void bench_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void bench_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("strata bench: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
 static void bench_usage(FILE *f)
 {
 	fprintf(f,
@@ -422,7 +457,7 @@ static void bench_usage(FILE *f)
 		"  GROUP...       run only these groups (e.g. `strata bench density`)\n");
 }
 
-int cmd_bench(struct cli *cli, int argc, char **argv)
+int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "filter", required_argument, NULL, 'f' },
@@ -434,6 +469,7 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		{ 0 },
 	};
 	struct bench b = { .json_path = "bench-results.json" };
+	enum vmm_backend_kind backend = VMM_BACKEND_AUTO;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "f:qj:B:lh", opts, NULL)) != -1) {
@@ -444,13 +480,16 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		case 'l':
 			for (size_t i = 0; groups[i].name; i++)
 				printf("%s\n", groups[i].name);
-			return CLI_OK;
+			return 0;
 		case 'B':
-			if (!cli_backend_use(cli, optarg))
-				return CLI_USAGE;
+			if (vmm_backend_parse(optarg, &backend) < 0) {
+				bench_err("--backend wants auto, kvm or process, not '%s'", optarg);
+				return 2;
+			}
+			vmm_backend_default_set(backend);
 			break;
-		case 'h': bench_usage(stdout); return CLI_OK;
-		default: bench_usage(stderr); return CLI_USAGE;
+		case 'h': bench_usage(stdout); return 0;
+		default: bench_usage(stderr); return 2;
 		}
 	}
 	/* GROUP... names the groups to run (default: all); the floor always runs. */
@@ -459,8 +498,8 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		for (size_t i = 0; groups[i].name; i++)
 			known |= strcmp(groups[i].name, argv[a]) == 0;
 		if (!known) {
-			cli_err(cli, "bench: no benchmark group '%s' (see strata bench --list)", argv[a]);
-			return CLI_USAGE;
+			bench_err("no benchmark group '%s' (see strata bench --list)", argv[a]);
+			return 2;
 		}
 	}
 	printf("%-58s %11s %11s %11s %6s  %s\n", "benchmark", "median", "p10", "p90", "n", "floor  ratio");
@@ -479,9 +518,9 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		static const enum vmm_backend_kind kinds[] = { VMM_BACKEND_KVM, VMM_BACKEND_PROCESS };
 		for (size_t k = 0; k < 2; k++) {
 			if (kinds[k] == VMM_BACKEND_KVM && vmm_backend_resolve(VMM_BACKEND_AUTO) != VMM_BACKEND_KVM &&
-			    cli->backend != VMM_BACKEND_KVM)
+			    backend != VMM_BACKEND_KVM)
 				continue;
-			if (cli->backend != VMM_BACKEND_AUTO && cli->backend != kinds[k])
+			if (backend != VMM_BACKEND_AUTO && backend != kinds[k])
 				continue;
 			bench_backend_note(&b, kinds[k]);
 			b.prefix = kinds[k] == VMM_BACKEND_PROCESS ? "process/" : "";
@@ -490,11 +529,11 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		}
 		bench_backend_note(&b, VMM_BACKEND_AUTO);
 		b.prefix = NULL;
-		vmm_backend_default_set(cli->backend);
+		vmm_backend_default_set(backend);
 	}
 	int rc = write_json(&b);
 	if (rc < 0)
-		cli_err(cli, "bench: cannot write %s: %s", b.json_path, strerror(-rc));
+		bench_err("cannot write %s: %s", b.json_path, strerror(-rc));
 	else
 		printf("results written to %s\n", b.json_path);
 	for (size_t i = 0; i < b.nres; i++) {
@@ -504,8 +543,8 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 	}
 	free(b.res);
 	if (b.failures) {
-		cli_err(cli, "bench: %d case(s) failed", b.failures);
-		return CLI_FAIL;
+		bench_err("%d case(s) failed", b.failures);
+		return 1;
 	}
-	return rc < 0 ? CLI_FAIL : CLI_OK;
+	return rc < 0 ? 1 : 0;
 }
