@@ -7,14 +7,8 @@
 #include <unistd.h>
 
 #include "fs/fs_int.h"
+#include "store/mountabi.h"
 
-#define XATTR_ID "user.strata.id"
-#define XATTR_BLOB_PATH "user.strata.blob_path"
-/* On a snapshot directory, not listed (so copies do not carry it): the
- * manifest and every layer's backing blob in one answer (docs/fs.md). */
-#define XATTR_RESTORE "user.strata.restore"
-/* The largest xattr value Linux passes (XATTR_SIZE_MAX). */
-#define XATTR_VALUE_MAX 65536
 
 static void serial_key(struct fs_key *k, enum fs_kind kind, uint64_t serial)
 {
@@ -576,43 +570,30 @@ static bool node_id(struct fs_node *n, st_id *id)
 }
 
 /*
- * user.strata.restore of a committed snapshot directory: manifest.json's
- * bytes, a NUL, then each layer's backing blob path (manifest order), each
- * ending in a NUL. A VMM restoring from the mount gets everything it needs
- * in one request instead of an open, a release and a getxattr per layer.
- * Larger than an xattr may be: E2BIG, and the reader uses the files.
+ * user.strata.restore of a committed snapshot directory (store/mountabi.h):
+ * manifest.json's bytes and every layer's backing blob, so a VMM restoring
+ * from the mount gets everything it needs in one request instead of an
+ * open, a release and a getxattr per layer. Larger than an xattr may be:
+ * E2BIG, and the reader uses the files.
  */
 static int restore_value(struct fs *fs, struct fs_node *n, char *buf, size_t size)
 {
 	const struct fs_snap *snap;
+	struct st_restore_enc e;
 	char path[4096];
-	size_t len;
 	int rc;
 
 	if (n->rm) /* an `rm -r` is taking it apart */
 		return -ENODATA;
 	if ((rc = fs_snap_get(fs, &n->id, &snap)) < 0)
 		return rc;
-	len = snap->rawlen + 1;
-	for (uint32_t i = 0; i < snap->m->nlayers; i++) {
+	st_restore_enc_begin(&e, buf, size, snap->raw, snap->rawlen);
+	for (uint32_t i = 0; i < snap->m->nlayers && e.len <= ST_XATTR_VALUE_MAX; i++) {
 		if ((rc = st_blob_path(fs->store, &snap->m->layers[i].id, path, sizeof(path))) < 0)
 			return rc;
-		len += strlen(path) + 1;
-		if (len > XATTR_VALUE_MAX)
-			return -E2BIG;
+		st_restore_enc_layer(&e, ST_RESTORE_BLOB, path);
 	}
-	if (size == 0)
-		return (int)len;
-	if (size < len)
-		return -ERANGE;
-	memcpy(buf, snap->raw, snap->rawlen);
-	buf[snap->rawlen] = '\0';
-	size_t off = snap->rawlen + 1;
-	for (uint32_t i = 0; i < snap->m->nlayers; i++) {
-		st_blob_path(fs->store, &snap->m->layers[i].id, buf + off, size - off);
-		off += strlen(buf + off) + 1;
-	}
-	return (int)len;
+	return st_restore_enc_end(&e);
 }
 
 int fs_ns_getxattr(struct fs *fs, struct fs_node *n, const char *name, char *buf, size_t size)
@@ -629,13 +610,13 @@ int fs_ns_getxattr(struct fs *fs, struct fs_node *n, const char *name, char *buf
 		return -EOPNOTSUPP;
 	if (!node_id(n, &id))
 		return -ENODATA;
-	if (strcmp(name, XATTR_ID) == 0) {
+	if (strcmp(name, ST_XATTR_ID) == 0) {
 		st_id_format(&id, hex);
 		return put_value(hex, ST_ID_HEX_LEN, buf, size);
 	}
-	if (strcmp(name, XATTR_RESTORE) == 0 && n->kind == FS_K_SNAPDIR)
+	if (strcmp(name, ST_XATTR_RESTORE) == 0 && n->kind == FS_K_SNAPDIR)
 		return restore_value(fs, n, buf, size);
-	if (strcmp(name, XATTR_BLOB_PATH) == 0 && (n->kind == FS_K_BLOB || n->kind == FS_K_STAGEFILE)) {
+	if (strcmp(name, ST_XATTR_BLOB_PATH) == 0 && (n->kind == FS_K_BLOB || n->kind == FS_K_STAGEFILE)) {
 		int rc = st_blob_path(fs->store, &id, path, sizeof(path));
 		if (rc < 0)
 			return rc;
@@ -646,12 +627,12 @@ int fs_ns_getxattr(struct fs *fs, struct fs_node *n, const char *name, char *buf
 
 int fs_ns_listxattr(struct fs *fs, struct fs_node *n, char *buf, size_t size)
 {
-	static const char both[] = XATTR_ID "\0" XATTR_BLOB_PATH;
+	static const char both[] = ST_XATTR_ID "\0" ST_XATTR_BLOB_PATH;
 	st_id id;
 
 	if (!node_id(n, &id))
 		return put_value("", 0, buf, size);
 	if (n->kind == FS_K_BLOB || n->kind == FS_K_STAGEFILE)
 		return put_value(both, sizeof(both), buf, size);
-	return put_value(XATTR_ID, sizeof(XATTR_ID), buf, size);
+	return put_value(ST_XATTR_ID, sizeof(ST_XATTR_ID), buf, size);
 }

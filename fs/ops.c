@@ -15,6 +15,7 @@
 
 #include "fs/fs_int.h"
 #include "fs/ops.h"
+#include "store/mountabi.h"
 
 enum fh_kind { FH_BUF, FH_BLOB, FH_MEM, FH_STAGE };
 
@@ -1386,10 +1387,10 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	}
 	/* On a snapshot, writing back what strata exports is a no-op: the same
 	 * id, or a blob path (it names a file in another store when copied). */
-	if (in_snapshot(n) && strncmp(name, "user.strata.", 12) == 0) {
+	if (in_snapshot(n) && strncmp(name, ST_XATTR_PREFIX, strlen(ST_XATTR_PREFIX)) == 0) {
 		char cur[ST_ID_HEX_LEN + 1];
 		int len = fs_ns_getxattr(fs, n, name, cur, sizeof(cur));
-		if (strcmp(name, "user.strata.blob_path") == 0 ||
+		if (strcmp(name, ST_XATTR_BLOB_PATH) == 0 ||
 		    (len >= 0 && (size_t)len == size && memcmp(cur, value, size) == 0)) {
 			fuse_reply_err(req, 0);
 			return;
@@ -1409,7 +1410,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	}
 	/* strata's own names are computed, never stored: removing one (rsync
 	 * -X from a copy that lacks them) is accepted and changes nothing. */
-	if ((is_stage(n) || in_snapshot(n)) && strncmp(name, "user.strata.", 12) == 0) {
+	if ((is_stage(n) || in_snapshot(n)) && strncmp(name, ST_XATTR_PREFIX, strlen(ST_XATTR_PREFIX)) == 0) {
 		fuse_reply_err(req, 0);
 		return;
 	}

@@ -16,8 +16,8 @@
 
 #include "fs/fs_int.h"
 #include "fs/ops.h"
+#include "store/mountabi.h"
 
-#define FUSE_SUPER_MAGIC 0x65735546
 #define DEFAULT_POLL_MS 200
 /* One thread serving requests in order: a `ls -lR` over 200 snapshots took
  * 25-33 ms with it and 280-660 ms with 2 or 8 pool threads on this machine
@@ -69,7 +69,7 @@ int fs_mountpoint_state(const char *path)
 		return -ENAMETOOLONG;
 	if (stat(parent, &pst) < 0)
 		return -errno;
-	if ((unsigned long)sf.f_type == FUSE_SUPER_MAGIC && st.st_dev != pst.st_dev)
+	if ((unsigned long)sf.f_type == ST_MOUNT_FUSE_MAGIC && st.st_dev != pst.st_dev)
 		return FS_MP_MOUNTED;
 	return FS_MP_FREE;
 }
@@ -193,7 +193,7 @@ static int pin_top(struct fs *fs)
 static int make_args(const struct fs_config *cfg, const char *store, struct fuse_args *args)
 {
 	char opts[4096];
-	int n = snprintf(opts, sizeof(opts), "fsname=strata:%s,subtype=strata,default_permissions%s%s", store,
+	int n = snprintf(opts, sizeof(opts), "fsname=" ST_MOUNT_SOURCE "%s,subtype=" ST_MOUNT_SUBTYPE ",default_permissions%s%s", store,
 			 cfg->fuse_opts && *cfg->fuse_opts ? "," : "", cfg->fuse_opts ? cfg->fuse_opts : "");
 
 	if (n < 0 || n >= (int)sizeof(opts) || strchr(store, ','))

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fs/fs_int.h"
+#include "store/mountabi.h"
 
 /* How long a committed import keeps answering for its directory, so the
  * copy tool's last chmod/utimes calls land on it (idle seconds); an
@@ -1335,7 +1336,7 @@ int fs_stage_setxattr(struct fs *fs, struct fs_stage *s, const char *name)
 	/* The names strata exports describe the snapshot the import becomes,
 	 * computed from its bytes: a copy carrying them back is accepted and
 	 * they are not kept. */
-	if (strncmp(name, "user.strata.", 12) == 0)
+	if (strncmp(name, ST_XATTR_PREFIX, strlen(ST_XATTR_PREFIX)) == 0)
 		return 0;
 	return -ENOTSUP;
 }

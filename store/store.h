@@ -217,6 +217,10 @@ int st_blob_del(struct st_store *s, const st_id *id);
 /* Re-hash the blob: 0 if it hashes to its name, ST_ECORRUPT if not,
  * -ENOENT if absent. */
 int st_blob_verify(struct st_store *s, const st_id *id);
+/* Hash the whole file behind fd (from offset 0, mapped read-only, whatever
+ * fd's offset): its id in *id and the bytes hashed in *size. -errno if it
+ * cannot be stat'ed or mapped. */
+int st_hash_fd(int fd, st_id *id, uint64_t *size);
 
 /* Called for each blob file with a well-formed name. Return 0 to go on,
  * anything else stops the walk and is returned by st_blob_foreach. */

@@ -30,9 +30,6 @@ int st_dir_fsync(int parent, const char *path);
 /* Return true if all len bytes are zero. */
 bool st_is_zero(const void *buf, size_t len);
 
-/* Hash an open file from offset 0 (mapped); *size gets its length. */
-int st_hash_fd(int fd, st_id *id, uint64_t *size);
-
 /* Remove path (relative to dirfd) and everything under it. */
 int st_rm_tree(int parent, const char *path);
 

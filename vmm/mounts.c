@@ -11,13 +11,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "store/mountabi.h"
 #include "vmm/vmm_int.h"
 
-/* statfs(2) f_type of a FUSE filesystem (linux/magic.h FUSE_SUPER_MAGIC). */
-#define MOUNTS_FUSE_MAGIC 0x65735546
-/* What fs/session.c mounts with: fstype "fuse." + subtype, source "strata:" + store. */
-#define MOUNTS_FSTYPE "fuse.strata"
-#define MOUNTS_SOURCE "strata:"
 /* The largest mountinfo read; a table larger than this is not searched (answers "not a mount"). */
 #define MOUNTS_TEXT_MAX (4u << 20)
 
@@ -86,13 +82,13 @@ int vmm_mountinfo_store(const char *text, size_t len, unsigned major, unsigned m
 			} else if (i >= 6 && fe - f == 1 && *f == '-') {
 				fstype = next_field(&p, eol, &fstype_end);
 				const char *src_end = NULL, *src = fstype ? next_field(&p, eol, &src_end) : NULL;
-				if (!src || (size_t)(fstype_end - fstype) != strlen(MOUNTS_FSTYPE) ||
-				    memcmp(fstype, MOUNTS_FSTYPE, strlen(MOUNTS_FSTYPE)) != 0)
+				if (!src || (size_t)(fstype_end - fstype) != strlen(ST_MOUNT_FSTYPE) ||
+				    memcmp(fstype, ST_MOUNT_FSTYPE, strlen(ST_MOUNT_FSTYPE)) != 0)
 					break;
-				if ((size_t)(src_end - src) <= strlen(MOUNTS_SOURCE) ||
-				    memcmp(src, MOUNTS_SOURCE, strlen(MOUNTS_SOURCE)) != 0)
+				if ((size_t)(src_end - src) <= strlen(ST_MOUNT_SOURCE) ||
+				    memcmp(src, ST_MOUNT_SOURCE, strlen(ST_MOUNT_SOURCE)) != 0)
 					break;
-				if (unescape(src + strlen(MOUNTS_SOURCE), src_end, store, size) < 0 || store[0] != '/')
+				if (unescape(src + strlen(ST_MOUNT_SOURCE), src_end, store, size) < 0 || store[0] != '/')
 					break;
 				return 1;
 			}
@@ -176,7 +172,7 @@ int vmm_mount_store(const char *path, dev_t dev, char *store, size_t size)
 	 * entry), and the table says which FUSE: strata's, of which store.
 	 * Only a clear answer is kept (a failed statfs or read is asked again). */
 	bool clear = statfs(path, &sfs) == 0 && mounts_fd >= 0;
-	if (clear && sfs.f_type == MOUNTS_FUSE_MAGIC) {
+	if (clear && sfs.f_type == ST_MOUNT_FUSE_MAGIC) {
 		clear = read_table(mounts_fd, &text, &len) == 0;
 		if (clear)
 			rc = vmm_mountinfo_store(text, len, major(dev), minor(dev), mounts_last.store,

@@ -14,16 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store/mountabi.h"
 #include "store/store.h"
 #include "vmm/vmm_int.h"
 
-/* The xattr a strata mount puts on layer files: the backing blob's path. */
-#define SNAPDIR_XATTR_BLOB "user.strata.blob_path"
-#define SNAPDIR_XATTR_RESTORE "user.strata.restore"
-/* The largest xattr value Linux passes (XATTR_SIZE_MAX). */
-#define SNAPDIR_RESTORE_MAX 65536
-/* Bytes hashed per read when verifying (large reads run at hash speed). */
-#define SNAPDIR_HASH_CHUNK (4u << 20)
 
 struct vmm_snapdir {
 	char *path;
@@ -69,7 +63,7 @@ static int open_backing(const char *store, const char *layer_path, const st_id *
 	ssize_t n;
 
 	/* By path: one getxattr round trip to the daemon, no open/release. */
-	n = lgetxattr(layer_path, SNAPDIR_XATTR_BLOB, target, sizeof(target) - 1);
+	n = lgetxattr(layer_path, ST_XATTR_BLOB_PATH, target, sizeof(target) - 1);
 	if (n <= 0)
 		return -1;
 	target[n] = '\0';
@@ -132,32 +126,16 @@ static int parse_manifest(const char *text, size_t len, struct st_manifest **out
 	return 0;
 }
 
-/* Hash the whole file behind fd and compare with its id. */
+/* Hash the whole file behind fd: 0 if it is size bytes hashing to id, else ST_ECORRUPT. */
 static int verify_fd(int fd, uint64_t size, const st_id *id)
 {
-	struct st_hasher *h;
+	uint64_t got_size;
 	st_id got;
-	int rc;
+	int rc = st_hash_fd(fd, &got, &got_size);
 
-	if ((rc = st_hasher_new(&h)) < 0)
+	if (rc < 0)
 		return rc;
-	if (size) {
-		/* A read-only mapping hashes from the page cache without a copy. */
-		void *p = mmap(NULL, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-		if (p == MAP_FAILED) {
-			rc = -errno;
-			st_hasher_free(h);
-			return rc;
-		}
-		for (uint64_t off = 0; off < size; off += SNAPDIR_HASH_CHUNK) {
-			uint64_t len = size - off < SNAPDIR_HASH_CHUNK ? size - off : SNAPDIR_HASH_CHUNK;
-			st_hasher_update(h, (const uint8_t *)p + off, len);
-		}
-		munmap(p, size);
-	}
-	st_hasher_final(h, &got);
-	st_hasher_free(h);
-	return st_id_equal(&got, id) ? 0 : ST_ECORRUPT;
+	return got_size == size && st_id_equal(&got, id) ? 0 : ST_ECORRUPT;
 }
 
 /*
@@ -426,24 +404,22 @@ out_fail:
 int vmm_restore_answer_parse(const char *buf, size_t n, const char *store, struct st_manifest **out)
 {
 	char why[ST_WHY_LEN], want[PATH_MAX];
-	const char *end = buf + n, *p = memchr(buf, '\0', n);
+	struct st_restore_answer a;
+	struct st_restore_layer l;
 	struct st_manifest *m = NULL;
 	int rc;
 
-	if (!p)
+	if (st_restore_decode(buf, n, &a) < 0)
 		return 0;
-	if ((rc = parse_manifest(buf, (size_t)(p - buf), &m, why, sizeof(why))) < 0)
+	if ((rc = parse_manifest(a.manifest, a.manifest_len, &m, why, sizeof(why))) < 0)
 		return rc == -ENOMEM ? rc : 0; /* the files will say what is wrong */
-	/* Exactly one path per layer, each the store's blob for it, nothing after. */
-	for (uint32_t i = 0; i < m->nlayers; i++) {
-		const char *z = ++p < end ? memchr(p, '\0', (size_t)(end - p)) : NULL;
-		if (!z || st_blob_path_at(store, &m->layers[i].id, want, sizeof(want)) < 0 ||
-		    (size_t)(z - p) != strlen(want) || memcmp(p, want, (size_t)(z - p)) != 0)
-			goto out_unusable;
-		p = z;
-	}
-	if (p + 1 != end)
+	/* Exactly one entry per layer, each the store's blob for it. */
+	if (a.nlayers != m->nlayers)
 		goto out_unusable;
+	for (uint32_t i = 0; st_restore_answer_next(&a, &l); i++)
+		if (l.kind != ST_RESTORE_BLOB || st_blob_path_at(store, &m->layers[i].id, want, sizeof(want)) < 0 ||
+		    l.len != strlen(want) || memcmp(l.payload, want, l.len) != 0)
+			goto out_unusable;
 	*out = m;
 	return 1;
 out_unusable:
@@ -474,9 +450,9 @@ static int open_via_restore_xattr(struct vmm_snapdir *d, struct vmm_error *err)
 
 	if (!d->store)
 		return 0;
-	if (!(buf = malloc(SNAPDIR_RESTORE_MAX)))
+	if (!(buf = malloc(ST_XATTR_VALUE_MAX)))
 		return vmm_fail(err, -ENOMEM, "out of memory");
-	n = getxattr(d->path, SNAPDIR_XATTR_RESTORE, buf, SNAPDIR_RESTORE_MAX);
+	n = getxattr(d->path, ST_XATTR_RESTORE, buf, ST_XATTR_VALUE_MAX);
 	rc = n > 0 ? vmm_restore_answer_parse(buf, (size_t)n, d->store, &m) : 0;
 	free(buf);
 	if (rc <= 0)

@@ -309,11 +309,10 @@ int vmm_mountinfo_store(const char *text, size_t len, unsigned major, unsigned m
  * 1 and the store behind it, or 0. The last answer is kept until the mount
  * table changes. Thread-safe. */
 int vmm_mount_store(const char *path, dev_t dev, char *store, size_t size);
-/* Read a user.strata.restore answer (docs/fs.md: manifest text, NUL, one
- * NUL-ended blob path per layer) from a mount of store: 1 and the parsed
- * manifest in *out if the manifest parses and every path is exactly that
- * store's blob path for its layer, with nothing after; 0 if unusable (read
- * the files instead); -ENOMEM. */
+/* Read a user.strata.restore answer (store/mountabi.h) from a mount of
+ * store: 1 and the parsed manifest in *out if it decodes, the manifest
+ * parses and there is one entry per layer, each exactly that store's blob
+ * path for its layer; 0 if unusable (read the files instead); -ENOMEM. */
 struct st_manifest;
 int vmm_restore_answer_parse(const char *buf, size_t n, const char *store, struct st_manifest **out);
 

@@ -14,12 +14,12 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <linux/magic.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "index/index.h"
+#include "store/mountabi.h"
 #include "store/store.h"
 #include "tests/kvm_check.h"
 #include "vmm/vmm.h"
@@ -149,6 +149,17 @@ Test(cold, restores_from_a_mount_through_backing_blobs, .init = setup_mount, .fi
 
 	restore_continues(fx.snap, 0, &direct);
 	cr_assert_eq(direct, fx.m->nlayers, "every layer mapped from its blob");
+	/* The daemon's restore answer is one its reader takes whole (the same
+	 * encoder and decoder, store/mountabi.h), not a fallback to the files. */
+	static char answer[ST_XATTR_VALUE_MAX];
+	char store[PATH_MAX];
+	struct st_manifest *m = NULL;
+	ssize_t n = getxattr(fx.snap, ST_XATTR_RESTORE, answer, sizeof(answer));
+	cr_assert_gt(n, 0, "%s", strerror(errno));
+	cr_assert_not_null(realpath(fx.store, store));
+	cr_assert_eq(vmm_restore_answer_parse(answer, (size_t)n, store, &m), 1);
+	cr_assert_eq(m->nlayers, fx.m->nlayers);
+	st_manifest_free(m);
 	restore_continues(fx.snap, VMM_SNAPDIR_VERIFY, NULL);
 	restore_continues(fx.snap, VMM_SNAPDIR_VIA_FUSE, &direct);
 	cr_assert_eq(direct, 0);
@@ -168,7 +179,7 @@ static pid_t mount_foreground(void)
 		_exit(127);
 	}
 	for (int i = 0; i < 500; i++) {
-		if (statfs(fx.mnt, &sfs) == 0 && sfs.f_type == FUSE_SUPER_MAGIC && access(fx.snap, F_OK) == 0)
+		if (statfs(fx.mnt, &sfs) == 0 && sfs.f_type == ST_MOUNT_FUSE_MAGIC && access(fx.snap, F_OK) == 0)
 			return pid;
 		cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "the foreground daemon exited early");
 		usleep(10000);
@@ -249,21 +260,19 @@ static const char *first_layer(void)
 	return layer_path;
 }
 
-/* Set user.strata.restore on dir to text + NUL + the given paths (each NUL-ended). */
+/* Set user.strata.restore on dir to an answer (store/mountabi.h) of text and the given blob paths. */
 static int set_restore_xattr(const char *dir, const char *text, size_t tlen, const char *const *paths, unsigned n)
 {
-	static char buf[65536];
-	size_t len = 0;
+	static char buf[ST_XATTR_VALUE_MAX];
+	struct st_restore_enc e;
 
-	memcpy(buf, text, tlen);
-	len = tlen;
-	buf[len++] = '\0';
-	for (unsigned i = 0; i < n; i++) {
-		size_t pl = strlen(paths[i]) + 1;
-		memcpy(buf + len, paths[i], pl);
-		len += pl;
-	}
-	return setxattr(dir, "user.strata.restore", buf, len, 0);
+	st_restore_enc_begin(&e, buf, sizeof(buf), text, tlen);
+	for (unsigned i = 0; i < n; i++)
+		st_restore_enc_layer(&e, ST_RESTORE_BLOB, paths[i]);
+	int len = st_restore_enc_end(&e);
+	if (len < 0)
+		return len;
+	return setxattr(dir, ST_XATTR_RESTORE, buf, (size_t)len, 0);
 }
 
 static const char small_manifest[] = "{\"abi_version\":0,\"created\":0,\"layers\":[],\"mem_size\":4096,"
@@ -469,7 +478,7 @@ Test(cold, refuses_a_manifest_with_a_nul_byte, .init = setup_copy, .fini = fixtu
 	write_file(path, "{\"version\":1}\0   ", 17);
 	expect_refused(fx.copy, 0, "NUL byte");
 	/* Also through the restore xattr: not used, the file says why. */
-	cr_assert_eq(setxattr(fx.copy, "user.strata.restore", "{}\0\0", 4, 0), 0);
+	cr_assert_eq(setxattr(fx.copy, ST_XATTR_RESTORE, "1\0{}\0", 5, 0), 0);
 	expect_refused(fx.copy, 0, "NUL byte");
 }
 

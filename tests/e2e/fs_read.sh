@@ -30,11 +30,11 @@ ok "xattr user.strata.blob_path names the backing file" bash -c \
 	"python3 -c \"import os,sys; sys.exit(os.getxattr('$M/blobs/$layer','user.strata.blob_path').decode() != '$S/blobs/${layer:0:2}/$layer')\""
 ok "xattr user.strata.id is the layer id" bash -c \
 	"python3 -c \"import os,sys; sys.exit(os.getxattr('$M/blobs/$layer','user.strata.id').decode() != '$layer')\""
-ok "user.strata.restore of a snapshot dir: manifest.json, then each layer's backing blob" python3 -c "
+ok "user.strata.restore of a snapshot dir: version 1, manifest.json, then each layer's backing blob" python3 -c "
 import os, sys
 v = os.getxattr('$M/snapshots/base', 'user.strata.restore').split(b'\\0')
 man = open('$M/snapshots/base/manifest.json', 'rb').read()
-sys.exit(not (v[0] == man and v[1] == b'$S/blobs/${layer:0:2}/$layer' and v[2:] == [b''] and
+sys.exit(not (v[0] == b'1' and v[1] == man and v[2] == b'b$S/blobs/${layer:0:2}/$layer' and v[3:] == [b''] and
               'user.strata.restore' not in os.listxattr('$M/snapshots/base')))
 "
 ok "security.* and POSIX ACL xattrs are not supported (ls -l asks once per mount, not per file)" python3 -c "

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fs/fs_int.h"
+#include "store/mountabi.h"
 
 static struct {
 	char dir[64];
@@ -208,21 +209,27 @@ Test(fs_ns, a_snapshot_directory_answers_its_manifest_and_blob_paths_in_one_xatt
 	cr_assert_not_null(buf = malloc((size_t)len));
 	cr_assert_eq(fs_ns_getxattr(&N.fs, dir, "user.strata.restore", buf, (size_t)len - 1), -ERANGE);
 	cr_assert_eq(fs_ns_getxattr(&N.fs, dir, "user.strata.restore", buf, (size_t)len), len);
-	/* manifest.json's bytes, a NUL, then one NUL-ended blob path per layer. */
+	/* The restore answer (store/mountabi.h): manifest.json's bytes, then
+	 * each layer's backing blob, in manifest order. */
+	struct st_restore_answer a;
+	struct st_restore_layer l;
 	char *text;
 	size_t tlen;
+	cr_assert_eq(st_restore_decode(buf, (size_t)len, &a), 0);
+	cr_assert_eq(a.version, ST_RESTORE_VERSION);
 	cr_assert_eq(st_manifest_encode(N.m, &text, &tlen, NULL, 0), 0);
-	cr_assert_eq(strlen(buf), tlen + 1);
-	cr_assert_eq(memcmp(buf, text, tlen), 0);
-	cr_assert_eq(buf[tlen], '\n');
+	cr_assert_eq(a.manifest_len, tlen + 1);
+	cr_assert_eq(memcmp(a.manifest, text, tlen), 0);
+	cr_assert_eq(a.manifest[tlen], '\n');
 	free(text);
-	size_t off = tlen + 2;
+	cr_assert_eq(a.nlayers, N.m->nlayers);
 	for (uint32_t i = 0; i < N.m->nlayers; i++) {
+		cr_assert(st_restore_answer_next(&a, &l));
 		cr_assert_eq(st_blob_path(N.fs.store, &N.m->layers[i].id, path, sizeof(path)), 0);
-		cr_assert_str_eq(buf + off, path);
-		off += strlen(path) + 1;
+		cr_assert_eq(l.kind, ST_RESTORE_BLOB);
+		cr_assert_str_eq(l.payload, path);
 	}
-	cr_assert_eq(off, (size_t)len);
+	cr_assert_not(st_restore_answer_next(&a, &l));
 	free(buf);
 	/* Not listed, so cp -a and rsync -X do not carry it into copies. */
 	int ll = fs_ns_listxattr(&N.fs, dir, list, sizeof(list));

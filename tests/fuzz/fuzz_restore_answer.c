@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "store/mountabi.h"
 #include "store/store.h"
 #include "tests/fuzz/fuzz.h"
 #include "vmm/vmm_int.h"
@@ -10,15 +11,16 @@
 #define STORE "/var/lib/strata/store"
 
 /*
- * The input is an answer as a mount gives it (manifest text, NUL, one
- * NUL-ended blob path per layer), checked against a mount of STORE; the
- * same bytes are then read as a mountinfo table. An accepted answer names
- * exactly STORE's blob of every layer and nothing else.
+ * The input is an answer as a mount gives it (store/mountabi.h: version,
+ * manifest text, one entry per layer), checked against a mount of STORE;
+ * the same bytes are then read as a mountinfo table. An accepted answer
+ * names exactly STORE's blob of every layer and nothing else.
  */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	struct st_restore_answer a;
+	struct st_restore_layer l;
 	struct st_manifest *m = NULL;
-	const char *buf = (const char *)data;
 	char *copy = malloc(size ? size : 1);
 
 	if (!copy)
@@ -27,15 +29,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rc = vmm_restore_answer_parse(copy, size, STORE, &m);
 	FUZZ_CHECK(rc == 0 || rc == 1 || rc == -ENOMEM, "rc %d", rc);
 	if (rc == 1) {
-		const char *p = (const char *)memchr(buf, '\0', size) + 1;
-		for (uint32_t i = 0; i < m->nlayers; i++) {
+		FUZZ_CHECK(st_restore_decode(copy, size, &a) == 0, "an accepted answer does not decode");
+		FUZZ_CHECK(a.nlayers == m->nlayers, "%u entries for %u layers", a.nlayers, m->nlayers);
+		for (uint32_t i = 0; st_restore_answer_next(&a, &l); i++) {
 			char want[PATH_MAX];
 			FUZZ_CHECK(st_blob_path_at(STORE, &m->layers[i].id, want, sizeof(want)) == 0, "path");
-			FUZZ_CHECK(strncmp(p, want, (size_t)(buf + size - p)) == 0 && strlen(p) == strlen(want),
-				   "layer %u: accepted path is not the store's blob", i);
-			p += strlen(p) + 1;
+			FUZZ_CHECK(l.kind == ST_RESTORE_BLOB && strcmp(l.payload, want) == 0,
+				   "layer %u: accepted entry is not the store's blob", i);
 		}
-		FUZZ_CHECK(p == buf + size, "bytes after the last path were accepted");
 		st_manifest_free(m);
 	}
 	/* The same bytes as /proc/self/mountinfo: an answer is a strata store's

@@ -34,9 +34,9 @@ for t in img img2 g1 g2; do
 	# 2. the directory: manifest, NUL, layers in manifest order
 	{ cat "$m"; printf '\0'; for id in $(jq -r '.layers[].id' "$m"); do cat "$T/$t/layers/$id"; done; } \
 		>"$out/snapdir/$t"
-	# 6. the restore answer a mount of $store_path gives for it
-	{ cat "$m"; printf '\0'
-	  for id in $(jq -r '.layers[].id' "$m"); do printf '%s/blobs/%s/%s\0' "$store_path" "${id:0:2}" "$id"; done
+	# 6. the restore answer a mount of $store_path gives for it (store/mountabi.h, version 1)
+	{ printf '1\0'; cat "$m"; printf '\0'
+	  for id in $(jq -r '.layers[].id' "$m"); do printf 'b%s/blobs/%s/%s\0' "$store_path" "${id:0:2}" "$id"; done
 	} >"$out/restore_answer/$t"
 done
 # one label, as a user adds them
