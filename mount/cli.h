@@ -26,7 +26,22 @@ struct cli {
 	bool store_given;   /* the user named the store explicitly */
 	int verbose;        /* -v count */
 	enum vmm_backend_kind backend; /* --backend, $STRATA_BACKEND, else auto */
+	struct vmm_host *host; /* what the command's sandboxes share (cli_host_open), NULL until then */
 };
+
+/* host.c: the reset policy file: $STRATA_POLICY (*named), else
+ * $XDG_CONFIG_HOME/strata/policy, else ~/.config/strata/policy; -ENOENT
+ * with neither HOME nor XDG_CONFIG_HOME. */
+int cli_policy_path(char *buf, size_t len, bool *named);
+/* The policy sandboxes use: that file if it exists (one $STRATA_POLICY
+ * names must), else the defaults. <0 with why (naming file and line) if
+ * it cannot be read or is malformed. */
+int cli_policy_load(struct vmm_policy *p, char *why, size_t whylen);
+/* Make cli->host once: STRATA_VM_CACHE=N idle VMs and warm sandboxes
+ * (default 8), STRATA_SNAP_DEBUG=1, the policy. Reports errors; returns
+ * an exit status. cli_host_close frees it (main does, after the command). */
+int cli_host_open(struct cli *cli);
+void cli_host_close(struct cli *cli);
 
 /* A subcommand: argv[0] is the subcommand's name; returns an exit status. */
 struct cli_cmd {

@@ -46,7 +46,7 @@ static int call_touch(struct vmm_sandbox *sb, int64_t pages)
 }
 
 /* Median of (call writing `pages` + restore) under `mode`. */
-static int measure_mode(struct vmm_sandbox *sb, const char *mode, int64_t pages, double *out)
+static int measure_mode(struct vmm_sandbox *sb, enum vmm_reset_mode mode, int64_t pages, double *out)
 {
 	double v[ROUNDS];
 	int rc;
@@ -140,10 +140,9 @@ int cmd_calibrate(struct cli *cli, int argc, char **argv)
 			return CLI_USAGE;
 		}
 	}
-	if (!out)
-		out = getenv("STRATA_POLICY");
-	if (!out || !*out) {
-		if (vmm_policy_default_path(path, sizeof(path)) < 0) {
+	bool named = true;
+	if (!out) {
+		if (cli_policy_path(path, sizeof(path), &named) < 0) {
 			cli_err(cli, "calibrate: no HOME or XDG_CONFIG_HOME; say --output FILE");
 			return CLI_USAGE;
 		}
@@ -179,10 +178,10 @@ int cmd_calibrate(struct cli *cli, int argc, char **argv)
 	}
 	/* A light call (16 pages) and a 1 MiB call, each + restore, both modes. */
 	double rw_light, rw_heavy, dr_light, dr_heavy;
-	if ((rc = measure_mode(sb, "rewrite", 16, &rw_light)) < 0 ||
-	    (rc = measure_mode(sb, "rewrite", 256, &rw_heavy)) < 0 ||
-	    (rc = measure_mode(sb, "drop", 16, &dr_light)) < 0 ||
-	    (rc = measure_mode(sb, "drop", 256, &dr_heavy)) < 0) {
+	if ((rc = measure_mode(sb, VMM_RESET_REWRITE, 16, &rw_light)) < 0 ||
+	    (rc = measure_mode(sb, VMM_RESET_REWRITE, 256, &rw_heavy)) < 0 ||
+	    (rc = measure_mode(sb, VMM_RESET_DROP, 16, &dr_light)) < 0 ||
+	    (rc = measure_mode(sb, VMM_RESET_DROP, 256, &dr_heavy)) < 0) {
 		cli_err(cli, "calibrate: measuring failed: %s", vmm_strerror(rc));
 		goto out_rm;
 	}
@@ -195,8 +194,8 @@ int cmd_calibrate(struct cli *cli, int argc, char **argv)
 		double light, heavy;
 		if (vmm_sandbox_set_dirty(sb, mechs[k]) < 0)
 			continue;  /* PAGEMAP_SCAN on a kernel before 6.7 */
-		if ((rc = measure_mode(sb, "rewrite", 16, &light)) < 0 ||
-		    (rc = measure_mode(sb, "rewrite", 256, &heavy)) < 0) {
+		if ((rc = measure_mode(sb, VMM_RESET_REWRITE, 16, &light)) < 0 ||
+		    (rc = measure_mode(sb, VMM_RESET_REWRITE, 256, &heavy)) < 0) {
 			cli_err(cli, "calibrate: measuring %s failed: %s", vmm_dirty_name(mechs[k]), vmm_strerror(rc));
 			goto out_rm;
 		}
@@ -213,10 +212,9 @@ int cmd_calibrate(struct cli *cli, int argc, char **argv)
 	unsigned cap = (unsigned)(MAP_BUDGET_NS / (map_ns > 100 ? map_ns : 100));
 	cap = cap < 16 ? 16 : cap > 1024 ? 1024 : cap;
 
-	char tmp[4200];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", out);
+	/* The default location's directories are made; a named file's are the user's. */
 	char *slash = strrchr(path, '/');
-	if (out == path && slash) {
+	if (!named && slash) {
 		*slash = 0;
 		char *s2 = strrchr(path, '/');
 		if (s2) {
@@ -227,28 +225,27 @@ int cmd_calibrate(struct cli *cli, int argc, char **argv)
 		mkdir(path, 0755);
 		*slash = '/';
 	}
-	FILE *f = fopen(tmp, "we");
-	if (!f) {
-		cli_err(cli, "calibrate: cannot write %s: %s", tmp, strerror(errno));
-		goto out_rm;
-	}
-	fprintf(f, "# strata reset policy, written by `strata calibrate` (docs/restore.md)\n");
-	fprintf(f, "reset = %s\nkeep_restores = 16\nidle_cap = 1024\nrange_cap = %u\n", rewrite ? "rewrite" : "drop", cap);
-	fprintf(f, "measured_rewrite_16_pages_us = %.1f\nmeasured_rewrite_256_pages_us = %.1f\n", rw_light / 1e3,
-		rw_heavy / 1e3);
-	fprintf(f, "measured_drop_16_pages_us = %.1f\nmeasured_drop_256_pages_us = %.1f\n", dr_light / 1e3,
-		dr_heavy / 1e3);
-	fprintf(f, "measured_map_range_us = %.2f\n", map_ns / 1e3);
+	struct vmm_policy pol;
+	vmm_policy_defaults(&pol);
+	pol.mode = rewrite ? VMM_RESET_REWRITE : VMM_RESET_DROP;
+	pol.range_cap = cap;
 	/* auto picks PAGEMAP_SCAN where the kernel has it: a policy file that
 	 * moves to an older kernel keeps working. */
-	fprintf(f, "dirty = %s\n", mechs[best] == VMM_DIRTY_SCAN ? "auto" : vmm_dirty_name(mechs[best]));
+	pol.dirty = mechs[best] == VMM_DIRTY_SCAN ? VMM_DIRTY_AUTO : mechs[best];
+	struct vmm_policy_note notes[8];
+	size_t nnotes = 0;
+	notes[nnotes++] = (struct vmm_policy_note){ "rewrite_16_pages_us", rw_light / 1e3 };
+	notes[nnotes++] = (struct vmm_policy_note){ "rewrite_256_pages_us", rw_heavy / 1e3 };
+	notes[nnotes++] = (struct vmm_policy_note){ "drop_16_pages_us", dr_light / 1e3 };
+	notes[nnotes++] = (struct vmm_policy_note){ "drop_256_pages_us", dr_heavy / 1e3 };
+	notes[nnotes++] = (struct vmm_policy_note){ "map_range_us", map_ns / 1e3 };
 	for (int k = 0; k < 2; k++)
 		if (dirty_ns[k] >= 0)
-			fprintf(f, "measured_%s_16_and_256_pages_us = %.1f\n", k ? "pagemap_read" : "pagemap_scan",
-				dirty_ns[k] / 1e3);
-	if (fclose(f) != 0 || rename(tmp, out) < 0) {
-		cli_err(cli, "calibrate: cannot write %s: %s", out, strerror(errno));
-		unlink(tmp);
+			notes[nnotes++] = (struct vmm_policy_note){
+				k ? "pagemap_read_16_and_256_pages_us" : "pagemap_scan_16_and_256_pages_us", dirty_ns[k] / 1e3 };
+	char why[4300];
+	if ((rc = vmm_policy_write(out, &pol, notes, nnotes, why, sizeof(why))) < 0) {
+		cli_err(cli, "calibrate: %s", why);
 		goto out_rm;
 	}
 	printf("call+restore, 16 pages written: rewrite %.1f us, drop %.1f us\n", rw_light / 1e3, dr_light / 1e3);

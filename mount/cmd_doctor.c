@@ -80,7 +80,15 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 	} else {
 		printf("fuse:          unusable: /dev/fuse: %s (mounts need it; nothing else does)\n", strerror(errno));
 	}
-	vmm_policy_describe(policy, sizeof(policy));
-	printf("policy:        %s\n", policy);
+	struct vmm_policy pol;
+	char why[4300];
+	if (cli_policy_load(&pol, why, sizeof(why)) < 0) {
+		printf("policy:        unusable: %s (sandboxes refuse to start; 'strata calibrate' writes a new one)\n",
+		       why);
+		status = CLI_FAIL;
+	} else {
+		vmm_policy_describe(&pol, policy, sizeof(policy));
+		printf("policy:        %s\n", policy);
+	}
 	return status;
 }

@@ -176,8 +176,10 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	if ((status = cli_snapshot_find(cli, "pool", target, flags, false, &src)) != CLI_OK)
+	if ((status = cli_host_open(cli)) != CLI_OK ||
+	    (status = cli_snapshot_find(cli, "pool", target, flags, false, &src)) != CLI_OK)
 		goto out;
+	struct vmm_config pcfg = { .host = cli->host };
 	if (src.dir && vmm_snapdir_on_mount(src.dir))
 		printf("%s is on a strata mount: %u of %u layer(s) mapped from their backing blobs\n", target,
 		       vmm_snapdir_direct_layers(src.dir), src.manifest->nlayers);
@@ -186,7 +188,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 	for (made = 0; made < n; made++) {
 		struct vmm_error err;
 		uint64_t t0 = now_ns();
-		int rc = vmm_sandbox_from_snapshot(src.manifest, src.open, src.ctx, NULL, &sb[made], &err);
+		int rc = vmm_sandbox_from_snapshot(src.manifest, src.open, src.ctx, &pcfg, &sb[made], &err);
 		t_restore[made] = now_ns() - t0;
 		if (rc < 0) {
 			cli_err(cli, "pool: restore %u of %llu failed: %s", made + 1, n, err.message);

@@ -66,7 +66,7 @@ static int from_manifest(const struct cli *cli, const char *what, const struct s
 	struct vmm_error err;
 	/* Sizes come from the snapshot; keep the caller's timeout and log. */
 	struct vmm_config c = { .timeout_ns = cfg->timeout_ns, .log = cfg->log, .log_ctx = cfg->log_ctx,
-				.backend = cfg->backend };
+				.backend = cfg->backend, .host = cfg->host };
 	int rc = vmm_sandbox_from_snapshot(m, open, ctx, &c, out, &err);
 
 	if (rc < 0) {
@@ -154,6 +154,7 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 
 	if (cfg.backend == VMM_BACKEND_AUTO)
 		cfg.backend = cli->backend;
+	cfg.host = cli->host;
 	/* A guest ELF file: a fresh sandbox. */
 	if (stat(target, &st) == 0 && S_ISREG(st.st_mode)) {
 		rc = vmm_sandbox_new(target, &cfg, out, err);

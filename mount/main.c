@@ -272,7 +272,9 @@ int main(int argc, char **argv)
 			if (n < 0)
 				return CLI_USAGE;
 			optind = 0; /* glibc: fully re-initialise getopt for the subcommand */
-			return commands[i].run(&cli, n, &argv[sub]);
+			int status = commands[i].run(&cli, n, &argv[sub]);
+			cli_host_close(&cli);
+			return status;
 		}
 	}
 	cli_err(&cli, "unknown command '%s' (try 'strata --help')", name);

@@ -1,4 +1,4 @@
-/* backend_env.h: suites that run sandboxes run once per backend: STRATA_TEST_BACKEND picks it (include once per test program). */
+/* backend_env.h: suites that run sandboxes run once per backend (STRATA_TEST_BACKEND) and policy (STRATA_POLICY); include once per test program. */
 #ifndef STRATA_TESTS_BACKEND_ENV_H
 #define STRATA_TESTS_BACKEND_ENV_H
 
@@ -15,9 +15,27 @@
  */
 __attribute__((constructor)) static void test_backend_from_env(void)
 {
-	const char *b = getenv("STRATA_TEST_BACKEND");
+	const char *b = getenv("STRATA_TEST_BACKEND"), *pol = getenv("STRATA_POLICY");
 	enum vmm_backend_kind k;
 
+	/* The host every sandbox of the program uses unless it names another:
+	 * the default limits, and the policy file the suite is registered with
+	 * (the fallback runs force pagemap-read by one). */
+	struct vmm_host_config hc;
+	struct vmm_policy policy;
+	struct vmm_host *host;
+	char why[512];
+	vmm_host_config_defaults(&hc);
+	if (pol && *pol) {
+		if (vmm_policy_read(pol, &policy, why, sizeof(why)) < 0) {
+			printf("Bail out! %s\n", why);
+			fflush(stdout);
+			_exit(1);
+		}
+		hc.policy = &policy;
+	}
+	if (vmm_host_new(&hc, &host, NULL) == 0)
+		vmm_host_default_set(host);
 	if (!b || !*b || vmm_backend_parse(b, &k) < 0)
 		return;
 	if (k == VMM_BACKEND_KVM && vmm_backend_resolve(VMM_BACKEND_AUTO) != VMM_BACKEND_KVM) {

@@ -2,8 +2,20 @@
 #ifndef STRATA_VMM_ABI_H
 #define STRATA_VMM_ABI_H
 
-/* C standard headers only: this file is compiled freestanding in the guest
- * (and its #defines are usable from the runtime's assembly). */
+/*
+ * Caveats: this header is the wire contract between a host and the guests
+ * built with the SDK in vmm/guest/ (docs/vmm.md, "ABI"); it has no code,
+ * no state and no threads. A guest built for another STRATA_ABI_VERSION is
+ * refused (VMM_E_ABI), and so is a snapshot taken with one. Guest-supplied
+ * addresses and records are never trusted: the host checks each against
+ * the guest-visible range and the sizes here. The guest sees no signal:
+ * the host's kick signal and the process backend's SIGUSR1 stop it from
+ * outside. Nothing the guest keeps survives a restore, so N sandboxes from
+ * one snapshot start with the same random state.
+ *
+ * C standard headers only: this file is compiled freestanding in the guest
+ * (and its #defines are usable from the runtime's assembly).
+ */
 #ifndef __ASSEMBLER__
 #include <stdint.h>
 #endif

@@ -10,7 +10,7 @@
 static int kvm_mem_new(struct vmm_sandbox *sb, bool *ready)
 {
 	/* A recycled shell (shell.c) brings a wiped range and a ready VM. */
-	if (vmm_shell_take(sb->mem_size, &sb->kvm, &sb->mem) == 1) {
+	if (vmm_shell_take(sb->cfg.host, sb->mem_size, &sb->kvm, &sb->mem) == 1) {
 		*ready = true;
 		return 0;
 	}
@@ -43,7 +43,7 @@ static void kvm_destroy(struct vmm_sandbox *sb)
 {
 	/* A healthy sandbox's VM and range go back to the shell cache; a
 	 * poisoned one (faulted, killed, shut down) is destroyed. */
-	if (!sb->poisoned && vmm_shell_give(&sb->kvm, sb->mem, sb->mem_size)) {
+	if (!sb->poisoned && vmm_shell_give(sb->cfg.host, &sb->kvm, sb->mem, sb->mem_size)) {
 		sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
 		sb->kvm.run = NULL;
 		sb->mem = NULL;

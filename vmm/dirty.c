@@ -110,8 +110,6 @@ static void self_open(void)
 int vmm_dirty_resolve(enum vmm_dirty_mech mech, struct vmm_error *err)
 {
 	pthread_once(&self_once, self_open);
-	if (mech == VMM_DIRTY_AUTO)
-		mech = vmm_policy_get()->dirty;
 	if (self_fd < 0)
 		return vmm_fail(err, VMM_E_NO_PAGEMAP, "cannot open /proc/self/pagemap: %s",
 				strerror(self_open_errno));

@@ -1,6 +1,6 @@
-/* policy.c: the reset policy file `strata calibrate` writes and sandboxes read at creation (docs/restore.md). */
+/* policy.c: the reset policy and its file format (docs/restore.md): defaults, checks, reader and writer. */
 #include <errno.h>
-#include <pthread.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,18 +30,30 @@ void vmm_policy_defaults(struct vmm_policy *p)
 	snprintf(p->source, sizeof(p->source), "defaults");
 }
 
-int vmm_policy_default_path(char *buf, size_t len)
+static const char *mode_name(enum vmm_reset_mode m)
 {
-	const char *x = getenv("XDG_CONFIG_HOME"), *h = getenv("HOME");
-	int n;
+	return m == VMM_RESET_DROP ? "drop" : "rewrite";
+}
 
-	if (x && *x)
-		n = snprintf(buf, len, "%s/strata/policy", x);
-	else if (h && *h)
-		n = snprintf(buf, len, "%s/.config/strata/policy", h);
-	else
-		return -ENOENT;
-	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+int vmm_policy_check(const struct vmm_policy *p, char *why, size_t whylen)
+{
+	const char *bad = NULL;
+
+	if (p->mode != VMM_RESET_REWRITE && p->mode != VMM_RESET_DROP)
+		bad = "reset mode is neither rewrite nor drop";
+	else if (p->dirty != VMM_DIRTY_AUTO && p->dirty != VMM_DIRTY_SCAN && p->dirty != VMM_DIRTY_READ)
+		bad = "dirty is neither auto, pagemap-scan nor pagemap-read";
+	else if (p->keep_restores < 1 || p->keep_restores > VMM_POLICY_KEEP_MAX)
+		bad = "keep_restores is not 1..255";
+	else if (p->idle_cap < 1 || p->idle_cap > VMM_POLICY_IDLE_MAX)
+		bad = "idle_cap is not 1..2^30";
+	else if (p->range_cap < 1 || p->range_cap > CAP_MAX)
+		bad = "range_cap is out of range";
+	if (!bad)
+		return 0;
+	if (why && whylen)
+		snprintf(why, whylen, "%s", bad);
+	return VMM_E_BAD_POLICY;
 }
 
 static char *trim(char *s)
@@ -78,6 +90,8 @@ int vmm_policy_read(const char *path, struct vmm_policy *out, char *why, size_t 
 	FILE *f = fopen(path, "re");
 	int rc = 0;
 
+	if (!why)
+		whylen = 0;
 	if (!f) {
 		rc = -errno;
 		snprintf(why, whylen, "cannot open %s: %s", path, strerror(errno));
@@ -106,10 +120,10 @@ int vmm_policy_read(const char *path, struct vmm_policy *out, char *why, size_t 
 			else
 				goto out_bad;
 		} else if (strcmp(k, "keep_restores") == 0) {
-			if (!parse_uint(v, 255, &p.keep_restores))
+			if (!parse_uint(v, VMM_POLICY_KEEP_MAX, &p.keep_restores))
 				goto out_bad;
 		} else if (strcmp(k, "idle_cap") == 0) {
-			if (!parse_uint(v, 1u << 30, &p.idle_cap))
+			if (!parse_uint(v, VMM_POLICY_IDLE_MAX, &p.idle_cap))
 				goto out_bad;
 		} else if (strcmp(k, "range_cap") == 0) {
 			if (!parse_uint(v, CAP_MAX, &p.range_cap))
@@ -148,40 +162,74 @@ out_bad:
 	return VMM_E_BAD_POLICY;
 }
 
-static struct vmm_policy global;
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-
-static void global_load(void)
+/* A note's name: letters, digits and '_', so the line reads back as one key. */
+static bool note_name_ok(const char *n)
 {
-	char path[512], why[512];
-	const char *env = getenv("STRATA_POLICY");
+	if (!n || !*n || strlen(n) > 64)
+		return false;
+	for (; *n; n++)
+		if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || (*n >= '0' && *n <= '9') || *n == '_'))
+			return false;
+	return true;
+}
 
-	vmm_policy_defaults(&global);
-	if (env && *env) {
-		if (vmm_policy_read(env, &global, why, sizeof(why)) < 0) {
-			vmm_policy_defaults(&global);
-			snprintf(global.source, sizeof(global.source), "defaults (%.200s)", why);
+int vmm_policy_write(const char *path, const struct vmm_policy *p, const struct vmm_policy_note *notes,
+		     size_t nnotes, char *why, size_t whylen)
+{
+	char tmp[4096];
+	int rc, fd;
+	FILE *f;
+
+	if (!why)
+		whylen = 0;
+	if ((rc = vmm_policy_check(p, why, whylen)) < 0)
+		return -EINVAL;
+	for (size_t i = 0; i < nnotes; i++) {
+		if (!note_name_ok(notes[i].name)) {
+			snprintf(why, whylen, "note %zu: a name of letters, digits and '_' (at most 64)", i);
+			return -EINVAL;
 		}
-		return;
 	}
-	if (vmm_policy_default_path(path, sizeof(path)) == 0 && access(path, F_OK) == 0 &&
-	    vmm_policy_read(path, &global, why, sizeof(why)) < 0) {
-		vmm_policy_defaults(&global);
-		snprintf(global.source, sizeof(global.source), "defaults (%.200s)", why);
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+		snprintf(why, whylen, "%s: path too long", path);
+		return -ENAMETOOLONG;
 	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		rc = -errno;
+		snprintf(why, whylen, "cannot write %s: %s", tmp, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	fprintf(f, "# strata reset policy (docs/restore.md), written by `strata calibrate`\n");
+	fprintf(f, "reset = %s\nkeep_restores = %u\nidle_cap = %u\nrange_cap = %u\ndirty = %s\n", mode_name(p->mode),
+		p->keep_restores, p->idle_cap, p->range_cap, vmm_dirty_name(p->dirty));
+	for (size_t i = 0; i < nnotes; i++)
+		fprintf(f, "measured_%s = %.2f\n", notes[i].name, notes[i].value);
+	/* The whole file or nothing: flushed, synced, then renamed over path. */
+	bool ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0;
+	rc = ok ? 0 : -errno;
+	if (fclose(f) != 0 && ok) {
+		ok = false;
+		rc = -errno;
+	}
+	if (ok && rename(tmp, path) < 0) {
+		ok = false;
+		rc = -errno;
+	}
+	if (!ok) {
+		if (rc == 0)
+			rc = -EIO;
+		snprintf(why, whylen, "cannot write %s: %s", path, strerror(-rc));
+		unlink(tmp);
+		return rc;
+	}
+	return 0;
 }
 
-const struct vmm_policy *vmm_policy_get(void)
+void vmm_policy_describe(const struct vmm_policy *p, char *buf, size_t len)
 {
-	pthread_once(&global_once, global_load);
-	return &global;
-}
-
-void vmm_policy_describe(char *buf, size_t len)
-{
-	const struct vmm_policy *p = vmm_policy_get();
-
 	snprintf(buf, len, "reset = %s, keep_restores = %u, idle_cap = %u, range_cap = %u, dirty = %s (from %s)",
-		 p->mode == VMM_RESET_DROP ? "drop" : "rewrite", p->keep_restores, p->idle_cap, p->range_cap,
-		 vmm_dirty_name(p->dirty), p->source);
+		 mode_name(p->mode), p->keep_restores, p->idle_cap, p->range_cap, vmm_dirty_name(p->dirty), p->source);
 }

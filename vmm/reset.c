@@ -124,17 +124,18 @@ static struct vmm_snap *snap_new(struct vmm_sandbox *sb)
 		free(s);
 		return NULL;
 	}
-	vmm_snap_settings_reset(s);
+	vmm_snap_settings_reset(s, sb->cfg.host);
 	s->pending_layer.fd = -1;
 	return s;
 }
 
-void vmm_snap_settings_reset(struct vmm_snap *s)
+void vmm_snap_settings_reset(struct vmm_snap *s, const struct vmm_host *h)
 {
-	const char *d = getenv("STRATA_SNAP_DEBUG");
-
-	s->policy = *vmm_policy_get();
-	s->debug = d && strcmp(d, "1") == 0;
+	if (h)
+		s->policy = h->policy;
+	else
+		vmm_policy_defaults(&s->policy);
+	s->debug = h && h->debug;
 }
 
 struct vmm_snap *vmm_snap_of(struct vmm_sandbox *sb)
@@ -507,26 +508,24 @@ int vmm_sandbox_set_dirty(struct vmm_sandbox *sb, enum vmm_dirty_mech mech)
 
 	if (!s)
 		return -ENOMEM;
+	if (mech != VMM_DIRTY_AUTO && mech != VMM_DIRTY_SCAN && mech != VMM_DIRTY_READ)
+		return -EINVAL;
 	if (mech != VMM_DIRTY_AUTO && (rc = vmm_dirty_resolve(mech, NULL)) < 0)
 		return rc;
 	s->policy.dirty = mech;
 	return 0;
 }
 
-int vmm_sandbox_set_reset(struct vmm_sandbox *sb, const char *mode, unsigned keep)
+int vmm_sandbox_set_reset(struct vmm_sandbox *sb, enum vmm_reset_mode mode, unsigned keep)
 {
-	struct vmm_snap *s = vmm_snap_of(sb);
+	struct vmm_snap *s;
 
-	if (!s)
+	/* Both checked before anything changes. */
+	if ((mode != VMM_RESET_REWRITE && mode != VMM_RESET_DROP) || keep > VMM_POLICY_KEEP_MAX)
+		return -EINVAL;
+	if (!(s = vmm_snap_of(sb)))
 		return -ENOMEM;
-	if (strcmp(mode, "rewrite") == 0)
-		s->policy.mode = VMM_RESET_REWRITE;
-	else if (strcmp(mode, "drop") == 0)
-		s->policy.mode = VMM_RESET_DROP;
-	else
-		return -EINVAL;
-	if (keep > 255)
-		return -EINVAL;
+	s->policy.mode = mode;
 	if (keep)
 		s->policy.keep_restores = keep;
 	return 0;

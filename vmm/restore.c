@@ -195,28 +195,6 @@ int vmm_sandbox_restore_to(struct vmm_sandbox *sb, const struct st_manifest *m, 
 	return vmm_snap_reset(sb, s);
 }
 
-bool vmm_snap_cfg_fits(const struct vmm_layout *l, const struct vmm_config *cfg)
-{
-	return !cfg || !((cfg->heap_size && vmm_round_up(cfg->heap_size, 16) != l->heap_size) ||
-			 (cfg->input_size && cfg->input_size != l->in_size) ||
-			 (cfg->output_size && cfg->output_size != l->out_size));
-}
-
-void vmm_snap_cfg_apply(struct vmm_sandbox *sb, const struct vmm_config *cfg)
-{
-	const struct vmm_layout *l = &sb->layout;
-
-	memset(&sb->cfg, 0, sizeof(sb->cfg));
-	if (cfg)
-		sb->cfg = *cfg;
-	sb->cfg.heap_size = l->heap_size;
-	sb->cfg.input_size = l->in_size;
-	sb->cfg.output_size = l->out_size;
-	sb->cfg.stack_size = l->stack_hi - l->stack_lo;
-	if (sb->be)
-		sb->cfg.backend = sb->be->kind;
-}
-
 int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx,
 			      const struct vmm_config *cfg, struct vmm_sandbox **out, struct vmm_error *err)
 {
@@ -236,7 +214,7 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 	if ((rc = parse(m, &p, why, sizeof(why))) < 0)
 		return vmm_fail(err, rc, "refusing the snapshot: %s", why);
 	const struct vmm_layout *l = &p.layout;
-	if (!vmm_snap_cfg_fits(l, cfg)) {
+	if (!vmm_sandbox_cfg_fits(l, cfg)) {
 		rc = vmm_fail(err, VMM_E_BAD_SNAPSHOT,
 			  "refusing the snapshot: it has heap %llu, input %llu, output %llu bytes; the configuration asks otherwise",
 			  (unsigned long long)l->heap_size, (unsigned long long)l->in_size,
@@ -249,7 +227,7 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 		goto out_free_fns;
 	}
 	sb->layout = *l;
-	vmm_snap_cfg_apply(sb, cfg);
+	vmm_sandbox_cfg_apply(sb, cfg);
 	sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
 	sb->mem_size = l->mem_size;
@@ -286,6 +264,7 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 		vmm_fail(err, rc, "cannot load the snapshot's vCPU state: %s", strerror(-rc));
 		goto out_free_sb;
 	}
+	vmm_sandbox_held(sb);
 	*out = sb;
 	return 0;
 out_free_sb:

@@ -1,7 +1,6 @@
 /* sandbox.c: sandbox lifecycle: load a guest ELF into fresh guest memory, boot it to ready, free. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,20 +12,6 @@
 
 #define INIT_TIMEOUT_NS (10ull * 1000000000ull)
 #define ELF_FILE_MAX (64ull << 20)
-
-int vmm_fail(struct vmm_error *err, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err) {
-		memset(err, 0, sizeof(*err));
-		err->code = code;
-		va_start(ap, fmt);
-		vsnprintf(err->message, sizeof(err->message), fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
 
 /* Mark [lo, hi) of the low area with `perm` (union with what is there). */
 static void perms_set(uint8_t *perms, uint64_t lo, uint64_t hi, uint8_t perm)
@@ -158,6 +143,7 @@ int vmm_sandbox_new_mem(const void *elf, size_t size, const struct vmm_config *c
 		return vmm_fail(err, -ENOMEM, "out of memory");
 	if (cfg)
 		sb->cfg = *cfg;
+	sb->cfg.host = vmm_host_resolve(cfg);
 	sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
 	if ((rc = vmm_backend_pick(sb->cfg.backend, &sb->be, err)) < 0) {
@@ -172,6 +158,7 @@ int vmm_sandbox_new_mem(const void *elf, size_t size, const struct vmm_config *c
 		return rc;
 	}
 	memset(&sb->err, 0, sizeof(sb->err));
+	vmm_sandbox_held(sb);
 	*out = sb;
 	return 0;
 }
@@ -211,16 +198,34 @@ out_close:
 	return rc;
 }
 
-void vmm_sandbox_free(struct vmm_sandbox *sb)
+bool vmm_sandbox_cfg_fits(const struct vmm_layout *l, const struct vmm_config *cfg)
 {
-	if (sb && !vmm_warm_park(sb))
-		vmm_sandbox_destroy(sb);
+	return !cfg || !((cfg->heap_size && vmm_round_up(cfg->heap_size, 16) != l->heap_size) ||
+			 (cfg->input_size && cfg->input_size != l->in_size) ||
+			 (cfg->output_size && cfg->output_size != l->out_size));
+}
+
+void vmm_sandbox_cfg_apply(struct vmm_sandbox *sb, const struct vmm_config *cfg)
+{
+	const struct vmm_layout *l = &sb->layout;
+
+	memset(&sb->cfg, 0, sizeof(sb->cfg));
+	if (cfg)
+		sb->cfg = *cfg;
+	sb->cfg.host = vmm_host_resolve(cfg);
+	sb->cfg.heap_size = l->heap_size;
+	sb->cfg.input_size = l->in_size;
+	sb->cfg.output_size = l->out_size;
+	sb->cfg.stack_size = l->stack_hi - l->stack_lo;
+	if (sb->be)
+		sb->cfg.backend = sb->be->kind;
 }
 
 void vmm_sandbox_destroy(struct vmm_sandbox *sb)
 {
 	if (!sb)
 		return;
+	vmm_sandbox_unheld(sb);
 	vmm_snap_free(sb->snap);
 	if (sb->be)
 		sb->be->destroy(sb);

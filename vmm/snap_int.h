@@ -78,29 +78,8 @@ int vmm_wp_scan(int pagemap_fd, uint64_t start, uint64_t end, int (*cb)(void *ct
 
 /* ---- policy (policy.c) ---- */
 
-enum vmm_reset_mode {
-	VMM_RESET_REWRITE = 0, /* compare written pages with the snapshot, rewrite what differs, keep resident */
-	VMM_RESET_DROP = 1,    /* MADV_DONTNEED every page of its own: the next call faults them back */
-};
-
-struct vmm_policy {
-	enum vmm_reset_mode mode;
-	enum vmm_dirty_mech dirty; /* forced here to test a fallback on a new kernel */
-	unsigned keep_restores;  /* REWRITE: drop a page unchanged for this many restores */
-	unsigned range_cap;      /* most ranges per snapshot before compaction */
-	unsigned idle_cap;       /* REWRITE: more unchanged resident pages than this in one restore: drop them all now */
-	char source[256];        /* where it came from: "defaults" or a path */
-};
-
-/* Defaults (docs/restore.md). */
-void vmm_policy_defaults(struct vmm_policy *p);
-/* Read a policy file of "key = value" lines over the defaults. -errno or
- * VMM_E_BAD_POLICY with a message in why. */
-int vmm_policy_read(const char *path, struct vmm_policy *p, char *why, size_t whylen);
-/* The process-wide policy: $STRATA_POLICY, else the default path if it
- * exists, else the defaults (read once; a bad file falls back to defaults
- * and records why in the source field). */
-const struct vmm_policy *vmm_policy_get(void);
+/* 0 if p is in range, else VMM_E_BAD_POLICY with the first bad field in why. */
+int vmm_policy_check(const struct vmm_policy *p, char *why, size_t whylen);
 
 /* ---- vCPU and guest description as manifest JSON text (vcpu.c) ---- */
 
@@ -184,10 +163,6 @@ struct vmm_snap_alt *vmm_snap_alt_find(struct vmm_snap *s, const st_id *key);
  * not take over (same fd). */
 void vmm_snap_set_current(struct vmm_snap *s, const struct vmm_snap_alt *n, bool keep_old);
 
-/* Does cfg agree with a snapshot's layout (heap, input, output sizes)? */
-bool vmm_snap_cfg_fits(const struct vmm_layout *l, const struct vmm_config *cfg);
-/* sb->cfg from cfg (may be NULL) and sb->layout's sizes. */
-void vmm_snap_cfg_apply(struct vmm_sandbox *sb, const struct vmm_config *cfg);
 
 /*
  * Warm sandboxes (warm.c): a healthy sandbox being freed whose current
@@ -201,11 +176,12 @@ void vmm_snap_cfg_apply(struct vmm_sandbox *sb, const struct vmm_config *cfg);
 bool vmm_warm_park(struct vmm_sandbox *sb);
 struct vmm_sandbox *vmm_warm_take(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx,
 				  const struct vmm_config *cfg);
-/* Keep at most max warm sandboxes (destroying the rest). */
-void vmm_warm_trim(unsigned max);
+/* Keep at most max of h's warm sandboxes (destroying the rest). */
+void vmm_warm_trim(struct vmm_host *h, unsigned max);
 
-/* Reset policy (the process's) and debug mode ($STRATA_SNAP_DEBUG). */
-void vmm_snap_settings_reset(struct vmm_snap *s);
+/* Reset policy and debug mode as h gives new sandboxes (h NULL: the
+ * defaults, debug off). */
+void vmm_snap_settings_reset(struct vmm_snap *s, const struct vmm_host *h);
 
 /* The sandbox's snapshot state, created on first use. NULL only on ENOMEM. */
 struct vmm_snap *vmm_snap_of(struct vmm_sandbox *sb);

@@ -6,6 +6,44 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * Caveats (docs/library.md, docs/vmm.md):
+ * - Conventions: functions that can fail return 0 or a negative code
+ *   (VMM_E_* or -errno; vmm_strerror names both, and store codes too).
+ *   Out-parameters are written only on success; a failed setter changes
+ *   nothing. With a struct vmm_error *err, a failure fills it with the code
+ *   and a one-line message. Nothing here prints or exits.
+ * - Threads: a sandbox runs one call at a time (VMM_E_BUSY otherwise);
+ *   calls on different sandboxes run in parallel. vmm_sandbox_kill and
+ *   vmm_host_* are safe from any thread; everything else on one sandbox
+ *   wants one thread at a time. A pool's get and put are thread-safe.
+ * - Fork: a forked child must not use sandboxes, hosts or pools of the
+ *   parent (their VMs, children and descriptors are the parent's); it may
+ *   create new ones. Guest memory is mapped MAP_PRIVATE or MAP_SHARED as
+ *   the backend needs, and a fork copies those mappings as any fork does.
+ * - Signals: SIGRTMIN+1 is installed (no SA_RESTART) at the first call and
+ *   sent to the calling thread to stop KVM_RUN for kills and timeouts
+ *   (timer_create per call with a timeout): leave it alone. The process
+ *   backend's children report by stopping (waitid on their pid,
+ *   WSTOPPED): a host that reaps any child (waitpid(-1), SIGCHLD set to
+ *   SIG_IGN) steals their reports, and a SIGCHLD handler runs at every
+ *   guest exit. Each child dies with the host thread that started it
+ *   (PR_SET_PDEATHSIG): a sandbox whose creating thread ended fails its
+ *   next call with VMM_E_SHUTDOWN until restored. SIGUSR1, SIGSTOP and
+ *   SIGCONT go to the children only.
+ * - Caches, each with its limit: a host's idle VM shells and warm
+ *   sandboxes (vmm_host_config: 8 and 8 by default, at most 1024 and 64);
+ *   per process, snapshot directories' parsed manifests (8) and private
+ *   layer copies (vmm_snapdir_caches_drop), and the descriptors probed once
+ *   (/dev/kvm, /proc/self/pagemap, the process backend's child program,
+ *   the mount table). Nothing else is kept between calls.
+ * - Keep alive: a host until every sandbox and pool made with it is freed
+ *   (vmm_host_free says -EBUSY before); a pool's open/ctx for the pool's
+ *   life; a manifest and opener only during the call that takes them (a
+ *   sandbox keeps its own mappings: a snapshot directory handle may be
+ *   closed, its files deleted); argument buffers for the call only.
+ */
+
 /* Guest-physical address (identity-mapped: also the guest-virtual address). */
 typedef uint64_t vmm_gpa_t;
 
@@ -54,6 +92,8 @@ enum vmm_backend_kind {
 	VMM_BACKEND_PROCESS = 2, /* a child process with a seccomp filter, no KVM needed */
 };
 
+struct vmm_host;
+
 /* Sizes; 0 in any field means the default. docs/vmm.md gives the limits. */
 struct vmm_config {
 	uint64_t heap_size;    /* default 128 KiB */
@@ -65,6 +105,11 @@ struct vmm_config {
 	void (*log)(void *ctx, int level, const char *msg, size_t len);
 	void *log_ctx;
 	enum vmm_backend_kind backend; /* default AUTO */
+	/* The host whose caches and settings the sandbox uses (vmm_host_new);
+	 * NULL: the process's default host (vmm_host_default_set), and if
+	 * none is set, nothing is cached and the reset policy is the
+	 * defaults. The host must outlive the sandbox. */
+	struct vmm_host *host;
 };
 
 #define VMM_DEFAULT_HEAP (128ull << 10)
@@ -198,6 +243,56 @@ const char *vmm_dirty_mechanism(struct vmm_error *err);
 /* "auto", "pagemap-scan" or "pagemap-read". */
 const char *vmm_dirty_name(enum vmm_dirty_mech mech);
 
+/*
+ * The reset policy (docs/restore.md): how a restore puts written pages
+ * back. A host holds one (vmm_host_config.policy) that its sandboxes start
+ * with; vmm_sandbox_set_reset and _set_dirty override it per sandbox.
+ * `strata calibrate` measures this machine and writes it as a policy file
+ * (vmm_policy_write); vmm_policy_read reads one back.
+ */
+enum vmm_reset_mode {
+	VMM_RESET_REWRITE = 0, /* compare written pages with the snapshot, rewrite what differs, keep resident */
+	VMM_RESET_DROP = 1,    /* MADV_DONTNEED every page of its own: the next call faults them back */
+};
+#define VMM_POLICY_KEEP_MAX 255u          /* keep_restores: 1..255 */
+#define VMM_POLICY_IDLE_MAX (1u << 30)     /* idle_cap: 1..2^30 pages */
+struct vmm_policy {
+	enum vmm_reset_mode mode;
+	enum vmm_dirty_mech dirty; /* how written pages are found (AUTO: the best this kernel has) */
+	unsigned keep_restores;  /* REWRITE: drop a page unchanged for this many restores */
+	unsigned range_cap;      /* most ranges per snapshot before a capture compacts (1..ST_MANIFEST_MAX_RANGES) */
+	unsigned idle_cap;       /* REWRITE: more unchanged resident pages than this in one restore: drop them all */
+	char source[256];        /* where it came from: "defaults" or the file's path */
+};
+/* A measurement `strata calibrate` records beside the policy: a line
+ * "measured_NAME = VALUE" (NAME: letters, digits, '_'). */
+struct vmm_policy_note {
+	const char *name;
+	double value;
+};
+/* The defaults (docs/restore.md gives the measurements behind them). */
+void vmm_policy_defaults(struct vmm_policy *p);
+/*
+ * Read a policy file of "key = value" lines (reset, keep_restores,
+ * idle_cap, range_cap, dirty; measured_* and x-* lines are kept for people
+ * and ignored) over the defaults. On success fills *p (source = path). On
+ * failure *p is untouched and why (if not NULL) names the file and, for a
+ * malformed file (VMM_E_BAD_POLICY), the line: -errno (cannot open or
+ * read), VMM_E_BAD_POLICY.
+ */
+int vmm_policy_read(const char *path, struct vmm_policy *p, char *why, size_t whylen);
+/*
+ * Write p as a policy file at `path` (that vmm_policy_read reads back as
+ * p), with the notes as measured_* lines: the whole file or nothing (a
+ * temporary beside it, synced, renamed over it). The directory must exist.
+ * -EINVAL for a p out of range or a bad note name; -errno with why.
+ */
+int vmm_policy_write(const char *path, const struct vmm_policy *p, const struct vmm_policy_note *notes,
+		     size_t nnotes, char *why, size_t whylen);
+/* One line: "reset = ..., keep_restores = ..., idle_cap = ..., range_cap = ...,
+ * dirty = ... (from SOURCE)". */
+void vmm_policy_describe(const struct vmm_policy *p, char *buf, size_t len);
+
 /* The backend a sandbox runs on (never AUTO). */
 enum vmm_backend_kind vmm_sandbox_backend(const struct vmm_sandbox *sb);
 /* "auto", "kvm" or "process"; and back (-EINVAL on anything else). */
@@ -288,15 +383,16 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 			      const struct vmm_config *cfg, struct vmm_sandbox **out, struct vmm_error *err);
 
 /* Debug mode: after every restore compare all guest memory with the
- * snapshot; a difference fails the restore with VMM_E_LEAK. Also on when
- * the environment has STRATA_SNAP_DEBUG=1. */
+ * snapshot; a difference fails the restore with VMM_E_LEAK. A new sandbox
+ * starts with its host's vmm_host_config.debug. */
 void vmm_sandbox_set_debug(struct vmm_sandbox *sb, bool on);
 /* Compare all guest memory with the current snapshot: 0, or VMM_E_LEAK
  * with the first differing guest page in *gpage (may be NULL). */
 int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage);
-/* Override this sandbox's reset policy: mode "rewrite" or "drop", keep =
- * restores an unchanged page stays resident (0: unchanged). -EINVAL on junk. */
-int vmm_sandbox_set_reset(struct vmm_sandbox *sb, const char *mode, unsigned keep);
+/* Override this sandbox's reset policy: `mode`, and `keep` = restores an
+ * unchanged page stays resident (1..255; 0: unchanged). -EINVAL on a mode
+ * or keep out of range, and then nothing changes. */
+int vmm_sandbox_set_reset(struct vmm_sandbox *sb, enum vmm_reset_mode mode, unsigned keep);
 /* Find this sandbox's written pages with `mech` from now on (to compare the
  * mechanisms, or to test a fallback on a new kernel). VMM_E_NO_PAGEMAP if
  * it does not work here (nothing changes then). */
@@ -306,12 +402,6 @@ void vmm_sandbox_snap_stats(struct vmm_sandbox *sb, struct vmm_snap_stats *out);
 /* Id of the current snapshot (false if none). */
 bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, void *id16);
 
-/* The runtime's reset policy, as read at first use: mode "rewrite"/"drop",
- * pages kept for `keep` restores, range cap, and where it came from. */
-void vmm_policy_describe(char *buf, size_t len);
-/* Default policy file location ($XDG_CONFIG_HOME or ~/.config)/strata/policy;
- * $STRATA_POLICY overrides. */
-int vmm_policy_default_path(char *buf, size_t len);
 /* ==== end snapshots ==== */
 
 /* ==== snapshot directories and pools (vmm/snapdir.c, vmm/pool.c) ==== */
@@ -363,6 +453,10 @@ struct vmm_pool;
  * N sandboxes restored from one snapshot. They share the snapshot's pages
  * (MAP_PRIVATE layer mappings over one page cache); each costs what it
  * writes plus fixed overhead. open/ctx must stay valid for the pool's life.
+ * Every one starts from the same memory, so they share the guest's random
+ * state (a seeded PRNG, keys made at init): give each call its own seed or
+ * nonce if that matters. On failure nothing is left (the sandboxes made so
+ * far are freed), *out untouched.
  */
 int vmm_pool_new(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx, const struct vmm_config *cfg,
 		 unsigned n, struct vmm_pool **out, struct vmm_error *err);
@@ -376,27 +470,67 @@ int vmm_pool_get(struct vmm_pool *p, struct vmm_sandbox **out);
 /* Give it back: restored in place to the snapshot (replaced by a fresh one
  * if that fails), then idle again. */
 int vmm_pool_put(struct vmm_pool *p, struct vmm_sandbox *sb);
-/* Idle VM shells: a freed, healthy sandbox leaves its VM, vCPU and memory
- * slot (its guest range wiped) for the next sandbox of the same memory size,
- * which then skips VM creation and slot registration. At most `max` are kept
- * per process (default 8, or $STRATA_VM_CACHE; 0 disables). */
-void vmm_shell_cache_set(unsigned max);
-/* Idle shells kept right now, and the limit. */
-unsigned vmm_shell_cached(void);
-unsigned vmm_shell_cache_limit(void);
-/* Warm sandboxes: a freed, healthy sandbox whose snapshot is known is
- * restored to it and kept (same limit as the shells; at most 4 MiB of its
- * own pages each); vmm_sandbox_from_snapshot of a manifest with the same
- * content whose layers open to the very same files gets it back, ready,
- * with none of its last user's host functions, error or kill request.
- * docs/restore-from-path.md. How many are kept right now: */
-unsigned vmm_warm_cached(void);
-/* Keep at most max warm sandboxes (vmm_shell_cache_set sets both limits);
- * 0 turns them off, leaving the shells. */
-void vmm_warm_cache_set(unsigned max);
 /* Forget the private copies and parsed manifests snapshot directories keep
  * (docs/restore-from-path.md); sandboxes using them are not affected. */
 void vmm_snapdir_caches_drop(void);
 /* ==== end snapshot directories and pools ==== */
+
+/* ==== the host (vmm/host.c) ==== */
+/*
+ * A host owns what the sandboxes made with it share, the way an LMDB env
+ * owns its readers: the caches below, each with its limit, and the reset
+ * policy and debug mode new sandboxes start with. A program makes one (or
+ * one per group of sandboxes that should share caches), names it in
+ * vmm_config.host for every sandbox and pool, and frees it last. Sandboxes
+ * made without a host (host NULL) share nothing and cache nothing.
+ *
+ * - Idle VM shells (KVM backend): a freed, healthy sandbox leaves its VM,
+ *   vCPU and memory slot (its guest range wiped) for the host's next sandbox
+ *   of the same memory size, which skips VM creation and slot registration.
+ *   Each holds two descriptors and address space without pages. At the
+ *   limit the one kept longest makes room.
+ * - Warm sandboxes: a freed, healthy sandbox whose snapshot is known and
+ *   that holds at most 4 MiB of pages of its own is restored to it and kept;
+ *   vmm_sandbox_from_snapshot of a manifest with the same content whose
+ *   layers open to the very same files gets it back, ready, with none of its
+ *   last user's host functions, error or kill request
+ *   (docs/restore-from-path.md). Each holds its descriptors, its mappings
+ *   and up to 4 MiB; on the process backend, a child process too.
+ */
+#define VMM_HOST_SHELLS_MAX 1024u
+#define VMM_HOST_WARM_MAX 64u
+struct vmm_host_config {
+	unsigned shells;  /* idle VM shells kept, 0..VMM_HOST_SHELLS_MAX (0: none) */
+	unsigned warm;    /* warm sandboxes kept, 0..VMM_HOST_WARM_MAX (0: none) */
+	const struct vmm_policy *policy; /* copied; NULL: vmm_policy_defaults */
+	bool debug;       /* new sandboxes check every restore (vmm_sandbox_set_debug) */
+};
+/* What vmm_host_new(NULL) uses: 8 shells, 8 warm sandboxes
+ * (docs/restore-from-path.md measures what they save), default policy. */
+void vmm_host_config_defaults(struct vmm_host_config *cfg);
+/* Make a host. cfg NULL: the defaults. VMM_E_BAD_CONFIG (a limit or the
+ * policy out of range, err says which) or -ENOMEM; *out untouched then. */
+int vmm_host_new(const struct vmm_host_config *cfg, struct vmm_host **out, struct vmm_error *err);
+/* Free the host and everything it keeps. -EBUSY, and nothing changes, if a
+ * sandbox or pool made with it is not freed yet. Accepts NULL (0). */
+int vmm_host_free(struct vmm_host *h);
+/* Change both limits at once; what is kept beyond them is freed now.
+ * VMM_E_BAD_CONFIG over the maxima (nothing changes). Thread-safe. */
+int vmm_host_limits_set(struct vmm_host *h, unsigned shells, unsigned warm);
+struct vmm_host_stats {
+	unsigned shells, shells_max;  /* kept now, limit */
+	unsigned warm, warm_max;
+	unsigned sandboxes;           /* made with the host and not freed (warm ones not counted) */
+};
+/* A consistent view of the counts. Thread-safe. */
+void vmm_host_stats(struct vmm_host *h, struct vmm_host_stats *out);
+/* The policy new sandboxes of this host start with. */
+const struct vmm_policy *vmm_host_policy(const struct vmm_host *h);
+/* The host of sandboxes whose vmm_config.host is NULL (NULL: none, as at
+ * start). The caller keeps owning h (vmm_host_free of it unsets it). Not
+ * while sandboxes are being made. */
+void vmm_host_default_set(struct vmm_host *h);
+struct vmm_host *vmm_host_default(void);
+/* ==== end host ==== */
 
 #endif

@@ -119,19 +119,54 @@ int vmm_kvm_recycle(struct vmm_kvm *k);
 /* Fill *err (if not NULL) with code and a formatted message; returns code. */
 int vmm_fail(struct vmm_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* ---- the host (host.c creates it; shell.c and warm.c keep its caches) ---- */
+
+/* An idle VM shell: a VM and vCPU whose one memory slot covers a wiped
+ * guest range of mem_size bytes. */
+struct vmm_shell {
+	struct vmm_kvm kvm;
+	uint8_t *mem;
+	uint64_t mem_size;
+};
+
 /*
- * Idle VM shells (shell.c): a VM and vCPU whose one memory slot covers a
- * guest range of mem_size bytes, kept when a healthy sandbox is freed so the
- * next sandbox of that size skips VM creation and slot registration. The
- * range is wiped (one anonymous MAP_FIXED over all of it) before it is kept.
- * take: 1 and the shell's parts on a hit, 0 on a miss.
+ * Which lock guards what: each field names its lock; "fixed" fields are
+ * set by vmm_host_new and only read afterwards. Neither lock is held while
+ * the other is taken, nor across a call that may block on the kernel for
+ * long (wiping a range, destroying a sandbox happen outside them).
  */
-int vmm_shell_take(uint64_t mem_size, struct vmm_kvm *kvm, uint8_t **mem);
-bool vmm_shell_give(struct vmm_kvm *kvm, uint8_t *mem, uint64_t mem_size);
-/* How many shells (and, separately, warm sandboxes) a process keeps. */
-unsigned vmm_shell_cap(void);
+struct vmm_host {
+	pthread_mutex_t shell_lock;
+	unsigned shell_max;                             /* shell_lock */
+	unsigned nshells;                               /* shell_lock */
+	struct vmm_shell shells[VMM_HOST_SHELLS_MAX];   /* shell_lock; [0] kept longest */
+	pthread_mutex_t warm_lock;
+	unsigned warm_max;                              /* warm_lock */
+	unsigned nwarm;                                 /* warm_lock */
+	struct vmm_sandbox *warm[VMM_HOST_WARM_MAX];    /* warm_lock; [0] kept longest */
+	struct vmm_policy policy;                       /* fixed */
+	bool debug;                                     /* fixed */
+	atomic_uint sandboxes;                          /* atomic: sandboxes held by callers */
+};
+
+/*
+ * Idle VM shells (shell.c): kept when a healthy sandbox is freed so the
+ * host's next sandbox of that size skips VM creation and slot registration.
+ * The range is wiped (one anonymous MAP_FIXED over all of it) before it is
+ * kept. take: 1 and the shell's parts on a hit, 0 on a miss (or no host).
+ * give: true if kept (the caller owns nothing then). trim: keep at most max.
+ */
+int vmm_shell_take(struct vmm_host *h, uint64_t mem_size, struct vmm_kvm *kvm, uint8_t **mem);
+bool vmm_shell_give(struct vmm_host *h, struct vmm_kvm *kvm, uint8_t *mem, uint64_t mem_size);
+void vmm_shell_trim(struct vmm_host *h, unsigned max);
+/* cfg's host, else the process default (host_default.c); NULL: none. */
+struct vmm_host *vmm_host_resolve(const struct vmm_config *cfg);
 /* Free a sandbox for good (vmm_sandbox_free first offers it to warm.c). */
 void vmm_sandbox_destroy(struct vmm_sandbox *sb);
+/* The caller holds sb from now on / no longer (vmm_host_stats' count, and
+ * vmm_host_free's -EBUSY). Idempotent each. */
+static inline void vmm_sandbox_held(struct vmm_sandbox *sb);
+static inline void vmm_sandbox_unheld(struct vmm_sandbox *sb);
 int vmm_kvm_set_memory(struct vmm_kvm *k, uint64_t gpa, void *host, uint64_t size);
 int vmm_kvm_run(struct vmm_kvm *k, struct vmm_exit *exit);
 int vmm_kvm_get_state(struct vmm_kvm *k, struct vmm_vcpu_state *st);
@@ -269,7 +304,29 @@ struct vmm_sandbox {
 	pthread_t thread;
 	atomic_bool kill_pending;
 	struct vmm_snap *snap;     /* snapshot state (vmm/snap_int.h), NULL until first used */
+	bool held;                 /* counted in cfg.host->sandboxes */
 };
+
+static inline void vmm_sandbox_held(struct vmm_sandbox *sb)
+{
+	if (sb->cfg.host && !sb->held) {
+		atomic_fetch_add(&sb->cfg.host->sandboxes, 1);
+		sb->held = true;
+	}
+}
+
+static inline void vmm_sandbox_unheld(struct vmm_sandbox *sb)
+{
+	if (sb->held) {
+		atomic_fetch_sub(&sb->cfg.host->sandboxes, 1);
+		sb->held = false;
+	}
+}
+
+/* Does cfg agree with a snapshot's layout (heap, input, output sizes)? */
+bool vmm_sandbox_cfg_fits(const struct vmm_layout *l, const struct vmm_config *cfg);
+/* sb->cfg from cfg (may be NULL) and sb->layout's sizes. */
+void vmm_sandbox_cfg_apply(struct vmm_sandbox *sb, const struct vmm_config *cfg);
 
 /* Snapshot state teardown (reset.c); accepts NULL. */
 struct vmm_snap;

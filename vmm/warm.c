@@ -1,7 +1,6 @@
-/* warm.c: freed sandboxes kept ready on their snapshot and handed out again for the same snapshot and files. */
+/* warm.c: freed sandboxes a host keeps ready on their snapshot and hands out again for the same snapshot and files. */
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,38 +11,29 @@
 /*
  * A kept sandbox holds the private pages its runs wrote (a restore rewrites
  * them in place rather than dropping them), so only sandboxes with at most
- * this many are kept: 1,024 pages, 4 MiB, times the cache limit (8 by
+ * this many are kept: 1,024 pages, 4 MiB, times the host's limit (8 by
  * default) bounds what idle sandboxes can hold. docs/restore-from-path.md
  * measures what a kept one saves.
  */
 #define WARM_MAX_PAGES 1024
-#define WARM_LIMIT 64
+#define WARM_LIMIT VMM_HOST_WARM_MAX
 
-static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct vmm_sandbox *warm[WARM_LIMIT];
-static unsigned nwarm;
-static _Atomic int warm_max = -1; /* -1: the shell cache's limit */
-
-static unsigned warm_cap(void)
+/* The host's limit now. */
+static unsigned warm_cap(struct vmm_host *h)
 {
-	int m = atomic_load(&warm_max);
-
-	return m >= 0 ? (unsigned)m : vmm_shell_cap();
+	pthread_mutex_lock(&h->warm_lock);
+	unsigned max = h->warm_max;
+	pthread_mutex_unlock(&h->warm_lock);
+	return max;
 }
 
-void vmm_warm_cache_set(unsigned max)
+/* Remove h->warm[i] keeping the order (caller holds warm_lock). */
+static struct vmm_sandbox *warm_remove(struct vmm_host *h, unsigned i)
 {
-	atomic_store(&warm_max, (int)(max > WARM_LIMIT ? WARM_LIMIT : max));
-	vmm_warm_trim(max);
-}
+	struct vmm_sandbox *sb = h->warm[i];
 
-/* Remove warm[i] keeping the order (caller holds the lock). */
-static struct vmm_sandbox *warm_remove(unsigned i)
-{
-	struct vmm_sandbox *sb = warm[i];
-
-	memmove(warm + i, warm + i + 1, (nwarm - i - 1) * sizeof(*warm));
-	nwarm--;
+	memmove(h->warm + i, h->warm + i + 1, (h->nwarm - i - 1) * sizeof(*h->warm));
+	h->nwarm--;
 	return sb;
 }
 
@@ -66,23 +56,27 @@ static bool same_layer_files(const struct vmm_snap *a, const struct vmm_snap *b)
  * other files is dropped: that content now comes from elsewhere (a private
  * copy made per snapshot-directory handle never matches again once its
  * handle is gone). At the limit, the one kept longest makes room: the last
- * one freed is the likeliest to be asked for again. false if max is 0.
+ * one freed is the likeliest to be asked for again. false if the host's
+ * limit (read under the lock: it may change at any time) is 0.
  */
-static bool warm_push(struct vmm_sandbox *sb, unsigned max)
+static bool warm_push(struct vmm_host *h, struct vmm_sandbox *sb)
 {
 	struct vmm_sandbox *drop[WARM_LIMIT + 1];
 	unsigned ndrop = 0;
 
-	if (max == 0)
+	pthread_mutex_lock(&h->warm_lock);
+	unsigned max = h->warm_max;
+	if (max == 0) {
+		pthread_mutex_unlock(&h->warm_lock);
 		return false;
-	pthread_mutex_lock(&warm_lock);
-	for (unsigned i = nwarm; i-- > 0;)
-		if (st_id_equal(&warm[i]->snap->key, &sb->snap->key) && !same_layer_files(warm[i]->snap, sb->snap))
-			drop[ndrop++] = warm_remove(i);
-	if (nwarm >= max || nwarm >= WARM_LIMIT)
-		drop[ndrop++] = warm_remove(0);
-	warm[nwarm++] = sb;
-	pthread_mutex_unlock(&warm_lock);
+	}
+	for (unsigned i = h->nwarm; i-- > 0;)
+		if (st_id_equal(&h->warm[i]->snap->key, &sb->snap->key) && !same_layer_files(h->warm[i]->snap, sb->snap))
+			drop[ndrop++] = warm_remove(h, i);
+	if (h->nwarm >= max || h->nwarm >= WARM_LIMIT)
+		drop[ndrop++] = warm_remove(h, 0);
+	h->warm[h->nwarm++] = sb;
+	pthread_mutex_unlock(&h->warm_lock);
 	for (unsigned i = 0; i < ndrop; i++)
 		vmm_sandbox_destroy(drop[i]);
 	return true;
@@ -91,9 +85,9 @@ static bool warm_push(struct vmm_sandbox *sb, unsigned max)
 bool vmm_warm_park(struct vmm_sandbox *sb)
 {
 	struct vmm_snap *s = sb->snap;
-	unsigned max = warm_cap();
+	struct vmm_host *h = sb->cfg.host;
 
-	if (max == 0 || sb->poisoned || sb->in_call || !sb->be || !sb->be->live(sb) || !sb->mem || !s || !s->have_vcpu ||
+	if (!h || warm_cap(h) == 0 || sb->poisoned || sb->in_call || !sb->be || !sb->be->live(sb) || !sb->mem || !s || !s->have_vcpu ||
 	    !s->has_key || s->pending)
 		return false;
 	/* Back to the snapshot now, so a take needs no restore; the scan
@@ -112,8 +106,11 @@ bool vmm_warm_park(struct vmm_sandbox *sb)
 	memset(&sb->err, 0, sizeof(sb->err));
 	atomic_store(&sb->kill_pending, false);
 	memset(&s->stats, 0, sizeof(s->stats));
-	vmm_snap_settings_reset(s); /* policy and debug mode as a new sandbox's */
-	return warm_push(sb, max);
+	vmm_snap_settings_reset(s, h); /* policy and debug mode as a new sandbox's */
+	if (!warm_push(h, sb))
+		return false;
+	vmm_sandbox_unheld(sb);
+	return true;
 }
 
 /* Does every layer of m open to the file sb's snapshot maps? */
@@ -139,63 +136,60 @@ struct vmm_sandbox *vmm_warm_take(const struct st_manifest *m, vmm_layer_open_fn
 				  const struct vmm_config *cfg)
 {
 	struct vmm_sandbox *cand[WARM_LIMIT], *sb = NULL;
+	struct vmm_host *h = vmm_host_resolve(cfg);
 	unsigned n = 0;
 	st_id key, id;
 
-	pthread_mutex_lock(&warm_lock);
-	bool any = nwarm > 0;
-	pthread_mutex_unlock(&warm_lock);
+	if (!h)
+		return NULL;
+	pthread_mutex_lock(&h->warm_lock);
+	bool any = h->nwarm > 0;
+	pthread_mutex_unlock(&h->warm_lock);
 	if (!any)
 		return NULL;
 	vmm_snap_key(m, &key);
 	/* Every kept one with this content; the checks below open files, so
 	 * they run outside the lock. */
-	pthread_mutex_lock(&warm_lock);
-	for (unsigned i = nwarm; i-- > 0;)
-		if (warm[i]->mem_size == m->mem_size && st_id_equal(&warm[i]->snap->key, &key))
-			cand[n++] = warm_remove(i);
-	pthread_mutex_unlock(&warm_lock);
+	pthread_mutex_lock(&h->warm_lock);
+	for (unsigned i = h->nwarm; i-- > 0;)
+		if (h->warm[i]->mem_size == m->mem_size && st_id_equal(&h->warm[i]->snap->key, &key))
+			cand[n++] = warm_remove(h, i);
+	pthread_mutex_unlock(&h->warm_lock);
 	/* The same content key and the very same layer files: the state it
 	 * was restored to is exactly what a new sandbox would be built from.
 	 * The id is recomputed: labels are not in the key. */
 	enum vmm_backend_kind kind = vmm_backend_resolve(cfg ? cfg->backend : VMM_BACKEND_AUTO);
-	bool usable = n > 0 && vmm_snap_cfg_fits(&cand[0]->layout, cfg);
+	bool usable = n > 0 && vmm_sandbox_cfg_fits(&cand[0]->layout, cfg);
 	for (unsigned i = 0; i < n; i++) {
 		if (!sb && usable && cand[i]->be->kind == kind && same_files(cand[i]->snap, m, open, ctx))
 			sb = cand[i];
-		else
-			warm_push(cand[i], warm_cap()); /* back: no more than were there */
+		else if (!warm_push(h, cand[i])) /* back: no more than were there, unless the limit fell */
+			vmm_sandbox_destroy(cand[i]);
 	}
 	if (sb && st_manifest_id(m, &id, NULL, 0) < 0) {
-		warm_push(sb, warm_cap());
+		if (!warm_push(h, sb))
+			vmm_sandbox_destroy(sb);
 		sb = NULL;
 	}
 	if (!sb)
 		return NULL;
 	sb->snap->id = id;
 	sb->snap->has_id = true;
-	vmm_snap_cfg_apply(sb, cfg);
+	vmm_sandbox_cfg_apply(sb, cfg);
+	vmm_sandbox_held(sb);
 	return sb;
 }
 
-void vmm_warm_trim(unsigned max)
+void vmm_warm_trim(struct vmm_host *h, unsigned max)
 {
 	for (;;) {
 		struct vmm_sandbox *sb = NULL;
-		pthread_mutex_lock(&warm_lock);
-		if (nwarm > max)
-			sb = warm_remove(0);
-		pthread_mutex_unlock(&warm_lock);
+		pthread_mutex_lock(&h->warm_lock);
+		if (h->nwarm > max)
+			sb = warm_remove(h, 0);
+		pthread_mutex_unlock(&h->warm_lock);
 		if (!sb)
 			return;
 		vmm_sandbox_destroy(sb);
 	}
-}
-
-unsigned vmm_warm_cached(void)
-{
-	pthread_mutex_lock(&warm_lock);
-	unsigned n = nwarm;
-	pthread_mutex_unlock(&warm_lock);
-	return n;
 }

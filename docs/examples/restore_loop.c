@@ -8,6 +8,7 @@ int main(int argc, char **argv)
 {
 	struct vmm_snapdir *dir = NULL;
 	struct vmm_sandbox *sb = NULL;
+	struct vmm_host *host = NULL;
 	struct vmm_error err;
 	int rc, status = 1;
 
@@ -21,7 +22,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", argv[1], err.message);
 		return 1;
 	}
-	if (vmm_sandbox_from_snapdir(dir, NULL, &sb, &err) < 0) {
+	/* What the program's sandboxes share: default limits and policy. */
+	if (vmm_host_new(NULL, &host, &err) < 0) {
+		fprintf(stderr, "host: %s\n", err.message);
+		goto out;
+	}
+	struct vmm_config cfg = { .host = host };
+	if (vmm_sandbox_from_snapdir(dir, &cfg, &sb, &err) < 0) {
 		fprintf(stderr, "cannot restore %s: %s\n", argv[1], err.message);
 		goto out;
 	}
@@ -46,6 +53,7 @@ int main(int argc, char **argv)
 	status = 0;
 out:
 	vmm_sandbox_free(sb);
+	vmm_host_free(host); /* last: it keeps the freed sandbox warm until now */
 	vmm_snapdir_close(dir);
 	return status;
 }

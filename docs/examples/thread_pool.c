@@ -61,10 +61,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", argv[1], err.message);
 		return 1;
 	}
+	/* The host owns what the pool's sandboxes share (VM shells, warm
+	 * sandboxes: default limits) and the reset policy they start with. */
+	struct vmm_host *host;
+	if (vmm_host_new(NULL, &host, &err) < 0) {
+		fprintf(stderr, "host: %s\n", err.message);
+		vmm_snapdir_close(dir);
+		return 1;
+	}
+	struct vmm_config cfg = { .host = host };
 	/* Fewer sandboxes than threads: they are shared, and the pages of the
 	 * snapshot are shared by all of them. */
-	if (vmm_pool_new(vmm_snapdir_manifest(dir), vmm_snapdir_layer_open, dir, NULL, THREADS / 2, &pool, &err) < 0) {
+	if (vmm_pool_new(vmm_snapdir_manifest(dir), vmm_snapdir_layer_open, dir, &cfg, THREADS / 2, &pool, &err) < 0) {
 		fprintf(stderr, "pool: %s\n", err.message);
+		vmm_host_free(host);
 		vmm_snapdir_close(dir);
 		return 1;
 	}
@@ -75,6 +85,7 @@ int main(int argc, char **argv)
 	printf("%d calls on %u sandboxes: every result %lld, %d differed, %d failed\n", THREADS * CALLS,
 	       vmm_pool_size(pool), first, differ, failed);
 	vmm_pool_free(pool);
+	vmm_host_free(host); /* after every sandbox made with it */
 	vmm_snapdir_close(dir);
 	return differ || failed ? 1 : 0;
 }

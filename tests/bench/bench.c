@@ -70,6 +70,15 @@ const struct bench_size bench_sizes[4] = {
 	{ "large", 256ull << 20 },
 };
 
+static struct vmm_host *host;
+
+struct vmm_host *bench_host(void)
+{
+	if (!host && vmm_host_new(NULL, &host, NULL) < 0)
+		host = NULL;
+	return host;
+}
+
 /* REL from the directory of this program (build/tests/bench/) in buf, if
  * that file exists. */
 static const char *beside_self(const char *rel, char *buf, size_t len)
@@ -542,6 +551,8 @@ int main(int argc, char **argv)
 		free(b.res[i].unit);
 	}
 	free(b.res);
+	if (vmm_host_free(host) == 0)
+		host = NULL;
 	if (b.failures) {
 		bench_err("%d case(s) failed", b.failures);
 		return 1;

@@ -55,6 +55,10 @@ struct bench_size {
 	uint64_t heap;
 };
 extern const struct bench_size bench_sizes[4];
+/* A host with the default limits and policy that benchmarks creating
+ * sandboxes in a loop share (made at first use, freed after the run), so
+ * they measure what a program with a host sees; NULL without memory. */
+struct vmm_host *bench_host(void);
 /* The simpleguest ELF: $STRATA_GUEST, else the build tree's (found from
  * $STRATA_BUILD or from where strata-bench is). */
 const char *bench_guest_path(void);

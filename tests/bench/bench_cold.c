@@ -165,6 +165,7 @@ struct cold_arg {
 
 struct cold_state {
 	struct cold *c;
+	struct vmm_host *host;  /* the case's own: it starts with nothing kept */
 	unsigned flags;
 	unsigned n;
 };
@@ -178,12 +179,19 @@ static int cold_setup(void **state, const void *arg)
 	if (!s)
 		return -ENOMEM;
 	s->flags = a->flags;
-	if ((rc = cold_new(a->heap, a->touch, a->flags & F_MOUNT, &s->c)) < 0) {
+	struct vmm_host_config hc;
+	vmm_host_config_defaults(&hc);
+	if (a->flags & F_NO_WARM)
+		hc.warm = 0;
+	if ((rc = vmm_host_new(&hc, &s->host, NULL)) < 0) {
 		free(s);
 		return rc;
 	}
-	if (a->flags & F_NO_WARM)
-		vmm_warm_cache_set(0);
+	if ((rc = cold_new(a->heap, a->touch, a->flags & F_MOUNT, &s->c)) < 0) {
+		vmm_host_free(s->host);
+		free(s);
+		return rc;
+	}
 	*state = s;
 	return 0;
 }
@@ -192,9 +200,8 @@ static void cold_teardown(void *state)
 {
 	struct cold_state *s = state;
 
-	if (s->flags & F_NO_WARM)
-		vmm_warm_cache_set(vmm_shell_cache_limit()); /* back to the shells' limit */
 	cold_free(s->c);
+	vmm_host_free(s->host);
 	free(s);
 }
 
@@ -204,7 +211,7 @@ static int cold_iter(void *state, struct bench_timer *t)
 	struct cold *c = s->c;
 	struct vmm_sandbox *sb = NULL;
 	struct vmm_snapdir *d = NULL;
-	struct vmm_config cfg = { .heap_size = c->heap };
+	struct vmm_config cfg = { .heap_size = c->heap, .host = s->host }, snap_cfg = { .host = s->host };
 	int rc = 0;
 
 	if (s->flags & F_SAVE) {
@@ -219,22 +226,23 @@ static int cold_iter(void *state, struct bench_timer *t)
 	if (s->flags & F_COLD)
 		drop_cache(c);
 	if (s->flags & F_FIRST) {
-		unsigned shells = vmm_shell_cache_limit();
-		vmm_shell_cache_set(0); /* drops shells and warm sandboxes */
-		vmm_shell_cache_set(shells);
+		struct vmm_host_stats hs;
+		vmm_host_stats(s->host, &hs);
+		vmm_host_limits_set(s->host, 0, 0); /* drops shells and warm sandboxes */
+		vmm_host_limits_set(s->host, hs.shells_max, hs.warm_max);
 		vmm_snapdir_caches_drop();
 	}
 	bench_timer_start(t);
 	if (s->flags & F_EVOLVE) {
 		rc = vmm_sandbox_new(bench_guest_path(), &cfg, &sb, NULL);
 	} else if (s->flags & F_STORE) {
-		rc = vmm_sandbox_from_snapshot(c->m, vmm_layer_open_store, c->st, NULL, &sb, NULL);
+		rc = vmm_sandbox_from_snapshot(c->m, vmm_layer_open_store, c->st, &snap_cfg, &sb, NULL);
 	} else {
 		unsigned fl = (s->flags & F_VERIFY ? VMM_SNAPDIR_VERIFY : 0) |
 			      (s->flags & F_VIA_FUSE ? VMM_SNAPDIR_VIA_FUSE : 0);
 		rc = vmm_snapdir_open(s->flags & F_MOUNT ? c->snap : c->copy, fl, &d, NULL);
 		if (rc == 0)
-			rc = vmm_sandbox_from_snapdir(d, NULL, &sb, NULL);
+			rc = vmm_sandbox_from_snapdir(d, &snap_cfg, &sb, NULL);
 		vmm_snapdir_close(d);
 	}
 	if (rc == 0 && (s->flags & F_ECHO))

@@ -16,6 +16,12 @@
 #define FLOOR "floor/kvm_run_roundtrip"
 #define OWN_FLOOR "snapshots/floor/kvm_run_roundtrip"
 
+/* The reset mode a benchmark names ("rewrite" or "drop"). */
+static enum vmm_reset_mode mode_of(const char *name)
+{
+	return strcmp(name, "drop") == 0 ? VMM_RESET_DROP : VMM_RESET_REWRITE;
+}
+
 static const char *floor_name = FLOOR;
 
 /* A sandbox with its own throwaway store, on a first snapshot. */
@@ -241,7 +247,7 @@ static int reset_setup(void **state, const void *arg)
 	if (rc < 0)
 		return rc;
 	s->write_pages = a->pages;
-	if ((rc = vmm_sandbox_set_reset(s->sb, a->mode, 0)) < 0 ||
+	if ((rc = vmm_sandbox_set_reset(s->sb, mode_of(a->mode), 0)) < 0 ||
 	    (rc = vmm_sandbox_set_dirty(s->sb, a->dirty)) < 0) {
 		state_free(s);
 		return rc;
@@ -328,7 +334,7 @@ static void resident_notes(struct bench *b, const char *mode)
 	snprintf(name, sizeof(name), "snapshots/resident_after_heavy/%s", mode);
 	if (!bench_selected(b, name) || state_new(64ull << 20, &s) < 0)
 		return;
-	vmm_sandbox_set_reset(s->sb, mode, 0);
+	vmm_sandbox_set_reset(s->sb, mode_of(mode), 0);
 	touch(s->sb, 32 << 8);
 	vmm_sandbox_restore(s->sb);
 	bench_note(b, name, (double)resident_pages(s->sb) * 4096 / 1048576.0, "MiB");

@@ -69,7 +69,7 @@ static int create_setup(void **state, const void *arg)
 static int create_iter(void *state, struct bench_timer *t)
 {
 	const struct bench_size *s = state;
-	struct vmm_config cfg = { .heap_size = s->heap };
+	struct vmm_config cfg = { .heap_size = s->heap, .host = bench_host() };
 	struct vmm_sandbox *sb;
 
 	bench_timer_start(t);
@@ -83,7 +83,7 @@ static int create_iter(void *state, struct bench_timer *t)
 static int create_drop_iter(void *state, struct bench_timer *t)
 {
 	const struct bench_size *s = state;
-	struct vmm_config cfg = { .heap_size = s->heap };
+	struct vmm_config cfg = { .heap_size = s->heap, .host = bench_host() };
 	struct vmm_sandbox *sb;
 
 	(void)t;

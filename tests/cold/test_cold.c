@@ -623,6 +623,45 @@ Test(cold, truncating_a_plain_copy_under_a_running_sandbox_is_harmless, .init = 
 	expect_refused(fx.copy, 0, "truncated");
 }
 
+/* The host the cache tests share: made by the first limits(), freed by
+ * host_end() once every sandbox made with it is freed. hc names it. */
+static struct vmm_host *H;
+static struct vmm_config hc;
+
+static void limits(unsigned n)
+{
+	struct vmm_error err;
+
+	if (!H) {
+		struct vmm_host_config c = { .shells = n, .warm = n };
+		cr_assert_eq(vmm_host_new(&c, &H, &err), 0, "%s", err.message);
+		hc = (struct vmm_config){ .host = H };
+	}
+	cr_assert_eq(vmm_host_limits_set(H, n, n), 0);
+}
+
+static unsigned shells_kept(void)
+{
+	struct vmm_host_stats st;
+
+	vmm_host_stats(H, &st);
+	return st.shells;
+}
+
+static unsigned warm_kept(void)
+{
+	struct vmm_host_stats st;
+
+	vmm_host_stats(H, &st);
+	return st.warm;
+}
+
+static void host_end(void)
+{
+	cr_assert_eq(vmm_host_free(H), 0, "every sandbox made with the host was freed");
+	H = NULL;
+}
+
 /* A freed sandbox leaves its VM shell for the next one of its size: the
  * next sandbox must see nothing of the previous guest. */
 Test(cold, a_recycled_vm_shell_carries_nothing_over, .init = setup_copy, .fini = fixture_down)
@@ -635,20 +674,20 @@ Test(cold, a_recycled_vm_shell_carries_nothing_over, .init = setup_copy, .fini =
 	uint8_t *mb, *mc;
 	uint64_t sb_size, sc_size;
 
-	vmm_shell_cache_set(4);
-	vmm_shell_cache_set(0); /* start empty */
-	vmm_shell_cache_set(4);
+	limits(4);
+	limits(0); /* start empty */
+	limits(4);
 	/* Fresh from the ELF: a dirties heap, stack and state, then is freed. */
-	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, NULL, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, &hc, &a, &err), 0, "%s", err.message);
 	cr_assert_eq(call_i64(a, "touch_pages", 16, true), 16);
 	cr_assert_eq(call_i64(a, "counter_next", 0, false), 1);
 	vmm_sandbox_free(a);
-	cr_assert_eq(vmm_shell_cached(), 1, "a healthy sandbox leaves its shell");
-	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, NULL, &b, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_shell_cached(), 0, "the next sandbox took it");
+	cr_assert_eq(shells_kept(), 1, "a healthy sandbox leaves its shell");
+	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, &hc, &b, &err), 0, "%s", err.message);
+	cr_assert_eq(shells_kept(), 0, "the next sandbox took it");
 	/* Compare with one built without any shell: byte for byte the same. */
-	vmm_shell_cache_set(0);
-	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, NULL, &c, &err), 0, "%s", err.message);
+	limits(0);
+	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, &hc, &c, &err), 0, "%s", err.message);
 	vmm_sandbox_memory(b, &mb, &sb_size);
 	vmm_sandbox_memory(c, &mc, &sc_size);
 	cr_assert_eq(sb_size, sc_size);
@@ -657,31 +696,31 @@ Test(cold, a_recycled_vm_shell_carries_nothing_over, .init = setup_copy, .fini =
 			  (unsigned long long)(off / 4096));
 	cr_assert_eq(call_i64(b, "counter_next", 0, false), 1);
 	vmm_sandbox_free(c);
-	vmm_shell_cache_set(4);
+	limits(4);
 	vmm_sandbox_free(b);
-	cr_assert_eq(vmm_shell_cached(), 1);
+	cr_assert_eq(shells_kept(), 1);
 
 	/* From a snapshot: the next sandbox equals the snapshot everywhere. */
 	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &a, &err), 0, "%s", err.message);
 	cr_assert_eq(call_i64(a, "touch_pages", 32, true), 32);
 	vmm_sandbox_free(a);
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &b, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &b, &err), 0, "%s", err.message);
 	uint64_t gpage = 0;
 	cr_assert_eq(vmm_sandbox_check(b, &gpage), 0, "guest page %llu differs from the snapshot",
 		     (unsigned long long)gpage);
 	cr_assert_eq(call_i64(b, "counter_next", 0, false), 4);
 
 	/* A poisoned sandbox's VM is destroyed, not kept. */
-	vmm_shell_cache_set(0);
-	vmm_shell_cache_set(4);
+	limits(0);
+	limits(4);
 	struct vmm_result r = { 0 };
 	cr_assert_lt(vmm_sandbox_call(b, "null_write", NULL, 0, &r), 0);
 	cr_assert(vmm_sandbox_poisoned(b));
 	vmm_sandbox_free(b);
-	cr_assert_eq(vmm_shell_cached(), 0, "a poisoned sandbox's VM is not reused");
+	cr_assert_eq(shells_kept(), 0, "a poisoned sandbox's VM is not reused");
 	vmm_snapdir_close(d);
-	vmm_shell_cache_set(8);
+	host_end();
 }
 
 static int host_add_cb(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
@@ -711,20 +750,20 @@ Test(cold, a_freed_sandbox_is_kept_warm_for_its_snapshot_and_nothing_of_it_leaks
 	uint64_t gpage = 0;
 	int rc;
 
-	vmm_shell_cache_set(0); /* start empty */
-	vmm_shell_cache_set(4);
+	limits(0); /* start empty */
+	limits(4);
 	/* From the store: a host function, dirty pages and state, then freed. */
-	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, NULL, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, &hc, &a, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_sandbox_register(a, "host_add", "i(ii)", host_add_cb, NULL), 0);
 	cr_assert_eq(add_via_host(a, &rc), 5);
 	cr_assert_eq(rc, 0);
 	cr_assert_eq(call_i64(a, "touch_pages", 32, true), 32);
 	cr_assert_eq(call_i64(a, "counter_next", 0, false), 4);
 	vmm_sandbox_free(a);
-	cr_assert_eq(vmm_warm_cached(), 1, "a healthy sandbox with a known snapshot is kept");
+	cr_assert_eq(warm_kept(), 1, "a healthy sandbox with a known snapshot is kept");
 	/* The same snapshot from the same files: it comes back as the snapshot. */
-	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, NULL, &b, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_warm_cached(), 0, "taken");
+	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, &hc, &b, &err), 0, "%s", err.message);
+	cr_assert_eq(warm_kept(), 0, "taken");
 	cr_assert_eq(vmm_sandbox_check(b, &gpage), 0, "guest page %llu differs from the snapshot",
 		     (unsigned long long)gpage);
 	cr_assert_eq(call_i64(b, "counter_next", 0, false), 4, "the state went back");
@@ -732,27 +771,27 @@ Test(cold, a_freed_sandbox_is_kept_warm_for_its_snapshot_and_nothing_of_it_leaks
 	cr_assert_lt(rc, 0, "the last user's host function is gone");
 	cr_assert(strstr(vmm_sandbox_error(b)->message, "host_add"), "%s", vmm_sandbox_error(b)->message);
 	vmm_sandbox_free(b);
-	cr_assert_eq(vmm_warm_cached(), 1);
+	cr_assert_eq(warm_kept(), 1);
 	/* The same snapshot through other files (a plain copy's private copy):
 	 * built anew, and the one kept over the store's files is dropped (that
 	 * content now comes from elsewhere). Two kept over the same files: one
 	 * is handed out, the other stays. */
 	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_warm_cached(), 1, "other files: built anew");
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &c, &err), 0, "%s", err.message);
+	cr_assert_eq(warm_kept(), 1, "other files: built anew");
 	cr_assert_eq(call_i64(c, "counter_next", 0, false), 4);
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &b, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &b, &err), 0, "%s", err.message);
 	vmm_sandbox_free(c);
-	cr_assert_eq(vmm_warm_cached(), 1, "kept over the copy; the one over the store's files dropped");
+	cr_assert_eq(warm_kept(), 1, "kept over the copy; the one over the store's files dropped");
 	vmm_sandbox_free(b);
-	cr_assert_eq(vmm_warm_cached(), 2);
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_warm_cached(), 1, "one handed out, its twin kept");
+	cr_assert_eq(warm_kept(), 2);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &c, &err), 0, "%s", err.message);
+	cr_assert_eq(warm_kept(), 1, "one handed out, its twin kept");
 	vmm_sandbox_free(c);
-	cr_assert_eq(vmm_warm_cached(), 2);
+	cr_assert_eq(warm_kept(), 2);
 	/* A sandbox rebased on its own capture is kept for that snapshot, but
 	 * not with more than 4 MiB of pages of its own. */
-	struct vmm_config big = { .heap_size = 16 << 20 };
+	struct vmm_config big = { .heap_size = 16 << 20, .host = H };
 	struct st_manifest *m = NULL;
 	st_id id;
 	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, &big, &a, &err), 0, "%s", err.message);
@@ -761,48 +800,48 @@ Test(cold, a_freed_sandbox_is_kept_warm_for_its_snapshot_and_nothing_of_it_leaks
 	cr_assert_eq(vmm_sandbox_rebase(a, m, &id), 0);
 	cr_assert_eq(call_i64(a, "touch_pages", 1100, true), 1100);
 	vmm_sandbox_free(a);
-	cr_assert_eq(vmm_warm_cached(), 2, "1,100 pages of its own: not kept");
+	cr_assert_eq(warm_kept(), 2, "1,100 pages of its own: not kept");
 	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, fx.st, &big, &a, &err), 0, "%s", err.message);
 	cr_assert_eq(call_i64(a, "touch_pages", 100, true), 100);
 	vmm_sandbox_free(a);
-	cr_assert_eq(vmm_warm_cached(), 3, "100 pages: kept");
+	cr_assert_eq(warm_kept(), 3, "100 pages: kept");
 	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, fx.st, &big, &a, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_warm_cached(), 2);
+	cr_assert_eq(warm_kept(), 2);
 	cr_assert_eq(vmm_sandbox_check(a, &gpage), 0, "guest page %llu", (unsigned long long)gpage);
 	vmm_sandbox_free(a);
 	st_manifest_free(m);
-	vmm_shell_cache_set(0);
-	vmm_shell_cache_set(4);
+	limits(0);
+	limits(4);
 	/* Poisoned: not kept. */
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_warm_cached(), 0);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &c, &err), 0, "%s", err.message);
+	cr_assert_eq(warm_kept(), 0);
 	struct vmm_result r = { 0 };
 	cr_assert_lt(vmm_sandbox_call(c, "null_write", NULL, 0, &r), 0);
 	vmm_sandbox_free(c);
-	cr_assert_eq(vmm_warm_cached(), 0, "a poisoned sandbox is not kept");
+	cr_assert_eq(warm_kept(), 0, "a poisoned sandbox is not kept");
 	/* At the limit the one kept longest makes room for the newest. */
-	vmm_shell_cache_set(0);
-	vmm_shell_cache_set(1);
-	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, NULL, &a, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
+	limits(0);
+	limits(1);
+	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, &hc, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &c, &err), 0, "%s", err.message);
 	vmm_sandbox_free(a);
 	vmm_sandbox_free(c);
-	cr_assert_eq(vmm_warm_cached(), 1);
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_warm_cached(), 0, "the newest (over the copy) was kept");
+	cr_assert_eq(warm_kept(), 1);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &c, &err), 0, "%s", err.message);
+	cr_assert_eq(warm_kept(), 0, "the newest (over the copy) was kept");
 	vmm_sandbox_free(c);
-	vmm_shell_cache_set(4);
+	limits(4);
 	/* The cache limit applies to them too; 0 empties it. */
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &c, &err), 0, "%s", err.message);
 	vmm_sandbox_free(c);
-	cr_assert_eq(vmm_warm_cached(), 1);
-	vmm_shell_cache_set(0);
-	cr_assert_eq(vmm_warm_cached(), 0);
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &c, &err), 0, "%s", err.message);
+	cr_assert_eq(warm_kept(), 1);
+	limits(0);
+	cr_assert_eq(warm_kept(), 0);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &c, &err), 0, "%s", err.message);
 	vmm_sandbox_free(c);
-	cr_assert_eq(vmm_warm_cached(), 0, "nothing kept with the cache off");
+	cr_assert_eq(warm_kept(), 0, "nothing kept with the cache off");
 	vmm_snapdir_close(d);
-	vmm_shell_cache_set(8);
+	host_end();
 }
 
 /* Random lives over two snapshots: every sandbox handed out, warm or built,
@@ -818,23 +857,23 @@ Test(cold, warm_sandboxes_never_carry_a_previous_life_over, .init = setup_copy, 
 	st_id id;
 
 	/* A second snapshot: the counter one step further. */
-	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, NULL, &sb, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, &hc, &sb, &err), 0, "%s", err.message);
 	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
 	cr_assert_eq(vmm_sandbox_capture(sb, fx.st, &m2), 0);
 	cr_assert_eq(st_manifest_id(m2, &id, NULL, 0), 0);
 	cr_assert_eq(vmm_sandbox_rebase(sb, m2, &id), 0);
 	vmm_sandbox_free(sb);
-	vmm_shell_cache_set(0);
-	vmm_shell_cache_set(3);
+	limits(0);
+	limits(3);
 	for (int i = 0; i < 300; i++) {
 		seed ^= seed << 13;
 		seed ^= seed >> 7;
 		seed ^= seed << 17;
 		bool second = seed & 1;
-		unsigned before = vmm_warm_cached();
-		cr_assert_eq(vmm_sandbox_from_snapshot(second ? m2 : fx.m, vmm_layer_open_store, fx.st, NULL, &sb, &err), 0,
+		unsigned before = warm_kept();
+		cr_assert_eq(vmm_sandbox_from_snapshot(second ? m2 : fx.m, vmm_layer_open_store, fx.st, &hc, &sb, &err), 0,
 			     "%s", err.message);
-		hits += vmm_warm_cached() < before;
+		hits += warm_kept() < before;
 		cr_assert_eq(vmm_sandbox_check(sb, &gpage), 0, "life %d: guest page %llu differs from the snapshot", i,
 			     (unsigned long long)gpage);
 		cr_assert_eq(call_i64(sb, "counter_next", 0, false), second ? 5 : 4, "life %d", i);
@@ -849,7 +888,7 @@ Test(cold, warm_sandboxes_never_carry_a_previous_life_over, .init = setup_copy, 
 	}
 	cr_assert_gt(hits, 100, "most lives reuse a kept sandbox (%u did)", hits);
 	st_manifest_free(m2);
-	vmm_shell_cache_set(8);
+	host_end();
 }
 
 /* Handles on the same plain copy share its private copy (so a warm sandbox
@@ -861,32 +900,32 @@ Test(cold, handles_on_an_unchanged_copy_share_its_private_copy, .init = setup_co
 	struct vmm_error err;
 	char cmd[PATH_MAX * 2 + 64];
 
-	vmm_shell_cache_set(0);
-	vmm_shell_cache_set(4);
+	limits(0);
+	limits(4);
 	cr_assert_not_null(getenv("STRATA_SRC"));
 	/* A copy made within 10 ms of its file's last change is not trusted
 	 * (file times can be coarse); let the fresh export age past that. */
 	usleep(100000);
 	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &sb, &err), 0, "%s", err.message);
 	vmm_snapdir_close(d);
 	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
 	vmm_sandbox_free(sb);
-	cr_assert_eq(vmm_warm_cached(), 1);
+	cr_assert_eq(warm_kept(), 1);
 	/* A second handle on the same, unchanged copy: the same private copy,
 	 * so the kept sandbox matches; verified mode hashes that copy. */
 	cr_assert_eq(vmm_snapdir_open(fx.copy, VMM_SNAPDIR_VERIFY, &d, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &sb, &err), 0, "%s", err.message);
 	vmm_snapdir_close(d);
-	cr_assert_eq(vmm_warm_cached(), 0, "the second handle's sandbox was the kept one");
+	cr_assert_eq(warm_kept(), 0, "the second handle's sandbox was the kept one");
 	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
 	vmm_sandbox_free(sb);
 	/* Once the kept copies are dropped, a new handle copies anew. */
 	vmm_snapdir_caches_drop();
 	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &sb, &err), 0, "%s", err.message);
 	vmm_snapdir_close(d);
-	cr_assert_eq(vmm_warm_cached(), 1, "a new private copy: the kept sandbox does not match");
+	cr_assert_eq(warm_kept(), 1, "a new private copy: the kept sandbox does not match");
 	vmm_sandbox_free(sb);
 	/* The layer file rewritten with the very same bytes: its times moved,
 	 * so it is copied anew and the kept sandbox does not match. */
@@ -906,9 +945,9 @@ Test(cold, handles_on_an_unchanged_copy_share_its_private_copy, .init = setup_co
 		usleep(100000); /* past the racy window: the times alone tell */
 	}
 	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &sb, &err), 0, "%s", err.message);
 	vmm_snapdir_close(d);
-	cr_assert_eq(vmm_warm_cached(), 1, "a changed file: built anew");
+	cr_assert_eq(warm_kept(), 1, "a changed file: built anew");
 	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
 	vmm_sandbox_free(sb);
 	/* Corrupted after an unverified open: verified mode refuses it. */
@@ -917,30 +956,82 @@ Test(cold, handles_on_an_unchanged_copy_share_its_private_copy, .init = setup_co
 	snprintf(cmd, sizeof(cmd), "'%s/tests/e2e/flip_byte' '%s' 100", getenv("STRATA_SRC"), first_layer());
 	cr_assert_eq(system(cmd), 0);
 	expect_refused(fx.copy, VMM_SNAPDIR_VERIFY, "does not hash to its name");
-	vmm_shell_cache_set(8);
+	host_end();
 }
 
 Test(cold, at_the_limit_the_oldest_shell_makes_room, .init = setup_copy, .fini = fixture_down)
 {
 	if (vmm_backend_resolve(VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS)
 		cr_skip_test("VM shells are the kvm backend's");
-	struct vmm_config small = { .heap_size = 1 << 20 }, big = { .heap_size = 8 << 20 };
 	struct vmm_sandbox *a, *b;
 	struct vmm_error err;
 
-	vmm_shell_cache_set(0);
-	vmm_shell_cache_set(1);
+	limits(0);
+	limits(1);
+	struct vmm_config small = { .heap_size = 1 << 20, .host = H }, big = { .heap_size = 8 << 20, .host = H };
 	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, &small, &a, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, &big, &b, &err), 0, "%s", err.message);
 	vmm_sandbox_free(a);
-	cr_assert_eq(vmm_shell_cached(), 1);
+	cr_assert_eq(shells_kept(), 1);
 	vmm_sandbox_free(b);
-	cr_assert_eq(vmm_shell_cached(), 1, "one place: the newest shell holds it");
+	cr_assert_eq(shells_kept(), 1, "one place: the newest shell holds it");
 	cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, &big, &b, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_shell_cached(), 0, "the size used now found its shell");
+	cr_assert_eq(shells_kept(), 0, "the size used now found its shell");
 	cr_assert_eq(call_i64(b, "counter_next", 0, false), 1);
 	vmm_sandbox_free(b);
-	vmm_shell_cache_set(8);
+	host_end();
+}
+
+/* A host's policy is what its sandboxes start with; a sandbox's override
+ * with an argument out of range changes nothing; a host is not freed
+ * under a sandbox made with it, and frees what it keeps once free. */
+Test(cold, a_host_gives_its_policy_and_outlives_its_sandboxes, .init = setup_copy, .fini = fixture_down)
+{
+	struct vmm_host_config c = { .shells = 2, .warm = 2 };
+	struct vmm_policy drop;
+	struct vmm_snap_stats st;
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+	struct vmm_host *h;
+
+	vmm_policy_defaults(&drop);
+	drop.mode = VMM_RESET_DROP;
+	c.policy = &drop;
+	cr_assert_eq(vmm_host_new(&c, &h, &err), 0, "%s", err.message);
+	struct vmm_config cfg = { .host = h };
+	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, &cfg, &sb, &err), 0, "%s",
+		     err.message);
+	cr_assert_eq(vmm_host_policy(h)->mode, VMM_RESET_DROP);
+	/* The process backend always rewrites (docs/vmm.md): the mode shows on KVM. */
+	bool kvm = vmm_sandbox_backend(sb) == VMM_BACKEND_KVM;
+	cr_assert_eq(call_i64(sb, "touch_pages", 8, true), 8);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0);
+	vmm_sandbox_snap_stats(sb, &st);
+	if (kvm) {
+		cr_assert_gt(st.pages_dropped, 0, "the host's drop policy applies");
+		cr_assert_eq(st.pages_rewritten, 0);
+	}
+	/* Out of range: -EINVAL, and the policy stays drop. */
+	cr_assert_eq(vmm_sandbox_set_reset(sb, VMM_RESET_REWRITE, VMM_POLICY_KEEP_MAX + 1), -EINVAL);
+	cr_assert_eq(vmm_sandbox_set_reset(sb, (enum vmm_reset_mode)7, 0), -EINVAL);
+	uint64_t dropped = st.pages_dropped;
+	cr_assert_eq(call_i64(sb, "touch_pages", 8, true), 8);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0);
+	vmm_sandbox_snap_stats(sb, &st);
+	if (kvm)
+		cr_assert_gt(st.pages_dropped, dropped, "a refused override left the mode as it was");
+	struct vmm_host_stats hs;
+	vmm_host_stats(h, &hs);
+	cr_assert_eq(hs.sandboxes, 1);
+	cr_assert_eq(vmm_host_free(h), -EBUSY, "a live sandbox keeps its host");
+	vmm_sandbox_free(sb);
+	vmm_host_stats(h, &hs);
+	cr_assert_eq(hs.sandboxes, 0);
+	cr_assert_eq(hs.warm, 1, "kept warm by its host");
+	cr_assert_eq(vmm_host_limits_set(h, VMM_HOST_SHELLS_MAX + 1, 0), VMM_E_BAD_CONFIG);
+	vmm_host_stats(h, &hs);
+	cr_assert_eq(hs.warm, 1, "a refused limit changes nothing");
+	cr_assert_eq(vmm_host_free(h), 0);
 }
 
 /* The pool is shared by threads: each takes a sandbox, calls, puts it back

@@ -6,7 +6,7 @@ G="${STRATA_BUILD:?}/vmm/guest/simpleguest.elf"
 T=$(mktemp -d /tmp/strata-e2e-snap.XXXXXX)
 trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
 ST="$T/store"
-N=18
+N=23
 n=0
 fails=0
 echo "1..$N"
@@ -65,7 +65,26 @@ check_kvm "calibrate writes a policy file" 0 'policy \(reset = (rewrite|drop)\) 
 	"$S" calibrate --output "$T/policy"
 check_kvm "a sandbox runs under the calibrated policy" 0 '^2$' -- \
 	env STRATA_POLICY="$T/policy" "$S" --store "$ST" run one --call counter_next
-printf 'reset = sideways\n' >"$T/badpolicy"
-check_kvm "a malformed policy file falls back to the defaults" 0 '^2$' -- \
+printf '# ok\nreset = sideways\n' >"$T/badpolicy"
+check "a malformed policy file is reported by file and line" 1 "reset policy: $T/badpolicy line 2: expected" -- \
 	env STRATA_POLICY="$T/badpolicy" "$S" --store "$ST" run one --call counter_next
+check "a policy file STRATA_POLICY names must exist" 1 "STRATA_POLICY names $T/nosuch, which does not exist" -- \
+	env STRATA_POLICY="$T/nosuch" "$S" --store "$ST" run one --call counter_next
+check "doctor says the policy file is malformed" 1 "policy: +unusable: $T/badpolicy line 2" -- \
+	env STRATA_POLICY="$T/badpolicy" "$S" doctor
+check "a junk STRATA_VM_CACHE is refused" 2 "STRATA_VM_CACHE wants a number of idle VMs from 0 to 1024, not 'lots'" -- \
+	env STRATA_VM_CACHE=lots "$S" --store "$ST" run one --call counter_next
+check_kvm "calibrate's policy file reads back" 0 "reset = (rewrite|drop), keep_restores = 16, idle_cap = 1024, range_cap = [0-9]+, dirty = [a-z-]+ \(from $T/policy\)" -- \
+	bash -c 'STRATA_POLICY="$1" "$2" doctor; true' _ "$T/policy" "$S"
+
+# A capture into a read-only store names the store's error, not "Unknown error".
+mkdir -p "$T/ro"
+if mount --bind "$ST" "$T/ro" 2>/dev/null && mount -o remount,bind,ro "$T/ro" 2>/dev/null; then
+	check_kvm "run --snapshot into a read-only store says read-only" 1 'store is read-only' -- \
+		"$S" --store "$T/ro" run one --call counter_next --snapshot three
+	umount "$T/ro"
+else
+	n=$((n + 1))
+	echo "ok $n - run --snapshot into a read-only store says read-only # SKIP cannot bind-mount read-only here"
+fi
 [ "$fails" -eq 0 ]

@@ -80,7 +80,6 @@ Test(capture, rebase_refuses_a_manifest_that_is_not_the_pending_capture)
 
 Test(capture, too_many_ranges_compacts_into_one_flat_layer)
 {
-	setenv("STRATA_POLICY", "/nonexistent", 1);
 	struct vmm_sandbox *sb = sh_sandbox(8 << 20);
 	struct st_manifest *m = NULL;
 

@@ -90,6 +90,98 @@ Test(policy, long_lines_are_read_whole)
 	free(text);
 }
 
+/* The one writer and the one reader of the format agree; what the writer
+ * refuses leaves no file; a failed read leaves the caller's policy as it was. */
+Test(policy, what_the_writer_writes_the_reader_reads_back)
+{
+	char dir[] = "/tmp/strata-policy-w-XXXXXX", path[64], why[256];
+	struct vmm_policy p, q, keep;
+	struct vmm_policy_note notes[2] = { { "rewrite_16_pages_us", 12.5 }, { "map_range_us", 0.74 } };
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/policy", dir);
+	vmm_policy_defaults(&p);
+	p.mode = VMM_RESET_DROP;
+	p.keep_restores = 9;
+	p.idle_cap = 77;
+	p.range_cap = 123;
+	p.dirty = VMM_DIRTY_READ;
+	cr_assert_eq(vmm_policy_write(path, &p, notes, 2, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(vmm_policy_read(path, &q, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(q.mode, p.mode);
+	cr_assert_eq(q.keep_restores, 9);
+	cr_assert_eq(q.idle_cap, 77);
+	cr_assert_eq(q.range_cap, 123);
+	cr_assert_eq(q.dirty, VMM_DIRTY_READ);
+	cr_assert_str_eq(q.source, path);
+	unlink(path);
+	/* Refused: a bad note name, a value out of range; no file, no temporary. */
+	struct vmm_policy_note bad = { "has space", 1 };
+	cr_assert_eq(vmm_policy_write(path, &p, &bad, 1, why, sizeof(why)), -EINVAL);
+	p.keep_restores = 0;
+	cr_assert_eq(vmm_policy_write(path, &p, NULL, 0, why, sizeof(why)), -EINVAL);
+	cr_assert(strstr(why, "keep_restores"), "%s", why);
+	cr_assert_neq(access(path, F_OK), 0);
+	char tmp[80];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	cr_assert_neq(access(tmp, F_OK), 0);
+	/* A malformed file: the caller's policy is untouched. */
+	const char *f = write_tmp("reset = drop\nkeep_restores = many\n");
+	memset(&keep, 0x5a, sizeof(keep));
+	q = keep;
+	cr_assert_eq(vmm_policy_read(f, &q, why, sizeof(why)), VMM_E_BAD_POLICY);
+	cr_assert(strstr(why, f) && strstr(why, "line 2"), "%s", why);
+	cr_assert(memcmp(&q, &keep, sizeof(q)) == 0, "a failed read changed the policy");
+	unlink(f);
+	rmdir(dir);
+}
+
+/* vmm_strerror names its own codes and hands every other to the store's
+ * chain: a capture into a read-only store once printed "Unknown error 1007". */
+Test(policy, vmm_strerror_falls_back_to_the_store)
+{
+	cr_assert_str_eq(vmm_strerror(ST_EREADONLY), st_strerror(ST_EREADONLY));
+	cr_assert(strstr(vmm_strerror(ST_EREADONLY), "read-only"), "%s", vmm_strerror(ST_EREADONLY));
+	cr_assert_str_eq(vmm_strerror(ST_ECORRUPT), st_strerror(ST_ECORRUPT));
+	cr_assert_str_eq(vmm_strerror(-ENOENT), strerror(ENOENT));
+	cr_assert(strstr(vmm_strerror(VMM_E_BAD_POLICY), "policy"));
+	cr_assert(strstr(vmm_strerror(VMM_E_STALE), "pending capture"));
+	for (int c = -1299; c <= -1200; c++)
+		cr_assert(!strstr(vmm_strerror(c), "Unknown error"), "code %d", c);
+}
+
+/* A host's limits and policy are checked before anything is made. */
+Test(policy, a_host_refuses_limits_and_policies_out_of_range)
+{
+	struct vmm_host_config c;
+	struct vmm_policy bad;
+	struct vmm_error err;
+	struct vmm_host *h = NULL;
+
+	vmm_host_config_defaults(&c);
+	c.shells = VMM_HOST_SHELLS_MAX + 1;
+	cr_assert_eq(vmm_host_new(&c, &h, &err), VMM_E_BAD_CONFIG);
+	cr_assert(strstr(err.message, "shells"), "%s", err.message);
+	vmm_host_config_defaults(&c);
+	c.warm = VMM_HOST_WARM_MAX + 1;
+	cr_assert_eq(vmm_host_new(&c, &h, &err), VMM_E_BAD_CONFIG);
+	vmm_policy_defaults(&bad);
+	bad.range_cap = 0;
+	vmm_host_config_defaults(&c);
+	c.policy = &bad;
+	cr_assert_eq(vmm_host_new(&c, &h, &err), VMM_E_BAD_CONFIG);
+	cr_assert(strstr(err.message, "range_cap"), "%s", err.message);
+	cr_assert_null(h, "nothing made");
+	cr_assert_eq(vmm_host_new(NULL, &h, &err), 0, "%s", err.message);
+	struct vmm_host_stats st;
+	vmm_host_stats(h, &st);
+	cr_assert_eq(st.shells_max, 8);
+	cr_assert_eq(st.warm_max, 8);
+	cr_assert_eq(st.sandboxes, 0);
+	cr_assert_eq(vmm_host_free(h), 0);
+	cr_assert_eq(vmm_host_free(NULL), 0);
+}
+
 Test(policy, vcpu_state_round_trips_through_json)
 {
 	struct vmm_vcpu_state a, b;
