@@ -53,6 +53,11 @@ struct fs_config {
 	/* Where the daemon says why it refused something (never NULL). */
 	void (*log)(void *ctx, int prio, const char *msg);
 	void *log_ctx;
+	/* Lazy layers (docs/lazy.md): the CA bundle and credentials for the
+	 * registries their chunks come from (creds may be NULL: anonymous). */
+	const char *cacert;
+	int (*creds)(void *ctx, const char *host, char **user, char **pass);
+	void *creds_ctx;
 	/* Called once the mount is live, before serving (may be NULL): the
 	 * place to tell a waiting parent process that the mount succeeded. */
 	void (*ready)(void *ctx);

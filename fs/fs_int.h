@@ -140,6 +140,7 @@ struct fs {
 	const struct fs_config *cfg;
 	struct st_store *store;
 	struct ix *ix;
+	struct ix_lazy *lazy;  /* chunks of lazy layers, fetched on read */
 	struct fs_itable *itable;
 	enum fs_read_mode read_mode;
 	int64_t start_ns;     /* mount time: times of the fixed dirs */

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "fs/fs_int.h"
+#include "index/lazy.h"
 #include "store/mountabi.h"
 
 
@@ -281,8 +282,17 @@ static int blob_attr(struct fs *fs, struct fs_node *n)
 	rc = st_blob_path(fs->store, &n->id, path, sizeof(path));
 	if (rc < 0)
 		return rc;
-	if (stat(path, &bs) < 0)
-		return -errno;
+	if (stat(path, &bs) < 0) {
+		struct ix_lazy_info li;
+		rc = -errno;
+		if (rc != -ENOENT || ix_lazy_layer_info(fs->lazy, &n->id, &li) != 1)
+			return rc;
+		/* A lazy layer: its full size, the chunks it holds so far. */
+		n->size = li.size;
+		n->blocks = li.present * li.chunk_size / 512;
+		n->mtime_ns = fs->start_ns;
+		return 0;
+	}
 	n->size = (uint64_t)bs.st_size;
 	n->blocks = (uint64_t)bs.st_blocks;
 	n->mtime_ns = (int64_t)bs.st_mtim.tv_sec * 1000000000ll + bs.st_mtim.tv_nsec;
@@ -617,6 +627,9 @@ int fs_ns_getxattr(struct fs *fs, struct fs_node *n, const char *name, char *buf
 	if (strcmp(name, ST_XATTR_RESTORE) == 0 && n->kind == FS_K_SNAPDIR)
 		return restore_value(fs, n, buf, size);
 	if (strcmp(name, ST_XATTR_BLOB_PATH) == 0 && (n->kind == FS_K_BLOB || n->kind == FS_K_STAGEFILE)) {
+		struct ix_lazy_info li;
+		if (n->kind == FS_K_BLOB && !st_blob_has(fs->store, &id) && ix_lazy_layer_info(fs->lazy, &id, &li) == 1)
+			return -ENODATA; /* no complete backing blob yet */
 		int rc = st_blob_path(fs->store, &id, path, sizeof(path));
 		if (rc < 0)
 			return rc;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fs/fs_int.h"
+#include "index/lazy.h"
 #include "fs/ops.h"
 #include "store/mountabi.h"
 
@@ -24,6 +25,8 @@ struct fs_fh {
 	int fd;                    /* FH_BLOB: the backing blob (O_DIRECT in FS_READ_DIRECT) */
 	int fd_buffered;           /* FH_BLOB: a plain fd for reads O_DIRECT cannot do (-1 until needed) */
 	char *map;                 /* FH_BLOB, FS_READ_DIRECT: the backing blob mapped, MADV_RANDOM */
+	bool lazy;                 /* FH_BLOB: fd is a lazy layer's partial file; fetch before reading */
+	st_id id;                  /* FH_BLOB: the blob */
 	size_t maplen;
 	const struct fs_snap *snap;/* FH_BUF (manifest.json), FH_MEM */
 	pthread_mutex_t lock;      /* FH_MEM: lazily opened layers */
@@ -805,7 +808,14 @@ static int blob_fh(struct fs *fs, const st_id *id, struct fs_fh **out)
 
 	if (!fh)
 		return -ENOMEM;
-	if ((rc = blob_fd(fs, id, false, &fh->fd)) < 0) {
+	fh->id = *id;
+	rc = blob_fd(fs, id, false, &fh->fd);
+	if (rc == -ENOENT && ix_lazy_fd(fs->lazy, id, &fh->fd) == 0) {
+		fh->lazy = true;
+		*out = fh;
+		return 0;
+	}
+	if (rc < 0) {
 		fh_free(fs, fh);
 		return rc;
 	}
@@ -1009,6 +1019,18 @@ static ssize_t backing_read(struct fs *fs, struct fs_fh *fh, int fd, const st_id
 	return r;
 }
 
+/* Bring the chunks of a lazy layer that [off, off + len) touches into the
+ * store. A chunk that cannot be had (refused, registry unreachable after
+ * the retries) is EIO for the reader; the log says which and why. */
+static int lazy_fetch(struct fs *fs, struct fs_fh *fh, uint64_t off, uint64_t len)
+{
+	struct ix_lazy_range r = { off, len };
+	char why[ST_WHY_LEN * 2];
+	int rc = ix_lazy_fetch(fs->lazy, &fh->id, &r, 1, why, sizeof(why));
+
+	return rc < 0 && rc != -ENOMEM ? -EIO : rc;
+}
+
 static void read_mem(fuse_req_t req, struct fs *fs, struct fs_fh *fh, size_t size, off_t off)
 {
 	const struct st_manifest *m = fh->snap->m;
@@ -1044,6 +1066,8 @@ static void read_mem(fuse_req_t req, struct fs *fs, struct fs_fh *fh, size_t siz
 			if (rc < 0)
 				break;
 			ssize_t r;
+			if (lh->lazy && (rc = lazy_fetch(fs, lh, loff, n)) < 0)
+				break;
 			if (lh->map && loff + n <= lh->maplen && resident(lh, (size_t)loff, n)) {
 				memcpy(buf + done, lh->map + loff, n);
 				r = (ssize_t)n;
@@ -1092,6 +1116,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		read_mem(req, fs, fh, size, off);
 		return;
 	case FH_BLOB:
+		if (fh->lazy) {
+			int rc = lazy_fetch(fs, fh, (uint64_t)off, size);
+			if (rc < 0) {
+				reply_err(req, rc);
+				return;
+			}
+		}
 		if (fh->map && (size_t)off < fh->maplen) {
 			size_t len = size < fh->maplen - (size_t)off ? size : fh->maplen - (size_t)off;
 			if (resident(fh, (size_t)off, len)) {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fs/fs_int.h"
+#include "index/lazy.h"
 #include "fs/ops.h"
 #include "store/mountabi.h"
 
@@ -204,6 +205,12 @@ static int make_args(const struct fs_config *cfg, const char *store, struct fuse
 	return 0;
 }
 
+/* A refused chunk or a failed fetch, said in the mount's log. */
+static void lazy_log(void *ctx, const char *msg)
+{
+	fs_log(ctx, FS_LOG_ERR, "%s", msg);
+}
+
 int fs_serve(const struct fs_config *cfg)
 {
 	struct fs fs = { .cfg = cfg };
@@ -228,6 +235,10 @@ int fs_serve(const struct fs_config *cfg)
 	rc = ix_open(fs.store, NULL, &fs.ix);
 	if (rc < 0)
 		goto out_close_store;
+	struct ix_lazy_opts lo = { .cacert = cfg->cacert, .creds = cfg->creds, .creds_ctx = cfg->creds_ctx,
+				   .log = lazy_log, .log_ctx = &fs };
+	if ((rc = ix_lazy_open(fs.ix, &lo, &fs.lazy)) < 0)
+		goto out_close_index;
 	rc = fs_itable_new(release_node, &fs, &fs.itable);
 	if (rc < 0)
 		goto out_close_index;
@@ -296,6 +307,7 @@ out_free_view:
 	fs_itable_free(fs.itable);
 	fs_view_fini(&fs);
 out_close_index:
+	ix_lazy_close(fs.lazy);
 	ix_close(fs.ix);
 out_close_store:
 	st_store_close(fs.store);

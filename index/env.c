@@ -289,6 +289,11 @@ static int open_dbs(struct ix *ix, bool create)
 	ix->has_sha256 = rc == 0;
 	if (rc < 0 && !(rc == MDB_NOTFOUND && ix->rdonly))
 		goto out_abort;
+	/* Lazy layers (lazy.c) came later still: the same rule. */
+	rc = ix_mdb(mdb_dbi_open(txn, "lazy", f, &ix->lazy));
+	ix->has_lazy = rc == 0;
+	if (rc < 0 && !(rc == MDB_NOTFOUND && ix->rdonly))
+		goto out_abort;
 
 	k = ix_val(KEY_VERSION, sizeof(KEY_VERSION) - 1);
 	rc = ix_mdb(mdb_get(txn, ix->meta, &k, &v));

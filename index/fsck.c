@@ -300,7 +300,9 @@ static int check_blobs(struct fsck *f, MDB_txn *txn)
 		if (nref > 0) {
 			uint64_t size;
 			int src = st_blob_size(f->ix->s, &rid, &size);
-			if (src == -ENOENT && still_referenced(f->ix, &rid))
+			if (src == -ENOENT && ix_lazy_rec_has(f->ix, txn, &rid, &size))
+				f->st.lazy++; /* its chunks come on demand (lazy.c) */
+			else if (src == -ENOENT && still_referenced(f->ix, &rid))
 				problem(f, IX_PROBLEM_MISSING, &rid, NULL, "blob file is missing");
 			else if (src == -ENOENT)
 				;

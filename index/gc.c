@@ -105,6 +105,10 @@ int ix_gc(struct ix *ix, unsigned grace_s, struct ix_gc_stats *stats)
 		if ((rc = ix_write(ix, gc_batch_fn, &b)) < 0)
 			goto out_free;
 	}
+	uint64_t lazy = 0;
+	if ((rc = ix_lazy_gc(ix, l.cutoff_ns, &lazy)) < 0)
+		goto out_free;
+	st.lazy_removed = lazy;
 	if (stats)
 		*stats = st;
 out_free:

@@ -204,6 +204,7 @@ struct ix_gc_stats {
 	uint64_t blobs_removed, bytes_removed;
 	uint64_t blobs_young;     /* unreferenced but inside the grace period: kept */
 	uint64_t tmp_removed;     /* stale staging files removed */
+	uint64_t lazy_removed;    /* lazy layers no snapshot uses (records, files) removed */
 };
 /*
  * Remove blob files no snapshot references and whose mtime is older than
@@ -234,6 +235,7 @@ struct ix_problem {
 };
 struct ix_fsck_stats {
 	uint64_t snapshots, blobs, blob_files, bytes_hashed;
+	uint64_t lazy;             /* referenced layers that are lazy (no blob file yet, by design) */
 	uint64_t errors, orphans;  /* found (before any repair) */
 	uint64_t repaired;         /* IX_FSCK_REPAIR: problems an action was taken on */
 	uint64_t remaining;        /* errors a check finds after the repair (= the return value) */
@@ -307,6 +309,8 @@ struct ix_oci_stats {
 	uint64_t bytes_skipped;
 	uint64_t bytes_resumed;   /* pull: bytes of interrupted fetches reused */
 	uint64_t bytes_sha256;    /* bytes sha256-hashed for the table (0 when all were known) */
+	uint64_t bytes_chunks;    /* chunk indexes sent (push) or fetched (lazy pull) */
+	uint32_t layers_lazy;     /* lazy pull: layers recorded without their bytes */
 	bool existed;             /* pull: the top snapshot was already in the store */
 };
 
@@ -343,6 +347,8 @@ struct ix_oci_sink {
 	int (*blob_put)(void *ctx, const struct st_oci_desc *d, int fd, const void *buf, char *why, size_t whylen);
 	int (*manifest_put)(void *ctx, const char *json, size_t len, const uint8_t sha[ST_SHA256_LEN],
 			    const char *tag, char *why, size_t whylen);
+	/* Chunk size of the chunk indexes written (index/lazy.h; 0: IX_CHUNK_DEFAULT). */
+	uint32_t chunk_size;
 };
 
 /*
@@ -361,6 +367,10 @@ struct ix_oci_source {
 	/* True if rc from manifest_get means "no such manifest": a parent
 	 * (subject) that is absent ends the chain instead of failing it. */
 	bool (*not_found)(int rc);
+	/* For lazy pulls: the registry repository "host[:port]/repo" later
+	 * Range requests go to, and whether it is plain HTTP (NULL: none). */
+	const char *origin;
+	bool insecure;
 };
 
 /*
@@ -377,6 +387,7 @@ int ix_oci_push(struct ix *ix, const char *ref, const char *tag, const struct ix
 
 enum {
 	IX_OCI_KEEP_PARTIAL = 1u << 8,  /* pull: keep verified blobs and partial fetches of a failed pull, to resume */
+	IX_OCI_LAZY = 1u << 9,          /* pull: record layers the store lacks as lazy (index/lazy.h), fetch none */
 };
 /*
  * Pull the OCI manifest ref from src, and the chain of its subjects until

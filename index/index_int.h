@@ -13,6 +13,8 @@ struct ix {
 	MDB_dbi blobs, snaps, tags, children, meta;
 	MDB_dbi sha256;   /* XXH3-128 id -> sha256 (oci.c); valid iff has_sha256 */
 	bool has_sha256;  /* false only in a read-only index written before it existed */
+	MDB_dbi lazy;     /* layer id -> lazy record (lazy.c); valid iff has_lazy */
+	bool has_lazy;
 	bool rdonly;
 	uint8_t uuid[16];
 	/* Readers and writers of this process hold it shared; growing the map
@@ -126,5 +128,32 @@ int ix_repair_index(struct ix *ix, const struct ix_saved_rec *saved, size_t nsav
  * references by now (one write txn; best effort, gc reclaims leftovers). */
 void ix_blobs_rollback(struct ix *ix, const st_id *ids, size_t n);
 int ix_why(char *why, size_t whylen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* ---- lazy layers (lazy.c) ---- */
+
+struct ix_chunks;
+/* A lazy record's value (malloc'd). */
+int ix_lazy_rec_encode(const struct ix_chunks *c, const uint8_t sha[ST_SHA256_LEN], const char *origin, bool insecure,
+		       uint8_t **buf, size_t *len);
+/* True if txn holds a lazy record for layer; *size (may be NULL) gets its size. */
+bool ix_lazy_rec_has(struct ix *ix, MDB_txn *txn, const st_id *layer, uint64_t *size);
+/* Create STORE/lazy/<id>.part (sparse, size bytes) and .map (nchunks zero
+ * bytes), replacing leftovers; durable per the store's policy. */
+int ix_lazy_files_make(struct ix *ix, const st_id *layer, uint64_t size, uint64_t nchunks);
+/* Remove them (best effort). */
+void ix_lazy_files_del(struct ix *ix, const st_id *layer);
+/* gc: drop lazy records (and files) of layers no snapshot references, and
+ * lazy files no record names, last touched before cutoff_ns. */
+int ix_lazy_gc(struct ix *ix, int64_t cutoff_ns, uint64_t *removed);
+/* A lazy record to put with a chain commit. */
+struct ix_lazy_put {
+	st_id layer;
+	uint8_t *val;
+	size_t len;
+};
+/* ix_snap_commit_chain that also puts recs (layers without a blob file,
+ * which then count as present) in the same transaction. */
+int ix_snap_commit_chain_lazy(struct ix *ix, const struct st_manifest *const *ms, size_t n, const char *tag,
+			      unsigned flags, st_id *out_top, const struct ix_lazy_put *recs, size_t nrecs);
 
 #endif

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "index/index_int.h"
+#include "index/lazy.h"
 
 /* Blob bytes are hashed and copied in chunks of this size. */
 #define OCI_CHUNK (1u << 20)
@@ -211,13 +212,43 @@ struct out_snap {
 	char *config;
 	size_t config_len;
 	struct st_oci_manifest om;
+	uint8_t **chunks;         /* each layer's chunk index bytes */
 };
 
 static void out_snap_clear(struct out_snap *o)
 {
+	for (uint32_t i = 0; o->chunks && i < o->om.nchunks; i++)
+		free(o->chunks[i]);
+	free(o->chunks);
 	st_manifest_free(o->m);
 	free(o->config);
 	free(o->om.layers);
+	free(o->om.chunks);
+}
+
+/* The chunk index of a store layer, as a descriptor and its bytes. */
+static int chunk_index_make(struct ix *ix, const struct st_oci_desc *layer, uint32_t cs, struct st_oci_desc *d,
+			    uint8_t **bytes)
+{
+	struct ix_chunks *c;
+	size_t len;
+	int fd, rc;
+
+	if ((rc = st_blob_open(ix->s, &layer->id, &fd)) < 0)
+		return rc;
+	rc = ix_chunks_build(fd, &layer->id, layer->size, cs ? cs : IX_CHUNK_DEFAULT, &c);
+	close(fd);
+	if (rc < 0)
+		return rc;
+	rc = ix_chunks_encode(c, bytes, &len);
+	ix_chunks_free(c);
+	if (rc < 0)
+		return rc;
+	d->size = len;
+	d->has_id = true;
+	st_id_hash(*bytes, len, &d->id);
+	st_sha256_hash(*bytes, len, d->sha256);
+	return 0;
 }
 
 /* sha256 of a store blob: from the table, else hashed once (and added to l). */
@@ -260,7 +291,7 @@ out_close:
 }
 
 /* Fill o from snapshot id: manifest, canonical config, every digest. */
-static int out_snap_load(struct ix *ix, const st_id *id, struct out_snap *o, struct sha_list *l,
+static int out_snap_load(struct ix *ix, const st_id *id, uint32_t cs, struct out_snap *o, struct sha_list *l,
 			 struct ix_oci_stats *st, uint8_t *buf, char *why, size_t whylen)
 {
 	struct ix_txn *t;
@@ -286,7 +317,9 @@ static int out_snap_load(struct ix *ix, const st_id *id, struct out_snap *o, str
 	}
 	if (rc < 0)
 		return rc;
-	if (o->m->nlayers && !(o->om.layers = calloc(o->m->nlayers, sizeof(*o->om.layers))))
+	if (o->m->nlayers && (!(o->om.layers = calloc(o->m->nlayers, sizeof(*o->om.layers))) ||
+			      !(o->om.chunks = calloc(o->m->nlayers, sizeof(*o->om.chunks))) ||
+			      !(o->chunks = calloc(o->m->nlayers, sizeof(*o->chunks)))))
 		return -ENOMEM;
 	o->om.nlayers = o->m->nlayers;
 	for (uint32_t i = 0; i < o->m->nlayers; i++) {
@@ -299,9 +332,15 @@ static int out_snap_load(struct ix *ix, const st_id *id, struct out_snap *o, str
 		if ((rc = blob_sha(ix, &d->id, d->sha256, l, st, buf)) < 0) {
 			st_id_format(&d->id, hex);
 			if (rc == -ENOENT)
-				snprintf(why, whylen, "layer %s is missing from the store (run 'strata verify')", hex);
+				snprintf(why, whylen, "layer %s is missing from the store (run 'strata verify'; "
+					 "a lazy layer: 'strata pull' completes it)", hex);
 			return rc;
 		}
+		/* Each layer's chunk index travels with it, so it can be pulled
+		 * lazily (docs/lazy.md). */
+		if ((rc = chunk_index_make(ix, d, cs, &o->om.chunks[i], &o->chunks[i])) < 0)
+			return rc;
+		o->om.nchunks++;
 	}
 	return 0;
 }
@@ -405,7 +444,7 @@ static int push_id(struct ix *ix, const st_id *top, const char *tag, const struc
 		size_t len;
 		uint8_t sha[ST_SHA256_LEN];
 
-		if ((rc = out_snap_load(ix, &chain[k], &o, &l, st, buf, why, whylen)) < 0)
+		if ((rc = out_snap_load(ix, &chain[k], sink->chunk_size, &o, &l, st, buf, why, whylen)) < 0)
 			goto out_snap;
 		/* Record new digests before sending, so an interrupted push
 		 * does not hash them again. */
@@ -415,6 +454,12 @@ static int push_id(struct ix *ix, const st_id *top, const char *tag, const struc
 		for (uint32_t i = 0; i < o.om.nlayers; i++)
 			if ((rc = push_blob(ix, sink, &o.om.layers[i], NULL, prog, i, count, st, why, whylen)) < 0)
 				goto out_snap;
+		for (uint32_t i = 0; i < o.om.nchunks; i++) {
+			struct ix_oci_stats cst = { 0 };
+			if ((rc = push_blob(ix, sink, &o.om.chunks[i], o.chunks[i], NULL, 0, 0, &cst, why, whylen)) < 0)
+				goto out_snap;
+			st->bytes_chunks += cst.bytes_moved;
+		}
 		if ((rc = push_blob(ix, sink, &o.om.config, o.config, prog, o.om.nlayers, count, st, why, whylen)) < 0)
 			goto out_snap;
 		o.om.has_subject = has_subject;
@@ -649,6 +694,122 @@ out_sha:
 	return rc;
 }
 
+/* Lazy records a pull will commit with its snapshots. */
+struct lazy_list {
+	struct ix_lazy_put *v;
+	size_t n, cap;
+};
+
+/* Uncommitted records: their files go too. */
+static void lazy_list_free(struct ix *ix, struct lazy_list *lz)
+{
+	for (size_t i = 0; i < lz->n; i++) {
+		ix_lazy_files_del(ix, &lz->v[i].layer);
+		free(lz->v[i].val);
+	}
+	for (size_t i = lz->n; i < lz->cap && lz->v; i++)
+		free(lz->v[i].val);
+	free(lz->v);
+}
+
+static bool lazy_known(struct ix *ix, const st_id *id)
+{
+	struct ix_txn *t;
+	bool has = false;
+
+	if (ix_txn_begin(ix, &t) == 0) {
+		has = ix_lazy_rec_has(ix, t->txn, id, NULL);
+		ix_txn_end(t);
+	}
+	return has;
+}
+
+/*
+ * Lazy pull of om's layer i: fetch its chunk index (checked against the
+ * descriptor's sha256 and id, parsed, describing exactly this layer),
+ * make the partial files, and queue the record for the commit.
+ */
+static int lazy_layer(struct ix *ix, const struct ix_oci_source *src, const struct st_oci_manifest *om, uint32_t i,
+		      struct lazy_list *lz, struct ix_oci_stats *st, char *why, size_t whylen)
+{
+	const struct st_oci_desc *d = &om->layers[i], *cd;
+	char hex[ST_ID_HEX_LEN + 1], inner[ST_WHY_LEN] = "";
+	struct ix_chunks *c = NULL;
+	struct mem_sink ms = { 0 };
+	uint8_t sha[ST_SHA256_LEN];
+	st_id got;
+	int rc;
+
+	st_id_format(&d->id, hex);
+	for (size_t k = 0; k < lz->n; k++)
+		if (st_id_equal(&lz->v[k].layer, &d->id))
+			return 0; /* listed by two snapshots of the chain */
+	if (!src->origin)
+		return ix_why(why, whylen, -ENOTSUP, "a lazy pull needs a registry");
+	if (om->nchunks != om->nlayers)
+		return ix_why(why, whylen, IX_ELAZY_NOINDEX, "layer %s: %s", hex, ix_lazy_strerror(IX_ELAZY_NOINDEX));
+	cd = &om->chunks[i];
+	/* At most one id per smallest chunk: anything larger is not an index of this layer. */
+	uint64_t max = IX_CHUNKS_HEADER + 16 * ((d->size + IX_CHUNK_MIN - 1) / IX_CHUNK_MIN);
+	if (cd->size > max || cd->size < IX_CHUNKS_HEADER)
+		return ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s is %" PRIu64 " bytes, not an index "
+			      "of a %" PRIu64 "-byte layer: refused", hex, cd->size, d->size);
+	ms.max = cd->size;
+	if (!(ms.buf = malloc(cd->size)))
+		return -ENOMEM;
+	rc = src->blob_get(src->ctx, cd, 0, mem_sink_fn, &ms, why, whylen);
+	if (rc == ST_ECORRUPT || (rc == 0 && ms.len != cd->size)) {
+		rc = ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s is not %" PRIu64 " bytes: refused", hex,
+			    cd->size);
+		goto out_free;
+	}
+	if (rc < 0)
+		goto out_free;
+	st->bytes_chunks += ms.len;
+	st_sha256_hash(ms.buf, ms.len, sha);
+	st_id_hash(ms.buf, ms.len, &got);
+	if (memcmp(sha, cd->sha256, ST_SHA256_LEN) != 0 || !cd->has_id || !st_id_equal(&got, &cd->id)) {
+		rc = ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s does not match its digest in the "
+			    "manifest (tampered?): refused", hex);
+		goto out_free;
+	}
+	if ((rc = ix_chunks_parse(ms.buf, ms.len, &c, inner, sizeof(inner))) < 0) {
+		rc = ix_why(why, whylen, rc, "the chunk index of layer %s: %s: refused", hex, inner);
+		goto out_free;
+	}
+	if (!st_id_equal(&c->layer, &d->id) || c->size != d->size) {
+		rc = ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s describes another layer: refused", hex);
+		goto out_free;
+	}
+	if (lz->n == lz->cap) {
+		size_t cap = lz->cap ? lz->cap * 2 : 8;
+		struct ix_lazy_put *v = realloc(lz->v, cap * sizeof(*v));
+		if (!v) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		memset(v + lz->cap, 0, (cap - lz->cap) * sizeof(*v));
+		lz->v = v;
+		lz->cap = cap;
+	}
+	struct ix_lazy_put *p = &lz->v[lz->n];
+	p->layer = d->id;
+	if ((rc = ix_lazy_rec_encode(c, d->sha256, src->origin, src->insecure, &p->val, &p->len)) < 0)
+		goto out_free;
+	if ((rc = ix_lazy_files_make(ix, &d->id, d->size, c->n)) < 0) {
+		free(p->val);
+		p->val = NULL;
+		ix_lazy_files_del(ix, &d->id);
+		goto out_free;
+	}
+	lz->n++;
+	st->layers_lazy++;
+out_free:
+	ix_chunks_free(c);
+	free(ms.buf);
+	return rc;
+}
+
 static bool snap_in_store(struct ix *ix, const st_id *id)
 {
 	struct ix_txn *t;
@@ -668,6 +829,7 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 	struct ix_oci_stats st = { 0 };
 	struct in_snap *chain = NULL;
 	struct sha_list l = { 0 };
+	struct lazy_list lz = { 0 };
 	st_id *added = NULL;
 	size_t n = 0, nadded = 0;
 	char cur[ST_DIGEST_LEN + 1];
@@ -779,10 +941,22 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 			}
 			if (rc < 0 && rc != IX_ENOTFOUND)
 				goto out_rollback;
+			if (!st_blob_has(ix->s, &d->id) && lazy_known(ix, &d->id)) {
+				/* Lazy already; its sha256 is not a verified fact yet. */
+				st.blobs_skipped++;
+				st.bytes_skipped += d->size;
+				emit(prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, i, om->nlayers);
+				continue;
+			}
 			if (st_blob_has(ix->s, &d->id)) {
 				st.blobs_skipped++;
 				st.bytes_skipped += d->size;
 				emit(prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, i, om->nlayers);
+			} else if (flags & IX_OCI_LAZY) {
+				rc = lazy_layer(ix, src, om, i, &lz, &st, why, whylen);
+				if (rc < 0)
+					goto out_rollback;
+				continue;
 			} else {
 				rc = fetch_layer(ix, src, d, flags, prog, i, om->nlayers, &st, why, whylen);
 				if (rc < 0)
@@ -808,8 +982,10 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 		for (size_t k = n; k-- > 0;)
 			if (chain[k].m)
 				ms[nm++] = chain[k].m;
-		rc = ix_snap_commit_chain(ix, ms, nm, tag, flags & IX_TAG_FORCE, &top);
+		rc = ix_snap_commit_chain_lazy(ix, ms, nm, tag, flags & IX_TAG_FORCE, &top, lz.v, lz.n);
 		free(ms);
+		if (rc == 0)
+			lz.n = 0; /* committed: the files are the records' now */
 		st.snapshots = (uint32_t)nm;
 	} else if (tag) {
 		rc = ix_tag_set(ix, tag, &top, flags & IX_TAG_FORCE);
@@ -831,6 +1007,7 @@ out_free:
 	free(chain);
 	free(added);
 	sha_list_free(&l);
+	lazy_list_free(ix, &lz);
 	if (stats)
 		*stats = st;
 	return rc;

@@ -195,7 +195,7 @@ int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const ch
 		rc = -ENOMEM;
 		goto out_rm;
 	}
-	struct ix_oci_sink sink = { &ds, dir_blob_has, dir_blob_put, dir_manifest_put };
+	struct ix_oci_sink sink = { &ds, dir_blob_has, dir_blob_put, dir_manifest_put, 0 };
 	for (size_t i = 0; i < nrefs; i++) {
 		struct ix_oci_stats one;
 		struct ix_txn *t;
@@ -403,7 +403,7 @@ int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flag
 				    refs[i].name ? " (" : "", refs[i].name ? refs[i].name : "", refs[i].name ? ")" : "");
 			goto out_close;
 		}
-	struct ix_oci_source source = { &src, dir_manifest_get, dir_blob_get, dir_not_found };
+	struct ix_oci_source source = { &src, dir_manifest_get, dir_blob_get, dir_not_found, NULL, false };
 	for (size_t i = 0; i < n; i++) {
 		struct ix_oci_stats one;
 		char dg[ST_DIGEST_LEN + 1];

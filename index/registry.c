@@ -29,6 +29,7 @@ struct ix_registry {
 	char base[600];        /* "https://host:port" */
 	char repo[512];
 	char host[512];
+	char origin[IX_ORIGIN_MAX + 1]; /* "host/repo" */
 	struct ix_registry_opts o;
 	st_id *seen;           /* blobs this repository holds, for ix_registry_origins_record */
 	size_t nseen, capseen;
@@ -50,6 +51,7 @@ struct req {
 	int body_fd;               /* or from fd (if >= 0) */
 	uint64_t body_off;
 	uint64_t range_from;       /* GET: ask for bytes from here */
+	uint64_t range_len;        /* ... this many (0: to the end) */
 	/* response */
 	long status;
 	char location[2048];
@@ -60,6 +62,8 @@ struct req {
 	void *sctx;
 	int sink_rc;
 	uint64_t skip;             /* bytes of a 200 answer to a range request to drop */
+	uint64_t left;             /* range_len: bytes still to hand to the sink */
+	bool cut;                  /* the transfer was stopped after range_len bytes */
 	bool started;              /* the first body bytes of a 2xx answer arrived */
 	char *mem;
 	size_t mem_len, mem_max;
@@ -98,6 +102,7 @@ int ix_registry_open(const struct ix_registry_ref *ref, const struct ix_registry
 	snprintf(r->base, sizeof(r->base), "%s://%s", r->o.insecure ? "http" : "https", ref->host);
 	snprintf(r->repo, sizeof(r->repo), "%s", ref->repo);
 	snprintf(r->host, sizeof(r->host), "%s", ref->host);
+	snprintf(r->origin, sizeof(r->origin), "%s/%s", ref->host, ref->repo);
 	if (!(r->curl = curl_easy_init())) {
 		free(r);
 		return -ENOMEM;
@@ -187,6 +192,7 @@ static size_t on_data(char *buf, size_t size, size_t n, void *arg)
 		/* A 200 to a range request is the whole blob: drop what we have. */
 		q->started = true;
 		q->skip = status == 200 ? q->range_from : 0;
+		q->left = q->range_len;
 	}
 	if (q->skip) {
 		take = len < q->skip ? len : (size_t)q->skip;
@@ -197,8 +203,21 @@ static size_t on_data(char *buf, size_t size, size_t n, void *arg)
 			return size * n;
 	}
 	if (q->sink) {
-		if ((q->sink_rc = q->sink(q->sctx, buf, len)) < 0)
+		bool last = false;
+		if (q->range_len) {
+			/* A server that ignores the range sends more: stop after it. */
+			if (len > q->left) {
+				len = (size_t)q->left;
+				last = true;
+			}
+			q->left -= len;
+		}
+		if (len && (q->sink_rc = q->sink(q->sctx, buf, len)) < 0)
 			return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+		if (last) {
+			q->cut = true;
+			return 0;
+		}
 		return size * n;
 	}
 	if (q->mem_max) {
@@ -266,14 +285,16 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 	q->sink_rc = 0;
 	q->body_off = 0;
 	q->skip = 0;
+	q->left = 0;
+	q->cut = false;
 	q->started = false;
 
 	curl_easy_setopt(c, CURLOPT_URL, q->url);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "strata/" STRATA_VERSION);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, CONNECT_SECONDS);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, r->o.connect_s ? (long)r->o.connect_s : CONNECT_SECONDS);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, STALL_SECONDS);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, r->o.stall_s ? (long)r->o.stall_s : STALL_SECONDS);
 	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, RECV_BUFFER);
 	curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, SEND_BUFFER);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -287,7 +308,11 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 	if (strcmp(q->method, "GET") == 0) {
 		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L); /* blob stores redirect to their backend */
 		curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
-		if (q->range_from) {
+		if (q->range_len) {
+			char range[48];
+			snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, q->range_from, q->range_from + q->range_len - 1);
+			curl_easy_setopt(c, CURLOPT_RANGE, range);
+		} else if (q->range_from) {
 			char range[48];
 			snprintf(range, sizeof(range), "%" PRIu64 "-", q->range_from);
 			curl_easy_setopt(c, CURLOPT_RANGE, range);
@@ -336,7 +361,7 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 		r->wire.requests++;
 	}
 	curl_slist_free_all(h);
-	if (cc == CURLE_OK)
+	if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && q->cut))
 		return 0;
 	if (cc == CURLE_WRITE_ERROR && q->sink_rc < 0)
 		return q->sink_rc;
@@ -719,7 +744,7 @@ static int reg_manifest_put(void *ctx, const char *json, size_t len, const uint8
 
 void ix_registry_sink(struct ix_registry *r, struct ix_oci_sink *out)
 {
-	*out = (struct ix_oci_sink){ r, reg_blob_has, reg_blob_put, reg_manifest_put };
+	*out = (struct ix_oci_sink){ r, reg_blob_has, reg_blob_put, reg_manifest_put, 0 };
 }
 
 /* ---------------------------------------------------------------- source */
@@ -784,6 +809,34 @@ static int reg_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset,
 	return rc;
 }
 
+int ix_registry_blob_range(struct ix_registry *r, const uint8_t sha[ST_SHA256_LEN], uint64_t off, uint64_t len,
+			   ix_oci_sink_fn sink, void *sctx, char *why, size_t whylen)
+{
+	char dg[ST_DIGEST_LEN + 1];
+	struct req *q;
+	int rc;
+
+	if (len == 0)
+		return -EINVAL;
+	st_digest_format(sha, dg);
+	if (!(q = req_new(r, "GET", "blobs/%s", dg)))
+		return -ENOMEM;
+	q->sink = sink;
+	q->sctx = sctx;
+	q->range_from = off;
+	q->range_len = len;
+	rc = request(r, q, why, whylen);
+	if (rc == 0 && q->status == 404)
+		rc = ix_why(why, whylen, IX_EREMOTE_MISSING, "blob %s is not in %s/%s", dg, r->host, r->repo);
+	else if (rc == 0 && q->status == 416)
+		rc = ix_why(why, whylen, IX_EHTTP, "%s %s: bytes %" PRIu64 "-%" PRIu64 " are past the blob's end", q->method,
+			    q->url, off, off + len - 1);
+	else if (rc == 0 && q->status != 200 && q->status != 206)
+		rc = http_fail(q, why, whylen);
+	free(q);
+	return rc;
+}
+
 static bool reg_not_found(int rc)
 {
 	return rc == IX_EREMOTE_MISSING;
@@ -791,5 +844,5 @@ static bool reg_not_found(int rc)
 
 void ix_registry_source(struct ix_registry *r, struct ix_oci_source *out)
 {
-	*out = (struct ix_oci_source){ r, reg_manifest_get, reg_blob_get, reg_not_found };
+	*out = (struct ix_oci_source){ r, reg_manifest_get, reg_blob_get, reg_not_found, r->origin, r->o.insecure };
 }

@@ -54,6 +54,9 @@ struct ix_registry_opts {
 	struct ix *ix;           /* for origins (ix_origin_get): where else on this registry a blob
 				  * is, to mount it; NULL: only mount_from */
 	const struct ix_oci_progress *prog; /* upload byte progress, or NULL */
+	/* Give up connecting after connect_s, and on a transfer that moves
+	 * nothing for stall_s seconds (0: 30 and 60). */
+	unsigned connect_s, stall_s;
 };
 
 /* Bytes on the wire (headers and bodies, both ways) and requests made. */
@@ -71,6 +74,12 @@ void ix_registry_close(struct ix_registry *r);
 /* The push sink and pull source views of r (valid while r is open). */
 void ix_registry_sink(struct ix_registry *r, struct ix_oci_sink *out);
 void ix_registry_source(struct ix_registry *r, struct ix_oci_source *out);
+/* Stream len bytes of blob sha from offset off to sink (HTTP Range; a
+ * registry that answers with the whole blob is read up to the range and
+ * cut). A short answer is not an error here: the sink counts. 404 ->
+ * IX_EREMOTE_MISSING; other answers IX_EHTTP; transport IX_ENET. */
+int ix_registry_blob_range(struct ix_registry *r, const uint8_t sha[ST_SHA256_LEN], uint64_t off, uint64_t len,
+			   ix_oci_sink_fn sink, void *sctx, char *why, size_t whylen);
 void ix_registry_wire_get(const struct ix_registry *r, struct ix_registry_wire *out);
 /* After a successful push or pull: record this repository as the origin
  * of every blob r saw it hold (ix_origin_put on opts->ix; 0 without one). */

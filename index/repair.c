@@ -486,6 +486,8 @@ int ix_snap_lacking_foreach(struct ix *ix,
 		for (uint32_t i = 0; i < m->nlayers; i++) {
 			uint64_t size;
 			int src = st_blob_size(ix->s, &m->layers[i].id, &size);
+			if (src == -ENOENT && ix_lazy_rec_has(ix, t->txn, &m->layers[i].id, NULL))
+				continue; /* lazy: not lacking, its chunks come on demand */
 			if (src == -ENOENT || (src == 0 && size != m->layers[i].pages * ST_PAGE_SIZE))
 				missing++;
 		}

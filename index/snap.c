@@ -97,6 +97,8 @@ static int commit_fn(struct ix *ix, MDB_txn *txn, void *arg)
 		/* Inside the write txn, so gc (which unlinks inside one) cannot
 		 * remove the file between this check and the commit. */
 		rc = st_blob_size(ix->s, lid, &have);
+		if (rc == -ENOENT && ix_lazy_rec_has(ix, txn, lid, &have))
+			rc = 0; /* a lazy layer: its chunks come on demand */
 		if (rc == -ENOENT || (rc == 0 && have != want))
 			return IX_EMISSING;
 		if (rc < 0)
@@ -146,6 +148,8 @@ int ix_snap_commit(struct ix *ix, const struct st_manifest *m, const char *tag,
 struct chain_ctx {
 	struct commit_ctx *c;
 	size_t n;
+	const struct ix_lazy_put *recs;
+	size_t nrecs;
 };
 
 /* Every snapshot of a chain in one transaction: all of them or none. */
@@ -154,6 +158,15 @@ static int chain_fn(struct ix *ix, MDB_txn *txn, void *arg)
 	struct chain_ctx *cc = arg;
 	bool any = false;
 
+	for (size_t i = 0; i < cc->nrecs; i++) {
+		MDB_val k = ix_val(cc->recs[i].layer.b, 16), v = ix_val(cc->recs[i].val, cc->recs[i].len);
+		int rc;
+		if (!ix->has_lazy)
+			return ST_EREADONLY;
+		if ((rc = ix_mdb(mdb_put(txn, ix->lazy, &k, &v, 0))) < 0)
+			return rc;
+		any = true;
+	}
 	for (size_t i = 0; i < cc->n; i++) {
 		int rc = commit_fn(ix, txn, &cc->c[i]);
 		if (rc == IX_NOCHANGE)
@@ -168,7 +181,13 @@ static int chain_fn(struct ix *ix, MDB_txn *txn, void *arg)
 int ix_snap_commit_chain(struct ix *ix, const struct st_manifest *const *ms, size_t n, const char *tag,
 			 unsigned flags, st_id *out_top)
 {
-	struct chain_ctx cc = { .n = n };
+	return ix_snap_commit_chain_lazy(ix, ms, n, tag, flags, out_top, NULL, 0);
+}
+
+int ix_snap_commit_chain_lazy(struct ix *ix, const struct st_manifest *const *ms, size_t n, const char *tag,
+			      unsigned flags, st_id *out_top, const struct ix_lazy_put *recs, size_t nrecs)
+{
+	struct chain_ctx cc = { .n = n, .recs = recs, .nrecs = nrecs };
 	int rc = 0;
 
 	if (n == 0)

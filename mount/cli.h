@@ -57,6 +57,11 @@ bool cli_backend_parse(const struct cli *cli, const char *name, enum vmm_backend
 bool cli_backend_use(struct cli *cli, const char *name);
 
 /* Report an error once, as "strata: <message>" on stderr. */
+/* Registry credentials for host, found as push and pull find them (an
+ * ix_lazy_opts creds callback; ctx is the struct cli). */
+int cli_registry_creds(void *ctx, const char *host, char **user, char **pass);
+/* An ix_lazy_opts log callback printing each line as an error (ctx: struct cli). */
+void cli_lazy_log(void *ctx, const char *msg);
 void cli_err(const struct cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Informational line on stderr when -v was given. */

@@ -134,6 +134,8 @@ int cmd_mount(struct cli *cli, int argc, char **argv)
 	unsigned long long v;
 	int c, rc = CLI_USAGE;
 
+	cfg.creds = cli_registry_creds; /* lazy layers' chunks (docs/lazy.md) */
+	cfg.creds_ctx = cli;
 	while ((c = getopt_long(argc, argv, "fdo:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f': fg = true; break;

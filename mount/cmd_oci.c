@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "index/lazy.h"
 #include "index/registry.h"
 #include "index/index.h"
 #include "store/store.h"
@@ -98,7 +99,7 @@ static void report(struct cli *cli, const char *what, int rc, const char *why)
 {
 	const char *msg = rc == -ENOSPC ? "no space left on the store's filesystem"
 			  : rc == ST_EREADONLY ? "the store is read-only"
-					       : ix_registry_strerror(rc);
+					       : ix_lazy_strerror(rc);
 
 	if (why && why[0])
 		cli_err(cli, "%s: %s: %s", what, msg, why);
@@ -240,7 +241,22 @@ static int find_credentials(struct cli *cli, struct reg_args *a, const char *hos
 	return CLI_OK;
 }
 
-enum { OPT_INSECURE = 1000, OPT_CACERT, OPT_AUTHFILE, OPT_JSON, OPT_FROM };
+int cli_registry_creds(void *ctx, const char *host, char **user, char **pass)
+{
+	struct reg_args a = { 0 };
+	int rc = find_credentials(ctx, &a, host);
+
+	*user = a.user;
+	*pass = a.pass;
+	return rc == CLI_OK ? 0 : -ENOENT;
+}
+
+void cli_lazy_log(void *ctx, const char *msg)
+{
+	cli_err(ctx, "%s", msg);
+}
+
+enum { OPT_INSECURE = 1000, OPT_CACERT, OPT_AUTHFILE, OPT_JSON, OPT_FROM, OPT_LAZY, OPT_CHUNK };
 
 static void push_usage(FILE *f)
 {
@@ -261,6 +277,8 @@ static void push_usage(FILE *f)
 		"  --authfile FILE  credentials file (docker config.json format)\n"
 		"  --from REPO      mount blobs from REPO on the same registry (default: each\n"
 		"                   blob's recorded origin)\n"
+		"  --chunk-size N   chunks of the chunk indexes a lazy pull fetches by (bytes,\n"
+		"                   a power of two, 4096..16777216; default 262144)\n"
 		"  --json           progress and result as JSON lines on stdout\n");
 }
 
@@ -274,7 +292,11 @@ static void pull_usage(FILE *f)
 		"sha256 and its strata id in one pass as it streams. An interrupted pull\n"
 		"resumes where it stopped when run again. The snapshot appears whole, with\n"
 		"its tag (the remote tag unless --tag), or not at all. Prints its id.\n"
+		"With --lazy no layer bytes are fetched: the snapshot is recorded at once\n"
+		"and each chunk is fetched by HTTP Range when something reads it\n"
+		"(docs/lazy.md). A pull without --lazy of a lazy snapshot completes it.\n"
 		"\n"
+		"  --lazy           record the snapshot now, fetch its chunks on demand\n"
 		"  --tag NAME       tag it NAME in the store\n"
 		"  --force          move the tag if it names another snapshot\n"
 		"  --insecure       plain HTTP (a loopback registry); HTTPS otherwise\n"
@@ -287,7 +309,8 @@ static const struct option reg_opts[] = {
 	{ "insecure", no_argument, NULL, OPT_INSECURE }, { "cacert", required_argument, NULL, OPT_CACERT },
 	{ "authfile", required_argument, NULL, OPT_AUTHFILE }, { "json", no_argument, NULL, OPT_JSON },
 	{ "from", required_argument, NULL, OPT_FROM }, { "tag", required_argument, NULL, 't' },
-	{ "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+	{ "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' },
+	{ "lazy", no_argument, NULL, OPT_LAZY }, { "chunk-size", required_argument, NULL, OPT_CHUNK }, { 0 } };
 
 /* Open the registry client for ref (credentials looked up); exit status. */
 static int reg_open(struct cli *cli, struct reg_args *a, const struct ix_registry_ref *ref, const struct ix_oci_progress *prog,
@@ -318,6 +341,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 	struct ix *ix = NULL;
 	char why[ST_WHY_LEN] = "", dg[ST_DIGEST_LEN + 1];
 	uint8_t sha[ST_SHA256_LEN];
+	uint32_t chunk_size = 0;
 	int c, rc, status;
 
 	optind = 1;
@@ -328,6 +352,17 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 		case OPT_AUTHFILE: a.authfile = optarg; break;
 		case OPT_JSON: a.json = true; break;
 		case OPT_FROM: a.from = optarg; break;
+		case OPT_CHUNK: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || v < IX_CHUNK_MIN || v > IX_CHUNK_MAX || (v & (v - 1))) {
+				cli_err(cli, "push: --chunk-size must be a power of two from %u to %u", IX_CHUNK_MIN,
+					IX_CHUNK_MAX);
+				return CLI_USAGE;
+			}
+			chunk_size = (uint32_t)v;
+			break;
+		}
 		case 'h': push_usage(stdout); return CLI_OK;
 		default: push_usage(stderr); return CLI_USAGE;
 		}
@@ -349,6 +384,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 	if ((status = reg_open(cli, &a, &ref, &prog, ix, &r)) != CLI_OK)
 		goto out_close;
 	ix_registry_sink(r, &sink);
+	sink.chunk_size = chunk_size;
 	rc = ix_oci_push(ix, snap, ref.tag, &sink, &prog, &st, sha, NULL, why, sizeof(why));
 	progress_end(&p);
 	ix_registry_wire_get(r, &w);
@@ -387,6 +423,46 @@ out_close:
 	return status;
 }
 
+/* Fetch what is missing of every lazy layer of snapshot id and publish
+ * each as an ordinary blob. */
+static int complete_lazy(struct cli *cli, struct ix *ix, const st_id *id, const struct reg_args *a, uint32_t *done,
+			 struct ix_lazy_stats *ls)
+{
+	struct ix_lazy_opts o = { .cacert = a->cacert, .creds = cli_registry_creds, .creds_ctx = cli,
+				  .log = NULL };
+	struct st_manifest *m = NULL;
+	struct ix_lazy *lz = NULL;
+	struct ix_txn *t;
+	char why[ST_WHY_LEN * 2] = "";
+	int rc;
+
+	if ((rc = ix_txn_begin(ix, &t)) < 0)
+		return rc;
+	rc = ix_snap_get(t, id, &m);
+	ix_txn_end(t);
+	if (rc < 0 || (rc = ix_lazy_open(ix, &o, &lz)) < 0)
+		goto out_free;
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		struct ix_lazy_info info;
+		if ((rc = ix_lazy_layer_info(lz, &m->layers[i].id, &info)) <= 0)
+			continue;
+		if ((rc = ix_lazy_complete(lz, &m->layers[i].id, why, sizeof(why))) < 0) {
+			report(cli, "pull: completing a lazy layer failed", rc, why);
+			goto out_free;
+		}
+		(*done)++;
+	}
+	rc = 0;
+	ix_lazy_stats_get(lz, ls);
+	if (*done)
+		cli_info(cli, "%" PRIu32 " lazy layer(s) completed (%" PRIu64 " bytes fetched in %" PRIu64 " requests)",
+			 *done, ls->bytes, ls->requests);
+out_free:
+	ix_lazy_close(lz);
+	st_manifest_free(m);
+	return rc;
+}
+
 int cmd_pull(struct cli *cli, int argc, char **argv)
 {
 	struct reg_args a = { 0 };
@@ -412,6 +488,7 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 		case OPT_JSON: a.json = true; break;
 		case 't': tag = optarg; break;
 		case 'f': flags |= IX_TAG_FORCE; break;
+		case OPT_LAZY: flags |= IX_OCI_LAZY; break;
 		case 'h': pull_usage(stdout); return CLI_OK;
 		default: pull_usage(stderr); return CLI_USAGE;
 		}
@@ -458,9 +535,17 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	}
 	ix_registry_origins_record(r);
 	st_id_format(&id, hex);
+	struct ix_lazy_stats ls = { 0 };
+	uint32_t completed = 0;
+	if (!(flags & IX_OCI_LAZY) && (rc = complete_lazy(cli, ix, &id, &a, &completed, &ls)) < 0) {
+		status = exit_for(rc);
+		goto out_close;
+	}
 	if (a.json) {
 		stats_json(stdout, "done", &st, &w);
-		printf(",\"id\":\"%s\",\"existed\":%s}\n", hex, st.existed ? "true" : "false");
+		printf(",\"id\":\"%s\",\"existed\":%s,\"layers_lazy\":%" PRIu32 ",\"bytes_chunk_index\":%" PRIu64
+		       ",\"layers_completed\":%" PRIu32 ",\"bytes_completed\":%" PRIu64 "}\n",
+		       hex, st.existed ? "true" : "false", st.layers_lazy, st.bytes_chunks, completed, ls.bytes);
 	} else {
 		printf("%s\n", hex);
 	}

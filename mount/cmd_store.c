@@ -892,9 +892,12 @@ static int run_check(struct cli *cli, unsigned flags, bool verify_only)
 		return CLI_FAIL;
 	}
 	fmt_size(sz, sizeof(sz), st.bytes_hashed);
-	printf("%" PRIu64 " snapshot(s), %" PRIu64 " referenced blob(s), %s hashed, %" PRIu64
+	char lazy[48] = "";
+	if (st.lazy)
+		snprintf(lazy, sizeof(lazy), " (%" PRIu64 " lazy)", st.lazy);
+	printf("%" PRIu64 " snapshot(s), %" PRIu64 " referenced blob(s)%s, %s hashed, %" PRIu64
 	       " orphan blob(s): %" PRIu64 " problem(s)\n",
-	       st.snapshots, st.blobs, sz, st.orphans, st.errors);
+	       st.snapshots, st.blobs, lazy, sz, st.orphans, st.errors);
 	if (st.errors) {
 		cli_err(cli, "store %s has %" PRIu64 " problem(s) (listed above)", cli->store, st.errors);
 		return CLI_CORRUPT;

@@ -72,6 +72,9 @@ int st_oci_manifest_encode(const struct st_oci_manifest *om, char **json, size_t
 	for (uint32_t i = 0; i < om->nlayers; i++)
 		if (!(d = desc_json(ST_OCI_LAYER_TYPE, &om->layers[i])) || json_array_append_new(layers, d))
 			goto out_nomem;
+	for (uint32_t i = 0; i < om->nchunks; i++)
+		if (!(d = desc_json(ST_OCI_CHUNKS_TYPE, &om->chunks[i])) || json_array_append_new(layers, d))
+			goto out_nomem;
 	if (json_object_set(root, "layers", layers))
 		goto out_nomem;
 	if (om->has_subject &&
@@ -184,13 +187,31 @@ int st_oci_manifest_parse(const char *json, size_t len, struct st_oci_manifest *
 			    om->config.size);
 		goto out_free;
 	}
+	/* The layers, then (pushed since chunk indexes exist) one chunk index
+	 * per layer, in the same order. */
 	for (size_t i = 0; i < json_array_size(layers); i++) {
+		json_t *o = json_array_get(layers, i), *mt = json_object_get(o, "mediaType");
+		bool chunks = json_is_string(mt) && strcmp(json_string_value(mt), ST_OCI_CHUNKS_TYPE) == 0;
 		char where[32];
 		snprintf(where, sizeof(where), "layers[%zu]", i);
-		if ((rc = desc_parse(json_array_get(layers, i), ST_OCI_LAYER_TYPE, true, where, &om->layers[i], why,
-				     whylen)) < 0)
+		if (chunks && !om->chunks)
+			om->chunks = om->layers + i;
+		if (!chunks && om->chunks) {
+			rc = st_why(why, whylen, ST_EFORMAT, "%s: a layer after the chunk indexes", where);
 			goto out_free;
-		om->nlayers++;
+		}
+		if ((rc = desc_parse(o, chunks ? ST_OCI_CHUNKS_TYPE : ST_OCI_LAYER_TYPE, true, where, &om->layers[i],
+				     why, whylen)) < 0)
+			goto out_free;
+		if (chunks)
+			om->nchunks++;
+		else
+			om->nlayers++;
+	}
+	if (om->nchunks && om->nchunks != om->nlayers) {
+		rc = st_why(why, whylen, ST_EFORMAT, "%" PRIu32 " chunk index(es) for %" PRIu32 " layer(s)", om->nchunks,
+			    om->nlayers);
+		goto out_free;
 	}
 	v = json_object_get(root, "subject");
 	if (v) {

@@ -428,6 +428,8 @@ int st_ingest_file(struct st_store *s, const char *path, const struct st_manifes
 #define ST_OCI_ARTIFACT_TYPE "application/vnd.strata.snapshot.v1"
 #define ST_OCI_CONFIG_TYPE "application/vnd.strata.manifest.v1+json"
 #define ST_OCI_LAYER_TYPE "application/vnd.strata.layer.v1"
+/* A layer's chunk index (index/lazy.h), listed after the layers. */
+#define ST_OCI_CHUNKS_TYPE "application/vnd.strata.chunks.v1"
 #define ST_OCI_MANIFEST_TYPE "application/vnd.oci.image.manifest.v1+json"
 #define ST_OCI_INDEX_TYPE "application/vnd.oci.image.index.v1+json"
 #define ST_OCI_ANN_ID "dev.strata.id"
@@ -462,6 +464,10 @@ struct st_oci_manifest {
 	struct st_oci_desc config;   /* the canonical strata manifest; id = snapshot id */
 	uint32_t nlayers;
 	struct st_oci_desc *layers;  /* in the strata manifest's layer order */
+	/* 0 or nlayers chunk indexes, chunks[i] of layers[i] (ST_OCI_CHUNKS_TYPE
+	 * descriptors after the layers; the allocation is layers'). */
+	uint32_t nchunks;
+	struct st_oci_desc *chunks;
 	bool has_subject;
 	struct st_oci_desc subject;  /* the parent's OCI manifest (no id) */
 };

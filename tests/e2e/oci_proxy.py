@@ -14,7 +14,11 @@ read per request, picks what it does to layer blobs (GET of a blob over
   missing   answer 404 to every layer GET
   slow      send layers in 64 KiB pieces, 50 ms apart
   bearer    demand a bearer token (from /token, given for basic alice:secret)
-Every request is logged to MODE_FILE.log as "METHOD PATH STATUS BYTES".
+  index     invert the last byte of every chunk index blob (STRCHK1 header)
+  offline   close the connection, unanswered, on every blob GET
+  delay N   wait N ms before answering each request (a slow link)
+Every request is logged to MODE_FILE.log as "METHOD PATH STATUS BYTES"
+(and the Range asked for, if any).
 """
 import base64
 import http.client
@@ -39,6 +43,12 @@ def mode():
             return f.readline().strip() or "pass"
     except OSError:
         return "pass"
+
+
+def delay():
+    m = mode().split()
+    if len(m) == 2 and m[0] == "delay":
+        time.sleep(int(m[1]) / 1000.0)
 
 
 def log(line):
@@ -82,7 +92,13 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         return True
 
     def forward(self):
+        delay()
         if not self.auth_ok():
+            return
+        if mode() == "offline" and self.command == "GET" and "/blobs/sha256:" in self.path:
+            log("%s %s offline 0" % (self.command, self.path))
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
             return
         body = None
         if "Content-Length" in self.headers:
@@ -96,6 +112,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         resp = conn.getresponse()
         data = resp.read() if self.command != "HEAD" else b""
         m = mode()
+        if m == "index" and self.command == "GET" and data.startswith(b"STRCHK1\n"):
+            data = data[:-1] + bytes([data[-1] ^ 0xFF])
         is_layer = (self.command == "GET" and "/blobs/sha256:" in self.path and resp.status in (200, 206)
                     and len(data) > 4096)
         if is_layer:
@@ -149,7 +167,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
-        log("%s %s %d %d" % (self.command, self.path, resp.status, len(data)))
+        rng = self.headers.get("Range")
+        log("%s %s %d %d%s" % (self.command, self.path, resp.status, len(data), " " + rng if rng else ""))
         conn.close()
 
     do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = forward
