@@ -198,7 +198,11 @@ int fs_ns_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs
 	}
 	case FS_K_BLOBS: {
 		st_id id;
-		if (st_id_parse(name, &id) < 0 || !st_blob_has(fs->store, &id))
+		struct ix_lazy_info li;
+		/* A lazy layer is reachable by name (not listed): what a
+		 * restore from the store maps (docs/lazy.md). */
+		if (st_id_parse(name, &id) < 0 ||
+		    (!st_blob_has(fs->store, &id) && ix_lazy_layer_info(fs->lazy, &id, &li) != 1))
 			return -ENOENT;
 		k.kind = FS_K_BLOB;
 		k.id = id;
@@ -599,7 +603,13 @@ static int restore_value(struct fs *fs, struct fs_node *n, char *buf, size_t siz
 		return rc;
 	st_restore_enc_begin(&e, buf, size, snap->raw, snap->rawlen);
 	for (uint32_t i = 0; i < snap->m->nlayers && e.len <= ST_XATTR_VALUE_MAX; i++) {
-		if ((rc = st_blob_path(fs->store, &snap->m->layers[i].id, path, sizeof(path))) < 0)
+		const st_id *lid = &snap->m->layers[i].id;
+		struct ix_lazy_info li;
+		if (!st_blob_has(fs->store, lid) && ix_lazy_layer_info(fs->lazy, lid, &li) == 1) {
+			st_restore_enc_layer(&e, ST_RESTORE_FILE, "");
+			continue;
+		}
+		if ((rc = st_blob_path(fs->store, lid, path, sizeof(path))) < 0)
 			return rc;
 		st_restore_enc_layer(&e, ST_RESTORE_BLOB, path);
 	}

@@ -120,6 +120,9 @@ struct cli_snapshot {
 int cli_snapshot_find(const struct cli *cli, const char *what, const char *target, unsigned flags, bool write,
 		      struct cli_snapshot *out);
 void cli_snapshot_release(struct cli_snapshot *s);
+/* Turn a SIGBUS from a host access to a lazy layer's page that could not
+ * be fetched into a message and the guest-error exit status (docs/lazy.md). */
+void cli_lazy_guard(void);
 /* vmm_snapdir_open flags from the environment: STRATA_VERIFY=1 hashes every
  * layer first; STRATA_MAP_FILES=1 maps a plain directory's files directly. */
 unsigned cli_snapdir_flags(void);

@@ -1,11 +1,16 @@
 /* cmd_snap.c: `strata run` with snapshots: start from a tag, id or snapshot directory; --snapshot TAG captures and commits. */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "fs/fs.h"
 #include "index/index.h"
 #include "store/store.h"
 #include "vmm/vmm.h"
@@ -47,6 +52,163 @@ void cli_snap_close(void)
 	st_store_close(run_store);
 	run_index = NULL;
 	run_store = NULL;
+}
+
+/*
+ * Lazy layers of a snapshot restored from the store (docs/lazy.md) have no
+ * blob file to map: they are mapped from a private mount of the store,
+ * whose reads fetch their chunks. The mount is made once per process by a
+ * `strata mount` daemon, then detached at once (MNT_DETACH): it stays
+ * reachable through lazy_root and the files opened from it, lives as long
+ * as the last of them (the sandboxes' mappings), and leaves no mount point
+ * behind, even after a kill -9. Its log (refused chunks, a registry that
+ * cannot be reached) is printed on stderr when the process exits.
+ */
+static int lazy_root = -1;
+static char lazy_log[64];
+
+static void lazy_log_report(void)
+{
+	char line[2048];
+	FILE *f;
+
+	if (!lazy_log[0] || !(f = fopen(lazy_log, "r")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *e = strstr(line, " error: ");
+		if (e)
+			fprintf(stderr, "strata: %s", e + 8);
+	}
+	fclose(f);
+	unlink(lazy_log);
+}
+
+static int lazy_mount(const struct cli *cli)
+{
+	char mp[] = "/tmp/strata-lazy.XXXXXX";
+	int status, fd;
+	pid_t pid;
+
+	if (lazy_root >= 0)
+		return 0;
+	if (!mkdtemp(mp))
+		return -errno;
+	snprintf(lazy_log, sizeof(lazy_log), "%s.log", mp);
+	if ((pid = fork()) < 0) {
+		rmdir(mp);
+		return -errno;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		if (null >= 0) {
+			dup2(null, 0);
+			dup2(null, 1);
+		}
+		execl("/proc/self/exe", "strata", "--store", cli->store, "mount", mp, "--threads", "4", "--log", lazy_log,
+		      (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		rmdir(mp);
+		return -EIO;
+	}
+	fd = open(mp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	fs_umount(mp, true);
+	rmdir(mp);
+	if (fd < 0)
+		return -EIO;
+	lazy_root = fd;
+	atexit(lazy_log_report);
+	return 0;
+}
+
+/*
+ * The VMM writes each call's frame into guest memory from the host: when
+ * that page is in a lazy layer whose chunk cannot be had (refused, or the
+ * registry is unreachable after the retries), the write faults with SIGBUS
+ * instead of returning an error. What the guest itself touches comes back
+ * as a guest error (KVM: "Bad address"). So a run or pool of a snapshot
+ * says why and exits with the guest-error status instead of dying.
+ * Async-signal-safe: open, read, write, _exit.
+ */
+static void say(const char *s)
+{
+	size_t n = strlen(s);
+	while (n) {
+		ssize_t w = write(2, s, n);
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+static void on_sigbus(int sig)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd;
+
+	(void)sig;
+	say("strata: a page of the snapshot could not be read: it is in a lazy layer whose chunk was "
+	    "refused or could not be fetched (docs/lazy.md)");
+	if (!lazy_log[0] || (fd = open(lazy_log, O_RDONLY | O_CLOEXEC)) < 0) {
+		say("; the mount's log says which chunk and which registry\n");
+		_exit(CLI_GUEST);
+	}
+	say(":\n");
+	n = read(fd, buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	const char *last = "";
+	for (char *line = buf, *nl; *line; line = nl + 1) {
+		char *e;
+		if (!(nl = strchr(line, '\n')))
+			break;
+		*nl = '\0';
+		/* The kernel retries a failed page read: say each reason once. */
+		if ((e = strstr(line, " error: ")) && strcmp(e + 8, last) != 0) {
+			say("strata: ");
+			say(e + 8);
+			say("\n");
+			last = e + 8;
+		}
+	}
+	unlink(lazy_log);
+	_exit(CLI_GUEST);
+}
+
+void cli_lazy_guard(void)
+{
+	struct sigaction sa = { 0 };
+
+	sa.sa_handler = on_sigbus;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+struct lazy_open_ctx {
+	const struct cli *cli;
+};
+static struct lazy_open_ctx lazy_ctx;
+
+/* A layer from the store: its blob, else (a lazy layer) its file in the private mount. */
+static int layer_open_lazy(void *ctx, const void *id, int *fd)
+{
+	const struct lazy_open_ctx *c = ctx;
+	char name[8 + ST_ID_HEX_LEN + 1];
+	int rc = st_blob_open(run_store, id, fd);
+
+	if (rc != -ENOENT)
+		return rc;
+	if ((rc = lazy_mount(c->cli)) < 0)
+		return rc;
+	memcpy(name, "blobs/", 6);
+	st_id_format(id, name + 6);
+	if ((*fd = openat(lazy_root, name, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	return 0;
 }
 
 static bool is_snapdir(const char *path)
@@ -108,6 +270,9 @@ int cli_snapshot_find(const struct cli *cli, const char *what, const char *targe
 		out->manifest = vmm_snapdir_manifest(out->dir);
 		out->open = vmm_snapdir_layer_open;
 		out->ctx = out->dir;
+		/* A mount's layer not reached through its blob: a lazy one. */
+		if (vmm_snapdir_on_mount(out->dir) && vmm_snapdir_direct_layers(out->dir) < out->manifest->nlayers)
+			cli_lazy_guard();
 		return CLI_OK;
 	}
 	/* A tag or id in the store. */
@@ -134,6 +299,14 @@ int cli_snapshot_find(const struct cli *cli, const char *what, const char *targe
 	out->manifest = out->m;
 	out->open = vmm_layer_open_store;
 	out->ctx = run_store;
+	for (uint32_t i = 0; i < out->m->nlayers; i++)
+		if (!st_blob_has(run_store, &out->m->layers[i].id)) {
+			lazy_ctx.cli = cli;
+			out->open = layer_open_lazy;
+			out->ctx = &lazy_ctx;
+			cli_lazy_guard();
+			break;
+		}
 	return CLI_OK;
 }
 

@@ -48,12 +48,17 @@
  * files instead", so a new kind needs no new version):
  *   ST_RESTORE_BLOB  payload: the absolute path of the layer's complete
  *                    backing blob in the store behind the mount.
+ *   ST_RESTORE_FILE  payload: none. The layer has no complete backing blob
+ *                    (a lazy layer, docs/lazy.md): map this directory's
+ *                    layers/<id> file itself; its reads and page faults go
+ *                    through the mount, which fetches the chunks.
  * A change that an older reader would misread takes a new version; a reader
  * refuses versions it does not know (and reads the files).
  */
 #define ST_RESTORE_VERSION 1u
 enum st_restore_kind {
 	ST_RESTORE_BLOB = 'b',
+	ST_RESTORE_FILE = 'f',
 };
 
 /*

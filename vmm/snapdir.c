@@ -413,18 +413,40 @@ int vmm_restore_answer_parse(const char *buf, size_t n, const char *store, struc
 		return 0;
 	if ((rc = parse_manifest(a.manifest, a.manifest_len, &m, why, sizeof(why))) < 0)
 		return rc == -ENOMEM ? rc : 0; /* the files will say what is wrong */
-	/* Exactly one entry per layer, each the store's blob for it. */
+	/* Exactly one entry per layer, each the store's blob for it, or (a
+	 * lazy layer) the directory's own file. */
 	if (a.nlayers != m->nlayers)
 		goto out_unusable;
-	for (uint32_t i = 0; st_restore_answer_next(&a, &l); i++)
+	for (uint32_t i = 0; st_restore_answer_next(&a, &l); i++) {
+		if (l.kind == ST_RESTORE_FILE && l.len == 0)
+			continue;
 		if (l.kind != ST_RESTORE_BLOB || st_blob_path_at(store, &m->layers[i].id, want, sizeof(want)) < 0 ||
 		    l.len != strlen(want) || memcmp(l.payload, want, l.len) != 0)
 			goto out_unusable;
+	}
 	*out = m;
 	return 1;
 out_unusable:
 	st_manifest_free(m);
 	return 0;
+}
+
+/* DIR/layers/<hex> of a mount, a regular file of size bytes, or -1. */
+static int open_mount_file(const char *dir, const char *hex, uint64_t size)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/layers/%s", dir, hex) >= (int)sizeof(path))
+		return -1;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /*
@@ -454,19 +476,32 @@ static int open_via_restore_xattr(struct vmm_snapdir *d, struct vmm_error *err)
 		return vmm_fail(err, -ENOMEM, "out of memory");
 	n = getxattr(d->path, ST_XATTR_RESTORE, buf, ST_XATTR_VALUE_MAX);
 	rc = n > 0 ? vmm_restore_answer_parse(buf, (size_t)n, d->store, &m) : 0;
-	free(buf);
-	if (rc <= 0)
+	if (rc <= 0) {
+		free(buf);
 		return rc < 0 ? vmm_fail(err, rc, "out of memory") : 0;
+	}
+	struct st_restore_answer a;
+	struct st_restore_layer e;
+	st_restore_decode(buf, (size_t)n, &a); /* decoded once already */
 	if (!(fds = malloc((m->nlayers + 1) * sizeof(*fds)))) {
 		rc = vmm_fail(err, -ENOMEM, "out of memory");
 		goto out_free;
 	}
-	for (rc = 0; nopen < m->nlayers; nopen++) {
+	for (rc = 0; nopen < m->nlayers && st_restore_answer_next(&a, &e); nopen++) {
 		const struct st_layer_ref *l = &m->layers[nopen];
 		st_id_format(&l->id, hex);
-		st_blob_path_at(d->store, &l->id, want, sizeof(want));
-		if ((fds[nopen] = open_blob_target(d->store, want, &l->id, l->pages * ST_PAGE_SIZE)) < 0)
-			goto out_free; /* rc 0: read the files */
+		if (e.kind == ST_RESTORE_FILE) {
+			/* A lazy layer: the mount's file itself, mapped as it is, so
+			 * each page fault fetches only its chunk and the page cache
+			 * shares fetched pages with every other mapping of it. */
+			if ((fds[nopen] = open_mount_file(d->path, hex, l->pages * ST_PAGE_SIZE)) < 0)
+				goto out_free; /* rc 0: read the files */
+		} else {
+			st_blob_path_at(d->store, &l->id, want, sizeof(want));
+			if ((fds[nopen] = open_blob_target(d->store, want, &l->id, l->pages * ST_PAGE_SIZE)) < 0)
+				goto out_free; /* rc 0: read the files */
+			d->ndirect++;
+		}
 		if ((d->flags & VMM_SNAPDIR_VERIFY) && (rc = verify_fd(fds[nopen], l->pages * ST_PAGE_SIZE, &l->id)) < 0) {
 			close(fds[nopen]);
 			rc = layer_fail(d, hex, rc, err);
@@ -475,13 +510,15 @@ static int open_via_restore_xattr(struct vmm_snapdir *d, struct vmm_error *err)
 	}
 	d->m = m;
 	d->fds = fds;
-	d->ndirect = m->nlayers;
+	free(buf);
 	return 1;
 out_free:
 	while (nopen > 0)
 		close(fds[--nopen]);
 	free(fds);
+	free(buf);
 	st_manifest_free(m);
+	d->ndirect = 0;
 	return rc;
 }
 

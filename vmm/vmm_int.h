@@ -369,7 +369,8 @@ int vmm_mount_store(const char *path, dev_t dev, char *store, size_t size);
 /* Read a user.strata.restore answer (store/mountabi.h) from a mount of
  * store: 1 and the parsed manifest in *out if it decodes, the manifest
  * parses and there is one entry per layer, each exactly that store's blob
- * path for its layer; 0 if unusable (read the files instead); -ENOMEM. */
+ * path for its layer or ST_RESTORE_FILE (a lazy layer: map the directory's
+ * own file); 0 if unusable (read the files instead); -ENOMEM. */
 struct st_manifest;
 int vmm_restore_answer_parse(const char *buf, size_t n, const char *store, struct st_manifest **out);
 
