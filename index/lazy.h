@@ -45,7 +45,7 @@
 #define IX_CHUNK_MIN (4u << 10)
 #define IX_CHUNK_MAX (16u << 20)
 /* What push writes (docs/lazy.md has the measurement behind it). */
-#define IX_CHUNK_DEFAULT (256u << 10)
+#define IX_CHUNK_DEFAULT (64u << 10)
 #define IX_CHUNKS_HEADER 40u
 
 struct ix_chunks {

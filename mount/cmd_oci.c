@@ -278,7 +278,7 @@ static void push_usage(FILE *f)
 		"  --from REPO      mount blobs from REPO on the same registry (default: each\n"
 		"                   blob's recorded origin)\n"
 		"  --chunk-size N   chunks of the chunk indexes a lazy pull fetches by (bytes,\n"
-		"                   a power of two, 4096..16777216; default 262144)\n"
+		"                   a power of two, 4096..16777216; default 65536)\n"
 		"  --json           progress and result as JSON lines on stdout\n");
 }
 

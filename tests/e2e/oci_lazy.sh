@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=58
+N=59
 n=0
 fails=0
 echo "1..$N"
@@ -77,12 +77,16 @@ for _ in $(seq 1 100); do [ -s "$T/proxy.port" ] && break; sleep 0.1; done
 P=127.0.0.1:$(cat "$T/proxy.port")
 
 # ---- 1. push carries a chunk index per layer
-check "push sends the snapshot with its chunk index" 0 '^sha256:' -- st "$S" push --insecure base "$P/lazy/img:v1"
+check "push sends the snapshot with its chunk index" 0 '^sha256:' -- \
+	st "$S" push --insecure --chunk-size 262144 base "$P/lazy/img:v1"
 man=$(curl -s -H 'Accept: application/vnd.oci.image.manifest.v1+json' "http://$P/v2/lazy/img/manifests/v1")
 is "the OCI manifest lists the layer, then its chunk index" \
 	"$(echo "$man" | jq -r '[.layers[].mediaType] | join(" ")')" \
 	"application/vnd.strata.layer.v1 application/vnd.strata.chunks.v1"
 is "... a chunk index of 64 chunks of 256 KiB (40 + 64 x 16 bytes)" "$(echo "$man" | jq -r '.layers[1].size')" 1064
+st "$S" push --insecure base "$P/lazy/img64:v1" >/dev/null
+is "by default, chunks of 64 KiB (256 of them: 40 + 256 x 16 bytes)" \
+	"$(curl -s -H 'Accept: application/vnd.oci.image.manifest.v1+json' "http://$P/v2/lazy/img64/manifests/v1" | jq -r '.layers[1].size')" 4136
 
 # ---- 2. pull --lazy: the snapshot at once, no layer bytes
 L=$T/l
@@ -251,7 +255,7 @@ newstore "$GS"
 st "$GS" run "$G" --heap 64M --call touch_pages 8000 --snapshot big >/dev/null 2>&1
 glayer=$(st "$GS" show big --json | jq -r '.manifest.layers[0].id')
 gsize=$(st "$GS" show big --json | jq -r '.manifest.layers[0].pages * 4096')
-st "$GS" push --insecure big "$P/lazy/guest:v1" >/dev/null
+st "$GS" push --insecure --chunk-size 262144 big "$P/lazy/guest:v1" >/dev/null
 GL=$T/gl
 newstore "$GL"
 st "$GL" pull --lazy --insecure --tag big "$P/lazy/guest:v1" >/dev/null
