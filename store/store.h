@@ -504,4 +504,48 @@ void st_oci_refs_free(struct st_oci_ref *refs, size_t n);
 int st_oci_index_encode(const struct st_oci_ref *refs, size_t n, char **json, size_t *len);
 int st_oci_index_parse(const char *json, size_t len, struct st_oci_ref **refs, size_t *n, char *why, size_t whylen);
 
+/* ==== working-set records (store/workingset.c; docs/formats.md "working-set records") ==== */
+/*
+ * The layer pages a sandbox restored from a snapshot touched before its
+ * first call returned, per layer, as a small blob of its own linked to the
+ * snapshot (index: ix_ws_*). Untrusted when pulled: st_ws_parse checks the
+ * format's every rule, st_ws_check it against the snapshot.
+ */
+#define ST_WS_VERSION 1
+#define ST_WS_MAX_LAYERS 65536u
+#define ST_WS_MAX_RUNS (1u << 21)  /* 16 MiB of runs: a record is at most ~18 MiB */
+#define ST_WS_MEDIA_TYPE "application/vnd.strata.workingset.v1"
+
+/* Pages [lpage, lpage + npages) of a layer (or, given to st_ws_build, of guest memory). */
+struct st_ws_run {
+	uint64_t lpage, npages;
+};
+struct st_ws_layer {
+	st_id id;
+	uint32_t nruns;  /* its runs are the next nruns of st_ws.runs */
+};
+struct st_ws {
+	st_id snapshot;             /* the snapshot it was recorded on */
+	uint32_t nlayers;           /* ids strictly ascending, each with >= 1 run */
+	struct st_ws_layer *layers;
+	uint64_t nruns;             /* per layer ascending, disjoint, merged */
+	struct st_ws_run *runs;
+	uint64_t pages;             /* sum of npages */
+};
+/* Free; accepts NULL. */
+void st_ws_free(struct st_ws *ws);
+/* From touched guest pages (runs ascending by guest page, as a page scan
+ * gives them) through m's ranges: pages in no range (zero pages) are not
+ * part of it. mid is m's id. -ENOMEM, -E2BIG (over ST_WS_MAX_RUNS). */
+int st_ws_build(const struct st_manifest *m, const st_id *mid, const struct st_ws_run *gruns, size_t n,
+		struct st_ws **out);
+/* Bytes of format version 1 (*buf malloc'd). ST_EFORMAT if ws breaks a rule. */
+int st_ws_encode(const struct st_ws *ws, void **buf, size_t *len, char *why, size_t whylen);
+/* Parse and check every rule; the length is checked against the counts
+ * before anything is allocated. ST_EFORMAT, ST_EVERSION, -ENOMEM. */
+int st_ws_parse(const void *buf, size_t len, struct st_ws **out, char *why, size_t whylen);
+/* Does ws belong to snapshot m (id mid): recorded on it, naming only its
+ * layers, within their sizes? ST_EFORMAT (another snapshot), ST_ELAYOUT. */
+int st_ws_check(const struct st_ws *ws, const struct st_manifest *m, const st_id *mid, char *why, size_t whylen);
+
 #endif
