@@ -16,7 +16,7 @@
 /* Growth doubles the map, up to this bound (then MDB_MAP_FULL is an error). */
 #define IX_MAP_MAX (1ull << 40)
 #define IX_MAX_READERS 510
-#define IX_MAX_DBS 8
+#define IX_MAX_DBS 16
 
 static const char KEY_VERSION[] = "version";
 static const char KEY_UUID[] = "uuid";
@@ -292,6 +292,11 @@ static int open_dbs(struct ix *ix, bool create)
 	/* Lazy layers (lazy.c) came later still: the same rule. */
 	rc = ix_mdb(mdb_dbi_open(txn, "lazy", f, &ix->lazy));
 	ix->has_lazy = rc == 0;
+	if (rc < 0 && !(rc == MDB_NOTFOUND && ix->rdonly))
+		goto out_abort;
+	/* Working-set links (workingset.c): added the same way. */
+	rc = ix_mdb(mdb_dbi_open(txn, "workingsets", f, &ix->ws));
+	ix->has_ws = rc == 0;
 	if (rc < 0 && !(rc == MDB_NOTFOUND && ix->rdonly))
 		goto out_abort;
 

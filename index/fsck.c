@@ -228,6 +228,11 @@ static int check_snapshots(struct fsck *f, MDB_txn *txn)
 	mdb_cursor_close(cur);
 	if (rc == MDB_NOTFOUND)
 		rc = 0;
+	/* A working-set record is referenced by its snapshot's link. */
+	uint64_t dangling = 0;
+	if (rc == 0 && (rc = ix_ws_refs_add(f->ix, txn, &f->refs, &dangling)) == 0 && dangling)
+		problem(f, IX_PROBLEM_WORKINGSET, NULL, NULL, "%llu working-set link(s) name no snapshot",
+			(unsigned long long)dangling);
 	ix_pairs_sort(&f->refs);
 	ix_pairs_sort(&f->edges);
 	return rc;
@@ -470,7 +475,7 @@ static int note_fixes(struct fsck *f, const struct ix_fixes *fx)
 static bool index_kind(enum ix_problem_kind k)
 {
 	return k == IX_PROBLEM_REFCOUNT || k == IX_PROBLEM_SNAPSHOT || k == IX_PROBLEM_TAG ||
-	       k == IX_PROBLEM_CHILDREN;
+	       k == IX_PROBLEM_CHILDREN || k == IX_PROBLEM_WORKINGSET;
 }
 
 /* The repair after a check: the blob files and records are already in

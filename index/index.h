@@ -198,6 +198,30 @@ int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flag
  * not exist yet (written in a temp dir beside it, then renamed). */
 int ix_export(struct ix *ix, const char *ref, const char *dir);
 
+/* ---- working sets (index/workingset.c; docs/workingset.md) ---- */
+
+/*
+ * A snapshot's working-set record (store.h, st_ws) is a blob of its own,
+ * linked from the snapshot in the `workingsets` database (snapshot id ->
+ * blob id, bytes). The link does not change the snapshot or its id; the
+ * blob's refcount counts it, so gc keeps the record while the snapshot
+ * lives, and deleting the snapshot releases it. One record per snapshot.
+ *
+ * put: parse buf and check it against the snapshot (ST_EFORMAT,
+ * ST_EVERSION, ST_ELAYOUT; why says which rule), store it as a blob
+ * (durable per the store's policy) and link it in one write transaction,
+ * replacing an earlier record. IX_ENOTFOUND if the snapshot is not in the
+ * index; ST_EREADONLY. *out (may be NULL) gets the blob id.
+ * get: the linked blob and its bytes (either may be NULL); IX_ENOTFOUND.
+ * load: get, read, parse and check the record (IX_EMISSING if its blob
+ * file is gone); *out is the caller's (st_ws_free); blob may be NULL.
+ * del: remove the link (IX_ENOTFOUND if none).
+ */
+int ix_ws_put(struct ix *ix, const st_id *snap, const void *buf, size_t len, st_id *out, char *why, size_t whylen);
+int ix_ws_get(struct ix_txn *t, const st_id *snap, st_id *blob, uint64_t *size);
+int ix_ws_load(struct ix *ix, const st_id *snap, struct st_ws **out, st_id *blob, char *why, size_t whylen);
+int ix_ws_del(struct ix *ix, const st_id *snap);
+
 /* ---- garbage collection and checks ---- */
 
 struct ix_gc_stats {
@@ -223,6 +247,7 @@ enum ix_problem_kind {
 	IX_PROBLEM_TAG,          /* a tag names a snapshot that does not exist */
 	IX_PROBLEM_CHILDREN,     /* the children lists disagree with the parents */
 	IX_PROBLEM_ORPHAN,       /* a blob file no snapshot references (not an error: gc reclaims it) */
+	IX_PROBLEM_WORKINGSET,   /* a working-set link names a snapshot that does not exist */
 };
 struct ix_problem {
 	enum ix_problem_kind kind;

@@ -15,6 +15,8 @@ struct ix {
 	bool has_sha256;  /* false only in a read-only index written before it existed */
 	MDB_dbi lazy;     /* layer id -> lazy record (lazy.c); valid iff has_lazy */
 	bool has_lazy;
+	MDB_dbi ws;       /* snapshot id -> working-set blob (workingset.c); valid iff has_ws */
+	bool has_ws;      /* as has_sha256 */
 	bool rdonly;
 	uint8_t uuid[16];
 	/* Readers and writers of this process hold it shared; growing the map
@@ -66,6 +68,9 @@ int ix_snap_load(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifes
 /* Delete a snapshot inside a write txn (refcounts, children, tags). */
 int ix_snap_del_txn(struct ix *ix, MDB_txn *txn, const st_id *id);
 
+/* Delete snapshot id's working-set link inside a write txn, releasing its blob. */
+int ix_ws_del_txn(struct ix *ix, MDB_txn *txn, const st_id *id);
+
 /* ---- shared by fsck.c and repair.c ---- */
 
 /* (key, value) pairs of ids, sortable: a layer reference (blob, snapshot,
@@ -90,6 +95,13 @@ int ix_snap_rec_check(const MDB_val *k, const MDB_val *v, st_id *id, struct st_m
 /* Add m's distinct layers to refs (layer, id, bytes) and its parent edge to edges. */
 int ix_refs_add(struct ix_pairs *refs, struct ix_pairs *edges, const st_id *id,
 		const struct st_manifest *m);
+
+/* Add a reference (blob, snapshot, blob bytes) for each working-set link
+ * whose snapshot is in txn's snapshots; *dangling (may be NULL) counts the
+ * links whose snapshot is not. */
+int ix_ws_refs_add(struct ix *ix, MDB_txn *txn, struct ix_pairs *refs, uint64_t *dangling);
+/* Remove the links whose snapshot is gone; *removed gets how many. */
+int ix_ws_dangling_del(struct ix *ix, MDB_txn *txn, uint64_t *removed);
 
 /* A snapshot record saved to lost+found, which the repair txn may remove
  * if the record is still byte for byte what was saved. */

@@ -249,6 +249,14 @@ static int repair_snapshots(struct ix *ix, MDB_txn *txn, struct repair *r)
 	if (rc == MDB_NOTFOUND)
 		rc = keys_del(txn, ix->snaps, &dels);
 	keys_free(&dels);
+	/* Working-set links: of the snapshots that stay, referencing their
+	 * records; of the removed ones, gone (their records become orphans). */
+	uint64_t gone = 0;
+	if (rc == 0 && (rc = ix_ws_dangling_del(ix, txn, &gone)) == 0 && gone)
+		rc = fix(r, IX_PROBLEM_WORKINGSET, NULL, NULL, "working-set links naming no snapshot",
+			 "%llu link(s) removed", (unsigned long long)gone);
+	if (rc == 0)
+		rc = ix_ws_refs_add(ix, txn, &r->refs, NULL);
 	ix_pairs_sort(&r->refs);
 	ix_pairs_sort(&r->edges);
 	return ix_mdb(rc);

@@ -305,7 +305,7 @@ int ix_snap_del_txn(struct ix *ix, MDB_txn *txn, const st_id *id)
 		if (rc < 0 && rc != MDB_NOTFOUND)
 			goto out_free;
 	}
-	if ((rc = ix_mdb(mdb_del(txn, ix->snaps, &k, NULL))) < 0)
+	if ((rc = ix_mdb(mdb_del(txn, ix->snaps, &k, NULL))) < 0 || (rc = ix_ws_del_txn(ix, txn, id)) < 0)
 		goto out_free;
 	/* Every tag naming it goes too. */
 	if ((rc = ix_mdb(mdb_cursor_open(txn, ix->tags, &cur))) < 0)

@@ -104,6 +104,9 @@ struct vmm_error;
 int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *cfg,
 		     struct vmm_sandbox **out, struct vmm_error *err);
 int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag);
+/* Record the working set of the snapshot sb was made from (after its first
+ * call) and link it to the snapshot in the store; prints what it stored. */
+int cli_working_set_record(const struct cli *cli, struct vmm_sandbox *sb);
 /* A snapshot named by a directory path or a tag/id in the store (opened
  * for writing if `write`): its manifest and how to open its layers. Reports
  * errors as "WHAT: ..." and returns an exit status. Release when done (the

@@ -35,6 +35,9 @@ static void run_usage(FILE *f)
 		"  --timeout T      per-call timeout: seconds, or with ms/s suffix (default none)\n"
 		"  --repeat N       call N times (state persists); print the last result and timing\n"
 		"  --snapshot TAG   after the call, capture the sandbox into the store under TAG\n"
+		"  --record-working-set  after the first call, record the snapshot pages the sandbox\n"
+		"                   touched since its restore and link them to the snapshot (a lazy\n"
+		"                   pull fetches them first; strata show reports them)\n"
 		"  --backend B      kvm, process or auto (default: strata's --backend, else auto)\n"
 		"\n"
 		"A TAG or ID restores that snapshot from the store (--store); a directory\n"
@@ -263,6 +266,7 @@ struct run_opts {
 	bool list;
 	unsigned long long repeat;
 	const char *snapshot;
+	bool record_ws;
 };
 
 /* One parsed option; returns -1 to go on, else an exit status. */
@@ -275,6 +279,7 @@ static int run_opt(const struct cli *cli, int c, struct run_opts *o)
 	case 'c': o->fn = optarg; return -1;
 	case 'l': o->list = true; return -1;
 	case 'P': o->snapshot = optarg; return -1;
+	case 'W': o->record_ws = true; return -1;
 	case 'B': return cli_backend_parse(cli, optarg, &o->cfg.backend) ? -1 : CLI_USAGE;
 	case 'H': dst = (unsigned long long *)&o->cfg.heap_size; what = "heap"; break;
 	case 'S': dst = (unsigned long long *)&o->cfg.stack_size; what = "stack"; break;
@@ -316,6 +321,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "snapshot", required_argument, NULL, 'P' },
 		{ "backend", required_argument, NULL, 'B' },
+		{ "record-working-set", no_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -335,7 +341,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 			continue;
 		}
 		int at = optind;
-		c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:B:h", opts, NULL);
+		c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:B:hW", opts, NULL);
 		if (c != -1) {
 			if ((rc = run_opt(cli, c, &o)) >= 0)
 				return rc;
@@ -387,6 +393,9 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 
 	struct vmm_sandbox *sb = NULL;
 	struct vmm_error err;
+	/* A warm sandbox's mappings say what earlier users touched, not a start. */
+	if (o.record_ws)
+		vmm_warm_cache_set(0);
 	/* A guest ELF, a snapshot directory, or a tag/id in the store (cmd_snap.c). */
 	if ((status = cli_host_open(cli)) != CLI_OK || (status = cli_sandbox_open(cli, path, &cfg, &sb, &err)) != CLI_OK)
 		return status;
@@ -429,6 +438,8 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		rc = vmm_sandbox_call(sb, fn, vals, (size_t)nargs, &res);
 		if (rc < 0)
 			break;
+		if (i == 0 && o.record_ws && (status = cli_working_set_record(cli, sb)) != CLI_OK)
+			goto out_owned;
 	}
 	uint64_t t1 = mono_ns();
 	if (rc < 0) {

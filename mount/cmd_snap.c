@@ -387,3 +387,52 @@ int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const cha
 	fprintf(stderr, "snapshot %s tagged %s\n", hex, tag);
 	return CLI_OK;
 }
+
+int cli_working_set_record(const struct cli *cli, struct vmm_sandbox *sb)
+{
+	struct st_ws *ws = NULL;
+	uint64_t mapped = 0;
+	void *buf = NULL;
+	size_t len = 0;
+	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1], bhex[ST_ID_HEX_LEN + 1];
+	st_id id, blob;
+	int rc, status = CLI_FAIL;
+
+	if (!vmm_sandbox_snapshot_id(sb, id.b)) {
+		cli_err(cli, "run: --record-working-set needs a snapshot to start from (a tag, id or snapshot directory)");
+		return CLI_USAGE;
+	}
+	if ((status = store_need(cli, true)) != CLI_OK)
+		return status;
+	status = CLI_FAIL;
+	if ((rc = vmm_sandbox_working_set(sb, &ws, &mapped)) < 0) {
+		cli_err(cli, "run: cannot record the working set: %s", vmm_strerror(rc));
+		return CLI_FAIL;
+	}
+	if ((rc = st_ws_encode(ws, &buf, &len, why, sizeof(why))) < 0) {
+		cli_err(cli, "run: cannot encode the working set: %s", why[0] ? why : st_strerror(rc));
+		goto out_free;
+	}
+	st_id_format(&id, hex);
+	rc = ix_ws_put(run_index, &id, buf, len, &blob, why, sizeof(why));
+	if (rc == IX_ENOTFOUND) {
+		cli_err(cli, "run: snapshot %s is not in store %s: import it first ('strata import') to record its "
+			"working set", hex, cli->store);
+		goto out_free;
+	}
+	if (rc < 0) {
+		cli_err(cli, "run: cannot store the working set in %s: %s", cli->store,
+			why[0] ? why : ix_strerror(rc));
+		goto out_free;
+	}
+	st_id_format(&blob, bhex);
+	fprintf(stderr, "working set of %s: %llu pages (%.1f MiB) in %llu runs over %u layer(s), record %s "
+		"(%zu bytes); %llu guest pages mapped\n", hex, (unsigned long long)ws->pages,
+		(double)ws->pages * ST_PAGE_SIZE / 1048576.0, (unsigned long long)ws->nruns, ws->nlayers, bhex, len,
+		(unsigned long long)mapped);
+	status = CLI_OK;
+out_free:
+	free(buf);
+	st_ws_free(ws);
+	return status;
+}

@@ -396,8 +396,62 @@ static json_t *id_json(const st_id *id)
 	return json_string(hex);
 }
 
+/* A snapshot's working-set record, as show reports it. */
+struct show_ws {
+	int rc;              /* 0: ws valid; IX_ENOTFOUND: none; else why it cannot be read */
+	struct st_ws *ws;
+	st_id blob;
+	char why[ST_WHY_LEN];
+};
+
+static json_t *ws_json(const struct show_ws *w, const struct ix_snap_info *info)
+{
+	char hex[ST_ID_HEX_LEN + 1];
+	json_t *o;
+
+	if (w->rc == IX_ENOTFOUND)
+		return json_null();
+	o = json_object();
+	if (w->rc < 0) {
+		json_object_set_new(o, "error", json_string(w->why[0] ? w->why : ix_strerror(w->rc)));
+		return o;
+	}
+	st_id_format(&w->blob, hex);
+	json_object_set_new(o, "record", json_string(hex));
+	json_object_set_new(o, "pages", json_integer((json_int_t)w->ws->pages));
+	json_object_set_new(o, "bytes", json_integer((json_int_t)(w->ws->pages * ST_PAGE_SIZE)));
+	json_object_set_new(o, "runs", json_integer((json_int_t)w->ws->nruns));
+	json_object_set_new(o, "layers", json_integer((json_int_t)w->ws->nlayers));
+	json_object_set_new(o, "of_stored", json_real(info->stored_bytes ? (double)(w->ws->pages * ST_PAGE_SIZE) /
+									 (double)info->stored_bytes : 0.0));
+	return o;
+}
+
+static void ws_text(const struct show_ws *w, const struct st_manifest *m, const struct ix_snap_info *info)
+{
+	char hex[ST_ID_HEX_LEN + 1], a[32], b[32], c[32];
+
+	if (w->rc == IX_ENOTFOUND) {
+		printf("working set  none (strata run SNAPSHOT --call FN --record-working-set records one)\n");
+		return;
+	}
+	if (w->rc < 0) {
+		printf("working set  unreadable: %s\n", w->why[0] ? w->why : ix_strerror(w->rc));
+		return;
+	}
+	st_id_format(&w->blob, hex);
+	fmt_size(a, sizeof(a), w->ws->pages * ST_PAGE_SIZE);
+	fmt_size(b, sizeof(b), info->stored_bytes);
+	fmt_size(c, sizeof(c), m->mem_size);
+	printf("working set  %s (%" PRIu64 " pages, %.1f%% of the %s stored, %.1f%% of %s memory) in %" PRIu64
+	       " runs over %" PRIu32 " layer(s), record %s\n",
+	       a, w->ws->pages, info->stored_bytes ? 100.0 * (double)(w->ws->pages * ST_PAGE_SIZE) / (double)info->stored_bytes : 0.0,
+	       b, m->mem_size ? 100.0 * (double)(w->ws->pages * ST_PAGE_SIZE) / (double)m->mem_size : 0.0, c,
+	       w->ws->nruns, w->ws->nlayers, hex);
+}
+
 static int show_json(struct ix_txn *t, const st_id *id, const struct taglist *tags,
-		     const struct idlist *kids, const struct ix_snap_info *info)
+		     const struct idlist *kids, const struct ix_snap_info *info, const struct show_ws *w)
 {
 	const void *raw;
 	size_t len;
@@ -423,6 +477,7 @@ static int show_json(struct ix_txn *t, const st_id *id, const struct taglist *ta
 	json_object_set_new(root, "stored_bytes", json_integer((json_int_t)info->stored_bytes));
 	json_object_set_new(root, "unique_bytes", json_integer((json_int_t)info->unique_bytes));
 	json_object_set_new(root, "manifest", man);
+	json_object_set_new(root, "working_set", ws_json(w, info));
 	tarr = karr = NULL;
 	char *s = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
 	if (!s) {
@@ -439,7 +494,7 @@ out_free:
 }
 
 static int show_text(struct ix_txn *t, const st_id *id, const struct taglist *tags,
-		     const struct idlist *kids, const struct ix_snap_info *info)
+		     const struct idlist *kids, const struct ix_snap_info *info, const struct show_ws *w)
 {
 	char hex[ST_ID_HEX_LEN + 1], buf[1024], a[32], b[32];
 	struct st_manifest *m;
@@ -478,6 +533,7 @@ static int show_text(struct ix_txn *t, const st_id *id, const struct taglist *ta
 		present += m->ranges[i].npages;
 	printf("ranges    %" PRIu64 " (%" PRIu64 " of %" PRIu64 " pages present, the rest read as zero)\n",
 	       m->nranges, present, m->mem_size / ST_PAGE_SIZE);
+	ws_text(w, m, info);
 	for (size_t i = 0; i < m->nlabels; i++)
 		printf("label     %s=%s\n", cli_esc(m->labels[i].key), cli_esc(m->labels[i].value));
 	st_manifest_free(m);
@@ -521,11 +577,14 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 		close_store(&o);
 		return report_ref(cli, ref, rc);
 	}
+	struct show_ws w = { 0 };
+	w.rc = ix_ws_load(o.ix, &id, &w.ws, &w.blob, w.why, sizeof(w.why));
 	if ((rc = ix_tag_foreach(t, collect_tag, &tags)) == 0 &&
 	    (rc = ix_children_foreach(t, &id, collect_id, &kids)) == 0 &&
 	    (rc = ix_snap_info(t, &id, &info)) == 0)
-		rc = json ? show_json(t, &id, &tags, &kids, &info) : show_text(t, &id, &tags, &kids, &info);
+		rc = json ? show_json(t, &id, &tags, &kids, &info, &w) : show_text(t, &id, &tags, &kids, &info, &w);
 	ix_txn_end(t);
+	st_ws_free(w.ws);
 	taglist_free(&tags);
 	free(kids.v);
 	close_store(&o);
@@ -775,6 +834,7 @@ static const char *problem_word(enum ix_problem_kind k)
 	case IX_PROBLEM_TAG: return "bad tag";
 	case IX_PROBLEM_CHILDREN: return "children";
 	case IX_PROBLEM_ORPHAN: return "orphan";
+	case IX_PROBLEM_WORKINGSET: return "working set";
 	}
 	return "problem";
 }

@@ -89,6 +89,12 @@ static void kvm_kick(struct vmm_sandbox *sb, bool on)
 	vmm_kvm_set_immediate_exit(&sb->kvm, on);
 }
 
+/* Guest memory is this process's range: a guest access faults it in here. */
+static int kvm_touched_scan(struct vmm_sandbox *sb, struct vmm_runs *out)
+{
+	return vmm_touched_scan(sb->mem, sb->mem_size, out);
+}
+
 static int kvm_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigned *ioctls)
 {
 	return vmm_dirty_scan(sb->mem, sb->mem_size, sb->snap->policy.dirty, out, ioctls);
@@ -123,6 +129,7 @@ const struct vmm_backend vmm_backend_kvm = {
 	.run = kvm_run,
 	.kick = kvm_kick,
 	.dirty_scan = kvm_dirty_scan,
+	.touched_scan = kvm_touched_scan,
 	.map_pages = kvm_map_pages,
 	.private_pages = true,
 };

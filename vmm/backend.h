@@ -47,6 +47,9 @@ struct vmm_backend {
 	/* Guest pages that may differ from the snapshot mapped there: guest
 	 * and host writes (clears *out first; counts scans in *ioctls). */
 	int (*dirty_scan)(struct vmm_sandbox *sb, struct vmm_runs *out, unsigned *ioctls);
+	/* Guest pages the guest or host touched since guest memory was mapped
+	 * (vmm_touched_scan; clears *out first). */
+	int (*touched_scan)(struct vmm_sandbox *sb, struct vmm_runs *out);
 	/* Memory equals the snapshot again (a reset just made it so). */
 	void (*dirty_clear)(struct vmm_sandbox *sb);
 	/* Make guest pages [gpage, gpage + n) read as pages [lpage, lpage + n)

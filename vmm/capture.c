@@ -336,6 +336,7 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 	nl.fd = -1;
 	nl.src = NULL;
 	s->stats.captures++;
+	sb->ws_fresh = false;
 	*out = m;
 	m = NULL;
 	rc = 0;

@@ -175,7 +175,7 @@ int vmm_runs_add(struct vmm_runs *r, uint64_t gpage, uint64_t npages)
  * or anonymous memory), present or swapped, and not the shared zero page
  * (an anonymous page only ever read). PAGEMAP_SCAN says so directly.
  */
-static int scan_ioctl(int fd, uint64_t base, uint64_t size, struct vmm_runs *out, unsigned *calls)
+static int scan_ioctl(int fd, uint64_t base, uint64_t size, bool touched, struct vmm_runs *out, unsigned *calls)
 {
 	struct page_region vec[VEC_LEN];
 	uint64_t start = base, end = base + size;
@@ -185,9 +185,12 @@ static int scan_ioctl(int fd, uint64_t base, uint64_t size, struct vmm_runs *out
 		struct pm_scan_arg a = {
 			.size = sizeof(a), .start = start, .end = end,
 			.vec = (uint64_t)(uintptr_t)vec, .vec_len = VEC_LEN,
-			.category_inverted = PAGE_IS_FILE | PAGE_IS_PFNZERO,
-			.category_mask = PAGE_IS_FILE | PAGE_IS_PFNZERO,
-			.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+			.category_inverted = touched ? 0 : PAGE_IS_FILE | PAGE_IS_PFNZERO,
+			.category_mask = touched ? 0 : PAGE_IS_FILE | PAGE_IS_PFNZERO,
+			/* Touched: present only. A swap entry may be a marker
+			 * the write tracking left on a page never touched
+			 * (uffd-wp on shared memory). */
+			.category_anyof_mask = touched ? PAGE_IS_PRESENT : PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
 			.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
 		};
 		do
@@ -232,7 +235,7 @@ static bool entry_is_own(uint64_t e)
 	return (e & PM_MMAP_EXCLUSIVE) != 0;
 }
 
-static int scan_read(int fd, uint64_t base, uint64_t size, struct vmm_runs *out, unsigned *calls)
+static int scan_read(int fd, uint64_t base, uint64_t size, bool touched, struct vmm_runs *out, unsigned *calls)
 {
 	uint64_t npages = size / VMM_PAGE, first = base / VMM_PAGE;
 	uint64_t *ent = malloc(READ_ENTRIES * sizeof(*ent));
@@ -254,7 +257,8 @@ static int scan_read(int fd, uint64_t base, uint64_t size, struct vmm_runs *out,
 		}
 		uint64_t n = (uint64_t)got / sizeof(ent[0]);
 		for (uint64_t i = 0; i < n; i++) {
-			if (entry_is_own(ent[i]) && (rc = vmm_runs_add(out, done + i, 1)) < 0)
+			bool hit = touched ? (ent[i] & PM_PRESENT) != 0 : entry_is_own(ent[i]);
+			if (hit && (rc = vmm_runs_add(out, done + i, 1)) < 0)
 				goto out_free;
 		}
 		done += n;
@@ -272,10 +276,29 @@ int vmm_dirty_scan_fd(int fd, enum vmm_dirty_mech mech, uint64_t addr, uint64_t 
 
 	pthread_once(&self_once, self_open);  /* the zero page's frame */
 	vmm_runs_clear(out);
-	rc = mech == VMM_DIRTY_READ ? scan_read(fd, addr, size, out, &n) : scan_ioctl(fd, addr, size, out, &n);
+	rc = mech == VMM_DIRTY_READ ? scan_read(fd, addr, size, false, out, &n)
+				    : scan_ioctl(fd, addr, size, false, out, &n);
 	if (calls)
 		*calls += n;
 	return rc;
+}
+
+int vmm_touched_scan_fd(int fd, enum vmm_dirty_mech mech, uint64_t addr, uint64_t size, struct vmm_runs *out)
+{
+	unsigned n = 0;
+
+	vmm_runs_clear(out);
+	return mech == VMM_DIRTY_READ ? scan_read(fd, addr, size, true, out, &n)
+				      : scan_ioctl(fd, addr, size, true, out, &n);
+}
+
+int vmm_touched_scan(uint8_t *mem, uint64_t size, struct vmm_runs *out)
+{
+	int m = vmm_dirty_resolve(VMM_DIRTY_AUTO, NULL);
+
+	if (m < 0)
+		return m;
+	return vmm_touched_scan_fd(self_fd, (enum vmm_dirty_mech)m, (uint64_t)(uintptr_t)mem, size, out);
 }
 
 int vmm_dirty_scan(uint8_t *mem, uint64_t size, enum vmm_dirty_mech mech, struct vmm_runs *out,

@@ -900,6 +900,29 @@ static void proc_dirty_clear(struct vmm_sandbox *sb)
 	p->all = !p->tracked;
 }
 
+/* The host's mapping holds every page with data (restore copies the layers
+ * in), so only the child's page tables say what the guest touched: its
+ * mapping is guest memory at the guest addresses themselves. */
+static int proc_touched_scan(struct vmm_sandbox *sb, struct vmm_runs *out)
+{
+	struct vmm_proc *p = sb->proc;
+	char path[64];
+	int fd, m, rc;
+
+	if (p->dead || p->pid <= 0)
+		return -ESRCH;
+	if ((m = vmm_dirty_resolve(VMM_DIRTY_AUTO, NULL)) < 0)
+		return m;
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)p->pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	if (m == VMM_DIRTY_SCAN && !vmm_dirty_scan_works(fd))
+		m = VMM_DIRTY_READ;
+	rc = vmm_touched_scan_fd(fd, (enum vmm_dirty_mech)m, 0, sb->mem_size, out);
+	close(fd);
+	return rc;
+}
+
 /* Shared memory cannot map a layer copy-on-write: copy its pages in (or
  * punch a hole, which reads as zero in both mappings). */
 static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage)
@@ -952,6 +975,7 @@ const struct vmm_backend vmm_backend_process = {
 	.kick = proc_kick,
 	.halt = proc_halt,
 	.dirty_scan = proc_dirty_scan,
+	.touched_scan = proc_touched_scan,
 	.dirty_clear = proc_dirty_clear,
 	.map_pages = proc_map_pages,
 	.page_read = proc_page_read,

@@ -429,6 +429,7 @@ int vmm_snap_reset(struct vmm_sandbox *sb, struct vmm_snap *s)
 	sb->poisoned = false;
 	memset(&sb->err, 0, sizeof(sb->err));
 	s->stats.restores++;
+	sb->ws_fresh = false;
 	if (s->debug)
 		return vmm_sandbox_check(sb, NULL);
 	return 0;

@@ -265,6 +265,7 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 		goto out_free_sb;
 	}
 	vmm_sandbox_held(sb);
+	sb->ws_fresh = true;
 	*out = sb;
 	return 0;
 out_free_sb:

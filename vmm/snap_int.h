@@ -54,6 +54,16 @@ int vmm_dirty_scan(uint8_t *mem, uint64_t size, enum vmm_dirty_mech mech, struct
  * as fd (/proc/PID/pagemap), with mechanism `mech` (SCAN or READ). */
 int vmm_dirty_scan_fd(int fd, enum vmm_dirty_mech mech, uint64_t addr, uint64_t size,
 		      struct vmm_runs *out, unsigned *calls);
+/*
+ * Pages of the range that are present: every page read or written since
+ * the range was mapped, plus the neighbours a read fault mapped with it
+ * (fault-around: docs/workingset.md measures how many); a page swapped out since
+ * is missed (a swap entry can also be a write-tracking marker on a page
+ * never touched). The working-set record's source. _fd: of the process
+ * whose pagemap is fd.
+ */
+int vmm_touched_scan(uint8_t *mem, uint64_t size, struct vmm_runs *out);
+int vmm_touched_scan_fd(int fd, enum vmm_dirty_mech mech, uint64_t addr, uint64_t size, struct vmm_runs *out);
 /* True if PAGEMAP_SCAN works on pagemap fd `fd` (this kernel has it). */
 bool vmm_dirty_scan_works(int fd);
 /* Resolve `mech` for this process: SCAN or READ, or VMM_E_NO_PAGEMAP with

@@ -382,6 +382,23 @@ int vmm_sandbox_restore_to(struct vmm_sandbox *sb, const struct st_manifest *m, 
 int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx,
 			      const struct vmm_config *cfg, struct vmm_sandbox **out, struct vmm_error *err);
 
+/*
+ * The working set of the sandbox's snapshot (docs/workingset.md): the layer
+ * pages it touched (read or written, by the guest or the host) since
+ * vmm_sandbox_from_snapshot made it, as a record of that snapshot (named
+ * by its id, vmm_sandbox_snapshot_id). Call it once the first call has
+ * returned. Zero pages (in no layer) are not part of it; pages
+ * the kernel mapped beside a touched one (fault-around) are (docs/workingset.md
+ * measures how many). *mapped (may be NULL) gets the guest pages found
+ * mapped. VMM_E_NO_SNAPSHOT if the sandbox was not made from a snapshot
+ * or was restored or captured since, or came warm from the cache
+ * (vmm_warm_cache_set(0) first): its mappings no longer say what a start
+ * touches. VMM_E_NO_PAGEMAP where the page tables cannot be read. *out is
+ * the caller's (st_ws_free).
+ */
+struct st_ws;
+int vmm_sandbox_working_set(struct vmm_sandbox *sb, struct st_ws **out, uint64_t *mapped);
+
 /* Debug mode: after every restore compare all guest memory with the
  * snapshot; a difference fails the restore with VMM_E_LEAK. A new sandbox
  * starts with its host's vmm_host_config.debug. */

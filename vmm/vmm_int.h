@@ -305,6 +305,9 @@ struct vmm_sandbox {
 	atomic_bool kill_pending;
 	struct vmm_snap *snap;     /* snapshot state (vmm/snap_int.h), NULL until first used */
 	bool held;                 /* counted in cfg.host->sandboxes */
+	/* Made by vmm_sandbox_from_snapshot with no restore or capture since:
+	 * its mapped pages are what a start from the snapshot touched. */
+	bool ws_fresh;
 };
 
 static inline void vmm_sandbox_held(struct vmm_sandbox *sb)
