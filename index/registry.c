@@ -57,6 +57,7 @@ struct req {
 	char location[2048];
 	char www_auth[1024];
 	char digest[ST_DIGEST_LEN + 1];
+	char subject[ST_DIGEST_LEN + 1];  /* OCI-Subject: the registry lists referrers itself */
 	/* body: to sink (2xx only), or to mem (up to mem_max), error body to err */
 	ix_oci_sink_fn sink;
 	void *sctx;
@@ -138,6 +139,7 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 	if (len > 5 && strncmp(buf, "HTTP/", 5) == 0) {
 		q->www_auth[0] = '\0';
 		q->digest[0] = '\0';
+		q->subject[0] = '\0';
 		return len;
 	}
 	struct {
@@ -148,6 +150,7 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 		{ "location:", q->location, sizeof(q->location) },
 		{ "www-authenticate:", q->www_auth, sizeof(q->www_auth) },
 		{ "docker-content-digest:", q->digest, sizeof(q->digest) },
+		{ "oci-subject:", q->subject, sizeof(q->subject) },
 	};
 	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
 		size_t nl = strlen(keep[i].name);
@@ -845,4 +848,65 @@ static bool reg_not_found(int rc)
 void ix_registry_source(struct ix_registry *r, struct ix_oci_source *out)
 {
 	*out = (struct ix_oci_source){ r, reg_manifest_get, reg_blob_get, reg_not_found, r->origin, r->o.insecure };
+}
+
+/* ---------------------------------------------------------------- referrers */
+
+int ix_registry_manifest_put_typed(struct ix_registry *r, const char *ref, const char *media_type, const char *json,
+				   size_t len, bool *subject_listed, char *why, size_t whylen)
+{
+	uint8_t sha[ST_SHA256_LEN];
+	char dg[ST_DIGEST_LEN + 1];
+	struct req *q;
+	int rc;
+
+	st_sha256_hash(json, len, sha);
+	st_digest_format(sha, dg);
+	if (!(q = req_new(r, "PUT", "manifests/%s", ref ? ref : dg)))
+		return -ENOMEM;
+	q->content_type = media_type;
+	q->body = json;
+	q->body_len = len;
+	rc = request(r, q, why, whylen);
+	if (rc == 0 && q->status != 201)
+		rc = http_fail(q, why, whylen);
+	if (rc == 0 && q->digest[0] && strcmp(q->digest, dg) != 0)
+		rc = ix_why(why, whylen, IX_EHTTP, "the registry stored manifest %s as %s", dg, q->digest);
+	if (rc == 0 && subject_listed)
+		*subject_listed = q->subject[0] != '\0';
+	free(q);
+	return rc;
+}
+
+int ix_registry_referrers_get(struct ix_registry *r, const uint8_t subject[ST_SHA256_LEN], const char *artifact_type,
+			      char **json, size_t *len, char *why, size_t whylen)
+{
+	char dg[ST_DIGEST_LEN + 1];
+	struct req *q;
+	int rc;
+
+	st_digest_format(subject, dg);
+	if (!(q = req_new(r, "GET", "referrers/%s?artifactType=%s", dg, artifact_type)))
+		return -ENOMEM;
+	q->accept = ST_OCI_INDEX_TYPE;
+	q->mem_max = ST_OCI_MANIFEST_MAX;
+	if (!(q->mem = malloc(q->mem_max + 1))) {
+		free(q);
+		return -ENOMEM;
+	}
+	rc = request(r, q, why, whylen);
+	/* A registry without the API answers 404 (distribution 2.x: no such route). */
+	if (rc == 0 && (q->status == 404 || q->status == 405))
+		rc = ix_why(why, whylen, IX_EREMOTE_MISSING, "the registry has no referrers API");
+	else if (rc == 0 && q->status != 200)
+		rc = http_fail(q, why, whylen);
+	if (rc == 0) {
+		q->mem[q->mem_len] = '\0';
+		*json = q->mem;
+		*len = q->mem_len;
+		q->mem = NULL;
+	}
+	free(q->mem);
+	free(q);
+	return rc;
 }

@@ -86,6 +86,44 @@ void ix_registry_wire_get(const struct ix_registry *r, struct ix_registry_wire *
 int ix_registry_origins_record(struct ix_registry *r);
 
 /*
+ * Referrers (OCI distribution 1.1): PUT a manifest (by digest if ref is
+ * NULL, else under tag ref) with its media type; *subject_listed (may be
+ * NULL) says whether the registry answered OCI-Subject, i.e. lists the
+ * manifest's subject's referrers itself. referrers_get: GET the referrers
+ * API's image index for subject, filtered by artifact_type (*json
+ * malloc'd); IX_EREMOTE_MISSING when the registry has no such API (then
+ * the tag schema's "sha256-<hex>" tag holds the index).
+ */
+int ix_registry_manifest_put_typed(struct ix_registry *r, const char *ref, const char *media_type, const char *json,
+				   size_t len, bool *subject_listed, char *why, size_t whylen);
+int ix_registry_referrers_get(struct ix_registry *r, const uint8_t subject[ST_SHA256_LEN], const char *artifact_type,
+			      char **json, size_t *len, char *why, size_t whylen);
+
+/*
+ * A snapshot's working-set record through the registry (docs/workingset.md):
+ * an OCI image manifest of artifactType ST_WS_MEDIA_TYPE whose subject is
+ * the snapshot's manifest (subject: its sha256 and size), with the empty
+ * config and one layer, the record.
+ * push: sends it if snap has a record (x->found), then, unless the
+ * registry answered OCI-Subject (x->api), puts it in the tag schema's
+ * index "sha256-<subject hex>" (replacing an earlier record's entry).
+ * pull: asks the referrers API, else the tag schema's index; if a record
+ * is listed, fetches it (sha256 and strata id checked), and links it to
+ * snap with ix_ws_put (which checks it belongs to the snapshot). No
+ * record listed: 0 with x->found false. x->bytes: the record's bytes
+ * moved; x->manifest: the artifact manifest's sha256.
+ */
+struct ix_ws_xfer {
+	bool found, api;
+	uint64_t bytes;
+	uint8_t manifest[ST_SHA256_LEN];
+};
+int ix_registry_ws_push(struct ix_registry *r, struct ix *ix, const st_id *snap, const uint8_t subject[ST_SHA256_LEN],
+			uint64_t subject_size, struct ix_ws_xfer *x, char *why, size_t whylen);
+int ix_registry_ws_pull(struct ix_registry *r, struct ix *ix, const st_id *snap, const uint8_t subject[ST_SHA256_LEN],
+			struct ix_ws_xfer *x, char *why, size_t whylen);
+
+/*
  * Credentials for host from a docker config.json / containers auth.json
  * file: "auths" entry named host (also with an https:// prefix or a path
  * after it), its "auth" (base64 user:password) or "username"/"password".

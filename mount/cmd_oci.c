@@ -329,6 +329,60 @@ static int reg_open(struct cli *cli, struct reg_args *a, const struct ix_registr
 	return CLI_OK;
 }
 
+/* Push the working-set record of the snapshot ref names (if it has one)
+ * as a referrer of its pushed manifest (sha, size). */
+static int push_working_set(struct cli *cli, struct ix *ix, struct ix_registry *r, const char *ref,
+			    const uint8_t sha[ST_SHA256_LEN], uint64_t size, struct ix_ws_xfer *x)
+{
+	char why[ST_WHY_LEN] = "";
+	struct ix_txn *t;
+	st_id id;
+	int rc;
+
+	if ((rc = ix_txn_begin(ix, &t)) < 0)
+		return rc;
+	rc = ix_resolve(t, ref, &id);
+	ix_txn_end(t);
+	if (rc == 0)
+		rc = ix_registry_ws_push(r, ix, &id, sha, size, x, why, sizeof(why));
+	if (rc < 0)
+		report(cli, "push: the snapshot was pushed, but not its working set", rc, why);
+	return rc;
+}
+
+/* A pull source that remembers the sha256 of the first manifest it
+ * fetched (the top snapshot's): the subject its referrers name. */
+struct top_catch {
+	struct ix_oci_source src;
+	bool have;
+	uint8_t sha[ST_SHA256_LEN];
+};
+
+static int top_manifest_get(void *ctx, const char *ref, char **json, size_t *len, char *why, size_t whylen)
+{
+	struct top_catch *tc = ctx;
+	int rc = tc->src.manifest_get(tc->src.ctx, ref, json, len, why, whylen);
+
+	if (rc == 0 && !tc->have) {
+		st_sha256_hash(*json, *len, tc->sha);
+		tc->have = true;
+	}
+	return rc;
+}
+
+static int top_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset, ix_oci_sink_fn sink, void *sctx,
+			char *why, size_t whylen)
+{
+	struct top_catch *tc = ctx;
+
+	return tc->src.blob_get(tc->src.ctx, d, offset, sink, sctx, why, whylen);
+}
+
+static bool top_not_found(int rc)
+{
+	return rc == IX_EREMOTE_MISSING;
+}
+
 int cmd_push(struct cli *cli, int argc, char **argv)
 {
 	struct reg_args a = { 0 };
@@ -385,8 +439,15 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 		goto out_close;
 	ix_registry_sink(r, &sink);
 	sink.chunk_size = chunk_size;
-	rc = ix_oci_push(ix, snap, ref.tag, &sink, &prog, &st, sha, NULL, why, sizeof(why));
+	uint64_t msize = 0;
+	struct ix_ws_xfer wsx = { 0 };
+	rc = ix_oci_push(ix, snap, ref.tag, &sink, &prog, &st, sha, &msize, why, sizeof(why));
 	progress_end(&p);
+	/* The working-set record, if the snapshot has one, follows it. */
+	if (rc == 0 && (rc = push_working_set(cli, ix, r, snap, sha, msize, &wsx)) < 0) {
+		status = exit_for(rc);
+		goto out_close;
+	}
 	ix_registry_wire_get(r, &w);
 	if (rc < 0) {
 		char what[1200];
@@ -404,7 +465,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 	st_digest_format(sha, dg);
 	if (a.json) {
 		stats_json(stdout, "done", &st, &w);
-		printf(",\"digest\":\"%s\"}\n", dg);
+		printf(",\"digest\":\"%s\",\"working_set\":%s}\n", dg, wsx.found ? "true" : "false");
 	} else {
 		printf("%s\n", dg);
 	}
@@ -413,6 +474,9 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 		      " down in %" PRIu64 " requests; sha256 over %" PRIu64 " bytes",
 		 st.snapshots, st.blobs_moved, st.bytes_moved, st.blobs_skipped, st.bytes_skipped, w.mounts, w.up, w.down,
 		 w.requests, st.bytes_sha256);
+	if (wsx.found)
+		cli_info(cli, "working set: record of %" PRIu64 " bytes sent, listed %s", wsx.bytes,
+			 wsx.api ? "by the registry's referrers API" : "in the tag schema's index sha256-<digest>");
 	status = CLI_OK;
 out_close:
 	ix_registry_close(r);
@@ -515,8 +579,21 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	if ((status = reg_open(cli, &a, &ref, NULL, ix, &r)) != CLI_OK)
 		goto out_close;
 	ix_registry_source(r, &src);
-	rc = ix_oci_pull(ix, &src, ref.digest ? ref.digest : ref.tag, tag, flags, &prog, &st, &id, why, sizeof(why));
+	struct top_catch tc = { .src = src };
+	struct ix_oci_source wrapped = { &tc, top_manifest_get, top_blob_get, top_not_found };
+	struct ix_ws_xfer wsx = { 0 };
+	rc = ix_oci_pull(ix, &wrapped, ref.digest ? ref.digest : ref.tag, tag, flags, &prog, &st, &id, why, sizeof(why));
 	progress_end(&p);
+	/* The working-set record listed as a referrer of the snapshot's
+	 * manifest: the snapshot is whole without it, so a missing or bad
+	 * record is reported and the pull still succeeds. */
+	if (rc == 0 && tc.have) {
+		char wwhy[ST_WHY_LEN] = "";
+		int wrc = ix_registry_ws_pull(r, ix, &id, tc.sha, &wsx, wwhy, sizeof(wwhy));
+		if (wrc < 0)
+			fprintf(stderr, "strata: pull: warning: the snapshot's working set was not taken: %s\n",
+				wwhy[0] ? wwhy : ix_registry_strerror(wrc));
+	}
 	ix_registry_wire_get(r, &w);
 	if (rc < 0) {
 		char what[1200];
@@ -544,8 +621,10 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	if (a.json) {
 		stats_json(stdout, "done", &st, &w);
 		printf(",\"id\":\"%s\",\"existed\":%s,\"layers_lazy\":%" PRIu32 ",\"bytes_chunk_index\":%" PRIu64
-		       ",\"layers_completed\":%" PRIu32 ",\"bytes_completed\":%" PRIu64 "}\n",
-		       hex, st.existed ? "true" : "false", st.layers_lazy, st.bytes_chunks, completed, ls.bytes);
+		       ",\"layers_completed\":%" PRIu32 ",\"bytes_completed\":%" PRIu64
+		       ",\"working_set\":%s,\"working_set_bytes\":%" PRIu64 "}\n",
+		       hex, st.existed ? "true" : "false", st.layers_lazy, st.bytes_chunks, completed, ls.bytes,
+		       wsx.found ? "true" : "false", wsx.bytes);
 	} else {
 		printf("%s\n", hex);
 	}
@@ -554,6 +633,9 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 		      " requests",
 		 st.snapshots, st.blobs_moved, st.bytes_moved, st.bytes_resumed, st.blobs_skipped, w.down, w.up,
 		 w.requests);
+	if (wsx.found)
+		cli_info(cli, "working set: record of %" PRIu64 " bytes, found %s", wsx.bytes,
+			 wsx.api ? "by the registry's referrers API" : "in the tag schema's index");
 	status = CLI_OK;
 out_close:
 	ix_registry_close(r);

@@ -514,7 +514,8 @@ int st_oci_index_parse(const char *json, size_t len, struct st_oci_ref **refs, s
 #define ST_WS_VERSION 1
 #define ST_WS_MAX_LAYERS 65536u
 #define ST_WS_MAX_RUNS (1u << 21)  /* 16 MiB of runs: a record is at most ~18 MiB */
-#define ST_WS_MEDIA_TYPE "application/vnd.strata.workingset.v1"
+#define ST_WS_MEDIA_TYPE "application/vnd.strata.workingset.v1"   /* the OCI artifact type */
+#define ST_WS_LAYER_TYPE "application/vnd.strata.workingset.record.v1" /* the record blob in it */
 
 /* Pages [lpage, lpage + npages) of a layer (or, given to st_ws_build, of guest memory). */
 struct st_ws_run {

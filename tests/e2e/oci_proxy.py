@@ -17,6 +17,8 @@ read per request, picks what it does to layer blobs (GET of a blob over
   index     invert the last byte of every chunk index blob (STRCHK1 header)
   offline   close the connection, unanswered, on every blob GET
   delay N   wait N ms before answering each request (a slow link)
+  referrers answer the referrers API (GET /v2/REPO/referrers/DIGEST) as a registry
+            that has it would, from the tag schema's index (sha256-<hex>) upstream
 Every request is logged to MODE_FILE.log as "METHOD PATH STATUS BYTES"
 (and the Range asked for, if any).
 """
@@ -99,6 +101,18 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             log("%s %s offline 0" % (self.command, self.path))
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
+            return
+        if mode() == "referrers" and self.command == "GET" and "/referrers/sha256:" in self.path:
+            repo, rest = self.path[len("/v2/"):].split("/referrers/", 1)
+            digest = rest.split("?", 1)[0]
+            conn = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=60)
+            conn.request("GET", "/v2/%s/manifests/sha256-%s" % (repo, digest[len("sha256:"):]),
+                         headers={"Accept": "application/vnd.oci.image.index.v1+json"})
+            resp = conn.getresponse()
+            data = resp.read()
+            if resp.status != 200:
+                data = b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}'
+            self.send_plain(200, data, [("Content-Type", "application/vnd.oci.image.index.v1+json")])
             return
         body = None
         if "Content-Length" in self.headers:
