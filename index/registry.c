@@ -752,19 +752,14 @@ void ix_registry_sink(struct ix_registry *r, struct ix_oci_sink *out)
 
 /* ---------------------------------------------------------------- source */
 
-static int reg_manifest_get(void *ctx, const char *ref, char **json, size_t *len, char *why, size_t whylen)
+/* Run GET q (owned) for a small JSON document (at most ST_OCI_MANIFEST_MAX):
+ * *json malloc'd and NUL-terminated; a 404 is IX_EREMOTE_MISSING with why
+ * "<missing>". */
+static int get_doc(struct ix_registry *r, struct req *q, const char *missing, char **json, size_t *len, char *why,
+		   size_t whylen)
 {
-	struct ix_registry *r = ctx;
-	struct req *q = req_new(r, "GET", "manifests/%s", ref);
 	int rc;
 
-	if (!q)
-		return -ENOMEM;
-	/* The other types are asked for too, so that what is there is
-	 * refused with a clear reason rather than a 404. */
-	q->accept = ST_OCI_MANIFEST_TYPE ", " ST_OCI_INDEX_TYPE
-		", application/vnd.docker.distribution.manifest.v2+json"
-		", application/vnd.docker.distribution.manifest.list.v2+json";
 	q->mem_max = ST_OCI_MANIFEST_MAX;
 	if (!(q->mem = malloc(q->mem_max + 1))) {
 		free(q);
@@ -772,7 +767,7 @@ static int reg_manifest_get(void *ctx, const char *ref, char **json, size_t *len
 	}
 	rc = request(r, q, why, whylen);
 	if (rc == 0 && q->status == 404)
-		rc = ix_why(why, whylen, IX_EREMOTE_MISSING, "%s:%s is not in the registry", r->repo, ref);
+		rc = ix_why(why, whylen, IX_EREMOTE_MISSING, "%s", missing);
 	else if (rc == 0 && q->status != 200)
 		rc = http_fail(q, why, whylen);
 	if (rc == 0) {
@@ -784,6 +779,23 @@ static int reg_manifest_get(void *ctx, const char *ref, char **json, size_t *len
 	free(q->mem);
 	free(q);
 	return rc;
+}
+
+static int reg_manifest_get(void *ctx, const char *ref, char **json, size_t *len, char *why, size_t whylen)
+{
+	struct ix_registry *r = ctx;
+	struct req *q = req_new(r, "GET", "manifests/%s", ref);
+	char missing[1200];
+
+	if (!q)
+		return -ENOMEM;
+	/* The other types are asked for too, so that what is there is
+	 * refused with a clear reason rather than a 404. */
+	q->accept = ST_OCI_MANIFEST_TYPE ", " ST_OCI_INDEX_TYPE
+		", application/vnd.docker.distribution.manifest.v2+json"
+		", application/vnd.docker.distribution.manifest.list.v2+json";
+	snprintf(missing, sizeof(missing), "%s:%s is not in the registry", r->repo, ref);
+	return get_doc(r, q, missing, json, len, why, whylen);
 }
 
 static int reg_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset, ix_oci_sink_fn sink, void *sctx,
@@ -883,30 +895,11 @@ int ix_registry_referrers_get(struct ix_registry *r, const uint8_t subject[ST_SH
 {
 	char dg[ST_DIGEST_LEN + 1];
 	struct req *q;
-	int rc;
 
 	st_digest_format(subject, dg);
 	if (!(q = req_new(r, "GET", "referrers/%s?artifactType=%s", dg, artifact_type)))
 		return -ENOMEM;
 	q->accept = ST_OCI_INDEX_TYPE;
-	q->mem_max = ST_OCI_MANIFEST_MAX;
-	if (!(q->mem = malloc(q->mem_max + 1))) {
-		free(q);
-		return -ENOMEM;
-	}
-	rc = request(r, q, why, whylen);
 	/* A registry without the API answers 404 (distribution 2.x: no such route). */
-	if (rc == 0 && (q->status == 404 || q->status == 405))
-		rc = ix_why(why, whylen, IX_EREMOTE_MISSING, "the registry has no referrers API");
-	else if (rc == 0 && q->status != 200)
-		rc = http_fail(q, why, whylen);
-	if (rc == 0) {
-		q->mem[q->mem_len] = '\0';
-		*json = q->mem;
-		*len = q->mem_len;
-		q->mem = NULL;
-	}
-	free(q->mem);
-	free(q);
-	return rc;
+	return get_doc(r, q, "the registry has no referrers API", json, len, why, whylen);
 }
