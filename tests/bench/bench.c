@@ -60,6 +60,7 @@ static const struct bench_group groups[] = {
 	{ "cold", bench_cold, true },
 	{ "density", bench_density, false },
 	{ "oci", bench_oci, false },
+	{ "lazy", bench_lazy, false },
 	{ NULL, NULL, false },
 };
 

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "vmm/vmm.h"
 
@@ -97,6 +98,11 @@ void bench_snap(struct bench *b);     /* bench_snap.c */
 void bench_cold(struct bench *b);     /* bench_cold.c */
 void bench_density(struct bench *b);  /* bench_cold.c */
 void bench_oci(struct bench *b);      /* bench_oci.c: push / pull through a loopback registry */
+void bench_lazy(struct bench *b);     /* bench_lazy.c: first result from a delayed registry, lazy or not */
+/* bench_oci.c: is prog on PATH; start docker-registry on a free loopback
+ * port with its storage under dir (port_s gets the port, *pid the process). */
+bool bench_have(const char *prog);
+int bench_registry_start(const char *dir, char port_s[16], pid_t *pid);
 void bench_floor(struct bench *b);    /* bench_vmm.c: the KVM round trips every latency is compared with */
 
 #endif

@@ -71,7 +71,7 @@ static int run_quiet(char *const argv[])
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-static bool have(const char *prog)
+bool bench_have(const char *prog)
 {
 	char *argv[] = { "sh", "-c", NULL, NULL };
 	char cmd[256];
@@ -106,7 +106,7 @@ static bool port_open(int port)
 	return ok;
 }
 
-static int registry_start(struct oci_bench *ob)
+int bench_registry_start(const char *dir, char port_s[16], pid_t *pid)
 {
 	char cfg[400], data[400];
 	int port = free_port();
@@ -114,9 +114,9 @@ static int registry_start(struct oci_bench *ob)
 
 	if (port < 0)
 		return -EADDRNOTAVAIL;
-	snprintf(ob->reg_port, sizeof(ob->reg_port), "%d", port);
-	snprintf(cfg, sizeof(cfg), "%s/registry.yml", ob->dir);
-	snprintf(data, sizeof(data), "%s/registry", ob->dir);
+	snprintf(port_s, 16, "%d", port);
+	snprintf(cfg, sizeof(cfg), "%s/registry.yml", dir);
+	snprintf(data, sizeof(data), "%s/registry", dir);
 	if (!(f = fopen(cfg, "we")))
 		return -errno;
 	fprintf(f, "version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: %s}}\n"
@@ -127,7 +127,7 @@ static int registry_start(struct oci_bench *ob)
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
 	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	int rc = posix_spawnp(&ob->reg, argv[0], &fa, NULL, argv, environ);
+	int rc = posix_spawnp(pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	if (rc)
 		return -rc;
@@ -289,7 +289,7 @@ static int ob_setup(void **state, const void *arg)
 	}
 	snprintf(ob->src, sizeof(ob->src), "%s/src", ob->dir);
 	if ((rc = ix_registry_global_init()) < 0 || (rc = open_store(ob->src, &ob->s, &ob->ix)) < 0 ||
-	    (rc = registry_start(ob)) < 0 || (rc = make_snapshots(ob)) < 0) {
+	    (rc = bench_registry_start(ob->dir, ob->reg_port, &ob->reg)) < 0 || (rc = make_snapshots(ob)) < 0) {
 		ob_free(ob);
 		return rc;
 	}
@@ -639,7 +639,7 @@ void bench_oci(struct bench *b)
 
 	if (!bench_selected(b, "oci/"))
 		return;
-	if (!have("docker-registry")) {
+	if (!bench_have("docker-registry")) {
 		bench_note(b, "oci/skipped_no_docker_registry", 1, "");
 		return;
 	}
@@ -699,8 +699,8 @@ void bench_oci(struct bench *b)
 		struct bench_case c = cases[i];
 		bool skopeo = strstr(c.name, "skopeo") != NULL;
 
-		if (!bench_selected(b, c.name) || (skopeo && !have("skopeo")) ||
-		    ((c.iter == iter_curl || c.iter == iter_curl_put) && !have("curl")))
+		if (!bench_selected(b, c.name) || (skopeo && !bench_have("skopeo")) ||
+		    ((c.iter == iter_curl || c.iter == iter_curl_put) && !bench_have("curl")))
 			continue;
 		c.setup = share_setup;
 		c.arg = ob;

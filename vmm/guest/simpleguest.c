@@ -103,6 +103,25 @@ STRATA_FUNCTION(touch_strided, "i(ii)")
 	return strata_ret_i64(c, pages);
 }
 
+/* Read one word of each of `pages` heap pages in each of `clusters` runs
+ * spread evenly over the heap (run k starts at k * heap / clusters): a
+ * start that reads a few regions of a large snapshot (the working-set
+ * benchmark). Returns the sum of the words read. */
+STRATA_FUNCTION(touch_clusters, "i(ii)")
+{
+	int64_t clusters = strata_arg_i64(c, 0), pages = strata_arg_i64(c, 1);
+	const struct strata_boot_info *bi = strata_boot_info();
+	uint64_t heap_pages = bi->heap_size / 4096;
+	if (clusters < 1 || pages < 0 || (uint64_t)clusters > heap_pages || (uint64_t)pages > heap_pages / (uint64_t)clusters)
+		return strata_fail(c, "%lld runs of %lld pages do not fit the heap", (long long)clusters, (long long)pages);
+	volatile const uint64_t *base = (volatile const uint64_t *)(uintptr_t)bi->heap_addr;
+	uint64_t sum = 0, step = heap_pages / (uint64_t)clusters;
+	for (int64_t k = 0; k < clusters; k++)
+		for (int64_t i = 0; i < pages; i++)
+			sum += base[((uint64_t)k * step + (uint64_t)i) * 512];
+	return strata_ret_i64(c, (int64_t)sum);
+}
+
 STRATA_FUNCTION(counter_next, "i()")
 {
 	return strata_ret_i64(c, ++counter);

@@ -1,0 +1,501 @@
+/* bench_lazy.c: time to a first result from a registry behind an injected delay: full pull, lazy pull, lazy pull with the working set, and the local cold start, side by side. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+extern char **environ;
+
+#define MiB (1024ull * 1024)
+#define HEAP "256M"            /* the snapshot: a 256 MiB heap, every page holding data */
+#define HEAP_PAGES 65536
+/* The first call reads 8 runs of 410 pages spread over the heap: 3,280
+ * pages, 5.0% of it (12.8 MiB). */
+#define CLUSTERS "8"
+#define CLUSTER_PAGES "410"
+#define SANDBOXES "8"
+
+/* ------------------------------------------------------ the delaying relay */
+
+/*
+ * A TCP relay from a loopback port to the registry that holds every byte
+ * for half the round trip in each direction before passing it on, so a
+ * request and its answer cost one round trip more than on loopback, and a
+ * stream is delayed, not slowed (bytes queue while they wait, as in flight
+ * on a long link with a large window). It counts the bytes it passes.
+ */
+struct relay {
+	int lfd, up_port, port;
+	_Atomic uint64_t half_rtt_ns;
+	_Atomic uint64_t down, up, conns;
+	pthread_t th;
+};
+
+struct chunk {
+	uint64_t due;
+	size_t len, off;
+	struct chunk *next;
+	uint8_t data[];
+};
+
+struct pump {
+	struct relay *r;
+	int src, dst;
+	bool down;
+	_Atomic int *refs;
+	int *fds;  /* both fds, closed by the last pump */
+};
+
+#define QUEUE_MAX (64 * MiB)
+#define READ_MAX (256u << 10)
+
+static void *pump_main(void *arg)
+{
+	struct pump *p = arg;
+	struct chunk *head = NULL, **tail = &head;
+	size_t queued = 0;
+	bool eof = false;
+
+	for (;;) {
+		uint64_t now = bench_now_ns();
+		/* Pass on what is due. */
+		while (head && head->due <= now) {
+			ssize_t w = write(p->dst, head->data + head->off, head->len - head->off);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				goto out;
+			head->off += (size_t)w;
+			if (head->off < head->len)
+				continue;
+			struct chunk *c = head;
+			queued -= c->len;
+			head = c->next;
+			if (!head)
+				tail = &head;
+			free(c);
+		}
+		if (eof && !head)
+			break;
+		int timeout = -1;
+		if (head)
+			timeout = (int)((head->due - now) / 1000000) + 1;
+		struct pollfd pf = { .fd = p->src, .events = POLLIN };
+		if (eof || queued >= QUEUE_MAX) {
+			if (head)
+				nanosleep(&(struct timespec){ 0, (long)(head->due > now ? head->due - now : 0) }, NULL);
+			continue;
+		}
+		int n = poll(&pf, 1, timeout);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n <= 0)
+			continue;
+		struct chunk *c = malloc(sizeof(*c) + READ_MAX);
+		if (!c)
+			break;
+		ssize_t got = read(p->src, c->data, READ_MAX);
+		if (got <= 0) {
+			free(c);
+			eof = true;
+			continue;
+		}
+		c->due = bench_now_ns() + atomic_load(&p->r->half_rtt_ns);
+		c->len = (size_t)got;
+		c->off = 0;
+		c->next = NULL;
+		*tail = c;
+		tail = &c->next;
+		queued += (size_t)got;
+		atomic_fetch_add(p->down ? &p->r->down : &p->r->up, (uint64_t)got);
+	}
+out:
+	shutdown(p->dst, SHUT_WR);
+	while (head) {
+		struct chunk *c = head;
+		head = c->next;
+		free(c);
+	}
+	if (atomic_fetch_sub(p->refs, 1) == 1) {
+		close(p->fds[0]);
+		close(p->fds[1]);
+		free(p->fds);
+		free(p->refs);
+	}
+	free(p);
+	return NULL;
+}
+
+static void *relay_main(void *arg)
+{
+	struct relay *r = arg;
+
+	for (;;) {
+		int c = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return NULL;
+		}
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)r->up_port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+		if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			if (s >= 0)
+				close(s);
+			close(c);
+			continue;
+		}
+		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		atomic_fetch_add(&r->conns, 1);
+		int *fds = malloc(2 * sizeof(int));
+		_Atomic int *refs = malloc(sizeof(*refs));
+		struct pump *up = malloc(sizeof(*up)), *down = malloc(sizeof(*down));
+		if (!fds || !refs || !up || !down) {
+			free(fds), free((void *)refs), free(up), free(down);
+			close(c), close(s);
+			continue;
+		}
+		fds[0] = c, fds[1] = s;
+		atomic_init(refs, 2);
+		*up = (struct pump){ r, c, s, false, refs, fds };
+		*down = (struct pump){ r, s, c, true, refs, fds };
+		pthread_t t1, t2;
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		pthread_create(&t1, &at, pump_main, up);
+		pthread_create(&t2, &at, pump_main, down);
+		pthread_attr_destroy(&at);
+	}
+}
+
+static int relay_start(struct relay *r, int up_port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+
+	r->up_port = up_port;
+	if ((r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -errno;
+	if (bind(r->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(r->lfd, 64) < 0 ||
+	    getsockname(r->lfd, (struct sockaddr *)&a, &len) < 0) {
+		close(r->lfd);
+		return -errno;
+	}
+	r->port = ntohs(a.sin_port);
+	return -pthread_create(&r->th, NULL, relay_main, r);
+}
+
+/* ------------------------------------------------------------- the cases */
+
+struct lazy_bench {
+	char dir[256];
+	char reg_port[16];
+	pid_t reg;
+	struct relay relay;
+	char src[320];         /* the store that made the snapshot (complete) */
+	char ref_plain[128];   /* the snapshot in a repository without its working set */
+	char ref_ws[128];      /* and with it */
+	unsigned seq;
+	const char *mode;      /* the case running */
+	/* per iteration, for the notes */
+	uint64_t bytes[64], run_ns[64];
+	unsigned n;
+	uint64_t ws_bytes;     /* the working set's pages in bytes */
+};
+
+/* Run the strata command with args (NULL-terminated), output to /dev/null
+ * (or stdout to out_path); its exit status or -errno. */
+static int strata(const char *out_path, const char *const *args)
+{
+	const char *argv[24];
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int st, rc, n = 0;
+
+	argv[n++] = bench_strata_path();
+	for (; *args && n < 23; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	rc = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc)
+		return -rc;
+	if (waitpid(pid, &st, 0) < 0)
+		return -errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* A fresh store for one iteration. */
+static int fresh_store(struct lazy_bench *lb, char *path, size_t len)
+{
+	snprintf(path, len, "%s/it%u", lb->dir, lb->seq++);
+	const char *a[] = { "--store", path, "init", "--sync", "none", NULL };
+	(void)len;
+	return strata(NULL, a) == 0 ? 0 : -EIO;
+}
+
+static void store_drop(const char *path)
+{
+	bench_rm_rf(path);
+}
+
+static const char *call_args[] = { "--call", "touch_clusters", CLUSTERS, CLUSTER_PAGES, NULL };
+
+/* strata --store S run TARGET --call touch_clusters ... */
+static int run_first(const char *store, const char *target)
+{
+	const char *a[12] = { "--store", store, "run", target };
+	int n = 4;
+	for (int i = 0; call_args[i]; i++)
+		a[n++] = call_args[i];
+	a[n] = NULL;
+	return strata(NULL, a) == 0 ? 0 : -EIO;
+}
+
+static void lb_free(struct lazy_bench *lb)
+{
+	if (lb->reg > 0) {
+		kill(lb->reg, SIGTERM);
+		waitpid(lb->reg, NULL, 0);
+	}
+	bench_rm_rf(lb->dir);
+	free(lb);
+}
+
+/* The snapshot, pushed twice: without its working set, then with it. */
+static int lb_setup(struct lazy_bench **out)
+{
+	struct lazy_bench *lb = calloc(1, sizeof(*lb));
+	char ref[200];
+	int rc;
+
+	if (!lb)
+		return -ENOMEM;
+	if ((rc = bench_tmpdir("strata-bench-lazy", lb->dir, sizeof(lb->dir))) < 0) {
+		free(lb);
+		return rc;
+	}
+	snprintf(lb->src, sizeof(lb->src), "%s/src", lb->dir);
+	if ((rc = bench_registry_start(lb->dir, lb->reg_port, &lb->reg)) < 0 ||
+	    (rc = relay_start(&lb->relay, atoi(lb->reg_port))) < 0)
+		goto out_free;
+	const char *init[] = { "--store", lb->src, "init", "--sync", "none", NULL };
+	const char *make[] = { "--store", lb->src, "run", bench_guest_path(), "--heap", HEAP, "--call", "touch_pages",
+			       "65536", "--snapshot", "app", NULL };
+	snprintf(ref, sizeof(ref), "127.0.0.1:%s/plain/app:v1", lb->reg_port);
+	const char *push1[] = { "--store", lb->src, "push", "--insecure", "app", ref, NULL };
+	if (strata(NULL, init) != 0 || strata(NULL, make) != 0 || strata(NULL, push1) != 0) {
+		rc = -EIO;
+		goto out_free;
+	}
+	const char *rec[] = { "--store", lb->src, "run", "app", "--call", "touch_clusters", CLUSTERS, CLUSTER_PAGES,
+			      "--record-working-set", NULL };
+	char ref2[200], json[400];
+	snprintf(ref2, sizeof(ref2), "127.0.0.1:%s/ws/app:v1", lb->reg_port);
+	const char *push2[] = { "--store", lb->src, "push", "--insecure", "app", ref2, NULL };
+	snprintf(json, sizeof(json), "%s/show.json", lb->dir);
+	const char *show[] = { "--store", lb->src, "show", "app", "--json", NULL };
+	if (strata(NULL, rec) != 0 || strata(NULL, push2) != 0 || strata(json, show) != 0) {
+		rc = -EIO;
+		goto out_free;
+	}
+	FILE *f = fopen(json, "re");
+	char line[512];
+	while (f && fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, "\"bytes\": ");
+		if (p && !lb->ws_bytes)
+			lb->ws_bytes = strtoull(p + 9, NULL, 10);
+	}
+	if (f)
+		fclose(f);
+	snprintf(lb->ref_plain, sizeof(lb->ref_plain), "127.0.0.1:%d/plain/app:v1", lb->relay.port);
+	snprintf(lb->ref_ws, sizeof(lb->ref_ws), "127.0.0.1:%d/ws/app:v1", lb->relay.port);
+	*out = lb;
+	return 0;
+out_free:
+	lb_free(lb);
+	return rc;
+}
+
+struct lazy_case {
+	struct lazy_bench *lb;
+	enum { C_FULL, C_LAZY, C_LAZY_WS, C_LOCAL, C_POOL8 } kind;
+};
+
+/*
+ * One iteration: a fresh store; for the lazy cases it is mounted first
+ * (untimed) and the sandbox restores from the mount. Timed: the pull and
+ * the first call's result.
+ */
+static int iter_case(void *state, struct bench_timer *t)
+{
+	struct lazy_case *lc = state;
+	struct lazy_bench *lb = lc->lb;
+	char store[400], mnt[420], snap[480];
+	int rc = 0;
+
+	if ((rc = fresh_store(lb, store, sizeof(store))) < 0)
+		return rc;
+	snprintf(mnt, sizeof(mnt), "%s.mnt", store);
+	snprintf(snap, sizeof(snap), "%s/snapshots/v1", mnt);
+	bool lazy = lc->kind == C_LAZY || lc->kind == C_LAZY_WS || lc->kind == C_POOL8;
+	const char *ref = lc->kind == C_LAZY ? lb->ref_plain : lb->ref_ws;
+	if (lc->kind == C_LOCAL) {
+		/* The floor: the snapshot complete in the store (pulled untimed). */
+		const char *pull[] = { "--store", store, "pull", "--insecure", lb->ref_plain, NULL };
+		if (strata(NULL, pull) != 0)
+			rc = -EIO;
+		bench_timer_start(t);
+		if (rc == 0)
+			rc = run_first(store, "v1");
+		bench_timer_stop(t);
+		goto out;
+	}
+	if (lazy) {
+		if (mkdir(mnt, 0755) < 0)
+			return -errno;
+		const char *mount[] = { "--store", store, "mount", mnt, NULL };
+		if (strata(NULL, mount) != 0) {
+			rc = -EIO;
+			goto out;
+		}
+	}
+	uint64_t down0 = atomic_load(&lb->relay.down);
+	bench_timer_start(t);
+	const char *pull_full[] = { "--store", store, "pull", "--insecure", ref, NULL };
+	const char *pull_lazy[] = { "--store", store, "pull", "--insecure", "--lazy", ref, NULL };
+	if (strata(NULL, lazy ? pull_lazy : pull_full) != 0)
+		rc = -EIO;
+	uint64_t t_run = bench_now_ns();
+	if (rc == 0 && lc->kind == C_POOL8) {
+		const char *pool[] = { "--store", store, "pool", snap, "-n", SANDBOXES, "--via-fuse", "--call",
+				       "touch_clusters", CLUSTERS, CLUSTER_PAGES, NULL };
+		rc = strata(NULL, pool) == 0 ? 0 : -EIO;
+	} else if (rc == 0) {
+		rc = run_first(store, lazy ? snap : "v1");
+	}
+	bench_timer_stop(t);
+	if (rc == 0 && lb->n < 64) {
+		lb->bytes[lb->n] = atomic_load(&lb->relay.down) - down0;
+		lb->run_ns[lb->n] = bench_now_ns() - t_run;
+		lb->n++;
+	}
+	if (lazy) {
+		const char *um[] = { "umount", mnt, NULL };
+		strata(NULL, um);
+		rmdir(mnt);
+	}
+out:
+	store_drop(store);
+	return rc;
+}
+
+/* The case's state is made before bench_run: hand it through. */
+static int pass_state(void **state, const void *arg)
+{
+	*state = (void *)arg;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t median(uint64_t *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_u64);
+	return n ? v[n / 2] : 0;
+}
+
+void bench_lazy(struct bench *b)
+{
+	struct lazy_bench *lb;
+	static const unsigned delays_ms[] = { 0, 2, 20 };
+	static const struct {
+		const char *name;
+		int kind;
+	} kinds[] = { { "full_pull_then_run", C_FULL }, { "lazy", C_LAZY }, { "lazy_working_set", C_LAZY_WS },
+		      { "pool8_lazy_working_set", C_POOL8 } };
+	int rc;
+
+	if (!bench_selected(b, "lazy/"))
+		return;
+	if (!bench_have("docker-registry")) {
+		bench_note(b, "lazy/skipped_no_docker_registry", 1, "");
+		return;
+	}
+	if ((rc = lb_setup(&lb)) < 0) {
+		fprintf(stderr, "bench lazy: setup failed: %s\n", strerror(rc < 0 ? -rc : rc));
+		return;
+	}
+	unsigned it = bench_quick(b) ? 3 : 7;
+	bench_note(b, "lazy/working_set_bytes", (double)lb->ws_bytes, "B");
+	/* A strata without lazy pulls runs the full pull and the floor only. */
+	char help[480];
+	snprintf(help, sizeof(help), "%s/pull-help", lb->dir);
+	const char *ph[] = { "pull", "--help", NULL };
+	strata(help, ph);
+	FILE *hf = fopen(help, "re");
+	bool has_lazy = false;
+	char hl[256];
+	while (hf && fgets(hl, sizeof(hl), hf))
+		has_lazy |= strstr(hl, "--lazy") != NULL;
+	if (hf)
+		fclose(hf);
+	if (!has_lazy)
+		bench_note(b, "lazy/skipped_lazy_cases_no_pull_lazy", 1, "");
+	struct lazy_case local = { lb, C_LOCAL };
+	const struct bench_case lc = { .name = "lazy/local_cold_start", .setup = pass_state, .iter = iter_case,
+				       .arg = &local, .iters = it };
+	if (bench_selected(b, lc.name))
+		bench_run(b, &lc);
+	for (size_t d = 0; d < sizeof(delays_ms) / sizeof(delays_ms[0]); d++) {
+		atomic_store(&lb->relay.half_rtt_ns, (uint64_t)delays_ms[d] * 1000000 / 2);
+		for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+			char name[128], note[160];
+			struct lazy_case cs = { lb, kinds[k].kind };
+			snprintf(name, sizeof(name), "lazy/%s/%ums", kinds[k].name, delays_ms[d]);
+			if (!bench_selected(b, name) || (kinds[k].kind != C_FULL && !has_lazy))
+				continue;
+			struct bench_case c = { .name = name, .floor = "lazy/local_cold_start", .setup = pass_state,
+						.iter = iter_case, .arg = &cs, .iters = it };
+			lb->n = 0;
+			bench_run(b, &c);
+			if (!lb->n)
+				continue;
+			unsigned n = lb->n;
+			uint64_t bytes = median(lb->bytes, n), run = median(lb->run_ns, n);
+			snprintf(note, sizeof(note), "%s/bytes_fetched", name);
+			bench_note(b, note, (double)bytes, "B");
+			snprintf(note, sizeof(note), "%s/bytes_vs_working_set", name);
+			bench_note(b, note, lb->ws_bytes ? (double)bytes / (double)lb->ws_bytes : 0, "x");
+			snprintf(note, sizeof(note), "%s/run_after_pull", name);
+			bench_note(b, note, (double)run / 1e6, "ms");
+		}
+	}
+	lb_free(lb);
+}
