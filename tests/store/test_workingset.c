@@ -125,10 +125,11 @@ static void put32(uint8_t *p, uint32_t v)
 Test(workingset, every_broken_rule_is_refused_with_a_reason)
 {
 	size_t len;
-	uint8_t *b = sample(&len), *c = malloc(len + 8);
+	uint8_t *b = sample(&len), c[256];
 	/* Layout: header 48, layers at 48 (B) and 72 (A), runs at 96: B 5-6,
 	 * A 0-1, A 5. */
 	cr_assert_eq(len, 48 + 48 + 24);
+	cr_assert(len + 1 <= sizeof(c));
 
 	refused(b, 10, ST_EFORMAT, "short");
 	memcpy(c, b, len), c[0] = 'X', refused(c, len, ST_EFORMAT, "bad magic");
@@ -147,7 +148,6 @@ Test(workingset, every_broken_rule_is_refused_with_a_reason)
 	memcpy(c, b, len), put32(c + 112, 1), refused(c, len, ST_EFORMAT, "a run overlapping the one before");
 	memcpy(c, b, len), put32(c + 116, 0), c[40]--, refused(c, len, ST_EFORMAT, "an empty run");
 	memcpy(c, b, len), put32(c + 112, 0xffffffffu), refused(c, len, ST_EFORMAT, "a run past page 2^32");
-	free(c);
 	free(b);
 }
 
