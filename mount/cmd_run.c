@@ -438,8 +438,10 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		rc = vmm_sandbox_call(sb, fn, vals, (size_t)nargs, &res);
 		if (rc < 0)
 			break;
-		if (i == 0 && o.record_ws && (status = cli_working_set_record(cli, sb)) != CLI_OK)
+		if (i == 0 && o.record_ws && (status = cli_working_set_record(cli, sb)) != CLI_OK) {
+			vmm_result_clear(&res);
 			goto out_owned;
+		}
 	}
 	uint64_t t1 = mono_ns();
 	if (rc < 0) {

@@ -286,12 +286,14 @@ int st_ws_build(const struct st_manifest *m, const st_id *mid, const struct st_w
 		goto out_free;
 	for (uint32_t i = 0; i < m->nlayers; i++)
 		order[i] = i;
-	qsort_r(order, m->nlayers, sizeof(*order), layer_idx_cmp, (void *)m);
+	if (m->nlayers)
+		qsort_r(order, m->nlayers, sizeof(*order), layer_idx_cmp, (void *)m);
 	for (uint32_t i = 0; i < m->nlayers; i++)
 		rank[order[i]] = i;
 	for (size_t i = 0; i < npc; i++)
 		pc[i].layer = rank[pc[i].layer];
-	qsort(pc, npc, sizeof(*pc), piece_cmp);
+	if (npc)
+		qsort(pc, npc, sizeof(*pc), piece_cmp);
 
 	if (!(ws = calloc(1, sizeof(*ws))) || (npc && !(ws->runs = calloc(npc, sizeof(*ws->runs)))) ||
 	    (m->nlayers && !(ws->layers = calloc(m->nlayers, sizeof(*ws->layers)))))
