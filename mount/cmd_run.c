@@ -393,11 +393,16 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 
 	struct vmm_sandbox *sb = NULL;
 	struct vmm_error err;
-	/* A warm sandbox's mappings say what earlier users touched, not a start. */
-	if (o.record_ws)
-		vmm_warm_cache_set(0);
 	/* A guest ELF, a snapshot directory, or a tag/id in the store (cmd_snap.c). */
-	if ((status = cli_host_open(cli)) != CLI_OK || (status = cli_sandbox_open(cli, path, &cfg, &sb, &err)) != CLI_OK)
+	if ((status = cli_host_open(cli)) != CLI_OK)
+		return status;
+	/* A warm sandbox's mappings say what earlier users touched, not a start. */
+	if (o.record_ws) {
+		struct vmm_host_stats hs;
+		vmm_host_stats(cli->host, &hs);
+		vmm_host_limits_set(cli->host, hs.shells_max, 0);
+	}
+	if ((status = cli_sandbox_open(cli, path, &cfg, &sb, &err)) != CLI_OK)
 		return status;
 	if (vmm_sandbox_register(sb, "host_add", "i(ii)", host_add, NULL) < 0 ||
 	    vmm_sandbox_register(sb, "host_upper", "s(s)", host_upper, NULL) < 0) {

@@ -387,13 +387,13 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
  * pages it touched (read or written, by the guest or the host) since
  * vmm_sandbox_from_snapshot made it, as a record of that snapshot (named
  * by its id, vmm_sandbox_snapshot_id). Call it once the first call has
- * returned. Zero pages (in no layer) are not part of it; pages
- * the kernel mapped beside a touched one (fault-around) are (docs/workingset.md
- * measures how many). *mapped (may be NULL) gets the guest pages found
- * mapped. VMM_E_NO_SNAPSHOT if the sandbox was not made from a snapshot
- * or was restored or captured since, or came warm from the cache
- * (vmm_warm_cache_set(0) first): its mappings no longer say what a start
- * touches. VMM_E_NO_PAGEMAP where the page tables cannot be read. *out is
+ * returned. Zero pages (in no layer) are not part of it; pages the
+ * kernel mapped beside a touched one (fault-around) are
+ * (docs/workingset.md measures how many). *mapped (may be NULL) gets the
+ * guest pages found mapped. VMM_E_NO_SNAPSHOT if the sandbox was not made
+ * from a snapshot or was restored or captured since, or came warm from
+ * its host (record with a host that keeps no warm sandboxes,
+ * vmm_host_limits_set): its mappings no longer say what a start touches. VMM_E_NO_PAGEMAP where the page tables cannot be read. *out is
  * the caller's (st_ws_free).
  */
 struct st_ws;
