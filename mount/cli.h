@@ -97,11 +97,12 @@ int cmd_bench(struct cli *cli, int argc, char **argv);        /* cmd_bench.c: ru
 int cmd_run(struct cli *cli, int argc, char **argv);          /* cmd_run.c */
 /* cmd_snap.c: `strata run` from a guest ELF, a snapshot directory or a
  * tag/id in the store (reports errors; returns an exit status), and
- * --snapshot TAG (capture, commit, continue on it). */
+ * --snapshot TAG (capture, commit, continue on it). snapdir_flags: more
+ * vmm_snapdir_open flags for a directory target (VMM_SNAPDIR_VIA_FUSE). */
 struct vmm_config;
 struct vmm_sandbox;
 struct vmm_error;
-int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *cfg,
+int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *cfg, unsigned snapdir_flags,
 		     struct vmm_sandbox **out, struct vmm_error *err);
 int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag);
 /* Record the working set of the snapshot sb was made from (after its first

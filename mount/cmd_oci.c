@@ -489,6 +489,24 @@ out_close:
 
 /* Fetch what is missing of every lazy layer of snapshot id and publish
  * each as an ordinary blob. */
+/* Fetch the lazy snapshot id's working set (best effort: what is not
+ * fetched now is fetched on demand; a failure is a warning). */
+static void prefetch_working_set(struct cli *cli, struct ix *ix, const st_id *id, const struct reg_args *a,
+				 struct ix_ws_prefetch_stats *pst)
+{
+	struct ix_lazy_opts o = { .cacert = a->cacert, .creds = cli_registry_creds, .creds_ctx = cli };
+	struct ix_lazy *lz = NULL;
+	char why[ST_WHY_LEN * 2] = "";
+	int rc = ix_lazy_open(ix, &o, &lz);
+
+	if (rc == 0)
+		rc = ix_ws_prefetch(lz, ix, id, 0, pst, why, sizeof(why));
+	if (rc < 0 && rc != IX_ENOTFOUND)
+		fprintf(stderr, "strata: pull: warning: the working set was not fetched ahead: %s\n",
+			why[0] ? why : ix_lazy_strerror(rc));
+	ix_lazy_close(lz);
+}
+
 static int complete_lazy(struct cli *cli, struct ix *ix, const st_id *id, const struct reg_args *a, uint32_t *done,
 			 struct ix_lazy_stats *ls)
 {
@@ -580,7 +598,11 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 		goto out_close;
 	ix_registry_source(r, &src);
 	struct top_catch tc = { .src = src };
-	struct ix_oci_source wrapped = { &tc, top_manifest_get, top_blob_get, top_not_found };
+	struct ix_oci_source wrapped = src;
+	wrapped.ctx = &tc;
+	wrapped.manifest_get = top_manifest_get;
+	wrapped.blob_get = top_blob_get;
+	wrapped.not_found = top_not_found;
 	struct ix_ws_xfer wsx = { 0 };
 	rc = ix_oci_pull(ix, &wrapped, ref.digest ? ref.digest : ref.tag, tag, flags, &prog, &st, &id, why, sizeof(why));
 	progress_end(&p);
@@ -594,6 +616,11 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 			fprintf(stderr, "strata: pull: warning: the snapshot's working set was not taken: %s\n",
 				wwhy[0] ? wwhy : ix_registry_strerror(wrc));
 	}
+	/* A lazy snapshot's working set is fetched now, first, in parallel
+	 * Range requests: the restore then finds it present. */
+	struct ix_ws_prefetch_stats pst = { 0 };
+	if (rc == 0 && (flags & IX_OCI_LAZY) && wsx.found)
+		prefetch_working_set(cli, ix, &id, &a, &pst);
 	ix_registry_wire_get(r, &w);
 	if (rc < 0) {
 		char what[1200];
@@ -622,9 +649,10 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 		stats_json(stdout, "done", &st, &w);
 		printf(",\"id\":\"%s\",\"existed\":%s,\"layers_lazy\":%" PRIu32 ",\"bytes_chunk_index\":%" PRIu64
 		       ",\"layers_completed\":%" PRIu32 ",\"bytes_completed\":%" PRIu64
-		       ",\"working_set\":%s,\"working_set_bytes\":%" PRIu64 "}\n",
+		       ",\"working_set\":%s,\"working_set_bytes\":%" PRIu64 ",\"prefetch_requests\":%" PRIu64
+		       ",\"prefetch_bytes\":%" PRIu64 "}\n",
 		       hex, st.existed ? "true" : "false", st.layers_lazy, st.bytes_chunks, completed, ls.bytes,
-		       wsx.found ? "true" : "false", wsx.bytes);
+		       wsx.found ? "true" : "false", wsx.bytes, pst.requests, pst.bytes);
 	} else {
 		printf("%s\n", hex);
 	}
@@ -636,6 +664,10 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	if (wsx.found)
 		cli_info(cli, "working set: record of %" PRIu64 " bytes, found %s", wsx.bytes,
 			 wsx.api ? "by the registry's referrers API" : "in the tag schema's index");
+	if (pst.jobs)
+		cli_info(cli, "working set: %" PRIu64 " bytes of pages fetched first (%" PRIu64 " bytes in %" PRIu64
+			      " Range request(s), %" PRIu64 " in parallel)",
+			 pst.ws_bytes, pst.bytes, pst.requests, pst.jobs);
 	status = CLI_OK;
 out_close:
 	ix_registry_close(r);

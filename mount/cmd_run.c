@@ -38,6 +38,8 @@ static void run_usage(FILE *f)
 		"  --record-working-set  after the first call, record the snapshot pages the sandbox\n"
 		"                   touched since its restore and link them to the snapshot (a lazy\n"
 		"                   pull fetches them first; strata show reports them)\n"
+		"  --via-fuse       on a strata mount, map the layer files through the mount (a\n"
+		"                   lazy snapshot's pages are then fetched as the guest touches them)\n"
 		"  --backend B      kvm, process or auto (default: strata's --backend, else auto)\n"
 		"\n"
 		"A TAG or ID restores that snapshot from the store (--store); a directory\n"
@@ -267,6 +269,7 @@ struct run_opts {
 	unsigned long long repeat;
 	const char *snapshot;
 	bool record_ws;
+	bool via_fuse;
 };
 
 /* One parsed option; returns -1 to go on, else an exit status. */
@@ -280,6 +283,7 @@ static int run_opt(const struct cli *cli, int c, struct run_opts *o)
 	case 'l': o->list = true; return -1;
 	case 'P': o->snapshot = optarg; return -1;
 	case 'W': o->record_ws = true; return -1;
+	case 'F': o->via_fuse = true; return -1;
 	case 'B': return cli_backend_parse(cli, optarg, &o->cfg.backend) ? -1 : CLI_USAGE;
 	case 'H': dst = (unsigned long long *)&o->cfg.heap_size; what = "heap"; break;
 	case 'S': dst = (unsigned long long *)&o->cfg.stack_size; what = "stack"; break;
@@ -322,6 +326,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		{ "snapshot", required_argument, NULL, 'P' },
 		{ "backend", required_argument, NULL, 'B' },
 		{ "record-working-set", no_argument, NULL, 'W' },
+		{ "via-fuse", no_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -341,7 +346,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 			continue;
 		}
 		int at = optind;
-		c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:B:hW", opts, NULL);
+		c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:B:hWF", opts, NULL);
 		if (c != -1) {
 			if ((rc = run_opt(cli, c, &o)) >= 0)
 				return rc;
@@ -402,7 +407,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		vmm_host_stats(cli->host, &hs);
 		vmm_host_limits_set(cli->host, hs.shells_max, 0);
 	}
-	if ((status = cli_sandbox_open(cli, path, &cfg, &sb, &err)) != CLI_OK)
+	if ((status = cli_sandbox_open(cli, path, &cfg, o.via_fuse ? VMM_SNAPDIR_VIA_FUSE : 0, &sb, &err)) != CLI_OK)
 		return status;
 	if (vmm_sandbox_register(sb, "host_add", "i(ii)", host_add, NULL) < 0 ||
 	    vmm_sandbox_register(sb, "host_upper", "s(s)", host_upper, NULL) < 0) {

@@ -317,7 +317,7 @@ void cli_snapshot_release(struct cli_snapshot *s)
 	memset(s, 0, sizeof(*s));
 }
 
-int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *given,
+int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *given, unsigned extra_flags,
 		     struct vmm_sandbox **out, struct vmm_error *err)
 {
 	struct vmm_config cfg = *given;
@@ -336,7 +336,7 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 			return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
 		}
 	} else {
-		unsigned flags = cli_snapdir_flags();
+		unsigned flags = cli_snapdir_flags() | extra_flags;
 		if ((status = cli_snapshot_find(cli, "run", target, flags, true, &snap)) != CLI_OK)
 			return status;
 		status = from_manifest(cli, target, snap.manifest, snap.open, snap.ctx, &cfg, out);

@@ -263,11 +263,13 @@ static void store_drop(const char *path)
 
 static const char *call_args[] = { "--call", "touch_clusters", CLUSTERS, CLUSTER_PAGES, NULL };
 
-/* strata --store S run TARGET --call touch_clusters ... */
-static int run_first(const char *store, const char *target)
+/* strata --store S run TARGET [--via-fuse] --call touch_clusters ... */
+static int run_first(const char *store, const char *target, bool via_fuse)
 {
 	const char *a[12] = { "--store", store, "run", target };
 	int n = 4;
+	if (via_fuse)
+		a[n++] = "--via-fuse";
 	for (int i = 0; call_args[i]; i++)
 		a[n++] = call_args[i];
 	a[n] = NULL;
@@ -369,7 +371,7 @@ static int iter_case(void *state, struct bench_timer *t)
 			rc = -EIO;
 		bench_timer_start(t);
 		if (rc == 0)
-			rc = run_first(store, "v1");
+			rc = run_first(store, "v1", false);
 		bench_timer_stop(t);
 		goto out;
 	}
@@ -394,7 +396,7 @@ static int iter_case(void *state, struct bench_timer *t)
 				       "touch_clusters", CLUSTERS, CLUSTER_PAGES, NULL };
 		rc = strata(NULL, pool) == 0 ? 0 : -EIO;
 	} else if (rc == 0) {
-		rc = run_first(store, lazy ? snap : "v1");
+		rc = run_first(store, lazy ? snap : "v1", lazy);
 	}
 	bench_timer_stop(t);
 	if (rc == 0 && lb->n < 64) {

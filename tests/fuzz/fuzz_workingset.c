@@ -1,4 +1,4 @@
-/* fuzz_workingset.c: fuzz target 8, a working-set record (pulled from a registry, so untrusted): a parse that succeeds encodes back to the same bytes, and refusals say why. */
+/* fuzz_workingset.c: fuzz target 9, a working-set record (pulled from a registry, so untrusted): a parse that succeeds encodes back to the same bytes, and refusals say why. */
 #include <stdlib.h>
 #include <string.h>
 
