@@ -8,14 +8,16 @@ SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 G="${STRATA_BUILD:-$SRC/build}/vmm/guest/simpleguest.elf"
 T=$(mktemp -d /tmp/strata-e2e-ociws.XXXXXX)
 PIDS=()
+MOUNTS=()
 cleanup() {
+	for m in "${MOUNTS[@]}"; do "$BIN" umount "$m" >/dev/null 2>&1 || umount -l "$m" 2>/dev/null; done
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 	chmod -R u+w "$T" 2>/dev/null
 	rm -rf "$T"
 }
 trap cleanup EXIT
 
-N=19
+N=25
 n=0
 fails=0
 echo "1..$N"
@@ -82,10 +84,45 @@ check "a registry with the referrers API is asked that first" 0 'found by the re
 	st "$S3" -v pull --insecure "$P/ws/app:v1"
 echo pass >"$T/mode"
 
+# ---- a lazy pull fetches the working set first
+S7=$T/s7
+newstore "$S7"
+echo pass >"$T/mode"
+: >"$T/mode.log"
+check "pull --lazy takes the record and fetches its pages first" 0 '"working_set":true' -- \
+	st "$S7" pull --insecure --lazy --json "$P/ws/app:v1"
+preq=$(tail -1 "$T/out" | jq .prefetch_requests)
+pbytes=$(tail -1 "$T/out" | jq .prefetch_bytes)
+wsb=$(st "$S7" show v1 --json | jq .working_set.bytes)
+after=$(awk '/\/blobs\/sha256:/ && $3 == 200 && $4 < 100000 {n = NR} END {print n}' "$T/mode.log")
+is "... in Range requests right after the record, as many as it reports" \
+	"$(tail -n +$((after + 1)) "$T/mode.log" | grep -c ' 206 .*bytes=')" "$preq"
+if [ "$pbytes" -ge "$wsb" ] && [ "$pbytes" -le $((wsb * 2 + 1048576)) ]; then ok "... covering the record ($wsb bytes) in whole chunks ($pbytes bytes)"
+else nok "... covering the record in whole chunks" "record $wsb, fetched $pbytes"; fi
+# The same first call through a mount then reads what is there.
+mkdir -p "$T/m7"
+if st "$S7" mount "$T/m7" --log "$T/m7.log" >/dev/null; then
+	MOUNTS+=("$T/m7")
+	: >"$T/mode.log"
+	check "the first call on the lazy snapshot gives its result" 0 '^100$' -- \
+		"$BIN" run "$T/m7/snapshots/v1" --via-fuse --call touch_pages 100
+	more=$(grep -c ' 206 ' "$T/mode.log")
+	if [ "$more" -le 2 ]; then ok "... fetching at most 2 more ranges ($more): the rest was fetched first"
+	else nok "... fetching at most 2 more ranges" "$more Range requests during the call"; fi
+	"$BIN" umount "$T/m7" >/dev/null 2>&1
+else
+	nok "the first call on the lazy snapshot gives its result" "$(cat "$T/m7.log")"
+	nok "... fetching at most 2 more ranges"
+fi
 check "a snapshot without a record pushes none" 0 '"working_set":false' -- st "$S" push --insecure --json plain "$P/ws/plain:v1"
 S4=$T/s4
 newstore "$S4"
 check "... and its pull finds none" 0 '"working_set":false' -- st "$S4" pull --insecure --json "$P/ws/plain:v1"
+S8=$T/s8
+newstore "$S8"
+: >"$T/mode.log"
+check "pull --lazy of a snapshot without a record fetches no layer bytes" 0 '"prefetch_requests":0' -- \
+	st "$S8" pull --insecure --lazy --json "$P/ws/plain:v1"
 
 st "$S" run app --call echo hi --record-working-set >/dev/null 2>&1
 check "a new record pushed again replaces the old one in the index" 0 '"working_set":true' -- \
