@@ -820,6 +820,13 @@ int ix_lazy_fetch(struct ix_lazy *lz, const st_id *layer, const struct ix_lazy_r
 		pthread_mutex_lock(&lz->lock);
 		for (size_t i = 0; i < nneed; i++) {
 			uint64_t ci = need[i];
+			uint8_t mark = 0;
+			/* Another process sharing the store (a completion, a
+			 * prefetch) may have brought it in since the map was read. */
+			if (!l->present[ci] && !l->inflight[ci] && pread(l->map_fd, &mark, 1, (off_t)ci) == 1 && mark == 1) {
+				l->present[ci] = 1;
+				l->npresent++;
+			}
 			if (l->present[ci])
 				continue;
 			missing = true;

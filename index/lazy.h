@@ -13,8 +13,10 @@
  * - A struct ix_lazy serves one open index from any number of threads:
  *   fetches of different chunks run in parallel, a chunk wanted by several
  *   threads at once is fetched by one while the others wait for it.
- *   Processes sharing a store may fetch the same chunk twice (the bytes
- *   are the same, verified, and written to the same place).
+ *   Processes sharing a store see each other's chunks (the map file is
+ *   read again before a chunk is fetched), but two of them asking for the
+ *   same chunk at the same moment may both fetch it (the bytes are the
+ *   same, verified, and written to the same place).
  * - It keeps, per lazy layer it has touched, the chunk index (16 bytes per
  *   chunk), a present map (1 byte per chunk) and two open files, until
  *   ix_lazy_close; and one idle HTTP client per registry repository per

@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=59
+N=61
 n=0
 fails=0
 echo "1..$N"
@@ -240,7 +240,23 @@ check "gc after rm frees the lazy layer's record and files" 0 '' -- st "$L6" gc 
 is "... nothing is left under lazy/, fsck is clean" \
 	"$(find "$L6/lazy" -type f | wc -l) $(st "$L6" fsck >/dev/null 2>&1; echo $?)" "0 0"
 
-# ---- 12. guests restored lazily: from the mount's path and from the store
+# ---- 12. a mount sees chunks another process brought in
+L7=$T/l7
+newstore "$L7"
+st "$L7" pull --lazy --insecure --tag base "$P/lazy/img:v1" >/dev/null
+M7=$T/m7
+mountit "$L7" "$M7"
+exec 9<"$M7/snapshots/base/layers/$layer"
+dd bs=4096 count=1 of=/dev/null iflag=direct <&9 2>/dev/null
+st "$L7" pull --insecure --tag base "$P/lazy/img:v1" >/dev/null
+clearlog
+got=$(dd bs=4096 skip=2000 count=1 iflag=direct <&9 2>/dev/null | sha256sum | cut -d' ' -f1)
+exec 9<&-
+is "a file open before another process completed the layer reads its bytes" "$got" \
+	"$(dd if="$LB" bs=4096 skip=2001 count=1 2>/dev/null | sha256sum | cut -d' ' -f1)" # past the first read
+is "... fetching nothing again (the mount sees the chunks the other process brought in)" "$(ranges lazy/img)" 0
+
+# ---- 13. guests restored lazily: from the mount's path and from the store
 if [ -n "$SANDBOX_WHY" ]; then
 	skip_rest "guests" "needs a sandbox backend: $SANDBOX_WHY"
 	exit $((fails > 0))
