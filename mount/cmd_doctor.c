@@ -64,11 +64,10 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		printf("kvm:           unusable: %s\n", kerr.message);
 		status = CLI_FAIL;
 	}
-	const char *mech = vmm_dirty_mechanism(&derr);
-	if (mech) {
-		printf("written pages: %s%s\n", mech,
-		       strcmp(mech, "pagemap-scan") == 0 ? " (PAGEMAP_SCAN)"
-							 : " (reading pagemap entries)");
+	enum vmm_dirty_mech mech;
+	if (vmm_dirty_mechanism(&mech, &derr) == 0) {
+		printf("written pages: %s%s\n", vmm_dirty_name(mech),
+		       mech == VMM_DIRTY_SCAN ? " (PAGEMAP_SCAN)" : " (reading pagemap entries)");
 	} else {
 		printf("written pages: none works: %s\n", derr.message);
 		status = CLI_FAIL;

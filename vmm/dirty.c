@@ -134,11 +134,14 @@ const char *vmm_dirty_name(enum vmm_dirty_mech mech)
 	}
 }
 
-const char *vmm_dirty_mechanism(struct vmm_error *err)
+int vmm_dirty_mechanism(enum vmm_dirty_mech *out, struct vmm_error *err)
 {
 	int m = vmm_dirty_resolve(VMM_DIRTY_AUTO, err);
 
-	return m < 0 ? NULL : vmm_dirty_name((enum vmm_dirty_mech)m);
+	if (m < 0)
+		return m;
+	*out = (enum vmm_dirty_mech)m;
+	return 0;
 }
 
 void vmm_runs_clear(struct vmm_runs *r)

@@ -171,11 +171,14 @@ int vmm_sandbox_new(const char *path, const struct vmm_config *cfg,
 		    struct vmm_sandbox **out, struct vmm_error *err);
 int vmm_sandbox_new_mem(const void *elf, size_t size, const struct vmm_config *cfg,
 			struct vmm_sandbox **out, struct vmm_error *err);
-/* Destroy; accepts NULL. No call may be running. */
+/* Free; accepts NULL. No call may be running. With a host, a healthy
+ * sandbox may be kept warm, or leave its VM as a shell (vmm_host_config);
+ * either way the caller owns nothing of it afterwards. */
 void vmm_sandbox_free(struct vmm_sandbox *sb);
 
 /* Register (or replace) a host function. sig is "r(aa..)" with letters
- * v i b s, e.g. "i(ii)". Not while a call runs. */
+ * v i b s, e.g. "i(ii)". Not while a call runs. -EINVAL (empty or long
+ * name, bad signature, no cb) or -ENOMEM: the functions are as before. */
 int vmm_sandbox_register(struct vmm_sandbox *sb, const char *name, const char *sig,
 			 vmm_host_fn_cb cb, void *ctx);
 
@@ -193,7 +196,8 @@ int vmm_sandbox_call_timeout(struct vmm_sandbox *sb, const char *fn, const struc
 			     size_t nargs, uint64_t timeout_ns, struct vmm_result *res);
 
 /* Stop the running call (if any) from any thread; it fails with
- * VMM_E_CANCELLED. Returns 1 if a call was interrupted, 0 if none ran. */
+ * VMM_E_CANCELLED and poisons the sandbox. Returns 1 if a call was
+ * interrupted, 0 if none ran (nothing changes then). */
 int vmm_sandbox_kill(struct vmm_sandbox *sb);
 
 /* Details of the sandbox's last error (valid until the next call). */
@@ -237,9 +241,10 @@ enum vmm_dirty_mech {
 	VMM_DIRTY_SCAN = 1,
 	VMM_DIRTY_READ = 2,
 };
-/* What AUTO means in this process ("pagemap-scan" or "pagemap-read"), found
- * once; NULL if neither works (err says why, if not NULL). */
-const char *vmm_dirty_mechanism(struct vmm_error *err);
+/* What AUTO means in this process (SCAN or READ) in *out, found once and
+ * kept. VMM_E_NO_PAGEMAP if neither works here (err says why, if not
+ * NULL; *out untouched). */
+int vmm_dirty_mechanism(enum vmm_dirty_mech *out, struct vmm_error *err);
 /* "auto", "pagemap-scan" or "pagemap-read". */
 const char *vmm_dirty_name(enum vmm_dirty_mech mech);
 
@@ -364,7 +369,12 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 int vmm_sandbox_rebase(struct vmm_sandbox *sb, const struct st_manifest *m, const void *id);
 
 /* Restore in place to the current snapshot: exactly the pages that differ
- * are put back, and the vCPU state; a poisoned sandbox becomes usable. */
+ * are put back, and the vCPU state; a poisoned sandbox becomes usable.
+ * Needs a snapshot (VMM_E_NO_SNAPSHOT: a sandbox made from an ELF and never
+ * captured) and no running call (VMM_E_BUSY). On any other failure the
+ * sandbox keeps its poison, if it had one, and its memory may be partly
+ * restored: restore again or free it. VMM_E_LEAK (debug mode) comes after
+ * a complete restore that the check found wrong. */
 int vmm_sandbox_restore(struct vmm_sandbox *sb);
 /* Restore in place to another snapshot of the same guest layout: remaps only
  * the ranges that differ (same memory slot), then as vmm_sandbox_restore. */
@@ -406,9 +416,10 @@ void vmm_sandbox_set_debug(struct vmm_sandbox *sb, bool on);
 /* Compare all guest memory with the current snapshot: 0, or VMM_E_LEAK
  * with the first differing guest page in *gpage (may be NULL). */
 int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage);
-/* Override this sandbox's reset policy: `mode`, and `keep` = restores an
- * unchanged page stays resident (1..255; 0: unchanged). -EINVAL on a mode
- * or keep out of range, and then nothing changes. */
+/* Override this sandbox's reset policy (it starts with its host's):
+ * `mode`, and `keep` = restores an unchanged page stays resident (1..255;
+ * 0: unchanged). -EINVAL on a mode or keep out of range, -ENOMEM; nothing
+ * changes then. */
 int vmm_sandbox_set_reset(struct vmm_sandbox *sb, enum vmm_reset_mode mode, unsigned keep);
 /* Find this sandbox's written pages with `mech` from now on (to compare the
  * mechanisms, or to test a fallback on a new kernel). VMM_E_NO_PAGEMAP if
@@ -482,10 +493,13 @@ unsigned vmm_pool_size(const struct vmm_pool *p);
 struct vmm_sandbox *vmm_pool_at(const struct vmm_pool *p, unsigned i);
 /* Register a host function on every sandbox of the pool. */
 int vmm_pool_register(struct vmm_pool *p, const char *name, const char *sig, vmm_host_fn_cb cb, void *ctx);
-/* Take an idle sandbox (-EAGAIN if all are out); thread-safe. */
+/* Take an idle sandbox (-EAGAIN if all are out, *out untouched); thread-safe. */
 int vmm_pool_get(struct vmm_pool *p, struct vmm_sandbox **out);
 /* Give it back: restored in place to the snapshot (replaced by a fresh one
- * if that fails), then idle again. */
+ * if that fails), then idle again; thread-safe. -EINVAL if it is not this
+ * pool's or not checked out (nothing changes). If the restore and the
+ * replacement both fail, it stays checked out, still the caller's, and
+ * the replacement's error is returned. */
 int vmm_pool_put(struct vmm_pool *p, struct vmm_sandbox *sb);
 /* Forget the private copies and parsed manifests snapshot directories keep
  * (docs/restore-from-path.md); sandboxes using them are not affected. */

@@ -396,10 +396,11 @@ static int write_json(struct bench *b)
 	struct vmm_error err;
 	struct utsname u;
 	json_t *machine = json_object();
-	const char *mech = vmm_dirty_mechanism(&err);
+	enum vmm_dirty_mech mech;
+	bool have_mech = vmm_dirty_mechanism(&mech, &err) == 0;
 	if (uname(&u) == 0)
 		json_object_set_new(machine, "kernel", json_string(u.release));
-	json_object_set_new(machine, "dirty_mechanism", mech ? json_string(mech) : json_null());
+	json_object_set_new(machine, "dirty_mechanism", have_mech ? json_string(vmm_dirty_name(mech)) : json_null());
 	json_object_set_new(machine, "kvm", vmm_kvm_check(&err) == 0 ? json_string("usable") : json_string(err.message));
 	json_object_set_new(root, "machine", machine);
 	for (size_t i = 0; i < b->nres; i++) {

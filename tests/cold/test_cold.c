@@ -1090,6 +1090,73 @@ Test(cold, a_pool_is_shared_by_threads, .init = setup_copy, .fini = fixture_down
 	vmm_snapdir_close(d);
 }
 
+/* Threads make and free sandboxes of one host while another changes its
+ * limits: each sandbox handed out (warm or built) is the snapshot's, the
+ * counts stay within the limits, and the host frees cleanly at the end.
+ * The limits were read and written without their lock before the host
+ * held them; this is the path that did it, also run under ASan. */
+struct host_worker {
+	struct vmm_host *h;
+	unsigned made, wrong, errors;
+};
+
+static void *host_work(void *arg)
+{
+	struct host_worker *w = arg;
+	struct vmm_config cfg = { .host = w->h };
+
+	for (int i = 0; i < 30; i++) {
+		struct vmm_sandbox *sb;
+		struct vmm_result r = { 0 };
+		if (vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, &cfg, &sb, NULL) < 0) {
+			w->errors++;
+			continue;
+		}
+		w->made++;
+		if (vmm_sandbox_call(sb, "counter_next", NULL, 0, &r) < 0)
+			w->errors++;
+		else if (r.i64 != 4)
+			w->wrong++;
+		vmm_sandbox_free(sb);
+	}
+	return NULL;
+}
+
+Test(cold, a_host_shared_by_threads_keeps_its_limits, .init = setup_copy, .fini = fixture_down)
+{
+	enum { THREADS = 3 };
+	struct vmm_host_config c = { .shells = 2, .warm = 2 };
+	struct host_worker w[THREADS];
+	struct vmm_host_stats hs;
+	struct vmm_error err;
+	pthread_t th[THREADS];
+	struct vmm_host *h;
+
+	cr_assert_eq(vmm_host_new(&c, &h, &err), 0, "%s", err.message);
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (struct host_worker){ .h = h };
+		cr_assert_eq(pthread_create(&th[i], NULL, host_work, &w[i]), 0);
+	}
+	for (unsigned k = 0; k < 200; k++) {
+		unsigned n = k % 4;
+		cr_assert_eq(vmm_host_limits_set(h, n, n), 0);
+		vmm_host_stats(h, &hs);
+		cr_assert_leq(hs.sandboxes, THREADS);
+		sched_yield();
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(w[i].made, 30, "thread %d: %u errors", i, w[i].errors);
+		cr_assert_eq(w[i].errors, 0);
+		cr_assert_eq(w[i].wrong, 0, "thread %d saw another life's state %u times", i, w[i].wrong);
+	}
+	vmm_host_stats(h, &hs);
+	cr_assert_eq(hs.sandboxes, 0);
+	cr_assert_leq(hs.warm, hs.warm_max);
+	cr_assert_leq(hs.shells, hs.shells_max);
+	cr_assert_eq(vmm_host_free(h), 0);
+}
+
 /* A manifest's vCPU state and guest description are untrusted input too:
  * random register values (control registers, segments, flags, rip/rsp),
  * memory layouts and function tables are refused or run into a guest error
