@@ -32,6 +32,10 @@ struct vmm_backend {
 	void (*destroy)(struct vmm_sandbox *sb);
 	/* Could the sandbox run (its VM or child exists)? */
 	bool (*live)(const struct vmm_sandbox *sb);
+	/* Could the calling thread run it for as long as the thread lives?
+	 * NULL: whenever it is live (KVM). The process backend's child dies
+	 * with the thread that started it (PR_SET_PDEATHSIG). */
+	bool (*usable_here)(const struct vmm_sandbox *sb);
 	int (*set_state)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st);
 	/* set_state for a restore; may defer the work to the next run. */
 	int (*stage_state)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st);

@@ -61,6 +61,7 @@ static const unsigned x86reg_to_greg[16] = { G_RAX, G_RCX, G_RDX, G_RBX, G_RSP, 
 
 struct vmm_proc {
 	pid_t pid;
+	pid_t owner;       /* the host thread that started the child: it dies with it */
 	int memfd;
 	uint8_t *ctl;      /* host mapping of the control pages */
 	bool running;      /* the guest was resumed and has not reported */
@@ -508,6 +509,7 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	if ((rc = child_spawn(p->memfd, sb->mem_size, &pid)) < 0)
 		return vmm_fail(err, rc, "cannot start the guest's process: %s", strerror(-rc));
 	p->pid = pid;
+	p->owner = (pid_t)syscall(SYS_gettid);
 	/* The child reports once it is locked down. */
 	rc = wait_stop_for(p, SPAWN_WAIT_NS);
 	if (rc <= 0) {
@@ -608,6 +610,11 @@ static void proc_destroy(struct vmm_sandbox *sb)
 static bool proc_live(const struct vmm_sandbox *sb)
 {
 	return sb->proc && sb->proc->pid > 0 && !sb->proc->dead;
+}
+
+static bool proc_usable_here(const struct vmm_sandbox *sb)
+{
+	return proc_live(sb) && sb->proc->owner == (pid_t)syscall(SYS_gettid);
 }
 
 static int proc_set_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st)
@@ -967,6 +974,7 @@ const struct vmm_backend vmm_backend_process = {
 	.start = proc_start,
 	.destroy = proc_destroy,
 	.live = proc_live,
+	.usable_here = proc_usable_here,
 	.set_state = proc_set_state,
 	.stage_state = proc_set_state,
 	.get_state = proc_get_state,
