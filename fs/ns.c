@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store/array.h"
 #include "fs/fs_int.h"
 #include "index/lazy.h"
 #include "store/mountabi.h"
@@ -406,14 +407,8 @@ void fs_dirlist_free(struct fs_dirlist *l)
 
 static int list_add(struct fs_dirlist *l, size_t *cap, const char *name, const struct fs_key *key, mode_t type)
 {
-	if (l->n == *cap) {
-		size_t c = *cap ? *cap * 2 : 16;
-		struct fs_dirent *v = realloc(l->v, c * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		*cap = c;
-	}
+	if (ST_ARRAY_RESERVE(l->v, *cap, l->n + 1) < 0)
+		return -ENOMEM;
 	struct fs_dirent *e = &l->v[l->n];
 	memset(e, 0, sizeof(*e));
 	if (!(e->name = strdup(name)))

@@ -13,6 +13,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "store/array.h"
 #include "fs/fs_int.h"
 #include "index/lazy.h"
 #include "fs/ops.h"
@@ -344,14 +345,8 @@ static void removing_add(struct fs *fs, const char *name, const st_id *id)
 			return;
 		}
 	}
-	if (fs->nremoving == fs->capremoving) {
-		size_t cap = fs->capremoving ? fs->capremoving * 2 : 8;
-		struct fs_removing *v = realloc(fs->removing, cap * sizeof(*v));
-		if (!v)
-			return; /* then the rmdir ending the rm -r says ENOENT: nothing is lost */
-		fs->removing = v;
-		fs->capremoving = cap;
-	}
+	if (ST_ARRAY_RESERVE(fs->removing, fs->capremoving, fs->nremoving + 1) < 0)
+		return; /* then the rmdir ending the rm -r says ENOENT: nothing is lost */
 	char *dup = strdup(name);
 	if (!dup)
 		return;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/array.h"
 #include "fs/fs_int.h"
 #include "store/mountabi.h"
 
@@ -536,15 +537,10 @@ static int buf_write(struct fs_sfile *f, uint64_t off, const void *buf, size_t l
 	if (off + len > FS_MANIFEST_MAX)
 		return -EFBIG;
 	if (off + len > f->cap) {
-		size_t cap = f->cap ? f->cap : 4096;
-		while (cap < off + len)
-			cap *= 2;
-		char *nb = realloc(f->buf, cap);
-		if (!nb)
+		size_t old = f->cap;
+		if (ST_ARRAY_RESERVE(f->buf, f->cap, off + len) < 0)
 			return -ENOMEM;
-		memset(nb + f->cap, 0, cap - f->cap);
-		f->buf = nb;
-		f->cap = cap;
+		memset(f->buf + old, 0, f->cap - old);
 	}
 	memcpy(f->buf + off, buf, len);
 	if (off + len > f->size)
@@ -1380,16 +1376,8 @@ static int textf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
 		return -EINVAL;
 	if ((size_t)n >= sizeof(line))
 		n = sizeof(line) - 1;
-	if (*len + (size_t)n + 1 > *cap) {
-		size_t c = *cap ? *cap * 2 : 1024;
-		while (c < *len + (size_t)n + 1)
-			c *= 2;
-		char *nb = realloc(*buf, c);
-		if (!nb)
-			return -ENOMEM;
-		*buf = nb;
-		*cap = c;
-	}
+	if (ST_ARRAY_RESERVE(*buf, *cap, *len + (size_t)n + 1) < 0)
+		return -ENOMEM;
 	memcpy(*buf + *len, line, (size_t)n + 1);
 	*len += (size_t)n;
 	return 0;

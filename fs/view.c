@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "store/array.h"
 #include "fs/fs_int.h"
 
 void fs_log(struct fs *fs, int prio, const char *fmt, ...)
@@ -84,14 +85,8 @@ static int collect_tag(const char *name, const st_id *id, void *ctx)
 {
 	struct tag_collect *c = ctx;
 
-	if (c->t->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 64;
-		struct fs_tag *v = realloc(c->t->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		c->t->v = v;
-		c->cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(c->t->v, c->cap, c->t->n + 1) < 0)
+		return -ENOMEM;
 	char *dup = strdup(name);
 	if (!dup)
 		return -ENOMEM;
@@ -166,14 +161,8 @@ void fs_view_handed(struct fs *fs, const char *name, const st_id *id)
 			return;
 		}
 	}
-	if (fs->nhanded == fs->caphanded) {
-		size_t cap = fs->caphanded ? fs->caphanded * 2 : 64;
-		struct fs_tag *v = realloc(fs->handed, cap * sizeof(*v));
-		if (!v)
-			goto out_unlock; /* then the poller's diff of the tag sets is all it has */
-		fs->handed = v;
-		fs->caphanded = cap;
-	}
+	if (ST_ARRAY_RESERVE(fs->handed, fs->caphanded, fs->nhanded + 1) < 0)
+		goto out_unlock; /* then the poller's diff of the tag sets is all it has */
 	char *dup = strdup(name);
 	if (dup) {
 		fs->handed[fs->nhanded].name = dup;
@@ -197,15 +186,9 @@ int fs_view_take_stale(struct fs *fs, char ***names, size_t *n)
 			i++;
 			continue;
 		}
-		if (k == cap) {
-			size_t c = cap ? cap * 2 : 16;
-			char **v = realloc(out, c * sizeof(*v));
-			if (!v) {
-				rc = -ENOMEM;
-				break;
-			}
-			out = v;
-			cap = c;
+		if (ST_ARRAY_RESERVE(out, cap, k + 1) < 0) {
+			rc = -ENOMEM;
+			break;
 		}
 		out[k++] = fs->handed[i].name;
 		fs->handed[i] = fs->handed[--fs->nhanded];

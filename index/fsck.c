@@ -5,18 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/array.h"
 #include "index/index_int.h"
 
 int ix_pairs_add(struct ix_pairs *p, const st_id *a, const st_id *b, uint64_t n)
 {
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 256;
-		struct ix_pair *v = realloc(p->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		p->v = v;
-		p->cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(p->v, p->cap, p->n + 1) < 0)
+		return -ENOMEM;
 	p->v[p->n++] = (struct ix_pair){ .a = *a, .b = *b, .n = n };
 	return 0;
 }
@@ -142,15 +137,9 @@ static struct pending *problem(struct fsck *f, enum ix_problem_kind kind, const 
 		f->st.orphans++;
 	if (f->flags & IX_FSCK_REPAIR) {
 		struct pending *e;
-		if (f->npend == f->cappend) {
-			size_t cap = f->cappend ? f->cappend * 2 : 64;
-			struct pending *v = realloc(f->pend, cap * sizeof(*v));
-			if (!v) {
-				f->cb_rc = f->cb_rc ? f->cb_rc : -ENOMEM;
-				return NULL;
-			}
-			f->pend = v;
-			f->cappend = cap;
+		if (ST_ARRAY_RESERVE(f->pend, f->cappend, f->npend + 1) < 0) {
+			f->cb_rc = f->cb_rc ? f->cb_rc : -ENOMEM;
+			return NULL;
 		}
 		e = &f->pend[f->npend++];
 		*e = (struct pending){ .kind = kind, .error = p.error, .id = p.id, .has_tag = tag != NULL };
@@ -169,14 +158,8 @@ static int save_record(struct fsck *f, const MDB_val *k, const MDB_val *v)
 {
 	int rc;
 
-	if (f->nsaved == f->capsaved) {
-		size_t cap = f->capsaved ? f->capsaved * 2 : 8;
-		struct ix_saved_rec *n = realloc(f->saved, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		f->saved = n;
-		f->capsaved = cap;
-	}
+	if (ST_ARRAY_RESERVE(f->saved, f->capsaved, f->nsaved + 1) < 0)
+		return -ENOMEM;
 	if ((rc = ix_lf_rec_save(f->ix, k, v, &f->saved[f->nsaved])) < 0)
 		return rc;
 	f->nsaved++;

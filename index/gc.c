@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "store/array.h"
 #include "index/index_int.h"
 
 /* Blobs checked and unlinked per write transaction: bounds how long gc holds
@@ -30,14 +31,8 @@ static int gc_collect(const st_id *id, uint64_t size, int64_t mtime_ns, void *ar
 		l->young++; /* may be an import's blob not yet committed */
 		return 0;
 	}
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 1024;
-		struct gc_cand *v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(l->v, l->cap, l->n + 1) < 0)
+		return -ENOMEM;
 	l->v[l->n++] = (struct gc_cand){ .id = *id, .size = size };
 	return 0;
 }

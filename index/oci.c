@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "store/array.h"
 #include "index/index_int.h"
 #include "index/lazy.h"
 
@@ -157,23 +158,13 @@ int ix_origin_put(struct ix *ix, const st_id *ids, size_t n, const char *origin)
 struct sha_list {
 	st_id *ids;
 	uint8_t (*shas)[ST_SHA256_LEN];
-	size_t n, cap;
+	size_t n, cap_ids, cap_shas;
 };
 
 static int sha_list_add(struct sha_list *l, const st_id *id, const uint8_t sha[ST_SHA256_LEN])
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		st_id *ids = realloc(l->ids, cap * sizeof(*ids));
-		if (!ids)
-			return -ENOMEM;
-		l->ids = ids;
-		uint8_t(*shas)[ST_SHA256_LEN] = realloc(l->shas, cap * sizeof(*shas));
-		if (!shas)
-			return -ENOMEM;
-		l->shas = shas;
-		l->cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(l->ids, l->cap_ids, l->n + 1) < 0 || ST_ARRAY_RESERVE(l->shas, l->cap_shas, l->n + 1) < 0)
+		return -ENOMEM;
 	l->ids[l->n] = *id;
 	memcpy(l->shas[l->n], sha, ST_SHA256_LEN);
 	l->n++;
@@ -385,24 +376,20 @@ static int chain_collect(struct ix *ix, const st_id *id, st_id **out, size_t *n)
 {
 	struct ix_txn *t;
 	st_id *ids = NULL, cur = *id;
-	size_t cnt = 0;
+	size_t cnt = 0, cap = 0;
 	int rc;
 
 	if ((rc = ix_txn_begin(ix, &t)) < 0)
 		return rc;
 	for (;;) {
 		struct st_manifest *m;
-		st_id *nids;
 
 		if (cnt >= OCI_CHAIN_MAX) {
 			rc = ST_ELAYOUT;
 			break;
 		}
-		if (!(nids = realloc(ids, (cnt + 1) * sizeof(*ids)))) {
-			rc = -ENOMEM;
+		if ((rc = ST_ARRAY_RESERVE(ids, cap, cnt + 1)) < 0)
 			break;
-		}
-		ids = nids;
 		ids[cnt++] = cur;
 		if ((rc = ix_snap_get(t, &cur, &m)) < 0)
 			break;
@@ -831,7 +818,7 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 	struct sha_list l = { 0 };
 	struct lazy_list lz = { 0 };
 	st_id *added = NULL;
-	size_t n = 0, nadded = 0;
+	size_t n = 0, nadded = 0, cap = 0;
 	char cur[ST_DIGEST_LEN + 1];
 	const char *curref = ref;
 	int rc;
@@ -849,7 +836,6 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 		uint8_t want[ST_SHA256_LEN], sha[ST_SHA256_LEN];
 		char *json = NULL;
 		size_t len = 0;
-		struct in_snap *nc;
 
 		if (n >= OCI_CHAIN_MAX) {
 			rc = ix_why(why, whylen, ST_ELAYOUT, "the chain of parents is longer than %d", OCI_CHAIN_MAX);
@@ -884,12 +870,10 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 			goto out_free;
 		}
 		emit(prog, IX_OCI_MANIFEST, sha, len, len, 0, 0);
-		if (!(nc = realloc(chain, (n + 1) * sizeof(*chain)))) {
+		if ((rc = ST_ARRAY_RESERVE(chain, cap, n + 1)) < 0) {
 			st_oci_manifest_free(om);
-			rc = -ENOMEM;
 			goto out_free;
 		}
-		chain = nc;
 		chain[n].om = om;
 		chain[n].m = NULL;
 		n++;

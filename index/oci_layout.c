@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store/array.h"
 #include "index/index_int.h"
 #include "store/sys.h"
 
@@ -107,17 +108,15 @@ static int dir_manifest_put(void *ctx, const char *json, size_t len, const uint8
 
 struct tag_names {
 	char **v;
-	size_t n;
+	size_t n, cap;
 };
 
 static int tag_collect(const char *name, const st_id *id, void *ctx)
 {
 	struct tag_names *t = ctx;
-	char **v = realloc(t->v, (t->n + 1) * sizeof(*v));
 
-	if (!v)
+	if (ST_ARRAY_RESERVE(t->v, t->cap, t->n + 1) < 0)
 		return -ENOMEM;
-	t->v = v;
 	if (!(t->v[t->n] = strdup(name)))
 		return -ENOMEM;
 	t->n++;

@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "store/array.h"
 #include "index/index_int.h"
 #include "index/registry.h"
 
@@ -599,14 +600,8 @@ static void seen_add(struct ix_registry *r, const struct st_oci_desc *d)
 {
 	if (!d->has_id || !r->o.ix)
 		return;
-	if (r->nseen == r->capseen) {
-		size_t cap = r->capseen ? r->capseen * 2 : 32;
-		st_id *v = realloc(r->seen, cap * sizeof(*v));
-		if (!v)
-			return;
-		r->seen = v;
-		r->capseen = cap;
-	}
+	if (ST_ARRAY_RESERVE(r->seen, r->capseen, r->nseen + 1) < 0)
+		return;
 	r->seen[r->nseen++] = d->id;
 }
 

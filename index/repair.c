@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "store/array.h"
 #include "index/index_int.h"
 #include "store/sys.h"
 
@@ -130,14 +131,8 @@ struct keys {
 
 static int keys_add(struct keys *ks, const MDB_val *k)
 {
-	if (ks->n == ks->cap) {
-		size_t cap = ks->cap ? ks->cap * 2 : 16;
-		MDB_val *v = realloc(ks->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		ks->v = v;
-		ks->cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(ks->v, ks->cap, ks->n + 1) < 0)
+		return -ENOMEM;
 	void *p = malloc(k->mv_size ? k->mv_size : 1);
 	if (!p)
 		return -ENOMEM;
@@ -181,14 +176,8 @@ static int fix(struct repair *r, enum ix_problem_kind kind, const st_id *id, con
 	struct ix_fix *x;
 	va_list ap;
 
-	if (fx->n == fx->cap) {
-		size_t cap = fx->cap ? fx->cap * 2 : 16;
-		struct ix_fix *v = realloc(fx->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		fx->v = v;
-		fx->cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(fx->v, fx->cap, fx->n + 1) < 0)
+		return -ENOMEM;
 	x = &fx->v[fx->n++];
 	*x = (struct ix_fix){ .kind = kind };
 	if (id)

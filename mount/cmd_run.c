@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store/array.h"
 #include "cli.h"
 #include "vmm/vmm.h"
 
@@ -134,13 +135,8 @@ static int read_file(const char *path, void **data, size_t *len)
 				rc = -EFBIG;
 				break;
 			}
-			char *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				rc = -ENOMEM;
+			if ((rc = ST_ARRAY_RESERVE(buf, cap, cap + 1)) < 0)
 				break;
-			}
-			buf = nb;
-			cap *= 2;
 		}
 	}
 	if (!buf)

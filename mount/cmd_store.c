@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "store/array.h"
 #include "cli.h"
 #include "index/index.h"
 #include "store/store.h"
@@ -207,14 +208,8 @@ static int collect_tag(const char *name, const st_id *id, void *arg)
 {
 	struct taglist *l = arg;
 
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct tagged *v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(l->v, l->cap, l->n + 1) < 0)
+		return -ENOMEM;
 	if (!(l->v[l->n].name = strdup(name)))
 		return -ENOMEM;
 	l->v[l->n++].id = *id;
@@ -257,14 +252,8 @@ static int collect_id(const st_id *id, void *arg)
 {
 	struct idlist *l = arg;
 
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		st_id *v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(l->v, l->cap, l->n + 1) < 0)
+		return -ENOMEM;
 	l->v[l->n++] = *id;
 	return 0;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/array.h"
 #include "cli.h"
 
 /* Length of the valid UTF-8 sequence at s (of at most n bytes) that is safe
@@ -96,13 +97,8 @@ const char *cli_esc_n(const char *s, size_t n)
 	if (!s)
 		return "(null)";
 	need = cli_escape(s, n, NULL, 0) + 1;
-	if (need > slots[k].cap) {
-		char *bigger = realloc(slots[k].buf, need);
-		if (!bigger)
-			return "(out of memory)";
-		slots[k].buf = bigger;
-		slots[k].cap = need;
-	}
+	if (ST_ARRAY_RESERVE(slots[k].buf, slots[k].cap, need) < 0)
+		return "(out of memory)";
 	cli_escape(s, n, slots[k].buf, slots[k].cap);
 	return slots[k].buf;
 }

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "store/array.h"
 #include "store/store_int.h"
 
 /* The parent's layers, mapped read-only so its pages can be compared. */
@@ -95,14 +96,8 @@ static int range_add(struct range_list *rl, uint64_t g, uint32_t layer, uint64_t
 			return 0;
 		}
 	}
-	if (rl->n == rl->cap) {
-		uint64_t cap = rl->cap ? rl->cap * 2 : 64;
-		struct st_range *v = st_sys_realloc(rl->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		rl->v = v;
-		rl->cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(rl->v, rl->cap, rl->n + 1) < 0)
+		return -ENOMEM;
 	rl->v[rl->n++] = (struct st_range){ .gpage = g, .npages = 1, .layer = layer, .lpage = lpage };
 	return 0;
 }

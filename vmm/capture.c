@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "store/array.h"
 #include "vmm/snap_int.h"
 
 /* Placeholder layer index for "the new layer" while segments are built. */
@@ -28,14 +29,8 @@ static int segv_add(struct segv *s, struct vmm_seg g)
 			return 0;
 		}
 	}
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct vmm_seg *v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		s->v = v;
-		s->cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(s->v, s->cap, s->n + 1) < 0)
+		return -ENOMEM;
 	s->v[s->n++] = g;
 	return 0;
 }

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "store/array.h"
 #include "vmm/snap_int.h"
 
 /*
@@ -161,14 +162,8 @@ int vmm_runs_add(struct vmm_runs *r, uint64_t gpage, uint64_t npages)
 		r->v[r->n - 1].npages += npages;
 		return 0;
 	}
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 64;
-		struct vmm_run *v = realloc(r->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		r->v = v;
-		r->cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(r->v, r->cap, r->n + 1) < 0)
+		return -ENOMEM;
 	r->v[r->n++] = (struct vmm_run){ gpage, npages };
 	return 0;
 }

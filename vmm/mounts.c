@@ -11,6 +11,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "store/array.h"
 #include "store/mountabi.h"
 #include "vmm/vmm_int.h"
 
@@ -124,13 +125,10 @@ static int read_table(int fd, char **out, size_t *len)
 		return -ENOMEM;
 	for (;;) {
 		if (n == cap) {
-			char *bigger = cap < MOUNTS_TEXT_MAX ? realloc(buf, cap * 2) : NULL;
-			if (!bigger) {
+			if (cap >= MOUNTS_TEXT_MAX || ST_ARRAY_RESERVE(buf, cap, cap + 1) < 0) {
 				free(buf);
 				return -ENOMEM;
 			}
-			buf = bigger;
-			cap *= 2;
 		}
 		ssize_t r = pread(fd, buf + n, cap - n, (off_t)n);
 		if (r < 0 && errno == EINTR)

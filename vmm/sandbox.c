@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store/array.h"
 #include "vmm/snap_int.h"
 
 #define INIT_TIMEOUT_NS (10ull * 1000000000ull)
@@ -259,14 +260,8 @@ int vmm_sandbox_register(struct vmm_sandbox *sb, const char *name, const char *s
 			return 0;
 		}
 	}
-	if (sb->nhfns == sb->hfns_cap) {
-		unsigned cap = sb->hfns_cap ? sb->hfns_cap * 2 : 8;
-		struct vmm_host_fn *n = realloc(sb->hfns, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		sb->hfns = n;
-		sb->hfns_cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(sb->hfns, sb->hfns_cap, sb->nhfns + 1) < 0)
+		return -ENOMEM;
 	h.name = strdup(name);
 	h.sig = strdup(sig);
 	if (!h.name || !h.sig) {

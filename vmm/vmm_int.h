@@ -294,7 +294,7 @@ struct vmm_sandbox {
 	unsigned nfns;
 	uint32_t fn_table_gpa;    /* where the guest's function table lives (for restore) */
 	struct vmm_host_fn *hfns;
-	unsigned nhfns, hfns_cap;
+	size_t nhfns, hfns_cap;
 	uint64_t seq;
 	bool poisoned;
 	struct vmm_error err;     /* last error */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "store/array.h"
 #include "vmm/vmm.h"
 
 #define BENCH_DEFAULT_WARMUP 5
@@ -248,14 +249,8 @@ static struct bench_result *find_result(struct bench *b, const char *name)
 
 static struct bench_result *add_result(struct bench *b)
 {
-	if (b->nres == b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 64;
-		struct bench_result *r = realloc(b->res, cap * sizeof(*r));
-		if (!r)
-			return NULL;
-		b->res = r;
-		b->cap = cap;
-	}
+	if (ST_ARRAY_RESERVE(b->res, b->cap, b->nres + 1) < 0)
+		return NULL;
 	struct bench_result *r = &b->res[b->nres++];
 	memset(r, 0, sizeof(*r));
 	return r;

@@ -125,6 +125,21 @@ Test(capture, failing_layer_write_leaves_no_snapshot_and_the_sandbox_usable)
 			m = NULL;
 			break;
 		}
+		if (rc == 0 && vmm_sandbox_backend(sb) == VMM_BACKEND_PROCESS) {
+			/* A step the process backend degrades around: its write
+			 * tracking could not grow a list, so it stops tracking
+			 * and the capture takes every page with data (vmm/proc.c).
+			 * The snapshot is whole: a sandbox made from it runs. */
+			struct vmm_sandbox *again = NULL;
+			struct vmm_error err;
+			cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, NULL, &again, &err), 0,
+				     "%s", err.message);
+			sh_echo(again, "from the degraded capture");
+			vmm_sandbox_free(again);
+			st_manifest_free(m);
+			m = NULL;
+			continue;
+		}
 		cr_assert_lt(rc, 0, "step %llu fired but capture succeeded", (unsigned long long)step);
 		fails++;
 		/* the sandbox still runs on its old snapshot */
