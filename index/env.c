@@ -256,11 +256,6 @@ int ix_generation(struct ix *ix, uint64_t *out)
 	return rc;
 }
 
-struct st_store *ix_store(const struct ix *ix)
-{
-	return ix->s;
-}
-
 void ix_uuid(const struct ix *ix, uint8_t uuid[16])
 {
 	memcpy(uuid, ix->uuid, 16);

@@ -66,8 +66,6 @@ enum {
 int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out);
 /* Close; accepts NULL. All of this index's read txns must have ended. */
 void ix_close(struct ix *ix);
-/* The store this index belongs to. */
-struct st_store *ix_store(const struct ix *ix);
 /* The store's uuid (16 bytes), fixed when the index was created. */
 void ix_uuid(const struct ix *ix, uint8_t uuid[16]);
 
@@ -99,13 +97,6 @@ enum {
  */
 int ix_snap_commit(struct ix *ix, const struct st_manifest *m, const char *tag,
 		   unsigned flags, st_id *out_id);
-
-/* ix_snap_commit for a chain, oldest first, in one write transaction: all
- * of ms[0..n) are published or none; tag (may be NULL) names ms[n-1], whose
- * id goes to *out_top (may be NULL). Snapshots already present count as
- * done. Errors as ix_snap_commit, -EINVAL for n == 0. */
-int ix_snap_commit_chain(struct ix *ix, const struct st_manifest *const *ms, size_t n, const char *tag,
-			 unsigned flags, st_id *out_top);
 
 /* True if the snapshot exists in t's view. */
 bool ix_snap_has(struct ix_txn *t, const st_id *id);
@@ -332,21 +323,11 @@ int ix_snap_lacking_foreach(struct ix *ix,
  * The sha256 table maps a blob's (or a snapshot config's) XXH3-128 id to
  * its sha256, so each blob is sha256-hashed at most once per store. Entries
  * are facts about bytes, never stale; gc leaves them (48 bytes each).
- * get: IX_ENOTFOUND when not recorded. put: n pairs in one transaction.
+ * Push and pull record them. IX_ENOTFOUND when not recorded.
  */
 int ix_sha256_get(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN]);
-int ix_sha256_put(struct ix *ix, const st_id *ids, const uint8_t (*shas)[ST_SHA256_LEN], size_t n);
-/*
- * Beside a blob's sha256, the registry repository ("host/repo", at most
- * IX_ORIGIN_MAX bytes) it was last pushed to or pulled from, so a push to
- * another repository of that registry can mount it instead of sending it.
- * get: IX_ENOTFOUND when none (buf gets a NUL-terminated copy; -ENAMETOOLONG
- * if len is too small). put: records origin for each of ids whose sha256 is
- * recorded, in one transaction (nothing on a read-only index).
- */
+/* The longest registry repository ("host/repo") kept as a blob's origin. */
 #define IX_ORIGIN_MAX 512
-int ix_origin_get(struct ix *ix, const st_id *id, char *buf, size_t len);
-int ix_origin_put(struct ix *ix, const st_id *ids, size_t n, const char *origin);
 
 struct ix_oci_stats {
 	uint32_t snapshots;       /* OCI manifests pushed / pulled (the chain) */

@@ -168,4 +168,23 @@ struct ix_lazy_put {
 int ix_snap_commit_chain_lazy(struct ix *ix, const struct st_manifest *const *ms, size_t n, const char *tag,
 			      unsigned flags, st_id *out_top, const struct ix_lazy_put *recs, size_t nrecs);
 
+/* ix_snap_commit for a chain, oldest first, in one write transaction: all
+ * of ms[0..n) are published or none; tag (may be NULL) names ms[n-1], whose
+ * id goes to *out_top (may be NULL). Snapshots already present count as
+ * done. Errors as ix_snap_commit, -EINVAL for n == 0. (index/snap.c) */
+int ix_snap_commit_chain(struct ix *ix, const struct st_manifest *const *ms, size_t n, const char *tag,
+			 unsigned flags, st_id *out_top);
+
+/*
+ * Beside a blob's sha256 (ix_sha256_get), the registry repository
+ * ("host/repo", at most IX_ORIGIN_MAX bytes) it was last pushed to or
+ * pulled from, so a push to another repository of that registry can mount
+ * it instead of sending it. get: IX_ENOTFOUND when none (buf gets a
+ * NUL-terminated copy; -ENAMETOOLONG if len is too small). put: records
+ * origin for each of ids whose sha256 is recorded, in one transaction
+ * (nothing on a read-only index). (index/oci.c, used by index/registry.c)
+ */
+int ix_origin_get(struct ix *ix, const st_id *id, char *buf, size_t len);
+int ix_origin_put(struct ix *ix, const st_id *ids, size_t n, const char *origin);
+
 #endif

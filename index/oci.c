@@ -76,7 +76,8 @@ static int sha_put_fn(struct ix *ix, MDB_txn *txn, void *arg)
 	return 0;
 }
 
-int ix_sha256_put(struct ix *ix, const st_id *ids, const uint8_t (*shas)[ST_SHA256_LEN], size_t n)
+/* Record n (id, sha256) pairs in one transaction. */
+static int ix_sha256_put(struct ix *ix, const st_id *ids, const uint8_t (*shas)[ST_SHA256_LEN], size_t n)
 {
 	struct sha_put p = { ids, shas, n };
 

@@ -69,7 +69,7 @@ bool st_is_zero(const void *buf, size_t len)
 	return true;
 }
 
-const char *st_sync_name(enum st_sync sync)
+static const char *st_sync_name(enum st_sync sync)
 {
 	switch (sync) {
 	case ST_SYNC_FULL: return "full";

@@ -54,10 +54,10 @@ void st_id_hash(const void *buf, size_t len, st_id *out);
 /* Parse exactly 32 lowercase hex chars (NUL-terminated) into *out.
  * Anything else (uppercase, short, long, non-hex) -> ST_EBADID. */
 int st_id_parse(const char *hex, st_id *out);
-
 /* Parse exactly 32 lowercase hex chars from a buffer that need not be
  * NUL-terminated (len must be 32). -> ST_EBADID. */
 int st_id_parse_n(const char *hex, size_t len, st_id *out);
+
 
 /* Write the 32-char lowercase hex form and a NUL into out. */
 void st_id_format(const st_id *id, char out[ST_ID_HEX_LEN + 1]);
@@ -101,8 +101,7 @@ enum st_sync {
 	ST_SYNC_NONE = 2,
 };
 
-/* Name of a policy ("full", "none"), and parse one. -EINVAL on junk. */
-const char *st_sync_name(enum st_sync sync);
+/* Parse a policy's name ("full", "none"). -EINVAL on junk. */
 int st_sync_parse(const char *name, enum st_sync *out);
 
 struct st_store_opts {

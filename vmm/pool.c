@@ -80,17 +80,6 @@ struct vmm_sandbox *vmm_pool_at(const struct vmm_pool *p, unsigned i)
 	return i < p->n ? p->sb[i] : NULL;
 }
 
-int vmm_pool_register(struct vmm_pool *p, const char *name, const char *sig, vmm_host_fn_cb cb, void *ctx)
-{
-	int rc = 0;
-
-	pthread_mutex_lock(&p->lock);
-	for (unsigned i = 0; i < p->n && rc == 0; i++)
-		rc = vmm_sandbox_register(p->sb[i], name, sig, cb, ctx);
-	pthread_mutex_unlock(&p->lock);
-	return rc;
-}
-
 int vmm_pool_get(struct vmm_pool *p, struct vmm_sandbox **out)
 {
 	int rc = -EAGAIN;

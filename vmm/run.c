@@ -428,6 +428,17 @@ static const struct vmm_fn *fn_find(const struct vmm_sandbox *sb, const char *na
 }
 
 /* Write the call frame and arguments into the input buffer. */
+static const char *type_name(enum vmm_type t)
+{
+	switch (t) {
+	case VMM_VOID: return "void";
+	case VMM_I64: return "integer";
+	case VMM_BYTES: return "bytes";
+	case VMM_STR: return "string";
+	}
+	return "unknown";
+}
+
 static int frame_write(struct vmm_sandbox *sb, uint32_t idx, const struct vmm_fn *f,
 		       const struct vmm_value *args, size_t nargs)
 {
@@ -439,7 +450,7 @@ static int frame_write(struct vmm_sandbox *sb, uint32_t idx, const struct vmm_fn
 	for (size_t i = 0; i < nargs; i++) {
 		if (args[i].type != f->args[i])
 			return vmm_run_fail(sb, VMM_E_BAD_ARGS, "%s: argument %zu should be %s, not %s", f->name, i + 1,
-					    vmm_type_name(f->args[i]), vmm_type_name(args[i].type));
+					    type_name(f->args[i]), type_name(args[i].type));
 		if (args[i].type == VMM_I64) {
 			fr.args[i] = (struct strata_value){ .type = STRATA_T_I64, .i64 = args[i].i64 };
 			continue;
@@ -583,15 +594,4 @@ void vmm_result_clear(struct vmm_result *res)
 		return;
 	free(res->data);
 	memset(res, 0, sizeof(*res));
-}
-
-const char *vmm_type_name(enum vmm_type t)
-{
-	switch (t) {
-	case VMM_VOID: return "void";
-	case VMM_I64: return "integer";
-	case VMM_BYTES: return "bytes";
-	case VMM_STR: return "string";
-	}
-	return "unknown";
 }

@@ -313,7 +313,6 @@ void vmm_backend_default_set(enum vmm_backend_kind kind);
 
 void vmm_result_clear(struct vmm_result *res);
 const char *vmm_strerror(int code);
-const char *vmm_type_name(enum vmm_type t);
 
 /* ==== snapshots (capture, restore; vmm/capture.c reset.c restore.c dirty.c policy.c) ==== */
 /* Error codes of the snapshot files: -1250..-1269 of the vmm range. */
@@ -427,8 +426,6 @@ int vmm_sandbox_set_reset(struct vmm_sandbox *sb, enum vmm_reset_mode mode, unsi
 int vmm_sandbox_set_dirty(struct vmm_sandbox *sb, enum vmm_dirty_mech mech);
 /* Counters since creation. */
 void vmm_sandbox_snap_stats(struct vmm_sandbox *sb, struct vmm_snap_stats *out);
-/* Id of the current snapshot (false if none). */
-bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, void *id16);
 
 /* ==== end snapshots ==== */
 
@@ -491,8 +488,6 @@ int vmm_pool_new(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx,
 void vmm_pool_free(struct vmm_pool *p);
 unsigned vmm_pool_size(const struct vmm_pool *p);
 struct vmm_sandbox *vmm_pool_at(const struct vmm_pool *p, unsigned i);
-/* Register a host function on every sandbox of the pool. */
-int vmm_pool_register(struct vmm_pool *p, const char *name, const char *sig, vmm_host_fn_cb cb, void *ctx);
 /* Take an idle sandbox (-EAGAIN if all are out, *out untouched); thread-safe. */
 int vmm_pool_get(struct vmm_pool *p, struct vmm_sandbox **out);
 /* Give it back: restored in place to the snapshot (replaced by a fresh one
