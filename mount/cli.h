@@ -90,6 +90,9 @@ bool cli_wants_help(int argc, char **argv);
 bool cli_parse_size(const char *s, unsigned long long *out);
 /* Parse an unsigned integer (decimal or 0x hex); false on junk or overflow. */
 bool cli_parse_u64(const char *s, unsigned long long *out);
+/* Remove path and everything below it (symbolic links are removed, not
+ * followed); 0 or -errno of the first failure. */
+int cli_rm_tree(const char *path);
 
 /* Subcommands, one file per group. Each owner adds its own lines here
  * and in the table in main.c. */
@@ -157,7 +160,7 @@ int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */
  * reports errors and returns an exit status. */
 struct st_store;
 struct ix;
-int cli_store_open(struct cli *cli, bool write, struct st_store **s, struct ix **ix);
+int cli_store_open(const struct cli *cli, bool write, struct st_store **s, struct ix **ix);
 int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */
 int cmd_pull(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */
 /* cmd_oci.c: `export --oci DIR [REF...]` (argv[0] = DIR) and import of an OCI layout. */

@@ -22,28 +22,7 @@ static struct ix *run_index;
 
 static int store_need(const struct cli *cli, bool write)
 {
-	int rc;
-
-	if (run_index)
-		return CLI_OK;
-	rc = st_store_open(cli->store, write ? 0 : ST_OPEN_RDONLY, &run_store);
-	if (rc == -ENOENT || rc == ST_ENOTSTORE) {
-		cli_err(cli, "%s is not a strata store (create one with 'strata --store %s init')", cli->store,
-			cli->store);
-		return CLI_NOTFOUND;
-	}
-	if (rc < 0) {
-		cli_err(cli, "cannot open store %s: %s", cli->store, st_strerror(rc));
-		return CLI_FAIL;
-	}
-	struct ix_opts o = { .flags = write ? 0 : IX_OPEN_RDONLY };
-	if ((rc = ix_open(run_store, &o, &run_index)) < 0) {
-		cli_err(cli, "cannot open the index of store %s: %s", cli->store, ix_strerror(rc));
-		st_store_close(run_store);
-		run_store = NULL;
-		return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
-	}
-	return CLI_OK;
+	return run_index ? CLI_OK : cli_store_open(cli, write, &run_store, &run_index);
 }
 
 void cli_snap_close(void)
@@ -211,15 +190,18 @@ static int layer_open_lazy(void *ctx, const void *id, int *fd)
 	return 0;
 }
 
-static bool is_snapdir(const char *path)
+/* What a target on the command line names, from its one stat(2): a
+ * regular file (a guest ELF), a directory (a snapshot directory), or
+ * neither (a tag or id in the store, or a path that does not exist). */
+enum target_kind { TARGET_OTHER, TARGET_FILE, TARGET_DIR };
+
+static enum target_kind target_kind(const char *target)
 {
-	char p[4096];
 	struct stat st;
 
-	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-		return false;
-	snprintf(p, sizeof(p), "%s/manifest.json", path);
-	return stat(p, &st) == 0;
+	if (stat(target, &st) < 0)
+		return TARGET_OTHER;
+	return S_ISREG(st.st_mode) ? TARGET_FILE : S_ISDIR(st.st_mode) ? TARGET_DIR : TARGET_OTHER;
 }
 
 static int from_manifest(const struct cli *cli, const char *what, const struct st_manifest *m,
@@ -246,21 +228,25 @@ unsigned cli_snapdir_flags(void)
 	       (m && strcmp(m, "1") == 0 ? VMM_SNAPDIR_MAP_FILES : 0);
 }
 
-int cli_snapshot_find(const struct cli *cli, const char *what, const char *target, unsigned flags, bool write,
-		      struct cli_snapshot *out)
+static int snapshot_find(const struct cli *cli, const char *what, const char *target, enum target_kind kind,
+			 unsigned flags, bool write, struct cli_snapshot *out)
 {
 	struct vmm_error err;
-	struct stat st;
+	char manifest[4096];
 	int rc, status;
 
 	memset(out, 0, sizeof(*out));
 	/* A snapshot directory (a mount's snapshots/NAME, an export, a copy):
 	 * on a strata mount its layers are mapped from their backing blobs
 	 * (vmm/snapdir.c). A path names a directory; a bare word a tag or id. */
-	if (strchr(target, '/') || (stat(target, &st) == 0 && S_ISDIR(st.st_mode))) {
+	if (strchr(target, '/') || kind == TARGET_DIR) {
 		rc = vmm_snapdir_open(target, flags, &out->dir, &err);
 		if (rc < 0) {
-			if (rc == -ENOENT && stat(target, &st) == 0 && !is_snapdir(target))
+			/* An existing directory or file that is no snapshot directory. */
+			if (rc == -ENOENT && kind != TARGET_OTHER &&
+			    (kind == TARGET_FILE ||
+			     (snprintf(manifest, sizeof(manifest), "%s/manifest.json", target) < (int)sizeof(manifest) &&
+			      access(manifest, F_OK) != 0)))
 				cli_err(cli, "%s: %s is neither a guest ELF nor a snapshot directory (no manifest.json)",
 					what, target);
 			else
@@ -310,6 +296,12 @@ int cli_snapshot_find(const struct cli *cli, const char *what, const char *targe
 	return CLI_OK;
 }
 
+int cli_snapshot_find(const struct cli *cli, const char *what, const char *target, unsigned flags, bool write,
+		      struct cli_snapshot *out)
+{
+	return snapshot_find(cli, what, target, target_kind(target), flags, write, out);
+}
+
 void cli_snapshot_release(struct cli_snapshot *s)
 {
 	vmm_snapdir_close(s->dir);
@@ -322,14 +314,14 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 {
 	struct vmm_config cfg = *given;
 	struct cli_snapshot snap;
-	struct stat st;
+	enum target_kind kind = target_kind(target);
 	int rc, status;
 
 	if (cfg.backend == VMM_BACKEND_AUTO)
 		cfg.backend = cli->backend;
 	cfg.host = cli->host;
 	/* A guest ELF file: a fresh sandbox. */
-	if (stat(target, &st) == 0 && S_ISREG(st.st_mode)) {
+	if (kind == TARGET_FILE) {
 		rc = vmm_sandbox_new(target, &cfg, out, err);
 		if (rc < 0) {
 			cli_err(cli, "run: cannot start %s: %s", target, err->message);
@@ -337,7 +329,7 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 		}
 	} else {
 		unsigned flags = cli_snapdir_flags() | extra_flags;
-		if ((status = cli_snapshot_find(cli, "run", target, flags, true, &snap)) != CLI_OK)
+		if ((status = snapshot_find(cli, "run", target, kind, flags, true, &snap)) != CLI_OK)
 			return status;
 		status = from_manifest(cli, target, snap.manifest, snap.open, snap.ctx, &cfg, out);
 		cli_snapshot_release(&snap);

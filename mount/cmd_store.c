@@ -60,7 +60,7 @@ static void close_store(struct open_store *o)
 }
 
 /* Open the store and its index; reports the error and returns an exit status. */
-static int open_store(struct cli *cli, bool write, struct open_store *o)
+static int open_store(const struct cli *cli, bool write, struct open_store *o)
 {
 	struct ix_opts opts = { .flags = write ? 0 : IX_OPEN_RDONLY };
 	int rc = st_store_open(cli->store, write ? 0 : ST_OPEN_RDONLY, &o->s);
@@ -88,7 +88,7 @@ static int open_store(struct cli *cli, bool write, struct open_store *o)
 	return CLI_OK;
 }
 
-int cli_store_open(struct cli *cli, bool write, struct st_store **s, struct ix **ix)
+int cli_store_open(const struct cli *cli, bool write, struct st_store **s, struct ix **ix)
 {
 	struct open_store o;
 	int rc = open_store(cli, write, &o);
