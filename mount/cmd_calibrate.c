@@ -1,6 +1,7 @@
 /* cmd_calibrate.c: `strata calibrate`: measure restore mechanisms on this machine and write the policy file. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,7 +118,8 @@ int cmd_calibrate(struct cli *cli, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	char path[4096], dir[] = "/tmp/strata-calibrate-store-XXXXXX", sdir[128];
+	char path[4096], dir[PATH_MAX], sdir[PATH_MAX + 8];
+	const char *tmpdir = getenv("TMPDIR");
 	const char *out = NULL, *guest = getenv("STRATA_GUEST");
 	int c, rc, status = CLI_FAIL;
 
@@ -156,8 +158,13 @@ int cmd_calibrate(struct cli *cli, int argc, char **argv)
 	struct vmm_error err;
 	struct st_manifest *m = NULL;
 	struct vmm_config cfg = { .heap_size = 64ull << 20 };
-	if (!mkdtemp(dir)) {
-		cli_err(cli, "calibrate: cannot make a temp dir: %s", strerror(errno));
+	/* The sandbox's snapshot goes to a temp store, removed at the end. */
+	if (!tmpdir || !*tmpdir)
+		tmpdir = "/tmp";
+	int len = snprintf(dir, sizeof(dir), "%s/strata-calibrate-store-XXXXXX", tmpdir);
+	if (len >= (int)sizeof(dir) || !mkdtemp(dir)) {
+		cli_err(cli, "calibrate: cannot make a temp dir in %s: %s", tmpdir,
+			strerror(len >= (int)sizeof(dir) ? ENAMETOOLONG : errno));
 		return CLI_FAIL;
 	}
 	snprintf(sdir, sizeof(sdir), "%s/store", dir);
@@ -264,8 +271,7 @@ out_rm:
 	st_manifest_free(m);
 	vmm_sandbox_free(sb);
 	st_store_close(st);
-	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
-	if (system(path) != 0)
-		cli_info(cli, "calibrate: could not remove %s", dir);
+	if ((rc = cli_rm_tree(dir)) < 0)
+		cli_info(cli, "calibrate: could not remove %s: %s", dir, strerror(-rc));
 	return status;
 }

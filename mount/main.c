@@ -1,5 +1,6 @@
 /* main.c: the `strata` command: global options and subcommand dispatch. */
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -113,6 +114,21 @@ bool cli_parse_size(const char *s, unsigned long long *out)
 		return false;
 	*out = v << shift;
 	return true;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) == 0 ? 0 : -errno;
+}
+
+int cli_rm_tree(const char *path)
+{
+	int rc = nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+
+	return rc == 0 ? 0 : rc < 0 ? -errno : rc;
 }
 
 bool cli_backend_parse(const struct cli *cli, const char *name, enum vmm_backend_kind *out)

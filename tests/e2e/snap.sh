@@ -61,8 +61,9 @@ else
 	check_kvm "kill -9 during capture leaves the store consistent" 0 '' -- "$S" --store "$ST" fsck
 fi
 
-check_kvm "calibrate writes a policy file" 0 'policy \(reset = (rewrite|drop)\) written' -- \
-	"$S" calibrate --output "$T/policy"
+mkdir "$T/tmp"
+check_kvm "calibrate writes a policy file and removes its temp store" 0 'policy \(reset = (rewrite|drop)\) written' -- \
+	sh -c "TMPDIR='$T/tmp' '$S' calibrate --output '$T/policy' && ! ls -A '$T/tmp' | grep -q ."
 check_kvm "a sandbox runs under the calibrated policy" 0 '^2$' -- \
 	env STRATA_POLICY="$T/policy" "$S" --store "$ST" run one --call counter_next
 printf '# ok\nreset = sideways\n' >"$T/badpolicy"
