@@ -112,7 +112,20 @@ static int join_opt(char **acc, const char *more)
 	return 0;
 }
 
-int cmd_mount(struct cli *cli, int argc, char **argv)
+/* What `strata mount` was asked for. */
+struct mount_args {
+	struct fs_config cfg;
+	char *fuse_opts;        /* the -o options, joined with commas */
+	const char *log_arg;    /* --log FILE, or NULL */
+	const char *store_arg;  /* STORE, else --store */
+	const char *mp_arg;     /* MOUNTPOINT */
+	bool fg;                /* -f or -d */
+	bool help;              /* --help was printed: nothing more to do */
+};
+
+/* Parse the command line into a; returns CLI_OK (a->help: the help was
+ * printed), or the exit status of a reported error. */
+static int mount_parse(struct cli *cli, int argc, char **argv, struct mount_args *a)
 {
 	static const struct option opts[] = {
 		{ "foreground", no_argument, NULL, 'f' },
@@ -125,134 +138,110 @@ int cmd_mount(struct cli *cli, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct fs_config cfg = { 0 };
-	struct mount_log log = { 0 };
-	struct ready_pipe rp = { -1 };
-	char *fuse_opts = NULL, store[PATH_MAX], mp[PATH_MAX], logpath[PATH_MAX + 16];
-	const char *log_arg = NULL, *store_arg = cli->store;
-	bool fg = false;
 	unsigned long long v;
-	int c, rc = CLI_USAGE;
+	int c;
 
-	cfg.creds = cli_registry_creds; /* lazy layers' chunks (docs/lazy.md) */
-	cfg.creds_ctx = cli;
+	a->store_arg = cli->store;
+	a->cfg.creds = cli_registry_creds; /* lazy layers' chunks (docs/lazy.md) */
+	a->cfg.creds_ctx = cli;
 	while ((c = getopt_long(argc, argv, "fdo:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'f': fg = true; break;
-		case 'd': fg = true; cfg.debug = true; break;
+		case 'f': a->fg = true; break;
+		case 'd': a->fg = true; a->cfg.debug = true; break;
 		case 'o':
-			if (join_opt(&fuse_opts, optarg) < 0) {
+			if (join_opt(&a->fuse_opts, optarg) < 0) {
 				cli_err(cli, "mount: out of memory");
 				return CLI_FAIL;
 			}
 			break;
-		case 'l': log_arg = optarg; break;
+		case 'l': a->log_arg = optarg; break;
 		case 'r':
-			if (fs_read_mode_parse(optarg, &cfg.read_mode) < 0) {
+			if (fs_read_mode_parse(optarg, &a->cfg.read_mode) < 0) {
 				cli_err(cli, "mount: --read-mode must be direct, dontneed or cached");
-				goto out;
+				return CLI_USAGE;
 			}
 			break;
 		case 't':
 			if (!cli_parse_u64(optarg, &v) || v == 0 || v > 86400 * 7) {
 				cli_err(cli, "mount: --stage-timeout needs seconds (1..604800)");
-				goto out;
+				return CLI_USAGE;
 			}
-			cfg.stage_timeout_s = (unsigned)v;
+			a->cfg.stage_timeout_s = (unsigned)v;
 			break;
 		case 'p':
 			if (!cli_parse_u64(optarg, &v) || v == 0 || v > 60000) {
 				cli_err(cli, "mount: --poll-ms needs milliseconds (1..60000)");
-				goto out;
+				return CLI_USAGE;
 			}
-			cfg.poll_ms = (unsigned)v;
+			a->cfg.poll_ms = (unsigned)v;
 			break;
 		case 'T':
 			if (!cli_parse_u64(optarg, &v) || v == 0 || v > 256) {
 				cli_err(cli, "mount: --threads needs 1..256");
-				goto out;
+				return CLI_USAGE;
 			}
-			cfg.max_threads = (unsigned)v;
+			a->cfg.max_threads = (unsigned)v;
 			break;
-		case 'h': mount_usage(stdout); rc = CLI_OK; goto out;
-		default: mount_usage(stderr); goto out;
+		case 'h': mount_usage(stdout); a->help = true; return CLI_OK;
+		default: mount_usage(stderr); return CLI_USAGE;
 		}
 	}
 	if (argc - optind == 2) {
-		store_arg = argv[optind++];
+		a->store_arg = argv[optind++];
 	} else if (argc - optind != 1) {
 		mount_usage(stderr);
-		goto out;
+		return CLI_USAGE;
 	}
-	if (!realpath(store_arg, store)) {
-		cli_err(cli, "mount: store %s: %s", store_arg, strerror(errno));
-		rc = CLI_NOTFOUND;
-		goto out;
-	}
-	const char *mp_arg = argv[optind];
+	a->mp_arg = argv[optind];
+	return CLI_OK;
+}
+
+/* The mountpoint, made absolute in mp (PATH_MAX): a stale strata mount on
+ * it (its daemon died) is taken down first; a live one is refused. */
+static int mountpoint_take(struct cli *cli, const char *mp_arg, char *mp)
+{
 	int st = fs_mountpoint_state(mp_arg);
+
 	if (st == FS_MP_STALE) {
 		/* Its daemon died (kill -9, crash): nothing serves it, so take it down. */
 		fprintf(stderr, "strata: %s: %s; unmounting it first\n", mp_arg, fs_strerror(FS_ESTALE_MOUNT));
 		int urc = fs_umount(mp_arg, true);
 		if (urc < 0) {
 			cli_err(cli, "mount: %s: cannot unmount the stale mount: %s", mp_arg, fs_strerror(urc));
-			rc = CLI_FAIL;
-			goto out;
+			return CLI_FAIL;
 		}
 		st = fs_mountpoint_state(mp_arg);
 	}
 	if (st == FS_MP_MOUNTED) {
 		cli_err(cli, "mount: %s: %s (strata umount %s)", mp_arg, fs_strerror(FS_EMOUNTED), mp_arg);
-		rc = CLI_FAIL;
-		goto out;
+		return CLI_FAIL;
 	}
 	if (st < 0 || !realpath(mp_arg, mp)) {
 		cli_err(cli, "mount: mountpoint %s: %s", mp_arg, st < 0 ? strerror(-st) : strerror(errno));
-		rc = CLI_NOTFOUND;
-		goto out;
+		return CLI_NOTFOUND;
 	}
-	if (!log_arg && !fg) {
-		snprintf(logpath, sizeof(logpath), "%s/mount.log", store);
-		log_arg = logpath;
-	}
-	if (log_arg) {
-		log.f = fopen(log_arg, "ae");
-		if (!log.f) {
-			cli_err(cli, "mount: log %s: %s", log_arg, strerror(errno));
-			rc = CLI_FAIL;
-			goto out;
-		}
-		setvbuf(log.f, NULL, _IOLBF, 0);
-	} else {
-		log.to_stderr = true;
-	}
-	cfg.store = store;
-	cfg.mountpoint = mp;
-	cfg.fuse_opts = fuse_opts;
-	cfg.log = mount_log;
-	cfg.log_ctx = &log;
+	return CLI_OK;
+}
 
-	if (fg) {
-		rc = fs_serve(&cfg);
-		if (rc < 0)
-			cli_err(cli, "mount: %s", fs_strerror(rc));
-		rc = rc < 0 ? CLI_FAIL : CLI_OK;
-		goto out;
-	}
-
+/* Serve in a daemon: fork, let the child serve, and wait until it says the
+ * mount is live (or why it is not). Returns the exit status. */
+static int mount_daemon(struct cli *cli, struct fs_config *cfg, struct mount_log *log, const char *log_arg,
+			char *fuse_opts)
+{
+	struct ready_pipe rp = { -1 };
 	int pfd[2];
+
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		cli_err(cli, "mount: pipe: %s", strerror(errno));
-		rc = CLI_FAIL;
-		goto out;
+		return CLI_FAIL;
 	}
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
 		cli_err(cli, "mount: fork: %s", strerror(errno));
-		rc = CLI_FAIL;
-		goto out;
+		close(pfd[0]);
+		close(pfd[1]);
+		return CLI_FAIL;
 	}
 	if (pid == 0) {
 		close(pfd[0]);
@@ -261,19 +250,19 @@ int cmd_mount(struct cli *cli, int argc, char **argv)
 			/* paths are absolute already */
 		}
 		rp.fd = pfd[1];
-		cfg.ready = mount_ready;
-		cfg.ready_ctx = &rp;
-		int src = fs_serve(&cfg);
+		cfg->ready = mount_ready;
+		cfg->ready_ctx = &rp;
+		int src = fs_serve(cfg);
 		if (rp.fd >= 0) { /* never got ready: tell the parent why */
 			if (write(rp.fd, &src, sizeof(src)) < 0) {
 				/* nothing more to do */
 			}
 			close(rp.fd);
 		} else if (src < 0) {
-			mount_log(&log, FS_LOG_ERR, fs_strerror(src));
+			mount_log(log, FS_LOG_ERR, fs_strerror(src));
 		}
-		if (log.f)
-			fclose(log.f);
+		if (log->f)
+			fclose(log->f);
 		free(fuse_opts);
 		_exit(src < 0 ? CLI_FAIL : CLI_OK);
 	}
@@ -285,18 +274,64 @@ int cmd_mount(struct cli *cli, int argc, char **argv)
 	close(pfd[0]);
 	if (got != (ssize_t)sizeof(code)) {
 		cli_err(cli, "mount: the daemon died while starting (see %s)", log_arg ? log_arg : "its log");
-		rc = CLI_FAIL;
-	} else if (code < 0) {
-		cli_err(cli, "mount: %s: %s", mp, fs_strerror(code));
-		rc = CLI_FAIL;
+		return CLI_FAIL;
+	}
+	if (code < 0) {
+		cli_err(cli, "mount: %s: %s", cfg->mountpoint, fs_strerror(code));
+		return CLI_FAIL;
+	}
+	cli_info(cli, "mounted %s at %s (daemon pid %d, log %s)", cfg->store, cfg->mountpoint, (int)pid, log_arg);
+	return CLI_OK;
+}
+
+int cmd_mount(struct cli *cli, int argc, char **argv)
+{
+	struct mount_args a = { 0 };
+	struct mount_log log = { 0 };
+	char store[PATH_MAX], mp[PATH_MAX], logpath[PATH_MAX + 16];
+	int rc;
+
+	if ((rc = mount_parse(cli, argc, argv, &a)) != CLI_OK || a.help)
+		goto out;
+	if (!realpath(a.store_arg, store)) {
+		cli_err(cli, "mount: store %s: %s", a.store_arg, strerror(errno));
+		rc = CLI_NOTFOUND;
+		goto out;
+	}
+	if ((rc = mountpoint_take(cli, a.mp_arg, mp)) != CLI_OK)
+		goto out;
+	if (!a.log_arg && !a.fg) {
+		snprintf(logpath, sizeof(logpath), "%s/mount.log", store);
+		a.log_arg = logpath;
+	}
+	if (a.log_arg) {
+		log.f = fopen(a.log_arg, "ae");
+		if (!log.f) {
+			cli_err(cli, "mount: log %s: %s", a.log_arg, strerror(errno));
+			rc = CLI_FAIL;
+			goto out;
+		}
+		setvbuf(log.f, NULL, _IOLBF, 0);
 	} else {
-		cli_info(cli, "mounted %s at %s (daemon pid %d, log %s)", store, mp, (int)pid, log_arg);
-		rc = CLI_OK;
+		log.to_stderr = true;
+	}
+	a.cfg.store = store;
+	a.cfg.mountpoint = mp;
+	a.cfg.fuse_opts = a.fuse_opts;
+	a.cfg.log = mount_log;
+	a.cfg.log_ctx = &log;
+	if (a.fg) {
+		rc = fs_serve(&a.cfg);
+		if (rc < 0)
+			cli_err(cli, "mount: %s", fs_strerror(rc));
+		rc = rc < 0 ? CLI_FAIL : CLI_OK;
+	} else {
+		rc = mount_daemon(cli, &a.cfg, &log, a.log_arg, a.fuse_opts);
 	}
 out:
 	if (log.f)
 		fclose(log.f);
-	free(fuse_opts);
+	free(a.fuse_opts);
 	return rc;
 }
 
