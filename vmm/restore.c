@@ -168,8 +168,10 @@ int vmm_sandbox_restore_to(struct vmm_sandbox *sb, const struct st_manifest *m, 
 		return vmm_snap_reset(sb, s);
 	}
 	if ((rc = parse(m, &p, why, sizeof(why))) < 0) {
+		/* Refused before anything changed: poisoned or not, as it was. */
+		bool poisoned = sb->poisoned;
 		vmm_run_fail(sb, rc, "cannot restore: %s", why);
-		sb->poisoned = false;
+		sb->poisoned = poisoned;
 		return rc;
 	}
 	free(p.fns);

@@ -59,6 +59,31 @@ Test(restore, a_poisoned_sandbox_is_usable_after_restore)
 	vmm_sandbox_free(sb);
 }
 
+Test(restore, a_refused_restore_to_leaves_a_poisoned_sandbox_poisoned)
+{
+	struct vmm_sandbox *sb = sh_sandbox(0);
+	struct vmm_result r = { 0 };
+	struct st_manifest *m = NULL, *bad = NULL;
+
+	cr_assert_eq(sh_snap(sb, &m), 0);
+	cr_assert_eq(vmm_sandbox_call(sb, "null_write", NULL, 0, &r), VMM_E_GUEST_FAULT);
+	cr_assert(vmm_sandbox_poisoned(sb));
+	/* A manifest whose vCPU state does not parse: refused before anything
+	 * changes, so the faulted guest must not run. */
+	cr_assert_eq(st_manifest_dup(m, &bad), 0);
+	free(bad->vcpu);
+	bad->vcpu = strdup("{}");
+	cr_assert_lt(vmm_sandbox_restore_to(sb, bad, vmm_layer_open_store, sh_store), 0);
+	cr_assert(vmm_sandbox_poisoned(sb), "a refused restore cleared the poison");
+	cr_assert_eq(vmm_sandbox_call(sb, "counter_next", NULL, 0, &r), VMM_E_POISONED);
+	/* A restore that succeeds still heals it. */
+	cr_assert_eq(vmm_sandbox_restore(sb), 0);
+	cr_assert_eq(sh_call_i(sb, "counter_next", 0, 0), 1);
+	st_manifest_free(bad);
+	st_manifest_free(m);
+	vmm_sandbox_free(sb);
+}
+
 Test(restore, from_the_store_continues_where_the_snapshot_was)
 {
 	struct vmm_sandbox *sb = sh_sandbox(8 << 20), *sb2 = NULL;
