@@ -1275,7 +1275,7 @@ static void fz_mutate(json_t *o)
 Test(cold, hostile_vcpu_state_never_harms_the_host, .init = setup_copy, .fini = fixture_down, .timeout = 120)
 {
 	enum { ROUNDS = 2000 };
-	unsigned refused = 0, ran = 0, failed_calls = 0;
+	unsigned refused = 0, ran = 0, failed_calls = 0, restored = 0, restore_refused = 0;
 
 	for (unsigned r = 0; r < ROUNDS; r++) {
 		struct st_manifest *m;
@@ -1301,23 +1301,50 @@ Test(cold, hostile_vcpu_state_never_harms_the_host, .init = setup_copy, .fini = 
 			cr_assert(err.message[0], "round %u: refused without a reason (%d)", r, rc);
 			refused++;
 		} else {
-			struct vmm_result res = { 0 };
+			struct vmm_result first = { 0 }, again = { 0 };
 			ran++;
-			if (vmm_sandbox_call(sb, "counter_next", NULL, 0, &res) < 0) {
+			int c1 = vmm_sandbox_call(sb, "counter_next", NULL, 0, &first);
+			if (c1 < 0) {
 				failed_calls++;
 				cr_assert(vmm_sandbox_poisoned(sb) || vmm_sandbox_error(sb)->message[0],
 					  "round %u: a failed call says why", r);
 			}
-			vmm_result_clear(&res);
-			/* After any of it, a restore gives a usable sandbox or a clear error. */
-			if (vmm_sandbox_restore(sb) == 0)
-				vmm_sandbox_call(sb, "counter_next", NULL, 0, &res);
-			vmm_result_clear(&res);
+			/* After any of it, a restore gives a usable sandbox or a
+			 * clear error. Usable: it answers as the restored snapshot
+			 * did the first time (a call that worked gives the same
+			 * counter again; one that failed fails again with a reason,
+			 * or a timeout on this shared machine). */
+			int rr = vmm_sandbox_restore(sb);
+			if (rr < 0) {
+				restore_refused++;
+				cr_assert(vmm_sandbox_error(sb)->message[0], "round %u: a failed restore says why (%d)", r, rr);
+			} else {
+				restored++;
+				cr_assert_not(vmm_sandbox_poisoned(sb), "round %u: restored but still poisoned", r);
+				int c2 = vmm_sandbox_call(sb, "counter_next", NULL, 0, &again);
+				if (c1 == 0 && c2 == 0)
+					cr_assert(again.type == first.type && again.i64 == first.i64,
+						  "round %u: after a restore counter_next gave %lld, the snapshot gave %lld", r,
+						  (long long)again.i64, (long long)first.i64);
+				else if (c1 == 0)
+					cr_assert_eq(c2, VMM_E_TIMEOUT, "round %u: worked before the restore, then %s: %s", r,
+						     vmm_strerror(c2), vmm_sandbox_error(sb)->message);
+				else if (c2 < 0)
+					cr_assert(vmm_sandbox_error(sb)->message[0], "round %u: a failed call says why", r);
+			}
+			vmm_result_clear(&first);
+			vmm_result_clear(&again);
 			vmm_sandbox_free(sb);
 		}
 		st_manifest_free(m);
 	}
-	cr_log_info("hostile vCPU/guest states: %u refused, %u ran (%u calls failed)", refused, ran, failed_calls);
+	cr_log_info("hostile vCPU/guest states: %u refused, %u ran (%u calls failed; %u restored, %u restores refused)",
+		    refused, ran, failed_calls, restored, restore_refused);
+	/* The mix reaches both sides: states the VMM refuses, and states it
+	 * runs (and restores). */
+	cr_assert_gt(refused, 0, "no round was refused: the mutations do not reach the checks");
+	cr_assert_gt(ran, 0, "no round ran: the mutations refuse everything");
+	cr_assert_gt(restored, 0, "no sandbox that ran was restored");
 	/* The sandbox made right after all of that is fine. */
 	restore_continues(fx.copy, 0, NULL);
 }
