@@ -220,8 +220,11 @@ Test(vmm_faults, spin_times_out)
 
 	cr_assert_eq(vmm_sandbox_call(sb, "spin", NULL, 0, &res), VMM_E_TIMEOUT);
 	uint64_t el = now_ns() - t0;
+	/* Never early. How late is a figure (guest_calls/timeout_1ms in
+	 * strata bench); the bound only catches a timer that never fires, and
+	 * holds on a shared machine under the sanitizers. */
 	cr_assert_geq(el, 100 * 1000000ull);
-	cr_assert_lt(el, 2000 * 1000000ull, "took %llu ns", (unsigned long long)el);
+	cr_assert_lt(el, 60 * 1000000000ull, "took %llu ns", (unsigned long long)el);
 	cr_assert(vmm_sandbox_poisoned(sb));
 	cr_assert_eq(call_str(sb, "echo", "x", &res), VMM_E_POISONED);
 	vmm_sandbox_free(sb);
@@ -271,7 +274,9 @@ Test(vmm_faults, kill_from_another_thread_cancels_the_call)
 	cr_assert_eq(vmm_sandbox_kill(s.sb), 1);
 	pthread_join(t, NULL);
 	cr_assert_eq(s.rc, VMM_E_CANCELLED, "%s", vmm_strerror(s.rc));
-	cr_assert_lt(s.returned_at - t0, 100 * 1000000ull, "kill took %llu ns",
+	/* How fast is a figure (guest_calls/interrupt_latency in strata bench);
+	 * the bound only catches a kill that does not end the call. */
+	cr_assert_lt(s.returned_at - t0, 60 * 1000000000ull, "kill took %llu ns",
 		     (unsigned long long)(s.returned_at - t0));
 	cr_assert(vmm_sandbox_poisoned(s.sb));
 	vmm_sandbox_free(s.sb);
