@@ -158,8 +158,8 @@ int vmm_kvm_open(struct vmm_kvm *k)
 	while (k->vm_fd < 0 && errno == EINTR);
 	if (k->vm_fd < 0)
 		return -errno;
-	/* Deleting or moving a memslot must not zap every shadow page (issue 4
-	 * remaps ranges inside the slot; docs/vmm.md). Older kernels lack it. */
+	/* Deleting or moving a memslot must not zap every shadow page (restores
+	 * remap ranges inside the slot; docs/vmm.md). Older kernels lack it. */
 	int quirks = ioctl(k->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_DISABLE_QUIRKS2);
 	if (quirks > 0 && (quirks & KVM_X86_QUIRK_SLOT_ZAP_ALL)) {
 		struct kvm_enable_cap cap = { .cap = KVM_CAP_DISABLE_QUIRKS2 };
@@ -480,7 +480,7 @@ int vmm_kvm_get_cr2(struct vmm_kvm *k, uint64_t *cr2)
 }
 
 /*
- * Restore fast path (issue 4): general and special registers go into
+ * Restore fast path: general and special registers go into
  * kvm_run's sync area (KVM_CAP_SYNC_REGS) and load with the next KVM_RUN, so
  * they cost no ioctl; only the FPU needs one. XCR0 is left as it is: CPL 3
  * cannot change it (XSETBV is privileged). Every field of kvm_sregs is

@@ -186,7 +186,7 @@ int vmm_sandbox_register(struct vmm_sandbox *sb, const char *name, const char *s
  * Call guest function `fn` with `args`. On success fills *res. On failure
  * returns <0 and vmm_sandbox_error() says more. Guest faults, aborts, bad
  * hypercalls, timeouts and kills poison the sandbox: later calls fail with
- * VMM_E_POISONED until it is restored (issue 4) or freed. VMM_E_GUEST_ERROR,
+ * VMM_E_POISONED until a restore succeeds or it is freed. VMM_E_GUEST_ERROR,
  * NO_FUNCTION, BAD_ARGS and TOO_BIG do not poison. One call at a time.
  */
 int vmm_sandbox_call(struct vmm_sandbox *sb, const char *fn, const struct vmm_value *args,
