@@ -492,6 +492,16 @@ void vmm_sandbox_snap_stats(struct vmm_sandbox *sb, struct vmm_snap_stats *out)
 		memset(out, 0, sizeof(*out));
 }
 
+bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, void *id16)
+{
+	struct vmm_snap *s = vmm_snap_of(sb);
+
+	if (!s || !s->has_id)
+		return false;
+	memcpy(id16, &s->id, sizeof(s->id));
+	return true;
+}
+
 int vmm_sandbox_set_dirty(struct vmm_sandbox *sb, enum vmm_dirty_mech mech)
 {
 	struct vmm_snap *s = vmm_snap_of(sb);

@@ -426,6 +426,8 @@ int vmm_sandbox_set_reset(struct vmm_sandbox *sb, enum vmm_reset_mode mode, unsi
 int vmm_sandbox_set_dirty(struct vmm_sandbox *sb, enum vmm_dirty_mech mech);
 /* Counters since creation. */
 void vmm_sandbox_snap_stats(struct vmm_sandbox *sb, struct vmm_snap_stats *out);
+/* Id of the current snapshot (false if none). */
+bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, void *id16);
 
 /* ==== end snapshots ==== */
 
