@@ -18,6 +18,7 @@
 #include "index/lazy.h"
 #include "fs/ops.h"
 #include "store/mountabi.h"
+#include "store/sys.h"
 
 enum fh_kind { FH_BUF, FH_BLOB, FH_MEM, FH_STAGE };
 
@@ -700,11 +701,11 @@ static void fh_free(struct fs *fs, struct fs_fh *fh)
 	if (!fh)
 		return;
 	if (fh->fd >= 0)
-		close(fh->fd);
+		st_sys_close(fh->fd);
 	if (fh->fd_buffered >= 0)
-		close(fh->fd_buffered);
+		st_sys_close(fh->fd_buffered);
 	if (fh->map)
-		munmap(fh->map, fh->maplen);
+		st_sys_munmap(fh->map, fh->maplen);
 	if (fh->layers) {
 		for (uint32_t i = 0; fh->snap && i < fh->snap->m->nlayers; i++)
 			fh_free(fs, fh->layers[i]);
@@ -742,15 +743,15 @@ static int blob_fd(struct fs *fs, const st_id *id, bool buffered, int *out)
 		return rc;
 	if (fs->read_mode == FS_READ_DIRECT && !buffered)
 		flags |= O_DIRECT;
-	int fd = open(path, flags);
-	if (fd < 0 && errno == EPERM) { /* O_NOATIME on a file we do not own */
+	int fd = st_sys_openat(AT_FDCWD, path, flags, 0);
+	if (fd == -EPERM) { /* O_NOATIME on a file we do not own */
 		flags &= ~O_NOATIME;
-		fd = open(path, flags);
+		fd = st_sys_openat(AT_FDCWD, path, flags, 0);
 	}
-	if (fd < 0 && errno == EINVAL && (flags & O_DIRECT)) /* tmpfs has no O_DIRECT */
-		fd = open(path, flags & ~O_DIRECT);
+	if (fd == -EINVAL && (flags & O_DIRECT)) /* tmpfs has no O_DIRECT */
+		fd = st_sys_openat(AT_FDCWD, path, flags & ~O_DIRECT, 0);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	*out = fd;
 	return 0;
 }
@@ -769,15 +770,16 @@ static void map_backing(struct fs *fs, struct fs_fh *fh, const st_id *id)
 
 	if (blob_fd(fs, id, true, &fd) < 0)
 		return;
-	if (fstat(fd, &st) == 0 && st.st_size > 0) {
-		void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-		if (p != MAP_FAILED) {
-			madvise(p, (size_t)st.st_size, MADV_RANDOM);
+	if (st_sys_fstat(fd, &st) == 0 && st.st_size > 0) {
+		int err;
+		void *p = st_sys_mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0, &err);
+		if (p) {
+			st_sys_madvise(p, (size_t)st.st_size, MADV_RANDOM);
 			fh->map = p;
 			fh->maplen = (size_t)st.st_size;
 		}
 	}
-	close(fd);
+	st_sys_close(fd);
 }
 
 /* True if every page of [off, off + len) of the mapped blob is in the page cache. */
@@ -978,11 +980,9 @@ static ssize_t pread_full(int fd, char *buf, size_t len, off_t off)
 	size_t got = 0;
 
 	while (got < len) {
-		ssize_t r = pread(fd, buf + got, len - got, off + (off_t)got);
-		if (r < 0 && errno == EINTR)
-			continue;
+		ssize_t r = st_sys_pread(fd, buf + got, len - got, off + (off_t)got);
 		if (r < 0)
-			return got ? (ssize_t)got : -errno;
+			return got ? (ssize_t)got : r;
 		if (r == 0)
 			break;
 		got += (size_t)r;
@@ -1163,7 +1163,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		}
 		char *buf = malloc(size ? size : 1);
 		ssize_t r = buf ? pread_full(fd, buf, size, off) : -ENOMEM;
-		close(fd);
+		st_sys_close(fd);
 		if (r < 0)
 			reply_err(req, (int)r);
 		else

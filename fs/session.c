@@ -1,6 +1,7 @@
 /* session.c: mount lifecycle: open the store, mount, serve on worker threads, poll the index, unmount. */
 #define FUSE_USE_VERSION 35
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
 #include <pthread.h>
@@ -18,6 +19,7 @@
 #include "index/lazy.h"
 #include "fs/ops.h"
 #include "store/mountabi.h"
+#include "store/sys.h"
 
 #define DEFAULT_POLL_MS 200
 /* One thread serving requests in order: a `ls -lR` over 200 snapshots took
@@ -60,16 +62,18 @@ int fs_mountpoint_state(const char *path)
 	struct statfs sf;
 	char parent[PATH_MAX];
 
-	if (stat(path, &st) < 0)
-		return errno == ENOTCONN ? FS_MP_STALE : -errno;
+	int rc;
+
+	if ((rc = st_sys_fstatat(AT_FDCWD, path, &st, 0)) < 0)
+		return rc == -ENOTCONN ? FS_MP_STALE : rc;
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
-	if (statfs(path, &sf) < 0)
-		return errno == ENOTCONN ? FS_MP_STALE : -errno;
+	if ((rc = st_sys_statfs(path, &sf)) < 0)
+		return rc == -ENOTCONN ? FS_MP_STALE : rc;
 	if (snprintf(parent, sizeof(parent), "%s/..", path) >= (int)sizeof(parent))
 		return -ENAMETOOLONG;
-	if (stat(parent, &pst) < 0)
-		return -errno;
+	if ((rc = st_sys_fstatat(AT_FDCWD, parent, &pst, 0)) < 0)
+		return rc;
 	if ((unsigned long)sf.f_type == ST_MOUNT_FUSE_MAGIC && st.st_dev != pst.st_dev)
 		return FS_MP_MOUNTED;
 	return FS_MP_FREE;

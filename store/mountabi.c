@@ -1,5 +1,6 @@
-/* mountabi.c: encoder and decoder of the user.strata.restore answer (the format is in mountabi.h). */
+/* mountabi.c: the user.strata.restore answer's encoder and decoder, and the mountinfo line of a strata mount (mountabi.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "store/mountabi.h"
@@ -73,4 +74,86 @@ bool st_restore_answer_next(struct st_restore_answer *a, struct st_restore_layer
 	*out = (struct st_restore_layer){ .kind = a->next[0], .payload = a->next + 1, .len = len - 1 };
 	a->next += len + 1;
 	return true;
+}
+
+/* Copy field [s, e) of a mountinfo line to out, undoing the kernel's octal
+ * escapes (\040 space, \011 tab, \012 newline, \134 backslash). */
+static int unescape(const char *s, const char *e, char *out, size_t size)
+{
+	size_t n = 0;
+
+	while (s < e) {
+		char c = *s++;
+		if (c == '\\' && e - s >= 3 && s[0] >= '0' && s[0] <= '3' && s[1] >= '0' && s[1] <= '7' &&
+		    s[2] >= '0' && s[2] <= '7') {
+			c = (char)((s[0] - '0') << 6 | (s[1] - '0') << 3 | (s[2] - '0'));
+			s += 3;
+		}
+		if (c == '\0' || n + 1 >= size)
+			return -ENAMETOOLONG;
+		out[n++] = c;
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+/* The next space-separated field of [*p, e), or NULL at the end of the line. */
+static const char *next_field(const char **p, const char *e, const char **fend)
+{
+	const char *s = *p;
+
+	while (s < e && *s == ' ')
+		s++;
+	if (s >= e)
+		return NULL;
+	const char *f = s;
+	while (s < e && *s != ' ')
+		s++;
+	*fend = s;
+	*p = s;
+	return f;
+}
+
+int st_mountinfo_store(const char *text, size_t len, unsigned major, unsigned minor, char *store, size_t size)
+{
+	const char *end = text + len;
+
+	for (const char *line = text; line < end;) {
+		const char *eol = memchr(line, '\n', (size_t)(end - line));
+		if (!eol)
+			eol = end;
+		/* id parent major:minor root mountpoint options [optional...] - fstype source superoptions */
+		const char *p = line, *f, *fe = NULL, *fstype = NULL, *fstype_end = NULL;
+		unsigned i = 0, ma, mi;
+		bool dev_match = false;
+		while ((f = next_field(&p, eol, &fe))) {
+			if (i == 2) {
+				char dev[32];
+				int used = 0;
+				if ((size_t)(fe - f) < sizeof(dev)) {
+					memcpy(dev, f, (size_t)(fe - f));
+					dev[fe - f] = '\0';
+					dev_match = sscanf(dev, "%u:%u%n", &ma, &mi, &used) == 2 && used == fe - f &&
+						    ma == major && mi == minor;
+				}
+				if (!dev_match)
+					break;
+			} else if (i >= 6 && fe - f == 1 && *f == '-') {
+				fstype = next_field(&p, eol, &fstype_end);
+				const char *src_end = NULL, *src = fstype ? next_field(&p, eol, &src_end) : NULL;
+				if (!src || (size_t)(fstype_end - fstype) != strlen(ST_MOUNT_FSTYPE) ||
+				    memcmp(fstype, ST_MOUNT_FSTYPE, strlen(ST_MOUNT_FSTYPE)) != 0)
+					break;
+				if ((size_t)(src_end - src) <= strlen(ST_MOUNT_SOURCE) ||
+				    memcmp(src, ST_MOUNT_SOURCE, strlen(ST_MOUNT_SOURCE)) != 0)
+					break;
+				if (unescape(src + strlen(ST_MOUNT_SOURCE), src_end, store, size) < 0 || store[0] != '/')
+					break;
+				return 1;
+			}
+			i++;
+		}
+		line = eol + 1;
+	}
+	return 0;
 }

@@ -106,4 +106,23 @@ int st_restore_decode(const char *buf, size_t n, struct st_restore_answer *out);
 /* The next entry, in manifest order: true and *out, or false after the last. */
 bool st_restore_answer_next(struct st_restore_answer *a, struct st_restore_layer *out);
 
+/*
+ * Read an answer from a mount of store (an absolute path) the way
+ * st_snapdir_open does: 1 and the parsed manifest in *out (the caller frees
+ * it) if it decodes, the manifest parses (c: the cache of parsed
+ * manifests, may be NULL) and there is one entry per layer, each of kind
+ * ST_RESTORE_BLOB naming exactly that store's blob of the layer; 0 if not
+ * (read the files instead); -ENOMEM.
+ */
+int st_restore_answer_read(const char *buf, size_t n, const char *store, struct st_snapcache *c,
+			   struct st_manifest **out);
+
+/*
+ * Search /proc/self/mountinfo text for the strata mount of device
+ * major:minor: 1 and its store's root (absolute, unescaped) in store, or 0
+ * (no such line, not ST_MOUNT_FSTYPE, a source that is not
+ * ST_MOUNT_SOURCE "/..." or does not fit in size).
+ */
+int st_mountinfo_store(const char *text, size_t len, unsigned major, unsigned minor, char *store, size_t size);
+
 #endif

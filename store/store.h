@@ -26,7 +26,9 @@
 #define ST_NAME_MAX 128         /* longest tag / label key */
 #define ST_WHY_LEN 256          /* a good size for why buffers */
 
-/* Error codes (store range -1000..-1099). */
+/* Error codes: the store's range is ST_E_LAST..ST_E_FIRST. */
+#define ST_E_FIRST (-1000)
+#define ST_E_LAST (-1099)
 enum {
 	ST_ECORRUPT = -1000,  /* bytes do not hash to their name / size is wrong */
 	ST_EFORMAT = -1001,   /* malformed manifest or store file (why says where) */
@@ -385,6 +387,83 @@ int st_snapdir_verify(const char *dir, const struct st_manifest *m, char *why, s
  * nothing is left behind. A missing blob -> -ENOENT (why names it).
  */
 int st_snapdir_export(struct st_store *s, const struct st_manifest *m, const char *dir, char *why, size_t whylen);
+
+/* ------------------------------------- snapshot directories opened to map */
+
+/*
+ * Opening a snapshot directory to map its layers (a VMM restoring from it):
+ * the manifest parsed and checked, one open, size-checked (and with
+ * ST_SNAPDIR_VERIFY hashed) descriptor per layer. Where the layers come from:
+ * - On a strata mount (statfs says FUSE and /proc/self/mountinfo says
+ *   strata's, store/mountabi.h), each layer is its backing blob in the store
+ *   behind the mount, named by the mount's user.strata.restore answer (one
+ *   request) or user.strata.blob_path xattrs, and used only if it is exactly
+ *   that store's blob of the layer's size; never trusted elsewhere
+ *   (docs/security.md). Such a layer needs no daemon once opened.
+ * - Any other layer (a plain directory's, or a mount's whose blob cannot be
+ *   opened) is copied once into a sealed memfd, so truncating the user's
+ *   file or killing a daemon cannot fault a mapping of it; unless
+ *   ST_SNAPDIR_MAP_FILES or ST_SNAPDIR_VIA_FUSE ask for the file itself.
+ * docs/restore-from-path.md measures each choice.
+ */
+enum {
+	ST_SNAPDIR_VERIFY = 1u << 0,    /* hash every layer before it is handed out */
+	ST_SNAPDIR_VIA_FUSE = 1u << 1,  /* on a strata mount, the FUSE files, not the backing blobs */
+	ST_SNAPDIR_MAP_FILES = 1u << 2, /* plain directory: its files as they are (the caller promises
+					 * they are never truncated), not private copies */
+};
+
+/*
+ * What opens share: parsed manifests (by the hash of their bytes: never
+ * stale), private copies of plain-directory layers (reused while the file
+ * they came from has the same id, device, inode, size, mtime and ctime), and
+ * the last "is this a strata mount" answer (kept until the mount table
+ * changes; it holds /proc/self/mountinfo open). The caller creates it with
+ * its limits, passes it to st_snapdir_open, and frees it after the last open
+ * that used it returns (handles and fds handed out do not need it). Thread
+ * safe: one internal lock per cache. A cache of 0 entries keeps nothing.
+ */
+struct st_snapcache;
+#define ST_SNAPCACHE_MANIFESTS 8u            /* parsed manifests kept */
+#define ST_SNAPCACHE_COPIES 32u              /* private copies kept */
+#define ST_SNAPCACHE_COPY_BYTES (256ull << 20) /* and their bytes in all (docs/restore-from-path.md) */
+struct st_snapcache_limits {
+	unsigned manifests;
+	unsigned copies;
+	uint64_t copy_bytes; /* a layer larger than this is never kept */
+};
+/* lim NULL: the ST_SNAPCACHE_* defaults. -ENOMEM; *out untouched on failure. */
+int st_snapcache_new(const struct st_snapcache_limits *lim, struct st_snapcache **out);
+/* Forget everything kept (memfds are closed; mappings and fds already handed
+ * out stay valid). Accepts NULL. */
+void st_snapcache_drop(struct st_snapcache *c);
+/* Drop and free. Accepts NULL. No st_snapdir_open with c may be running. */
+void st_snapcache_free(struct st_snapcache *c);
+
+/*
+ * Open snapshot directory path (ST_SNAPDIR_* flags; c may be NULL: nothing
+ * is kept or reused). On success *out holds the manifest and one fd per
+ * layer; the directory may change or go afterwards without affecting them.
+ * On failure nothing is left open and why says what, with the path:
+ * -ENOENT (no such path, no manifest.json, a missing layer), -ENOTDIR,
+ * -ENOTCONN (a strata mount whose daemon is gone), -ENOMEM, other -errno,
+ * or ST_EFORMAT / ST_EVERSION / ST_ELAYOUT / ST_EBADNAME (the manifest),
+ * ST_ELAYOUT (a layer of the wrong size or type, or one that shrank while
+ * copied), ST_ECORRUPT (a layer that does not hash to its id).
+ */
+struct st_snapdir;
+int st_snapdir_open(const char *path, unsigned flags, struct st_snapcache *c, struct st_snapdir **out, char *why,
+		    size_t whylen);
+/* Close every layer fd and free the handle. Accepts NULL. */
+void st_snapdir_close(struct st_snapdir *d);
+/* The manifest; lives as long as the handle. */
+const struct st_manifest *st_snapdir_manifest(const struct st_snapdir *d);
+/* A new descriptor (O_CLOEXEC, the caller closes it) for the layer with
+ * this id: -ENOENT if the manifest has none, -errno. Thread safe. */
+int st_snapdir_layer_dup(const struct st_snapdir *d, const st_id *id, int *fd);
+/* Layers opened through their backing blob; whether path is on a strata mount. */
+unsigned st_snapdir_direct_layers(const struct st_snapdir *d);
+bool st_snapdir_on_mount(const struct st_snapdir *d);
 
 /* ---------------------------------------------------------------- ingest */
 

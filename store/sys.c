@@ -1,4 +1,4 @@
-/* sys.c: the only file in store/ that issues syscalls; each call is a countable, fault-injectable step. */
+/* sys.c: the only file in store/ that issues syscalls, and the seam fs and vmm use; each call is a countable, fault-injectable step. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -7,8 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/statfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "store/sys.h"
@@ -399,4 +403,83 @@ int st_sys_opendirat(int dirfd, const char *path, DIR **out)
 int st_sys_pid_alive(pid_t pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
+}
+
+int st_sys_dup(int fd)
+{
+	int rc = step(), nfd;
+
+	if (rc < 0)
+		return rc;
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	return nfd < 0 ? -errno : nfd;
+}
+
+ssize_t st_sys_getxattr(const char *path, const char *name, void *buf, size_t size, int nofollow)
+{
+	int rc = step();
+	ssize_t n;
+
+	if (rc < 0)
+		return rc;
+	do
+		n = nofollow ? lgetxattr(path, name, buf, size) : getxattr(path, name, buf, size);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+int st_sys_statfs(const char *path, struct statfs *out)
+{
+	int rc = step();
+
+	if (rc < 0)
+		return rc;
+	return statfs(path, out) < 0 ? -errno : 0;
+}
+
+int st_sys_memfd_create(const char *name, unsigned flags)
+{
+	int rc = step(), fd;
+
+	if (rc < 0)
+		return rc;
+	fd = memfd_create(name, flags | MFD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+ssize_t st_sys_sendfile(int out_fd, int in_fd, off_t *off, size_t count)
+{
+	int rc = step();
+	ssize_t n;
+
+	if (rc < 0)
+		return rc;
+	do
+		n = sendfile(out_fd, in_fd, off, count);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+int st_sys_add_seals(int fd, int seals)
+{
+	int rc = step();
+
+	if (rc < 0)
+		return rc;
+	return fcntl(fd, F_ADD_SEALS, seals) < 0 ? -errno : 0;
+}
+
+int st_sys_poll1(int fd, short events, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int rc = step(), n;
+
+	if (rc < 0)
+		return rc;
+	do
+		n = poll(&p, 1, timeout_ms);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return n == 0 ? 0 : p.revents;
 }

@@ -1,4 +1,4 @@
-/* sys.h: the syscall seam the store (and index's file work) goes through, with fault injection for tests. */
+/* sys.h: the syscall seam store, index, fs and vmm go through for file and memory calls, with fault injection for tests. */
 #ifndef STRATA_STORE_SYS_H
 #define STRATA_STORE_SYS_H
 
@@ -77,5 +77,22 @@ int st_sys_copy_range(int in_fd, int out_fd, uint64_t len);
 int st_sys_pid_alive(pid_t pid);
 /* Open directory path (relative to dirfd) for readdir; caller closedir()s. */
 int st_sys_opendirat(int dirfd, const char *path, DIR **out);
+
+/* Calls for opening snapshot directories to map (store/snapopen.c), so the
+ * fault sweeps cover restore from a directory. */
+struct statfs;
+/* fcntl(F_DUPFD_CLOEXEC): a new descriptor for fd's file. */
+int st_sys_dup(int fd);
+/* getxattr(2), or lgetxattr(2) with nofollow: the value's length. */
+ssize_t st_sys_getxattr(const char *path, const char *name, void *buf, size_t size, int nofollow);
+int st_sys_statfs(const char *path, struct statfs *out);
+/* memfd_create(2); MFD_CLOEXEC is added. */
+int st_sys_memfd_create(const char *name, unsigned flags);
+/* sendfile(2) from in_fd at *off to out_fd: bytes copied (0 at in_fd's end). */
+ssize_t st_sys_sendfile(int out_fd, int in_fd, off_t *off, size_t count);
+/* fcntl(F_ADD_SEALS). */
+int st_sys_add_seals(int fd, int seals);
+/* poll(2) of one descriptor: its revents, 0 on timeout. */
+int st_sys_poll1(int fd, short events, int timeout_ms);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "store/sys.h"
 #include "vmm/snap_int.h"
 
 static int kvm_mem_new(struct vmm_sandbox *sb, bool *ready)
@@ -105,14 +106,15 @@ static int kvm_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigned
 static int kvm_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage)
 {
 	void *at = sb->mem + gpage * VMM_PAGE;
-	void *r;
+	int rc = 0;
 
 	if (fd < 0)
-		r = mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-			 -1, 0);
+		st_sys_mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+			    -1, 0, &rc);
 	else
-		r = mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)(lpage * VMM_PAGE));
-	return r == MAP_FAILED ? -errno : 0;
+		st_sys_mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)(lpage * VMM_PAGE),
+			    &rc);
+	return rc;
 }
 
 const struct vmm_backend vmm_backend_kvm = {

@@ -7,14 +7,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store/sys.h"
 #include "vmm/snap_int.h"
 
 void vmm_snap_layer_close(struct vmm_snap_layer *l)
 {
 	if (l->src && l->pages)
-		munmap((void *)l->src, l->pages * VMM_PAGE);
+		st_sys_munmap((void *)l->src, l->pages * VMM_PAGE);
 	if (l->fd >= 0)
-		close(l->fd);
+		st_sys_close(l->fd);
 	l->src = NULL;
 	l->fd = -1;
 }
@@ -34,10 +35,8 @@ int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open,
 				 rc == -ENOENT ? "it is missing" : strerror(-rc));
 		return rc == -ENOENT ? VMM_E_BAD_SNAPSHOT : rc;
 	}
-	if (fstat(fd, &st) < 0) {
-		rc = -errno;
+	if ((rc = st_sys_fstat(fd, &st)) < 0)
 		goto out_close;
-	}
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != pages * VMM_PAGE) {
 		if (why)
 			snprintf(why, whylen, "layer %s is %lld bytes, the manifest says %llu pages (%llu bytes)", hex,
@@ -46,15 +45,13 @@ int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open,
 		rc = VMM_E_BAD_SNAPSHOT;
 		goto out_close;
 	}
-	void *src = pages ? mmap(NULL, pages * VMM_PAGE, PROT_READ, MAP_SHARED, fd, 0) : NULL;
-	if (src == MAP_FAILED) {
-		rc = -errno;
+	void *src = NULL;
+	if (pages && !(src = st_sys_mmap(NULL, pages * VMM_PAGE, PROT_READ, MAP_SHARED, fd, 0, &rc)))
 		goto out_close;
-	}
 	*out = (struct vmm_snap_layer){ .id = *id, .pages = pages, .fd = fd, .src = src };
 	return 0;
 out_close:
-	close(fd);
+	st_sys_close(fd);
 	return rc;
 }
 

@@ -445,7 +445,9 @@ struct vmm_snapdir;
  * Open a snapshot directory (NAME/manifest.json + NAME/layers/<id>: a strata
  * mount's snapshots/NAME, an export or a plain copy): read and validate the
  * manifest, open every layer and check its size, and hash each with
- * VMM_SNAPDIR_VERIFY. On a strata mount (a FUSE mount whose
+ * VMM_SNAPDIR_VERIFY. The store does the opening (st_snapdir_open, store.h,
+ * with the process's st_snapcache); the VMM maps the descriptors it gets.
+ * On a strata mount (a FUSE mount whose
  * /proc/self/mountinfo entry is strata's) each layer is reached through its
  * backing blob in the store behind that mount (the mount's
  * user.strata.blob_path or user.strata.restore xattr; never trusted

@@ -358,25 +358,6 @@ int vmm_sandbox_load_functions(struct vmm_sandbox *sb, uint32_t table_gpa);
 /* Parse a signature "r(aa..)" into types; false if malformed. */
 bool vmm_sig_parse(const char *sig, enum vmm_type *ret, enum vmm_type *args, unsigned *nargs);
 
-/* ---- strata mounts (mounts.c) ---- */
-
-/* Search mountinfo text for the strata mount of device major:minor: 1 and
- * its store's root (absolute, unescaped) in store, or 0 (no such line, not
- * fuse.strata, a source that is not "strata:/..." or does not fit). */
-int vmm_mountinfo_store(const char *text, size_t len, unsigned major, unsigned minor, char *store, size_t size);
-/* Whether path (a directory on device dev, from its stat) is on a strata
- * mount, as statfs (FUSE) and /proc/self/mountinfo (fuse.strata) both say:
- * 1 and the store behind it, or 0. The last answer is kept until the mount
- * table changes. Thread-safe. */
-int vmm_mount_store(const char *path, dev_t dev, char *store, size_t size);
-/* Read a user.strata.restore answer (store/mountabi.h) from a mount of
- * store: 1 and the parsed manifest in *out if it decodes, the manifest
- * parses and there is one entry per layer, each exactly that store's blob
- * path for its layer or ST_RESTORE_FILE (a lazy layer: map the directory's
- * own file); 0 if unusable (read the files instead); -ENOMEM. */
-struct st_manifest;
-int vmm_restore_answer_parse(const char *buf, size_t n, const char *store, struct st_manifest **out);
-
 #include "vmm/backend.h"
 
 #endif

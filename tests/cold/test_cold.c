@@ -1,5 +1,6 @@
 /* test_cold.c: sandboxes restored from snapshot directories: copies, mounts, daemon death, bad input, density. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <errno.h>
@@ -21,6 +22,7 @@
 #include "index/index.h"
 #include "store/mountabi.h"
 #include "store/store.h"
+#include "store/sys.h"
 #include "tests/kvm_check.h"
 #include "vmm/vmm.h"
 #include "vmm/vmm_int.h"
@@ -157,7 +159,7 @@ Test(cold, restores_from_a_mount_through_backing_blobs, .init = setup_mount, .fi
 	ssize_t n = getxattr(fx.snap, ST_XATTR_RESTORE, answer, sizeof(answer));
 	cr_assert_gt(n, 0, "%s", strerror(errno));
 	cr_assert_not_null(realpath(fx.store, store));
-	cr_assert_eq(vmm_restore_answer_parse(answer, (size_t)n, store, &m), 1);
+	cr_assert_eq(st_restore_answer_read(answer, (size_t)n, store, NULL, &m), 1);
 	cr_assert_eq(m->nlayers, fx.m->nlayers);
 	st_manifest_free(m);
 	restore_continues(fx.snap, VMM_SNAPDIR_VERIFY, NULL);
@@ -371,6 +373,74 @@ Test(cold, a_plain_copy_never_maps_the_blob_its_xattr_names, .init = setup_copy,
 	cr_assert_eq(direct, 0, "the file the xattr names is not mapped");
 }
 
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Fail each seam step (store/sys.h) of opening path and making a sandbox
+ * from it, in turn: each try fails with the injected error and says why,
+ * or restores a sandbox whose counter continues at 4; nothing is left open. */
+static void sweep_restore(const char *path, unsigned flags)
+{
+	static const int errs[] = { EIO, ENOSPC };
+	struct vmm_snapdir *d;
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+
+	/* No shell or warm sandbox is kept to hold descriptors between tries. */
+	if (vmm_host_default())
+		cr_assert_eq(vmm_host_limits_set(vmm_host_default(), 0, 0), 0);
+	restore_continues(path, flags, NULL);
+	vmm_snapdir_caches_drop();
+	int fds = count_fds();
+	st_sys_fault_set(0, 0);
+	restore_continues(path, flags, NULL);
+	uint64_t steps = st_sys_calls();
+	cr_assert_gt(steps, 10, "a restore counts its calls (%lu)", (unsigned long)steps);
+	vmm_snapdir_caches_drop();
+	for (size_t e = 0; e < 2; e++)
+		for (uint64_t i = 1; i <= steps; i++) {
+			memset(&err, 0, sizeof(err));
+			sb = NULL;
+			st_sys_fault_set(i, errs[e]);
+			int rc = vmm_snapdir_open(path, flags, &d, &err);
+			if (rc == 0) {
+				rc = vmm_sandbox_from_snapdir(d, NULL, &sb, &err);
+				vmm_snapdir_close(d);
+			}
+			st_sys_fault_set(0, 0);
+			if (rc == 0) {
+				cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4, "step %lu", (unsigned long)i);
+				vmm_sandbox_free(sb);
+			} else {
+				cr_assert(rc == -errs[e] || rc == -ENOMEM, "step %lu: error %d (%s) is not the injected one",
+					  (unsigned long)i, rc, err.message);
+				cr_assert(err.message[0], "step %lu: failure without a message", (unsigned long)i);
+			}
+			vmm_snapdir_caches_drop();
+			cr_assert_eq(count_fds(), fds, "step %lu (%s): a descriptor left open", (unsigned long)i,
+				     strerror(errs[e]));
+		}
+	restore_continues(path, flags, NULL);
+}
+
+Test(cold, every_step_of_a_restore_from_a_directory_fails_cleanly, .init = setup_mount, .fini = fixture_down,
+     .timeout = 120)
+{
+	sweep_restore(fx.copy, 0);
+	sweep_restore(fx.copy, VMM_SNAPDIR_VERIFY);
+	sweep_restore(fx.snap, 0);
+	sweep_restore(fx.snap, VMM_SNAPDIR_VERIFY);
+}
+
 Test(cold, mountinfo_names_the_store_behind_a_strata_mount_only)
 {
 	static const char table[] =
@@ -382,16 +452,16 @@ Test(cold, mountinfo_names_the_store_behind_a_strata_mount_only)
 		"44 22 0:45 / /tmp/m5 rw - fuse.strata strata:/srv/z rw";
 	char store[64];
 
-	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 41, store, sizeof(store)), 1);
+	cr_assert_eq(st_mountinfo_store(table, strlen(table), 0, 41, store, sizeof(store)), 1);
 	cr_assert_str_eq(store, "/srv/store one");
-	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 42, store, sizeof(store)), 0, "not strata's fstype");
-	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 43, store, sizeof(store)), 0, "not strata's source");
-	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 44, store, sizeof(store)), 0, "not absolute");
-	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 45, store, sizeof(store)), 1, "last line, no newline");
+	cr_assert_eq(st_mountinfo_store(table, strlen(table), 0, 42, store, sizeof(store)), 0, "not strata's fstype");
+	cr_assert_eq(st_mountinfo_store(table, strlen(table), 0, 43, store, sizeof(store)), 0, "not strata's source");
+	cr_assert_eq(st_mountinfo_store(table, strlen(table), 0, 44, store, sizeof(store)), 0, "not absolute");
+	cr_assert_eq(st_mountinfo_store(table, strlen(table), 0, 45, store, sizeof(store)), 1, "last line, no newline");
 	cr_assert_str_eq(store, "/srv/z");
-	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 8, 1, store, sizeof(store)), 0);
-	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 4, store, sizeof(store)), 0, "0:4 is not 0:41");
-	cr_assert_eq(vmm_mountinfo_store(table, strlen(table), 0, 41, store, 8), 0, "does not fit");
+	cr_assert_eq(st_mountinfo_store(table, strlen(table), 8, 1, store, sizeof(store)), 0);
+	cr_assert_eq(st_mountinfo_store(table, strlen(table), 0, 4, store, sizeof(store)), 0, "0:4 is not 0:41");
+	cr_assert_eq(st_mountinfo_store(table, strlen(table), 0, 41, store, 8), 0, "does not fit");
 }
 
 Test(cold, refuses_what_is_not_a_snapshot_directory, .init = setup_copy, .fini = fixture_down)

@@ -6,7 +6,6 @@
 #include "store/mountabi.h"
 #include "store/store.h"
 #include "tests/fuzz/fuzz.h"
-#include "vmm/vmm_int.h"
 
 #define STORE "/var/lib/strata/store"
 
@@ -27,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!copy)
 		return 0;
 	memcpy(copy, data, size); /* exact size: ASan sees any read past it */
-	int rc = vmm_restore_answer_parse(copy, size, STORE, &m);
+	int rc = st_restore_answer_read(copy, size, STORE, NULL, &m);
 	FUZZ_CHECK(rc == 0 || rc == 1 || rc == -ENOMEM, "rc %d", rc);
 	if (rc == 1) {
 		FUZZ_CHECK(st_restore_decode(copy, size, &a) == 0, "an accepted answer does not decode");
@@ -46,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char store[256];
 	for (unsigned minor = 0; minor < 4; minor++) {
 		memset(store, 0x5a, sizeof(store));
-		int found = vmm_mountinfo_store(copy, size, 0, 40 + minor, store, sizeof(store));
+		int found = st_mountinfo_store(copy, size, 0, 40 + minor, store, sizeof(store));
 		FUZZ_CHECK(found == 0 || found == 1, "found %d", found);
 		if (found)
 			FUZZ_CHECK(store[0] == '/' && memchr(store, '\0', sizeof(store)), "store is not an absolute path");

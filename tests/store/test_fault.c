@@ -1,4 +1,4 @@
-/* test_fault.c: fault injection over every step of put, ingest and export: nothing partial is published. */
+/* test_fault.c: fault injection over every step of put, ingest, export and opening a snapshot directory: nothing partial is published or left open. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -201,6 +201,88 @@ Test(fault, every_step_of_export_fails_cleanly)
 		cr_assert(de->d_name[0] != '.' || !strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."),
 			  "temp directory left: %s", de->d_name);
 	closedir(d);
+	st_manifest_free(p);
+	st_manifest_free(m);
+	free(img);
+}
+
+/* Open descriptors of this process. */
+static int count_fds(void)
+{
+	return th_count_entries("/proc/self/fd");
+}
+
+/* Every step of opening a snapshot directory to map it (a plain copy: the
+ * manifest read and parsed, each layer opened, copied into sealed memory
+ * and hashed) fails with the injected error, or succeeds with every layer
+ * intact; either way nothing is left open and the next open works. With the
+ * cache cold (each copy made again) and warm (copies reused). */
+Test(fault, every_step_of_opening_a_snapshot_directory_fails_cleanly)
+{
+	size_t n = 32;
+	uint8_t *img = calloc(n, ST_PAGE_SIZE);
+	struct st_manifest *p, *m;
+	struct st_snapcache *c;
+	struct st_snapdir *d;
+	char why[ST_WHY_LEN];
+	const char *dir = th_path("out/copy");
+
+	th_fill(img, 10 * ST_PAGE_SIZE, 5);
+	cr_assert_eq(st_ingest_image(th_store, img, n * ST_PAGE_SIZE, NULL, &p, NULL), 0);
+	th_fill(img + 20 * ST_PAGE_SIZE, ST_PAGE_SIZE, 6);
+	cr_assert_eq(st_ingest_image(th_store, img, n * ST_PAGE_SIZE, p, &m, NULL), 0);
+	cr_assert_eq(m->nlayers, 2);
+	mkdir(th_path("out"), 0755);
+	cr_assert_eq(st_snapdir_export(th_store, m, dir, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(st_snapcache_new(NULL, &c), 0);
+	for (int warm = 0; warm < 2; warm++) {
+		/* Learn the steps (and open what the cache keeps open). */
+		cr_assert_eq(st_snapdir_open(dir, ST_SNAPDIR_VERIFY, c, &d, why, sizeof(why)), 0, "%s", why);
+		st_snapdir_close(d);
+		if (!warm)
+			st_snapcache_drop(c);
+		int fds = count_fds();
+		st_sys_fault_set(0, 0);
+		cr_assert_eq(st_snapdir_open(dir, ST_SNAPDIR_VERIFY, c, &d, why, sizeof(why)), 0, "%s", why);
+		uint64_t steps = st_sys_calls();
+		st_snapdir_close(d);
+		cr_assert_gt(steps, 10, "opening counts its calls (%lu)", (unsigned long)steps);
+		for (size_t e = 0; e < 2; e++)
+			for (uint64_t i = 1; i <= steps; i++) {
+				if (!warm)
+					st_snapcache_drop(c);
+				why[0] = '\0';
+				st_sys_fault_set(i, errs[e]);
+				int rc = st_snapdir_open(dir, ST_SNAPDIR_VERIFY, c, &d, why, sizeof(why));
+				st_sys_fault_set(0, 0);
+				if (rc == 0) {
+					const struct st_manifest *got = st_snapdir_manifest(d);
+					cr_assert_eq(got->nlayers, m->nlayers);
+					for (uint32_t k = 0; k < got->nlayers; k++) {
+						st_id h;
+						uint64_t size;
+						int fd;
+						cr_assert_eq(st_snapdir_layer_dup(d, &got->layers[k].id, &fd), 0);
+						cr_assert_eq(st_hash_fd(fd, &h, &size), 0);
+						cr_assert(st_id_equal(&h, &got->layers[k].id), "step %lu: layer %u differs",
+							  (unsigned long)i, k);
+						close(fd);
+					}
+					st_snapdir_close(d);
+				} else {
+					cr_assert(rc == -errs[e] || rc == -ENOMEM, "step %lu: error %d (%s) is not the injected one",
+						  (unsigned long)i, rc, why);
+					cr_assert(why[0], "step %lu: failure without a why", (unsigned long)i);
+				}
+				if (!warm)
+					st_snapcache_drop(c);
+				cr_assert_eq(count_fds(), fds, "step %lu (%s): a descriptor left open", (unsigned long)i,
+					     strerror(errs[e]));
+			}
+	}
+	cr_assert_eq(st_snapdir_open(dir, ST_SNAPDIR_VERIFY, c, &d, why, sizeof(why)), 0, "%s", why);
+	st_snapdir_close(d);
+	st_snapcache_free(c);
 	st_manifest_free(p);
 	st_manifest_free(m);
 	free(img);
