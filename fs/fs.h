@@ -13,6 +13,29 @@
  *   MOUNT/memory/NAME                    the snapshot's guest memory, sparse
  * `mkdir snapshots/NAME` and writing manifest.json and layers/<id> imports a
  * snapshot; `rm -r` removes a tag, `mv` renames one.
+ *
+ * Caveats:
+ * - Threads: fs_serve serves on the calling thread (with max_threads > 1,
+ *   libfuse's pool of up to max_threads workers) plus one thread polling
+ *   the index generation; it returns after joining them. The other calls
+ *   keep no state and are thread safe.
+ * - Fork: fs_serve opens the store's index (LMDB): call it in a process
+ *   that has not opened that index, and do not fork while it runs. fs_umount
+ *   forks and execs fusermount3 when unprivileged.
+ * - Signals: while fs_serve runs, libfuse's handlers for SIGINT, SIGTERM and
+ *   SIGHUP (stop serving) and SIGPIPE (ignored) are installed; they are
+ *   removed before it returns.
+ * - Caches (all inside fs_serve, freed when it returns): parsed manifests of
+ *   the snapshots served (immutable, kept while the mount lives), the tag
+ *   list (refreshed when the index generation moves, polled every poll_ms),
+ *   the node table (one entry per name the kernel holds), and each import
+ *   in progress (its small files in memory, layers in STORE/tmp/) until it
+ *   commits or stays idle stage_timeout_s. Chunks of lazy layers a read
+ *   needs are fetched into the store and stay there (docs/lazy.md).
+ * - Lifetimes: cfg and the strings it points to must stay valid until
+ *   fs_serve returns; cfg->log may be called from any serving thread.
+ * - Errors: -errno or the codes below; nothing here prints (cfg->log says
+ *   why a request was refused) or reads environment variables.
  */
 
 /* Errors: -errno or one of these (range -1300..-1399); fs_strerror covers

@@ -88,6 +88,8 @@ size_t fs_itable_count(struct fs_itable *t);
 /* Stable inode number for a key: fixed for the top dirs, else a hash of
  * kind, id and name, never below FS_INO_FIRST_DYNAMIC. */
 uint64_t fs_ino_stable(const struct fs_key *key);
+/* The key of an import's node (a stage, its layers/ or a staged file): kind and serial. */
+void fs_key_serial(struct fs_key *k, enum fs_kind kind, uint64_t serial);
 
 /* ---- path.c: name rules (pure logic, unit tested) ---- */
 /* 0 if name can be a directory entry at all: non-empty, no '/', not "." or
@@ -208,12 +210,16 @@ struct fs_dirent {
 	mode_t type;         /* S_IFDIR / S_IFREG */
 	char *keyname;
 };
+/* A listing (dirlist.c): entries in readdir order. */
 struct fs_dirlist {
-	size_t n;
+	size_t n, cap;
 	struct fs_dirent *v;
 };
-int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out);
+/* Append a copy of name and key (its stable inode number computed). -ENOMEM. */
+int fs_dirlist_add(struct fs_dirlist *l, const char *name, const struct fs_key *key, mode_t type);
+/* Free l and its entries; accepts NULL. */
 void fs_dirlist_free(struct fs_dirlist *l);
+int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out);
 /* xattrs: value of name for n into buf (size 0: just the length). */
 int fs_ns_getxattr(struct fs *fs, struct fs_node *n, const char *name, char *buf, size_t size);
 int fs_ns_listxattr(struct fs *fs, struct fs_node *n, char *buf, size_t size);

@@ -34,6 +34,13 @@ static uint64_t key_hash(const struct fs_key *k)
 	return v;
 }
 
+void fs_key_serial(struct fs_key *k, enum fs_kind kind, uint64_t serial)
+{
+	memset(k, 0, sizeof(*k));
+	k->kind = kind;
+	memcpy(k->id.b, &serial, sizeof(serial));
+}
+
 uint64_t fs_ino_stable(const struct fs_key *key)
 {
 	switch (key->kind) {

@@ -6,18 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store/array.h"
 #include "fs/fs_int.h"
 #include "index/lazy.h"
 #include "store/mountabi.h"
 
-
-static void serial_key(struct fs_key *k, enum fs_kind kind, uint64_t serial)
-{
-	memset(k, 0, sizeof(*k));
-	k->kind = kind;
-	memcpy(k->id.b, &serial, sizeof(serial));
-}
 
 struct stage_init {
 	struct fs_stage *stage;
@@ -43,7 +35,7 @@ static int acquire_stage(struct fs *fs, enum fs_kind kind, struct fs_stage *s, s
 	struct fs_key k;
 	struct stage_init si = { s, f };
 
-	serial_key(&k, kind, f ? fs_sfile_serial(f) : fs_stage_serial(s));
+	fs_key_serial(&k, kind, f ? fs_sfile_serial(f) : fs_stage_serial(s));
 	return fs_itable_acquire(fs->itable, &k, init_stage_node, &si, out);
 }
 
@@ -393,58 +385,20 @@ int fs_ns_attr(struct fs *fs, struct fs_node *n, struct stat *st)
 	return -EIO;
 }
 
-void fs_dirlist_free(struct fs_dirlist *l)
-{
-	if (!l)
-		return;
-	for (size_t i = 0; i < l->n; i++) {
-		free(l->v[i].name);
-		free(l->v[i].keyname);
-	}
-	free(l->v);
-	free(l);
-}
-
-static int list_add(struct fs_dirlist *l, size_t *cap, const char *name, const struct fs_key *key, mode_t type)
-{
-	if (ST_ARRAY_RESERVE(l->v, *cap, l->n + 1) < 0)
-		return -ENOMEM;
-	struct fs_dirent *e = &l->v[l->n];
-	memset(e, 0, sizeof(*e));
-	if (!(e->name = strdup(name)))
-		return -ENOMEM;
-	e->key = *key;
-	if (key->name && !(e->keyname = strdup(key->name))) {
-		free(e->name);
-		return -ENOMEM;
-	}
-	e->key.name = e->keyname;
-	e->st_ino = fs_ino_stable(key);
-	e->type = type;
-	l->n++;
-	return 0;
-}
-
-struct blob_list {
-	struct fs_dirlist *l;
-	size_t *cap;
-};
-
 static int list_blob(const st_id *id, uint64_t size, int64_t mtime_ns, void *ctx)
 {
-	struct blob_list *bl = ctx;
+	struct fs_dirlist *l = ctx;
 	char hex[ST_ID_HEX_LEN + 1];
 	struct fs_key k = { .kind = FS_K_BLOB, .id = *id };
 
 	st_id_format(id, hex);
-	return list_add(bl->l, bl->cap, hex, &k, S_IFREG);
+	return fs_dirlist_add(l, hex, &k, S_IFREG);
 }
 
 int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out)
 {
 	struct fs_dirlist *l = calloc(1, sizeof(*l));
 	const struct fs_snap *snap;
-	size_t cap = 0;
 	int rc = 0;
 
 	if (!l)
@@ -453,16 +407,16 @@ int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out)
 	case FS_K_ROOT: {
 		struct fs_key k = { 0 };
 		k.kind = FS_K_SNAPSHOTS;
-		rc = list_add(l, &cap, "snapshots", &k, S_IFDIR);
+		rc = fs_dirlist_add(l, "snapshots", &k, S_IFDIR);
 		k.kind = FS_K_BLOBS;
 		if (rc >= 0)
-			rc = list_add(l, &cap, "blobs", &k, S_IFDIR);
+			rc = fs_dirlist_add(l, "blobs", &k, S_IFDIR);
 		k.kind = FS_K_MEMORY;
 		if (rc >= 0)
-			rc = list_add(l, &cap, "memory", &k, S_IFDIR);
+			rc = fs_dirlist_add(l, "memory", &k, S_IFDIR);
 		k.kind = FS_K_IMPORTS;
 		if (rc >= 0)
-			rc = list_add(l, &cap, "imports", &k, S_IFDIR);
+			rc = fs_dirlist_add(l, "imports", &k, S_IFDIR);
 		break;
 	}
 	case FS_K_SNAPSHOTS:
@@ -474,10 +428,10 @@ int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out)
 			if (dir->kind == FS_K_SNAPSHOTS) {
 				k.kind = FS_K_SNAPDIR;
 				k.name = t->v[i].name;
-				rc = list_add(l, &cap, t->v[i].name, &k, S_IFDIR);
+				rc = fs_dirlist_add(l, t->v[i].name, &k, S_IFDIR);
 			} else {
 				k.kind = FS_K_MEMFILE;
-				rc = list_add(l, &cap, t->v[i].name, &k, S_IFREG);
+				rc = fs_dirlist_add(l, t->v[i].name, &k, S_IFREG);
 			}
 		}
 		fs_tags_put(fs, t);
@@ -489,11 +443,11 @@ int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out)
 		 * commits the snapshot and reports any problem to cp. */
 		struct fs_key k = { .kind = FS_K_LAYERS, .id = dir->id, .name = dir->name };
 		if (!(dir->rm && dir->rm->layers_dir))
-			rc = list_add(l, &cap, "layers", &k, S_IFDIR);
+			rc = fs_dirlist_add(l, "layers", &k, S_IFDIR);
 		k.kind = FS_K_MANIFEST;
 		k.name = NULL;
 		if (rc >= 0 && !(dir->rm && dir->rm->manifest))
-			rc = list_add(l, &cap, "manifest.json", &k, S_IFREG);
+			rc = fs_dirlist_add(l, "manifest.json", &k, S_IFREG);
 		break;
 	}
 	case FS_K_LAYERS: {
@@ -509,15 +463,14 @@ int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out)
 			if (dn && dn->rm && dn->rm->layer && dn->rm->layer[i])
 				continue;
 			st_id_format(&k.id, hex);
-			rc = list_add(l, &cap, hex, &k, S_IFREG);
+			rc = fs_dirlist_add(l, hex, &k, S_IFREG);
 		}
 		if (dn)
 			fs_itable_forget(fs->itable, dn->ino, 1);
 		break;
 	}
 	case FS_K_BLOBS: {
-		struct blob_list bl = { l, &cap };
-		rc = st_blob_foreach(fs->store, list_blob, &bl);
+		rc = st_blob_foreach(fs->store, list_blob, l);
 		break;
 	}
 	case FS_K_IMPORTS:

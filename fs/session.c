@@ -30,19 +30,6 @@
  * changes are pushed out by invalidation, not by expiry. */
 #define ENTRY_TIMEOUT_S 86400.0
 
-const char *fs_strerror(int err)
-{
-	switch (err) {
-	case FS_ESTALE_MOUNT:
-		return "mountpoint is a stale FUSE mount whose daemon is gone (Transport endpoint is not connected)";
-	case FS_EMOUNTED: return "something is already mounted there";
-	case FS_EMOUNT: return "the kernel refused the mount";
-	case FS_ENOTMOUNT: return "nothing is mounted there";
-	case FS_EOPTION: return "invalid mount option";
-	default: return ix_strerror(err);
-	}
-}
-
 int fs_read_mode_parse(const char *s, enum fs_read_mode *out)
 {
 	if (strcmp(s, "direct") == 0)

@@ -1186,34 +1186,21 @@ void fs_stage_attr(struct fs_stage *s, struct fs_sfile *f, bool layers_dir, stru
 
 static int dirent_add(struct fs_dirlist *l, const char *name, enum fs_kind kind, uint64_t serial, mode_t type)
 {
-	struct fs_dirent *e = &l->v[l->n++];
+	struct fs_key k;
 
-	e->name = strdup(name);
-	e->key.kind = kind;
-	memcpy(e->key.id.b, &serial, sizeof(serial));
-	e->st_ino = fs_ino_stable(&e->key);
-	e->type = type;
-	return e->name ? 0 : -ENOMEM;
+	fs_key_serial(&k, kind, serial);
+	return fs_dirlist_add(l, name, &k, type);
 }
 
 int fs_stage_list(struct fs_stage *s, bool in_layers, struct fs_sfile *dir, struct fs_dirlist **out)
 {
 	struct fs_dirlist *l = calloc(1, sizeof(*l));
-	size_t n = 0;
 	int rc = 0;
 
 	if (!l)
 		return -ENOMEM;
 	pthread_mutex_lock(&s->lock);
 	bool with_layers = !in_layers && !dir && s->layers_dir;
-	n = with_layers ? 1 : 0;
-	for (struct fs_sfile *f = s->files; f; f = f->next)
-		n += !f->gone && f->in_layers == in_layers && f->dir == dir;
-	l->v = calloc(n ? n : 1, sizeof(*l->v));
-	if (!l->v) {
-		rc = -ENOMEM;
-		goto out_unlock;
-	}
 	if (with_layers)
 		rc = dirent_add(l, "layers", FS_K_STAGELAYERS, s->serial, S_IFDIR);
 	for (struct fs_sfile *f = s->files; f && rc >= 0; f = f->next) {
@@ -1221,7 +1208,6 @@ int fs_stage_list(struct fs_stage *s, bool in_layers, struct fs_sfile *dir, stru
 			continue;
 		rc = dirent_add(l, f->name, FS_K_STAGEFILE, f->serial, f->is_dir ? S_IFDIR : S_IFREG);
 	}
-out_unlock:
 	pthread_mutex_unlock(&s->lock);
 	if (rc < 0) {
 		fs_dirlist_free(l);
@@ -1234,17 +1220,11 @@ out_unlock:
 int fs_stage_list_imports(struct fs *fs, struct fs_dirlist **out)
 {
 	struct fs_dirlist *l = calloc(1, sizeof(*l));
-	size_t n = 0;
 	int rc = 0;
 
 	if (!l)
 		return -ENOMEM;
 	pthread_mutex_lock(&fs->stage_lock);
-	for (struct fs_stage *s = fs->stages; s; s = s->next)
-		n += s->state == STG_OPEN;
-	l->v = calloc(n ? n : 1, sizeof(*l->v));
-	if (!l->v)
-		rc = -ENOMEM;
 	for (struct fs_stage *s = fs->stages; s && rc >= 0; s = s->next)
 		if (s->state == STG_OPEN)
 			rc = dirent_add(l, s->name, FS_K_IMPORTFILE, s->serial, S_IFREG);

@@ -8,28 +8,6 @@
 #include "store/array.h"
 #include "index/index_int.h"
 
-int ix_pairs_add(struct ix_pairs *p, const st_id *a, const st_id *b, uint64_t n)
-{
-	if (ST_ARRAY_RESERVE(p->v, p->cap, p->n + 1) < 0)
-		return -ENOMEM;
-	p->v[p->n++] = (struct ix_pair){ .a = *a, .b = *b, .n = n };
-	return 0;
-}
-
-int ix_pair_cmp(const void *x, const void *y)
-{
-	const struct ix_pair *p = x, *q = y;
-	int c = st_id_cmp(&p->a, &q->a);
-
-	return c ? c : st_id_cmp(&p->b, &q->b);
-}
-
-void ix_pairs_sort(struct ix_pairs *p)
-{
-	if (p->n)
-		qsort(p->v, p->n, sizeof(*p->v), ix_pair_cmp);
-}
-
 static bool pairs_has_a(const struct ix_pairs *p, const st_id *a)
 {
 	size_t lo = 0, hi = p->n;
@@ -45,46 +23,6 @@ static bool pairs_has_a(const struct ix_pairs *p, const st_id *a)
 			hi = mid;
 	}
 	return false;
-}
-
-int ix_snap_rec_check(const MDB_val *k, const MDB_val *v, st_id *id, struct st_manifest **m,
-		      char *why, size_t whylen)
-{
-	char pwhy[ST_WHY_LEN];
-	st_id h;
-
-	if (k->mv_size != sizeof(id->b)) {
-		snprintf(why, whylen, "a snapshot key is %zu bytes, not 16", k->mv_size);
-		return IX_ECORRUPT;
-	}
-	memcpy(id->b, k->mv_data, sizeof(id->b));
-	st_id_hash(v->mv_data, v->mv_size, &h);
-	if (!st_id_equal(&h, id)) {
-		snprintf(why, whylen, "the stored manifest does not hash to the snapshot's id");
-		return IX_ECORRUPT;
-	}
-	if (st_manifest_parse(v->mv_data, v->mv_size, m, pwhy, sizeof(pwhy)) < 0) {
-		snprintf(why, whylen, "the stored manifest does not parse: %s", pwhy);
-		return IX_ECORRUPT;
-	}
-	return 0;
-}
-
-int ix_refs_add(struct ix_pairs *refs, struct ix_pairs *edges, const st_id *id,
-		const struct st_manifest *m)
-{
-	int rc = 0;
-
-	for (uint32_t i = 0; i < m->nlayers && rc == 0; i++) {
-		bool dup = false;
-		for (uint32_t j = 0; j < i && !dup; j++)
-			dup = st_id_equal(&m->layers[j].id, &m->layers[i].id);
-		if (!dup)
-			rc = ix_pairs_add(refs, &m->layers[i].id, id, m->layers[i].pages * ST_PAGE_SIZE);
-	}
-	if (rc == 0 && m->has_parent)
-		rc = ix_pairs_add(edges, &m->parent, id, 0);
-	return rc;
 }
 
 /* A problem held back until the repair is done, so cb sees what was done. */

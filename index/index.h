@@ -19,11 +19,27 @@
  * transaction and bumps the generation, so a reader (the FUSE daemon) can
  * tell its caches are stale by comparing ix_generation() values.
  *
- * Several processes may use one store at once (LMDB's multi-process model):
- * the map grows on demand and every process follows, stale reader slots are
- * cleared at open. Within a process one struct ix may be shared by threads;
- * do not start a write operation on a thread that holds an open ix_txn.
- * Never use a struct ix across fork(): open a new one in the child.
+ * Caveats:
+ * - Processes: several may use one store at once (LMDB's multi-process
+ *   model): the map grows on demand and every process follows, stale reader
+ *   slots are cleared at open.
+ * - Threads: within a process one struct ix may be shared by threads. A
+ *   struct ix_txn belongs to the thread that began it; do not start a write
+ *   operation on a thread that holds an open ix_txn (LMDB allows one
+ *   transaction per thread).
+ * - Fork: never use a struct ix across fork(): open a new one in the child
+ *   (LMDB's locks and map do not survive it).
+ * - Signals: none installed or sent. The registry client (registry.h) tells
+ *   libcurl not to use signals (CURLOPT_NOSIGNAL); SIGPIPE is the caller's
+ *   to ignore if it writes to registries over plain sockets.
+ * - Caches: the LMDB map (64 MiB at first, grown on demand, address space
+ *   only) and LMDB's reader table; nothing else is kept between calls.
+ * - Lifetimes: the store must outlive the index; pointers a read
+ *   transaction hands out (ix_snap_get_raw) live until ix_txn_end.
+ * - Errors: each write is one transaction: on failure nothing of it is
+ *   committed (calls that also write blob files say what they remove).
+ *   Out-parameters are written only on success. Nothing here prints, logs,
+ *   exits or reads environment variables.
  */
 
 #define IX_FORMAT_VERSION 1

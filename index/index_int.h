@@ -71,7 +71,7 @@ int ix_snap_del_txn(struct ix *ix, MDB_txn *txn, const st_id *id);
 /* Delete snapshot id's working-set link inside a write txn, releasing its blob. */
 int ix_ws_del_txn(struct ix *ix, MDB_txn *txn, const st_id *id);
 
-/* ---- shared by fsck.c and repair.c ---- */
+/* ---- refs.c: what snapshot records reference, shared by fsck.c and repair.c ---- */
 
 /* (key, value) pairs of ids, sortable: a layer reference (blob, snapshot,
  * n = the layer's bytes) or a children edge (parent, child). */

@@ -1,4 +1,4 @@
-/* dist.h: a client of the OCI distribution API (a registry), as a push sink and a pull source for index/. */
+/* registry.h: a client of the OCI distribution API (a registry), as a push sink and a pull source for index/. */
 #ifndef STRATA_INDEX_REGISTRY_H
 #define STRATA_INDEX_REGISTRY_H
 
@@ -15,6 +15,16 @@
  * file and plain HTTP are the caller's choices (struct ix_registry_opts).
  * ix_registry_global_init must run once per process before any other call
  * (libcurl's global init is not thread-safe).
+ *
+ * Caveats: threads: one struct ix_registry per thread at a time, any
+ * number in a process after ix_registry_global_init. Fork: do not use a
+ * registry handle in a forked child (its connection is shared with the
+ * parent); open a new one. Signals: libcurl is told not to use any
+ * (CURLOPT_NOSIGNAL); SIGPIPE on a dropped connection is suppressed by
+ * libcurl where the platform allows, else the caller ignores SIGPIPE.
+ * Caches: one HTTP connection and the last bearer token per handle, freed
+ * by ix_registry_close. Lifetimes: ref is copied at open; the strings opts
+ * points to (cacert, user, pass) must stay valid until ix_registry_close.
  *
  * Authentication follows the registry's WWW-Authenticate answer: Basic
  * sends the credentials; Bearer fetches a token from the named realm (with

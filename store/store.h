@@ -8,14 +8,42 @@
 #include <sys/types.h>
 
 /*
- * Conventions (docs/formats.md describes the bytes on disk):
- * - Every function that can fail returns int: >= 0 on success, -errno or one
- *   of the ST_E* codes below on failure; st_strerror() names both.
- * - Out-parameters are written only on success.
- * - Functions taking `char *why, size_t whylen` write a one-line reason for
- *   ST_EFORMAT / ST_EVERSION / ST_ELAYOUT / ST_ECORRUPT failures there (why may
- *   be NULL). The reason never contains a newline.
- * - Nothing here prints, logs or exits.
+ * Caveats (docs/formats.md describes the bytes on disk):
+ * - Threads: a struct st_store may be used by several threads at once (reads
+ *   and puts); a blob writer, a hasher, a SHA-256 state and a manifest belong
+ *   to one thread at a time. A struct st_snapcache is thread safe (one lock
+ *   per cache inside); a struct st_snapdir may be read by several threads at
+ *   once (st_snapdir_manifest, st_snapdir_layer_dup) and is closed by one
+ *   when no other uses it.
+ * - Fork: every descriptor the store opens is O_CLOEXEC. A forked child may
+ *   use handles it inherited only if no other thread of the parent was
+ *   inside a store call at the fork (a lock held then stays held in the
+ *   child); otherwise it opens its own.
+ * - Signals: the store installs no handler and sends none. It maps files to
+ *   read them (st_hash_fd, st_blob_verify, st_snapdir_verify,
+ *   st_ingest_file, st_snapdir_open with ST_SNAPDIR_VERIFY): a file another
+ *   process truncates meanwhile raises SIGBUS in the caller. strata's own
+ *   blobs are read-only (0444) and never truncated; st_snapdir_open copies
+ *   other people's files before anyone maps them.
+ * - Caches: a store handle keeps only its directory descriptors. Everything
+ *   else kept is in a struct st_snapcache the caller creates with its limits
+ *   and frees (parsed manifests; private copies of layers, as sealed memfds
+ *   holding up to copy_bytes of memory; the last "is this a strata mount"
+ *   answer, with /proc/self/mountinfo open). Process-wide state: the
+ *   fault-injection counters of store/sys.h (tests arm them) and which XXH3
+ *   code the CPU runs (AVX2 or not, decided once).
+ * - Lifetimes: a store must outlive its blob writers (and an index opened
+ *   on it); a st_snapcache must outlive the st_snapdir_open calls using it,
+ *   not the handles or descriptors they returned; a st_snapdir's manifest
+ *   lives as long as the handle. st_strerror and st_store_path strings are
+ *   static / as long as the handle.
+ * - Errors: every function that can fail returns int: >= 0 on success,
+ *   -errno or one of the ST_E* codes below on failure; st_strerror() names
+ *   both. Out-parameters are written only on success, and a failed call
+ *   leaves nothing behind that it made (each call says what, if anything,
+ *   it keeps). Functions taking `char *why, size_t whylen` write a one-line
+ *   reason there (why may be NULL); it never contains a newline.
+ * - Nothing here prints, logs, exits or reads environment variables.
  */
 
 #define ST_PAGE_SIZE 4096u
