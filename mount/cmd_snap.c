@@ -240,7 +240,7 @@ static int snapshot_find(const struct cli *cli, const char *what, const char *ta
 	 * on a strata mount its layers are mapped from their backing blobs
 	 * (vmm/snapdir.c). A path names a directory; a bare word a tag or id. */
 	if (strchr(target, '/') || kind == TARGET_DIR) {
-		rc = vmm_snapdir_open(target, flags, &out->dir, &err);
+		rc = vmm_snapdir_open(cli->host, target, flags, &out->dir, &err);
 		if (rc < 0) {
 			/* An existing directory or file that is no snapshot directory. */
 			if (rc == -ENOENT && kind != TARGET_OTHER &&

@@ -16,6 +16,9 @@ void vmm_host_config_defaults(struct vmm_host_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->shells = HOST_DEFAULT_SHELLS;
 	cfg->warm = HOST_DEFAULT_WARM;
+	cfg->snapdir_manifests = ST_SNAPCACHE_MANIFESTS;
+	cfg->snapdir_copies = ST_SNAPCACHE_COPIES;
+	cfg->snapdir_copy_bytes = ST_SNAPCACHE_COPY_BYTES;
 }
 
 static int limits_check(unsigned shells, unsigned warm, struct vmm_error *err)
@@ -47,6 +50,13 @@ int vmm_host_new(const struct vmm_host_config *cfg, struct vmm_host **out, struc
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return vmm_fail(err, -ENOMEM, "out of memory");
+	struct st_snapcache_limits lim = { .manifests = cfg->snapdir_manifests,
+					   .copies = cfg->snapdir_copies,
+					   .copy_bytes = cfg->snapdir_copy_bytes };
+	if ((rc = st_snapcache_new(&lim, &h->snapcache)) < 0) {
+		free(h);
+		return vmm_fail(err, rc, "snapshot-directory cache: %s", st_strerror(rc));
+	}
 	pthread_mutex_init(&h->shell_lock, NULL);
 	pthread_mutex_init(&h->warm_lock, NULL);
 	h->shell_max = cfg->shells;
@@ -88,6 +98,7 @@ int vmm_host_free(struct vmm_host *h)
 	if (vmm_host_default() == h)
 		vmm_host_default_set(NULL);
 	vmm_host_limits_set(h, 0, 0);
+	st_snapcache_free(h->snapcache);
 	pthread_mutex_destroy(&h->shell_lock);
 	pthread_mutex_destroy(&h->warm_lock);
 	free(h);

@@ -1,6 +1,5 @@
 /* snapdir.c: sandboxes from a snapshot directory: the store opens it (store/snapopen.c), the VMM maps the fds it gets. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 
 #include "store/store.h"
@@ -10,32 +9,23 @@ struct vmm_snapdir {
 	struct st_snapdir *sd;
 };
 
-/*
- * The parsed manifests, private copies and mount answer every handle of the
- * process shares (st_snapcache, store.h), made at first use with the
- * store's default limits. If it cannot be made, opens keep nothing.
- */
-static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
-static struct st_snapcache *cache;
-
-static void cache_make(void)
+/* The parsed manifests, private copies and mount answer that handles opened
+ * with host share: the host's st_snapcache (host NULL: the default host's;
+ * no host at all: none, every open reads and copies anew). */
+static struct st_snapcache *host_cache(struct vmm_host *host)
 {
-	if (st_snapcache_new(NULL, &cache) < 0)
-		cache = NULL;
+	if (!host)
+		host = vmm_host_default();
+	return host ? host->snapcache : NULL;
 }
 
-static struct st_snapcache *process_cache(void)
+void vmm_snapdir_caches_drop(struct vmm_host *host)
 {
-	pthread_once(&cache_once, cache_make);
-	return cache;
+	st_snapcache_drop(host_cache(host));
 }
 
-void vmm_snapdir_caches_drop(void)
-{
-	st_snapcache_drop(process_cache());
-}
-
-int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out, struct vmm_error *err)
+int vmm_snapdir_open(struct vmm_host *host, const char *path, unsigned flags, struct vmm_snapdir **out,
+		     struct vmm_error *err)
 {
 	char why[ST_WHY_LEN];
 	struct vmm_snapdir *d;
@@ -46,7 +36,7 @@ int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out,
 
 	if (!(d = calloc(1, sizeof(*d))))
 		return vmm_fail(err, -ENOMEM, "out of memory");
-	if ((rc = st_snapdir_open(path, sflags, process_cache(), &d->sd, why, sizeof(why))) < 0) {
+	if ((rc = st_snapdir_open(path, sflags, host_cache(host), &d->sd, why, sizeof(why))) < 0) {
 		free(d);
 		/* The store's format codes (a bad manifest, a short or corrupted
 		 * layer) are this module's "bad snapshot"; -errno passes through. */

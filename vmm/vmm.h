@@ -32,11 +32,12 @@
  *   next call with VMM_E_SHUTDOWN until restored. SIGUSR1, SIGSTOP and
  *   SIGCONT go to the children only.
  * - Caches, each with its limit: a host's idle VM shells and warm
- *   sandboxes (vmm_host_config: 8 and 8 by default, at most 1024 and 64);
- *   per process, snapshot directories' parsed manifests (8) and private
- *   layer copies (vmm_snapdir_caches_drop), and the descriptors probed once
- *   (/dev/kvm, /proc/self/pagemap, the process backend's child program,
- *   the mount table). Nothing else is kept between calls.
+ *   sandboxes (vmm_host_config: 8 and 8 by default, at most 1024 and 64),
+ *   and the parsed manifests (8) and private layer copies (32, 256 MiB in
+ *   all) of the snapshot directories opened with it, and its open mount
+ *   table (vmm_host_config.snapdir_*, vmm_snapdir_caches_drop); per
+ *   process, the descriptors probed once (/dev/kvm, /proc/self/pagemap, the
+ *   process backend's child program). Nothing else is kept between calls.
  * - Keep alive: a host until every sandbox and pool made with it is freed
  *   (vmm_host_free says -EBUSY before); a pool's open/ctx for the pool's
  *   life; a manifest and opener only during the call that takes them (a
@@ -446,7 +447,8 @@ struct vmm_snapdir;
  * mount's snapshots/NAME, an export or a plain copy): read and validate the
  * manifest, open every layer and check its size, and hash each with
  * VMM_SNAPDIR_VERIFY. The store does the opening (st_snapdir_open, store.h,
- * with the process's st_snapcache); the VMM maps the descriptors it gets.
+ * with host's snapshot-directory cache; host NULL: the default host's, and
+ * with no host nothing is kept); the VMM maps the descriptors it gets.
  * On a strata mount (a FUSE mount whose
  * /proc/self/mountinfo entry is strata's) each layer is reached through its
  * backing blob in the store behind that mount (the mount's
@@ -455,7 +457,7 @@ struct vmm_snapdir;
  * VMM_SNAPDIR_VIA_FUSE: the faster path, and sandboxes keep running if the
  * mount daemon dies. Any other layer (a plain directory's, or a mount's whose
  * backing blob cannot be opened) is copied once into sealed private memory
- * (shared by every handle of the process while the file is unchanged), so
+ * (shared by every handle opened with the same host while the file is unchanged), so
  * truncating the user's
  * files or killing a daemon cannot fault a running sandbox, unless
  * VMM_SNAPDIR_MAP_FILES or VMM_SNAPDIR_VIA_FUSE ask to map the files
@@ -464,7 +466,8 @@ struct vmm_snapdir;
  * it. Errors: -ENOENT, -ENOTDIR, -ENOTCONN (stale mount), VMM_E_BAD_SNAPSHOT
  * (bad manifest, short or corrupted layer); err->message says which.
  */
-int vmm_snapdir_open(const char *path, unsigned flags, struct vmm_snapdir **out, struct vmm_error *err);
+int vmm_snapdir_open(struct vmm_host *host, const char *path, unsigned flags, struct vmm_snapdir **out,
+		     struct vmm_error *err);
 void vmm_snapdir_close(struct vmm_snapdir *d);
 const struct st_manifest *vmm_snapdir_manifest(const struct vmm_snapdir *d);
 /* Layers opened through their backing blob; whether the directory is on a strata mount. */
@@ -500,9 +503,10 @@ int vmm_pool_get(struct vmm_pool *p, struct vmm_sandbox **out);
  * replacement both fail, it stays checked out, still the caller's, and
  * the replacement's error is returned. */
 int vmm_pool_put(struct vmm_pool *p, struct vmm_sandbox *sb);
-/* Forget the private copies and parsed manifests snapshot directories keep
- * (docs/restore-from-path.md); sandboxes using them are not affected. */
-void vmm_snapdir_caches_drop(void);
+/* Forget the private copies and parsed manifests that host keeps for snapshot
+ * directories (NULL: the default host's; docs/restore-from-path.md);
+ * sandboxes using them are not affected. */
+void vmm_snapdir_caches_drop(struct vmm_host *host);
 /* ==== end snapshot directories and pools ==== */
 
 /* ==== the host (vmm/host.c) ==== */
@@ -534,6 +538,11 @@ struct vmm_host_config {
 	unsigned warm;    /* warm sandboxes kept, 0..VMM_HOST_WARM_MAX (0: none) */
 	const struct vmm_policy *policy; /* copied; NULL: vmm_policy_defaults */
 	bool debug;       /* new sandboxes check every restore (vmm_sandbox_set_debug) */
+	/* What vmm_snapdir_open keeps for this host's handles: parsed manifests
+	 * and private copies of plain-copy layers, and the copies' bytes in
+	 * all (a larger layer is never kept). 0s: keep none. */
+	unsigned snapdir_manifests, snapdir_copies;
+	uint64_t snapdir_copy_bytes;
 };
 /* What vmm_host_new(NULL) uses: 8 shells, 8 warm sandboxes
  * (docs/restore-from-path.md measures what they save), default policy. */

@@ -17,14 +17,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int n = atoi(argv[3]);
-	/* A mount's snapshots/NAME, an export or a plain copy: all the same. */
-	if (vmm_snapdir_open(argv[1], 0, &dir, &err) < 0) {
-		fprintf(stderr, "%s: %s\n", argv[1], err.message);
-		return 1;
-	}
-	/* What the program's sandboxes share: default limits and policy. */
+	/* What the program's sandboxes and snapshot directories share:
+	 * default limits and policy. */
 	if (vmm_host_new(NULL, &host, &err) < 0) {
 		fprintf(stderr, "host: %s\n", err.message);
+		return 1;
+	}
+	/* A mount's snapshots/NAME, an export or a plain copy: all the same. */
+	if (vmm_snapdir_open(host, argv[1], 0, &dir, &err) < 0) {
+		fprintf(stderr, "%s: %s\n", argv[1], err.message);
 		goto out;
 	}
 	struct vmm_config cfg = { .host = host };

@@ -57,16 +57,16 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	fn = argv[2];
-	if (vmm_snapdir_open(argv[1], 0, &dir, &err) < 0) {
-		fprintf(stderr, "%s: %s\n", argv[1], err.message);
-		return 1;
-	}
 	/* The host owns what the pool's sandboxes share (VM shells, warm
-	 * sandboxes: default limits) and the reset policy they start with. */
+	 * sandboxes, parsed manifests: default limits) and the reset policy. */
 	struct vmm_host *host;
 	if (vmm_host_new(NULL, &host, &err) < 0) {
 		fprintf(stderr, "host: %s\n", err.message);
-		vmm_snapdir_close(dir);
+		return 1;
+	}
+	if (vmm_snapdir_open(host, argv[1], 0, &dir, &err) < 0) {
+		fprintf(stderr, "%s: %s\n", argv[1], err.message);
+		vmm_host_free(host);
 		return 1;
 	}
 	struct vmm_config cfg = { .host = host };

@@ -230,7 +230,7 @@ static int cold_iter(void *state, struct bench_timer *t)
 		vmm_host_stats(s->host, &hs);
 		vmm_host_limits_set(s->host, 0, 0); /* drops shells and warm sandboxes */
 		vmm_host_limits_set(s->host, hs.shells_max, hs.warm_max);
-		vmm_snapdir_caches_drop();
+		vmm_snapdir_caches_drop(s->host);
 	}
 	bench_timer_start(t);
 	if (s->flags & F_EVOLVE) {
@@ -240,7 +240,7 @@ static int cold_iter(void *state, struct bench_timer *t)
 	} else {
 		unsigned fl = (s->flags & F_VERIFY ? VMM_SNAPDIR_VERIFY : 0) |
 			      (s->flags & F_VIA_FUSE ? VMM_SNAPDIR_VIA_FUSE : 0);
-		rc = vmm_snapdir_open(s->flags & F_MOUNT ? c->snap : c->copy, fl, &d, NULL);
+		rc = vmm_snapdir_open(s->host, s->flags & F_MOUNT ? c->snap : c->copy, fl, &d, NULL);
 		if (rc == 0)
 			rc = vmm_sandbox_from_snapdir(d, &snap_cfg, &sb, NULL);
 		vmm_snapdir_close(d);

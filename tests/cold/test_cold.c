@@ -126,7 +126,7 @@ static void restore_continues(const char *path, unsigned flags, unsigned *direct
 	struct vmm_sandbox *sb;
 	struct vmm_error err;
 
-	cr_assert_eq(vmm_snapdir_open(path, flags, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, path, flags, &d, &err), 0, "%s", err.message);
 	if (direct)
 		*direct = vmm_snapdir_direct_layers(d);
 	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
@@ -205,7 +205,7 @@ Test(cold, sandbox_keeps_running_when_the_mount_daemon_dies, .init = setup_unmou
 
 	pid_t pid = mount_foreground();
 	fx.mounted = true;
-	cr_assert_eq(vmm_snapdir_open(fx.snap, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.snap, 0, &d, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_snapdir_direct_layers(d), fx.m->nlayers, "every layer mapped from its backing blob");
 	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
 	vmm_snapdir_close(d);
@@ -218,7 +218,7 @@ Test(cold, sandbox_keeps_running_when_the_mount_daemon_dies, .init = setup_unmou
 	cr_assert_eq(vmm_sandbox_restore(sb), 0);
 	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
 	/* The dead mount gives a clear error, then mounting again works. */
-	cr_assert_neq(vmm_snapdir_open(fx.snap, 0, &d, &err), 0);
+	cr_assert_neq(vmm_snapdir_open(NULL, fx.snap, 0, &d, &err), 0);
 	cr_assert(strstr(err.message, "daemon") || strstr(err.message, "not connected"), "message: %s", err.message);
 	cr_assert_eq(strata("umount", fx.mnt, NULL, NULL), 0, "umount of a dead mount");
 	cr_assert_eq(strata("mount", fx.store, fx.mnt, NULL), 0, "mount again");
@@ -240,7 +240,7 @@ static void expect_refused(const char *path, unsigned flags, const char *words)
 	struct vmm_snapdir *d = NULL;
 	struct vmm_sandbox *sb = NULL;
 	struct vmm_error err = { 0 };
-	int rc = vmm_snapdir_open(path, flags, &d, &err);
+	int rc = vmm_snapdir_open(NULL, path, flags, &d, &err);
 
 	if (rc == 0) {
 		rc = vmm_sandbox_from_snapdir(d, NULL, &sb, &err);
@@ -338,7 +338,7 @@ Test(cold, a_plain_copy_never_restores_a_manifest_from_its_xattr, .init = setup_
 	cr_assert_not_null(at);
 	snprintf(edited, sizeof(edited), "%.*s\"labels\":{\"forged\":\"yes\"},%s", (int)(at - text), text, at);
 	cr_assert_eq(set_restore_xattr(tcopy, edited, strlen(edited), &blobp, 1), 0, "%s", strerror(errno));
-	cr_assert_eq(vmm_snapdir_open(tcopy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, tcopy, 0, &d, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_snapdir_manifest(d)->nlabels, 0, "the manifest restored is manifest.json's");
 	cr_assert_eq(vmm_snapdir_direct_layers(d), 0, "nothing mapped from paths the copy names");
 	cr_assert_not(vmm_snapdir_on_mount(d));
@@ -399,19 +399,19 @@ static void sweep_restore(const char *path, unsigned flags)
 	if (vmm_host_default())
 		cr_assert_eq(vmm_host_limits_set(vmm_host_default(), 0, 0), 0);
 	restore_continues(path, flags, NULL);
-	vmm_snapdir_caches_drop();
+	vmm_snapdir_caches_drop(NULL);
 	int fds = count_fds();
 	st_sys_fault_set(0, 0);
 	restore_continues(path, flags, NULL);
 	uint64_t steps = st_sys_calls();
 	cr_assert_gt(steps, 10, "a restore counts its calls (%lu)", (unsigned long)steps);
-	vmm_snapdir_caches_drop();
+	vmm_snapdir_caches_drop(NULL);
 	for (size_t e = 0; e < 2; e++)
 		for (uint64_t i = 1; i <= steps; i++) {
 			memset(&err, 0, sizeof(err));
 			sb = NULL;
 			st_sys_fault_set(i, errs[e]);
-			int rc = vmm_snapdir_open(path, flags, &d, &err);
+			int rc = vmm_snapdir_open(NULL, path, flags, &d, &err);
 			if (rc == 0) {
 				rc = vmm_sandbox_from_snapdir(d, NULL, &sb, &err);
 				vmm_snapdir_close(d);
@@ -425,7 +425,7 @@ static void sweep_restore(const char *path, unsigned flags)
 					  (unsigned long)i, rc, err.message);
 				cr_assert(err.message[0], "step %lu: failure without a message", (unsigned long)i);
 			}
-			vmm_snapdir_caches_drop();
+			vmm_snapdir_caches_drop(NULL);
 			cr_assert_eq(count_fds(), fds, "step %lu (%s): a descriptor left open", (unsigned long)i,
 				     strerror(errs[e]));
 		}
@@ -572,7 +572,7 @@ Test(cold, a_manifest_edited_in_meaning_is_read_anew, .init = setup_copy, .fini 
 	snprintf(edited, sizeof(edited), "%.*s\"labels\":{\"who\":\"test\"},%s", (int)(at - text), text, at);
 	chmod(path, 0644);
 	write_file(path, edited, strlen(edited));
-	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, 0, &d, &err), 0, "%s", err.message);
 	const struct st_manifest *m = vmm_snapdir_manifest(d);
 	cr_assert_eq(m->nlabels, 1, "the edited manifest was parsed, not the one kept");
 	cr_assert_str_eq(m->labels[0].key, "who");
@@ -628,7 +628,7 @@ Test(cold, pool_sandboxes_cost_about_what_they_write, .init = setup_copy, .fini 
 	struct vmm_pool *p;
 	struct vmm_error err;
 
-	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, 0, &d, &err), 0, "%s", err.message);
 	unsigned long long before = pss_kib();
 	cr_assert_eq(vmm_pool_new(vmm_snapdir_manifest(d), vmm_snapdir_layer_open, d, NULL, N, &p, &err), 0, "%s",
 		     err.message);
@@ -679,7 +679,7 @@ Test(cold, truncating_a_plain_copy_under_a_running_sandbox_is_harmless, .init = 
 	struct vmm_sandbox *sb;
 	struct vmm_error err;
 
-	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, 0, &d, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
 	cr_assert_eq(chmod(first_layer(), 0644), 0);
 	cr_assert_eq(truncate(first_layer(), 0), 0);
@@ -771,7 +771,7 @@ Test(cold, a_recycled_vm_shell_carries_nothing_over, .init = setup_copy, .fini =
 	cr_assert_eq(shells_kept(), 1);
 
 	/* From a snapshot: the next sandbox equals the snapshot everywhere. */
-	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, 0, &d, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &a, &err), 0, "%s", err.message);
 	cr_assert_eq(call_i64(a, "touch_pages", 32, true), 32);
 	vmm_sandbox_free(a);
@@ -846,7 +846,7 @@ Test(cold, a_freed_sandbox_is_kept_warm_for_its_snapshot_and_nothing_of_it_leaks
 	 * built anew, and the one kept over the store's files is dropped (that
 	 * content now comes from elsewhere). Two kept over the same files: one
 	 * is handed out, the other stays. */
-	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, 0, &d, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &c, &err), 0, "%s", err.message);
 	cr_assert_eq(warm_kept(), 1, "other files: built anew");
 	cr_assert_eq(call_i64(c, "counter_next", 0, false), 4);
@@ -976,7 +976,7 @@ Test(cold, handles_on_an_unchanged_copy_share_its_private_copy, .init = setup_co
 	/* A copy made within 10 ms of its file's last change is not trusted
 	 * (file times can be coarse); let the fresh export age past that. */
 	usleep(100000);
-	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, 0, &d, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &sb, &err), 0, "%s", err.message);
 	vmm_snapdir_close(d);
 	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
@@ -984,15 +984,15 @@ Test(cold, handles_on_an_unchanged_copy_share_its_private_copy, .init = setup_co
 	cr_assert_eq(warm_kept(), 1);
 	/* A second handle on the same, unchanged copy: the same private copy,
 	 * so the kept sandbox matches; verified mode hashes that copy. */
-	cr_assert_eq(vmm_snapdir_open(fx.copy, VMM_SNAPDIR_VERIFY, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, VMM_SNAPDIR_VERIFY, &d, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &sb, &err), 0, "%s", err.message);
 	vmm_snapdir_close(d);
 	cr_assert_eq(warm_kept(), 0, "the second handle's sandbox was the kept one");
 	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
 	vmm_sandbox_free(sb);
 	/* Once the kept copies are dropped, a new handle copies anew. */
-	vmm_snapdir_caches_drop();
-	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	vmm_snapdir_caches_drop(NULL);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, 0, &d, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &sb, &err), 0, "%s", err.message);
 	vmm_snapdir_close(d);
 	cr_assert_eq(warm_kept(), 1, "a new private copy: the kept sandbox does not match");
@@ -1014,14 +1014,14 @@ Test(cold, handles_on_an_unchanged_copy_share_its_private_copy, .init = setup_co
 		free(bytes);
 		usleep(100000); /* past the racy window: the times alone tell */
 	}
-	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, 0, &d, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_sandbox_from_snapdir(d, &hc, &sb, &err), 0, "%s", err.message);
 	vmm_snapdir_close(d);
 	cr_assert_eq(warm_kept(), 1, "a changed file: built anew");
 	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
 	vmm_sandbox_free(sb);
 	/* Corrupted after an unverified open: verified mode refuses it. */
-	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, 0, &d, &err), 0, "%s", err.message);
 	vmm_snapdir_close(d);
 	snprintf(cmd, sizeof(cmd), "'%s/tests/e2e/flip_byte' '%s' 100", getenv("STRATA_SRC"), first_layer());
 	cr_assert_eq(system(cmd), 0);
@@ -1143,7 +1143,7 @@ Test(cold, a_pool_is_shared_by_threads, .init = setup_copy, .fini = fixture_down
 	pthread_t th[THREADS];
 	struct pool_worker w[THREADS];
 
-	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, 0, &d, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_pool_new(vmm_snapdir_manifest(d), vmm_snapdir_layer_open, d, NULL, SANDBOXES, &p, &err), 0,
 		     "%s", err.message);
 	for (int i = 0; i < THREADS; i++) {
@@ -1459,7 +1459,7 @@ Test(cold, randomized_hostile_guests_never_harm_the_host_and_each_restore_is_exa
 	unsigned calls = 0, failed = 0, poisoned = 0;
 
 	fz = 0x15C0FFEEull; /* this loop's own seed (each test runs in its own process) */
-	cr_assert_eq(vmm_snapdir_open(fx.copy, 0, &d, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, 0, &d, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_sandbox_from_snapdir(d, &cfg, &sb, &err), 0, "%s", err.message);
 	vmm_sandbox_set_debug(sb, true);
 	for (size_t i = 0; i < sizeof(bytes); i++)

@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The VMM's verified open (no KVM needed: no sandbox is made). */
 	struct vmm_snapdir *d = NULL;
 	struct vmm_error err = { 0 };
-	int vmm_rc = vmm_snapdir_open(dir, VMM_SNAPDIR_VERIFY, &d, &err);
+	int vmm_rc = vmm_snapdir_open(NULL, dir, VMM_SNAPDIR_VERIFY, &d, &err);
 	/* Import into the store, then take it out again. */
 	st_id id;
 	int ix_rc = ix_import_dir(ix, dir, NULL, 0, &id, NULL, why, sizeof(why));
@@ -114,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(ix_gc(ix, 0, NULL) == 0, "gc");
 	}
 	vmm_snapdir_close(d);
-	vmm_snapdir_caches_drop();
+	vmm_snapdir_caches_drop(NULL);
 	st_manifest_free(sm);
 	st_manifest_free(m);
 	return 0;
