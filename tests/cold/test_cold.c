@@ -441,6 +441,54 @@ Test(cold, every_step_of_a_restore_from_a_directory_fails_cleanly, .init = setup
 	sweep_restore(fx.snap, VMM_SNAPDIR_VERIFY);
 }
 
+/* The store calls (store/sys.h) one open of a snapshot directory makes. */
+static uint64_t open_calls(struct vmm_host *h, const char *path)
+{
+	struct vmm_snapdir *d;
+	struct vmm_error err;
+
+	st_sys_fault_set(0, 0);
+	uint64_t before = st_sys_calls();
+	cr_assert_eq(vmm_snapdir_open(h, path, 0, &d, &err), 0, "%s", err.message);
+	uint64_t n = st_sys_calls() - before;
+	vmm_snapdir_close(d);
+	return n;
+}
+
+/* A host keeps what its opens parsed and copied, for its own opens only:
+ * a second open through it reuses them, another host's first open does
+ * not, and a host made to keep nothing does the same work every time. */
+Test(cold, snapshot_directory_caches_belong_to_their_host, .init = setup_copy, .fini = fixture_down)
+{
+	struct vmm_host_config c;
+	struct vmm_host *a, *b, *none;
+	struct vmm_error err;
+
+	vmm_host_config_defaults(&c);
+	cr_assert_eq(vmm_host_new(&c, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_host_new(&c, &b, &err), 0, "%s", err.message);
+	c.snapdir_manifests = c.snapdir_copies = 0;
+	c.snapdir_copy_bytes = 0;
+	cr_assert_eq(vmm_host_new(&c, &none, &err), 0, "%s", err.message);
+
+	uint64_t first = open_calls(a, fx.copy), again = open_calls(a, fx.copy);
+	cr_assert_lt(again, first, "a's second open reuses its copies (%lu calls, first %lu)",
+		     (unsigned long)again, (unsigned long)first);
+	cr_assert_eq(open_calls(b, fx.copy), first, "b starts with nothing of a's");
+	/* A drop forgets manifests and copies; the mount table stays open. */
+	vmm_snapdir_caches_drop(a);
+	uint64_t dropped = open_calls(a, fx.copy);
+	cr_assert_gt(dropped, again, "dropped: a parses and copies anew (%lu calls)", (unsigned long)dropped);
+	/* Keeping nothing: every open after the first (which opens the mount
+	 * table) makes the same calls, none saved by an earlier one. */
+	open_calls(none, fx.copy);
+	uint64_t n2 = open_calls(none, fx.copy);
+	cr_assert_eq(open_calls(none, fx.copy), n2, "a host that keeps nothing does the same work every time");
+	cr_assert_eq(vmm_host_free(a), 0);
+	cr_assert_eq(vmm_host_free(b), 0);
+	cr_assert_eq(vmm_host_free(none), 0);
+}
+
 Test(cold, mountinfo_names_the_store_behind_a_strata_mount_only)
 {
 	static const char table[] =
