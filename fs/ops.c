@@ -1097,8 +1097,20 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	switch (fh->kind) {
 	case FH_BUF:
 		if (fh->text) {
+			/* Replied from a copy: once the reply is written the reader
+			 * may close and its release free fh on another thread
+			 * while this one is still in the reply's write (where a
+			 * sanitizer reads the buffer after the syscall). */
 			size_t o = (size_t)off < fh->textlen ? (size_t)off : fh->textlen;
-			fuse_reply_buf(req, fh->text + o, size < fh->textlen - o ? size : fh->textlen - o);
+			size_t len = size < fh->textlen - o ? size : fh->textlen - o;
+			char *copy = malloc(len ? len : 1);
+			if (!copy) {
+				reply_err(req, -ENOMEM);
+				return;
+			}
+			memcpy(copy, fh->text + o, len);
+			fuse_reply_buf(req, copy, len);
+			free(copy);
 			return;
 		}
 		if ((size_t)off >= fh->snap->rawlen)
