@@ -156,11 +156,13 @@ int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_debug(struct cli *cli, int argc, char **argv);        /* cmd_store.c */
 int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */
-/* cmd_store.c: open the store (for writing if write) and its index;
+/* store_open.c: open the store (for writing if write) and its index;
  * reports errors and returns an exit status. */
 struct st_store;
 struct ix;
 int cli_store_open(const struct cli *cli, bool write, struct st_store **s, struct ix **ix);
+/* Plain words for an error while working on the store (store_open.c). */
+const char *cli_store_strerror(int rc);
 int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */
 int cmd_pull(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */
 /* cmd_oci.c: `export --oci DIR [REF...]` (argv[0] = DIR) and import of an OCI layout. */

@@ -40,17 +40,6 @@ static int exit_for(int rc)
 	}
 }
 
-/* Plain words for an error while working on the store. */
-static const char *store_strerror(int rc)
-{
-	switch (rc) {
-	case -ENOSPC: return "no space left on the store's filesystem";
-	case ST_EREADONLY: return "the store is read-only";
-	case -EACCES: case -EPERM: return "permission denied";
-	default: return ix_strerror(rc);
-	}
-}
-
 static void close_store(struct open_store *o)
 {
 	ix_close(o->ix);
@@ -59,45 +48,9 @@ static void close_store(struct open_store *o)
 	o->s = NULL;
 }
 
-/* Open the store and its index; reports the error and returns an exit status. */
 static int open_store(const struct cli *cli, bool write, struct open_store *o)
 {
-	struct ix_opts opts = { .flags = write ? 0 : IX_OPEN_RDONLY };
-	int rc = st_store_open(cli->store, write ? 0 : ST_OPEN_RDONLY, &o->s);
-
-	if (rc == -ENOENT || rc == ST_ENOTSTORE) {
-		cli_err(cli, "%s is not a strata store (create one with 'strata --store %s init')",
-			cli->store, cli->store);
-		return CLI_NOTFOUND;
-	}
-	if (rc < 0) {
-		cli_err(cli, "cannot open store %s: %s", cli->store, st_strerror(rc));
-		return CLI_FAIL;
-	}
-	rc = ix_open(o->s, &opts, &o->ix);
-	if (rc == -ENOENT) {
-		cli_err(cli, "store %s has no index yet (run 'strata --store %s init')", cli->store, cli->store);
-		st_store_close(o->s);
-		return CLI_NOTFOUND;
-	}
-	if (rc < 0) {
-		cli_err(cli, "cannot open the index of store %s: %s", cli->store, store_strerror(rc));
-		st_store_close(o->s);
-		return CLI_FAIL;
-	}
-	return CLI_OK;
-}
-
-int cli_store_open(const struct cli *cli, bool write, struct st_store **s, struct ix **ix)
-{
-	struct open_store o;
-	int rc = open_store(cli, write, &o);
-
-	if (rc == CLI_OK) {
-		*s = o.s;
-		*ix = o.ix;
-	}
-	return rc;
+	return cli_store_open(cli, write, &o->s, &o->ix);
 }
 
 /* Report a failed lookup of ref: names the snapshot and the store. */
@@ -109,7 +62,7 @@ static int report_ref(struct cli *cli, const char *ref, int rc)
 	else if (rc == IX_ENOTFOUND)
 		cli_err(cli, "snapshot '%s' not found in store %s", ref, cli->store);
 	else
-		cli_err(cli, "cannot look up '%s' in store %s: %s", ref, cli->store, store_strerror(rc));
+		cli_err(cli, "cannot look up '%s' in store %s: %s", ref, cli->store, cli_store_strerror(rc));
 	return exit_for(rc);
 }
 
@@ -182,7 +135,7 @@ int cmd_init(struct cli *cli, int argc, char **argv)
 			cli_err(cli, "cannot create a store in %s: the directory is not empty and is not a strata store",
 				cli->store);
 		else
-			cli_err(cli, "cannot create store %s: %s", cli->store, store_strerror(rc));
+			cli_err(cli, "cannot create store %s: %s", cli->store, cli_store_strerror(rc));
 		return CLI_FAIL;
 	}
 	if ((rc = open_store(cli, true, &o)) != CLI_OK)
@@ -358,7 +311,7 @@ out_err:
 	free(ids.v);
 	close_store(&o);
 	if (rc < 0) {
-		cli_err(cli, "cannot list store %s: %s", cli->store, store_strerror(rc));
+		cli_err(cli, "cannot list store %s: %s", cli->store, cli_store_strerror(rc));
 		return CLI_FAIL;
 	}
 	return CLI_OK;
@@ -557,7 +510,7 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 	if ((rc = open_store(cli, false, &o)) != CLI_OK)
 		return rc;
 	if ((rc = ix_txn_begin(o.ix, &t)) < 0) {
-		cli_err(cli, "cannot read store %s: %s", cli->store, store_strerror(rc));
+		cli_err(cli, "cannot read store %s: %s", cli->store, cli_store_strerror(rc));
 		close_store(&o);
 		return CLI_FAIL;
 	}
@@ -578,7 +531,7 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 	free(kids.v);
 	close_store(&o);
 	if (rc < 0) {
-		cli_err(cli, "cannot show snapshot '%s' in store %s: %s", ref, cli->store, store_strerror(rc));
+		cli_err(cli, "cannot show snapshot '%s' in store %s: %s", ref, cli->store, cli_store_strerror(rc));
 		return CLI_FAIL;
 	}
 	return CLI_OK;
@@ -689,7 +642,7 @@ int cmd_tag(struct cli *cli, int argc, char **argv)
 		return CLI_FAIL;
 	}
 	if (rc < 0) {
-		cli_err(cli, "tag: %s (store %s)", store_strerror(rc), cli->store);
+		cli_err(cli, "tag: %s (store %s)", cli_store_strerror(rc), cli->store);
 		return exit_for(rc);
 	}
 	return CLI_OK;
@@ -800,7 +753,7 @@ int cmd_gc(struct cli *cli, int argc, char **argv)
 	rc = ix_gc(o.ix, (unsigned)grace, &st);
 	close_store(&o);
 	if (rc < 0) {
-		cli_err(cli, "gc of store %s failed: %s", cli->store, store_strerror(rc));
+		cli_err(cli, "gc of store %s failed: %s", cli->store, cli_store_strerror(rc));
 		return CLI_FAIL;
 	}
 	fmt_size(sz, sizeof(sz), st.bytes_removed);
@@ -885,7 +838,7 @@ static int report_lacking(struct cli *cli, struct open_store *o)
 		rc = ix_snap_lacking_foreach(o->ix, print_lacking, &l);
 	taglist_free(&l.tags);
 	if (rc < 0) {
-		cli_err(cli, "cannot list the snapshots lacking layers: %s", store_strerror(rc));
+		cli_err(cli, "cannot list the snapshots lacking layers: %s", cli_store_strerror(rc));
 		return CLI_FAIL;
 	}
 	if (l.n)
@@ -908,7 +861,7 @@ static int run_repair(struct cli *cli, unsigned flags)
 	if (rc < 0) {
 		close_store(&o);
 		cli_err(cli, "repair of store %s stopped: %s (what was done is safe; run it again)", cli->store,
-			store_strerror(rc));
+			cli_store_strerror(rc));
 		return CLI_FAIL;
 	}
 	printf("%" PRIu64 " snapshot(s), %" PRIu64 " referenced blob(s): %" PRIu64 " problem(s) found, %" PRIu64
@@ -937,7 +890,7 @@ static int run_check(struct cli *cli, unsigned flags, bool verify_only)
 	rc = ix_fsck(o.ix, flags, print_problem, &cc, &st);
 	close_store(&o);
 	if (rc < 0) {
-		cli_err(cli, "cannot check store %s: %s", cli->store, store_strerror(rc));
+		cli_err(cli, "cannot check store %s: %s", cli->store, cli_store_strerror(rc));
 		return CLI_FAIL;
 	}
 	fmt_size(sz, sizeof(sz), st.bytes_hashed);
@@ -1156,7 +1109,7 @@ int cmd_export(struct cli *cli, int argc, char **argv)
 		return CLI_FAIL;
 	}
 	if (rc < 0) {
-		cli_err(cli, "export of '%s' to %s failed: %s", ref, dir, store_strerror(rc));
+		cli_err(cli, "export of '%s' to %s failed: %s", ref, dir, cli_store_strerror(rc));
 		return CLI_FAIL;
 	}
 	return CLI_OK;
@@ -1216,9 +1169,9 @@ int cmd_import(struct cli *cli, int argc, char **argv)
 		if (rc == IX_EEXIST)
 			cli_err(cli, "import: tag '%s' already names another snapshot (use --force to move it)", tag);
 		else if (why[0])
-			cli_err(cli, "import of %s rejected: %s: %s", dir, store_strerror(rc), why);
+			cli_err(cli, "import of %s rejected: %s: %s", dir, cli_store_strerror(rc), why);
 		else
-			cli_err(cli, "import of %s failed: %s", dir, store_strerror(rc));
+			cli_err(cli, "import of %s failed: %s", dir, cli_store_strerror(rc));
 		return rc == -ENOENT && !why[0] ? CLI_NOTFOUND : CLI_FAIL;
 	}
 	st_id_format(&id, hex);
@@ -1300,7 +1253,7 @@ static int debug_ingest(struct cli *cli, int argc, char **argv)
 			cli_err(cli, "debug ingest: image %s is not a whole number of 4 KiB pages (or is too large)",
 				image);
 		else
-			cli_err(cli, "debug ingest of %s failed: %s", image, store_strerror(rc));
+			cli_err(cli, "debug ingest of %s failed: %s", image, cli_store_strerror(rc));
 		status = rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
 		goto out_free;
 	}
@@ -1311,7 +1264,7 @@ static int debug_ingest(struct cli *cli, int argc, char **argv)
 	}
 	if (rc < 0) {
 		cli_err(cli, "debug ingest: cannot commit the snapshot to store %s: %s", cli->store,
-			store_strerror(rc));
+			cli_store_strerror(rc));
 		goto out_free;
 	}
 	st_id_format(&id, hex);
