@@ -1,5 +1,6 @@
 /* env.c: the index's LMDB environment: open, meta records, transactions, map growth, errors. */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,22 @@ static uint64_t get_u64le(const uint8_t *p)
 	for (int i = 0; i < 8; i++)
 		v |= (uint64_t)p[i] << (8 * i);
 	return v;
+}
+
+/* Format why (newlines made spaces: it is one line of a message) and return code. */
+int ix_why(char *why, size_t whylen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && whylen) {
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+		for (char *p = why; *p; p++)
+			if (*p == '\n' || *p == '\r')
+				*p = ' ';
+	}
+	return code;
 }
 
 const char *ix_strerror(int err)

@@ -70,6 +70,8 @@ int ix_snap_del_txn(struct ix *ix, MDB_txn *txn, const st_id *id);
 
 /* Delete snapshot id's working-set link inside a write txn, releasing its blob. */
 int ix_ws_del_txn(struct ix *ix, MDB_txn *txn, const st_id *id);
+/* wslink.c: link snapshot snap to its record blob (size bytes), replacing an older link. */
+int ix_ws_link(struct ix *ix, const st_id *snap, const st_id *blob, uint64_t size);
 
 /* ---- refs.c: what snapshot records reference, shared by fsck.c and repair.c ---- */
 
@@ -140,6 +142,8 @@ int ix_repair_index(struct ix *ix, const struct ix_saved_rec *saved, size_t nsav
  * references by now (one write txn; best effort, gc reclaims leftovers). */
 void ix_blobs_rollback(struct ix *ix, const st_id *ids, size_t n);
 int ix_why(char *why, size_t whylen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* sha256.c: record n (id, sha256) pairs in one transaction (ST_EREADONLY without the table). */
+int ix_sha256_put(struct ix *ix, const st_id *ids, const uint8_t (*shas)[ST_SHA256_LEN], size_t n);
 
 /* ---- lazy layers (lazy.c) ---- */
 

@@ -1,0 +1,121 @@
+/* cli.c: what every subcommand shares: messages, number and size parsing, removing a tree, the backend option. */
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_err(const struct cli *cli, const char *fmt, ...)
+{
+	va_list ap;
+
+	/* Messages quote paths, names and reasons from snapshots: escaped. */
+	fprintf(stderr, "%s: ", cli ? cli->prog : "strata");
+	va_start(ap, fmt);
+	cli_vputs_escaped(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void cli_info(const struct cli *cli, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!cli || cli->verbose == 0)
+		return;
+	va_start(ap, fmt);
+	cli_vputs_escaped(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+bool cli_wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			return false;
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+			return true;
+	}
+	return false;
+}
+
+bool cli_parse_u64(const char *s, unsigned long long *out)
+{
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool cli_parse_size(const char *s, unsigned long long *out)
+{
+	char *end;
+	unsigned shift = 0;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return false;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	default: return false;
+	}
+	if (*end == 'i' && shift)
+		end++;
+	if (*end == 'B' && shift)
+		end++;
+	if (*end)
+		return false;
+	if (shift && v > (ULLONG_MAX >> shift))
+		return false;
+	*out = v << shift;
+	return true;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) == 0 ? 0 : -errno;
+}
+
+int cli_rm_tree(const char *path)
+{
+	int rc = nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+
+	return rc == 0 ? 0 : rc < 0 ? -errno : rc;
+}
+
+bool cli_backend_parse(const struct cli *cli, const char *name, enum vmm_backend_kind *out)
+{
+	if (vmm_backend_parse(name, out) == 0)
+		return true;
+	cli_err(cli, "--backend wants auto, kvm or process, not '%s'", name);
+	return false;
+}
+
+bool cli_backend_use(struct cli *cli, const char *name)
+{
+	if (!cli_backend_parse(cli, name, &cli->backend))
+		return false;
+	vmm_backend_default_set(cli->backend);
+	return true;
+}
+
