@@ -107,7 +107,11 @@ if st "$S7" mount "$T/m7" --log "$T/m7.log" >/dev/null; then
 	check "the first call on the lazy snapshot gives its result" 0 '^100$' -- \
 		"$BIN" run "$T/m7/snapshots/v1" --via-fuse --call touch_pages 100
 	more=$(grep -c ' 206 ' "$T/mode.log")
-	if [ "$more" -le 2 ]; then ok "... fetching at most 2 more ranges ($more): the rest was fetched first"
+	# The process backend copies every data page at restore (docs/lazy.md),
+	# so there the call reads the whole layer whatever was fetched first.
+	if [ "${STRATA_BACKEND:-auto}" = process ] || { [ "${STRATA_BACKEND:-auto}" = auto ] && [ -n "$KVM_WHY" ]; }; then
+		ok "... fetching at most 2 more ranges # SKIP the process backend restores every data page ($more Range requests)"
+	elif [ "$more" -le 2 ]; then ok "... fetching at most 2 more ranges ($more): the rest was fetched first"
 	else nok "... fetching at most 2 more ranges" "$more Range requests during the call"; fi
 	"$BIN" umount "$T/m7" >/dev/null 2>&1
 else
