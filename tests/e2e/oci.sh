@@ -23,16 +23,9 @@ fails=0
 echo "1..$N"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && echo "# $2"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-is() { # name, got, want
-	if [ "$2" = "$3" ]; then ok "$1"; else nok "$1" "got '$2', want '$3'"; fi
-}
-skip_rest() { while [ $n -lt $N ]; do skip "${1}" "${2}"; done; }
+# shellcheck source=tap_lib.sh
+. "$(dirname "$0")/tap_lib.sh"
 
-st() { local s=$1; shift; "$BIN" --store "$s" "$@"; }
-newstore() { mkdir -p "$1" && st "$1" init >/dev/null; }
 jsonlast() { tail -1 "$T/out" | jq -r "$1"; }
 
 # ---- snapshots without a guest: an 8 MiB image and a child with 3 changed pages

@@ -23,12 +23,8 @@ fails=0
 echo "1..$N"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && echo "# $2"; }
-is() { if [ "$2" = "$3" ]; then ok "$1"; else nok "$1" "got '$2', want '$3'"; fi; }
-skip_rest() { while [ $n -lt $N ]; do n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; done; }
-st() { local s=$1; shift; "$BIN" --store "$s" "$@"; }
-newstore() { mkdir -p "$1" && st "$1" init >/dev/null; }
+# shellcheck source=tap_lib.sh
+. "$(dirname "$0")/tap_lib.sh"
 
 if ! command -v docker-registry >/dev/null; then skip_rest "working sets through a registry" "docker-registry not installed"; exit 0; fi
 if [ -n "$SANDBOX_WHY" ]; then skip_rest "working sets through a registry" "needs a sandbox: $SANDBOX_WHY"; exit 0; fi
