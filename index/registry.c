@@ -717,18 +717,20 @@ out_free:
 	return rc;
 }
 
-static int reg_manifest_put(void *ctx, const char *json, size_t len, const uint8_t sha[ST_SHA256_LEN], const char *tag,
-			    char *why, size_t whylen)
+/* PUT a manifest of media_type whose sha256 is sha under ref (NULL: its
+ * digest); subject_listed (if not NULL): the registry answered with an
+ * OCI-Subject header (it indexed the referrer itself). */
+static int manifest_put(struct ix_registry *r, const char *ref, const char *media_type, const char *json, size_t len,
+			const uint8_t sha[ST_SHA256_LEN], bool *subject_listed, char *why, size_t whylen)
 {
-	struct ix_registry *r = ctx;
 	char dg[ST_DIGEST_LEN + 1];
 	struct req *q;
 	int rc;
 
 	st_digest_format(sha, dg);
-	if (!(q = req_new(r, "PUT", "manifests/%s", tag ? tag : dg)))
+	if (!(q = req_new(r, "PUT", "manifests/%s", ref ? ref : dg)))
 		return -ENOMEM;
-	q->content_type = ST_OCI_MANIFEST_TYPE;
+	q->content_type = media_type;
 	q->body = json;
 	q->body_len = len;
 	rc = request(r, q, why, whylen);
@@ -736,8 +738,16 @@ static int reg_manifest_put(void *ctx, const char *json, size_t len, const uint8
 		rc = http_fail(q, why, whylen);
 	if (rc == 0 && q->digest[0] && strcmp(q->digest, dg) != 0)
 		rc = ix_why(why, whylen, IX_EHTTP, "the registry stored manifest %s as %s", dg, q->digest);
+	if (rc == 0 && subject_listed)
+		*subject_listed = q->subject[0] != '\0';
 	free(q);
 	return rc;
+}
+
+static int reg_manifest_put(void *ctx, const char *json, size_t len, const uint8_t sha[ST_SHA256_LEN], const char *tag,
+			    char *why, size_t whylen)
+{
+	return manifest_put(ctx, tag, ST_OCI_MANIFEST_TYPE, json, len, sha, NULL, why, whylen);
 }
 
 void ix_registry_sink(struct ix_registry *r, struct ix_oci_sink *out)
@@ -863,26 +873,9 @@ int ix_registry_manifest_put_typed(struct ix_registry *r, const char *ref, const
 				   size_t len, bool *subject_listed, char *why, size_t whylen)
 {
 	uint8_t sha[ST_SHA256_LEN];
-	char dg[ST_DIGEST_LEN + 1];
-	struct req *q;
-	int rc;
 
 	st_sha256_hash(json, len, sha);
-	st_digest_format(sha, dg);
-	if (!(q = req_new(r, "PUT", "manifests/%s", ref ? ref : dg)))
-		return -ENOMEM;
-	q->content_type = media_type;
-	q->body = json;
-	q->body_len = len;
-	rc = request(r, q, why, whylen);
-	if (rc == 0 && q->status != 201)
-		rc = http_fail(q, why, whylen);
-	if (rc == 0 && q->digest[0] && strcmp(q->digest, dg) != 0)
-		rc = ix_why(why, whylen, IX_EHTTP, "the registry stored manifest %s as %s", dg, q->digest);
-	if (rc == 0 && subject_listed)
-		*subject_listed = q->subject[0] != '\0';
-	free(q);
-	return rc;
+	return manifest_put(r, ref, media_type, json, len, sha, subject_listed, why, whylen);
 }
 
 int ix_registry_referrers_get(struct ix_registry *r, const uint8_t subject[ST_SHA256_LEN], const char *artifact_type,
