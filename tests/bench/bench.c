@@ -34,6 +34,7 @@ struct bench_result {
 	char *floor;
 	char *unit; /* NULL for latencies */
 	const char *backend; /* the sandbox backend the case ran on, or NULL */
+	const char *group;   /* the group (groups[].name) that recorded it */
 };
 
 struct bench {
@@ -48,6 +49,9 @@ struct bench {
 	enum vmm_backend_kind backend;
 	const char *prefix;
 	const char *backend_name;
+	const char *group;       /* the group running now */
+	char **named;            /* the groups named on the command line (none: all) */
+	int nnamed;
 };
 
 /* Groups: each area adds one line. */
@@ -253,6 +257,7 @@ static struct bench_result *add_result(struct bench *b)
 		return NULL;
 	struct bench_result *r = &b->res[b->nres++];
 	memset(r, 0, sizeof(*r));
+	r->group = b->group;
 	return r;
 }
 
@@ -387,6 +392,16 @@ static int write_json(struct bench *b)
 	json_object_set_new(root, "version", json_integer(1));
 	json_object_set_new(root, "time", json_integer((json_int_t)time(NULL)));
 	json_object_set_new(root, "quick", json_boolean(b->quick));
+	/* What was asked for, so tests/bench/figures.py can merge a partial
+	 * run into the kept one: the groups named (none: every group) and the
+	 * filter. The floor runs every time but counts as measured only when
+	 * named or in a run of every group. */
+	json_t *named = json_array();
+	for (int i = 0; i < b->nnamed; i++)
+		json_array_append_new(named, json_string(b->named[i]));
+	json_object_set_new(root, "groups", named);
+	if (b->filter)
+		json_object_set_new(root, "filter", json_string(b->filter));
 	/* What the machine offered this run: results depend on it. */
 	struct vmm_error err;
 	struct utsname u;
@@ -403,6 +418,8 @@ static int write_json(struct bench *b)
 		json_t *o = json_object();
 
 		json_object_set_new(o, "name", json_string(r->name));
+		if (r->group)
+			json_object_set_new(o, "group", json_string(r->group));
 		if (r->backend)
 			json_object_set_new(o, "backend", json_string(r->backend));
 		if (r->unit) {
@@ -508,6 +525,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	b.named = argv + optind;
+	b.nnamed = argc - optind;
 	printf("%-58s %11s %11s %11s %6s  %s\n", "benchmark", "median", "p10", "p90", "n", "floor  ratio");
 	for (size_t i = 0; groups[i].name; i++) {
 		bool run = optind == argc || i == 0;
@@ -515,6 +534,7 @@ int main(int argc, char **argv)
 			run = strcmp(groups[i].name, argv[a]) == 0;
 		if (!run)
 			continue;
+		b.group = groups[i].name;
 		if (!groups[i].per_backend) {
 			groups[i].run(&b);
 			continue;

@@ -1,27 +1,288 @@
 #!/usr/bin/env python3
-# figures.py: docs/figures.md, and the figures block of README.md, generated from one `strata bench --json` file.
-"""Write the one figures table the README and docs cite.
+# figures.py: docs/figures.md and every generated figures block in README.md and docs/, from the kept `strata bench --json` results.
+"""Write the one figures table, and the blocks the docs quote from it.
 
-usage: figures.py RESULTS.json [--out docs/figures.md] [--readme README.md] [--check]
+usage: figures.py [RESULTS.json ...] [--merge] [--check]
 
-RESULTS.json is what `strata bench --json FILE` wrote (a full run, not
---quick). docs/figures.md gets every result of that run; README.md gets its
-summary table rewritten between the `figures:begin` and `figures:end`
-markers, each row computed from the same results. --check exits 1 if either
-file differs from what would be written (nothing is written then).
+The kept results are docs/figures.json. With no file, the docs are
+generated from it. RESULTS.json files are what `strata bench --json FILE`
+wrote (full runs, not --quick); several are merged in order, later over
+earlier:
+  - a run of every group replaces everything before it;
+  - a run of some groups (`strata bench lazy`) replaces every case of those
+    groups;
+  - a run with --filter replaces the cases of the same name.
+The floor group runs every time; its cases are taken only from a run that
+named it or ran every group, so the ratios already kept stay beside the
+floor they were computed with. Each case keeps the time and machine of
+its run, which docs/figures.md shows per group.
+
+--merge merges the files into docs/figures.json and writes it (the first
+input is then docs/figures.json itself). docs/figures.md is rewritten with
+every case; so is each block between `<!-- figures:begin NAME -->` and
+`<!-- figures:end NAME -->` in README.md and docs/*.md, its rows computed
+by BLOCKS[NAME] below. --check writes nothing and exits 1 if any of those
+files differs from what would be written, names a block BLOCKS does not
+define, or a block quotes a case the results lack.
 """
 import argparse
 import datetime
+import glob
 import json
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KEPT = os.path.join(ROOT, "docs", "figures.json")
+FIGURES_MD = os.path.join(ROOT, "docs", "figures.md")
+
+
+class Missing(Exception):
+    pass
+
+
+# ------------------------------------------------------------------ formats
+
+def fmt_ns(ns):
+    if ns < 1e3:
+        return "%.0f ns" % ns
+    if ns < 1e6:
+        return ("%.1f µs" if ns < 1e5 else "%.0f µs") % (ns / 1e3)
+    if ns < 1e9:
+        return ("%.2f ms" if ns < 1e7 else "%.1f ms" if ns < 1e8 else "%.0f ms") % (ns / 1e6)
+    return "%.2f s" % (ns / 1e9)
+
+
+def fmt_range(lo, hi, fmt):
+    a, b = fmt(lo), fmt(hi)
+    if a == b:
+        return a
+    ua, ub = a.split(" ")[-1], b.split(" ")[-1]
+    if ua == ub and " " in a:
+        return "%s–%s" % (a[: -len(ua) - 1], b)
+    return "%s–%s" % (a, b)
+
+
+def fmt_bytes(v):
+    for div, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if v >= div:
+            return "%.1f %s" % (v / div, name)
+    return "%.0f B" % v
+
+
+def fmt_value(v, unit):
+    if unit in ("bytes", "B"):
+        return fmt_bytes(v)
+    if unit == "us":
+        return fmt_ns(v * 1e3)
+    if unit == "ms":
+        return fmt_ns(v * 1e6)
+    if unit == "x":
+        return "%.2f×" % v
+    if v == int(v):
+        return ("%d %s" % (v, unit)).strip()
+    return ("%.3g %s" % (v, unit)).strip()
+
+
+def fmt_int(v):
+    return "{:,}".format(int(round(v)))
+
+
+# ------------------------------------------------------------------ results
+
+# The group of a case recorded before strata-bench wrote "group" (the
+# names that do not start with their group's name).
+LEGACY_GROUPS = [
+    ("guest_calls/call/", "vmm"), ("guest_calls/call_with_host_function/", "vmm"),
+    ("guest_calls/interrupt_latency", "vmm"), ("guest_calls/timeout_1ms", "vmm"),
+    ("guest_calls/", "snapshots"), ("sample_workloads/", "vmm"), ("guest_call_with_large_parameters", "vmm"),
+    ("sandboxes/create_initialized", "vmm"), ("sandboxes/", "cold"), ("snapshot_files/", "cold"),
+    ("floor/", "floor"), ("store/export_", "index"), ("store/import_", "index"), ("store/", "store"),
+    ("index/", "index"), ("fs/", "fs"), ("snapshots/", "snapshots"), ("density/", "density"),
+    ("oci/", "oci"), ("lazy/", "lazy"),
+]
+
+
+def group_of(r):
+    if r.get("group"):
+        return r["group"]
+    name = r["name"][len("process/"):] if r["name"].startswith("process/") else r["name"]
+    for prefix, g in LEGACY_GROUPS:
+        if name.startswith(prefix):
+            return g
+    return name.split("/")[0]
+
+
+def load(path):
+    """A results file as {"runs": [...], "results": [...]}, each result naming its run."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit("figures.py: %s: %s" % (path, e))
+    if data.get("version") != 1:
+        sys.exit("figures.py: %s: not a strata bench JSON file (version 1)" % path)
+    if "runs" in data:
+        return data
+    if data.get("quick"):
+        sys.exit("figures.py: %s is a --quick run; the figures come from full runs" % path)
+    run = {"time": data["time"], "machine": data.get("machine", {}),
+           "groups": data.get("groups", []), "filter": data.get("filter")}
+    results = []
+    for r in data["results"]:
+        r = dict(r)
+        r["group"] = group_of(r)
+        r["run"] = 0
+        results.append(r)
+    return {"version": 1, "runs": [run], "results": results}
+
+
+def merge(sets):
+    runs, results = [], []
+    for s in sets:
+        base = len(runs)
+        runs += s["runs"]
+        for run_i, run in enumerate(s["runs"]):
+            mine = [dict(r, run=base + run_i) for r in s["results"] if r["run"] == run_i]
+            whole = not run.get("groups") and not run.get("filter")
+            named = set(run.get("groups") or [])
+            floor_ok = whole or "floor" in named
+            if not floor_ok:
+                have = {r["name"] for r in results}
+                mine = [r for r in mine if r["group"] != "floor" or r["name"] not in have]
+            if whole:
+                results = []
+            elif named and not run.get("filter"):
+                results = [r for r in results if r["group"] not in named or (r["group"] == "floor" and not floor_ok)]
+            new = {r["name"]: r for r in mine}
+            kept = []
+            for r in results:
+                if r["name"] in new:
+                    kept.append(new.pop(r["name"]))
+                else:
+                    kept.append(r)
+            results = kept + [r for r in mine if r["name"] in new]
+    # Keep only the runs something still comes from, renumbered.
+    used = sorted({r["run"] for r in results})
+    remap = {old: i for i, old in enumerate(used)}
+    for r in results:
+        r["run"] = remap[r["run"]]
+    return {"version": 1, "runs": [runs[i] for i in used], "results": results}
+
+
+def when(run):
+    return datetime.datetime.fromtimestamp(run["time"], datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def machine(run):
+    m = run.get("machine", {})
+    return "Linux %s, written pages found by %s, KVM %s" % (
+        m.get("kernel", "?"), m.get("dirty_mechanism") or "none", m.get("kvm", "?"))
+
+
+class Cases:
+    """The merged results by name, with the cells the blocks are made of."""
+
+    def __init__(self, data):
+        self.data = data
+        self.by = {r["name"]: r for r in data["results"]}
+
+    def get(self, name):
+        if name not in self.by:
+            raise Missing(name)
+        return self.by[name]
+
+    def has(self, name):
+        return name in self.by
+
+    def med(self, name):
+        return fmt_ns(self.get(name)["median_ns"])
+
+    def lat(self, name):
+        """median (p10–p90)"""
+        r = self.get(name)
+        return "%s (%s)" % (fmt_ns(r["median_ns"]), fmt_range(r["p10_ns"], r["p90_ns"], fmt_ns))
+
+    def thr(self, name):
+        r = self.get(name)
+        return "%.2f GB/s" % (r["bytes_per_iter"] / r["median_ns"])
+
+    def ratio(self, name):
+        r = self.get(name)
+        return "%.2f×" % r["floor_ratio"] if "floor_ratio" in r else ""
+
+    def val(self, name):
+        r = self.get(name)
+        return fmt_value(r["value"], r["unit"])
+
+    def num(self, name):
+        return self.get(name)["value"]
+
+    def when(self, name):
+        return when(self.data["runs"][self.get(name)["run"]])
+
+
+# ---------------------------------------------------------------- figures.md
+
+def figures_md(data):
+    out = [
+        "# Figures",
+        "",
+        "<!-- Generated by tests/bench/figures.py from docs/figures.json: do not edit by hand. -->",
+        "",
+        "`strata bench` on this project's machine kind (2 shared cores, nested",
+        "`kvm_pvm`), kept in docs/figures.json. README.md's summary and the",
+        "tables in docs/ are generated from the same results, and the docs cite",
+        "these cases by name instead of copying figures. Each group says which",
+        "run it comes from (docs/benchmarks.md: how to regenerate one group or all).",
+        "",
+        "Latencies: median, p10 and p90 of the iterations, how many, and the ratio to",
+        "the floor measured in the same run (`floor/kvm_run_roundtrip`, one bare",
+        "KVM_RUN round trip from guest user mode; `floor/process_roundtrip` for the",
+        "process backend; the raw hash or copy for store cases; the backing file for",
+        "fs cases). These machines are shared and noisy: compare ratios, not absolute",
+        "times. Other figures (bytes, PSS, counts) are single values.",
+    ]
+    sections, order = {}, []
+    for r in data["results"]:
+        parts = r["name"].split("/")
+        g = parts[0] if parts[0] != "process" else "process/" + parts[1]
+        if g not in sections:
+            sections[g] = []
+            order.append(g)
+        sections[g].append(r)
+    for g in order:
+        runs = sorted({r["run"] for r in sections[g]})
+        src = "; ".join("%s (%s)" % (when(data["runs"][i]), machine(data["runs"][i])) for i in runs)
+        out += ["", "## %s" % g, "", "Run %s." % src, "",
+                "| case | median | p10–p90 | n | × floor |", "|---|---|---|---|---|"]
+        for r in sections[g]:
+            if "unit" in r:
+                out.append("| `%s` | %s | | | |" % (r["name"], fmt_value(r["value"], r["unit"])))
+                continue
+            ratio = "%.2f (`%s`)" % (r["floor_ratio"], r["floor"]) if "floor_ratio" in r else ""
+            thr = ""
+            if r.get("bytes_per_iter") and r["median_ns"] > 0:
+                thr = ", %.2f GB/s" % (r["bytes_per_iter"] / r["median_ns"])
+            out.append("| `%s` | %s%s | %s | %d | %s |" % (
+                r["name"], fmt_ns(r["median_ns"]), thr, fmt_range(r["p10_ns"], r["p90_ns"], fmt_ns),
+                r["iterations"], ratio))
+    return "\n".join(out) + "\n"
+
+
+# -------------------------------------------------------------------- blocks
+# Each block: a function of Cases returning its lines (the markers are kept
+# around them). A doc holds a block as
+#   <!-- figures:begin NAME -->
+#   <!-- figures:end NAME -->
+# and `figures.py` fills it in.
+
+SIZES = ("default", "small", "medium", "large")
 
 # The README's summary: a label, the case (%s: each of the four guest sizes;
 # the row gives the range of their medians), and the figure of the system
 # strata is compared with, which is quoted from that project, not measured.
-SIZES = ("default", "small", "medium", "large")
 README_ROWS = [
     ("`guest_calls/call`", "guest_calls/call/%s", "Hyperlight 17–18 µs"),
     ("`guest_calls/call_with_restore`", "guest_calls/call_with_restore/%s", "Hyperlight 37–65 µs"),
@@ -49,159 +310,272 @@ README_ROWS = [
 ]
 
 
-
-def fmt_ns(ns):
-    if ns < 1e3:
-        return "%.0f ns" % ns
-    if ns < 1e6:
-        return ("%.1f µs" if ns < 1e5 else "%.0f µs") % (ns / 1e3)
-    if ns < 1e9:
-        return "%.2f ms" % (ns / 1e6)
-    return "%.2f s" % (ns / 1e9)
-
-
-def fmt_range(lo, hi, fmt):
-    a, b = fmt(lo), fmt(hi)
-    if a == b:
-        return a
-    ua, ub = a.split(" ")[-1], b.split(" ")[-1]
-    if ua == ub:
-        return "%s–%s" % (a[: -len(ua) - 1], b)
-    return "%s–%s" % (a, b)
-
-
-def fmt_value(v, unit):
-    if unit == "bytes":
-        for div, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-            if v >= div:
-                return "%.1f %s" % (v / div, name)
-        return "%.0f B" % v
-    if unit == "us":
-        return fmt_ns(v * 1e3)
-    if v == int(v):
-        return "%d %s" % (v, unit)
-    return "%.3g %s" % (v, unit)
-
-
-def load(path):
-    with open(path) as f:
-        run = json.load(f)
-    if run.get("version") != 1:
-        sys.exit("figures.py: %s: not a strata bench JSON file (version 1)" % path)
-    if run.get("quick"):
-        sys.exit("figures.py: %s is a --quick run; the figures come from a full run" % path)
-    return run
-
-
-def header(run, source):
-    m = run.get("machine", {})
-    when = datetime.datetime.fromtimestamp(run["time"], datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return when, "Linux %s, written pages found by %s, KVM %s" % (
-        m.get("kernel", "?"), m.get("dirty_mechanism") or "none", m.get("kvm", "?"))
-
-
-def figures_md(run, source):
-    when, machine = header(run, source)
-    out = [
-        "# Figures",
-        "",
-        "<!-- Generated by tests/bench/figures.py from `strata bench --json`: do not edit by hand. -->",
-        "",
-        "One full `strata bench` run on this project's machine kind (2 shared cores,",
-        "nested `kvm_pvm`), %s; %s." % (when, machine),
-        "README.md's summary is generated from the same run, and the docs cite",
-        "these cases by name instead of copying figures.",
-        "Regenerate after a change that moves them:",
-        "",
-        "```sh",
-        "build/mount/strata bench --json bench-results.json",
-        "python3 tests/bench/figures.py bench-results.json   # docs/figures.md and README.md",
-        "```",
-        "",
-        "Latencies: median, p10 and p90 of the iterations, how many, and the ratio to",
-        "the floor measured in the same run (`floor/kvm_run_roundtrip`, one bare",
-        "KVM_RUN round trip from guest user mode; `floor/process_roundtrip` for the",
-        "process backend; the raw hash or copy for store cases; the backing file for",
-        "fs cases). These machines are shared and noisy: compare ratios, not absolute",
-        "times. Other figures (bytes, PSS, counts) are single values.",
-    ]
-    groups = {}
-    order = []
-    for r in run["results"]:
-        name = r["name"]
-        parts = name.split("/")
-        g = parts[0] if parts[0] != "process" else "process/" + parts[1]
-        if g not in groups:
-            groups[g] = []
-            order.append(g)
-        groups[g].append(r)
-    for g in order:
-        out += ["", "## %s" % g, "", "| case | median | p10–p90 | n | × floor |", "|---|---|---|---|---|"]
-        for r in groups[g]:
-            if "unit" in r:
-                out.append("| `%s` | %s | | | |" % (r["name"], fmt_value(r["value"], r["unit"])))
-                continue
-            ratio = "%.2f (`%s`)" % (r["floor_ratio"], r["floor"]) if "floor_ratio" in r else ""
-            thr = ""
-            if r.get("bytes_per_iter") and r["median_ns"] > 0:
-                thr = ", %.2f GB/s" % (r["bytes_per_iter"] / r["median_ns"])
-            out.append("| `%s` | %s%s | %s | %d | %s |" % (
-                r["name"], fmt_ns(r["median_ns"]), thr, fmt_range(r["p10_ns"], r["p90_ns"], fmt_ns),
-                r["iterations"], ratio))
-    return "\n".join(out) + "\n"
-
-
-def readme_block(run):
-    res = run["results"]
-    when, _ = header(run, None)
-    floor = next((r for r in res if r["name"] == "floor/kvm_run_roundtrip"), None)
-    out = ["<!-- figures:begin: generated by tests/bench/figures.py from docs/figures.md's run -->",
-           "Measured with `strata bench` on this project's machines (2 shared cores,",
-           "nested `kvm_pvm`), %s: ranges over the guest sizes of one full run, each" % when,
-           "case in docs/figures.md. One bare KVM_RUN round trip from guest user mode,",
-           "the *floor*, took %s in that run; ratios to it travel better than" % (
-               fmt_ns(floor["median_ns"]) if floor else "(not measured)"),
+def block_readme(c):
+    floor = c.get("floor/kvm_run_roundtrip")
+    out = ["Measured with `strata bench` on this project's machines (2 shared cores,",
+           "nested `kvm_pvm`), %s: ranges over the guest sizes, each case in" % c.when("floor/kvm_run_roundtrip"),
+           "docs/figures.md. One bare KVM_RUN round trip from guest user mode, the",
+           "*floor*, took %s in that run; ratios to it travel better than" % fmt_ns(floor["median_ns"]),
            "absolute times. The compared figures are quoted from their projects (bare metal).",
            "",
            "| | strata here | × floor | compared with |",
            "|---|---|---|---|"]
     for label, pat, other in README_ROWS:
-        names = {pat % size for size in SIZES} if "%s" in pat else {pat}
-        note = [r for r in res if "value" in r and r["name"] in names]
-        if note:
-            out.append("| %s | %s | | %s |" % (label, fmt_value(note[0]["value"], note[0]["unit"]), other))
-            continue
-        hit = [r for r in res if "median_ns" in r and r["name"] in names]
-        if not hit:
+        names = [pat % size for size in SIZES] if "%s" in pat else [pat]
+        hit = [c.get(n) for n in names]
+        if "unit" in hit[0]:
+            out.append("| %s | %s | | %s |" % (label, fmt_value(hit[0]["value"], hit[0]["unit"]), other))
             continue
         meds = [r["median_ns"] for r in hit]
         ratios = [r["floor_ratio"] for r in hit if "floor_ratio" in r]
         ratio = fmt_range(min(ratios), max(ratios), lambda x: "%.2f" % x) if ratios else ""
         out.append("| %s | %s | %s | %s |" % (label, fmt_range(min(meds), max(meds), fmt_ns), ratio, other))
-    out.append("<!-- figures:end -->")
-    return "\n".join(out) + "\n"
+    return out
 
 
-def replace_block(text, block):
-    b = text.find("<!-- figures:begin")
-    e = text.find("<!-- figures:end -->")
-    if b < 0 or e < 0:
-        sys.exit("figures.py: README.md has no figures:begin/figures:end markers")
-    e += len("<!-- figures:end -->\n")
-    return text[:b] + block + text[e:]
+def block_readme_lazy(c):
+    ws = c.num("lazy/working_set_bytes")
+    return ["Lazy pulls (docs/lazy.md, docs/workingset.md), from a registry 20 ms",
+            "away, 256 MiB snapshot, 5% read by the first call (%s):" % c.when("lazy/local_cold_start"),
+            "the first result took %s after a full pull, %s lazy and %s lazy" % (
+                c.med("lazy/full_pull_then_run/20ms"), c.med("lazy/lazy/20ms"), c.med("lazy/lazy_working_set/20ms")),
+            "with its working set (local: %s), fetching %s the working set (%s)." % (
+                c.med("lazy/local_cold_start"), c.val("lazy/lazy_working_set/20ms/bytes_vs_working_set"),
+                fmt_bytes(ws))]
+
+
+def block_fs_read_modes(c):
+    out = ["| mode | mount file cached | backing blob cached | cold read through the mount (backing cached) |",
+           "|---|---|---|---|"]
+    for mode in ("direct", "dontneed", "cached"):
+        case = "fs/seq_read/256m/mount_cold/%s" % mode
+        out.append("| %s | %s | %s | %s, %s |" % (
+            mode, c.val("fs/page_cache/%s/mount_file_after_read" % mode),
+            c.val("fs/page_cache/%s/backing_blob_after_read" % mode), c.lat(case), c.thr(case)))
+    return out
+
+
+FS_ROWS = [
+    ("`fs/request_roundtrip` (one getxattr answered by the daemon)", "fs/request_roundtrip", None),
+    ("`fs/seq_read/256m/file` (backing blob, page cache) — floor", "fs/seq_read/256m/file", "thr"),
+    ("`fs/seq_read/256m/mount_warm` (mount's page cache, keep_cache)", "fs/seq_read/256m/mount_warm", "thr"),
+    ("`fs/seq_read/256m/mount_cold/direct` (through the daemon)", "fs/seq_read/256m/mount_cold/direct", "thr"),
+    ("`fs/seq_read/256m/mount_cold/dontneed`", "fs/seq_read/256m/mount_cold/dontneed", "thr"),
+    ("`fs/seq_read/256m/mount_cold/cached`", "fs/seq_read/256m/mount_cold/cached", "thr"),
+    ("`fs/mmap_fault_16m/256m/file` (4096 pages) — floor", "fs/mmap_fault_16m/256m/file", "page"),
+    ("`fs/mmap_fault_16m/256m/mount_warm`", "fs/mmap_fault_16m/256m/mount_warm", "page"),
+    ("`fs/mmap_fault_16m/256m/mount_cold`", "fs/mmap_fault_16m/256m/mount_cold", "page"),
+    ("`fs/ls_lR/1000/plain_dir` (a `cp -r` of snapshots/) — floor", "fs/ls_lR/1000/plain_dir", None),
+    ("`fs/ls_lR/1000/mount_cold` (fresh mount each time)", "fs/ls_lR/1000/mount_cold", None),
+    ("`fs/ls_lR/1000/mount_warm`", "fs/ls_lR/1000/mount_warm", None),
+    ("`fs/du/1000/plain_dir` — floor", "fs/du/1000/plain_dir", None),
+    ("`fs/du/1000/mount_cold`", "fs/du/1000/mount_cold", None),
+    ("`fs/cp_r/plain_dir` (64 MiB snapshot) — floor", "fs/cp_r/plain_dir", None),
+    ("`fs/cp_r/mount_new` (layer hashed and stored)", "fs/cp_r/mount_new", None),
+    ("`fs/cp_r/mount_dedup` (layer already stored: only hashed)", "fs/cp_r/mount_dedup", None),
+]
+
+
+def block_fs_cases(c):
+    out = ["Run %s (median, p10–p90):" % c.when("fs/request_roundtrip"), "",
+           "| case | time | × floor |", "|---|---|---|"]
+    for label, name, extra in FS_ROWS:
+        cell = c.lat(name)
+        if extra == "thr":
+            cell += ", " + c.thr(name)
+        elif extra == "page":
+            cell += ": %s/page" % fmt_ns(c.get(name)["median_ns"] / 4096)
+        out.append("| %s | %s | %s |" % (label, cell, c.ratio(name)))
+    return out
+
+
+STORE_ROWS = [
+    ("`store/xxh3_128_raw` (256 MiB)", "store/xxh3_128_raw", True),
+    ("`store/xxh3_128_raw_64MiB` (floor)", "store/xxh3_128_raw_64MiB", True),
+    ("`store/blob_put/sync_none` (64 MiB)", "store/blob_put/sync_none", True),
+    ("`store/blob_put/sync_full` (64 MiB)", "store/blob_put/sync_full", True),
+    ("`store/blob_verify` (64 MiB, cached)", "store/blob_verify", True),
+    ("`store/blob_put_4KiB/sync_none`", "store/blob_put_4KiB/sync_none", False),
+    ("`store/blob_put_4KiB/sync_full`", "store/blob_put_4KiB/sync_full", False),
+]
+
+
+def block_store_cases(c):
+    out = ["Run %s (median, p10–p90):" % c.when("store/blob_put/sync_none"), "",
+           "| case | time | × floor |", "|---|---|---|"]
+    for label, name, thr in STORE_ROWS:
+        out.append("| %s | %s | %s |" % (label, c.lat(name) + (", " + c.thr(name) if thr else ""), c.ratio(name)))
+    for label, name in (("`store/ingest_256MiB_64MiB_nonzero`", "store/ingest_256MiB_64MiB_nonzero"),
+                        ("`store/ingest_4MiB_scattered_change`", "store/ingest_4MiB_scattered_change")):
+        out.append("| %s | %s; **%s added** (%s pages) | |" % (
+            label, c.lat(name), c.val(name + "/bytes_added"), fmt_int(c.num(name + "/pages_stored"))))
+    return out
+
+
+def block_sync_cases(c):
+    out = ["Run %s (median, p10–p90):" % c.when("store/blob_put/sync_none"), "",
+           "| case | none | full | full / none |", "|---|---|---|---|"]
+    for label, a, b, thr in (("`blob_put`, 64 MiB", "store/blob_put/sync_none", "store/blob_put/sync_full", True),
+                             ("`blob_put_4KiB`", "store/blob_put_4KiB/sync_none", "store/blob_put_4KiB/sync_full", False)):
+        ca, cb = c.lat(a), c.lat(b)
+        if thr:
+            ca, cb = ca + ", " + c.thr(a), cb + ", " + c.thr(b)
+        out.append("| %s | %s | %s | %.1f× |" % (label, ca, cb, c.get(b)["median_ns"] / c.get(a)["median_ns"]))
+    f = "store/xxh3_128_raw_64MiB"
+    out.append("| floor: `xxh3_128_raw_64MiB` | %s, %s | | |" % (c.lat(f), c.thr(f)))
+    out.append("| `blob_verify` (re-hash of a cached 64 MiB blob) | %s, %s the floor | | |" % (
+        c.lat("store/blob_verify"), c.ratio("store/blob_verify")))
+    return out
+
+
+def block_index_cases(c):
+    out = ["Run %s (median, p10–p90):" % c.when("index/tag_lookup"), "",
+           "| case | time | × floor |", "|---|---|---|"]
+    for label, name, thr in (
+            ("`index/floor/write_4KiB_fdatasync`", "index/floor/write_4KiB_fdatasync", False),
+            ("`index/snapshot_commit/sync_full`", "index/snapshot_commit/sync_full", False),
+            ("`index/snapshot_commit/sync_none`", "index/snapshot_commit/sync_none", False),
+            ("`index/tag_lookup` (read txn + get, 1,000 tags)", "index/tag_lookup", False),
+            ("`index/floor/copy_256MiB_fsync`", "index/floor/copy_256MiB_fsync", True),
+            ("`store/export_256MiB`", "store/export_256MiB", True),
+            ("`store/import_256MiB` (hash + store + commit, empty store)", "store/import_256MiB", True)):
+        out.append("| %s | %s | %s |" % (label, c.lat(name) + (", " + c.thr(name) if thr else ""), c.ratio(name)))
+    return out
+
+
+def wire(c, name):
+    """bytes the registry moved for a case: its blobs and the rest"""
+    return "%s of blobs + %s other (%s up, %s down)" % (
+        fmt_bytes(c.num(name + "/blob_bytes")), fmt_bytes(c.num(name + "/metadata_bytes")),
+        fmt_bytes(c.num(name + "/wire_up")), fmt_bytes(c.num(name + "/wire_down")))
+
+
+def block_oci_cases(c):
+    out = ["Run %s (median, p10–p90):" % c.when("oci/push_256MiB"), "",
+           "| case | time | bytes |", "|---|---|---|",
+           "| `oci/floor/curl_get_64MiB` | %s | 64 MiB |" % c.lat("oci/floor/curl_get_64MiB"),
+           "| `oci/floor/curl_put_64MiB` | %s | 64 MiB |" % c.lat("oci/floor/curl_put_64MiB")]
+    for label, name in (("`oci/push_256MiB` (fresh repository)", "oci/push_256MiB"),
+                        ("`oci/pull_256MiB` (fresh store)", "oci/pull_256MiB")):
+        out.append("| %s | %s; **%s the paired floor's speed** (p10–p90 %s–%s) | %s |" % (
+            label, c.lat(name), c.val(name + "/speed_vs_paired_floor"),
+            c.val(name + "/speed_vs_paired_floor_p10"), c.val(name + "/speed_vs_paired_floor_p90"), wire(c, name)))
+    out.append("| `oci/push_256MiB_again` | %s, **%s hashed** | %s |" % (
+        c.lat("oci/push_256MiB_again"), fmt_bytes(c.num("oci/push_256MiB_again/sha256_bytes")),
+        wire(c, "oci/push_256MiB_again")))
+    for label, name in (("`oci/push_child_4MiB` (parent in the repository)", "oci/push_child_4MiB"),
+                        ("`oci/pull_child_4MiB` (parent in the store)", "oci/pull_child_4MiB"),
+                        ("`oci/fanout_8_pulls` (8 threads, 8 stores; total)", "oci/fanout_8_pulls")):
+        out.append("| %s | %s | %s |" % (label, c.lat(name), wire(c, name)))
+    for label, name in (("`oci/skopeo_push_whole_256MiB` (one whole-memory layer)", "oci/skopeo_push_whole_256MiB"),
+                        ("`oci/skopeo_pull_whole_256MiB`", "oci/skopeo_pull_whole_256MiB")):
+        out.append("| %s | %s, %s strata's time | 256 MiB |" % (label, c.lat(name), c.ratio(name)))
+    return out
+
+
+LAZY_KINDS = [("full pull, then run", "full_pull_then_run"), ("lazy pull, no working set", "lazy"),
+              ("lazy pull with the working set", "lazy_working_set"),
+              ("8 sandboxes at once (`pool -n 8`), with the working set", "pool8_lazy_working_set")]
+LAZY_DELAYS = ("0ms", "2ms", "20ms")
+
+
+def block_workingset_lazy(c):
+    ws = c.num("lazy/working_set_bytes")
+    out = ["Run %s (median, p10–p90; the working set recorded: %s bytes):" % (
+               c.when("lazy/local_cold_start"), fmt_int(ws)), "",
+           "| case | 0 ms | 2 ms | 20 ms | bytes through the relay at 20 ms |", "|---|---|---|---|---|",
+           "| local cold start (`strata run` from a complete store) | %s | | | 0 |" % c.lat("lazy/local_cold_start")]
+    for label, kind in LAZY_KINDS:
+        cells = [c.lat("lazy/%s/%s" % (kind, d)) for d in LAZY_DELAYS]
+        n = "lazy/%s/20ms" % kind
+        out.append("| %s | %s | %s (%s the working set) |" % (
+            label, " | ".join(cells), fmt_int(c.num(n + "/bytes_fetched")), c.val(n + "/bytes_vs_working_set")))
+    return out
+
+
+def block_workingset_split(c):
+    n = "lazy/lazy_working_set/20ms"
+    total = c.get(n)["median_ns"]
+    run = c.num(n + "/run_after_pull") * 1e6
+    return ["At 20 ms, of the %s a lazy start with the working set takes, the pull" % fmt_ns(total),
+            "(metadata, record, prefetch) takes about %s and the run after it %s" % (
+                fmt_ns(total - run), fmt_ns(run)),
+            "(against %s from a complete store, %s over it); without the working set" % (
+                c.med("lazy/local_cold_start"), fmt_ns(total - c.get("lazy/local_cold_start")["median_ns"])),
+            "the run alone takes %s, fetching chunk after chunk as the guest faults." % fmt_ns(
+                c.num("lazy/lazy/20ms/run_after_pull") * 1e6)]
+
+
+BLOCKS = {
+    "readme": block_readme,
+    "fs-read-modes": block_fs_read_modes,
+    "fs-cases": block_fs_cases,
+    "store-cases": block_store_cases,
+    "sync-cases": block_sync_cases,
+    "index-cases": block_index_cases,
+    "oci-cases": block_oci_cases,
+}
+
+BLOCK_RE = re.compile(r"<!-- figures:begin ([\w-]+) -->\n(.*?)<!-- figures:end ([\w-]+) -->\n", re.S)
+
+
+def doc_paths():
+    return [os.path.join(ROOT, "README.md")] + sorted(
+        p for p in glob.glob(os.path.join(ROOT, "docs", "*.md")) if p != FIGURES_MD)
+
+
+def fill_blocks(path, text, cases, used, errors):
+    def one(m):
+        name, end = m.group(1), m.group(3)
+        if name != end:
+            errors.append("%s: figures:begin %s closed by figures:end %s" % (os.path.relpath(path, ROOT), name, end))
+            return m.group(0)
+        if name not in BLOCKS:
+            errors.append("%s: no block '%s' in tests/bench/figures.py BLOCKS" % (os.path.relpath(path, ROOT), name))
+            return m.group(0)
+        used.add(name)
+        try:
+            lines = BLOCKS[name](cases)
+        except Missing as e:
+            errors.append("%s: block '%s' quotes case %s, which the results lack" % (
+                os.path.relpath(path, ROOT), name, e.args[0]))
+            return m.group(0)
+        return "<!-- figures:begin %s -->\n%s\n<!-- figures:end %s -->\n" % (name, "\n".join(lines), name)
+
+    if "figures:begin" in text and not BLOCK_RE.search(text):
+        errors.append("%s: a figures:begin marker without its figures:end" % os.path.relpath(path, ROOT))
+    return BLOCK_RE.sub(one, text)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("results")
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "figures.md"))
-    ap.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
-    ap.add_argument("--check", action="store_true")
+    ap.add_argument("results", nargs="*", help="strata bench --json files (default: docs/figures.json)")
+    ap.add_argument("--merge", action="store_true", help="merge the files into docs/figures.json and write it")
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a generated file is stale")
     a = ap.parse_args()
-    run = load(a.results)
-    want = {a.out: figures_md(run, a.results)}
-    with open(a.readme) as f:
-        want[a.readme] = replace_block(f.read(), readme_block(run))
+    inputs = a.results or [KEPT]
+    if a.merge:
+        if not a.results:
+            ap.error("--merge wants the results files to merge into docs/figures.json")
+        inputs = [KEPT] + [p for p in a.results if os.path.abspath(p) != KEPT]
+    data = merge([load(p) for p in inputs])
+    cases = Cases(data)
+    want, errors, used = {}, [], set()
+    if a.merge:
+        want[KEPT] = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    want[FIGURES_MD] = figures_md(data)
+    for path in doc_paths():
+        with open(path) as f:
+            text = f.read()
+        new = fill_blocks(path, text, cases, used, errors)
+        if new != text:
+            want[path] = new
+        elif a.check:
+            want[path] = text
+    for name in sorted(set(BLOCKS) - used):
+        errors.append("block '%s' is defined in tests/bench/figures.py but no doc holds it" % name)
+    if errors:
+        sys.exit("figures.py: " + "\nfigures.py: ".join(errors))
     stale = []
     for path, text in want.items():
         old = open(path).read() if os.path.exists(path) else None
@@ -211,9 +585,10 @@ def main():
                 with open(path, "w") as f:
                     f.write(text)
     if a.check and stale:
-        sys.exit("figures.py: not generated from %s: %s" % (a.results, ", ".join(stale)))
+        sys.exit("figures.py: not generated from %s: %s (run tests/bench/figures.py)" % (
+            ", ".join(os.path.relpath(p, ROOT) for p in inputs), ", ".join(os.path.relpath(p, ROOT) for p in stale)))
     for p in stale:
-        print("wrote %s" % os.path.relpath(p))
+        print("wrote %s" % os.path.relpath(p, ROOT))
 
 
 if __name__ == "__main__":
