@@ -52,6 +52,7 @@ struct bench {
 	const char *group;       /* the group running now */
 	char **named;            /* the groups named on the command line (none: all) */
 	int nnamed;
+	double seconds[16];      /* wall time of each group that ran (groups[] order) */
 };
 
 /* Groups: each area adds one line. */
@@ -66,8 +67,11 @@ static const struct bench_group groups[] = {
 	{ "density", bench_density, false },
 	{ "oci", bench_oci, false },
 	{ "lazy", bench_lazy, false },
+	{ "alloc", bench_alloc, false },
 	{ NULL, NULL, false },
 };
+_Static_assert(sizeof(groups) / sizeof(groups[0]) <= sizeof(((struct bench *)0)->seconds) / sizeof(double),
+	       "struct bench's seconds[] holds a time for every group");
 
 const struct bench_size bench_sizes[4] = {
 	{ "default", 128ull << 10 },
@@ -184,6 +188,11 @@ void bench_timer_start(struct bench_timer *t)
 void bench_timer_stop(struct bench_timer *t)
 {
 	t->elapsed += bench_now_ns() - t->start;
+}
+
+bool bench_selected_under(const struct bench *b, const char *prefix)
+{
+	return !b->filter || strstr(prefix, b->filter) != NULL || strncmp(b->filter, prefix, strlen(prefix)) == 0;
 }
 
 bool bench_selected(const struct bench *b, const char *name)
@@ -402,6 +411,12 @@ static int write_json(struct bench *b)
 	json_object_set_new(root, "groups", named);
 	if (b->filter)
 		json_object_set_new(root, "filter", json_string(b->filter));
+	/* How long each group took, setup included: what a re-run costs. */
+	json_t *secs = json_object();
+	for (size_t i = 0; groups[i].name; i++)
+		if (b->seconds[i] > 0)
+			json_object_set_new(secs, groups[i].name, json_real(b->seconds[i]));
+	json_object_set_new(root, "seconds", secs);
 	/* What the machine offered this run: results depend on it. */
 	struct vmm_error err;
 	struct utsname u;
@@ -535,8 +550,10 @@ int main(int argc, char **argv)
 		if (!run)
 			continue;
 		b.group = groups[i].name;
+		uint64_t t0 = bench_now_ns();
 		if (!groups[i].per_backend) {
 			groups[i].run(&b);
+			b.seconds[i] = (double)(bench_now_ns() - t0) / 1e9;
 			continue;
 		}
 		/* VMM groups run once per backend this machine has, side by side:
@@ -556,6 +573,7 @@ int main(int argc, char **argv)
 		bench_backend_note(&b, VMM_BACKEND_AUTO);
 		b.prefix = NULL;
 		vmm_backend_default_set(backend);
+		b.seconds[i] = (double)(bench_now_ns() - t0) / 1e9;
 	}
 	int rc = write_json(&b);
 	if (rc < 0)

@@ -42,6 +42,9 @@ void bench_note(struct bench *b, const char *name, double value, const char *uni
 /* True if the case name passes the user's --filter (so a group can skip
  * expensive setup for cases that will not run). */
 bool bench_selected(const struct bench *b, const char *name);
+/* True if some case named under prefix ("lazy/chunks/") can pass --filter:
+ * the filter is in the prefix, or names a case under it. */
+bool bench_selected_under(const struct bench *b, const char *prefix);
 /* True under --quick: fewer iterations, smaller sizes where a group offers them. */
 bool bench_quick(const struct bench *b);
 
@@ -99,6 +102,7 @@ void bench_cold(struct bench *b);     /* bench_cold.c */
 void bench_density(struct bench *b);  /* bench_cold.c */
 void bench_oci(struct bench *b);      /* bench_oci.c: push / pull through a loopback registry */
 void bench_lazy(struct bench *b);     /* bench_lazy.c: first result from a delayed registry, lazy or not */
+void bench_alloc(struct bench *b);    /* bench_alloc.c: the guest heap's malloc+free */
 /* bench_oci.c: is prog on PATH; start docker-registry on a free loopback
  * port with its storage under dir (port_s gets the port, *pid the process). */
 bool bench_have(const char *prog);

@@ -1,6 +1,8 @@
-/* bench_lazy.c: time to a first result from a registry behind an injected delay: full pull, lazy pull, lazy pull with the working set, and the local cold start, side by side. */
+/* bench_lazy.c: time to a first result from a registry behind an injected delay (full pull, lazy pull, lazy pull with the working set, the local cold start), the chunk size lazy reads fetch by, and what a working-set record holds per backend. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
@@ -44,6 +47,7 @@ struct relay {
 	int lfd, up_port, port;
 	_Atomic uint64_t half_rtt_ns;
 	_Atomic uint64_t down, up, conns;
+	_Atomic uint64_t ranges;  /* requests with a Range header sent upstream */
 	pthread_t th;
 };
 
@@ -60,7 +64,28 @@ struct pump {
 	bool down;
 	_Atomic int *refs;
 	int *fds;  /* both fds, closed by the last pump */
+	size_t match;  /* upstream: how much of RANGE_HEADER the bytes so far end with */
 };
+
+/* How a Range request shows upstream (libcurl's spelling). */
+static const char RANGE_HEADER[] = "\r\nRange: bytes=";
+
+/* Count the Range headers in bytes passing upstream, across reads. */
+static void count_ranges(struct pump *p, const uint8_t *d, size_t n)
+{
+	const size_t len = sizeof(RANGE_HEADER) - 1;
+
+	for (size_t i = 0; i < n; i++) {
+		if (d[i] == (uint8_t)RANGE_HEADER[p->match])
+			p->match++;
+		else
+			p->match = d[i] == (uint8_t)RANGE_HEADER[0] ? 1 : 0;
+		if (p->match == len) {
+			atomic_fetch_add(&p->r->ranges, 1);
+			p->match = 0;
+		}
+	}
+}
 
 #define QUEUE_MAX (64 * MiB)
 #define READ_MAX (256u << 10)
@@ -124,6 +149,8 @@ static void *pump_main(void *arg)
 		tail = &c->next;
 		queued += (size_t)got;
 		atomic_fetch_add(p->down ? &p->r->down : &p->r->up, (uint64_t)got);
+		if (!p->down)
+			count_ranges(p, c->data, (size_t)got);
 	}
 out:
 	shutdown(p->dst, SHUT_WR);
@@ -175,8 +202,8 @@ static void *relay_main(void *arg)
 		}
 		fds[0] = c, fds[1] = s;
 		atomic_init(refs, 2);
-		*up = (struct pump){ r, c, s, false, refs, fds };
-		*down = (struct pump){ r, s, c, true, refs, fds };
+		*up = (struct pump){ r, c, s, false, refs, fds, 0 };
+		*down = (struct pump){ r, s, c, true, refs, fds, 0 };
 		pthread_t t1, t2;
 		pthread_attr_t at;
 		pthread_attr_init(&at);
@@ -433,6 +460,282 @@ static uint64_t median(uint64_t *v, unsigned n)
 	return n ? v[n / 2] : 0;
 }
 
+/* ------------------------------------------------ the chunk size of a lazy read */
+
+/*
+ * Which chunk size a lazy pull should fetch by: one 64 MiB layer of random
+ * pages pushed with chunk indexes of 64 KiB to 1 MiB; per iteration a fresh
+ * store pulls it --lazy and mounts it (untimed), then the timed part reads
+ * what a first call might through a shared mapping of the layer file (page
+ * faults, as a restored guest makes them): 5% of the layer, 100 runs of 8
+ * pages at fixed pseudo-random places. Bytes and Range requests are counted
+ * at the relay.
+ */
+#define CHUNK_LAYER (64 * MiB)
+#define TOUCH_RUNS 100
+#define TOUCH_RUN_PAGES 8
+static const unsigned chunk_kib[] = { 64, 128, 256, 512, 1024 };
+
+struct chunk_case {
+	struct lazy_bench *lb;
+	unsigned kib, delay_ms;
+	const uint32_t *pages;  /* the pages read, ascending */
+	size_t npages;
+	uint64_t bytes[64], ranges[64];
+	unsigned n;
+};
+
+/* The pages a first call reads: TOUCH_RUNS runs of TOUCH_RUN_PAGES at
+ * distinct pseudo-random starts (fixed seed), ascending. */
+static size_t touch_pages(uint32_t *out)
+{
+	const uint32_t pages = (uint32_t)(CHUNK_LAYER / 4096) - TOUCH_RUN_PAGES;
+	uint32_t starts[TOUCH_RUNS];
+	uint64_t x = 2026;
+	size_t n = 0;
+
+	while (n < TOUCH_RUNS) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint32_t s = (uint32_t)(x % pages);
+		bool dup = false;
+		for (size_t i = 0; i < n; i++)
+			dup |= starts[i] == s;
+		if (!dup)
+			starts[n++] = s;
+	}
+	size_t m = 0;
+	for (size_t i = 0; i < TOUCH_RUNS; i++)
+		for (uint32_t k = 0; k < TOUCH_RUN_PAGES; k++)
+			out[m++] = starts[i] + k;
+	/* ascending, without the pages two runs share */
+	for (size_t i = 1; i < m; i++)
+		for (size_t j = i; j > 0 && out[j - 1] > out[j]; j--) {
+			uint32_t t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	size_t u = 0;
+	for (size_t i = 0; i < m; i++)
+		if (u == 0 || out[u - 1] != out[i])
+			out[u++] = out[i];
+	return u;
+}
+
+/* The layer of snapshot `base` under a mount: its one file in layers/. */
+static int layer_open(const char *mnt, char *path, size_t len)
+{
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/snapshots/base/layers", mnt);
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	struct dirent *e;
+	int fd = -ENOENT;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, len, "%s/%s", dir, e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			fd = -errno;
+		break;
+	}
+	closedir(d);
+	return fd;
+}
+
+static int iter_chunks(void *state, struct bench_timer *t)
+{
+	struct chunk_case *cc = state;
+	struct lazy_bench *lb = cc->lb;
+	char store[400], mnt[420], ref[200], layer[900];
+	int rc = 0, fd = -1;
+
+	if ((rc = fresh_store(lb, store, sizeof(store))) < 0)
+		return rc;
+	snprintf(mnt, sizeof(mnt), "%s.mnt", store);
+	snprintf(ref, sizeof(ref), "127.0.0.1:%d/chunks/c%u:v1", lb->relay.port, cc->kib);
+	atomic_store(&lb->relay.half_rtt_ns, 0);
+	const char *pull[] = { "--store", store, "pull", "--insecure", "--lazy", "--tag", "base", ref, NULL };
+	const char *mount[] = { "--store", store, "mount", mnt, NULL };
+	if (strata(NULL, pull) != 0 || mkdir(mnt, 0755) < 0) {
+		rc = -EIO;
+		goto out_store;
+	}
+	if (strata(NULL, mount) != 0) {
+		rc = -EIO;
+		goto out_dir;
+	}
+	if ((fd = layer_open(mnt, layer, sizeof(layer))) < 0) {
+		rc = fd;
+		goto out_umount;
+	}
+	const volatile uint8_t *m = mmap(NULL, CHUNK_LAYER, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		rc = -errno;
+		goto out_close;
+	}
+	atomic_store(&lb->relay.half_rtt_ns, (uint64_t)cc->delay_ms * 1000000 / 2);
+	uint64_t down0 = atomic_load(&lb->relay.down), ranges0 = atomic_load(&lb->relay.ranges);
+	unsigned sum = 0;
+	bench_timer_start(t);
+	for (size_t i = 0; i < cc->npages; i++)
+		sum += m[(size_t)cc->pages[i] * 4096];
+	bench_timer_stop(t);
+	(void)sum;
+	if (cc->n < 64) {
+		cc->bytes[cc->n] = atomic_load(&lb->relay.down) - down0;
+		cc->ranges[cc->n] = atomic_load(&lb->relay.ranges) - ranges0;
+		cc->n++;
+	}
+	munmap((void *)m, CHUNK_LAYER);
+out_close:
+	close(fd);
+out_umount:
+	atomic_store(&lb->relay.half_rtt_ns, 0);
+	const char *um[] = { "umount", mnt, NULL };
+	strata(NULL, um);
+out_dir:
+	rmdir(mnt);
+out_store:
+	store_drop(store);
+	return rc;
+}
+
+/* One image of random pages, pushed once per chunk size. */
+static int chunks_setup(struct lazy_bench *lb)
+{
+	char img[400], ref[200], kib[16];
+	int rc = 0;
+
+	snprintf(img, sizeof(img), "%s/chunks.img", lb->dir);
+	uint8_t *buf = malloc(MiB);
+	int fd = open(img, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	for (uint64_t off = 0; buf && fd >= 0 && off < CHUNK_LAYER && rc == 0; off += MiB) {
+		bench_fill(buf, MiB, 0xc4u + off);
+		if (write(fd, buf, MiB) != (ssize_t)MiB)
+			rc = -EIO;
+	}
+	if (!buf || fd < 0)
+		rc = -ENOMEM;
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	const char *ingest[] = { "--store", lb->src, "debug", "ingest", img, "--tag", "chunks", NULL };
+	if (rc == 0 && strata(NULL, ingest) != 0)
+		rc = -EIO;
+	unlink(img);
+	for (size_t i = 0; rc == 0 && i < sizeof(chunk_kib) / sizeof(chunk_kib[0]); i++) {
+		snprintf(ref, sizeof(ref), "127.0.0.1:%s/chunks/c%u:v1", lb->reg_port, chunk_kib[i]);
+		snprintf(kib, sizeof(kib), "%u", chunk_kib[i] * 1024);
+		const char *push[] = { "--store", lb->src, "push", "--insecure", "--chunk-size", kib, "chunks", ref, NULL };
+		if (strata(NULL, push) != 0)
+			rc = -EIO;
+	}
+	return rc;
+}
+
+static void bench_chunks(struct bench *b, struct lazy_bench *lb)
+{
+	static const unsigned delays_ms[] = { 0, 2, 20 };
+	static uint32_t pages[TOUCH_RUNS * TOUCH_RUN_PAGES];
+	size_t npages = touch_pages(pages);
+	char name[128], note[160];
+	int rc;
+
+	if (!bench_selected_under(b, "lazy/chunks/"))
+		return;
+	if ((rc = chunks_setup(lb)) < 0) {
+		fprintf(stderr, "bench lazy: chunk setup failed: %s\n", strerror(-rc));
+		return;
+	}
+	bench_note(b, "lazy/chunks/touched_bytes", (double)npages * 4096, "B");
+	for (size_t d = 0; d < sizeof(delays_ms) / sizeof(delays_ms[0]); d++)
+		for (size_t k = 0; k < sizeof(chunk_kib) / sizeof(chunk_kib[0]); k++) {
+			struct chunk_case cc = { .lb = lb, .kib = chunk_kib[k], .delay_ms = delays_ms[d],
+						 .pages = pages, .npages = npages };
+			snprintf(name, sizeof(name), "lazy/chunks/%uKiB/%ums", chunk_kib[k], delays_ms[d]);
+			if (!bench_selected(b, name))
+				continue;
+			struct bench_case c = { .name = name, .setup = pass_state, .iter = iter_chunks, .arg = &cc,
+						.warmup = 1, .iters = bench_quick(b) ? 2 : 5 };
+			bench_run(b, &c);
+			if (!cc.n)
+				continue;
+			snprintf(note, sizeof(note), "%s/bytes_fetched", name);
+			bench_note(b, note, (double)median(cc.bytes, cc.n), "B");
+			snprintf(note, sizeof(note), "%s/range_requests", name);
+			bench_note(b, note, (double)median(cc.ranges, cc.n), "");
+		}
+}
+
+/* ------------------------------------------- what a working-set record holds */
+
+/*
+ * A snapshot with a 32 MiB heap, every page holding data; for each first
+ * call and each backend, `run --record-working-set` and the pages its record
+ * holds. KVM records what the guest's mapping has present, rounded out by
+ * the kernel's fault-around; the process backend's record is page-exact
+ * (docs/workingset.md). No registry needed.
+ */
+static long record_pages(const char *json_path)
+{
+	json_error_t e;
+	json_t *root = json_load_file(json_path, 0, &e);
+	json_t *p = json_object_get(json_object_get(root, "working_set"), "pages");
+	long pages = json_is_integer(p) ? (long)json_integer_value(p) : -1;
+	json_decref(root);
+	return pages;
+}
+
+static void bench_ws_record(struct bench *b)
+{
+	static const struct {
+		const char *name;
+		const char *args[4];
+	} calls[] = {
+		{ "echo", { "echo", "hi", NULL } },
+		{ "touch_clusters_1_800", { "touch_clusters", "1", "800", NULL } },
+		{ "touch_clusters_8_100", { "touch_clusters", "8", "100", NULL } },
+		{ "touch_strided_100_20", { "touch_strided", "100", "20", NULL } },
+	};
+	static const char *const backends[] = { "kvm", "process" };
+	char dir[256], store[300], json[320], name[160];
+	long pages[4][2];
+
+	if (!bench_selected_under(b, "lazy/working_set_record/") || bench_tmpdir("strata-bench-ws", dir, sizeof(dir)) < 0)
+		return;
+	snprintf(store, sizeof(store), "%s/s", dir);
+	snprintf(json, sizeof(json), "%s/show.json", dir);
+	const char *init[] = { "--store", store, "init", "--sync", "none", NULL };
+	const char *make[] = { "--store", store, "run", bench_guest_path(), "--heap", "32M", "--call", "touch_pages",
+			       "8192", "--snapshot", "ws", NULL };
+	if (strata(NULL, init) != 0 || strata(NULL, make) != 0) {
+		fprintf(stderr, "bench lazy: working-set snapshot failed\n");
+		goto out;
+	}
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+		for (size_t k = 0; k < 2; k++) {
+			const char *run[12] = { "--store", store, "--backend", backends[k], "run", "ws", "--call" };
+			int n = 7;
+			for (int a = 0; calls[i].args[a]; a++)
+				run[n++] = calls[i].args[a];
+			run[n++] = "--record-working-set";
+			run[n] = NULL;
+			const char *show[] = { "--store", store, "show", "ws", "--json", NULL };
+			pages[i][k] = -1;
+			if (strata(NULL, run) != 0 || strata(json, show) != 0)
+				continue;  /* e.g. no KVM here: that backend's rows are missing */
+			pages[i][k] = record_pages(json);
+			snprintf(name, sizeof(name), "lazy/working_set_record/%s/%s", calls[i].name, backends[k]);
+			if (pages[i][k] >= 0)
+				bench_note(b, name, (double)pages[i][k], "pages");
+		}
+out:
+	bench_rm_rf(dir);
+}
+
+
 void bench_lazy(struct bench *b)
 {
 	struct lazy_bench *lb;
@@ -444,8 +747,9 @@ void bench_lazy(struct bench *b)
 		      { "pool8_lazy_working_set", C_POOL8 } };
 	int rc;
 
-	if (!bench_selected(b, "lazy/"))
+	if (!bench_selected_under(b, "lazy/"))
 		return;
+	bench_ws_record(b);
 	if (!bench_have("docker-registry")) {
 		bench_note(b, "lazy/skipped_no_docker_registry", 1, "");
 		return;
@@ -499,5 +803,7 @@ void bench_lazy(struct bench *b)
 			bench_note(b, note, (double)run / 1e6, "ms");
 		}
 	}
+	if (has_lazy)
+		bench_chunks(b, lb);
 	lb_free(lb);
 }
