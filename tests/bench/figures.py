@@ -100,7 +100,7 @@ LEGACY_GROUPS = [
     ("sandboxes/create_initialized", "vmm"), ("sandboxes/", "cold"), ("snapshot_files/", "cold"),
     ("floor/", "floor"), ("store/export_", "index"), ("store/import_", "index"), ("store/", "store"),
     ("index/", "index"), ("fs/", "fs"), ("snapshots/", "snapshots"), ("density/", "density"),
-    ("oci/", "oci"), ("lazy/", "lazy"),
+    ("oci/", "oci"), ("lazy/", "lazy"), ("guest_alloc/", "alloc"),
 ]
 
 
@@ -128,7 +128,7 @@ def load(path):
     if data.get("quick"):
         sys.exit("figures.py: %s is a --quick run; the figures come from full runs" % path)
     run = {"time": data["time"], "machine": data.get("machine", {}),
-           "groups": data.get("groups", []), "filter": data.get("filter")}
+           "groups": data.get("groups", []), "filter": data.get("filter"), "seconds": data.get("seconds", {})}
     results = []
     for r in data["results"]:
         r = dict(r)
@@ -164,7 +164,14 @@ def merge(sets):
                     kept.append(r)
             results = kept + [r for r in mine if r["name"] in new]
     # Keep only the runs something still comes from, renumbered.
-    used = sorted({r["run"] for r in results})
+    # A run also stays while it is the last to have timed a group (whole,
+    # not filtered): docs/benchmarks.md says how long each group takes.
+    timed = {}
+    for i, run in enumerate(runs):
+        if not run.get("filter"):
+            for g in run.get("seconds", {}):
+                timed[g] = i
+    used = sorted({r["run"] for r in results} | set(timed.values()))
     remap = {old: i for i, old in enumerate(used)}
     for r in results:
         r["run"] = remap[r["run"]]
@@ -336,7 +343,7 @@ def block_readme(c):
 def block_readme_lazy(c):
     ws = c.num("lazy/working_set_bytes")
     return ["Lazy pulls (docs/lazy.md, docs/workingset.md), from a registry 20 ms",
-            "away, 256 MiB snapshot, 5% read by the first call (%s):" % c.when("lazy/local_cold_start"),
+            "away, 256 MiB snapshot, 5%% read by the first call (%s):" % c.when("lazy/local_cold_start"),
             "the first result took %s after a full pull, %s lazy and %s lazy" % (
                 c.med("lazy/full_pull_then_run/20ms"), c.med("lazy/lazy/20ms"), c.med("lazy/lazy_working_set/20ms")),
             "with its working set (local: %s), fetching %s the working set (%s)." % (
@@ -506,6 +513,194 @@ def block_workingset_split(c):
                 c.num("lazy/lazy/20ms/run_after_pull") * 1e6)]
 
 
+# docs/restore.md: finding written pages, and putting them back.
+RESET_MEMS = (64, 256)
+
+
+def block_restore_dirty(c):
+    fl = "floor/kvm_run_roundtrip"
+    out = ["Run %s (restore only, median and p10–p90; the floor, a bare KVM_RUN" % c.when("snapshots/dirty/64mib_write_4kib/pagemap-scan"),
+           "round trip, took %s):" % c.med(fl), "",
+           "| guest memory, written per call | `pagemap-scan` | `pagemap-read` |", "|---|---|---|"]
+    for mem in RESET_MEMS:
+        for kib, what in ((4, "4 KiB"), (1024, "1 MiB"), (16384, "16 MiB")):
+            n = "snapshots/dirty/%dmib_write_%dkib/" % (mem, kib)
+            out.append("| %d MiB, %s | %s | %s |" % (mem, what, c.lat(n + "pagemap-scan"), c.lat(n + "pagemap-read")))
+    # What reading every entry adds, per MiB of guest memory: the light
+    # restore of the large guest against the small one's.
+    lo, hi = "snapshots/dirty/64mib_write_4kib/", "snapshots/dirty/256mib_write_4kib/"
+    add = lambda n: c.get(n + "pagemap-read")["median_ns"] - c.get(n + "pagemap-scan")["median_ns"]
+    per_mib = (add(hi) - add(lo)) / (256 - 64)
+    out += ["", "Reading the entries adds about %s per MiB of guest memory to a light" % fmt_ns(per_mib),
+            "restore (256 MiB against 64 MiB), and makes the 256 MiB light restore %.1f× slower" % (
+                c.get(hi + "pagemap-read")["median_ns"] / c.get(hi + "pagemap-scan")["median_ns"]),
+            "than with the scan."]
+    return out
+
+
+def block_restore_write_fault(c):
+    a, b = c.get("snapshots/mech/guest_write_1mib_resident"), c.get("snapshots/mech/guest_write_1mib_after_write_protect")
+    return ["Run %s: the same call writing 256 resident heap pages takes %s (%s), and" % (
+                c.when("snapshots/mech/guest_write_1mib_resident"), fmt_ns(a["median_ns"]),
+                fmt_range(a["p10_ns"], a["p90_ns"], fmt_ns)),
+            "%s (%s) after the heap was made read-only and writable again: **%s per" % (
+                fmt_ns(b["median_ns"]), fmt_range(b["p10_ns"], b["p90_ns"], fmt_ns),
+                fmt_ns((b["median_ns"] - a["median_ns"]) / 256)),
+            "written page per call**."]
+
+
+def block_restore_modes(c):
+    fl = "floor/kvm_run_roundtrip"
+    out = ["Run %s (median; the floor, a bare KVM_RUN round trip, took %s; a bare" % (
+               c.when("guest_calls/64mib_write_0mib/restore/rewrite"), c.med(fl)),
+           "echo call `guest_calls/call/medium` %s):" % c.med("guest_calls/call/medium"), "",
+           "| guest, written per call | call+restore rewrite / drop | call after restore rewrite / drop | restore alone rewrite / drop | drop / rewrite (call+restore) |",
+           "|---|---|---|---|---|"]
+    wins = []
+    for mem in RESET_MEMS:
+        for w, what in ((0, "echo"), (1, "1 MiB"), (16, "16 MiB")):
+            n = "guest_calls/%dmib_write_%dmib/" % (mem, w)
+            cells = ["%s / %s" % (c.med(n + k + "/rewrite"), c.med(n + k + "/drop"))
+                     for k in ("call_with_restore", "call_after_restore", "restore")]
+            win = c.get(n + "call_with_restore/drop")["median_ns"] / c.get(n + "call_with_restore/rewrite")["median_ns"]
+            wins.append(win)
+            out.append("| %d MiB, %s | %s | %.1f× |" % (mem, what, " | ".join(cells), win))
+    # Against Hyperlight's published KVM figures (bare metal, quoted, not
+    # measured here): ratios to each system's own bare call.
+    n = "guest_calls/256mib_write_1mib/call_with_restore/rewrite"
+    n16 = "guest_calls/256mib_write_16mib/call_with_restore/rewrite"
+    call = c.get("guest_calls/call/large")["median_ns"]
+    out += ["",
+            "Against Hyperlight's published KVM figures (bare metal; ratios to each",
+            "system's own bare call, since its floor is not published): 256 MiB writing",
+            "1 MiB, call+restore 0.40–0.43 ms, ~23× its 18 µs call; strata %s, %.1f× its" % (
+                c.med(n), c.get(n)["median_ns"] / call),
+            "%s call (`guest_calls/call/large`). Writing 16 MiB: Hyperlight 18.5–21 ms" % fmt_ns(call),
+            "(~1100×), strata %s (%.0f×)." % (c.med(n16), c.get(n16)["median_ns"] / call)]
+    return out
+
+
+def block_restore_give_back(c):
+    out = ["| mode | resident after the heavy call's restore | after 32 light calls | the 32 light calls with their restores |",
+           "|---|---|---|---|"]
+    for mode, label in (("rewrite", "rewrite (keep 16)"), ("drop", "drop")):
+        out.append("| %s | %s | %s | %s |" % (
+            label, c.val("snapshots/resident_after_heavy/" + mode),
+            c.val("snapshots/resident_after_heavy_then_32_light/" + mode),
+            c.lat("guest_calls/32_after_32mib_mem_64mib/" + mode)))
+    return out
+
+
+CHUNK_KIB = (64, 128, 256, 512, 1024)
+
+
+def block_lazy_chunks(c):
+    touched = c.num("lazy/chunks/touched_bytes")
+    out = ["Run %s (median, p10–p90, of the time to read them all; bytes and Range" % c.when("lazy/chunks/64KiB/0ms"),
+           "requests at the relay, delay 0; %s touched):" % fmt_bytes(touched), "",
+           "| chunk | delay 0 | delay 2 ms | delay 20 ms | bytes fetched | × touched | Range requests |",
+           "|---|---|---|---|---|---|---|"]
+    for kib in CHUNK_KIB:
+        n = "lazy/chunks/%dKiB/" % kib
+        b = c.num(n + "0ms/bytes_fetched")
+        out.append("| %s | %s | %s | %s | %s | %.1f× | %d |" % (
+            "%d KiB" % kib if kib < 1024 else "%d MiB" % (kib // 1024), c.lat(n + "0ms"), c.lat(n + "2ms"), c.lat(n + "20ms"),
+            fmt_bytes(b), b / touched, c.num(n + "0ms/range_requests")))
+    req = lambda kib: c.num("lazy/chunks/%dKiB/0ms/range_requests" % kib)
+    byt = lambda kib: c.num("lazy/chunks/%dKiB/0ms/bytes_fetched" % kib)
+    t20 = lambda kib: c.get("lazy/chunks/%dKiB/20ms" % kib)["median_ns"]
+    out += ["", "From 64 to 512 KiB the requests go from %d to %d while the bytes fetched grow %.1f×;" % (
+                req(64), req(512), byt(512) / byt(64)),
+            "1 MiB makes %d requests, for %.1f× the bytes of 64 KiB, and at 20 ms takes %.2f of 64 KiB's time." % (
+                req(1024), byt(1024) / byt(64), t20(1024) / t20(64))]
+    return out
+
+
+def block_workingset_record(c):
+    out = ["Run %s (pages in the record; the process backend's is page-exact):" % c.when(
+               "lazy/working_set_record/echo/process"), "",
+           "| first call | KVM | process | KVM / process |", "|---|---|---|---|"]
+    for label, call in (("`echo`", "echo"), ("`touch_clusters 1 800` (one run of 800 pages)", "touch_clusters_1_800"),
+                        ("`touch_clusters 8 100` (8 runs of 100)", "touch_clusters_8_100"),
+                        ("`touch_strided 100 20` (100 pages, 80 KiB apart)", "touch_strided_100_20")):
+        n = "lazy/working_set_record/%s/" % call
+        k, p = c.num(n + "kvm"), c.num(n + "process")
+        out.append("| %s | %s | %s | %.2f× |" % (label, fmt_int(k), fmt_int(p), k / p))
+    return out
+
+
+ALLOC_ROWS = [
+    ("16 B, 1000 live", "16B/1000_live"), ("64 B, 1000 live", "64B/1000_live"),
+    ("256 B, 1000 live", "256B/1000_live"), ("1008 B, 1000 live", "1008B/1000_live"),
+    ("2016 B, 1000 live", "2016B/1000_live"), ("2 pages, 1000 live", "2_pages/1000_live"),
+    ("16 pages, 1000 live", "16_pages/1000_live"), ("3 pages, 2000 free runs of 1–5 pages", "3_pages/2000_free_runs"),
+]
+
+
+def block_guest_alloc(c):
+    first = "guest_alloc/malloc_free_x1000/16B/1000_live"
+    out = ["Run %s (`guest_alloc/malloc_free_x1000/*`: batches of 1000 pairs; per pair," % c.when(first),
+           "median and p10–p90):", "",
+           "| malloc+free of | per pair |", "|---|---|"]
+    for label, case in ALLOC_ROWS:
+        r = c.get("guest_alloc/malloc_free_x1000/" + case)
+        out.append("| %s | %s (%s) |" % (label, fmt_ns(r["median_ns"] / 1000),
+                                         fmt_range(r["p10_ns"] / 1000, r["p90_ns"] / 1000, fmt_ns)))
+    a, b = c.get("snapshots/mech/guest_write_1mib_resident"), c.get("snapshots/mech/guest_write_1mib_after_write_protect")
+    fault = (b["median_ns"] - a["median_ns"]) / 256
+    worst = max(c.get("guest_alloc/malloc_free_x1000/" + case)["median_ns"] / 1000 for _, case in ALLOC_ROWS)
+    out += ["", "A guest's write fault on a page (`snapshots/mech/guest_write_1mib_*`, docs/restore.md)",
+            "costs %s, %.0f× the slowest pair above." % (fmt_ns(fault), fault / worst)]
+    return out
+
+
+def block_vmm_exits(c):
+    p, t = c.get("floor/process_roundtrip"), c.get("floor/ptrace_fault_roundtrip")
+    k = c.get("floor/kvm_run_roundtrip")
+    return ["Run %s: one exit and resume of the same guest store costs %s (%s)" % (
+                c.when("floor/process_roundtrip"), fmt_ns(p["median_ns"]), fmt_range(p["p10_ns"], p["p90_ns"], fmt_ns)),
+            "this way (`floor/process_roundtrip`); a ptrace stop and resume of it",
+            "(`PTRACE_CONT`, read and write the registers; `floor/ptrace_fault_roundtrip`)",
+            "costs %s (%s); a KVM exit here (`kvm_pvm`, nested; `floor/kvm_run_roundtrip`) %s." % (
+                fmt_ns(t["median_ns"]), fmt_range(t["p10_ns"], t["p90_ns"], fmt_ns), fmt_ns(k["median_ns"]))]
+
+
+def block_vmm_hypercalls(c):
+    rows = [("CPL 0 `out %eax,%dx`", "floor/kvm_run_roundtrip_cpl0_out",
+             "cheap exit, but CPL 0 code is emulated, so a guest cannot live there"),
+            ("CPL 3 `out` with RFLAGS.IOPL=3", None,
+             "does not work: kvm_pvm clears IOPL (KVM_SET_REGS reads back IOPL 0), and the TSS I/O bitmap is not consulted: `out` raises #GP"),
+            ("CPL 3 `int $0x80` (DPL 3 gate) to a CPL 0 stub", None, "does not work: kvm_pvm raises #UD for `int n` at CPL 3"),
+            ("CPL 3 `int3` to a CPL 0 stub doing `out; iretq`", "floor/kvm_run_roundtrip_cpl3_int3_stub", ""),
+            ("CPL 3 `out` → #GP → CPL 0 stub doing the `out`, skip, `iretq`", "floor/kvm_run_roundtrip_cpl3_gp_stub", ""),
+            ("**CPL 3 32-bit store into an MMIO page**", "floor/kvm_run_roundtrip", "chosen")]
+    out = ["Run %s (median, p10–p90):" % c.when("floor/kvm_run_roundtrip"), "",
+           "| path | case | time | note |", "|---|---|---|---|"]
+    for label, case, note in rows:
+        if case:
+            out.append("| %s | `%s` | %s | %s |" % (label, case, c.lat(case), note))
+        else:
+            out.append("| %s | | — | %s |" % (label, note))
+    return out
+
+
+GROUPS = ("floor", "store", "vmm", "index", "fs", "snapshots", "cold", "density", "oci", "lazy", "alloc")
+
+
+def block_bench_durations(c):
+    """How long each group took in the run it comes from (setup included)."""
+    out = ["| group | wall time | run |", "|---|---|---|"]
+    for g in GROUPS:
+        took = [(i, run) for i, run in enumerate(c.data["runs"]) if g in run.get("seconds", {})
+                and not run.get("filter")]
+        if took:
+            i, run = took[-1]
+            out.append("| `%s` | %s | %s |" % (g, fmt_ns(run["seconds"][g] * 1e9), when(run)))
+        else:
+            out.append("| `%s` | not recorded (a run before strata-bench wrote its times) | |" % g)
+    return out
+
+
 BLOCKS = {
     "readme": block_readme,
     "fs-read-modes": block_fs_read_modes,
@@ -514,6 +709,19 @@ BLOCKS = {
     "sync-cases": block_sync_cases,
     "index-cases": block_index_cases,
     "oci-cases": block_oci_cases,
+    "lazy-chunks": block_lazy_chunks,
+    "workingset-record": block_workingset_record,
+    "workingset-lazy": block_workingset_lazy,
+    "workingset-split": block_workingset_split,
+    "readme-lazy": block_readme_lazy,
+    "guest-alloc": block_guest_alloc,
+    "vmm-exits": block_vmm_exits,
+    "vmm-hypercalls": block_vmm_hypercalls,
+    "bench-durations": block_bench_durations,
+    "restore-dirty": block_restore_dirty,
+    "restore-write-fault": block_restore_write_fault,
+    "restore-modes": block_restore_modes,
+    "restore-give-back": block_restore_give_back,
 }
 
 BLOCK_RE = re.compile(r"<!-- figures:begin ([\w-]+) -->\n(.*?)<!-- figures:end ([\w-]+) -->\n", re.S)
