@@ -182,6 +182,15 @@ def when(run):
     return datetime.datetime.fromtimestamp(run["time"], datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def command(run):
+    """the strata bench command line a run was"""
+    words = ["strata bench"]
+    if run.get("filter"):
+        words.append("--filter " + run["filter"])
+    words += run.get("groups") or []
+    return " ".join(words)
+
+
 def machine(run):
     m = run.get("machine", {})
     return "Linux %s, written pages found by %s, KVM %s" % (
@@ -260,9 +269,10 @@ def figures_md(data):
             order.append(g)
         sections[g].append(r)
     for g in order:
-        runs = sorted({r["run"] for r in sections[g]})
-        src = "; ".join("%s (%s)" % (when(data["runs"][i]), machine(data["runs"][i])) for i in runs)
-        out += ["", "## %s" % g, "", "Run %s." % src, "",
+        runs = [data["runs"][i] for i in sorted({r["run"] for r in sections[g]})]
+        machines = sorted({machine(run) for run in runs})
+        src = "; ".join("%s (`%s`)" % (when(run), command(run)) for run in runs)
+        out += ["", "## %s" % g, "", "%s %s; %s." % ("Runs" if len(runs) > 1 else "Run", src, "; ".join(machines)), "",
                 "| case | median | p10–p90 | n | × floor |", "|---|---|---|---|---|"]
         for r in sections[g]:
             if "unit" in r:
