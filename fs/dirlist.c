@@ -5,6 +5,7 @@
 
 #include "fs/fs_int.h"
 #include "store/array.h"
+#include "store/sys.h"
 
 int fs_dirlist_add(struct fs_dirlist *l, const char *name, const struct fs_key *key, mode_t type)
 {
@@ -12,10 +13,10 @@ int fs_dirlist_add(struct fs_dirlist *l, const char *name, const struct fs_key *
 		return -ENOMEM;
 	struct fs_dirent *e = &l->v[l->n];
 	memset(e, 0, sizeof(*e));
-	if (!(e->name = strdup(name)))
+	if (!(e->name = st_sys_strdup(name)))
 		return -ENOMEM;
 	e->key = *key;
-	if (key->name && !(e->keyname = strdup(key->name))) {
+	if (key->name && !(e->keyname = st_sys_strdup(key->name))) {
 		free(e->name);
 		return -ENOMEM;
 	}

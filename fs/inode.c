@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fs/fs_int.h"
+#include "store/sys.h"
 
 #define ITABLE_MIN_BUCKETS 1024
 
@@ -66,13 +67,13 @@ static bool key_equal(const struct fs_node *n, const struct fs_key *k)
 
 int fs_itable_new(void (*release)(struct fs_node *n, void *ctx), void *ctx, struct fs_itable **out)
 {
-	struct fs_itable *t = calloc(1, sizeof(*t));
+	struct fs_itable *t = st_sys_calloc(1, sizeof(*t));
 
 	if (!t)
 		return -ENOMEM;
 	t->nbuckets = ITABLE_MIN_BUCKETS;
-	t->by_ino = calloc(t->nbuckets, sizeof(*t->by_ino));
-	t->by_key = calloc(t->nbuckets, sizeof(*t->by_key));
+	t->by_ino = st_sys_calloc(t->nbuckets, sizeof(*t->by_ino));
+	t->by_key = st_sys_calloc(t->nbuckets, sizeof(*t->by_key));
 	if (!t->by_ino || !t->by_key) {
 		free(t->by_ino);
 		free(t->by_key);
@@ -125,7 +126,7 @@ static size_t ino_bucket(const struct fs_itable *t, uint64_t ino)
 static void grow(struct fs_itable *t)
 {
 	size_t nb = t->nbuckets * 2;
-	struct fs_node **bi = calloc(nb, sizeof(*bi)), **bk = calloc(nb, sizeof(*bk));
+	struct fs_node **bi = st_sys_calloc(nb, sizeof(*bi)), **bk = st_sys_calloc(nb, sizeof(*bk));
 
 	if (!bi || !bk) {
 		free(bi);
@@ -179,8 +180,8 @@ int fs_itable_acquire(struct fs_itable *t, const struct fs_key *key,
 		*out = n;
 		return 0;
 	}
-	n = calloc(1, sizeof(*n));
-	if (!n || (key->name && !(n->name = strdup(key->name)))) {
+	n = st_sys_calloc(1, sizeof(*n));
+	if (!n || (key->name && !(n->name = st_sys_strdup(key->name)))) {
 		free(n);
 		pthread_mutex_unlock(&t->lock);
 		return -ENOMEM;

@@ -9,6 +9,7 @@
 #include "fs/fs_int.h"
 #include "index/lazy.h"
 #include "store/mountabi.h"
+#include "store/sys.h"
 
 
 struct stage_init {
@@ -279,9 +280,8 @@ static int blob_attr(struct fs *fs, struct fs_node *n)
 	rc = st_blob_path(fs->store, &n->id, path, sizeof(path));
 	if (rc < 0)
 		return rc;
-	if (stat(path, &bs) < 0) {
+	if ((rc = st_sys_fstatat(AT_FDCWD, path, &bs, 0)) < 0) {
 		struct ix_lazy_info li;
-		rc = -errno;
 		if (rc != -ENOENT || ix_lazy_layer_info(fs->lazy, &n->id, &li) != 1)
 			return rc;
 		/* A lazy layer: its full size, the chunks it holds so far. */
@@ -397,7 +397,7 @@ static int list_blob(const st_id *id, uint64_t size, int64_t mtime_ns, void *ctx
 
 int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out)
 {
-	struct fs_dirlist *l = calloc(1, sizeof(*l));
+	struct fs_dirlist *l = st_sys_calloc(1, sizeof(*l));
 	const struct fs_snap *snap;
 	int rc = 0;
 

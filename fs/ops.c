@@ -326,8 +326,8 @@ static struct fs_rm *rm_state(struct fs *fs, struct fs_node *snapdir)
 		return snapdir->rm;
 	if (fs_snap_get(fs, &snapdir->id, &snap) < 0)
 		return NULL;
-	struct fs_rm *rm = calloc(1, sizeof(*rm));
-	if (!rm || !(rm->layer = calloc(snap->m->nlayers ? snap->m->nlayers : 1, sizeof(bool)))) {
+	struct fs_rm *rm = st_sys_calloc(1, sizeof(*rm));
+	if (!rm || !(rm->layer = st_sys_calloc(snap->m->nlayers ? snap->m->nlayers : 1, sizeof(bool)))) {
 		free(rm);
 		return NULL;
 	}
@@ -348,7 +348,7 @@ static void removing_add(struct fs *fs, const char *name, const st_id *id)
 	}
 	if (ST_ARRAY_RESERVE(fs->removing, fs->capremoving, fs->nremoving + 1) < 0)
 		return; /* then the rmdir ending the rm -r says ENOENT: nothing is lost */
-	char *dup = strdup(name);
+	char *dup = st_sys_strdup(name);
 	if (!dup)
 		return;
 	fs->removing[fs->nremoving++] = (struct fs_removing){ dup, *id, fs_now_ns() };
@@ -722,7 +722,7 @@ static void fh_free(struct fs *fs, struct fs_fh *fh)
 
 static struct fs_fh *fh_new(enum fh_kind kind)
 {
-	struct fs_fh *fh = calloc(1, sizeof(*fh));
+	struct fs_fh *fh = st_sys_calloc(1, sizeof(*fh));
 
 	if (!fh)
 		return NULL;
@@ -848,7 +848,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = fs_snap_get(fs, &n->id, &fh->snap);
 		if (rc >= 0 && n->kind == FS_K_MEMFILE) {
 			size_t nl = fh->snap->m->nlayers ? fh->snap->m->nlayers : 1;
-			if (!(fh->layers = calloc(nl, sizeof(*fh->layers))))
+			if (!(fh->layers = st_sys_calloc(nl, sizeof(*fh->layers))))
 				rc = -ENOMEM;
 		}
 		fi->keep_cache = 1;
@@ -1103,7 +1103,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 			 * sanitizer reads the buffer after the syscall). */
 			size_t o = (size_t)off < fh->textlen ? (size_t)off : fh->textlen;
 			size_t len = size < fh->textlen - o ? size : fh->textlen - o;
-			char *copy = malloc(len ? len : 1);
+			char *copy = st_sys_malloc(len ? len : 1);
 			if (!copy) {
 				reply_err(req, -ENOMEM);
 				return;
@@ -1173,7 +1173,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 			reply_err(req, rc);
 			return;
 		}
-		char *buf = malloc(size ? size : 1);
+		char *buf = st_sys_malloc(size ? size : 1);
 		ssize_t r = buf ? pread_full(fd, buf, size, off) : -ENOMEM;
 		st_sys_close(fd);
 		if (r < 0)
@@ -1300,7 +1300,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 	struct fs *fs = req_fs(req);
 	struct fs_dirlist *l = (struct fs_dirlist *)(uintptr_t)fi->fh;
 	struct fs_node *dir = node_of(fs, ino);
-	char *buf = malloc(size);
+	char *buf = st_sys_malloc(size);
 	size_t used = 0;
 
 	if (!buf || !dir) {
@@ -1381,7 +1381,7 @@ static void reply_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 {
 	struct fs *fs = req_fs(req);
 	struct fs_node *n = node_of(fs, ino);
-	char *buf = size ? malloc(size) : NULL;
+	char *buf = size ? st_sys_malloc(size) : NULL;
 
 	if (!n || (size && !buf)) {
 		free(buf);

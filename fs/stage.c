@@ -8,6 +8,7 @@
 #include "store/array.h"
 #include "fs/fs_int.h"
 #include "store/mountabi.h"
+#include "store/sys.h"
 
 /* How long a committed import keeps answering for its directory, so the
  * copy tool's last chmod/utimes calls land on it (idle seconds); an
@@ -200,8 +201,8 @@ int fs_stage_mkdir(struct fs *fs, const char *name, struct fs_stage **out)
 		       "([A-Za-z0-9_][A-Za-z0-9._-]{0,127})", name);
 		return -EINVAL;
 	}
-	struct fs_stage *s = calloc(1, sizeof(*s));
-	if (!s || !(s->name = strdup(name))) {
+	struct fs_stage *s = st_sys_calloc(1, sizeof(*s));
+	if (!s || !(s->name = st_sys_strdup(name))) {
 		free(s);
 		return -ENOMEM;
 	}
@@ -372,9 +373,9 @@ static void fail(struct fs_sfile *f, int rc)
 static int sfile_add(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name,
 		     struct fs_sfile **out)
 {
-	struct fs_sfile *f = calloc(1, sizeof(*f));
+	struct fs_sfile *f = st_sys_calloc(1, sizeof(*f));
 
-	if (!f || !(f->name = strdup(name))) {
+	if (!f || !(f->name = st_sys_strdup(name))) {
 		free(f);
 		return -ENOMEM;
 	}
@@ -755,6 +756,12 @@ static int settle_manifest(struct fs *fs, struct fs_stage *s, struct fs_sfile *f
 	struct st_manifest *m;
 	int rc = st_manifest_parse(f->buf ? f->buf : "", f->size, &m, why, sizeof(why));
 
+	if (rc == -ENOMEM) {
+		/* Not the manifest's fault: say so, never "refused". */
+		fs_log(fs, FS_LOG_ERR, "import %s: manifest.json could not be read: %s", s->name, strerror(-rc));
+		snprintf(f->why, sizeof(f->why), "could not be read: %s", strerror(-rc));
+		return rc;
+	}
 	if (rc < 0) {
 		if (!final && !json_closed(f->buf ? f->buf : "", f->size)) {
 			snprintf(f->why, sizeof(f->why), "%llu bytes so far, not yet a whole JSON object",
@@ -864,7 +871,7 @@ static int settle(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, bool fi
 		rc = settle_manifest(fs, s, f, final, &layer_err);
 	if (rc < 0) {
 		fail(f, rc);
-		if (!f->why[0] || strncmp(f->why, "refused", 7) != 0)
+		if (!f->why[0] || (strncmp(f->why, "refused", 7) != 0 && strncmp(f->why, "could not", 9) != 0))
 			snprintf(f->why, sizeof(f->why), "refused: %s", strerror(-rc));
 		return rc;
 	}
@@ -938,7 +945,7 @@ int fs_stage_rename(struct fs *fs, struct fs_stage *s, bool from_layers, struct 
 		rc = old->is_dir ? -EISDIR : -ENOTDIR;
 		goto out_unlock;
 	}
-	char *nn = strdup(to);
+	char *nn = st_sys_strdup(to);
 	if (!nn) {
 		rc = -ENOMEM;
 		goto out_unlock;
@@ -1140,7 +1147,7 @@ int fs_stage_rename_dir(struct fs *fs, struct fs_stage *s, const char *to)
 	} else if (s->state != STG_OPEN) {
 		rc = -EBUSY;
 	} else {
-		char *nn = strdup(to);
+		char *nn = st_sys_strdup(to);
 		if (!nn) {
 			rc = -ENOMEM;
 		} else {
@@ -1194,7 +1201,7 @@ static int dirent_add(struct fs_dirlist *l, const char *name, enum fs_kind kind,
 
 int fs_stage_list(struct fs_stage *s, bool in_layers, struct fs_sfile *dir, struct fs_dirlist **out)
 {
-	struct fs_dirlist *l = calloc(1, sizeof(*l));
+	struct fs_dirlist *l = st_sys_calloc(1, sizeof(*l));
 	int rc = 0;
 
 	if (!l)
@@ -1219,7 +1226,7 @@ int fs_stage_list(struct fs_stage *s, bool in_layers, struct fs_sfile *dir, stru
 
 int fs_stage_list_imports(struct fs *fs, struct fs_dirlist **out)
 {
-	struct fs_dirlist *l = calloc(1, sizeof(*l));
+	struct fs_dirlist *l = st_sys_calloc(1, sizeof(*l));
 	int rc = 0;
 
 	if (!l)
@@ -1284,7 +1291,7 @@ int fs_sfile_copy(struct fs_stage *s, struct fs_sfile *f, uint64_t off, size_t s
 	else {
 		n = off < f->size ? (size_t)(f->size - off) : 0;
 		n = n < size ? n : size;
-		if (!(copy = malloc(n ? n : 1)))
+		if (!(copy = st_sys_malloc(n ? n : 1)))
 			rc = -ENOMEM;
 		else if (n)
 			memcpy(copy, f->buf + off, n);

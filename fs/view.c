@@ -8,6 +8,7 @@
 
 #include "store/array.h"
 #include "fs/fs_int.h"
+#include "store/sys.h"
 
 void fs_log(struct fs *fs, int prio, const char *fmt, ...)
 {
@@ -87,7 +88,7 @@ static int collect_tag(const char *name, const st_id *id, void *ctx)
 
 	if (ST_ARRAY_RESERVE(c->t->v, c->cap, c->t->n + 1) < 0)
 		return -ENOMEM;
-	char *dup = strdup(name);
+	char *dup = st_sys_strdup(name);
 	if (!dup)
 		return -ENOMEM;
 	c->t->v[c->t->n].name = dup;
@@ -108,7 +109,7 @@ static int load_tags(struct fs *fs, struct fs_tags **out)
 	struct ix_txn *txn;
 	int rc;
 
-	c.t = calloc(1, sizeof(*c.t));
+	c.t = st_sys_calloc(1, sizeof(*c.t));
 	if (!c.t)
 		return -ENOMEM;
 	c.t->refs = 1;
@@ -136,7 +137,7 @@ int fs_view_init(struct fs *fs)
 {
 	pthread_mutex_init(&fs->view_lock, NULL);
 	fs->nsnapbuckets = 4096;
-	fs->snaps = calloc(fs->nsnapbuckets, sizeof(*fs->snaps));
+	fs->snaps = st_sys_calloc(fs->nsnapbuckets, sizeof(*fs->snaps));
 	if (!fs->snaps)
 		return -ENOMEM;
 	return load_tags(fs, &fs->tags);
@@ -163,7 +164,7 @@ void fs_view_handed(struct fs *fs, const char *name, const st_id *id)
 	}
 	if (ST_ARRAY_RESERVE(fs->handed, fs->caphanded, fs->nhanded + 1) < 0)
 		goto out_unlock; /* then the poller's diff of the tag sets is all it has */
-	char *dup = strdup(name);
+	char *dup = st_sys_strdup(name);
 	if (dup) {
 		fs->handed[fs->nhanded].name = dup;
 		fs->handed[fs->nhanded].id = *id;
@@ -277,7 +278,7 @@ int fs_snap_get(struct fs *fs, const st_id *id, const struct fs_snap **out)
 	}
 	pthread_mutex_unlock(&fs->view_lock);
 
-	struct fs_snap *s = calloc(1, sizeof(*s));
+	struct fs_snap *s = st_sys_calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->id = *id;
@@ -285,7 +286,7 @@ int fs_snap_get(struct fs *fs, const st_id *id, const struct fs_snap **out)
 	if (rc < 0)
 		goto out_free;
 	rc = ix_snap_get_raw(txn, id, &raw, &len);
-	if (rc >= 0 && !(s->raw = malloc(len + 1)))
+	if (rc >= 0 && !(s->raw = st_sys_malloc(len + 1)))
 		rc = -ENOMEM;
 	if (rc >= 0) {
 		memcpy(s->raw, raw, len);

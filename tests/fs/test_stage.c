@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "fs/fs_int.h"
+#include "store/sys.h"
 
 struct env {
 	char dir[64];
@@ -301,4 +302,94 @@ Test(fs_stage, idle_import_is_abandoned_and_its_bytes_removed)
 	snprintf(tmp, sizeof(tmp), "rmdir %s/dst/tmp 2>/dev/null", E.dir);
 	cr_assert_eq(system(tmp), 0, "staging dir is empty again");
 	fs_stage_unref(&E.fs, s);
+}
+
+/* Import the test snapshot as `name` through the stage: mkdir, layers/,
+ * manifest.json, the layer; the first failure's code, else 0. */
+static int import_once(const char *name)
+{
+	struct fs_stage *s;
+	int rc = fs_stage_mkdir(&E.fs, name, &s);
+
+	if (rc < 0)
+		return rc;
+	rc = fs_stage_mkdir_layers(&E.fs, s);
+	if (rc == 0)
+		rc = put(s, false, "manifest.json", E.json, E.jsonlen);
+	if (rc == 0)
+		rc = put(s, true, E.hex, E.layer, E.layerlen);
+	fs_stage_unref(&E.fs, s);
+	return rc;
+}
+
+static uint64_t fsck_errors(void)
+{
+	struct ix_fsck_stats st;
+	int rc = ix_fsck(E.fs.ix, IX_FSCK_HASH, NULL, NULL, &st);
+
+	cr_assert_geq(rc, 0, "fsck: %s", ix_strerror(rc));
+	return (uint64_t)rc;
+}
+
+/* Remove the imported snapshot and its blobs: the next import writes them anew. */
+static void unimport(const char *name)
+{
+	cr_assert_eq(ix_tag_del(E.fs.ix, name, IX_TAG_PRUNE, NULL), 0);
+	cr_assert_eq(ix_gc(E.fs.ix, 0, NULL), 0);
+	cr_assert(!st_blob_has(E.fs.store, &E.m->layers[0].id), "gc removed the layer");
+	/* As a lookup in the mount would: the view sees the tag gone. */
+	struct fs_tags *old = NULL;
+	cr_assert_geq(fs_view_refresh(&E.fs, false, &old), 0);
+	if (old)
+		fs_tags_put(&E.fs, old);
+}
+
+/* Fail each seam step (store/sys.h) of an import into the stage, in turn:
+ * each try fails with an error (never a crash) or imports the snapshot
+ * whole; the store stays consistent (fsck, hashing every blob, finds no
+ * error); once the fault is gone and the unfinished import is dropped, the
+ * same import succeeds. Every step fires its fault and most fail the
+ * import, so the sweep cannot pass vacuously. */
+Test(fs_stage, every_step_of_an_import_fails_cleanly)
+{
+	static const int errs[] = { EIO, ENOSPC, ENOMEM };
+	uint64_t failed = 0, tries = 0;
+
+	/* The first import also fills the view's caches: count a later one. */
+	cr_assert_eq(import_once("snap"), 0);
+	unimport("snap");
+	st_sys_fault_set(0, 0);
+	cr_assert_eq(import_once("snap"), 0);
+	uint64_t steps = st_sys_calls();
+	cr_assert(tagged("snap"));
+	unimport("snap");
+	cr_assert_gt(steps, 10, "an import counts its calls (%lu)", (unsigned long)steps);
+	for (size_t e = 0; e < 3; e++)
+		for (uint64_t i = 1; i <= steps; i++, tries++) {
+			st_sys_fault_set(i, errs[e]);
+			int rc = import_once("snap");
+			bool fired = st_sys_fault_fired();
+			st_sys_fault_set(0, 0);
+			cr_assert(fired, "step %lu of %lu (%s): the fault never fired", (unsigned long)i,
+				  (unsigned long)steps, strerror(errs[e]));
+			cr_assert_leq(rc, 0);
+			/* What a timeout does to an import left unfinished. */
+			fs_stage_sweep(&E.fs, true);
+			cr_assert_eq(fsck_errors(), 0, "step %lu (%s): the store is inconsistent", (unsigned long)i,
+				     strerror(errs[e]));
+			if (rc < 0) {
+				failed++;
+				cr_assert(rc == -errs[e] || rc == -ENOMEM || rc == -EIO,
+					  "step %lu: error %d (%s) is not the injected %s (%s)", (unsigned long)i, rc,
+					  strerror(-rc), strerror(errs[e]), E.lastlog);
+				cr_assert(!tagged("snap"), "step %lu: a failed import is visible", (unsigned long)i);
+				rc = import_once("snap");
+				cr_assert_eq(rc, 0, "step %lu (%s): the import again, without the fault: %s (%s)",
+					     (unsigned long)i, strerror(errs[e]), strerror(-rc), E.lastlog);
+			}
+			cr_assert(tagged("snap"), "step %lu", (unsigned long)i);
+			unimport("snap");
+		}
+	cr_assert_gt(failed, tries / 2, "most steps of an import fail it (%lu of %lu)", (unsigned long)failed,
+		     (unsigned long)tries);
 }
