@@ -407,12 +407,30 @@ int st_sys_pid_alive(pid_t pid)
 
 int st_sys_dup(int fd)
 {
+	return st_sys_dup_above(fd, 0);
+}
+
+int st_sys_dup_above(int fd, int lowest)
+{
 	int rc = step(), nfd;
 
 	if (rc < 0)
 		return rc;
-	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, lowest);
 	return nfd < 0 ? -errno : nfd;
+}
+
+int st_sys_punch_hole(int fd, off_t off, off_t len)
+{
+	int rc = step();
+
+	if (rc < 0)
+		return rc;
+	while (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
 }
 
 ssize_t st_sys_getxattr(const char *path, const char *name, void *buf, size_t size, int nofollow)

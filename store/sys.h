@@ -78,11 +78,16 @@ int st_sys_pid_alive(pid_t pid);
 /* Open directory path (relative to dirfd) for readdir; caller closedir()s. */
 int st_sys_opendirat(int dirfd, const char *path, DIR **out);
 
-/* Calls for opening snapshot directories to map (store/snapopen.c), so the
- * fault sweeps cover restore from a directory. */
+/* Calls for opening snapshot directories to map (store/snapopen.c) and for
+ * the process backend's guest memory (vmm/proc.c), so the fault sweeps
+ * cover restore from a directory on either backend. */
 struct statfs;
 /* fcntl(F_DUPFD_CLOEXEC): a new descriptor for fd's file. */
 int st_sys_dup(int fd);
+/* The same, numbered lowest or above. */
+int st_sys_dup_above(int fd, int lowest);
+/* fallocate(PUNCH_HOLE | KEEP_SIZE): [off, off + len) reads as zero again. */
+int st_sys_punch_hole(int fd, off_t off, off_t len);
 /* getxattr(2), or lgetxattr(2) with nofollow: the value's length. */
 ssize_t st_sys_getxattr(const char *path, const char *name, void *buf, size_t size, int nofollow);
 int st_sys_statfs(const char *path, struct statfs *out);

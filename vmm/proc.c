@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "vmm/proc_abi.h"
+#include "store/sys.h"
 #include "vmm/snap_int.h"
 
 /*
@@ -98,22 +99,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int vmm_proc_probe(char *why, size_t whylen)
-{
-	int fd = memfd_create("strata-probe", MFD_CLOEXEC);
-
-	if (fd < 0) {
-		snprintf(why, whylen, "memfd_create failed: %s", strerror(errno));
-		return -errno;
-	}
-	close(fd);
-	if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0) {
-		snprintf(why, whylen, "the kernel has no seccomp filters");
-		return -ENOSYS;
-	}
-	return 0;
 }
 
 /* Record how the child ended (si from waitid). */
@@ -253,37 +238,51 @@ static int ops_add(struct vmm_proc *p, struct ops *o, long nr, uint64_t a0, uint
 extern const unsigned char vmm_proc_child_elf[];
 extern const size_t vmm_proc_child_elf_len;
 
-static int child_fd = -1;
-static int child_err;
-static pthread_once_t child_once = PTHREAD_ONCE_INIT;
+static int child_fd = -1;  /* guarded by child_lock; set once, then only read */
+static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The child program as a sealed memfd, written once per process. */
-static void child_load(void)
+/* The child program as a sealed memfd, written once per process; a failed
+ * load (no memory, no descriptors) is tried again by the next spawn. */
+static int child_load(void)
 {
-	int fd = memfd_create("strata-proc-child", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	size_t done = 0;
+	int fd, rc = 0;
 
-	if (fd < 0) {
-		child_err = -errno;
-		return;
+	pthread_mutex_lock(&child_lock);
+	if (child_fd >= 0)
+		goto out_unlock;
+	if ((fd = st_sys_memfd_create("strata-proc-child", MFD_ALLOW_SEALING)) < 0) {
+		rc = fd;
+		goto out_unlock;
 	}
-	while (done < vmm_proc_child_elf_len) {
-		ssize_t w = write(fd, vmm_proc_child_elf + done, vmm_proc_child_elf_len - done);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			child_err = w < 0 ? -errno : -EIO;
-			close(fd);
-			return;
-		}
-		done += (size_t)w;
+	rc = st_sys_write_all(fd, vmm_proc_child_elf, vmm_proc_child_elf_len);
+	if (rc == 0)
+		rc = st_sys_add_seals(fd, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	if (rc < 0)
+		st_sys_close(fd);
+	else
+		child_fd = fd;
+out_unlock:
+	pthread_mutex_unlock(&child_lock);
+	return rc;
+}
+
+int vmm_proc_probe(char *why, size_t whylen)
+{
+	/* Loading the child program is the memfd_create this backend needs.
+	 * Only a kernel without memfd_create rules the backend out: running
+	 * short of descriptors or memory is not "cannot run here" (the load
+	 * is tried again when a sandbox starts, and its error reported then). */
+	int rc = child_load();
+
+	if (rc == -ENOSYS) {
+		snprintf(why, whylen, "the kernel has no memfd_create");
+		return rc;
 	}
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		child_err = -errno;
-		close(fd);
-		return;
+	if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0) {
+		snprintf(why, whylen, "the kernel has no seccomp filters");
+		return -ENOSYS;
 	}
-	child_fd = fd;
+	return 0;
 }
 
 /* Start the child program with guest memory as fd 3, nothing else open,
@@ -299,13 +298,12 @@ static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid)
 	sigset_t all, none;
 	int rc, tmp = -1;
 
-	pthread_once(&child_once, child_load);
-	if (child_fd < 0)
-		return child_err ? child_err : -ENOEXEC;
+	if ((rc = child_load()) < 0)
+		return rc;
 	/* dup2 onto itself would keep FD_CLOEXEC: move fd 3 out of the way. */
 	if (memfd == 3) {
-		if ((tmp = fcntl(memfd, F_DUPFD_CLOEXEC, 4)) < 0)
-			return -errno;
+		if ((tmp = st_sys_dup_above(memfd, 4)) < 0)
+			return tmp;
 		memfd = tmp;
 	}
 	/* The host's own fd: the child closes all of its own but 3 before exec. */
@@ -330,7 +328,7 @@ static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid)
 	posix_spawnattr_destroy(&at);
 	posix_spawn_file_actions_destroy(&fa);
 	if (tmp >= 0)
-		close(tmp);
+		st_sys_close(tmp);
 	return rc;
 }
 
@@ -338,41 +336,34 @@ static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid)
 
 static int proc_mem_new(struct vmm_sandbox *sb, bool *ready)
 {
-	struct vmm_proc *p = calloc(1, sizeof(*p));
+	struct vmm_proc *p = st_sys_calloc(1, sizeof(*p));
 	int rc;
 
 	if (!p)
 		return -ENOMEM;
 	p->pid = -1;
 	p->uffd = p->uffd_child = p->pm_self = p->pm_child = -1;
-	p->memfd = memfd_create("strata-guest", MFD_CLOEXEC);
-	if (p->memfd < 0) {
-		rc = -errno;
+	if ((p->memfd = st_sys_memfd_create("strata-guest", 0)) < 0) {
+		rc = p->memfd;
 		goto out_free;
 	}
 	/* Guest memory at offset 0 (offset = guest address), control pages after it. */
-	if (ftruncate(p->memfd, (off_t)(sb->mem_size + PROC_CTL_SIZE)) < 0) {
-		rc = -errno;
+	if ((rc = st_sys_ftruncate(p->memfd, (off_t)(sb->mem_size + PROC_CTL_SIZE))) < 0)
 		goto out_close;
-	}
-	sb->mem = mmap(NULL, sb->mem_size, PROT_READ | PROT_WRITE, MAP_SHARED, p->memfd, 0);
-	if (sb->mem == MAP_FAILED) {
-		rc = -errno;
-		sb->mem = NULL;
+	sb->mem = st_sys_mmap(NULL, sb->mem_size, PROT_READ | PROT_WRITE, MAP_SHARED, p->memfd, 0, &rc);
+	if (!sb->mem)
 		goto out_close;
-	}
-	p->ctl = mmap(NULL, PROC_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, p->memfd, (off_t)sb->mem_size);
-	if (p->ctl == MAP_FAILED) {
-		rc = -errno;
-		munmap(sb->mem, sb->mem_size);
-		sb->mem = NULL;
-		goto out_close;
-	}
+	p->ctl = st_sys_mmap(NULL, PROC_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, p->memfd, (off_t)sb->mem_size, &rc);
+	if (!p->ctl)
+		goto out_unmap;
 	sb->proc = p;
 	*ready = false;
 	return 0;
+out_unmap:
+	st_sys_munmap(sb->mem, sb->mem_size);
+	sb->mem = NULL;
 out_close:
-	close(p->memfd);
+	st_sys_close(p->memfd);
 out_free:
 	free(p);
 	return rc;
@@ -398,7 +389,7 @@ static int map_run(void *ctx, uint64_t va, uint64_t len, unsigned perm)
 static int proc_map(struct vmm_sandbox *sb)
 {
 	struct vmm_proc *p = sb->proc;
-	struct ops *o = calloc(1, sizeof(*o));
+	struct ops *o = st_sys_calloc(1, sizeof(*o));
 	struct map_ctx m = { p, o };
 	/* Pages below the boot info are supervisor-only (page tables, GDT,
 	 * IDT, exception stacks): never reachable from CPL 3, never mapped. */
@@ -423,11 +414,17 @@ static int data_runs(struct vmm_sandbox *sb, struct vmm_runs *out)
 	int rc;
 
 	while (at < end) {
-		off_t d = lseek(p->memfd, at, SEEK_DATA);
-		if (d < 0 || d >= end)
+		/* ENXIO: no data past `at`; any other failure is an error, never
+		 * "no more data" (that would leave written pages unrestored). */
+		off_t d = st_sys_lseek(p->memfd, at, SEEK_DATA);
+		if (d == -ENXIO || d >= end)
 			break;
-		off_t h = lseek(p->memfd, d, SEEK_HOLE);
-		if (h < 0 || h > end)
+		if (d < 0)
+			return (int)d;
+		off_t h = st_sys_lseek(p->memfd, d, SEEK_HOLE);
+		if (h < 0)
+			return (int)h;
+		if (h > end)
 			h = end;
 		uint64_t g0 = (uint64_t)d / VMM_PAGE, g1 = vmm_round_up((uint64_t)h, VMM_PAGE) / VMM_PAGE;
 		if ((rc = vmm_runs_add(out, g0, g1 - g0)) < 0)
@@ -533,9 +530,9 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	uint32_t wp;
 	memcpy(&wp, p->ctl + CTL_WP, 4);
 	if (p->pm_child >= 0)
-		close(p->pm_child);
+		st_sys_close(p->pm_child);
 	if (p->uffd_child >= 0)
-		close(p->uffd_child);
+		st_sys_close(p->uffd_child);
 	p->pm_child = p->uffd_child = -1;
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
 	if (wp && p->uffd >= 0) {
@@ -543,10 +540,10 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 		int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 		if (pidfd >= 0) {
 			p->uffd_child = (int)syscall(SYS_pidfd_getfd, pidfd, 4, 0);
-			close(pidfd);
+			st_sys_close(pidfd);
 		}
-		if (p->uffd_child >= 0)
-			p->pm_child = open(path, O_RDONLY | O_CLOEXEC);
+		if (p->uffd_child >= 0 && (p->pm_child = st_sys_openat(AT_FDCWD, path, O_RDONLY, 0)) < 0)
+			p->pm_child = -1;
 	}
 	p->tracked = p->uffd >= 0 && p->pm_self >= 0 && p->pm_child >= 0 && p->uffd_child >= 0;
 	/* Every page with data is protected in both mappings from here on; a
@@ -565,8 +562,8 @@ static int proc_start(struct vmm_sandbox *sb, bool ready, struct vmm_error *err)
 
 	(void)ready;
 	p->pages = sb->mem_size / VMM_PAGE;
-	p->written = calloc(p->pages / 64 + 1, sizeof(*p->written));
-	p->known = calloc(p->pages / 64 + 1, sizeof(*p->known));
+	p->written = st_sys_calloc(p->pages / 64 + 1, sizeof(*p->written));
+	p->known = st_sys_calloc(p->pages / 64 + 1, sizeof(*p->known));
 	if (!p->written || !p->known)
 		return vmm_fail(err, -ENOMEM, "out of memory");
 	/* Memory as it is now is what a fresh sandbox's first capture
@@ -574,7 +571,9 @@ static int proc_start(struct vmm_sandbox *sb, bool ready, struct vmm_error *err)
 	p->all = !(s && s->have_vcpu);
 	if (vmm_wp_track((uint64_t)(uintptr_t)sb->mem, sb->mem_size, &p->uffd) < 0)
 		p->uffd = -1;
-	p->pm_self = p->uffd >= 0 ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
+	p->pm_self = p->uffd >= 0 ? st_sys_openat(AT_FDCWD, "/proc/self/pagemap", O_RDONLY, 0) : -1;
+	if (p->pm_self < 0)
+		p->pm_self = -1;
 	return proc_spawn(sb, err);
 }
 
@@ -586,16 +585,16 @@ static void proc_destroy(struct vmm_sandbox *sb)
 	if (p) {
 		proc_kill(p);
 		if (p->ctl)
-			munmap(p->ctl, PROC_CTL_SIZE);
-		close(p->memfd);
+			st_sys_munmap(p->ctl, PROC_CTL_SIZE);
+		st_sys_close(p->memfd);
 		if (p->uffd >= 0)
-			close(p->uffd);
+			st_sys_close(p->uffd);
 		if (p->pm_self >= 0)
-			close(p->pm_self);
+			st_sys_close(p->pm_self);
 		if (p->pm_child >= 0)
-			close(p->pm_child);
+			st_sys_close(p->pm_child);
 		if (p->uffd_child >= 0)
-			close(p->uffd_child);
+			st_sys_close(p->uffd_child);
 		free(p->written);
 		free(p->known);
 		vmm_runs_free(&p->fresh);
@@ -603,7 +602,7 @@ static void proc_destroy(struct vmm_sandbox *sb)
 		sb->proc = NULL;
 	}
 	if (sb->mem)
-		munmap(sb->mem, sb->mem_size);
+		st_sys_munmap(sb->mem, sb->mem_size);
 	sb->mem = NULL;
 }
 
@@ -921,12 +920,12 @@ static int proc_touched_scan(struct vmm_sandbox *sb, struct vmm_runs *out)
 	if ((m = vmm_dirty_resolve(VMM_DIRTY_AUTO, NULL)) < 0)
 		return m;
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)p->pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -errno;
+	if ((fd = st_sys_openat(AT_FDCWD, path, O_RDONLY, 0)) < 0)
+		return fd;
 	if (m == VMM_DIRTY_SCAN && !vmm_dirty_scan_works(fd))
 		m = VMM_DIRTY_READ;
 	rc = vmm_touched_scan_fd(fd, (enum vmm_dirty_mech)m, 0, sb->mem_size, out);
-	close(fd);
+	st_sys_close(fd);
 	return rc;
 }
 
@@ -942,15 +941,12 @@ static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, in
 		/* A hole again: if it gets data later, that is new (data_protect). */
 		for (uint64_t g = gpage; p->known && g < gpage + n && g < p->pages; g++)
 			p->known[g / 64] &= ~(1ull << (g % 64));
-		return fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(gpage * VMM_PAGE),
-				 (off_t)len) < 0 ? -errno : 0;
+		return st_sys_punch_hole(p->memfd, (off_t)(gpage * VMM_PAGE), (off_t)len);
 	}
 	while (done < len) {
-		ssize_t r = pread(fd, dst + done, len - done, (off_t)(lpage * VMM_PAGE + done));
-		if (r < 0 && errno == EINTR)
-			continue;
+		ssize_t r = st_sys_pread(fd, dst + done, len - done, (off_t)(lpage * VMM_PAGE + done));
 		if (r <= 0)
-			return r < 0 ? -errno : -EIO;
+			return r < 0 ? (int)r : -EIO;
 		done += (uint64_t)r;
 	}
 	return 0;
@@ -959,11 +955,8 @@ static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, in
 /* pread of the memfd: a hole reads as zero and stays a hole. */
 static const uint8_t *proc_page_read(struct vmm_sandbox *sb, uint64_t gpage, uint8_t *buf)
 {
-	ssize_t r;
+	ssize_t r = st_sys_pread(sb->proc->memfd, buf, VMM_PAGE, (off_t)(gpage * VMM_PAGE));
 
-	do
-		r = pread(sb->proc->memfd, buf, VMM_PAGE, (off_t)(gpage * VMM_PAGE));
-	while (r < 0 && errno == EINTR);
 	return r == (ssize_t)VMM_PAGE ? buf : NULL;
 }
 

@@ -385,15 +385,38 @@ static int count_fds(void)
 	return n;
 }
 
-/* Fail each seam step (store/sys.h) of opening path and making a sandbox
- * from it, in turn: each try fails with the injected error and says why,
- * or restores a sandbox whose counter continues at 4; nothing is left open. */
+/* Fail each seam step (store/sys.h) of opening path, making a sandbox from
+ * it and its first call, in turn: each try fails with the injected error
+ * and says why, or restores a sandbox whose counter continues at 4;
+ * nothing is left open. On the process backend the steps include its
+ * guest memory and child (vmm/proc.c). Every step fires its fault, and
+ * some fail the restore, so the sweep cannot pass vacuously. */
+/* Open path, make a sandbox from it, call counter_next once, free it. */
+static int restore_call_free(const char *path, unsigned flags, int64_t *got, struct vmm_error *err)
+{
+	struct vmm_result r = { 0 };
+	struct vmm_snapdir *d;
+	struct vmm_sandbox *sb = NULL;
+	int rc;
+
+	memset(err, 0, sizeof(*err));
+	rc = vmm_snapdir_open(NULL, path, flags, &d, err);
+	if (rc == 0) {
+		rc = vmm_sandbox_from_snapdir(d, NULL, &sb, err);
+		vmm_snapdir_close(d);
+	}
+	if (rc == 0 && (rc = vmm_sandbox_call(sb, "counter_next", NULL, 0, &r)) < 0)
+		*err = *vmm_sandbox_error(sb);
+	*got = r.i64;
+	vmm_sandbox_free(sb);
+	return rc;
+}
+
 static void sweep_restore(const char *path, unsigned flags)
 {
 	static const int errs[] = { EIO, ENOSPC };
-	struct vmm_snapdir *d;
-	struct vmm_sandbox *sb;
 	struct vmm_error err;
+	uint64_t failed = 0;
 
 	/* No shell or warm sandbox is kept to hold descriptors between tries. */
 	if (vmm_host_default())
@@ -402,25 +425,23 @@ static void sweep_restore(const char *path, unsigned flags)
 	vmm_snapdir_caches_drop(NULL);
 	int fds = count_fds();
 	st_sys_fault_set(0, 0);
-	restore_continues(path, flags, NULL);
+	int64_t got;
+	cr_assert_eq(restore_call_free(path, flags, &got, &err), 0, "%s", err.message);
 	uint64_t steps = st_sys_calls();
 	cr_assert_gt(steps, 10, "a restore counts its calls (%lu)", (unsigned long)steps);
 	vmm_snapdir_caches_drop(NULL);
 	for (size_t e = 0; e < 2; e++)
 		for (uint64_t i = 1; i <= steps; i++) {
-			memset(&err, 0, sizeof(err));
-			sb = NULL;
 			st_sys_fault_set(i, errs[e]);
-			int rc = vmm_snapdir_open(NULL, path, flags, &d, &err);
-			if (rc == 0) {
-				rc = vmm_sandbox_from_snapdir(d, NULL, &sb, &err);
-				vmm_snapdir_close(d);
-			}
+			int rc = restore_call_free(path, flags, &got, &err);
+			bool fired = st_sys_fault_fired();
 			st_sys_fault_set(0, 0);
+			cr_assert(fired, "step %lu of %lu (%s): the fault never fired", (unsigned long)i,
+				  (unsigned long)steps, strerror(errs[e]));
 			if (rc == 0) {
-				cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4, "step %lu", (unsigned long)i);
-				vmm_sandbox_free(sb);
+				cr_assert_eq(got, 4, "step %lu", (unsigned long)i);
 			} else {
+				failed++;
 				cr_assert(rc == -errs[e] || rc == -ENOMEM, "step %lu: error %d (%s) is not the injected one",
 					  (unsigned long)i, rc, err.message);
 				cr_assert(err.message[0], "step %lu: failure without a message", (unsigned long)i);
@@ -429,6 +450,8 @@ static void sweep_restore(const char *path, unsigned flags)
 			cr_assert_eq(count_fds(), fds, "step %lu (%s): a descriptor left open", (unsigned long)i,
 				     strerror(errs[e]));
 		}
+	cr_assert_gt(failed, steps / 2, "most steps of a restore fail it (%lu of %lu)", (unsigned long)failed,
+		     (unsigned long)(2 * steps));
 	restore_continues(path, flags, NULL);
 }
 
@@ -439,6 +462,73 @@ Test(cold, every_step_of_a_restore_from_a_directory_fails_cleanly, .init = setup
 	sweep_restore(fx.copy, VMM_SNAPDIR_VERIFY);
 	sweep_restore(fx.snap, 0);
 	sweep_restore(fx.snap, VMM_SNAPDIR_VERIFY);
+}
+
+/* A sandbox from d whose first call has run (it wrote the counter: 4). */
+static struct vmm_sandbox *restored_and_called(const struct vmm_snapdir *d)
+{
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+
+	cr_assert_eq(vmm_sandbox_from_snapdir(d, NULL, &sb, &err), 0, "%s", err.message);
+	cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4);
+	return sb;
+}
+
+/* Fail each seam step of a restore between calls, in turn, on a sandbox
+ * restored from a plain copy: each try fails with the injected error or
+ * restores; a failed one restores on the next try once the fault is gone.
+ * Either way the guest's memory is exactly the snapshot's again (the
+ * check finds no page left over, the counter continues at 4). */
+Test(cold, every_step_of_a_restore_between_calls_fails_cleanly_or_restores_exactly, .init = setup_copy,
+     .fini = fixture_down, .timeout = 120)
+{
+	static const int errs[] = { EIO, ENOMEM };
+	struct vmm_snapdir *d;
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+	uint64_t gpage = 0, failed = 0;
+
+	/* Every sandbox is a new one, not a parked one. */
+	if (vmm_host_default())
+		cr_assert_eq(vmm_host_limits_set(vmm_host_default(), 0, 0), 0);
+	cr_assert_eq(vmm_snapdir_open(NULL, fx.copy, 0, &d, &err), 0, "%s", err.message);
+	/* A first restore also probes what the kernel offers, once. */
+	sb = restored_and_called(d);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	vmm_sandbox_free(sb);
+	sb = restored_and_called(d);
+	st_sys_fault_set(0, 0);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	uint64_t steps = st_sys_calls();
+	vmm_sandbox_free(sb);
+	cr_assert_gt(steps, 0, "a restore between calls counts its calls");
+	for (size_t e = 0; e < 2; e++)
+		for (uint64_t i = 1; i <= steps; i++) {
+			sb = restored_and_called(d);
+			st_sys_fault_set(i, errs[e]);
+			int rc = vmm_sandbox_restore(sb);
+			bool fired = st_sys_fault_fired();
+			uint64_t ncalls0 = st_sys_calls();
+			st_sys_fault_set(0, 0);
+			cr_assert(fired, "step %lu of %lu: the fault never fired (%lu calls, rc %d)", (unsigned long)i, (unsigned long)steps, (unsigned long)ncalls0, rc);
+			if (rc < 0) {
+				failed++;
+				cr_assert(rc == -errs[e] || rc == -ENOMEM || rc == -EIO,
+					  "step %lu: error %d (%s) is not the injected one", (unsigned long)i, rc,
+					  vmm_sandbox_error(sb)->message);
+				cr_assert_eq(vmm_sandbox_restore(sb), 0, "step %lu: a restore after a failed one: %s",
+					     (unsigned long)i, vmm_sandbox_error(sb)->message);
+			}
+			cr_assert_eq(vmm_sandbox_check(sb, &gpage), 0, "step %lu (%s): guest page %llu differs from the "
+				     "snapshot", (unsigned long)i, strerror(errs[e]), (unsigned long long)gpage);
+			cr_assert_eq(call_i64(sb, "counter_next", 0, false), 4, "step %lu (%s)", (unsigned long)i,
+				     strerror(errs[e]));
+			vmm_sandbox_free(sb);
+		}
+	cr_log_info("a restore between calls: %lu steps, %lu of %lu tries failed", (unsigned long)steps,
+		    (unsigned long)failed, (unsigned long)(2 * steps));
+	vmm_snapdir_close(d);
 }
 
 /* The store calls (store/sys.h) one open of a snapshot directory makes. */

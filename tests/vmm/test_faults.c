@@ -1,5 +1,6 @@
 /* test_faults.c: guest misbehaviour gives specific errors and poisons the sandbox; timeouts; kill. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "store/sys.h"
 #include "tests/kvm_check.h"
 #include "vmm/abi.h"
 #include "vmm/proc_abi.h"
@@ -383,5 +385,69 @@ Test(vmm_faults, a_bigger_stack_allows_deeper_recursion)
 	vmm_sandbox_free(sb);
 	sb = guest_new(NULL);
 	cr_assert_eq(call_i64(sb, "stack_overflow", 1000, 0, 1, &res), VMM_E_STACK_OVERFLOW);
+	vmm_sandbox_free(sb);
+}
+
+/*
+ * Fail each seam step (store/sys.h) of making a sandbox in turn, until the
+ * armed step is past the last one: every failure is an error with a
+ * message, and a step that fails on the way (the process backend's guest
+ * memory, its child program loaded once per process, the child's start)
+ * leaves nothing behind that stops a later try once the fault is gone.
+ * The test's process makes no sandbox before: nothing is loaded yet.
+ */
+Test(vmm_faults, every_step_of_making_a_sandbox_fails_cleanly_and_a_later_try_succeeds)
+{
+	static const int errs[] = { EMFILE, ENOMEM };
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+	struct vmm_result res;
+	uint64_t i, failed = 0;
+	bool past_the_end = false;
+
+	/* The kvm backend's guest memory and ELF load are its own calls (vmm/kvm.c, vmm/elf.c). */
+	if (vmm_backend_resolve(VMM_BACKEND_AUTO) != VMM_BACKEND_PROCESS)
+		cr_skip_test("the kvm backend makes a sandbox from an ELF without calls through the seam");
+	for (i = 1; i < 1000 && !past_the_end; i++) {
+		memset(&err, 0, sizeof(err));
+		sb = NULL;
+		st_sys_fault_set(i, errs[i % 2]);
+		int rc = vmm_sandbox_new(guest_path(), NULL, &sb, &err);
+		bool fired = st_sys_fault_fired();
+		st_sys_fault_set(0, 0);
+		past_the_end = !fired;
+		if (rc == 0) {
+			cr_assert_eq(call_str(sb, "echo", "x", &res), 0, "step %lu: %s", (unsigned long)i,
+				     vmm_sandbox_error(sb)->message);
+			vmm_sandbox_free(sb);
+			continue;
+		}
+		cr_assert(fired, "step %lu: a try without a fault failed (%d: %s)", (unsigned long)i, rc, err.message);
+		cr_assert(err.message[0], "step %lu: failure without a message", (unsigned long)i);
+		failed++;
+	}
+	cr_assert(past_the_end, "a try with its fault past the last step (%lu steps)", (unsigned long)i);
+	cr_assert_gt(failed, 2, "tries failed (%lu of %lu)", (unsigned long)failed, (unsigned long)i);
+	cr_log_info("making a sandbox: %lu steps, %lu failed", (unsigned long)i - 1, (unsigned long)failed);
+}
+
+/* The process backend loads its child program once per process, at the
+ * first seam step of the first sandbox; a failed load (no descriptor, no
+ * memory) is no verdict: the sandbox's start loads it again. */
+Test(vmm_faults, a_failed_load_of_the_child_program_is_tried_again)
+{
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+	struct vmm_result res;
+
+	if (vmm_backend_resolve(VMM_BACKEND_AUTO) != VMM_BACKEND_PROCESS)
+		cr_skip_test("the child program is the process backend's");
+	st_sys_fault_set(1, EMFILE);
+	int rc = vmm_sandbox_new(guest_path(), NULL, &sb, &err);
+	bool fired = st_sys_fault_fired();
+	st_sys_fault_set(0, 0);
+	cr_assert(fired);
+	cr_assert_eq(rc, 0, "%s", err.message);
+	cr_assert_eq(call_str(sb, "echo", "x", &res), 0, "%s", vmm_sandbox_error(sb)->message);
 	vmm_sandbox_free(sb);
 }
