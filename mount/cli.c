@@ -113,9 +113,7 @@ bool cli_backend_parse(const struct cli *cli, const char *name, enum vmm_backend
 
 bool cli_backend_use(struct cli *cli, const char *name)
 {
-	if (!cli_backend_parse(cli, name, &cli->backend))
-		return false;
-	vmm_backend_default_set(cli->backend);
-	return true;
+	/* The host (cli_host_open) takes it: a subcommand reads its options first. */
+	return cli_backend_parse(cli, name, &cli->backend);
 }
 

@@ -38,7 +38,7 @@ int cli_policy_path(char *buf, size_t len, bool *named);
  * it cannot be read or is malformed. */
 int cli_policy_load(struct vmm_policy *p, char *why, size_t whylen);
 /* Make cli->host once: STRATA_VM_CACHE=N idle VMs and warm sandboxes
- * (default 8), STRATA_SNAP_DEBUG=1, the policy. Reports errors; returns
+ * (default 8), STRATA_SNAP_DEBUG=1, the policy, cli->backend. Reports errors; returns
  * an exit status. cli_host_close frees it (main does, after the command). */
 int cli_host_open(struct cli *cli);
 void cli_host_close(struct cli *cli);
@@ -52,8 +52,9 @@ struct cli_cmd {
 
 /* Parse --backend NAME into *out; reports a usage error and returns false on junk. */
 bool cli_backend_parse(const struct cli *cli, const char *name, enum vmm_backend_kind *out);
-/* A subcommand's --backend NAME: every sandbox it makes from now on runs there
- * (cli->backend and the library's default); false, reported, on junk. */
+/* A subcommand's --backend NAME: every sandbox it makes runs there (it sets
+ * cli->backend, which cli_host_open gives the host: call it before);
+ * false, reported, on junk. */
 bool cli_backend_use(struct cli *cli, const char *name);
 
 /* Report an error once, as "strata: <message>" on stderr. */

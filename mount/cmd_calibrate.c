@@ -157,7 +157,8 @@ int cmd_calibrate(struct cli *cli, int argc, char **argv)
 	struct vmm_sandbox *sb = NULL;
 	struct vmm_error err;
 	struct st_manifest *m = NULL;
-	struct vmm_config cfg = { .heap_size = 64ull << 20 };
+	/* No host: the measurement starts from nothing kept and the default policy. */
+	struct vmm_config cfg = { .heap_size = 64ull << 20, .backend = cli->backend };
 	/* The sandbox's snapshot goes to a temp store, removed at the end. */
 	if (!tmpdir || !*tmpdir)
 		tmpdir = "/tmp";

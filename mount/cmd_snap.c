@@ -317,8 +317,7 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 	enum target_kind kind = target_kind(target);
 	int rc, status;
 
-	if (cfg.backend == VMM_BACKEND_AUTO)
-		cfg.backend = cli->backend;
+	/* The host brings the command's --backend (cli_host_open). */
 	cfg.host = cli->host;
 	/* A guest ELF file: a fresh sandbox. */
 	if (kind == TARGET_FILE) {

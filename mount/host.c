@@ -71,6 +71,8 @@ int cli_host_open(struct cli *cli)
 		return CLI_FAIL;
 	}
 	hc.policy = &policy;
+	/* --backend, $STRATA_BACKEND, or a subcommand's own --backend. */
+	hc.backend = cli->backend;
 	if ((rc = vmm_host_new(&hc, &cli->host, &err)) < 0) {
 		cli_err(cli, "%s", err.message);
 		return CLI_FAIL;

@@ -165,9 +165,6 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return CLI_USAGE;
 	}
-	/* Every sandbox of this command runs there unless a subcommand's own
-	 * --backend says otherwise. */
-	vmm_backend_default_set(cli.backend);
 	int sub = optind;
 	const char *name = argv[sub];
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {

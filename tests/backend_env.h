@@ -8,24 +8,36 @@
 
 #include "vmm/vmm.h"
 
+/* The backend this run of the suite asked for (AUTO: none); hosts a test
+ * makes take it (vmm_host_config.backend) as the default host does. */
+static enum vmm_backend_kind test_backend = VMM_BACKEND_AUTO;
+
 /*
  * meson registers the suite once per backend with STRATA_TEST_BACKEND set;
- * every sandbox created with the default (AUTO) backend then uses it. The
+ * the default host (every sandbox that names no host) then runs there. The
  * kvm run on a machine without KVM skips the whole program, saying why.
  */
 __attribute__((constructor)) static void test_backend_from_env(void)
 {
 	const char *b = getenv("STRATA_TEST_BACKEND"), *pol = getenv("STRATA_POLICY");
-	enum vmm_backend_kind k;
 
+	if (b && *b && vmm_backend_parse(b, &test_backend) < 0)
+		test_backend = VMM_BACKEND_AUTO;
+	if (test_backend == VMM_BACKEND_KVM && vmm_backend_resolve(NULL, VMM_BACKEND_AUTO) != VMM_BACKEND_KVM) {
+		printf("1..0 # SKIP /dev/kvm is missing or unusable (the process backend's run covers this suite)\n");
+		fflush(stdout);
+		_exit(0);
+	}
 	/* The host every sandbox of the program uses unless it names another:
-	 * the default limits, and the policy file the suite is registered with
-	 * (the fallback runs force pagemap-read by one). */
+	 * the default limits, this run's backend, and the policy file the
+	 * suite is registered with (the fallback runs force pagemap-read by
+	 * one). */
 	struct vmm_host_config hc;
 	struct vmm_policy policy;
 	struct vmm_host *host;
 	char why[512];
 	vmm_host_config_defaults(&hc);
+	hc.backend = test_backend;
 	if (pol && *pol) {
 		if (vmm_policy_read(pol, &policy, why, sizeof(why)) < 0) {
 			printf("Bail out! %s\n", why);
@@ -36,14 +48,6 @@ __attribute__((constructor)) static void test_backend_from_env(void)
 	}
 	if (vmm_host_new(&hc, &host, NULL) == 0)
 		vmm_host_default_set(host);
-	if (!b || !*b || vmm_backend_parse(b, &k) < 0)
-		return;
-	if (k == VMM_BACKEND_KVM && vmm_backend_resolve(VMM_BACKEND_AUTO) != VMM_BACKEND_KVM) {
-		printf("1..0 # SKIP /dev/kvm is missing or unusable (the process backend's run covers this suite)\n");
-		fflush(stdout);
-		_exit(0);
-	}
-	vmm_backend_default_set(k);
 }
 
 #endif

@@ -8,14 +8,25 @@
 
 /* Use as a suite's or a test's .init, or call first in a test body. The
  * reason is vmm_kvm_check's message: what is missing and what to do.
- * Sandboxes that will run on the process backend (the suite's run for it,
- * or any run where KVM is missing and none was asked for) need no KVM. */
+ * Sandboxes that will run on the process backend (the default host's
+ * backend in the suite's run for it, or any run where KVM is missing and
+ * none was asked for) need no KVM. */
 static inline void kvm_require(void)
 {
 	struct vmm_error err;
 
-	if (vmm_backend_resolve(VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS)
+	if (vmm_backend_resolve(NULL, VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS)
 		return;
+	if (vmm_kvm_check(&err) < 0)
+		cr_skip_test("needs KVM: %s", err.message);
+}
+
+/* For a test that names the kvm backend itself (whatever backend its
+ * suite runs on): skip, with the reason, where KVM is unusable. */
+static inline void kvm_require_always(void)
+{
+	struct vmm_error err;
+
 	if (vmm_kvm_check(&err) < 0)
 		cr_skip_test("needs KVM: %s", err.message);
 }

@@ -1,6 +1,5 @@
 /* backend.c: choosing a backend, and the KVM backend's side of the seam (VM shells, vCPU state, KVM_RUN). */
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -159,29 +158,30 @@ int vmm_backend_parse(const char *name, enum vmm_backend_kind *out)
 	return -EINVAL;
 }
 
-static _Atomic int default_kind = VMM_BACKEND_AUTO;
-
-void vmm_backend_default_set(enum vmm_backend_kind kind)
+/* What AUTO means with no host choosing: KVM where /dev/kvm works. */
+static enum vmm_backend_kind machine_kind(void)
 {
-	atomic_store(&default_kind, (int)kind);
-}
-
-enum vmm_backend_kind vmm_backend_resolve(enum vmm_backend_kind want)
-{
-	if (want == VMM_BACKEND_AUTO)
-		want = (enum vmm_backend_kind)atomic_load(&default_kind);
-	if (want != VMM_BACKEND_AUTO)
-		return want;
 	return vmm_kvm_check(NULL) == 0 ? VMM_BACKEND_KVM : VMM_BACKEND_PROCESS;
 }
 
-int vmm_backend_pick(enum vmm_backend_kind want, const struct vmm_backend **out, struct vmm_error *err)
+enum vmm_backend_kind vmm_backend_resolve(const struct vmm_host *host, enum vmm_backend_kind want)
+{
+	if (want == VMM_BACKEND_AUTO && !host)
+		host = vmm_host_default();
+	if (want == VMM_BACKEND_AUTO && host)
+		want = host->backend;
+	return want != VMM_BACKEND_AUTO ? want : machine_kind();
+}
+
+int vmm_backend_pick(const struct vmm_host *host, enum vmm_backend_kind want, const struct vmm_backend **out,
+		     struct vmm_error *err)
 {
 	char why[160];
 
-	if (want == VMM_BACKEND_AUTO)
-		want = (enum vmm_backend_kind)atomic_load(&default_kind);
-	switch (vmm_backend_resolve(want)) {
+	/* host is the sandbox's, already resolved: NULL means none. */
+	if (want == VMM_BACKEND_AUTO && host)
+		want = host->backend;
+	switch (want != VMM_BACKEND_AUTO ? want : machine_kind()) {
 	case VMM_BACKEND_KVM: {
 		struct vmm_error why_kvm;
 		if (want == VMM_BACKEND_KVM && vmm_kvm_check(&why_kvm) < 0)

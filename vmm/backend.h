@@ -71,9 +71,12 @@ struct vmm_backend {
 extern const struct vmm_backend vmm_backend_kvm;
 extern const struct vmm_backend vmm_backend_process;
 
-/* The backend for `want` (AUTO: KVM when /dev/kvm opens, else process);
- * VMM_E_NO_BACKEND with the reason (naming the other backend) in err. */
-int vmm_backend_pick(enum vmm_backend_kind want, const struct vmm_backend **out, struct vmm_error *err);
+/* The backend for a sandbox of `host` (already resolved; NULL: none) that
+ * asks for `want`, as vmm_backend_resolve says; VMM_E_NO_BACKEND with the
+ * reason (naming the other backend) in err. */
+struct vmm_host;
+int vmm_backend_pick(const struct vmm_host *host, enum vmm_backend_kind want, const struct vmm_backend **out,
+		     struct vmm_error *err);
 
 /* ---- the process backend (proc.c) ---- */
 

@@ -1,4 +1,4 @@
-/* host.c: the host handle that owns what a program's sandboxes share (VM shells, warm sandboxes, policy). */
+/* host.c: the host handle that owns what a program's sandboxes share (VM shells, warm sandboxes, policy, backend). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -47,6 +47,8 @@ int vmm_host_new(const struct vmm_host_config *cfg, struct vmm_host **out, struc
 		return rc;
 	if (cfg->policy && (rc = vmm_policy_check(cfg->policy, why, sizeof(why))) < 0)
 		return vmm_fail(err, VMM_E_BAD_CONFIG, "reset policy: %s", why);
+	if (cfg->backend != VMM_BACKEND_AUTO && cfg->backend != VMM_BACKEND_KVM && cfg->backend != VMM_BACKEND_PROCESS)
+		return vmm_fail(err, VMM_E_BAD_CONFIG, "unknown backend %d (auto, kvm or process)", (int)cfg->backend);
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return vmm_fail(err, -ENOMEM, "out of memory");
@@ -66,6 +68,7 @@ int vmm_host_new(const struct vmm_host_config *cfg, struct vmm_host **out, struc
 	else
 		vmm_policy_defaults(&h->policy);
 	h->debug = cfg->debug;
+	h->backend = cfg->backend;
 	atomic_init(&h->sandboxes, 0);
 	*out = h;
 	return 0;

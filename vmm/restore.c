@@ -236,7 +236,7 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 	sb->fns = p.fns;
 	sb->nfns = p.nfns;
 	p.fns = NULL;
-	if ((rc = vmm_backend_pick(sb->cfg.backend, &sb->be, err)) < 0)
+	if ((rc = vmm_backend_pick(sb->cfg.host, sb->cfg.backend, &sb->be, err)) < 0)
 		goto out_free_sb;
 	sb->cfg.backend = sb->be->kind;
 	bool ready = false;

@@ -105,7 +105,9 @@ struct vmm_config {
 	/* Guest log lines (strata_log) go here; NULL drops them. */
 	void (*log)(void *ctx, int level, const char *msg, size_t len);
 	void *log_ctx;
-	enum vmm_backend_kind backend; /* default AUTO */
+	/* Where the sandbox runs; AUTO (the default): its host's backend
+	 * (vmm_host_config.backend), as vmm_backend_resolve says. */
+	enum vmm_backend_kind backend;
 	/* The host whose caches and settings the sandbox uses (vmm_host_new);
 	 * NULL: the process's default host (vmm_host_default_set), and if
 	 * none is set, nothing is cached and the reset policy is the
@@ -304,13 +306,15 @@ enum vmm_backend_kind vmm_sandbox_backend(const struct vmm_sandbox *sb);
 /* "auto", "kvm" or "process"; and back (-EINVAL on anything else). */
 const char *vmm_backend_name(enum vmm_backend_kind kind);
 int vmm_backend_parse(const char *name, enum vmm_backend_kind *out);
-/* What `want` means on this machine: AUTO becomes the process default
- * (vmm_backend_default_set) if one is set, else KVM if /dev/kvm opens,
- * else PROCESS; KVM and PROCESS stay as they are. */
-enum vmm_backend_kind vmm_backend_resolve(enum vmm_backend_kind want);
-/* What AUTO means from now on in this process (AUTO: the machine decides,
- * as above). The CLI sets it from --backend; not while sandboxes are made. */
-void vmm_backend_default_set(enum vmm_backend_kind kind);
+/*
+ * The backend a sandbox made with `host` (NULL: the default host,
+ * vmm_host_default_set) and vmm_config.backend `want` runs on: `want`
+ * unless it is AUTO; else the host's vmm_host_config.backend unless that is
+ * AUTO (or there is no host); else KVM if /dev/kvm opens (vmm_kvm_check),
+ * else PROCESS. Never AUTO. It does not say the backend works here:
+ * creation does (VMM_E_NO_BACKEND, with why). Thread-safe.
+ */
+enum vmm_backend_kind vmm_backend_resolve(const struct vmm_host *host, enum vmm_backend_kind want);
 
 void vmm_result_clear(struct vmm_result *res);
 const char *vmm_strerror(int code);
@@ -538,6 +542,10 @@ struct vmm_host_config {
 	unsigned warm;    /* warm sandboxes kept, 0..VMM_HOST_WARM_MAX (0: none) */
 	const struct vmm_policy *policy; /* copied; NULL: vmm_policy_defaults */
 	bool debug;       /* new sandboxes check every restore (vmm_sandbox_set_debug) */
+	/* Where its sandboxes and pools run unless their vmm_config.backend
+	 * names one; AUTO (the default): the machine decides
+	 * (vmm_backend_resolve). */
+	enum vmm_backend_kind backend;
 	/* What vmm_snapdir_open keeps for this host's handles: parsed manifests
 	 * and private copies of plain-copy layers, and the copies' bytes in
 	 * all (a larger layer is never kept). 0s: keep none. */
@@ -545,10 +553,11 @@ struct vmm_host_config {
 	uint64_t snapdir_copy_bytes;
 };
 /* What vmm_host_new(NULL) uses: 8 shells, 8 warm sandboxes
- * (docs/restore-from-path.md measures what they save), default policy. */
+ * (docs/restore-from-path.md measures what they save), default policy,
+ * backend AUTO. */
 void vmm_host_config_defaults(struct vmm_host_config *cfg);
-/* Make a host. cfg NULL: the defaults. VMM_E_BAD_CONFIG (a limit or the
- * policy out of range, err says which) or -ENOMEM; *out untouched then. */
+/* Make a host. cfg NULL: the defaults. VMM_E_BAD_CONFIG (a limit, the
+ * policy or the backend out of range, err says which) or -ENOMEM; *out untouched then. */
 int vmm_host_new(const struct vmm_host_config *cfg, struct vmm_host **out, struct vmm_error *err);
 /* Free the host and everything it keeps. -EBUSY, and nothing changes, if a
  * sandbox or pool made with it is not freed yet. Accepts NULL (0). */

@@ -146,6 +146,7 @@ struct vmm_host {
 	struct vmm_sandbox *warm[VMM_HOST_WARM_MAX];    /* warm_lock; [0] kept longest */
 	struct vmm_policy policy;                       /* fixed */
 	bool debug;                                     /* fixed */
+	enum vmm_backend_kind backend;                  /* fixed */
 	struct st_snapcache *snapcache;                 /* fixed pointer; the cache locks itself */
 	atomic_uint sandboxes;                          /* atomic: sandboxes held by callers */
 };

@@ -160,7 +160,7 @@ struct vmm_sandbox *vmm_warm_take(const struct st_manifest *m, vmm_layer_open_fn
 	 * The id is recomputed: labels are not in the key. A process-backend
 	 * one only for the thread that started its child: the child dies with
 	 * that thread, and would with a thread that ended since. */
-	enum vmm_backend_kind kind = vmm_backend_resolve(cfg ? cfg->backend : VMM_BACKEND_AUTO);
+	enum vmm_backend_kind kind = vmm_backend_resolve(h, cfg ? cfg->backend : VMM_BACKEND_AUTO);
 	bool usable = n > 0 && vmm_sandbox_cfg_fits(&cand[0]->layout, cfg);
 	for (unsigned i = 0; i < n; i++) {
 		if (!sb && usable && cand[i]->be->kind == kind &&

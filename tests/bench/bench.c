@@ -80,13 +80,31 @@ const struct bench_size bench_sizes[4] = {
 	{ "large", 256ull << 20 },
 };
 
-static struct vmm_host *host;
+/* bench_host's, one per backend; and the default hosts (keeping nothing)
+ * that put sandboxes naming no host on the backend being measured. */
+static struct vmm_host *hosts[3], *bare_hosts[3];
 
 struct vmm_host *bench_host(void)
 {
-	if (!host && vmm_host_new(NULL, &host, NULL) < 0)
-		host = NULL;
-	return host;
+	enum vmm_backend_kind kind = vmm_backend_resolve(NULL, VMM_BACKEND_AUTO);
+	struct vmm_host_config hc;
+
+	vmm_host_config_defaults(&hc);
+	hc.backend = kind;
+	if (!hosts[kind] && vmm_host_new(&hc, &hosts[kind], NULL) < 0)
+		hosts[kind] = NULL;
+	return hosts[kind];
+}
+
+/* Sandboxes that name no host run on `kind` from now on (AUTO: where the
+ * machine decides), caching nothing, as with no host at all. */
+static void bench_backend_default(enum vmm_backend_kind kind)
+{
+	struct vmm_host_config hc = { .backend = kind };
+
+	if (kind != VMM_BACKEND_AUTO && !bare_hosts[kind] && vmm_host_new(&hc, &bare_hosts[kind], NULL) < 0)
+		bare_hosts[kind] = NULL;
+	vmm_host_default_set(kind == VMM_BACKEND_AUTO ? NULL : bare_hosts[kind]);
 }
 
 /* REL from the directory of this program (build/tests/bench/) in buf, if
@@ -524,7 +542,7 @@ int main(int argc, char **argv)
 				bench_err("--backend wants auto, kvm or process, not '%s'", optarg);
 				return 2;
 			}
-			vmm_backend_default_set(backend);
+			bench_backend_default(backend);
 			break;
 		case 'h': bench_usage(stdout); return 0;
 		default: bench_usage(stderr); return 2;
@@ -560,19 +578,18 @@ int main(int argc, char **argv)
 		 * kvm under their plain names, the process backend under process/. */
 		static const enum vmm_backend_kind kinds[] = { VMM_BACKEND_KVM, VMM_BACKEND_PROCESS };
 		for (size_t k = 0; k < 2; k++) {
-			if (kinds[k] == VMM_BACKEND_KVM && vmm_backend_resolve(VMM_BACKEND_AUTO) != VMM_BACKEND_KVM &&
-			    backend != VMM_BACKEND_KVM)
+			if (kinds[k] == VMM_BACKEND_KVM && vmm_kvm_check(NULL) < 0 && backend != VMM_BACKEND_KVM)
 				continue;
 			if (backend != VMM_BACKEND_AUTO && backend != kinds[k])
 				continue;
 			bench_backend_note(&b, kinds[k]);
 			b.prefix = kinds[k] == VMM_BACKEND_PROCESS ? "process/" : "";
-			vmm_backend_default_set(kinds[k]);
+			bench_backend_default(kinds[k]);
 			groups[i].run(&b);
 		}
 		bench_backend_note(&b, VMM_BACKEND_AUTO);
 		b.prefix = NULL;
-		vmm_backend_default_set(backend);
+		bench_backend_default(backend);
 		b.seconds[i] = (double)(bench_now_ns() - t0) / 1e9;
 	}
 	int rc = write_json(&b);
@@ -586,8 +603,13 @@ int main(int argc, char **argv)
 		free(b.res[i].unit);
 	}
 	free(b.res);
-	if (vmm_host_free(host) == 0)
-		host = NULL;
+	vmm_host_default_set(NULL);
+	for (size_t k = 0; k < 3; k++) {
+		if (vmm_host_free(hosts[k]) == 0)
+			hosts[k] = NULL;
+		if (vmm_host_free(bare_hosts[k]) == 0)
+			bare_hosts[k] = NULL;
+	}
 	if (b.failures) {
 		bench_err("%d case(s) failed", b.failures);
 		return 1;

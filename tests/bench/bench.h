@@ -60,8 +60,9 @@ struct bench_size {
 };
 extern const struct bench_size bench_sizes[4];
 /* A host with the default limits and policy that benchmarks creating
- * sandboxes in a loop share (made at first use, freed after the run), so
- * they measure what a program with a host sees; NULL without memory. */
+ * sandboxes in a loop share (one per backend measured, made at first use,
+ * freed after the run), so they measure what a program with a host sees;
+ * NULL without memory. */
 struct vmm_host *bench_host(void);
 /* The simpleguest ELF: $STRATA_GUEST, else the build tree's (found from
  * $STRATA_BUILD or from where strata-bench is). */

@@ -181,6 +181,7 @@ static int cold_setup(void **state, const void *arg)
 	s->flags = a->flags;
 	struct vmm_host_config hc;
 	vmm_host_config_defaults(&hc);
+	hc.backend = vmm_backend_resolve(NULL, VMM_BACKEND_AUTO); /* the one being measured */
 	if (a->flags & F_NO_WARM)
 		hc.warm = 0;
 	if ((rc = vmm_host_new(&hc, &s->host, NULL)) < 0) {

@@ -342,7 +342,7 @@ void bench_floor(struct bench *b)
 	 * hypercall page); the other paths for comparison (docs/vmm.md). KVM's
 	 * only where it runs. */
 	bench_backend_note(b, VMM_BACKEND_KVM);
-	for (size_t i = 0; i < 4 && vmm_backend_resolve(VMM_BACKEND_AUTO) == VMM_BACKEND_KVM; i++)
+	for (size_t i = 0; i < 4 && vmm_backend_resolve(NULL, VMM_BACKEND_AUTO) == VMM_BACKEND_KVM; i++)
 		bench_run(b, &(struct bench_case){ .name = mode_names[i], .floor = i ? FLOOR : NULL,
 						   .setup = floor_setup, .iter = floor_iter,
 						   .teardown = floor_teardown, .arg = &modes[i], .iters = 2000 });

@@ -555,6 +555,7 @@ Test(cold, snapshot_directory_caches_belong_to_their_host, .init = setup_copy, .
 	struct vmm_error err;
 
 	vmm_host_config_defaults(&c);
+	c.backend = test_backend;
 	cr_assert_eq(vmm_host_new(&c, &a, &err), 0, "%s", err.message);
 	cr_assert_eq(vmm_host_new(&c, &b, &err), 0, "%s", err.message);
 	c.snapdir_manifests = c.snapdir_copies = 0;
@@ -759,7 +760,7 @@ static double guest_private_kib(struct vmm_sandbox *sb)
  * writes (16 pages here) plus a fixed overhead, not its memory size. */
 Test(cold, pool_sandboxes_cost_about_what_they_write, .init = setup_copy, .fini = fixture_down)
 {
-	if (vmm_backend_resolve(VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS)
+	if (vmm_backend_resolve(NULL, VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS)
 		cr_skip_test("the process backend copies a snapshot's pages into each sandbox's shared memory (no copy-on-write: docs/vmm.md)");
 	enum { N = 40, WRITTEN_KIB = 64 };
 	struct vmm_snapdir *d;
@@ -841,7 +842,7 @@ static void limits(unsigned n)
 	struct vmm_error err;
 
 	if (!H) {
-		struct vmm_host_config c = { .shells = n, .warm = n };
+		struct vmm_host_config c = { .shells = n, .warm = n, .backend = test_backend };
 		cr_assert_eq(vmm_host_new(&c, &H, &err), 0, "%s", err.message);
 		hc = (struct vmm_config){ .host = H };
 	}
@@ -874,7 +875,7 @@ static void host_end(void)
  * next sandbox must see nothing of the previous guest. */
 Test(cold, a_recycled_vm_shell_carries_nothing_over, .init = setup_copy, .fini = fixture_down)
 {
-	if (vmm_backend_resolve(VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS)
+	if (vmm_backend_resolve(NULL, VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS)
 		cr_skip_test("VM shells are the kvm backend's");
 	struct vmm_sandbox *a, *b, *c;
 	struct vmm_snapdir *d;
@@ -1169,7 +1170,7 @@ Test(cold, handles_on_an_unchanged_copy_share_its_private_copy, .init = setup_co
 
 Test(cold, at_the_limit_the_oldest_shell_makes_room, .init = setup_copy, .fini = fixture_down)
 {
-	if (vmm_backend_resolve(VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS)
+	if (vmm_backend_resolve(NULL, VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS)
 		cr_skip_test("VM shells are the kvm backend's");
 	struct vmm_sandbox *a, *b;
 	struct vmm_error err;
@@ -1195,7 +1196,7 @@ Test(cold, at_the_limit_the_oldest_shell_makes_room, .init = setup_copy, .fini =
  * under a sandbox made with it, and frees what it keeps once free. */
 Test(cold, a_host_gives_its_policy_and_outlives_its_sandboxes, .init = setup_copy, .fini = fixture_down)
 {
-	struct vmm_host_config c = { .shells = 2, .warm = 2 };
+	struct vmm_host_config c = { .shells = 2, .warm = 2, .backend = test_backend };
 	struct vmm_policy drop;
 	struct vmm_snap_stats st;
 	struct vmm_sandbox *sb;
@@ -1316,7 +1317,7 @@ static void *make_and_free(void *arg)
 Test(cold, a_warm_sandbox_outlives_the_thread_that_freed_it_only_where_it_can_run, .init = setup_copy,
      .fini = fixture_down)
 {
-	struct vmm_host_config c = { .shells = 2, .warm = 2 };
+	struct vmm_host_config c = { .shells = 2, .warm = 2, .backend = test_backend };
 	struct vmm_host_stats hs;
 	struct vmm_sandbox *sb;
 	struct vmm_error err;
@@ -1382,7 +1383,7 @@ static void *host_work(void *arg)
 Test(cold, a_host_shared_by_threads_keeps_its_limits, .init = setup_copy, .fini = fixture_down)
 {
 	enum { THREADS = 3 };
-	struct vmm_host_config c = { .shells = 2, .warm = 2 };
+	struct vmm_host_config c = { .shells = 2, .warm = 2, .backend = test_backend };
 	struct host_worker w[THREADS];
 	struct vmm_host_stats hs;
 	struct vmm_error err;

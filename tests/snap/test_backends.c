@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 
 #include "helpers.h"
+#include "tests/kvm_check.h"
 
 TestSuite(backends, .init = sh_setup, .fini = sh_teardown);
 
@@ -72,4 +73,38 @@ Test(backends, a_snapshot_moves_from_process_to_kvm_and_back)
 {
 	kvm_or_skip();
 	both_ways(VMM_BACKEND_PROCESS, VMM_BACKEND_KVM);
+}
+
+/* A pool made with a host runs on the host's backend (vmm_host_config.backend):
+ * one snapshot, a pool on each backend, side by side in one process. */
+Test(backends, a_pool_runs_on_its_hosts_backend)
+{
+	static const enum vmm_backend_kind kinds[] = { VMM_BACKEND_KVM, VMM_BACKEND_PROCESS };
+	struct st_manifest *m = NULL;
+	struct vmm_sandbox *x;
+
+	kvm_require_always();
+	x = on(VMM_BACKEND_PROCESS, NULL);
+	sh_call_i(x, "counter_next", 0, 0);
+	cr_assert_eq(sh_snap(x, &m), 0);
+	vmm_sandbox_free(x);
+	for (unsigned k = 0; k < 2; k++) {
+		struct vmm_host_config hc;
+		struct vmm_host *h;
+		struct vmm_pool *p;
+		struct vmm_error err;
+		vmm_host_config_defaults(&hc);
+		hc.backend = kinds[k];
+		cr_assert_eq(vmm_host_new(&hc, &h, &err), 0, "%s", err.message);
+		struct vmm_config cfg = { .host = h };
+		cr_assert_eq(vmm_pool_new(m, vmm_layer_open_store, sh_store, &cfg, 2, &p, &err), 0, "%s", err.message);
+		for (unsigned i = 0; i < 2; i++) {
+			cr_assert_eq(vmm_sandbox_backend(vmm_pool_at(p, i)), kinds[k], "pool sandbox %u on %s", i,
+				     vmm_backend_name(kinds[k]));
+			cr_assert_eq(sh_call_i(vmm_pool_at(p, i), "counter_next", 0, 0), 2);
+		}
+		vmm_pool_free(p);
+		cr_assert_eq(vmm_host_free(h), 0);
+	}
+	st_manifest_free(m);
 }
