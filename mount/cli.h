@@ -139,8 +139,16 @@ void cli_snap_close(void);
  * buffers read from @FILE arguments (free them); print a result. */
 struct vmm_value;
 struct vmm_result;
-int cli_build_args(const struct cli *cli, const char *fn, const char *sig, char **argv, int argc,
+struct vmm_signature;
+struct vmm_sandbox;
+int cli_build_args(const struct cli *cli, const char *fn, const struct vmm_signature *sig, char **argv, int argc,
 		   struct vmm_value *vals, void **owned);
+/* The type of the guest's function fn (NULL: none by that name). */
+const struct vmm_signature *cli_function_find(const struct vmm_sandbox *sb, const char *fn);
+/* sig as the guest SDK writes it, "r(aa..)" with letters v i b s, in buf
+ * (CLI_SIG_LEN bytes hold any). */
+#define CLI_SIG_LEN 16
+void cli_sig_format(const struct vmm_signature *sig, char *buf, size_t len);
 void cli_print_result(const struct vmm_result *r);
 int cmd_pool(struct cli *cli, int argc, char **argv);         /* cmd_pool.c */
 int cmd_calibrate(struct cli *cli, int argc, char **argv);    /* cmd_calibrate.c */

@@ -184,7 +184,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		printf("%s is on a strata mount: %u of %u layer(s) mapped from their backing blobs\n", target,
 		       vmm_snapdir_direct_layers(src.dir), src.manifest->nlayers);
 	read_pss(&anon0, &layers0);
-	const char *sig = NULL;
+	const struct vmm_signature *sig = NULL;
 	for (made = 0; made < n; made++) {
 		struct vmm_error err;
 		uint64_t t0 = now_ns();
@@ -201,12 +201,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		if (!fn)
 			continue;
 		if (!sig) {
-			for (unsigned i = 0; i < vmm_sandbox_function_count(sb[made]); i++) {
-				const char *name, *s;
-				if (vmm_sandbox_function(sb[made], i, &name, &s) == 0 && strcmp(name, fn) == 0)
-					sig = s;
-			}
-			if (!sig) {
+			if (!(sig = cli_function_find(sb[made], fn))) {
 				cli_err(cli, "pool: the snapshot's guest has no function '%s'", fn);
 				status = CLI_USAGE;
 				made++;

@@ -194,39 +194,77 @@ void cli_print_result(const struct vmm_result *r)
 	}
 }
 
+static char type_letter(enum vmm_type t)
+{
+	switch (t) {
+	case VMM_VOID: return 'v';
+	case VMM_I64: return 'i';
+	case VMM_BYTES: return 'b';
+	case VMM_STR: return 's';
+	}
+	return '?';
+}
+
+void cli_sig_format(const struct vmm_signature *sig, char *buf, size_t len)
+{
+	char text[CLI_SIG_LEN];
+	size_t n = 0;
+
+	text[n++] = type_letter(sig->ret);
+	text[n++] = '(';
+	for (unsigned i = 0; i < sig->nparams && i < VMM_MAX_PARAMS; i++)
+		text[n++] = type_letter(sig->params[i]);
+	text[n++] = ')';
+	text[n] = 0;
+	snprintf(buf, len, "%s", text);
+}
+
+const struct vmm_signature *cli_function_find(const struct vmm_sandbox *sb, const char *fn)
+{
+	const struct vmm_signature *sig;
+	const char *name;
+
+	for (unsigned i = 0; i < vmm_sandbox_function_count(sb); i++)
+		if (vmm_sandbox_function(sb, i, &name, &sig) == 0 && strcmp(name, fn) == 0)
+			return sig;
+	return NULL;
+}
+
 static int list_functions(const struct vmm_sandbox *sb)
 {
+	const struct vmm_signature *sig;
+	const char *name;
+	char text[CLI_SIG_LEN];
+
 	for (unsigned i = 0; i < vmm_sandbox_function_count(sb); i++) {
-		const char *name, *sig;
-		if (vmm_sandbox_function(sb, i, &name, &sig) == 0)
-			printf("%s %s\n", cli_esc(name), cli_esc(sig));
+		if (vmm_sandbox_function(sb, i, &name, &sig) == 0) {
+			cli_sig_format(sig, text, sizeof(text));
+			printf("%s %s\n", cli_esc(name), text);
+		}
 	}
 	return CLI_OK;
 }
 
 /* Parse ARGS per the signature the guest published for fn (cli.h). */
-int cli_build_args(const struct cli *cli, const char *fn, const char *sig, char **argv, int argc,
-		      struct vmm_value *vals, void **owned)
+int cli_build_args(const struct cli *cli, const char *fn, const struct vmm_signature *sig, char **argv, int argc,
+		   struct vmm_value *vals, void **owned)
 {
-	unsigned want = 0;
-	const char *p = strchr(sig, '(');
-
-	for (const char *q = p + 1; *q && *q != ')'; q++)
-		want++;
-	if ((unsigned)argc != want) {
-		cli_err(cli, "run: %s takes %u argument(s) (signature %s), %d given", fn, want, sig, argc);
+	if ((unsigned)argc != sig->nparams) {
+		char text[CLI_SIG_LEN];
+		cli_sig_format(sig, text, sizeof(text));
+		cli_err(cli, "run: %s takes %u argument(s) (signature %s), %d given", fn, sig->nparams, text, argc);
 		return CLI_USAGE;
 	}
 	for (int i = 0; i < argc; i++) {
-		char t = p[1 + i];
+		enum vmm_type t = sig->params[i];
 		memset(&vals[i], 0, sizeof(vals[i]));
-		if (t == 'i') {
+		if (t == VMM_I64) {
 			vals[i].type = VMM_I64;
 			if (!parse_i64(argv[i], &vals[i].i64)) {
 				cli_err(cli, "run: argument %d of %s must be an integer, not '%s'", i + 1, fn, argv[i]);
 				return CLI_USAGE;
 			}
-		} else if (t == 's') {
+		} else if (t == VMM_STR) {
 			vals[i].type = VMM_STR;
 			vals[i].data = argv[i];
 			vals[i].len = strlen(argv[i]);
@@ -405,9 +443,11 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	}
 	if ((status = cli_sandbox_open(cli, path, &cfg, o.via_fuse ? VMM_SNAPDIR_VIA_FUSE : 0, &sb, &err)) != CLI_OK)
 		return status;
-	if (vmm_sandbox_register(sb, "host_add", "i(ii)", host_add, NULL) < 0 ||
-	    vmm_sandbox_register(sb, "host_upper", "s(s)", host_upper, NULL) < 0) {
-		cli_err(cli, "run: cannot register host functions");
+	static const struct vmm_signature add_sig = { VMM_I64, 2, { VMM_I64, VMM_I64 } },
+					  upper_sig = { VMM_STR, 1, { VMM_STR } };
+	if (vmm_sandbox_register(sb, "host_add", &add_sig, host_add, NULL, &err) < 0 ||
+	    vmm_sandbox_register(sb, "host_upper", &upper_sig, host_upper, NULL, &err) < 0) {
+		cli_err(cli, "run: cannot register host functions: %s", err.message);
 		status = CLI_FAIL;
 		goto out_free;
 	}
@@ -416,12 +456,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		if (!fn)
 			goto out_free;
 	}
-	const char *sig = NULL;
-	for (unsigned i = 0; i < vmm_sandbox_function_count(sb); i++) {
-		const char *name, *s;
-		if (vmm_sandbox_function(sb, i, &name, &s) == 0 && strcmp(name, fn) == 0)
-			sig = s;
-	}
+	const struct vmm_signature *sig = cli_function_find(sb, fn);
 	if (!sig) {
 		cli_err(cli, "run: %s has no function '%s' (try --list)", path, fn);
 		status = CLI_USAGE;

@@ -88,33 +88,33 @@ int vmm_run_guest_str(struct vmm_sandbox *sb, uint64_t gpa, char *buf, size_t ca
 	return -ENAMETOOLONG;
 }
 
-bool vmm_sig_parse(const char *sig, enum vmm_type *ret, enum vmm_type *args, unsigned *nargs)
+bool vmm_sig_parse(const char *sig, struct vmm_signature *out)
 {
-	unsigned n = 0;
+	struct vmm_signature t = { 0 };
 
 	if (!sig || !sig[0] || sig[1] != '(')
 		return false;
 	switch (sig[0]) {
-	case 'v': *ret = VMM_VOID; break;
-	case 'i': *ret = VMM_I64; break;
-	case 'b': *ret = VMM_BYTES; break;
-	case 's': *ret = VMM_STR; break;
+	case 'v': t.ret = VMM_VOID; break;
+	case 'i': t.ret = VMM_I64; break;
+	case 'b': t.ret = VMM_BYTES; break;
+	case 's': t.ret = VMM_STR; break;
 	default: return false;
 	}
 	const char *p = sig + 2;
 	for (; *p && *p != ')'; p++) {
-		if (n == STRATA_MAX_ARGS)
+		if (t.nparams == VMM_MAX_PARAMS)
 			return false;
 		switch (*p) {
-		case 'i': args[n++] = VMM_I64; break;
-		case 'b': args[n++] = VMM_BYTES; break;
-		case 's': args[n++] = VMM_STR; break;
+		case 'i': t.params[t.nparams++] = VMM_I64; break;
+		case 'b': t.params[t.nparams++] = VMM_BYTES; break;
+		case 's': t.params[t.nparams++] = VMM_STR; break;
 		default: return false;
 		}
 	}
 	if (*p != ')' || p[1] != '\0')
 		return false;
-	*nargs = n;
+	*out = t;
 	return true;
 }
 
@@ -248,14 +248,14 @@ static int hc_hostcall(struct vmm_sandbox *sb, uint32_t gpa)
 		rec.status = STRATA_HOST_NO_FUNCTION;
 		goto out_reply;
 	}
-	bool match = h->nargs == rec.nargs;
+	bool match = h->sig.nparams == rec.nargs;
 	for (unsigned i = 0; match && i < rec.nargs; i++)
-		match = h->args[i] == args[i].type;
+		match = h->sig.params[i] == args[i].type;
 	if (!match) {
 		rec.status = STRATA_HOST_BAD_ARGS;
 		goto out_reply;
 	}
-	if (h->cb(h->ctx, args, rec.nargs, &ret) < 0 || ret.type != h->ret) {
+	if (h->cb(h->ctx, args, rec.nargs, &ret) < 0 || ret.type != h->sig.ret) {
 		rec.status = STRATA_HOST_FAILED;
 		goto out_reply;
 	}
@@ -448,9 +448,9 @@ static int frame_write(struct vmm_sandbox *sb, uint32_t idx, const struct vmm_fn
 	uint64_t off = sizeof(fr);
 
 	for (size_t i = 0; i < nargs; i++) {
-		if (args[i].type != f->args[i])
+		if (args[i].type != f->type.params[i])
 			return vmm_run_fail(sb, VMM_E_BAD_ARGS, "%s: argument %zu should be %s, not %s", f->name, i + 1,
-					    type_name(f->args[i]), type_name(args[i].type));
+					    type_name(f->type.params[i]), type_name(args[i].type));
 		if (args[i].type == VMM_I64) {
 			fr.args[i] = (struct strata_value){ .type = STRATA_T_I64, .i64 = args[i].i64 };
 			continue;
@@ -496,14 +496,14 @@ static int result_read(struct vmm_sandbox *sb, const struct vmm_fn *f, uint32_t 
 	if (status != STRATA_OK)
 		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "%s: the guest rejected a valid call frame (status %u)",
 				    f->name, status);
-	if (r.ret.type != (uint32_t)f->ret)
+	if (r.ret.type != (uint32_t)f->type.ret)
 		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "%s: result type %u does not match signature '%s'",
 				    f->name, r.ret.type, f->sig);
 	memset(res, 0, sizeof(*res));
-	res->type = f->ret;
-	if (f->ret == VMM_I64) {
+	res->type = f->type.ret;
+	if (f->type.ret == VMM_I64) {
 		res->i64 = r.ret.i64;
-	} else if (f->ret == VMM_BYTES || f->ret == VMM_STR) {
+	} else if (f->type.ret == VMM_BYTES || f->type.ret == VMM_STR) {
 		const void *d = vmm_run_guest_ptr(sb, r.ret.addr, r.ret.len);
 		if (!d)
 			return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "%s: result at 0x%llx+%llu is outside guest memory",
@@ -549,9 +549,9 @@ int vmm_sandbox_call_timeout(struct vmm_sandbox *sb, const char *fn, const struc
 		rc = vmm_run_fail(sb, VMM_E_NO_FUNCTION, "the guest has no function '%s'", fn ? fn : "(null)");
 		goto out_release;
 	}
-	if (nargs != f->nargs || (nargs && !args)) {
+	if (nargs != f->type.nparams || (nargs && !args)) {
 		rc = vmm_run_fail(sb, VMM_E_BAD_ARGS, "%s takes %u argument(s) (signature %s), %zu given", f->name,
-				  f->nargs, f->sig, nargs);
+				  f->type.nparams, f->sig, nargs);
 		goto out_release;
 	}
 	if ((rc = frame_write(sb, idx, f, args, nargs)) < 0)

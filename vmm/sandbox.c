@@ -49,7 +49,7 @@ int vmm_sandbox_load_functions(struct vmm_sandbox *sb, uint32_t table_gpa)
 		if (vmm_run_guest_str(sb, desc.name_addr, f->name, sizeof(f->name)) < 0 || !f->name[0] ||
 		    vmm_run_guest_str(sb, desc.sig_addr, f->sig, sizeof(f->sig)) < 0)
 			return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "READY: function %u has a bad name or signature", i);
-		if (!vmm_sig_parse(f->sig, &f->ret, f->args, &f->nargs))
+		if (!vmm_sig_parse(f->sig, &f->type))
 			return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "READY: function '%s' has malformed signature '%s'",
 					    f->name, f->sig);
 	}
@@ -231,46 +231,80 @@ void vmm_sandbox_destroy(struct vmm_sandbox *sb)
 	if (sb->be)
 		sb->be->destroy(sb);
 	free(sb->fns);
-	for (unsigned i = 0; i < sb->nhfns; i++) {
+	for (unsigned i = 0; i < sb->nhfns; i++)
 		free(sb->hfns[i].name);
-		free(sb->hfns[i].sig);
-	}
 	free(sb->hfns);
 	pthread_mutex_destroy(&sb->lock);
 	free(sb);
 }
 
-int vmm_sandbox_register(struct vmm_sandbox *sb, const char *name, const char *sig,
-			 vmm_host_fn_cb cb, void *ctx)
-{
-	struct vmm_host_fn h = { .cb = cb, .ctx = ctx };
+_Static_assert(VMM_MAX_PARAMS == STRATA_MAX_ARGS, "a signature holds every argument the ABI carries");
+_Static_assert(VMM_NAME_MAX + 1 == STRATA_NAME_MAX, "a host function's name fits the ABI's");
 
-	if (!name || !*name || strlen(name) >= STRATA_NAME_MAX || !sig || !cb ||
-	    !vmm_sig_parse(sig, &h.ret, h.args, &h.nargs))
-		return -EINVAL;
+static bool type_known(enum vmm_type t)
+{
+	return t == VMM_VOID || t == VMM_I64 || t == VMM_BYTES || t == VMM_STR;
+}
+
+/* 0 if sig is one a guest can call; else -EINVAL with what is wrong. */
+static int signature_check(const char *name, const struct vmm_signature *sig, struct vmm_error *err)
+{
+	if (!sig)
+		return vmm_fail(err, -EINVAL, "host function %s: no signature", name);
+	if (!type_known(sig->ret))
+		return vmm_fail(err, -EINVAL, "host function %s: result type %d is not a vmm_type", name, (int)sig->ret);
+	if (sig->nparams > VMM_MAX_PARAMS)
+		return vmm_fail(err, -EINVAL, "host function %s: %u parameters; at most %u", name, sig->nparams,
+				VMM_MAX_PARAMS);
+	for (unsigned i = 0; i < sig->nparams; i++)
+		if (sig->params[i] == VMM_VOID || !type_known(sig->params[i]))
+			return vmm_fail(err, -EINVAL, "host function %s: parameter %u has type %d (I64, BYTES or STR)",
+					name, i + 1, (int)sig->params[i]);
+	return 0;
+}
+
+static int register_locked(struct vmm_sandbox *sb, const char *name, const struct vmm_signature *sig,
+			   vmm_host_fn_cb cb, void *ctx, struct vmm_error *err)
+{
+	struct vmm_host_fn h = { .sig = *sig, .cb = cb, .ctx = ctx };
+
+	/* What lies past nparams is the caller's noise: keep none of it. */
+	for (unsigned i = sig->nparams; i < VMM_MAX_PARAMS; i++)
+		h.sig.params[i] = VMM_VOID;
 	for (unsigned i = 0; i < sb->nhfns; i++) {
 		if (strcmp(sb->hfns[i].name, name) == 0) {
-			char *s = strdup(sig);
-			if (!s)
-				return -ENOMEM;
-			free(sb->hfns[i].sig);
 			h.name = sb->hfns[i].name;
-			h.sig = s;
 			sb->hfns[i] = h;
 			return 0;
 		}
 	}
-	if (ST_ARRAY_RESERVE(sb->hfns, sb->hfns_cap, sb->nhfns + 1) < 0)
-		return -ENOMEM;
-	h.name = strdup(name);
-	h.sig = strdup(sig);
-	if (!h.name || !h.sig) {
-		free(h.name);
-		free(h.sig);
-		return -ENOMEM;
-	}
+	if (ST_ARRAY_RESERVE(sb->hfns, sb->hfns_cap, sb->nhfns + 1) < 0 || !(h.name = strdup(name)))
+		return vmm_fail(err, -ENOMEM, "host function %s: out of memory", name);
 	sb->hfns[sb->nhfns++] = h;
 	return 0;
+}
+
+int vmm_sandbox_register(struct vmm_sandbox *sb, const char *name, const struct vmm_signature *sig,
+			 vmm_host_fn_cb cb, void *ctx, struct vmm_error *err)
+{
+	int rc;
+
+	if (!name || !*name)
+		return vmm_fail(err, -EINVAL, "a host function needs a name");
+	if (strlen(name) > VMM_NAME_MAX)
+		return vmm_fail(err, -EINVAL, "host function name of %zu bytes; at most %u", strlen(name), VMM_NAME_MAX);
+	if ((rc = signature_check(name, sig, err)) < 0)
+		return rc;
+	if (!cb)
+		return vmm_fail(err, -EINVAL, "host function %s: no callback", name);
+	/* The call path reads the table without the lock while in_call. */
+	pthread_mutex_lock(&sb->lock);
+	if (sb->in_call)
+		rc = vmm_fail(err, VMM_E_BUSY, "host function %s: a call is running on this sandbox", name);
+	else
+		rc = register_locked(sb, name, sig, cb, ctx, err);
+	pthread_mutex_unlock(&sb->lock);
+	return rc;
 }
 
 const struct vmm_error *vmm_sandbox_error(const struct vmm_sandbox *sb)
@@ -288,12 +322,13 @@ unsigned vmm_sandbox_function_count(const struct vmm_sandbox *sb)
 	return sb->nfns;
 }
 
-int vmm_sandbox_function(const struct vmm_sandbox *sb, unsigned i, const char **name, const char **sig)
+int vmm_sandbox_function(const struct vmm_sandbox *sb, unsigned i, const char **name,
+			 const struct vmm_signature **sig)
 {
 	if (i >= sb->nfns)
 		return -ENOENT;
 	*name = sb->fns[i].name;
-	*sig = sb->fns[i].sig;
+	*sig = &sb->fns[i].type;
 	return 0;
 }
 

@@ -354,7 +354,7 @@ int vmm_guest_from_json(const char *json, struct vmm_layout *lout, struct vmm_fn
 		const char *sig = json_string_value(json_object_get(f, "sig"));
 		struct vmm_fn *d = &fns[i];
 		if (!name || !sig || !*name || strlen(name) >= sizeof(d->name) || strlen(sig) >= sizeof(d->sig) ||
-		    !vmm_sig_parse(sig, &d->ret, d->args, &d->nargs)) {
+		    !vmm_sig_parse(sig, &d->type)) {
 			rc = bad(why, whylen, "guest function table has a malformed entry");
 			goto out_free;
 		}

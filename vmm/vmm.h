@@ -135,6 +135,22 @@ struct vmm_value {
 	size_t len;
 };
 
+/* Most parameters of a function (guest or host), longest function name. */
+#define VMM_MAX_PARAMS 8u
+#define VMM_NAME_MAX 63u
+
+/*
+ * A function's type: its result (any vmm_type; VMM_VOID: none) and its
+ * parameters' types in order (VMM_I64, VMM_BYTES or VMM_STR; entries past
+ * nparams are ignored). host_add(i64, i64) -> i64 is
+ *     { .ret = VMM_I64, .nparams = 2, .params = { VMM_I64, VMM_I64 } }
+ */
+struct vmm_signature {
+	enum vmm_type ret;
+	unsigned nparams;
+	enum vmm_type params[VMM_MAX_PARAMS];
+};
+
 /* A result. For BYTES/STR `data` is malloc'd (STR NUL-terminated) and owned
  * by the caller: free it with vmm_result_clear(). */
 struct vmm_result {
@@ -179,11 +195,19 @@ int vmm_sandbox_new_mem(const void *elf, size_t size, const struct vmm_config *c
  * either way the caller owns nothing of it afterwards. */
 void vmm_sandbox_free(struct vmm_sandbox *sb);
 
-/* Register (or replace) a host function. sig is "r(aa..)" with letters
- * v i b s, e.g. "i(ii)". Not while a call runs. -EINVAL (empty or long
- * name, bad signature, no cb) or -ENOMEM: the functions are as before. */
-int vmm_sandbox_register(struct vmm_sandbox *sb, const char *name, const char *sig,
-			 vmm_host_fn_cb cb, void *ctx);
+/*
+ * Register host function `name` (1..VMM_NAME_MAX bytes) of type *sig
+ * (copied), or replace the one of that name. A guest's call is checked
+ * against sig (arity, each argument's type) before cb runs, and cb's
+ * result must have type sig->ret. Errors, each with err (if not NULL)
+ * saying which: -EINVAL for a NULL, empty or longer name, a NULL sig, a
+ * ret that is no vmm_type, nparams over VMM_MAX_PARAMS, a parameter that
+ * is VMM_VOID or no vmm_type, or a NULL cb; VMM_E_BUSY while a call runs
+ * (a host function cannot register another); -ENOMEM. On failure the
+ * sandbox's host functions are as before.
+ */
+int vmm_sandbox_register(struct vmm_sandbox *sb, const char *name, const struct vmm_signature *sig,
+			 vmm_host_fn_cb cb, void *ctx, struct vmm_error *err);
 
 /*
  * Call guest function `fn` with `args`. On success fills *res. On failure
@@ -207,11 +231,11 @@ int vmm_sandbox_kill(struct vmm_sandbox *sb);
 const struct vmm_error *vmm_sandbox_error(const struct vmm_sandbox *sb);
 bool vmm_sandbox_poisoned(const struct vmm_sandbox *sb);
 
-/* The guest's functions: count, then name and signature of each (pointers
- * valid for the sandbox's life). */
+/* The guest's functions: count, then name and type of function i (both
+ * pointers valid for the sandbox's life). -ENOENT past the count. */
 unsigned vmm_sandbox_function_count(const struct vmm_sandbox *sb);
 int vmm_sandbox_function(const struct vmm_sandbox *sb, unsigned i, const char **name,
-			 const char **sig);
+			 const struct vmm_signature **sig);
 
 /* Guest memory as one host range (for capture/restore and tests). */
 void vmm_sandbox_memory(const struct vmm_sandbox *sb, uint8_t **mem, uint64_t *size);

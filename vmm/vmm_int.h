@@ -266,18 +266,13 @@ void *vmm_mem_translate(uint8_t *mem, uint64_t lo, uint64_t hi, uint64_t gpa, ui
 
 struct vmm_fn {
 	char name[STRATA_NAME_MAX];
-	char sig[STRATA_SIG_MAX];
-	enum vmm_type ret;
-	unsigned nargs;
-	enum vmm_type args[STRATA_MAX_ARGS];
+	char sig[STRATA_SIG_MAX];      /* as the guest published it (the manifest keeps it) */
+	struct vmm_signature type;     /* sig, parsed */
 };
 
 struct vmm_host_fn {
 	char *name;
-	enum vmm_type ret;
-	unsigned nargs;
-	enum vmm_type args[STRATA_MAX_ARGS];
-	char *sig;
+	struct vmm_signature sig;
 	vmm_host_fn_cb cb;
 	void *ctx;
 };
@@ -357,8 +352,9 @@ int vmm_run_until(struct vmm_sandbox *sb, uint16_t port, uint64_t timeout_ns, ui
  * sb->fn_table_gpa so a restored sandbox can reread it from its memory). */
 int vmm_sandbox_load_functions(struct vmm_sandbox *sb, uint32_t table_gpa);
 
-/* Parse a signature "r(aa..)" into types; false if malformed. */
-bool vmm_sig_parse(const char *sig, enum vmm_type *ret, enum vmm_type *args, unsigned *nargs);
+/* Parse a guest's published signature "r(aa..)" (letters v i b s, the
+ * guest ABI's text) into *out; false if malformed. */
+bool vmm_sig_parse(const char *sig, struct vmm_signature *out);
 
 #include "vmm/backend.h"
 

@@ -96,10 +96,8 @@ bool vmm_warm_park(struct vmm_sandbox *sb)
 	if (vmm_snap_reset(sb, s) < 0 || s->stats.pages_scanned - before > WARM_MAX_PAGES)
 		return false;
 	/* Nothing of this user stays: host functions, last error, a kill. */
-	for (unsigned i = 0; i < sb->nhfns; i++) {
+	for (unsigned i = 0; i < sb->nhfns; i++)
 		free(sb->hfns[i].name);
-		free(sb->hfns[i].sig);
-	}
 	free(sb->hfns);
 	sb->hfns = NULL;
 	sb->nhfns = sb->hfns_cap = 0;

@@ -32,8 +32,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", argv[1], err.message);
 		return 1;
 	}
-	if (vmm_sandbox_register(sb, "host_add", "i(ii)", host_add, &calls) < 0) {
-		fprintf(stderr, "cannot register host_add\n");
+	/* host_add(i64, i64) -> i64: the guest's calls are checked against it. */
+	static const struct vmm_signature add_sig = { .ret = VMM_I64, .nparams = 2, .params = { VMM_I64, VMM_I64 } };
+	if (vmm_sandbox_register(sb, "host_add", &add_sig, host_add, &calls, &err) < 0) {
+		fprintf(stderr, "host_add: %s\n", err.message);
 		goto out;
 	}
 	struct vmm_value args[2] = {

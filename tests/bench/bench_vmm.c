@@ -54,9 +54,12 @@ static int sandbox_make(const struct vmm_config *cfg, struct vmm_sandbox **out)
 		fprintf(stderr, "bench: vmm: %s: %s\n", bench_guest_path(), err.message);
 		return rc;
 	}
-	rc = vmm_sandbox_register(*out, "host_add", "i(ii)", host_add, NULL);
-	if (rc < 0)
+	static const struct vmm_signature add_sig = { .ret = VMM_I64, .nparams = 2, .params = { VMM_I64, VMM_I64 } };
+	rc = vmm_sandbox_register(*out, "host_add", &add_sig, host_add, NULL, &err);
+	if (rc < 0) {
+		fprintf(stderr, "bench: vmm: %s\n", err.message);
 		vmm_sandbox_free(*out);
+	}
 	return rc;
 }
 

@@ -963,7 +963,8 @@ Test(cold, a_freed_sandbox_is_kept_warm_for_its_snapshot_and_nothing_of_it_leaks
 	limits(4);
 	/* From the store: a host function, dirty pages and state, then freed. */
 	cr_assert_eq(vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, &hc, &a, &err), 0, "%s", err.message);
-	cr_assert_eq(vmm_sandbox_register(a, "host_add", "i(ii)", host_add_cb, NULL), 0);
+	static const struct vmm_signature add_sig = { .ret = VMM_I64, .nparams = 2, .params = { VMM_I64, VMM_I64 } };
+	cr_assert_eq(vmm_sandbox_register(a, "host_add", &add_sig, host_add_cb, NULL, &err), 0, "%s", err.message);
 	cr_assert_eq(add_via_host(a, &rc), 5);
 	cr_assert_eq(rc, 0);
 	cr_assert_eq(call_i64(a, "touch_pages", 32, true), 32);

@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (unsigned i = 0; i < nfns; i++)
 			FUZZ_CHECK(strnlen(fns[i].name, sizeof(fns[i].name)) < sizeof(fns[i].name) &&
 				   strnlen(fns[i].sig, sizeof(fns[i].sig)) < sizeof(fns[i].sig) &&
-				   fns[i].nargs <= STRATA_MAX_ARGS, "function %u", i);
+				   fns[i].type.nparams <= STRATA_MAX_ARGS, "function %u", i);
 		free(fns);
 	} else {
 		FUZZ_CHECK(why[0], "a refusal says why");

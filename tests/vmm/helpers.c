@@ -48,8 +48,10 @@ struct vmm_sandbox *guest_new(const struct vmm_config *cfg)
 	int rc = vmm_sandbox_new(guest_path(), cfg, &sb, &err);
 
 	cr_assert_eq(rc, 0, "sandbox_new(%s): %s (%s)", guest_path(), vmm_strerror(rc), err.message);
-	cr_assert_eq(vmm_sandbox_register(sb, "host_add", "i(ii)", host_add, NULL), 0);
-	cr_assert_eq(vmm_sandbox_register(sb, "host_upper", "s(s)", host_upper, NULL), 0);
+	static const struct vmm_signature add_sig = { .ret = VMM_I64, .nparams = 2, .params = { VMM_I64, VMM_I64 } },
+					  upper_sig = { .ret = VMM_STR, .nparams = 1, .params = { VMM_STR } };
+	cr_assert_eq(vmm_sandbox_register(sb, "host_add", &add_sig, host_add, NULL, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_sandbox_register(sb, "host_upper", &upper_sig, host_upper, NULL, &err), 0, "%s", err.message);
 	return sb;
 }
 

@@ -226,26 +226,6 @@ Test(vmm_calls, guest_log_reaches_the_callback)
 	vmm_sandbox_free(sb);
 }
 
-Test(vmm_calls, lists_functions_with_signatures)
-{
-	struct vmm_sandbox *sb = guest_new(NULL);
-	bool echo = false, add = false;
-
-	cr_assert_gt(vmm_sandbox_function_count(sb), 10);
-	for (unsigned i = 0; i < vmm_sandbox_function_count(sb); i++) {
-		const char *name, *sig;
-		cr_assert_eq(vmm_sandbox_function(sb, i, &name, &sig), 0);
-		if (strcmp(name, "echo") == 0)
-			echo = strcmp(sig, "s(s)") == 0;
-		if (strcmp(name, "add") == 0)
-			add = strcmp(sig, "i(ii)") == 0;
-	}
-	cr_assert(echo && add);
-	const char *n, *s;
-	cr_assert_lt(vmm_sandbox_function(sb, 9999, &n, &s), 0);
-	vmm_sandbox_free(sb);
-}
-
 Test(vmm_calls, creation_does_not_touch_the_heap)
 {
 	/* 256 MiB heap: creation must not populate it (RSS grows by far less). */
