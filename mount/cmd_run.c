@@ -49,9 +49,10 @@ static void run_usage(FILE *f)
 		"Exit status 5 when the guest faults, aborts, times out or breaks the ABI.\n");
 }
 
-static void guest_log(void *ctx, int level, const char *msg, size_t len)
+static void guest_log(void *ctx, enum vmm_log_level level, const char *msg, size_t len)
 {
-	static const char *const lv[] = { "error", "warn", "info", "debug" };
+	static const char *const lv[] = { [VMM_LOG_ERROR] = "error", [VMM_LOG_WARN] = "warn",
+					  [VMM_LOG_INFO] = "info", [VMM_LOG_DEBUG] = "debug" };
 
 	(void)ctx;
 	char *e = cli_esc_dup(msg, len);

@@ -134,7 +134,8 @@ static int hc_log(struct vmm_sandbox *sb, uint32_t gpa)
 				    "log: message at 0x%llx+%llu is outside guest memory",
 				    (unsigned long long)rec.addr, (unsigned long long)rec.len);
 	if (sb->cfg.log)
-		sb->cfg.log(sb->cfg.log_ctx, (int)(rec.level > 3 ? 3 : rec.level), msg, (size_t)rec.len);
+		sb->cfg.log(sb->cfg.log_ctx, rec.level > VMM_LOG_DEBUG ? VMM_LOG_DEBUG : (enum vmm_log_level)rec.level, msg,
+			    (size_t)rec.len);
 	return 0;
 }
 

@@ -95,6 +95,14 @@ enum vmm_backend_kind {
 
 struct vmm_host;
 
+/* A guest log line's level: strata_log's first argument (above DEBUG: DEBUG). */
+enum vmm_log_level {
+	VMM_LOG_ERROR = 0,
+	VMM_LOG_WARN = 1,
+	VMM_LOG_INFO = 2,
+	VMM_LOG_DEBUG = 3,
+};
+
 /* Sizes; 0 in any field means the default. docs/vmm.md gives the limits. */
 struct vmm_config {
 	uint64_t heap_size;    /* default 128 KiB */
@@ -103,7 +111,7 @@ struct vmm_config {
 	uint64_t output_size;  /* default 16 KiB: result frame + result */
 	uint64_t timeout_ns;   /* per call; 0 = none */
 	/* Guest log lines (strata_log) go here; NULL drops them. */
-	void (*log)(void *ctx, int level, const char *msg, size_t len);
+	void (*log)(void *ctx, enum vmm_log_level level, const char *msg, size_t len);
 	void *log_ctx;
 	/* Where the sandbox runs; AUTO (the default): its host's backend
 	 * (vmm_host_config.backend), as vmm_backend_resolve says. */
@@ -357,8 +365,8 @@ enum {
 struct st_store;
 struct st_manifest;
 
-/* Opens layer `id` (hex or binary in *id) read-only into *fd; ctx is the
- * caller's. Return 0 or -errno. */
+/* Opens layer `id` (an st_id: its 16 binary bytes) read-only into *fd;
+ * ctx is the caller's. Return 0 or -errno. */
 typedef int (*vmm_layer_open_fn)(void *ctx, const void *id, int *fd);
 /* Ready-made openers: ctx is a struct st_store * / a snapshot directory path. */
 int vmm_layer_open_store(void *ctx, const void *id, int *fd);

@@ -207,7 +207,7 @@ Test(vmm_calls, two_large_arguments)
 
 static char logged[256];
 static int log_level = -1;
-static void on_log(void *ctx, int level, const char *msg, size_t len)
+static void on_log(void *ctx, enum vmm_log_level level, const char *msg, size_t len)
 {
 	(void)ctx;
 	log_level = level;
@@ -222,7 +222,7 @@ Test(vmm_calls, guest_log_reaches_the_callback)
 
 	cr_assert_eq(call_str(sb, "log_msg", "hello from the guest", &res), 0);
 	cr_assert_str_eq(logged, "hello from the guest");
-	cr_assert_eq(log_level, 2);
+	cr_assert_eq(log_level, VMM_LOG_INFO);
 	vmm_sandbox_free(sb);
 }
 

@@ -406,7 +406,7 @@ Test(vmm_faults, every_step_of_making_a_sandbox_fails_cleanly_and_a_later_try_su
 	bool past_the_end = false;
 
 	/* The kvm backend's guest memory and ELF load are its own calls (vmm/kvm.c, vmm/elf.c). */
-	if (vmm_backend_resolve(VMM_BACKEND_AUTO) != VMM_BACKEND_PROCESS)
+	if (vmm_backend_resolve(NULL, VMM_BACKEND_AUTO) != VMM_BACKEND_PROCESS)
 		cr_skip_test("the kvm backend makes a sandbox from an ELF without calls through the seam");
 	for (i = 1; i < 1000 && !past_the_end; i++) {
 		memset(&err, 0, sizeof(err));
@@ -440,7 +440,7 @@ Test(vmm_faults, a_failed_load_of_the_child_program_is_tried_again)
 	struct vmm_error err;
 	struct vmm_result res;
 
-	if (vmm_backend_resolve(VMM_BACKEND_AUTO) != VMM_BACKEND_PROCESS)
+	if (vmm_backend_resolve(NULL, VMM_BACKEND_AUTO) != VMM_BACKEND_PROCESS)
 		cr_skip_test("the child program is the process backend's");
 	st_sys_fault_set(1, EMFILE);
 	int rc = vmm_sandbox_new(guest_path(), NULL, &sb, &err);
