@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store/array.h"
 #include "index/index_int.h"
 #include "index/lazy.h"
 #include "index/registry.h"
@@ -770,15 +771,9 @@ static int chunks_of(const struct ix_chunks *c, const struct ix_lazy_range *r, s
 			continue;
 		uint64_t end = r[k].len > c->size - r[k].off ? c->size : r[k].off + r[k].len;
 		for (uint64_t i = r[k].off / c->chunk_size; i <= (end - 1) / c->chunk_size; i++) {
-			if (cnt == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				uint64_t *nv = realloc(v, nc * sizeof(*v));
-				if (!nv) {
-					free(v);
-					return -ENOMEM;
-				}
-				v = nv;
-				cap = nc;
+			if (ST_ARRAY_RESERVE(v, cap, cnt + 1) < 0) {
+				free(v);
+				return -ENOMEM;
 			}
 			v[cnt++] = i;
 		}
@@ -965,16 +960,8 @@ int ix_lazy_foreach(struct ix *ix, int (*cb)(const st_id *layer, void *ctx), voi
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != 16)
 			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 16;
-			st_id *ni = realloc(ids, nc * sizeof(*ids));
-			if (!ni) {
-				rc = -ENOMEM;
-				break;
-			}
-			ids = ni;
-			cap = nc;
-		}
+		if ((rc = ST_ARRAY_RESERVE(ids, cap, n + 1)) < 0)
+			break;
 		memcpy(ids[n++].b, k.mv_data, 16);
 	}
 	mdb_cursor_close(cur);

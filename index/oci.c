@@ -549,17 +549,17 @@ out_sha:
 struct lazy_list {
 	struct ix_lazy_put *v;
 	size_t n, cap;
+	bool committed; /* the records are in the index: their files stay */
 };
 
-/* Uncommitted records: their files go too. */
+/* Free the list; uncommitted records' files go too. */
 static void lazy_list_free(struct ix *ix, struct lazy_list *lz)
 {
 	for (size_t i = 0; i < lz->n; i++) {
-		ix_lazy_files_del(ix, &lz->v[i].layer);
+		if (!lz->committed)
+			ix_lazy_files_del(ix, &lz->v[i].layer);
 		free(lz->v[i].val);
 	}
-	for (size_t i = lz->n; i < lz->cap && lz->v; i++)
-		free(lz->v[i].val);
 	free(lz->v);
 }
 
@@ -632,18 +632,10 @@ static int lazy_layer(struct ix *ix, const struct ix_oci_source *src, const stru
 		rc = ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s describes another layer: refused", hex);
 		goto out_free;
 	}
-	if (lz->n == lz->cap) {
-		size_t cap = lz->cap ? lz->cap * 2 : 8;
-		struct ix_lazy_put *v = realloc(lz->v, cap * sizeof(*v));
-		if (!v) {
-			rc = -ENOMEM;
-			goto out_free;
-		}
-		memset(v + lz->cap, 0, (cap - lz->cap) * sizeof(*v));
-		lz->v = v;
-		lz->cap = cap;
-	}
+	if ((rc = ST_ARRAY_RESERVE(lz->v, lz->cap, lz->n + 1)) < 0)
+		goto out_free;
 	struct ix_lazy_put *p = &lz->v[lz->n];
+	*p = (struct ix_lazy_put){ 0 };
 	p->layer = d->id;
 	if ((rc = ix_lazy_rec_encode(c, d->sha256, src->origin, src->insecure, &p->val, &p->len)) < 0)
 		goto out_free;
@@ -833,7 +825,7 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 		rc = ix_snap_commit_chain_lazy(ix, ms, nm, tag, flags & IX_TAG_FORCE, &top, lz.v, lz.n);
 		free(ms);
 		if (rc == 0)
-			lz.n = 0; /* committed: the files are the records' now */
+			lz.committed = true; /* the files are the records' now */
 		st.snapshots = (uint32_t)nm;
 	} else if (tag) {
 		rc = ix_tag_set(ix, tag, &top, flags & IX_TAG_FORCE);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/array.h"
 #include "index/index_int.h"
 #include "index/lazy.h"
 
@@ -12,13 +13,13 @@
 struct pf_job {
 	st_id layer;
 	struct ix_lazy_range *r;
-	size_t n;
+	size_t n, cap;
 };
 
 struct pf {
 	struct ix_lazy *lz;
 	struct pf_job *jobs;
-	size_t njobs, next;
+	size_t njobs, cap, next;
 	pthread_mutex_t lock;
 	int rc;
 	char why[ST_WHY_LEN * 2];
@@ -83,17 +84,13 @@ static int pf_plan(struct ix_lazy *lz, const struct st_ws *ws, unsigned parallel
 				split = x->lpage * ST_PAGE_SIZE / cs > ((a->lpage + a->npages) * ST_PAGE_SIZE - 1) / cs + 1;
 			}
 			if (split && g++ % per == 0) {
-				struct pf_job *v = realloc(p->jobs, (p->njobs + 1) * sizeof(*v));
-				if (!v)
+				if (ST_ARRAY_RESERVE(p->jobs, p->cap, p->njobs + 1) < 0)
 					return -ENOMEM;
-				p->jobs = v;
 				cur = &p->jobs[p->njobs++];
 				*cur = (struct pf_job){ .layer = wl->id };
 			}
-			struct ix_lazy_range *nr = realloc(cur->r, (cur->n + 1) * sizeof(*nr));
-			if (!nr)
+			if (ST_ARRAY_RESERVE(cur->r, cur->cap, cur->n + 1) < 0)
 				return -ENOMEM;
-			cur->r = nr;
 			cur->r[cur->n++] = (struct ix_lazy_range){ x->lpage * ST_PAGE_SIZE, x->npages * ST_PAGE_SIZE };
 			*bytes += x->npages * ST_PAGE_SIZE;
 		}

@@ -14,11 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store/array.h"
 #include "store/mountabi.h"
 #include "store/store_int.h"
 
 /* The largest mountinfo read; a table larger than this is not searched (answers "not a mount"). */
 #define MOUNTS_TEXT_MAX (4u << 20)
+#define MOUNTS_TEXT_STEP (16u << 10)
 
 /*
  * File times can come from a coarse clock (one 4 ms tick here, CONFIG_HZ
@@ -148,28 +150,23 @@ void st_snapcache_free(struct st_snapcache *c)
 
 /* ------------------------------------------------------- strata mounts */
 
-/* Read the whole of /proc/self/mountinfo through fd (from its start). */
+/* Read the whole of /proc/self/mountinfo through fd (from its start): at
+ * most MOUNTS_TEXT_MAX bytes (-ENOMEM beyond), read MOUNTS_TEXT_STEP or more at a time. */
 static int read_table(int fd, char **out, size_t *len)
 {
-	size_t cap = 16384, n = 0;
-	char *buf = st_sys_malloc(cap);
+	size_t cap = 0, n = 0;
+	char *buf = NULL;
+	int rc;
 
-	if (!buf)
-		return -ENOMEM;
 	for (;;) {
-		if (n == cap) {
-			char *bigger = cap < MOUNTS_TEXT_MAX ? st_sys_realloc(buf, cap * 2) : NULL;
-			if (!bigger) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = bigger;
-			cap *= 2;
+		if (n == cap && (cap >= MOUNTS_TEXT_MAX || ST_ARRAY_RESERVE(buf, cap, n + MOUNTS_TEXT_STEP) < 0)) {
+			rc = -ENOMEM;
+			goto out_free;
 		}
 		ssize_t r = st_sys_pread(fd, buf + n, cap - n, (off_t)n);
 		if (r < 0) {
-			free(buf);
-			return (int)r;
+			rc = (int)r;
+			goto out_free;
 		}
 		if (r == 0)
 			break;
@@ -178,6 +175,9 @@ static int read_table(int fd, char **out, size_t *len)
 	*out = buf;
 	*len = n;
 	return 0;
+out_free:
+	free(buf);
+	return rc;
 }
 
 /* The answer without a cache: statfs, then the whole table. -1: unclear (ask again). */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/array.h"
 #include "store/store.h"
 
 /*
@@ -270,14 +271,8 @@ int st_ws_build(const struct st_manifest *m, const st_id *mid, const struct st_w
 			uint64_t b = end < rg->gpage + rg->npages ? end : rg->gpage + rg->npages;
 			if (a >= b)
 				continue;
-			if (npc == cap) {
-				size_t c = cap ? cap * 2 : 64;
-				struct piece *v = realloc(pc, c * sizeof(*v));
-				if (!v)
-					goto out_free;
-				pc = v;
-				cap = c;
-			}
+			if (ST_ARRAY_RESERVE(pc, cap, npc + 1) < 0)
+				goto out_free;
 			pc[npc++] = (struct piece){ rg->layer, rg->lpage + (a - rg->gpage), b - a };
 		}
 	}
