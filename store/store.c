@@ -139,17 +139,21 @@ static int format_read(int dirfd, enum st_sync *sync)
 	return format_parse(buf, sync);
 }
 
-/* Write STORE/format through a temp name so a crash never leaves half a file. */
-static int format_write(int dirfd, enum st_sync sync)
+/* Write STORE/format through a temp name so a crash never leaves half a
+ * file. *placed says whether it is in place (a failed directory sync after
+ * the rename is returned with the file there). */
+static int format_write(int dirfd, enum st_sync sync, bool *placed)
 {
 	char text[128];
 	int len = snprintf(text, sizeof(text), FORMAT_MAGIC " %u\nsync %s\n", ST_STORE_VERSION, st_sync_name(sync));
 	int rc = st_sys_write_file_synced(dirfd, FORMAT_FILE ".tmp", text, (size_t)len, 0444);
 
+	*placed = false;
 	if (rc == 0 && (rc = st_sys_renameat(dirfd, FORMAT_FILE ".tmp", dirfd, FORMAT_FILE)) < 0)
 		st_sys_unlinkat(dirfd, FORMAT_FILE ".tmp", 0);
 	if (rc < 0)
 		return rc;
+	*placed = true;
 	return st_dir_fsync(dirfd, ".");
 }
 
@@ -160,7 +164,26 @@ static int mkdir_ok(int dirfd, const char *path)
 	return rc == -EEXIST ? 0 : rc;
 }
 
-/* True if the directory has no entries besides . and .. */
+/* What an init that stopped before its format file leaves: empty blobs/
+ * and tmp/ (and a format.tmp, if killed while writing it). */
+static bool init_leftover(int dirfd, const char *name)
+{
+	DIR *d;
+	struct dirent *e;
+	bool empty = true;
+
+	if (!strcmp(name, FORMAT_FILE ".tmp"))
+		return true;
+	if ((strcmp(name, "blobs") && strcmp(name, "tmp")) || st_sys_opendirat(dirfd, name, &d) < 0)
+		return false;
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+/* True if the directory has no entries besides . and .. and what an
+ * interrupted init left (init_leftover). */
 static int dir_is_empty(int dirfd)
 {
 	DIR *d;
@@ -171,7 +194,7 @@ static int dir_is_empty(int dirfd)
 		return rc;
 	rc = 1;
 	while ((e = readdir(d))) {
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !init_leftover(dirfd, e->d_name)) {
 			rc = 0;
 			break;
 		}
@@ -180,19 +203,30 @@ static int dir_is_empty(int dirfd)
 	return rc;
 }
 
+/* mkdir_ok that says whether it made the directory (*made). */
+static int mkdir_made(int dirfd, const char *path, bool *made)
+{
+	int rc = st_sys_mkdirat(dirfd, path, 0755);
+
+	*made = rc == 0;
+	return rc == -EEXIST ? 0 : rc;
+}
+
 int st_store_init(const char *dir, const struct st_store_opts *opts)
 {
 	enum st_sync sync = opts && opts->sync != ST_SYNC_DEFAULT ? opts->sync : ST_SYNC_FULL, existing;
+	bool made_dir = false, made_blobs = false, made_tmp = false, placed = false;
 	int rc, dirfd;
 
 	if (sync != ST_SYNC_FULL && sync != ST_SYNC_NONE)
 		return -EINVAL;
-	rc = st_sys_mkdirat(AT_FDCWD, dir, 0755);
-	if (rc < 0 && rc != -EEXIST)
+	if ((rc = mkdir_made(AT_FDCWD, dir, &made_dir)) < 0)
 		return st_write_err(rc);
 	dirfd = st_sys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY, 0);
-	if (dirfd < 0)
-		return dirfd;
+	if (dirfd < 0) {
+		rc = dirfd;
+		goto out_rmdir;
+	}
 	rc = format_read(dirfd, &existing);
 	if (rc == ST_ENOTSTORE) {
 		rc = dir_is_empty(dirfd);
@@ -201,12 +235,24 @@ int st_store_init(const char *dir, const struct st_store_opts *opts)
 		if (rc < 0)
 			goto out_close;
 		/* Directories first, format file last: a store is a store only
-		 * once it is complete. */
-		if ((rc = mkdir_ok(dirfd, "blobs")) < 0 || (rc = mkdir_ok(dirfd, "tmp")) < 0 ||
-		    (rc = format_write(dirfd, sync)) < 0) {
+		 * once it is complete. A failure before the format file is in
+		 * place removes what this call made, so the directory is as it
+		 * was; once it is, the store is complete and a failed sync is
+		 * reported without undoing it (a retry returns 0). */
+		if ((rc = mkdir_made(dirfd, "blobs", &made_blobs)) < 0 || (rc = mkdir_made(dirfd, "tmp", &made_tmp)) < 0 ||
+		    (rc = format_write(dirfd, sync, &placed)) < 0) {
 			rc = st_write_err(rc);
+			if (placed) {
+				made_dir = false;
+				goto out_close;
+			}
+			if (made_tmp)
+				st_sys_unlinkat(dirfd, "tmp", AT_REMOVEDIR);
+			if (made_blobs)
+				st_sys_unlinkat(dirfd, "blobs", AT_REMOVEDIR);
 			goto out_close;
 		}
+		made_dir = false;
 		rc = st_dir_fsync(AT_FDCWD, dir);
 	} else if (rc == 0) {
 		/* Existing store: make sure its directories exist (a copied store
@@ -216,6 +262,9 @@ int st_store_init(const char *dir, const struct st_store_opts *opts)
 	}
 out_close:
 	st_sys_close(dirfd);
+out_rmdir:
+	if (rc < 0 && made_dir)
+		st_sys_unlinkat(AT_FDCWD, dir, AT_REMOVEDIR);
 	return rc;
 }
 

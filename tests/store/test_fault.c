@@ -1,4 +1,4 @@
-/* test_fault.c: fault injection over every step of put, ingest, export and opening a snapshot directory: nothing partial is published or left open. */
+/* test_fault.c: fault injection over every step of init, put, ingest, export and opening a snapshot directory: nothing partial is published or left open. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -204,6 +204,61 @@ Test(fault, every_step_of_export_fails_cleanly)
 	st_manifest_free(p);
 	st_manifest_free(m);
 	free(img);
+}
+
+/* Every step of creating a store fails with the injected error and leaves
+ * the directory as it was (absent, or empty when it existed), or leaves a
+ * complete store; either way the next init makes (or keeps) the store. A
+ * directory that only holds what a killed init left (empty blobs/ and
+ * tmp/) is still an empty one. */
+Test(fault, every_step_of_init_fails_cleanly)
+{
+	uint64_t steps;
+	struct st_store *s;
+
+	st_sys_fault_set(0, 0);
+	cr_assert_eq(st_store_init(th_path("first"), NULL), 0);
+	steps = st_sys_calls();
+	cr_assert_gt(steps, 5, "init counts its syscalls (%lu)", (unsigned long)steps);
+	for (size_t e = 0; e < 2; e++) {
+		for (uint64_t i = 1; i <= steps; i++) {
+			char name[64], again[80];
+			struct stat st;
+
+			snprintf(name, sizeof(name), "s%zu-%lu", e, (unsigned long)i);
+			st_sys_fault_set(i, errs[e]);
+			int rc = st_store_init(th_path(name), NULL);
+			cr_assert(st_sys_fault_fired(), "step %lu never ran", (unsigned long)i);
+			st_sys_fault_set(0, 0);
+			if (rc < 0) {
+				cr_assert(rc == -errs[e] || rc == ST_EREADONLY || rc == -ENOMEM,
+					  "step %lu: error %d is not the injected one", (unsigned long)i, rc);
+				if (stat(th_path(name), &st) == 0 && st_store_open(th_path(name), 0, &s) < 0)
+					cr_assert_eq(th_count_entries(th_path(name)), 0,
+						     "step %lu (%s): a failed init left entries in a directory that is not a store",
+						     (unsigned long)i, strerror(errs[e]));
+				else if (stat(th_path(name), &st) == 0)
+					st_store_close(s);
+			}
+			rc = st_store_init(th_path(name), NULL);
+			cr_assert_eq(rc, 0, "step %lu (%s): init after a failed one: %s", (unsigned long)i,
+				     strerror(errs[e]), st_strerror(rc));
+			cr_assert_eq(st_store_open(th_path(name), 0, &s), 0);
+			st_store_close(s);
+			snprintf(again, sizeof(again), "%s/blobs", name);
+			cr_assert_eq(th_count_entries(th_path(again)), 0);
+		}
+	}
+	cr_assert_eq(mkdir(th_path("killed"), 0755), 0);
+	cr_assert_eq(mkdir(th_path("killed/blobs"), 0755), 0);
+	cr_assert_eq(mkdir(th_path("killed/tmp"), 0755), 0);
+	cr_assert_eq(st_store_init(th_path("killed"), NULL), 0, "what a killed init left is an empty directory");
+	cr_assert_eq(st_store_open(th_path("killed"), 0, &s), 0);
+	st_store_close(s);
+	cr_assert_eq(mkdir(th_path("full"), 0755), 0);
+	cr_assert_eq(mkdir(th_path("full/blobs"), 0755), 0);
+	cr_assert_eq(th_write_file(th_path("full/blobs/x"), "x", 1), 0);
+	cr_assert_eq(st_store_init(th_path("full"), NULL), ST_ENOTSTORE, "a blobs/ with files in it is not a leftover");
 }
 
 /* Open descriptors of this process. */
