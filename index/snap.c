@@ -13,7 +13,7 @@ int ix_snap_load(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifes
 	if (rc < 0)
 		return ix_err(rc);
 	rc = st_manifest_parse(v.mv_data, v.mv_size, out, NULL, 0);
-	return rc < 0 ? IX_ECORRUPT : 0;
+	return rc == -ENOMEM ? rc : rc < 0 ? IX_ECORRUPT : 0;
 }
 
 /* Distinct layer ids of m (a manifest lists each layer once, but the index
