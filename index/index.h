@@ -39,7 +39,12 @@
  * - Errors: each write is one transaction: on failure nothing of it is
  *   committed (calls that also write blob files say what they remove).
  *   Out-parameters are written only on success. Nothing here prints, logs,
- *   exits or reads environment variables.
+ *   exits or reads environment variables. Besides the codes each call
+ *   names, any write may fail with ST_EREADONLY (index opened read-only,
+ *   or EROFS/EACCES/EPERM), -ENOSPC (the map cannot grow: disk full),
+ *   IX_ECORRUPT, IX_EBUSY, IX_ELMDB or -ENOMEM, and any read (a call taking
+ *   a struct ix_txn, or beginning one) with IX_ECORRUPT or -ENOMEM; a call
+ *   that takes a struct ix_txn needs it open (ix_txn_begin, not yet ended).
  */
 
 #define IX_FORMAT_VERSION 1
@@ -58,6 +63,8 @@ enum {
 	IX_EAMBIGUOUS = -1107, /* an id prefix matches more than one snapshot */
 };
 
+/* Message for an IX_E* code, else st_strerror's (store codes, -errno).
+ * Never fails, never NULL; static storage. */
 const char *ix_strerror(int err);
 
 struct ix;      /* an open index (opaque) */
@@ -74,23 +81,33 @@ enum {
 };
 
 /*
- * Open (creating on first use) the index of an open store. The store must
- * outlive the index. Sync follows the store's policy (ST_SYNC_NONE ->
- * no fsync at commit) unless IX_OPEN_NOSYNC forces it off.
- * Errors: IX_EVERSION, IX_ECORRUPT, -EACCES/-EROFS, -ENOSPC, -ENOMEM.
+ * Open (creating on first use) the index of an open store into *out. The
+ * store must outlive the index. Sync follows the store's policy
+ * (ST_SYNC_NONE -> no fsync at commit) unless IX_OPEN_NOSYNC forces it off.
+ * A store that cannot be written gives a read-only index (never an error).
+ * Errors: IX_EVERSION, IX_ECORRUPT, -ENOENT (a read-only store whose index
+ * was never created), -ENAMETOOLONG, -EACCES, -ENOSPC, -ENOMEM: *out
+ * untouched, nothing left open. STORE/index/ and LMDB's two files may
+ * have been created by then (an empty environment, which the next open
+ * sets up).
  */
 int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out);
-/* Close; accepts NULL. All of this index's read txns must have ended. */
+/* Close; accepts NULL. All of this index's read txns must have ended and
+ * no other thread may be using it. */
 void ix_close(struct ix *ix);
-/* The store's uuid (16 bytes), fixed when the index was created. */
+/* The store's uuid (16 bytes), fixed when the index was created. Never fails. */
 void ix_uuid(const struct ix *ix, uint8_t uuid[16]);
 
-/* Begin a read transaction (a snapshot of the index); end it with ix_txn_end. */
+/* Begin a read transaction (a snapshot of the index) into *out; end it
+ * with ix_txn_end on the same thread, which must not write meanwhile.
+ * IX_EBUSY (LMDB's reader table is full), -ENOMEM, IX_ECORRUPT: *out untouched. */
 int ix_txn_begin(struct ix *ix, struct ix_txn **out);
 /* End a read transaction; accepts NULL. Pointers it returned become invalid. */
 void ix_txn_end(struct ix_txn *t);
 
-/* The change counter: bumped by every committed change. */
+/* The change counter into *out: bumped by every committed change (0 in a
+ * new index). ix_generation reads it in a transaction of its own.
+ * IX_ECORRUPT (a damaged record), ix_txn_begin's errors; *out untouched. */
 int ix_generation(struct ix *ix, uint64_t *out);
 int ix_txn_generation(struct ix_txn *t, uint64_t *out);
 
@@ -109,17 +126,22 @@ enum {
  * another snapshot and flags lacks IX_TAG_FORCE; then nothing is committed).
  * Committing a snapshot that already exists only sets the tag (idempotent).
  * The manifest is validated and stored in canonical form; *out_id (may be
- * NULL) gets its id. Errors also: ST_EFORMAT/ST_ELAYOUT, ST_EBADNAME.
+ * NULL) gets its id. Errors also: ST_EFORMAT/ST_ELAYOUT/ST_EVERSION (m),
+ * ST_EBADNAME (tag or a label), and the write errors above; on any error
+ * nothing is committed (no refcount, child link or tag changes).
  */
 int ix_snap_commit(struct ix *ix, const struct st_manifest *m, const char *tag,
 		   unsigned flags, st_id *out_id);
 
-/* True if the snapshot exists in t's view. */
+/* True if the snapshot exists in t's view (false on any error). */
 bool ix_snap_has(struct ix_txn *t, const st_id *id);
-/* Parse a snapshot's manifest; the caller frees it with st_manifest_free. */
+/* Parse a snapshot's manifest into *out; the caller frees it with
+ * st_manifest_free. IX_ENOTFOUND, IX_ECORRUPT (a record that does not
+ * parse), -ENOMEM: *out untouched. */
 int ix_snap_get(struct ix_txn *t, const st_id *id, struct st_manifest **out);
-/* The stored canonical manifest bytes (no trailing newline); valid until
- * the txn ends. manifest.json on disk is these bytes plus "\n". */
+/* The stored canonical manifest bytes (no trailing newline) into *buf,
+ * *len; valid until the txn ends. manifest.json on disk is these bytes
+ * plus "\n". IX_ENOTFOUND: *buf, *len untouched. */
 int ix_snap_get_raw(struct ix_txn *t, const st_id *id, const void **buf, size_t *len);
 
 /* What `strata ls` shows about a snapshot. */
@@ -134,45 +156,56 @@ struct ix_snap_info {
 	uint64_t unique_bytes;  /* bytes of layers no other snapshot uses (freed by rm + gc) */
 	uint64_t manifest_len;  /* canonical manifest length (manifest.json is one more) */
 };
+/* Fill *out for snapshot id in t's view. IX_ENOTFOUND, IX_ECORRUPT, -ENOMEM:
+ * *out untouched. */
 int ix_snap_info(struct ix_txn *t, const st_id *id, struct ix_snap_info *out);
 
 /*
  * Delete a snapshot and every tag naming it, in one write transaction:
  * layer refcounts drop by one (blob files stay until ix_gc), it leaves its
  * parent's children list. Its own children keep working: every manifest
- * lists all the layers it needs. IX_ENOTFOUND if absent.
+ * lists all the layers it needs. IX_ENOTFOUND if absent, IX_ECORRUPT (a
+ * damaged record), the write errors: nothing changed.
  */
 int ix_snap_del(struct ix *ix, const st_id *id);
 
-/* Call cb for every snapshot id (sorted); a non-zero return stops and is returned. */
+/* Call cb for every snapshot id in t's view (sorted); a non-zero return
+ * stops and is returned. 0 after the last; IX_ECORRUPT (a malformed key). */
 int ix_snap_foreach(struct ix_txn *t, int (*cb)(const st_id *id, void *ctx), void *ctx);
-/* Call cb for every child of parent (sorted). */
+/* Call cb for every child of parent (sorted; none: 0 without a call), as
+ * ix_snap_foreach. */
 int ix_children_foreach(struct ix_txn *t, const st_id *parent,
 			int (*cb)(const st_id *child, void *ctx), void *ctx);
 
 /* ---- tags ---- */
 
-/* Look up a tag. IX_ENOTFOUND, ST_EBADNAME. */
+/* Look up a tag into *out. IX_ENOTFOUND, ST_EBADNAME, IX_ECORRUPT: *out untouched. */
 int ix_tag_get(struct ix_txn *t, const char *name, st_id *out);
 /* Point a tag at an existing snapshot (IX_ENOTFOUND if it does not exist;
- * IX_EEXIST if the tag names another one and flags lacks IX_TAG_FORCE). */
+ * IX_EEXIST if the tag names another one and flags lacks IX_TAG_FORCE;
+ * ST_EBADNAME; the write errors): on failure the tag is as it was. */
 int ix_tag_set(struct ix *ix, const char *name, const st_id *id, unsigned flags);
 enum {
 	IX_TAG_PRUNE = 1u << 1,  /* ix_tag_del: also delete the snapshot if no other tag names it */
 };
-/* Remove a tag (IX_ENOTFOUND). With IX_TAG_PRUNE the snapshot goes too
- * when no other tag names it (what `strata rm NAME` and `rm -r` on a mount do);
- * *pruned (may be NULL) says whether it did. */
+/* Remove a tag (IX_ENOTFOUND, ST_EBADNAME). With IX_TAG_PRUNE the snapshot
+ * goes too, in the same transaction, when no other tag names it (what
+ * `strata rm NAME` and `rm -r` on a mount do); *pruned (may be NULL) says
+ * whether it did. On failure the tag and the snapshot stay. */
 int ix_tag_del(struct ix *ix, const char *name, unsigned flags, bool *pruned);
-/* Rename a tag atomically (IX_ENOTFOUND; IX_EEXIST unless IX_TAG_FORCE). */
+/* Rename a tag atomically (IX_ENOTFOUND; IX_EEXIST if `to` names another
+ * snapshot and flags lacks IX_TAG_FORCE; ST_EBADNAME): on failure both
+ * names are as they were. */
 int ix_tag_rename(struct ix *ix, const char *from, const char *to, unsigned flags);
-/* Call cb for every tag in name order. */
+/* Call cb for every tag in name order; a non-zero return stops and is
+ * returned. IX_ECORRUPT (a malformed record). */
 int ix_tag_foreach(struct ix_txn *t, int (*cb)(const char *name, const st_id *id, void *ctx),
 		   void *ctx);
 /* Resolve "32-hex id of an existing snapshot", "tag name", or a unique
  * prefix of an id (at least IX_ID_PREFIX_MIN hex digits, when no tag has that
  * name) to a snapshot id. A full id wins over a tag spelled the same, a tag
- * over a prefix. IX_ENOTFOUND, IX_EAMBIGUOUS, ST_EBADNAME. */
+ * over a prefix. IX_ENOTFOUND, IX_EAMBIGUOUS, ST_EBADNAME (neither an id,
+ * a prefix nor a valid tag), IX_ECORRUPT: *out untouched. */
 #define IX_ID_PREFIX_MIN 6
 int ix_resolve(struct ix_txn *t, const char *ref, st_id *out);
 
@@ -198,11 +231,21 @@ struct ix_import_stats {
  * from dir (stats->layers_healed); otherwise nothing changes (it may still
  * move the tag). why (may be NULL, 256 bytes) gets the store's explanation
  * for ST_EFORMAT. stats may be NULL.
+ * Errors: ST_EREADONLY, ST_EBADNAME (tag), st_snapdir_read's (-ENOENT: no
+ * manifest.json), -ENOENT (a missing layer), ST_ELAYOUT (a layer of the
+ * wrong size), ST_ECORRUPT (bytes that do not hash to the name), IX_EEXIST
+ * (tag names another snapshot), -ENOSPC, -EIO, the write errors; why says
+ * which. Blobs this call added are removed again, unless a snapshot
+ * committed meanwhile references them (best effort: one it cannot remove
+ * is an orphan gc reclaims). For a snapshot the index already holds, the
+ * layers healed before a failure stay (the index references them already).
  */
 int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flags,
 		  st_id *out_id, struct ix_import_stats *stats, char *why, size_t whylen);
-/* Export a snapshot (tag or id) as a snapshot directory at dir, which must
- * not exist yet (written in a temp dir beside it, then renamed). */
+/* Export a snapshot (tag, id or prefix: ix_resolve) as a snapshot
+ * directory at dir, which must not exist yet (written in a temp dir beside
+ * it, then renamed: st_snapdir_export, with its errors and its guarantee
+ * that a failure leaves nothing behind). ix_resolve's errors. */
 int ix_export(struct ix *ix, const char *ref, const char *dir);
 
 /* ---- working sets (index/workingset.c; docs/workingset.md) ---- */
@@ -219,10 +262,14 @@ int ix_export(struct ix *ix, const char *ref, const char *dir);
  * (durable per the store's policy) and link it in one write transaction,
  * replacing an earlier record. IX_ENOTFOUND if the snapshot is not in the
  * index; ST_EREADONLY. *out (may be NULL) gets the blob id.
+ * A put that fails after storing the blob (the link's transaction) leaves
+ * it unreferenced: gc reclaims it; the earlier record, if any, stays linked.
  * get: the linked blob and its bytes (either may be NULL); IX_ENOTFOUND.
  * load: get, read, parse and check the record (IX_EMISSING if its blob
- * file is gone); *out is the caller's (st_ws_free); blob may be NULL.
- * del: remove the link (IX_ENOTFOUND if none).
+ * file is gone; ST_EFORMAT, ST_EVERSION, ST_ELAYOUT with why); *out is the
+ * caller's (st_ws_free); blob may be NULL.
+ * del: remove the link (IX_ENOTFOUND if none); the blob goes at the next gc.
+ * Every out-parameter is written only on success.
  */
 int ix_ws_put(struct ix *ix, const st_id *snap, const void *buf, size_t len, st_id *out, char *why, size_t whylen);
 int ix_ws_get(struct ix_txn *t, const st_id *snap, st_id *blob, uint64_t *size);
@@ -237,7 +284,11 @@ int ix_ws_del(struct ix *ix, const st_id *snap);
  * (0: IX_WS_PREFETCH_PARALLEL), each fetching its ranges with
  * ix_lazy_fetch (adjacent chunks merged into one Range request), so the
  * requests travel at once. IX_ENOTFOUND: no record; else 0 or the first
- * fetch error (why says which chunk, which registry). stats may be NULL.
+ * fetch error (why says which chunk, which registry); -ENOMEM. stats may be
+ * NULL. lz is the index's lazy-layer state, which the strata command and
+ * the mount open (index/lazy.h is not installed: a host program has none to
+ * pass yet). Chunks fetched before a failure stay in the store (they are
+ * verified; a later read or prefetch does not fetch them again).
  */
 #define IX_WS_PREFETCH_PARALLEL 8
 #define IX_WS_PREFETCH_MAX 32
@@ -263,7 +314,11 @@ struct ix_gc_stats {
  * Remove blob files no snapshot references and whose mtime is older than
  * grace_s seconds (so blobs an import is still staging survive), and staging
  * files older than grace_s. Each check-and-unlink runs inside a write
- * transaction, so it serialises with commits. stats may be NULL.
+ * transaction, so it serialises with commits. Then lazy layers no snapshot
+ * uses (their records and chunk files) go. stats may be NULL.
+ * Errors: ST_EREADONLY, st_tmp_sweep's and st_blob_foreach's, the write
+ * errors; on failure what it removed before stays removed (it was garbage)
+ * and *stats is untouched.
  */
 int ix_gc(struct ix *ix, unsigned grace_s, struct ix_gc_stats *stats);
 
@@ -321,6 +376,10 @@ enum {
  * snapshots; ix_import_dir of a copy heals them). cb then sees each problem
  * found with its action; the return value (and stats->remaining) is the
  * number of errors a check (without hashing) finds afterwards.
+ * Errors (< 0): ST_EREADONLY (IX_FSCK_REPAIR on a read-only index),
+ * cb's non-zero return, -ENOMEM, IX_EBUSY, -errno reading blobs/; a repair
+ * that fails part way keeps what it did (each step leaves a consistent
+ * store, as above).
  */
 int ix_fsck(struct ix *ix, unsigned flags,
 	    int (*cb)(const struct ix_problem *p, void *ctx), void *ctx,
@@ -328,7 +387,8 @@ int ix_fsck(struct ix *ix, unsigned flags,
 
 /* Call cb for every readable snapshot some of whose layers have no blob
  * file of the right size in the store: missing of its nlayers layers. A
- * non-zero return from cb stops and is returned. */
+ * non-zero return from cb stops and is returned; IX_ECORRUPT, -ENOMEM.
+ * Changes nothing. */
 int ix_snap_lacking_foreach(struct ix *ix,
 			    int (*cb)(const st_id *id, uint32_t missing, uint32_t nlayers, void *ctx),
 			    void *ctx);
@@ -339,7 +399,8 @@ int ix_snap_lacking_foreach(struct ix *ix,
  * The sha256 table maps a blob's (or a snapshot config's) XXH3-128 id to
  * its sha256, so each blob is sha256-hashed at most once per store. Entries
  * are facts about bytes, never stale; gc leaves them (48 bytes each).
- * Push and pull record them. IX_ENOTFOUND when not recorded.
+ * Push and pull record them. ix_sha256_get: the sha256 into sha;
+ * IX_ENOTFOUND when not recorded (sha untouched), read errors.
  */
 int ix_sha256_get(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN]);
 /* The longest registry repository ("host/repo") kept as a blob's origin. */
@@ -424,6 +485,12 @@ struct ix_oci_source {
  * digest only). sha256 of each blob comes from the table, else is
  * computed once and recorded (stats->bytes_sha256). digest (may be NULL)
  * gets the top manifest's sha256, *size its length. prog, stats may be NULL.
+ * Errors: ix_resolve's, IX_EMISSING (a blob file is gone), the sink's codes
+ * (why says which blob or manifest), -ENOMEM. A failed push leaves what the
+ * sink received (whole blobs, the manifests sent before the failure): a
+ * retry skips them. The store is not changed beyond sha256 table entries
+ * (recorded before sending). *stats, when given, is written on failure
+ * too (what moved before it); digest and *size only on success.
  */
 int ix_oci_push(struct ix *ix, const char *ref, const char *tag, const struct ix_oci_sink *sink,
 		const struct ix_oci_progress *prog, struct ix_oci_stats *stats, uint8_t digest[ST_SHA256_LEN],
@@ -447,18 +514,28 @@ enum {
  * removed, with it they stay for a retry (unreferenced: gc frees them
  * after its grace period).
  * Errors: ST_EFORMAT (not a strata snapshot, bad config), ST_ECORRUPT
- * (bytes do not match), ST_ELAYOUT, the source's codes; why says which.
+ * (bytes do not match), ST_ELAYOUT, IX_EEXIST (tag names another
+ * snapshot), ST_EBADNAME, the source's codes, the write errors; why says
+ * which. Lazy records (IX_OCI_LAZY) are committed in the chain's
+ * transaction, or not at all (their chunk files are removed); sha256
+ * table entries of verified blobs are recorded just before it (facts about
+ * bytes, kept on failure). *stats, when given, is written on failure too
+ * (what moved before it); *out_id only on success.
  */
 int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref, const char *tag,
 		unsigned flags, const struct ix_oci_progress *prog, struct ix_oci_stats *stats, st_id *out_id,
 		char *why, size_t whylen);
 
-/* True if dir holds an OCI image layout (an oci-layout file). */
+/* True if dir holds an OCI image layout (an oci-layout file; false on
+ * any error). */
 bool ix_oci_is_layout(const char *dir);
 /*
  * Write an OCI image layout at dir (must not exist; built beside it and
  * renamed into place): each of refs (NULL/0: every tagged snapshot) with
  * its ancestors, index.json naming each ref that is a tag (or each tag).
+ * Errors: -EEXIST, ix_resolve's, IX_EMISSING, -ENOSPC, -EIO, -ENOMEM; why
+ * says which. On failure the directory built beside dir is removed: dir
+ * does not appear.
  */
 int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const char *dir,
 		  const struct ix_oci_progress *prog, struct ix_oci_stats *stats, char *why, size_t whylen);
@@ -466,8 +543,10 @@ int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const ch
  * Import every manifest index.json of the OCI layout at dir lists (each a
  * strata snapshot, else ST_EFORMAT), tagged with its ref name when it is
  * a valid tag, or with tag (only when the layout lists one manifest,
- * else -EINVAL). *out_id gets the last one's id. Blobs of a failed import
- * are removed again.
+ * else -EINVAL). *out_id gets the last one's id. Errors as ix_oci_pull's
+ * (why says which manifest); each manifest is one pull: those imported
+ * before a failed one stay imported (and *out_id holds the last of them,
+ * if any), the failed one's blobs are removed again; *stats only on success.
  */
 int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flags,
 		  const struct ix_oci_progress *prog, struct ix_oci_stats *stats, st_id *out_id, char *why,

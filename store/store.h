@@ -68,7 +68,8 @@ enum {
 	ST_EREADONLY = -1007, /* store opened read-only, or its filesystem refuses writes */
 };
 
-/* Message for an st_ error code or a -errno value. Never NULL, static storage. */
+/* Message for an st_ error code or a -errno value (strerror's words; "Unknown
+ * error N" for any other code). Never fails, never NULL; static storage. */
 const char *st_strerror(int err);
 
 /* ------------------------------------------------------------------ ids */
@@ -78,38 +79,41 @@ typedef struct {
 	uint8_t b[16];
 } st_id;
 
-/* Hash len bytes of buf into *out. Never fails. */
+/* Hash len bytes of buf (NULL allowed when len is 0) into *out. Never fails. */
 void st_id_hash(const void *buf, size_t len, st_id *out);
 
 /* Parse exactly 32 lowercase hex chars (NUL-terminated) into *out.
- * Anything else (uppercase, short, long, non-hex) -> ST_EBADID. */
+ * Anything else (NULL, uppercase, short, long, non-hex) -> ST_EBADID,
+ * *out untouched. */
 int st_id_parse(const char *hex, st_id *out);
 /* Parse exactly 32 lowercase hex chars from a buffer that need not be
- * NUL-terminated (len must be 32). -> ST_EBADID. */
+ * NUL-terminated (len must be 32). -> ST_EBADID, *out untouched. */
 int st_id_parse_n(const char *hex, size_t len, st_id *out);
 
-
-/* Write the 32-char lowercase hex form and a NUL into out. */
+/* Write the 32-char lowercase hex form and a NUL into out. Never fails. */
 void st_id_format(const st_id *id, char out[ST_ID_HEX_LEN + 1]);
 
+/* The same 16 bytes. Never fails. */
 bool st_id_equal(const st_id *a, const st_id *b);
-/* memcmp order, for sorting and binary search. */
+/* memcmp order (< 0, 0, > 0), for sorting and binary search. Never fails. */
 int st_id_cmp(const st_id *a, const st_id *b);
 
 /* Streaming XXH3-128 (same result as st_id_hash over the concatenation). */
 struct st_hasher;
-/* Allocate a hasher in its initial state. -ENOMEM. */
+/* Allocate a hasher in its initial state into *out. -ENOMEM, *out untouched. */
 int st_hasher_new(struct st_hasher **out);
-/* Return to the initial state. */
+/* Back to the initial state (h from st_hasher_new). Never fails. */
 void st_hasher_reset(struct st_hasher *h);
+/* Hash len more bytes of buf. Never fails. */
 void st_hasher_update(struct st_hasher *h, const void *buf, size_t len);
-/* Digest of everything so far; the hasher may keep being updated. */
+/* Digest of everything so far into *out; the hasher may keep being
+ * updated. Never fails. */
 void st_hasher_final(const struct st_hasher *h, st_id *out);
-/* Accepts NULL. */
+/* Free; accepts NULL. */
 void st_hasher_free(struct st_hasher *h);
 
-/* Tag and label-key rule: [A-Za-z0-9_][A-Za-z0-9._-]{0,127}. Rejects "/",
- * "..", leading "." or "-", empty and over-long names. */
+/* Tag and label-key rule: [A-Za-z0-9_][A-Za-z0-9._-]{0,127}. Rejects NULL,
+ * "/", "..", leading "." or "-", empty and over-long names. Never fails. */
 bool st_name_valid(const char *name);
 
 /* ---------------------------------------------------------------- store */
@@ -131,7 +135,8 @@ enum st_sync {
 	ST_SYNC_NONE = 2,
 };
 
-/* Parse a policy's name ("full", "none"). -EINVAL on junk. */
+/* Parse a policy's name ("full", "none") into *out. Anything else (NULL,
+ * "default") -> -EINVAL, *out untouched. */
 int st_sync_parse(const char *name, enum st_sync *out);
 
 struct st_store_opts {
@@ -139,11 +144,19 @@ struct st_store_opts {
 };
 
 /*
- * Create a store at dir (created if missing, parents must exist): the
- * STORE/format file, blobs/, tmp/. Idempotent: an existing store is left as
- * is (its recorded sync policy is not changed). A non-empty directory that is
- * not a store -> ST_ENOTSTORE. A newer store format -> ST_EVERSION.
- * opts may be NULL.
+ * Create a store at dir (created if missing; its parent must exist): blobs/,
+ * tmp/, then the STORE/format file (written to a temporary, synced and
+ * renamed: a directory is a store once that file is there). opts may be
+ * NULL. Idempotent: an existing store is left as is (its recorded sync
+ * policy is not changed; a blobs/ or tmp/ it lost is made again).
+ * Errors: ST_ENOTSTORE (a directory that is neither empty nor a store; the
+ * empty blobs/ and tmp/ a killed init leaves count as empty), ST_EVERSION
+ * or ST_EFORMAT (an existing store's format file is newer or damaged),
+ * -EINVAL (opts->sync not a policy), ST_EREADONLY (EROFS, EACCES, EPERM),
+ * -ENOSPC, -EIO, other -errno. On failure before the format file is in
+ * place, what this call made is removed again (dir itself, if it made it):
+ * the directory is as it was. A failed sync once it is in place (of dir or
+ * its parent) is reported and leaves a complete store (a retry returns 0).
  */
 int st_store_init(const char *dir, const struct st_store_opts *opts);
 
@@ -152,25 +165,32 @@ enum {
 };
 
 /*
- * Open an existing store. dir may be relative; st_store_path returns the
- * absolute form. Not a store -> ST_ENOTSTORE; unknown version -> ST_EVERSION;
- * bad format file -> ST_EFORMAT. Opening read-write a store the process
- * cannot write (read-only fs, permissions) succeeds, but every write then
- * fails with ST_EREADONLY. The handle may be used from several threads for
- * reads and puts at once.
+ * Open an existing store (flags: ST_OPEN_*) into *out; it holds three
+ * directory descriptors and nothing else. dir may be relative;
+ * st_store_path returns the absolute form. Errors: -ENOENT / -ENOTDIR (no
+ * such directory), ST_ENOTSTORE (no format file, no blobs/, or no tmp/ when
+ * opened read-write), ST_EVERSION (unknown version), ST_EFORMAT (bad format
+ * file), -ENOMEM, other -errno; *out untouched and nothing left open.
+ * Opening read-write a store the process cannot write (read-only fs,
+ * permissions) succeeds, but every write then fails with ST_EREADONLY.
+ * The handle may be used from several threads for reads and puts at once.
  */
 int st_store_open(const char *dir, unsigned flags, struct st_store **out);
-/* Accepts NULL. */
+/* Close the directory descriptors and free; accepts NULL. Its blob writers
+ * and any index opened on it must be gone first. */
 void st_store_close(struct st_store *s);
-/* Override the sync policy for this handle only (DEFAULT: back to config). */
+/* Override the sync policy for this handle only (DEFAULT: back to the
+ * format file's); puts after it follow the new one. Never fails; not
+ * while another thread puts on the handle. */
 void st_store_set_sync(struct st_store *s, enum st_sync sync);
-/* Effective policy of this handle (never DEFAULT). */
+/* Effective policy of this handle (never DEFAULT). Never fails. */
 enum st_sync st_store_sync(const struct st_store *s);
 /* Absolute path of the store directory. Lives as long as the handle. */
 const char *st_store_path(const struct st_store *s);
-/* O_PATH|O_DIRECTORY fd of the store directory, owned by the handle. */
+/* O_PATH|O_DIRECTORY fd of the store directory, owned by the handle (do
+ * not close it). Never fails. */
 int st_store_dirfd(const struct st_store *s);
-/* True if opened with ST_OPEN_RDONLY. */
+/* True if opened with ST_OPEN_RDONLY. Never fails. */
 bool st_store_rdonly(const struct st_store *s);
 
 /* ---------------------------------------------------------------- blobs */
@@ -186,18 +206,30 @@ bool st_store_rdonly(const struct st_store *s);
  * failed write() the only valid calls are abort() or commit() (which then
  * fails). No failure leaves a partial blob published; temp files are
  * removed on every path except a crash (st_tmp_sweep removes those).
- * id and dedup may be NULL.
+ * id and dedup may be NULL. A writer belongs to one thread at a time.
  */
 struct st_blob_writer;
+/* A writer on s (open read-write) with an empty temp file in STORE/tmp/.
+ * ST_EREADONLY (handle read-only, or EROFS/EACCES/EPERM), -ENOMEM, -ENOSPC,
+ * other -errno: *out untouched, no temp file left. */
 int st_blob_writer_new(struct st_store *s, struct st_blob_writer **out);
+/* Append len bytes (buffered; large writes go straight to the file) and
+ * hash them. ST_EREADONLY, -ENOSPC, -EIO, -ENOMEM: the writer is failed
+ * (every later write returns the same code; commit fails with it too). */
 int st_blob_writer_write(struct st_blob_writer *w, const void *buf, size_t len);
-/* Bytes written so far. */
+/* Bytes written so far (including a resumed writer's earlier bytes). Never fails. */
 uint64_t st_blob_writer_size(const struct st_blob_writer *w);
 /* The id of the bytes written so far; the writer may keep being written
- * (the mount checks a file at each close without finishing it). */
+ * (the mount checks a file at each close without finishing it). Never fails. */
 void st_blob_writer_digest(const struct st_blob_writer *w, st_id *out);
+/* Finish as above. Errors: the writer's write error, ST_ECORRUPT (expect
+ * differs), ST_EREADONLY, -ENOSPC, -EIO, other -errno: nothing published,
+ * the temp file removed. One exception: with ST_SYNC_FULL, a failed fsync
+ * of the blob's directory after the name is linked is returned with the
+ * blob published and whole (it may not survive power loss; *id is not
+ * written, so do not reference it from a durable index). */
 int st_blob_writer_commit(struct st_blob_writer *w, const st_id *expect, st_id *id, bool *dedup);
-/* Accepts NULL. */
+/* Remove the temp file and free the writer; accepts NULL. Never fails. */
 void st_blob_writer_abort(struct st_blob_writer *w);
 
 /*
@@ -211,53 +243,75 @@ void st_blob_writer_abort(struct st_blob_writer *w);
  * write error it removes it: what is on disk may differ from what was
  * hashed), and frees the writer. st_tmp_sweep removes parts left longer
  * than its grace period.
+ * resume: ST_EREADONLY, -EINVAL (name breaks the rule or is too long),
+ * -EBUSY (another writer holds the name), -ENOMEM, -errno reading the part:
+ * *out untouched, the part file's bytes kept as they were (prefix may have
+ * seen some; an empty part may have been made, which st_tmp_sweep removes). suspend: 0, or the write error (the part is removed: the
+ * next resume starts from nothing); the writer is freed either way.
  */
 int st_blob_writer_resume(struct st_store *s, const char *name, void (*prefix)(void *ctx, const void *buf, size_t len),
 			  void *ctx, struct st_blob_writer **out);
 int st_blob_writer_suspend(struct st_blob_writer *w);
 
-/* One-shot put of a buffer (same rules as the writer). id/dedup may be NULL. */
+/* One-shot put of a buffer: st_blob_writer_new, _write, _commit, with their
+ * errors and the state they leave. id/dedup may be NULL. */
 int st_blob_put(struct st_store *s, const void *buf, size_t len, st_id *id, bool *dedup);
-/* Put everything read from fd (from its current offset to EOF). expect may be
- * NULL; a mismatch -> ST_ECORRUPT and nothing is kept. If the expected
- * blob already exists, the bytes are only hashed, never written (dedup). */
+/* Put everything read from fd (from its current offset to EOF; fd is left
+ * at EOF, or where a read failed). expect may be NULL; a mismatch ->
+ * ST_ECORRUPT and nothing is kept. If the expected blob already exists,
+ * the bytes are only hashed, never written (dedup). Errors and state as
+ * the writer's, plus read errors of fd (-EIO, ...): nothing published. */
 int st_blob_put_fd(struct st_store *s, int fd, const st_id *expect, st_id *id, bool *dedup);
 
-/* Open a blob O_RDONLY|O_CLOEXEC; the caller closes *fd. Absent -> -ENOENT. */
+/* Open a blob O_RDONLY|O_CLOEXEC|O_NOFOLLOW into *fd; the caller closes
+ * it. Absent -> -ENOENT, other -errno; *fd untouched. */
 int st_blob_open(struct st_store *s, const st_id *id, int *fd);
-/* True if the blob file exists (does not verify it). */
+/* True if the blob is a regular file in the store (does not verify it;
+ * false on any error). */
 bool st_blob_has(struct st_store *s, const st_id *id);
-/* Size in bytes. Absent -> -ENOENT. */
+/* Size in bytes into *size. Absent -> -ENOENT, other -errno; *size untouched. */
 int st_blob_size(struct st_store *s, const st_id *id, uint64_t *size);
 /* Absolute path "STORE/blobs/ab/<id>" into buf (for mapping directly).
- * -ENAMETOOLONG if it does not fit. Does not check existence. */
+ * -ENAMETOOLONG if it does not fit (buf then holds a cut path). Does not
+ * check existence. */
 int st_blob_path(const struct st_store *s, const st_id *id, char *buf, size_t len);
 /* The same path for the store whose root directory is root (no store open). */
 int st_blob_path_at(const char *root, const st_id *id, char *buf, size_t len);
 /* Mark the blob as in use now (its mtime): gc keeps blobs younger than its
  * grace period, so an import that matched an unreferenced blob keeps it
- * until it commits. -ENOENT if absent. */
+ * until it commits. -ENOENT if absent, other -errno; nothing changed then.
+ * Works on a read-only handle if the file system lets it. */
 int st_blob_touch(struct st_store *s, const st_id *id);
-/* The blob file's mtime in ns since the epoch. -ENOENT if absent. */
+/* The blob file's mtime in ns since the epoch into *mtime_ns. -ENOENT if
+ * absent, other -errno; *mtime_ns untouched. */
 int st_blob_mtime(struct st_store *s, const st_id *id, int64_t *mtime_ns);
-/* Unlink the blob file (durable per policy). Absent -> -ENOENT. The caller
- * (index/gc) is responsible for knowing nothing references it. */
+/* Unlink the blob file, then (ST_SYNC_FULL) fsync its directory. The
+ * caller (index/gc) is responsible for knowing nothing references it.
+ * Errors: ST_EREADONLY (handle read-only, or the file system refuses),
+ * -ENOENT (absent), other -errno: the blob stays. A failed directory fsync
+ * is returned after the unlink (the blob is gone, maybe not durably). */
 int st_blob_del(struct st_store *s, const st_id *id);
 /* Re-hash the blob: 0 if it hashes to its name, ST_ECORRUPT if not,
- * -ENOENT if absent. */
+ * -ENOENT if absent, -errno if it cannot be mapped. Changes nothing. */
 int st_blob_verify(struct st_store *s, const st_id *id);
 /* Hash the whole file behind fd (from offset 0, mapped read-only, whatever
  * fd's offset): its id in *id and the bytes hashed in *size. -errno if it
- * cannot be stat'ed or mapped. */
+ * cannot be stat'ed or mapped; *id and *size untouched. */
 int st_hash_fd(int fd, st_id *id, uint64_t *size);
 
 /* Called for each blob file with a well-formed name. Return 0 to go on,
  * anything else stops the walk and is returned by st_blob_foreach. */
 typedef int (*st_blob_cb)(const st_id *id, uint64_t size, int64_t mtime_ns, void *ctx);
+/* Walk blobs/ (blobs put or deleted meanwhile may or may not be seen).
+ * 0 after the last, cb's non-zero return, or -errno if blobs/ cannot be
+ * read (a fan-out directory deleted meanwhile is skipped). Changes nothing. */
 int st_blob_foreach(struct st_store *s, st_blob_cb cb, void *ctx);
 
-/* Remove files in STORE/tmp/ last modified more than older_than_s seconds
- * ago (crash leftovers). *removed (may be NULL) gets the count. */
+/* Remove files (and staging directories) in STORE/tmp/ last modified more
+ * than older_than_s seconds ago (crash leftovers). *removed (may be NULL)
+ * gets the count. ST_EREADONLY (handle read-only, or the file system
+ * refuses), -errno: it stops at the first failure (ENOENT aside: removed
+ * by someone else); what it removed before stays removed, *removed untouched. */
 int st_tmp_sweep(struct st_store *s, unsigned older_than_s, unsigned *removed);
 
 /* ------------------------------------------------------------- manifests */
@@ -333,27 +387,34 @@ struct st_manifest {
 	uint64_t guest_canon, vcpu_canon;
 };
 
-/* Allocate an empty manifest (version set, everything else zero). */
+/* Allocate an empty manifest (version ST_MANIFEST_VERSION, everything else
+ * zero) into *out. -ENOMEM, *out untouched. */
 int st_manifest_new(struct st_manifest **out);
 /* Free m and everything it points to. Accepts NULL. */
 void st_manifest_free(struct st_manifest *m);
-/* Deep copy. */
+/* Deep copy of m (valid or not) into *out. -ENOMEM: *out untouched,
+ * nothing left allocated. */
 int st_manifest_dup(const struct st_manifest *m, struct st_manifest **out);
 
-/* Check every rule above. -> ST_ELAYOUT / ST_EFORMAT / ST_EVERSION / ST_EBADNAME. */
+/* Check every rule above, changing nothing. -> ST_ELAYOUT / ST_EFORMAT /
+ * ST_EVERSION / ST_EBADNAME with why naming the first broken rule, -ENOMEM. */
 int st_manifest_validate(const struct st_manifest *m, char *why, size_t whylen);
 /*
  * Finish a manifest built in memory: validate it, put its guest / vcpu texts
  * in canonical form and remember that they are, so later validation and
  * encoding (the id) need not parse them again. A parsed manifest is sealed
- * already. Errors as st_manifest_validate, or -ENOMEM.
+ * already. Errors as st_manifest_validate, or -ENOMEM. On failure m may
+ * already hold its guest text (when vcpu's or a later rule fails), or both
+ * texts, in canonical form: the same JSON objects, so the same id; nothing
+ * else of m changes.
  */
 int st_manifest_seal(struct st_manifest *m, char *why, size_t whylen);
 /*
  * Set m's "guest" or "vcpu" text from a jansson object (not consumed): its
  * canonical text, remembered as such, so neither sealing nor the id parses
  * it again. -> 0, -EINVAL (another key), ST_EFORMAT (not an object, too
- * large), -ENOMEM.
+ * large), -ENOMEM; on failure m is unchanged. On success the old text is
+ * freed.
  */
 struct json_t;
 int st_manifest_set_object(struct st_manifest *m, const char *key, const struct json_t *obj);
@@ -362,26 +423,32 @@ int st_manifest_set_object(struct st_manifest *m, const char *key, const struct 
  * Parse manifest JSON strictly (docs/formats.md): truncated or malformed JSON,
  * duplicate or unknown keys, wrong types, negative or oversized numbers ->
  * ST_EFORMAT; a version outside ST_MANIFEST_VERSION_MIN..ST_MANIFEST_VERSION -> ST_EVERSION;
- * layout errors -> ST_ELAYOUT; bad label key -> ST_EBADNAME. The result is
- * validated. guest / vcpu are kept as their canonical JSON text.
+ * layout errors -> ST_ELAYOUT; bad label key -> ST_EBADNAME; over
+ * ST_MANIFEST_MAX_BYTES or the tree limits -> ST_EFORMAT; -ENOMEM. The
+ * result (*out, the caller's to st_manifest_free) is validated and sealed;
+ * guest / vcpu are kept as their canonical JSON text. On failure *out is
+ * untouched and why names the place.
  */
 int st_manifest_parse(const char *json, size_t len, struct st_manifest **out, char *why, size_t whylen);
 
 /*
- * Canonical encoding: compact JSON, keys sorted, no trailing newline. m must
- * be valid (validated first). *json is malloc'd and NUL-terminated; *len
- * excludes the NUL. manifest.json on disk is this plus "\n".
+ * Canonical encoding: compact JSON, keys sorted, no trailing newline. m is
+ * validated first (its errors, why says which rule). *json is malloc'd and
+ * NUL-terminated; *len excludes the NUL. manifest.json on disk is this
+ * plus "\n". -ENOMEM; on failure *json and *len are untouched.
  */
 int st_manifest_encode(const struct st_manifest *m, char **json, size_t *len, char *why, size_t whylen);
 
-/* Snapshot id: XXH3-128 of the canonical encoding (validates m). */
+/* Snapshot id: XXH3-128 of the canonical encoding into *id (validates m:
+ * st_manifest_encode's errors, *id untouched). */
 int st_manifest_id(const struct st_manifest *m, st_id *id, char *why, size_t whylen);
 
-/* Sum of pages of every layer (bytes = pages * ST_PAGE_SIZE). */
+/* Sum of pages of every layer (bytes = pages * ST_PAGE_SIZE). Never fails. */
 uint64_t st_manifest_layer_pages(const struct st_manifest *m);
 
 /* Layer index whose range covers guest page gpage, and the page inside that
- * layer; -ENOENT if the page is a hole (reads as zero). O(log nranges). */
+ * layer; -ENOENT if the page is a hole (reads as zero; *layer and *lpage
+ * untouched). m's ranges must be sorted (a valid manifest). O(log nranges). */
 int st_manifest_lookup(const struct st_manifest *m, uint64_t gpage, uint32_t *layer, uint64_t *lpage);
 
 /* ------------------------------------------------- snapshot directories */
@@ -391,28 +458,43 @@ int st_manifest_lookup(const struct st_manifest *m, uint64_t gpage, uint32_t *la
  * layer, named by its id, exactly pages * ST_PAGE_SIZE bytes).
  */
 
-/* Read and parse DIR/manifest.json (at most ST_MANIFEST_MAX_BYTES).
- * Missing -> -ENOENT; other errors as st_manifest_parse. Does not look at
- * layers. */
+/* Read and parse DIR/manifest.json (at most ST_MANIFEST_MAX_BYTES) into
+ * *out (the caller's to st_manifest_free). Missing directory or file ->
+ * -ENOENT / -ENOTDIR; not a regular file, too large or holding a NUL ->
+ * ST_EFORMAT; -ENOMEM, other -errno; other errors as st_manifest_parse.
+ * Does not look at layers. On failure *out is untouched, why says what. */
 int st_snapdir_read(const char *dir, struct st_manifest **out, char *why, size_t whylen);
-/* DIR/manifest.json's bytes, unparsed (malloc'd, NUL-terminated; at most
- * ST_MANIFEST_MAX_BYTES): for a caller that parses them its own way. */
+/* DIR/manifest.json's bytes, unparsed, into *text (malloc'd,
+ * NUL-terminated; at most ST_MANIFEST_MAX_BYTES) and *len: for a caller
+ * that parses them its own way. Errors as st_snapdir_read's before the
+ * parse; *text and *len untouched. */
 int st_snapdir_manifest_text(const char *dir, char **text, size_t *len, char *why, size_t whylen);
 
-/* Open DIR/layers/<id> read-only. The caller closes *fd. */
+/* Open DIR/layers/<id> read-only (O_NOFOLLOW) into *fd. The caller closes
+ * *fd. -ENOENT, -ELOOP (a symlink), other -errno: *fd untouched. Does not
+ * check the layer's size or bytes (st_snapdir_verify does). */
 int st_snapdir_layer_open(const char *dir, const st_id *id, int *fd);
 
 /* Check every layer of m in DIR: present (-ENOENT, why names it), size ==
- * pages * ST_PAGE_SIZE (ST_ELAYOUT: "layer too short/long"), and bytes hash
- * to the name (ST_ECORRUPT). */
+ * pages * ST_PAGE_SIZE (ST_ELAYOUT: "layer too short/long", or not a
+ * regular file), and bytes hash to the name (ST_ECORRUPT); -errno if one
+ * cannot be opened or mapped. Stops at the first bad layer; changes
+ * nothing. */
 int st_snapdir_verify(const char *dir, const struct st_manifest *m, char *why, size_t whylen);
 
 /*
  * Write snapshot directory dir (must not exist; its parent must) from m and
  * the store's blobs: builds a sibling temp directory, copies (reflinks when
  * the filesystem can) each layer, writes the canonical manifest.json,
- * fsyncs files and directories, then renames it into place. On failure
- * nothing is left behind. A missing blob -> -ENOENT (why names it).
+ * fsyncs files and directories (ST_SYNC_FULL), then renames it into place.
+ * A temp directory a killed export left beside dir is removed first.
+ * Errors: m's validation errors, -EEXIST (dir exists), -EINVAL (dir's last
+ * component is not a name), -ENOENT (parent missing, or a missing blob:
+ * why names it), ST_ECORRUPT (a blob's size differs from the manifest),
+ * -ENOSPC, -EIO, -ENOMEM, other -errno; why always says which. On failure
+ * nothing is left behind (the temp directory is removed), except: a
+ * failed sync of dir's parent after the rename is returned with dir in
+ * place and complete.
  */
 int st_snapdir_export(struct st_store *s, const struct st_manifest *m, const char *dir, char *why, size_t whylen);
 
@@ -460,7 +542,8 @@ struct st_snapcache_limits {
 	unsigned copies;
 	uint64_t copy_bytes; /* a layer larger than this is never kept */
 };
-/* lim NULL: the ST_SNAPCACHE_* defaults. -ENOMEM; *out untouched on failure. */
+/* A cache with limits lim (NULL: the ST_SNAPCACHE_* defaults) into *out;
+ * it keeps nothing yet. -ENOMEM; *out untouched on failure. */
 int st_snapcache_new(const struct st_snapcache_limits *lim, struct st_snapcache **out);
 /* Forget everything kept (memfds are closed; mappings and fds already handed
  * out stay valid). Accepts NULL. */
@@ -482,14 +565,17 @@ void st_snapcache_free(struct st_snapcache *c);
 struct st_snapdir;
 int st_snapdir_open(const char *path, unsigned flags, struct st_snapcache *c, struct st_snapdir **out, char *why,
 		    size_t whylen);
-/* Close every layer fd and free the handle. Accepts NULL. */
+/* Close every layer fd and free the handle (descriptors duplicated from
+ * it stay open). Accepts NULL. No other thread may be using d. */
 void st_snapdir_close(struct st_snapdir *d);
-/* The manifest; lives as long as the handle. */
+/* The manifest; lives as long as the handle. Never fails. */
 const struct st_manifest *st_snapdir_manifest(const struct st_snapdir *d);
 /* A new descriptor (O_CLOEXEC, the caller closes it) for the layer with
- * this id: -ENOENT if the manifest has none, -errno. Thread safe. */
+ * this id into *fd: -ENOENT if the manifest has none, -EMFILE and other
+ * -errno of dup; *fd untouched. Thread safe. */
 int st_snapdir_layer_dup(const struct st_snapdir *d, const st_id *id, int *fd);
-/* Layers opened through their backing blob; whether path is on a strata mount. */
+/* Layers opened through their backing blob; whether path is on a strata
+ * mount. Never fail. */
 unsigned st_snapdir_direct_layers(const struct st_snapdir *d);
 bool st_snapdir_on_mount(const struct st_snapdir *d);
 
@@ -512,13 +598,21 @@ struct st_ingest_stats {
  * changed); zero pages are holes. Ranges are merged where adjacent. The
  * parent (may be NULL) must be valid and its layers present in s. The result
  * has parent = id of parent, created = now, no guest/vcpu/labels; it is
- * valid, and not committed to any index (the caller does that).
- * stats may be NULL.
+ * valid, and not committed to any index (the caller does that). *out is
+ * the caller's (st_manifest_free). stats may be NULL.
+ * Errors: -EINVAL (size), the parent's validation errors, -ENOENT (a
+ * parent layer missing from s), ST_ECORRUPT (one of another size), ST_EREADONLY, -ENOSPC, -EIO, -ENOMEM,
+ * other -errno; *out and *stats untouched. The new layer blob is put
+ * before the manifest is built: a failure after that (out of memory)
+ * leaves the blob in s, whole and unreferenced (ix_gc removes it after
+ * its grace period); any earlier failure leaves nothing.
  */
 int st_ingest_image(struct st_store *s, const void *image, uint64_t size, const struct st_manifest *parent,
 		    struct st_manifest **out, struct st_ingest_stats *stats);
 
-/* Same as st_ingest_image on the contents of a file (mapped read-only). */
+/* Same as st_ingest_image on the contents of a file (mapped read-only),
+ * with its errors; also -ENOENT and other -errno opening or mapping path,
+ * -EINVAL (not a regular file, or a size not a multiple of ST_PAGE_SIZE). */
 int st_ingest_file(struct st_store *s, const char *path, const struct st_manifest *parent,
 		   struct st_manifest **out, struct st_ingest_stats *stats);
 
@@ -545,7 +639,10 @@ int st_ingest_file(struct st_store *s, const char *path, const struct st_manifes
 #define ST_SHA256_LEN 32
 #define ST_DIGEST_LEN (7 + 64)          /* "sha256:" + 64 lowercase hex */
 
-/* Streaming SHA-256. new: -ENOMEM. final resets the state. free accepts NULL. */
+/* Streaming SHA-256 (libcrypto). new: a state in *out, or -ENOMEM with *out
+ * untouched. reset, update and final never fail; final writes the digest
+ * and resets the state. free accepts NULL. hash: one buffer's digest,
+ * never fails. */
 struct st_sha256;
 int st_sha256_new(struct st_sha256 **out);
 void st_sha256_reset(struct st_sha256 *h);
@@ -553,7 +650,9 @@ void st_sha256_update(struct st_sha256 *h, const void *buf, size_t len);
 void st_sha256_final(struct st_sha256 *h, uint8_t out[ST_SHA256_LEN]);
 void st_sha256_free(struct st_sha256 *h);
 void st_sha256_hash(const void *buf, size_t len, uint8_t out[ST_SHA256_LEN]);
-/* "sha256:<64 lowercase hex>" and back (anything else: ST_EBADID). */
+/* "sha256:<64 lowercase hex>" and back. format never fails; parse of
+ * anything else (NULL, uppercase, another algorithm, another length) ->
+ * ST_EBADID with out untouched. */
 void st_digest_format(const uint8_t sha[ST_SHA256_LEN], char out[ST_DIGEST_LEN + 1]);
 int st_digest_parse(const char *s, uint8_t out[ST_SHA256_LEN]);
 
@@ -577,10 +676,12 @@ struct st_oci_manifest {
 	bool has_subject;
 	struct st_oci_desc subject;  /* the parent's OCI manifest (no id) */
 };
+/* Free om and its arrays (one allocation: layers). Accepts NULL. */
 void st_oci_manifest_free(struct st_oci_manifest *om);
 
 /* Compact JSON with sorted keys (so equal content gives an equal digest).
- * *json malloc'd, NUL-terminated. -ENOMEM. */
+ * *json malloc'd, NUL-terminated, *len without the NUL. -ENOMEM: *json
+ * and *len untouched. */
 int st_oci_manifest_encode(const struct st_oci_manifest *om, char **json, size_t *len);
 
 /*
@@ -589,13 +690,15 @@ int st_oci_manifest_encode(const struct st_oci_manifest *om, char **json, size_t
  * ours (ST_EFORMAT "artifact type X is not a strata snapshot" otherwise),
  * every layer ours with a valid digest, size and id annotation, at most
  * ST_MANIFEST_MAX_LAYERS layers, at most ST_OCI_MANIFEST_MAX bytes.
- * Unknown keys are ignored (OCI lets writers add them). *out malloc'd.
+ * Unknown keys are ignored (OCI lets writers add them). *out malloc'd
+ * (st_oci_manifest_free). ST_EFORMAT (why says what), -ENOMEM: *out untouched.
  */
 int st_oci_manifest_parse(const char *json, size_t len, struct st_oci_manifest **out, char *why, size_t whylen);
 
 /* Check the strata manifest m (parsed from config bytes) against om: same
  * layers in the same order with sizes pages * ST_PAGE_SIZE, and om's
- * config id equal to m's id. ST_EFORMAT with why naming the difference. */
+ * config id equal to m's id. ST_EFORMAT with why naming the difference, or
+ * m's encoding errors. Changes nothing. */
 int st_oci_manifest_check(const struct st_oci_manifest *om, const struct st_manifest *m, char *why, size_t whylen);
 
 /* One entry of an OCI layout's index.json. */
@@ -605,8 +708,11 @@ struct st_oci_ref {
 	char *name;  /* org.opencontainers.image.ref.name, or NULL */
 	bool ours;   /* artifactType (when present) is ST_OCI_ARTIFACT_TYPE */
 };
+/* Free n refs and the array. Accepts NULL. */
 void st_oci_refs_free(struct st_oci_ref *refs, size_t n);
-/* index.json: encode from refs; parse into *refs (malloc'd array). */
+/* index.json: encode from refs (*json malloc'd; -ENOMEM); parse into *refs
+ * (malloc'd array of *n, st_oci_refs_free; ST_EFORMAT with why, -ENOMEM).
+ * On failure the out-parameters are untouched. */
 int st_oci_index_encode(const struct st_oci_ref *refs, size_t n, char **json, size_t *len);
 int st_oci_index_parse(const char *json, size_t len, struct st_oci_ref **refs, size_t *n, char *why, size_t whylen);
 
@@ -642,17 +748,21 @@ struct st_ws {
 /* Free; accepts NULL. */
 void st_ws_free(struct st_ws *ws);
 /* From touched guest pages (runs ascending by guest page, as a page scan
- * gives them) through m's ranges: pages in no range (zero pages) are not
- * part of it. mid is m's id. -ENOMEM, -E2BIG (over ST_WS_MAX_RUNS). */
+ * gives them) through m's ranges (m valid): pages in no range (zero pages)
+ * are not part of it. mid is m's id. *out the caller's (st_ws_free).
+ * -ENOMEM, -E2BIG (over ST_WS_MAX_RUNS): *out untouched. */
 int st_ws_build(const struct st_manifest *m, const st_id *mid, const struct st_ws_run *gruns, size_t n,
 		struct st_ws **out);
-/* Bytes of format version 1 (*buf malloc'd). ST_EFORMAT if ws breaks a rule. */
+/* Bytes of format version 1 (*buf malloc'd, *len). ST_EFORMAT (why: the
+ * rule ws breaks), -ENOMEM: *buf and *len untouched. */
 int st_ws_encode(const struct st_ws *ws, void **buf, size_t *len, char *why, size_t whylen);
-/* Parse and check every rule; the length is checked against the counts
- * before anything is allocated. ST_EFORMAT, ST_EVERSION, -ENOMEM. */
+/* Parse and check every rule into *out (st_ws_free); the length is checked
+ * against the counts before anything is allocated. ST_EFORMAT, ST_EVERSION
+ * (why says which), -ENOMEM: *out untouched. */
 int st_ws_parse(const void *buf, size_t len, struct st_ws **out, char *why, size_t whylen);
 /* Does ws belong to snapshot m (id mid): recorded on it, naming only its
- * layers, within their sizes? ST_EFORMAT (another snapshot), ST_ELAYOUT. */
+ * layers, within their sizes? 0, ST_EFORMAT (another snapshot),
+ * ST_ELAYOUT (why says which layer). Changes nothing. */
 int st_ws_check(const struct st_ws *ws, const struct st_manifest *m, const st_id *mid, char *why, size_t whylen);
 
 #endif
