@@ -25,6 +25,9 @@ static bool component_valid(const char *s, size_t n)
 	return true;
 }
 
+/* The tag of a reference that names neither a tag nor a digest. */
+static const char default_tag[] = "latest";
+
 int ix_registry_ref_parse(const char *s, struct ix_registry_ref *out)
 {
 	struct ix_registry_ref r;
@@ -71,12 +74,13 @@ int ix_registry_ref_parse(const char *s, struct ix_registry_ref *out)
 	if (strlen(r.repo) > 255)
 		return IX_EREF;
 	if (!r.tag && !r.digest)
-		r.tag = "latest";
+		r.tag = default_tag;
 	*out = r;
-	/* The pointers point into out->buf now, at the same offsets. */
+	/* The pointers point into out->buf now, at the same offsets (the
+	 * default tag is not in buf: it stays where it is). */
 	out->host = out->buf + (r.host - r.buf);
 	out->repo = out->buf + (r.repo - r.buf);
-	out->tag = r.tag ? out->buf + (r.tag - r.buf) : NULL;
+	out->tag = !r.tag ? NULL : r.tag == default_tag ? default_tag : out->buf + (r.tag - r.buf);
 	out->digest = r.digest ? out->buf + (r.digest - r.buf) : NULL;
 	return 0;
 }
@@ -163,7 +167,7 @@ int ix_registry_auth_lookup(const char *path, const char *host, char **user, cha
 	json_object_foreach(auths, key, v) {
 		json_t *a = json_object_get(v, "auth"), *u = json_object_get(v, "username"),
 		       *p = json_object_get(v, "password");
-		char *dec, *sep;
+		char *dec, *sep, *nu = NULL, *np = NULL;
 
 		if (!key_matches(key, host))
 			continue;
@@ -176,20 +180,24 @@ int ix_registry_auth_lookup(const char *path, const char *host, char **user, cha
 				goto out_decref;
 			}
 			*sep = '\0';
-			*user = strdup(dec);
-			*pass = strdup(sep + 1);
+			nu = strdup(dec);
+			np = strdup(sep + 1);
 			free(dec);
 		} else if (json_is_string(u) && json_is_string(p)) {
-			*user = strdup(json_string_value(u));
-			*pass = strdup(json_string_value(p));
+			nu = strdup(json_string_value(u));
+			np = strdup(json_string_value(p));
 		} else {
 			continue;
 		}
-		if (!*user || !*pass) {
-			free(*user);
-			free(*pass);
+		/* Written only when both are there: a failure leaves *user and
+		 * *pass as they were. */
+		if (!nu || !np) {
+			free(nu);
+			free(np);
 			rc = -ENOMEM;
 		} else {
+			*user = nu;
+			*pass = np;
 			rc = 0;
 		}
 		break;
