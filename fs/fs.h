@@ -48,6 +48,8 @@ enum {
 	FS_EOPTION = -1304,      /* libfuse rejected a -o option */
 };
 
+/* Message for an FS_E* code, else ix_strerror's (index, store, -errno).
+ * Never fails, never NULL; static storage. */
 const char *fs_strerror(int err);
 
 /* How the daemon reads backing blobs to answer FUSE reads (docs/fs.md has
@@ -58,7 +60,8 @@ enum fs_read_mode {
 	FS_READ_DONTNEED, /* buffered read, then POSIX_FADV_DONTNEED the range */
 	FS_READ_CACHED,   /* plain buffered reads (pages cached twice) */
 };
-/* "direct", "dontneed", "cached" -> mode; -EINVAL on junk. */
+/* "direct", "dontneed", "cached" -> *out; anything else -> -EINVAL with
+ * *out untouched. s must not be NULL. */
 int fs_read_mode_parse(const char *s, enum fs_read_mode *out);
 
 /* Log priorities (syslog's numbers). */
@@ -88,12 +91,24 @@ struct fs_config {
 };
 
 /*
- * Open the store and its index, mount at cfg->mountpoint and serve requests
- * on worker threads until the filesystem is unmounted or SIGINT/SIGTERM/SIGHUP
- * arrives; then unmount and close everything. Must not be called in a
- * process that already has the store's index open (LMDB and fork).
- * Errors before ready(): ST_ENOTSTORE..., FS_ESTALE_MOUNT, FS_EMOUNTED,
- * FS_EMOUNT, FS_EOPTION, -errno.
+ * Open the store (read-write) and its index, mount at cfg->mountpoint and
+ * serve requests on worker threads until the filesystem is unmounted or
+ * SIGINT/SIGTERM/SIGHUP arrives; then unmount and close everything.
+ * Needs: cfg->store a store, cfg->mountpoint an existing directory with
+ * nothing mounted on it, cfg->log set; not called in a process that
+ * already has the store's index open (LMDB and fork); /dev/fuse usable
+ * (or fusermount3 for an unprivileged mount).
+ * Returns 0 once a started mount is unmounted or stopped by a signal.
+ * Errors before ready(): FS_ESTALE_MOUNT, FS_EMOUNTED, -ENOENT/-ENOTDIR
+ * (mountpoint), st_store_open's (ST_ENOTSTORE, ...), ix_open's, -EINVAL
+ * (a store path holding ',', or -o options too long), FS_EOPTION (libfuse
+ * refused an -o option), FS_EMOUNT (the kernel
+ * refused the mount; cfg->log says why), -EIO (signal handlers), -ENOMEM;
+ * nothing is mounted then and the signal handlers are as they were (the
+ * store's index may have been created). Errors after ready(): libfuse's
+ * loop error (-errno), the mount taken down. Either way, on return imports
+ * that had not committed are dropped (their staged layers removed from
+ * STORE/tmp/) and every committed snapshot stays.
  */
 int fs_serve(const struct fs_config *cfg);
 
@@ -102,12 +117,17 @@ enum fs_mp_state {
 	FS_MP_MOUNTED = 1, /* a live FUSE mount */
 	FS_MP_STALE = 2,   /* a FUSE mount whose daemon is gone (ENOTCONN) */
 };
-/* What is at path: >= 0 an fs_mp_state, or -errno (-ENOTDIR, -ENOENT). */
+/* What is at path: >= 0 an fs_mp_state (FS_MP_MOUNTED for any live FUSE
+ * mount, strata's or not), or -errno (-ENOTDIR, -ENOENT, -EACCES,
+ * -ENAMETOOLONG). Changes nothing. */
 int fs_mountpoint_state(const char *path);
 
-/* Unmount a strata mount (live or stale): umount2(), falling back to
- * `fusermount3 -u` when not privileged. lazy detaches a busy mount.
- * FS_ENOTMOUNT if path is not a FUSE mount. */
+/* Unmount the FUSE mount at path (live or stale; it does not check that
+ * the mount is strata's): umount2(), falling back to `fusermount3 -u`
+ * (forked and exec'd) when not privileged. lazy detaches a busy mount.
+ * FS_ENOTMOUNT if path is not a FUSE mount, -EBUSY (busy and not lazy),
+ * -EPERM (fusermount3 failed or is missing), fs_mountpoint_state's errors,
+ * other -errno: the mount stays as it was. */
 int fs_umount(const char *path, bool lazy);
 
 #endif

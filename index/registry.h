@@ -41,9 +41,13 @@ enum {
 	IX_EREMOTE_MISSING = -1154,  /* the manifest or blob is not in the repository */
 	IX_EHTTP = -1155,      /* any other unexpected HTTP answer (why has the status) */
 };
+/* Message for an IX_E* registry code, else ix_strerror's. Never fails,
+ * never NULL; static storage. */
 const char *ix_registry_strerror(int err);
 
-/* A parsed reference. Strings point into buf. */
+/* A parsed reference. Strings point into buf (the default tag "latest" is
+ * static storage): a copy of the struct made after parsing points into the
+ * original's buf. */
 struct ix_registry_ref {
 	char buf[1024];
 	const char *host;   /* "host[:port]" */
@@ -53,7 +57,9 @@ struct ix_registry_ref {
 };
 /* host must look like a host (has '.' or ':', or is "localhost"); repo
  * components lowercase [a-z0-9] separated by '.', '_', '__', '-'; tag the
- * name rule. Neither tag nor digest: tag = "latest". -> IX_EREF. */
+ * name rule. Neither tag nor digest: tag = "latest". NULL, 1024 bytes or
+ * more, or anything else -> IX_EREF with *out untouched. Nothing is
+ * allocated. */
 int ix_registry_ref_parse(const char *s, struct ix_registry_ref *out);
 
 struct ix_registry_opts {
@@ -76,23 +82,34 @@ struct ix_registry_wire {
 };
 
 struct ix_registry;
+/* libcurl's global init: once per process, before any other thread runs
+ * libcurl. -ENOMEM if it fails (then no registry call may be made). */
 int ix_registry_global_init(void);
-/* Open a client for ref's host and repository (nothing is sent yet).
- * opts is copied; its strings must outlive the client. */
+/* Open a client for ref's host and repository into *out (nothing is sent
+ * yet; ref is copied). opts (NULL: plain defaults) is copied; its strings
+ * must outlive the client. -ENOMEM: *out untouched. */
 int ix_registry_open(const struct ix_registry_ref *ref, const struct ix_registry_opts *opts, struct ix_registry **out);
+/* Close the connection and free; accepts NULL. The sink and source views
+ * of r die with it. */
 void ix_registry_close(struct ix_registry *r);
-/* The push sink and pull source views of r (valid while r is open). */
+/* The push sink and pull source views of r (valid while r is open; one
+ * thread at a time, like r). Never fail. */
 void ix_registry_sink(struct ix_registry *r, struct ix_oci_sink *out);
 void ix_registry_source(struct ix_registry *r, struct ix_oci_source *out);
 /* Stream len bytes of blob sha from offset off to sink (HTTP Range; a
  * registry that answers with the whole blob is read up to the range and
  * cut). A short answer is not an error here: the sink counts. 404 ->
- * IX_EREMOTE_MISSING; other answers IX_EHTTP; transport IX_ENET. */
+ * IX_EREMOTE_MISSING; other answers IX_EHTTP; transport IX_ENET; IX_ETLS,
+ * IX_EAUTH; the sink's own error if it refuses. On failure the sink may
+ * already have received some bytes (it counts them). */
 int ix_registry_blob_range(struct ix_registry *r, const uint8_t sha[ST_SHA256_LEN], uint64_t off, uint64_t len,
 			   ix_oci_sink_fn sink, void *sctx, char *why, size_t whylen);
+/* The bytes and requests r has moved so far into *out. Never fails. */
 void ix_registry_wire_get(const struct ix_registry *r, struct ix_registry_wire *out);
 /* After a successful push or pull: record this repository as the origin
- * of every blob r saw it hold (ix_origin_put on opts->ix; 0 without one). */
+ * of every blob r saw it hold (ix_origin_put on opts->ix; 0 without one,
+ * or when "host/repo" is longer than IX_ORIGIN_MAX). The index's write
+ * errors: nothing recorded (one transaction). */
 int ix_registry_origins_record(struct ix_registry *r);
 
 /*
@@ -103,6 +120,9 @@ int ix_registry_origins_record(struct ix_registry *r);
  * API's image index for subject, filtered by artifact_type (*json
  * malloc'd); IX_EREMOTE_MISSING when the registry has no such API (then
  * the tag schema's "sha256-<hex>" tag holds the index).
+ * Both: IX_ENET, IX_ETLS, IX_EAUTH, IX_EHTTP (why has the status), -ENOMEM;
+ * the out-parameters are written only on success. A put is one request:
+ * the registry has the manifest or not.
  */
 int ix_registry_manifest_put_typed(struct ix_registry *r, const char *ref, const char *media_type, const char *json,
 				   size_t len, bool *subject_listed, char *why, size_t whylen);
@@ -122,6 +142,13 @@ int ix_registry_referrers_get(struct ix_registry *r, const uint8_t subject[ST_SH
  * snap with ix_ws_put (which checks it belongs to the snapshot). No
  * record listed: 0 with x->found false. x->bytes: the record's bytes
  * moved; x->manifest: the artifact manifest's sha256.
+ * Errors: the registry's codes (above), ST_ECORRUPT (pulled bytes that do
+ * not match their digest or id), ST_EFORMAT, ix_ws_put's (pull: a record
+ * that does not belong to snap), the index's read errors; why says which.
+ * A failed pull links nothing (x->found false; x->api and x->manifest may
+ * hold what was learnt). A push that fails after the artifact is sent
+ * leaves it in the registry, unlisted in the tag schema's index: a retry
+ * sends nothing twice and lists it.
  */
 struct ix_ws_xfer {
 	bool found, api;
@@ -138,8 +165,9 @@ int ix_registry_ws_pull(struct ix_registry *r, struct ix *ix, const st_id *snap,
  * file: "auths" entry named host (also with an https:// prefix or a path
  * after it), its "auth" (base64 user:password) or "username"/"password".
  * 0 and *user, *pass (malloc'd); 1 when the file has none for host;
- * -ENOENT when the file does not exist; ST_EFORMAT (why) when it is not
- * such a file.
+ * -ENOENT when the file does not exist (other -errno if it cannot be
+ * read); ST_EFORMAT (why) when it is not such a file; -ENOMEM. *user and
+ * *pass are written only on 0.
  */
 int ix_registry_auth_lookup(const char *path, const char *host, char **user, char **pass, char *why, size_t whylen);
 
