@@ -17,11 +17,11 @@ static int kvm_mem_new(struct vmm_sandbox *sb, bool *ready)
 	/* One private anonymous range: pages appear on first touch, so
 	 * creation cost does not grow with the heap; snapshots map layer
 	 * files over it. */
-	sb->mem = mmap(NULL, sb->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (sb->mem == MAP_FAILED) {
-		sb->mem = NULL;
-		return -errno;
-	}
+	int rc;
+	sb->mem = st_sys_mmap(NULL, sb->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			      -1, 0, &rc);
+	if (!sb->mem)
+		return rc;
 	*ready = false;
 	return 0;
 }
@@ -50,7 +50,7 @@ static void kvm_destroy(struct vmm_sandbox *sb)
 	}
 	vmm_kvm_close(&sb->kvm);
 	if (sb->mem)
-		munmap(sb->mem, sb->mem_size);
+		st_sys_munmap(sb->mem, sb->mem_size);
 	sb->mem = NULL;
 }
 

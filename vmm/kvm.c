@@ -12,6 +12,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "store/sys.h"
 #include "vmm/vmm_int.h"
 
 /* Not in every kernel header yet (Linux 6.13+); the value is ABI. */
@@ -173,12 +174,9 @@ int vmm_kvm_open(struct vmm_kvm *k)
 		rc = -errno;
 		goto out_close_vm;
 	}
-	k->run = mmap(NULL, (size_t)sys_run_size, PROT_READ | PROT_WRITE, MAP_SHARED, k->vcpu_fd, 0);
-	if (k->run == MAP_FAILED) {
-		rc = -errno;
-		k->run = NULL;
+	k->run = st_sys_mmap(NULL, (size_t)sys_run_size, PROT_READ | PROT_WRITE, MAP_SHARED, k->vcpu_fd, 0, &rc);
+	if (!k->run)
 		goto out_close_vcpu;
-	}
 	k->run_size = (size_t)sys_run_size;
 	/* Guest functions run CPUID-free; still give the vCPU the host's
 	 * supported CPUID so SSE and friends are advertised consistently. */
@@ -190,10 +188,10 @@ int vmm_kvm_open(struct vmm_kvm *k)
 	return 0;
 
 out_close_vcpu:
-	close(k->vcpu_fd);
+	st_sys_close(k->vcpu_fd);
 	k->vcpu_fd = -1;
 out_close_vm:
-	close(k->vm_fd);
+	st_sys_close(k->vm_fd);
 	k->vm_fd = -1;
 	return rc;
 }
@@ -201,11 +199,11 @@ out_close_vm:
 void vmm_kvm_close(struct vmm_kvm *k)
 {
 	if (k->run)
-		munmap(k->run, k->run_size);
+		st_sys_munmap(k->run, k->run_size);
 	if (k->vcpu_fd >= 0)
-		close(k->vcpu_fd);
+		st_sys_close(k->vcpu_fd);
 	if (k->vm_fd >= 0)
-		close(k->vm_fd);
+		st_sys_close(k->vm_fd);
 	k->run = NULL;
 	k->vcpu_fd = k->vm_fd = -1;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "store/array.h"
+#include "store/sys.h"
 #include "vmm/snap_int.h"
 
 #define INIT_TIMEOUT_NS (10ull * 1000000000ull)
@@ -39,7 +40,7 @@ int vmm_sandbox_load_functions(struct vmm_sandbox *sb, uint32_t table_gpa)
 	const struct strata_fn_desc *d = vmm_run_guest_ptr(sb, t.descs_addr, (uint64_t)t.count * sizeof(*d));
 	if (!d && t.count)
 		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "READY: function descriptors outside guest memory");
-	sb->fns = calloc(t.count ? t.count : 1, sizeof(*sb->fns));
+	sb->fns = st_sys_calloc(t.count ? t.count : 1, sizeof(*sb->fns));
 	if (!sb->fns)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < t.count; i++) {
@@ -73,7 +74,7 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 	if ((rc = sb->be->mem_new(sb, &ready)) < 0)
 		return vmm_fail(err, rc, "cannot reserve %llu bytes of guest memory: %s",
 			    (unsigned long long)l->mem_size, strerror(-rc));
-	perms = calloc(l->low_end / VMM_PAGE, 1);
+	perms = st_sys_calloc(l->low_end / VMM_PAGE, 1);
 	if (!perms)
 		return vmm_fail(err, -ENOMEM, "out of memory");
 	perms_set(perms, l->gdt, l->gdt + VMM_PAGE, VMM_PERM_R | VMM_PERM_W);
@@ -139,7 +140,7 @@ int vmm_sandbox_new_mem(const void *elf, size_t size, const struct vmm_config *c
 	rc = vmm_elf_parse(elf, size, &e, why, sizeof(why));
 	if (rc < 0)
 		return vmm_fail(err, rc, "%s", why);
-	sb = calloc(1, sizeof(*sb));
+	sb = st_sys_calloc(1, sizeof(*sb));
 	if (!sb)
 		return vmm_fail(err, -ENOMEM, "out of memory");
 	if (cfg)
@@ -171,11 +172,11 @@ int vmm_sandbox_new(const char *path, const struct vmm_config *cfg, struct vmm_s
 	void *map;
 	int fd, rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = st_sys_openat(AT_FDCWD, path, O_RDONLY, 0);
 	if (fd < 0)
-		return vmm_fail(err, -errno, "cannot open %s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0) {
-		rc = vmm_fail(err, -errno, "cannot stat %s: %s", path, strerror(errno));
+		return vmm_fail(err, fd, "cannot open %s: %s", path, strerror(-fd));
+	if ((rc = st_sys_fstat(fd, &st)) < 0) {
+		rc = vmm_fail(err, rc, "cannot stat %s: %s", path, strerror(-rc));
 		goto out_close;
 	}
 	if (!S_ISREG(st.st_mode)) {
@@ -187,15 +188,16 @@ int vmm_sandbox_new(const char *path, const struct vmm_config *cfg, struct vmm_s
 			  path, (long long)st.st_size);
 		goto out_close;
 	}
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (map == MAP_FAILED) {
-		rc = vmm_fail(err, -errno, "cannot map %s: %s", path, strerror(errno));
+	map = st_sys_mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0, &rc);
+	if (!map) {
+		rc = vmm_fail(err, rc, "cannot map %s: %s", path, strerror(-rc));
 		goto out_close;
 	}
 	rc = vmm_sandbox_new_mem(map, (size_t)st.st_size, cfg, out, err);
-	munmap(map, (size_t)st.st_size);
+	st_sys_munmap(map, (size_t)st.st_size);
 out_close:
-	close(fd);
+	/* Read-only: a failed close loses nothing. */
+	(void)st_sys_close(fd);
 	return rc;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "store/sys.h"
 #include "vmm/vmm_int.h"
 
 /* Remove h->shells[i] keeping the order (caller holds shell_lock). */
@@ -20,7 +21,7 @@ static struct vmm_shell shell_remove(struct vmm_host *h, unsigned i)
 static void shell_close(struct vmm_shell *s)
 {
 	vmm_kvm_close(&s->kvm);
-	munmap(s->mem, s->mem_size);
+	st_sys_munmap(s->mem, s->mem_size);
 }
 
 void vmm_shell_trim(struct vmm_host *h, unsigned max)
@@ -80,8 +81,9 @@ bool vmm_shell_give(struct vmm_host *h, struct vmm_kvm *kvm, uint8_t *mem, uint6
 	 * copies, layer mappings) is replaced by fresh zero memory, and KVM's
 	 * MMU notifier drops its mappings of the old pages. Outside the lock:
 	 * it can take long. */
-	if (mmap(mem, mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
-		 0) == MAP_FAILED)
+	int rc;
+	if (!st_sys_mmap(mem, mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+			 -1, 0, &rc))
 		return false;
 	/* At the limit the shell kept longest makes room: shells of a size the
 	 * process no longer uses would otherwise hold every place, and each

@@ -1,8 +1,10 @@
 /* test_faults.c: guest misbehaviour gives specific errors and poisons the sandbox; timeouts; kill. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -388,15 +390,29 @@ Test(vmm_faults, a_bigger_stack_allows_deeper_recursion)
 	vmm_sandbox_free(sb);
 }
 
+/* Descriptors this process holds open now. */
+static unsigned fds_open(void)
+{
+	unsigned n = 0;
+	DIR *d = opendir("/proc/self/fd");
+
+	cr_assert(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
 /*
- * Fail each seam step (store/sys.h) of making a sandbox in turn, until the
- * armed step is past the last one: every failure is an error with a
- * message, and a step that fails on the way (the process backend's guest
- * memory, its child program loaded once per process, the child's start)
- * leaves nothing behind that stops a later try once the fault is gone.
- * The test's process makes no sandbox before: nothing is loaded yet.
+ * Fail each seam step (store/sys.h) of making a sandbox with cfg in turn,
+ * until the armed step is past the last one: every failure is an error
+ * with a message, and a step that fails on the way (the ELF's open, stat
+ * and map, the sandbox's memory, guest memory, the KVM VM's run area, the
+ * process backend's child program loaded once per process, the child's
+ * start) leaves nothing behind that stops a later try once the fault is
+ * gone, and no descriptor open.
  */
-Test(vmm_faults, every_step_of_making_a_sandbox_fails_cleanly_and_a_later_try_succeeds)
+static void sweep_making_a_sandbox(const struct vmm_config *cfg, bool loaded, const char *what)
 {
 	static const int errs[] = { EMFILE, ENOMEM };
 	struct vmm_sandbox *sb;
@@ -404,48 +420,98 @@ Test(vmm_faults, every_step_of_making_a_sandbox_fails_cleanly_and_a_later_try_su
 	struct vmm_result res;
 	uint64_t i, failed = 0;
 	bool past_the_end = false;
+	/* What a process keeps (the process backend's child program, the
+	 * default host's VM shell) is loaded by the first success, unless
+	 * the caller says it is loaded already: count from there. */
+	bool counted = loaded;
+	unsigned fds = loaded ? fds_open() : 0;
 
-	/* The kvm backend's guest memory and ELF load are its own calls (vmm/kvm.c, vmm/elf.c). */
-	if (vmm_backend_resolve(NULL, VMM_BACKEND_AUTO) != VMM_BACKEND_PROCESS)
-		cr_skip_test("the kvm backend makes a sandbox from an ELF without calls through the seam");
 	for (i = 1; i < 1000 && !past_the_end; i++) {
 		memset(&err, 0, sizeof(err));
 		sb = NULL;
 		st_sys_fault_set(i, errs[i % 2]);
-		int rc = vmm_sandbox_new(guest_path(), NULL, &sb, &err);
+		int rc = vmm_sandbox_new(guest_path(), cfg, &sb, &err);
 		bool fired = st_sys_fault_fired();
 		st_sys_fault_set(0, 0);
 		past_the_end = !fired;
 		if (rc == 0) {
-			cr_assert_eq(call_str(sb, "echo", "x", &res), 0, "step %lu: %s", (unsigned long)i,
+			cr_assert_eq(call_str(sb, "echo", "x", &res), 0, "%s, step %lu: %s", what, (unsigned long)i,
 				     vmm_sandbox_error(sb)->message);
 			vmm_sandbox_free(sb);
-			continue;
+		} else {
+			cr_assert(fired, "%s, step %lu: a try without a fault failed (%d: %s)", what, (unsigned long)i, rc,
+				  err.message);
+			cr_assert(err.message[0], "%s, step %lu: failure without a message", what, (unsigned long)i);
+			failed++;
 		}
-		cr_assert(fired, "step %lu: a try without a fault failed (%d: %s)", (unsigned long)i, rc, err.message);
-		cr_assert(err.message[0], "step %lu: failure without a message", (unsigned long)i);
-		failed++;
+		if (!counted && rc == 0) {
+			fds = fds_open();
+			counted = true;
+		} else if (counted) {
+			cr_assert_eq(fds_open(), fds, "%s, step %lu: %u descriptors open, %u before", what,
+				     (unsigned long)i, fds_open(), fds);
+		}
 	}
-	cr_assert(past_the_end, "a try with its fault past the last step (%lu steps)", (unsigned long)i);
-	cr_assert_gt(failed, 2, "tries failed (%lu of %lu)", (unsigned long)failed, (unsigned long)i);
-	cr_log_info("making a sandbox: %lu steps, %lu failed", (unsigned long)i - 1, (unsigned long)failed);
+	cr_assert(past_the_end, "%s: a try with its fault past the last step (%lu steps)", what, (unsigned long)i);
+	cr_assert_gt(failed, 2, "%s: tries failed (%lu of %lu)", what, (unsigned long)failed, (unsigned long)i);
+	cr_log_info("making a sandbox (%s): %lu steps, %lu failed", what, (unsigned long)i - 1, (unsigned long)failed);
+}
+
+/* The test's process makes no sandbox before: nothing is loaded yet. On
+ * KVM a host that keeps VM shells hands each try the one the try before
+ * left; a host that keeps none makes every try build a new VM. */
+Test(vmm_faults, every_step_of_making_a_sandbox_fails_cleanly_and_a_later_try_succeeds)
+{
+	bool kvm = vmm_backend_resolve(NULL, VMM_BACKEND_AUTO) == VMM_BACKEND_KVM;
+	struct vmm_host_config hc;
+	struct vmm_host_stats hs;
+	struct vmm_host *h;
+	struct vmm_error err;
+	struct vmm_sandbox *sb;
+
+	sweep_making_a_sandbox(NULL, false, "the process's first sandbox");
+
+	vmm_host_config_defaults(&hc);
+	hc.backend = kvm ? VMM_BACKEND_KVM : VMM_BACKEND_PROCESS;
+	cr_assert_eq(vmm_host_new(&hc, &h, &err), 0, "%s", err.message);
+	struct vmm_config cfg = { .host = h };
+	cr_assert_eq(vmm_sandbox_new(guest_path(), &cfg, &sb, &err), 0, "%s", err.message);
+	vmm_sandbox_free(sb);
+	vmm_host_stats(h, &hs);
+	cr_assert_eq(hs.shells, kvm ? 1u : 0u);
+	sweep_making_a_sandbox(&cfg, true, "a recycled VM shell");
+	vmm_host_stats(h, &hs);
+	cr_assert_eq(hs.shells, kvm ? 1u : 0u, "the shell is kept through every try");
+
+	cr_assert_eq(vmm_host_limits_set(h, 0, hc.warm), 0);
+	sweep_making_a_sandbox(&cfg, true, "a new VM each time");
+	cr_assert_eq(vmm_host_free(h), 0);
 }
 
 /* The process backend loads its child program once per process, at the
- * first seam step of the first sandbox; a failed load (no descriptor, no
- * memory) is no verdict: the sandbox's start loads it again. */
+ * first backend step of the first sandbox; a failed load (no descriptor,
+ * no memory) is no verdict: the sandbox's start loads it again. The image
+ * is read here, so the sandbox's own allocation is its first seam step
+ * (failed first, to show it) and the child program's load the second. */
 Test(vmm_faults, a_failed_load_of_the_child_program_is_tried_again)
 {
 	struct vmm_sandbox *sb = NULL;
 	struct vmm_error err;
 	struct vmm_result res;
+	size_t len;
 
 	if (vmm_backend_resolve(NULL, VMM_BACKEND_AUTO) != VMM_BACKEND_PROCESS)
 		cr_skip_test("the child program is the process backend's");
-	st_sys_fault_set(1, EMFILE);
-	int rc = vmm_sandbox_new(guest_path(), NULL, &sb, &err);
+	void *img = file_read(guest_path(), &len);
+	cr_assert_not_null(img, "cannot read %s", guest_path());
+	st_sys_fault_set(1, ENOMEM);
+	cr_assert_eq(vmm_sandbox_new_mem(img, len, NULL, &sb, &err), -ENOMEM);
+	cr_assert(st_sys_fault_fired());
+	st_sys_fault_set(2, EMFILE);
+	int rc = vmm_sandbox_new_mem(img, len, NULL, &sb, &err);
 	bool fired = st_sys_fault_fired();
 	st_sys_fault_set(0, 0);
+	free(img);
 	cr_assert(fired);
 	cr_assert_eq(rc, 0, "%s", err.message);
 	cr_assert_eq(call_str(sb, "echo", "x", &res), 0, "%s", vmm_sandbox_error(sb)->message);
