@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <linux/kvm.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -23,7 +24,10 @@
 static int sys_fd = -1;
 static int sys_run_size;
 static struct vmm_kvm_facts sys_facts;
-static pthread_once_t sys_once = PTHREAD_ONCE_INIT;
+/* Set (release) once /dev/kvm is open or known unusable; until then each
+ * check tries again under sys_lock. */
+static atomic_bool sys_settled;
+static pthread_mutex_t sys_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The host's supported CPUID, read once: KVM_GET_SUPPORTED_CPUID costs
  * ~0.4 ms here (kvm_pvm), a third of a sandbox's creation (docs/restore-from-path.md). */
 #define CPUID_MAX 256
@@ -96,18 +100,29 @@ static void facts_on_failure(struct vmm_kvm_facts *f)
 	}
 }
 
-/* /dev/kvm is opened once per process: its fd only creates VMs. */
-static void sys_open(void)
+/* A failure to open that says nothing about KVM: the process is out of
+ * descriptors or memory for now. */
+static bool open_errno_passing(int e)
+{
+	return e == EMFILE || e == ENFILE || e == ENOMEM || e == EAGAIN || e == EINTR;
+}
+
+/* /dev/kvm is opened once per process: its fd only creates VMs. Returns
+ * whether the verdict is final (open, or unusable for a lasting reason). */
+static bool sys_open(void)
 {
 	struct vmm_kvm_facts *f = &sys_facts;
 	struct utsname u;
 	int fd;
 
+	memset(f, 0, sizeof(*f));
 	if (uname(&u) == 0)
 		snprintf(f->kernel, sizeof(f->kernel), "%s", u.release);
-	fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	fd = st_sys_openat(AT_FDCWD, "/dev/kvm", O_RDWR, 0);
 	if (fd < 0) {
-		f->open_errno = errno;
+		f->open_errno = -fd;
+		if (open_errno_passing(-fd))
+			return false;
 		goto out_failed;
 	}
 	f->api_version = xioctl(fd, KVM_GET_API_VERSION, NULL);
@@ -124,38 +139,67 @@ static void sys_open(void)
 	sys_fd = fd;
 	sys_cpuid.c.nent = CPUID_MAX;
 	sys_cpuid_ok = xioctl(fd, KVM_GET_SUPPORTED_CPUID, &sys_cpuid) == 0;
-	return;
+	return true;
 
 out_failed:
 	facts_on_failure(f);
+	return true;
+}
+
+/* Open /dev/kvm unless settled: a passing failure (no descriptor, no
+ * memory) is no verdict on KVM, and the next check tries again. Returns
+ * /dev/kvm's descriptor or -1, with *facts the facts it was judged by. */
+static int sys_settle(struct vmm_kvm_facts *scratch, const struct vmm_kvm_facts **facts)
+{
+	int fd;
+
+	*facts = &sys_facts;
+	if (atomic_load_explicit(&sys_settled, memory_order_acquire))
+		return sys_fd;
+	pthread_mutex_lock(&sys_lock);
+	if (!atomic_load_explicit(&sys_settled, memory_order_relaxed) && sys_open())
+		atomic_store_explicit(&sys_settled, true, memory_order_release);
+	fd = sys_fd;
+	*scratch = sys_facts;
+	*facts = scratch;
+	pthread_mutex_unlock(&sys_lock);
+	return fd;
 }
 
 int vmm_kvm_check(struct vmm_error *err)
 {
-	pthread_once(&sys_once, sys_open);
-	if (sys_fd >= 0)
+	struct vmm_kvm_facts scratch;
+	const struct vmm_kvm_facts *f;
+
+	if (sys_settle(&scratch, &f) >= 0)
 		return 0;
-	return vmm_kvm_diagnose(&sys_facts, err);
+	return vmm_kvm_diagnose(f, err);
 }
 
 int vmm_kvm_open_failed(int rc, struct vmm_error *err)
 {
-	if (sys_fd < 0)
-		return vmm_kvm_check(err);
+	/* A vmm code: /dev/kvm is unusable, and a check says why (unless a
+	 * passing failure to open it has passed since). */
+	if (rc <= VMM_E_POISONED && rc > VMM_E_POISONED - 100) {
+		int why = vmm_kvm_check(err);
+		return why < 0 ? why : vmm_fail(err, rc, "cannot use KVM: %s", vmm_strerror(rc));
+	}
 	return vmm_fail(err, rc, "cannot create a KVM VM: %s", strerror(-rc));
 }
 
 int vmm_kvm_open(struct vmm_kvm *k)
 {
+	struct vmm_kvm_facts scratch;
+	const struct vmm_kvm_facts *f;
+	int kvm_fd = sys_settle(&scratch, &f);
 	int rc;
 
-	pthread_once(&sys_once, sys_open);
-	if (sys_fd < 0)
-		return vmm_kvm_diagnose(&sys_facts, NULL);
+	if (kvm_fd < 0)
+		return vmm_kvm_diagnose(f, NULL);
 	k->vm_fd = k->vcpu_fd = -1;
 	k->run = NULL;
 	do
-		k->vm_fd = ioctl(sys_fd, KVM_CREATE_VM, 0);
+		k->vm_fd = ioctl(kvm_fd, KVM_CREATE_VM, 0);
 	while (k->vm_fd < 0 && errno == EINTR);
 	if (k->vm_fd < 0)
 		return -errno;
