@@ -148,7 +148,7 @@ int ix_registry_referrers_get(struct ix_registry *r, const uint8_t subject[ST_SH
  * A failed pull links nothing (x->found false; x->api and x->manifest may
  * hold what was learnt). A push that fails after the artifact is sent
  * leaves it in the registry, unlisted in the tag schema's index: a retry
- * sends nothing twice and lists it.
+ * skips the blobs the registry has, puts the manifest again and lists it.
  */
 struct ix_ws_xfer {
 	bool found, api;
