@@ -27,7 +27,7 @@ check "pkg-config strata gives the include dir and the library" 0 'include/strat
 # The shared library's dynamic symbols are the installed headers' functions,
 # no more (an internal function exported) and no fewer (a declared call the
 # library lacks). The compiler lists the declarations (gcc -aux-info), so this
-# does not share a parser with tools/libstrata_map.py, which makes the
+# does not share a parser with libstrata_map.py, which makes the
 # version script from the same headers.
 inc=$(pkg-config --cflags-only-I strata | sed 's/^-I//; s/ .*//')
 declared() {

@@ -81,7 +81,7 @@ def main(argv):
                 if name:
                     names.setdefault(name, header)
     body = "".join(f"\t\t{n};\n" for n in sorted(names))
-    text = ("/* libstrata.so's exports: made by tools/libstrata_map.py from the installed headers. */\n"
+    text = ("/* libstrata.so's exports: made by libstrata_map.py from the installed headers. */\n"
             f"STRATA_0 {{\n\tglobal:\n{body}\tlocal:\n\t\t*;\n}};\n")
     with open(argv[1], "w", encoding="utf-8") as f:
         f.write(text)
