@@ -276,32 +276,6 @@ int ix_ws_get(struct ix_txn *t, const st_id *snap, st_id *blob, uint64_t *size);
 int ix_ws_load(struct ix *ix, const st_id *snap, struct st_ws **out, st_id *blob, char *why, size_t whylen);
 int ix_ws_del(struct ix *ix, const st_id *snap);
 
-/*
- * Prefetch (index/prefetch.c; docs/workingset.md): make snapshot snap's
- * working set present in its lazy layers (index/lazy.h) before anything
- * reads them: the record's runs become byte ranges of each lazy layer,
- * cut where chunks are not adjacent, spread over up to `parallel` threads
- * (0: IX_WS_PREFETCH_PARALLEL), each fetching its ranges with
- * ix_lazy_fetch (adjacent chunks merged into one Range request), so the
- * requests travel at once. IX_ENOTFOUND: no record; else 0 or the first
- * fetch error (why says which chunk, which registry); -ENOMEM. stats may be
- * NULL. lz is the index's lazy-layer state, which the strata command and
- * the mount open (index/lazy.h is not installed: a host program has none to
- * pass yet). Chunks fetched before a failure stay in the store (they are
- * verified; a later read or prefetch does not fetch them again).
- */
-#define IX_WS_PREFETCH_PARALLEL 8
-#define IX_WS_PREFETCH_MAX 32
-struct ix_lazy;
-struct ix_ws_prefetch_stats {
-	uint64_t ws_bytes;  /* the record's pages in lazy layers, in bytes */
-	uint64_t jobs;      /* groups of ranges fetched in parallel */
-	uint64_t requests;  /* Range requests made */
-	uint64_t bytes;     /* chunk bytes received */
-};
-int ix_ws_prefetch(struct ix_lazy *lz, struct ix *ix, const st_id *snap, unsigned parallel,
-		   struct ix_ws_prefetch_stats *stats, char *why, size_t whylen);
-
 /* ---- garbage collection and checks ---- */
 
 struct ix_gc_stats {

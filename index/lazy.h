@@ -178,4 +178,28 @@ void ix_lazy_stats_get(struct ix_lazy *lz, struct ix_lazy_stats *out);
 /* Every lazy layer recorded, sorted by id (for completion, fsck, show). */
 int ix_lazy_foreach(struct ix *ix, int (*cb)(const st_id *layer, void *ctx), void *ctx);
 
+/*
+ * Prefetch (index/prefetch.c; docs/workingset.md): make snapshot snap's
+ * working set present in its lazy layers before anything
+ * reads them: the record's runs become byte ranges of each lazy layer,
+ * cut where chunks are not adjacent, spread over up to `parallel` threads
+ * (0: IX_WS_PREFETCH_PARALLEL), each fetching its ranges with
+ * ix_lazy_fetch (adjacent chunks merged into one Range request), so the
+ * requests travel at once. IX_ENOTFOUND: no record; else 0 or the first
+ * fetch error (why says which chunk, which registry); -ENOMEM. stats may be
+ * NULL. lz is the index's lazy-layer state (ix_lazy_open). Chunks fetched
+ * before a failure stay in the store (they are verified; a later read or
+ * prefetch does not fetch them again).
+ */
+#define IX_WS_PREFETCH_PARALLEL 8
+#define IX_WS_PREFETCH_MAX 32
+struct ix_ws_prefetch_stats {
+	uint64_t ws_bytes;  /* the record's pages in lazy layers, in bytes */
+	uint64_t jobs;      /* groups of ranges fetched in parallel */
+	uint64_t requests;  /* Range requests made */
+	uint64_t bytes;     /* chunk bytes received */
+};
+int ix_ws_prefetch(struct ix_lazy *lz, struct ix *ix, const st_id *snap, unsigned parallel,
+		   struct ix_ws_prefetch_stats *stats, char *why, size_t whylen);
+
 #endif
