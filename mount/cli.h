@@ -122,7 +122,7 @@ struct cli_snapshot {
 	struct vmm_snapdir *dir;
 	struct st_manifest *m;
 	const struct st_manifest *manifest;
-	int (*open)(void *ctx, const void *id, int *fd);
+	vmm_layer_open_fn open;
 	void *ctx;
 };
 int cli_snapshot_find(const struct cli *cli, const char *what, const char *target, unsigned flags, bool write,

@@ -173,7 +173,7 @@ struct lazy_open_ctx {
 static struct lazy_open_ctx lazy_ctx;
 
 /* A layer from the store: its blob, else (a lazy layer) its file in the private mount. */
-static int layer_open_lazy(void *ctx, const void *id, int *fd)
+static int layer_open_lazy(void *ctx, const st_id *id, int *fd)
 {
 	const struct lazy_open_ctx *c = ctx;
 	char name[8 + ST_ID_HEX_LEN + 1];
@@ -389,7 +389,7 @@ int cli_working_set_record(const struct cli *cli, struct vmm_sandbox *sb)
 	st_id id, blob;
 	int rc, status = CLI_FAIL;
 
-	if (!vmm_sandbox_snapshot_id(sb, id.b)) {
+	if (!vmm_sandbox_snapshot_id(sb, &id)) {
 		cli_err(cli, "run: --record-working-set needs a snapshot to start from (a tag, id or snapshot directory)");
 		return CLI_USAGE;
 	}

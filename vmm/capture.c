@@ -344,7 +344,7 @@ out_free:
 	return rc;
 }
 
-int vmm_sandbox_rebase(struct vmm_sandbox *sb, const struct st_manifest *m, const void *id)
+int vmm_sandbox_rebase(struct vmm_sandbox *sb, const struct st_manifest *m, const st_id *id)
 {
 	struct vmm_snap *s = vmm_snap_of(sb);
 	struct vmm_snap_layer *layers = NULL;

@@ -489,13 +489,13 @@ void vmm_sandbox_snap_stats(struct vmm_sandbox *sb, struct vmm_snap_stats *out)
 		memset(out, 0, sizeof(*out));
 }
 
-bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, void *id16)
+bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, st_id *id)
 {
 	struct vmm_snap *s = vmm_snap_of(sb);
 
 	if (!s || !s->has_id)
 		return false;
-	memcpy(id16, &s->id, sizeof(s->id));
+	*id = s->id;
 	return true;
 }
 

@@ -9,12 +9,12 @@
 
 #include "vmm/snap_int.h"
 
-int vmm_layer_open_store(void *ctx, const void *id, int *fd)
+int vmm_layer_open_store(void *ctx, const st_id *id, int *fd)
 {
 	return st_blob_open(ctx, id, fd);
 }
 
-int vmm_layer_open_dir(void *ctx, const void *id, int *fd)
+int vmm_layer_open_dir(void *ctx, const st_id *id, int *fd)
 {
 	return st_snapdir_layer_open(ctx, id, fd);
 }
@@ -59,7 +59,7 @@ out_free:
 	return rc;
 }
 
-static int dup_open(void *ctx, const void *id, int *fd)
+static int dup_open(void *ctx, const st_id *id, int *fd)
 {
 	int d = dup(*(const int *)ctx);
 

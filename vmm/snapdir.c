@@ -69,7 +69,7 @@ bool vmm_snapdir_on_mount(const struct vmm_snapdir *d)
 	return st_snapdir_on_mount(d->sd);
 }
 
-int vmm_snapdir_layer_open(void *ctx, const void *id, int *fd)
+int vmm_snapdir_layer_open(void *ctx, const st_id *id, int *fd)
 {
 	const struct vmm_snapdir *d = ctx;
 

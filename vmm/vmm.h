@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/store.h"
+
 /*
  * Caveats (docs/library.md, docs/vmm.md):
  * - Conventions: functions that can fail return 0 or a negative code
@@ -365,12 +367,12 @@ enum {
 struct st_store;
 struct st_manifest;
 
-/* Opens layer `id` (an st_id: its 16 binary bytes) read-only into *fd;
- * ctx is the caller's. Return 0 or -errno. */
-typedef int (*vmm_layer_open_fn)(void *ctx, const void *id, int *fd);
+/* Opens layer `id` read-only into *fd; ctx is the caller's. Return 0 or
+ * -errno. */
+typedef int (*vmm_layer_open_fn)(void *ctx, const st_id *id, int *fd);
 /* Ready-made openers: ctx is a struct st_store * / a snapshot directory path. */
-int vmm_layer_open_store(void *ctx, const void *id, int *fd);
-int vmm_layer_open_dir(void *ctx, const void *id, int *fd);
+int vmm_layer_open_store(void *ctx, const st_id *id, int *fd);
+int vmm_layer_open_dir(void *ctx, const st_id *id, int *fd);
 
 /* Counters (kvm_pvm makes every exit and fault expensive: count them). */
 struct vmm_snap_stats {
@@ -398,11 +400,10 @@ struct vmm_snap_stats {
  */
 int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_manifest **out);
 /* Make the sandbox run on the manifest `m` returned by its last capture,
- * whose id is `id` (16 bytes, st_id, as ix_snap_commit or st_manifest_id
- * gave it; verified only in debug mode): pages it wrote now come from the new
+ * whose id is `id` (as ix_snap_commit or st_manifest_id gave it; verified only in debug mode): pages it wrote now come from the new
  * layer (shared, copy-on-write) and the next capture is incremental. m stays
  * the caller's. VMM_E_STALE if m is not the pending capture. */
-int vmm_sandbox_rebase(struct vmm_sandbox *sb, const struct st_manifest *m, const void *id);
+int vmm_sandbox_rebase(struct vmm_sandbox *sb, const struct st_manifest *m, const st_id *id);
 
 /* Restore in place to the current snapshot: exactly the pages that differ
  * are put back, and the vCPU state; a poisoned sandbox becomes usable.
@@ -464,7 +465,7 @@ int vmm_sandbox_set_dirty(struct vmm_sandbox *sb, enum vmm_dirty_mech mech);
 /* Counters since creation. */
 void vmm_sandbox_snap_stats(struct vmm_sandbox *sb, struct vmm_snap_stats *out);
 /* Id of the current snapshot (false if none). */
-bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, void *id16);
+bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, st_id *id);
 
 /* ==== end snapshots ==== */
 
@@ -510,7 +511,7 @@ const struct st_manifest *vmm_snapdir_manifest(const struct vmm_snapdir *d);
 unsigned vmm_snapdir_direct_layers(const struct vmm_snapdir *d);
 bool vmm_snapdir_on_mount(const struct vmm_snapdir *d);
 /* A vmm_layer_open_fn over an open snapshot directory (ctx: struct vmm_snapdir *). */
-int vmm_snapdir_layer_open(void *ctx, const void *id, int *fd);
+int vmm_snapdir_layer_open(void *ctx, const st_id *id, int *fd);
 /* vmm_sandbox_from_snapshot from an open snapshot directory. */
 int vmm_sandbox_from_snapdir(const struct vmm_snapdir *d, const struct vmm_config *cfg, struct vmm_sandbox **out,
 			     struct vmm_error *err);
