@@ -105,10 +105,10 @@ bool vmm_warm_park(struct vmm_sandbox *sb)
 	atomic_store(&sb->kill_pending, false);
 	memset(&s->stats, 0, sizeof(s->stats));
 	vmm_snap_settings_reset(s, h); /* policy and debug mode as a new sandbox's */
-	if (!warm_push(h, sb))
-		return false;
+	/* Uncounted before it is published: once in the list, another thread's
+	 * warm_push or trim may destroy it at any time. */
 	vmm_sandbox_unheld(sb);
-	return true;
+	return warm_push(h, sb);
 }
 
 /* Does every layer of m open to the file sb's snapshot maps? */
