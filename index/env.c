@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "index/index_int.h"
+#include "store/sys.h"
 
 /* The first map. LMDB files grow with their data, not with the map, so this
  * costs address space only; it is large enough that ordinary stores never
@@ -362,8 +363,36 @@ out_abort:
 	return rc;
 }
 
+/* LMDB creates data.mdb and lock.mdb with its mode less the umask: give
+ * the ones this open created (made[]) the store's modes exactly. Readers
+ * of a shared store write the lock file (their reader slots), never the
+ * data. */
+static int env_modes(struct ix *ix, const bool made[2])
+{
+	static const char *const file[2] = { "index/data.mdb", "index/lock.mdb" };
+	const enum st_perm kind[2] = { ST_PERM_RW, ST_PERM_LOCK };
+
+	for (int i = 0; i < 2; i++) {
+		int fd, rc;
+		if (!made[i])
+			continue;
+		if ((fd = st_sys_openat(st_store_dirfd(ix->s), file[i], O_RDONLY | O_NOFOLLOW, 0)) < 0)
+			return fd;
+		rc = st_store_fchmod(ix->s, fd, kind[i]);
+		st_sys_close(fd);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 static int env_open(struct ix *ix, const char *path, uint64_t map, unsigned flags)
 {
+	struct stat sb;
+	bool made[2] = {
+		!(flags & MDB_RDONLY) && st_sys_fstatat(st_store_dirfd(ix->s), "index/data.mdb", &sb, 0) == -ENOENT,
+		!(flags & MDB_RDONLY) && st_sys_fstatat(st_store_dirfd(ix->s), "index/lock.mdb", &sb, 0) == -ENOENT,
+	};
 	int rc;
 
 	if ((rc = ix_mdb(mdb_env_create(&ix->env))) < 0)
@@ -371,7 +400,8 @@ static int env_open(struct ix *ix, const char *path, uint64_t map, unsigned flag
 	if ((rc = ix_mdb(mdb_env_set_maxdbs(ix->env, IX_MAX_DBS))) < 0 ||
 	    (rc = ix_mdb(mdb_env_set_maxreaders(ix->env, IX_MAX_READERS))) < 0 ||
 	    (rc = ix_mdb(mdb_env_set_mapsize(ix->env, map))) < 0 ||
-	    (rc = ix_mdb(mdb_env_open(ix->env, path, flags, 0644))) < 0) {
+	    (rc = ix_mdb(mdb_env_open(ix->env, path, flags, st_store_perm(ix->s, ST_PERM_RW)))) < 0 ||
+	    (rc = env_modes(ix, made)) < 0) {
 		mdb_env_close(ix->env);
 		ix->env = NULL;
 		return rc;
@@ -402,13 +432,11 @@ int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out)
 	if ((oflags & IX_OPEN_NOSYNC) || st_store_sync(s) == ST_SYNC_NONE)
 		envf |= MDB_NOSYNC;
 
-	if (!ix->rdonly && mkdir(path, 0755) < 0 && errno != EEXIST) {
-		if (errno == EROFS || errno == EACCES || errno == EPERM)
+	if (!ix->rdonly && (rc = st_store_mkdirat(s, st_store_dirfd(s), "index", ST_PERM_DIR)) < 0 && rc != -EEXIST) {
+		if (rc == -EROFS || rc == -EACCES || rc == -EPERM)
 			ix->rdonly = true;
-		else {
-			rc = -errno;
+		else
 			goto out_free;
-		}
 	}
 	rc = -EROFS;
 	if (!ix->rdonly)

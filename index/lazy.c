@@ -276,9 +276,15 @@ static int lazy_open(struct st_store *s, const st_id *id, const char *ext, int f
 	int fd;
 
 	lazy_name(id, ext, name, sizeof(name));
-	fd = openat(st_store_dirfd(s), name, flags | O_CLOEXEC | O_NOFOLLOW, 0644);
+	fd = openat(st_store_dirfd(s), name, flags | O_CLOEXEC | O_NOFOLLOW, st_store_perm(s, ST_PERM_RW));
 	if (fd < 0)
 		return -errno;
+	/* A layer's bytes: the store's mode exactly (docs/security.md). */
+	int rc = flags & O_CREAT ? st_store_fchmod(s, fd, ST_PERM_RW) : 0;
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
 	*out = fd;
 	return 0;
 }
@@ -287,8 +293,8 @@ int ix_lazy_files_make(struct ix *ix, const st_id *layer, uint64_t size, uint64_
 {
 	int dfd = st_store_dirfd(ix->s), pfd = -1, mfd = -1, rc = 0;
 
-	if (mkdirat(dfd, "lazy", 0755) < 0 && errno != EEXIST)
-		return -errno;
+	if ((rc = st_store_mkdirat(ix->s, dfd, "lazy", ST_PERM_DIR)) < 0 && rc != -EEXIST)
+		return rc;
 	/* Leftovers of a pull that did not commit are not trusted: start empty. */
 	if ((rc = lazy_open(ix->s, layer, "part", O_RDWR | O_CREAT | O_TRUNC, &pfd)) < 0)
 		return rc;

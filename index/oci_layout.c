@@ -60,6 +60,7 @@ static void rm_tree_at(int parent, const char *rel)
 struct dir_sink {
 	int blobs_fd;  /* LAYOUT/blobs/sha256 */
 	bool sync;
+	mode_t mode;   /* the store's ST_PERM_RO: a layout is as private as the store */
 };
 
 static void hex_of(const uint8_t sha[ST_SHA256_LEN], char out[65])
@@ -86,9 +87,11 @@ static int dir_write(struct dir_sink *ds, const uint8_t sha[ST_SHA256_LEN], int 
 	int fd = -1, rc;
 
 	hex_of(sha, hex);
-	if ((fd = st_sys_openat(ds->blobs_fd, hex, O_WRONLY | O_CREAT | O_TRUNC, 0444)) < 0)
+	if ((fd = st_sys_openat(ds->blobs_fd, hex, O_WRONLY | O_CREAT | O_TRUNC, ds->mode)) < 0)
 		return fd;
-	rc = in_fd >= 0 ? st_sys_copy_range(in_fd, fd, len) : st_sys_write_all(fd, buf, len);
+	rc = st_sys_fchmod(fd, ds->mode);
+	if (rc == 0)
+		rc = in_fd >= 0 ? st_sys_copy_range(in_fd, fd, len) : st_sys_write_all(fd, buf, len);
 	if (rc == 0 && ds->sync)
 		rc = st_sys_fsync(fd);
 	int crc = st_sys_close(fd);
@@ -124,14 +127,16 @@ static int tag_collect(const char *name, const st_id *id, void *ctx)
 }
 
 /* Write a small file in dirfd, durable when sync. */
-static int small_file(int dirfd, const char *name, const char *buf, size_t len, bool sync)
+static int small_file(int dirfd, const char *name, const char *buf, size_t len, bool sync, mode_t mode)
 {
 	if (sync)
-		return st_sys_write_file_synced(dirfd, name, buf, len, 0444);
-	int fd = st_sys_openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0444), rc;
+		return st_sys_write_file_synced(dirfd, name, buf, len, mode);
+	int fd = st_sys_openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC, mode), rc;
 	if (fd < 0)
 		return fd;
-	rc = st_sys_write_all(fd, buf, len);
+	rc = st_sys_fchmod(fd, mode);
+	if (rc == 0)
+		rc = st_sys_write_all(fd, buf, len);
 	int crc = st_sys_close(fd);
 	return rc < 0 ? rc : crc;
 }
@@ -142,7 +147,8 @@ int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const ch
 	struct ix_oci_stats st = { 0 };
 	struct tag_names tags = { 0 };
 	struct st_oci_ref *entries = NULL;
-	struct dir_sink ds = { .blobs_fd = -1, .sync = st_store_sync(ix->s) == ST_SYNC_FULL };
+	struct dir_sink ds = { .blobs_fd = -1, .sync = st_store_sync(ix->s) == ST_SYNC_FULL,
+			       .mode = st_store_perm(ix->s, ST_PERM_RO) };
 	char *dcopy = NULL, *bcopy = NULL, tmp[4096], *index = NULL;
 	const char *parent, *base;
 	size_t nentries = 0, ilen;
@@ -178,13 +184,14 @@ int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const ch
 	}
 	snprintf(tmp, sizeof(tmp), ".%s.strata-oci.%ld", base, (long)getpid());
 	rm_tree_at(pfd, tmp);
-	if ((rc = st_sys_mkdirat(pfd, tmp, 0755)) < 0)
+	if ((rc = st_store_mkdirat(ix->s, pfd, tmp, ST_PERM_DIR)) < 0)
 		goto out_free;
 	if ((tfd = st_sys_openat(pfd, tmp, O_PATH | O_DIRECTORY, 0)) < 0) {
 		rc = tfd;
 		goto out_rm;
 	}
-	if ((rc = st_sys_mkdirat(tfd, "blobs", 0755)) < 0 || (rc = st_sys_mkdirat(tfd, "blobs/sha256", 0755)) < 0)
+	if ((rc = st_store_mkdirat(ix->s, tfd, "blobs", ST_PERM_DIR)) < 0 ||
+	    (rc = st_store_mkdirat(ix->s, tfd, "blobs/sha256", ST_PERM_DIR)) < 0)
 		goto out_rm;
 	if ((ds.blobs_fd = st_sys_openat(tfd, "blobs/sha256", O_PATH | O_DIRECTORY, 0)) < 0) {
 		rc = ds.blobs_fd;
@@ -221,8 +228,8 @@ int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const ch
 		st.bytes_sha256 += one.bytes_sha256;
 	}
 	if ((rc = st_oci_index_encode(entries, nrefs, &index, &ilen)) < 0 ||
-	    (rc = small_file(tfd, "index.json", index, ilen, ds.sync)) < 0 ||
-	    (rc = small_file(tfd, "oci-layout", OCI_LAYOUT_FILE, sizeof(OCI_LAYOUT_FILE) - 1, ds.sync)) < 0)
+	    (rc = small_file(tfd, "index.json", index, ilen, ds.sync, ds.mode)) < 0 ||
+	    (rc = small_file(tfd, "oci-layout", OCI_LAYOUT_FILE, sizeof(OCI_LAYOUT_FILE) - 1, ds.sync, ds.mode)) < 0)
 		goto out_rm;
 	if (ds.sync && ((rc = dir_fsync_at(tfd, "blobs/sha256")) < 0 || (rc = dir_fsync_at(tfd, "blobs")) < 0 ||
 			(rc = dir_fsync_at(tfd, ".")) < 0))

@@ -57,6 +57,14 @@ bool cli_backend_parse(const struct cli *cli, const char *name, enum vmm_backend
  * false, reported, on junk. */
 bool cli_backend_use(struct cli *cli, const char *name);
 
+/* store_open.c: list on stdout, one "exposed:" line each (the first
+ * CLI_EXPOSED_SHOWN, then a count), the paths of store s other users can
+ * read (st_store_perm_check with flags; ST_PERM_CHECK_FIX sets each to the
+ * store's mode), and on stderr one warning naming the fix. Returns how many
+ * were found, or <0 (reported) if the store could not be walked. */
+#define CLI_EXPOSED_SHOWN 10
+long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags);
+
 /* Report an error once, as "strata: <message>" on stderr. */
 /* Registry credentials for host, found as push and pull find them (an
  * ix_lazy_opts creds callback; ctx is the struct cli). */

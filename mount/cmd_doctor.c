@@ -16,9 +16,34 @@ static void usage(void)
 	       "Says what this machine offers strata, one line each: the kernel, KVM (or\n"
 	       "why it cannot be used and what to do), how written guest pages are found\n"
 	       "(pagemap-scan on Linux 6.7+, else pagemap-read), FUSE, and the reset\n"
-	       "policy in force. Exits 1 if something strata needs is missing.\n\n"
+	       "policy in force, and who can read the store (a warning when others can).\n"
+	       "Exits 1 if something strata needs is missing.\n\n"
 	       "  --need kvm   check only KVM: if sandboxes can run on it, say so and exit 0;\n"
 	       "               else print the reason on one line and exit 1 (for scripts)\n");
+}
+
+/* Who can read the store: its directories only (fsck walks every file).
+ * A warning, never a failure: nothing strata needs is missing. */
+static void doctor_store(const struct cli *cli)
+{
+	struct st_store *s;
+	gid_t g;
+	long long n;
+
+	if (st_store_open(cli->store, ST_OPEN_RDONLY, &s) < 0) {
+		printf("store:         none at %s ('strata init' makes one)\n", cli_esc(cli->store));
+		return;
+	}
+	if ((n = cli_store_exposed(cli, s, ST_PERM_CHECK_DIRS)) == 0) {
+		if (st_store_shared(s, &g))
+			printf("store:         %s, readable by group %lu only\n", cli_esc(st_store_path(s)), (unsigned long)g);
+		else
+			printf("store:         %s, readable by its owner only\n", cli_esc(st_store_path(s)));
+	} else if (n > 0) {
+		printf("store:         %s: other users can read it (the lines above; 'strata fsck' lists every path)\n",
+		       cli_esc(st_store_path(s)));
+	}
+	st_store_close(s);
 }
 
 int cmd_doctor(struct cli *cli, int argc, char **argv)
@@ -89,5 +114,6 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		vmm_policy_describe(&pol, policy, sizeof(policy));
 		printf("policy:        %s\n", policy);
 	}
+	doctor_store(cli);
 	return status;
 }

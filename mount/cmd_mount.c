@@ -284,6 +284,39 @@ static int mount_daemon(struct cli *cli, struct fs_config *cfg, struct mount_log
 	return CLI_OK;
 }
 
+/* Open the daemon's log for appending. It names snapshots and what was done
+ * with them, so a new one is as private as the store (ST_PERM_RW exactly,
+ * whatever the umask); one that exists keeps its mode. NULL with errno set. */
+static FILE *log_open(const char *store, const char *path)
+{
+	struct st_store *s;
+	mode_t mode = 0600;
+	FILE *f;
+	int fd, err;
+
+	if (st_store_open(store, ST_OPEN_RDONLY, &s) == 0) {
+		mode = st_store_perm(s, ST_PERM_RW);
+		st_store_close(s);
+	}
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	if (fd >= 0 && fchmod(fd, mode) < 0) {
+		err = errno;
+		close(fd);
+		errno = err;
+		return NULL;
+	}
+	if (fd < 0 && errno == EEXIST)
+		fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (!(f = fdopen(fd, "ae"))) {
+		err = errno;
+		close(fd);
+		errno = err;
+	}
+	return f;
+}
+
 int cmd_mount(struct cli *cli, int argc, char **argv)
 {
 	struct mount_args a = { 0 };
@@ -305,7 +338,7 @@ int cmd_mount(struct cli *cli, int argc, char **argv)
 		a.log_arg = logpath;
 	}
 	if (a.log_arg) {
-		log.f = fopen(a.log_arg, "ae");
+		log.f = log_open(store, a.log_arg);
 		if (!log.f) {
 			cli_err(cli, "mount: log %s: %s", a.log_arg, strerror(errno));
 			rc = CLI_FAIL;

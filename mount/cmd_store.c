@@ -1,6 +1,7 @@
 /* cmd_store.c: the store subcommands: init, ls, show, tag, rm, gc, verify, fsck, export, import, debug. */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -96,20 +97,44 @@ static void fmt_time(char *buf, size_t len, int64_t ns)
 static void init_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata [--store DIR] init [--sync full|none]\n"
+		"usage: strata [--store DIR] init [--sync full|none] [--shared GROUP]\n"
 		"\n"
-		"Create the store (blobs, staging area, LMDB index). Safe to run again on\n"
-		"an existing store: nothing changes.\n"
+		"Create the store (blobs, staging area, LMDB index), readable by you only:\n"
+		"its layers are sandboxes' memory. Safe to run again on an existing store:\n"
+		"nothing changes.\n"
 		"\n"
-		"  --sync full  fsync every blob and index commit (default): survives power loss\n"
-		"  --sync none  no fsync: survives kill -9, not power loss\n");
+		"  --sync full      fsync every blob and index commit (default): survives power loss\n"
+		"  --sync none      no fsync: survives kill -9, not power loss\n"
+		"  --shared GROUP   members of GROUP (a name or gid you belong to) may read the\n"
+		"                   store and run its snapshots, not write it; nobody else may\n");
+}
+
+/* A group by name or number; false if there is no such group. */
+static bool group_parse(const char *arg, gid_t *out)
+{
+	struct group *g = getgrnam(arg);
+	char *end;
+	unsigned long v;
+
+	if (g) {
+		*out = g->gr_gid;
+		return true;
+	}
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (errno || end == arg || *end || arg[0] == '-' || v >= (unsigned long)(gid_t)-1 || !getgrgid((gid_t)v))
+		return false;
+	*out = (gid_t)v;
+	return true;
 }
 
 int cmd_init(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "sync", required_argument, NULL, 's' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+		{ "sync", required_argument, NULL, 's' }, { "shared", required_argument, NULL, 'g' },
+		{ "help", no_argument, NULL, 'h' }, { 0 } };
 	struct st_store_opts so = { 0 };
+	const char *group = NULL;
 	struct open_store o;
 	int c, rc;
 
@@ -121,6 +146,14 @@ int cmd_init(struct cli *cli, int argc, char **argv)
 				return CLI_USAGE;
 			}
 			break;
+		case 'g':
+			if (!group_parse(optarg, &so.group)) {
+				cli_err(cli, "init: --shared: no group '%s' on this machine", optarg);
+				return CLI_USAGE;
+			}
+			so.shared = true;
+			group = optarg;
+			break;
 		case 'h': init_usage(stdout); return CLI_OK;
 		default: init_usage(stderr); return CLI_USAGE;
 		}
@@ -131,7 +164,13 @@ int cmd_init(struct cli *cli, int argc, char **argv)
 	}
 	rc = st_store_init(cli->store, &so);
 	if (rc < 0) {
-		if (rc == ST_ENOTSTORE)
+		if (rc == -EEXIST)
+			cli_err(cli, "store %s already exists and is not shared with group '%s': --shared makes a new "
+				"store (to share this one, see docs/security.md, \"Who can read a store\")", cli->store,
+				group);
+		else if (rc == -EPERM && group)
+			cli_err(cli, "cannot give store %s to group '%s': you are not a member of it", cli->store, group);
+		else if (rc == ST_ENOTSTORE)
 			cli_err(cli, "cannot create a store in %s: the directory is not empty and is not a strata store",
 				cli->store);
 		else
@@ -858,6 +897,10 @@ static int run_repair(struct cli *cli, unsigned flags)
 	if ((rc = open_store(cli, true, &o)) != CLI_OK)
 		return rc;
 	rc = ix_fsck(o.ix, flags | IX_FSCK_REPAIR, print_problem, &cc, &st);
+	if (rc >= 0 && cli_store_exposed(cli, o.s, ST_PERM_CHECK_FIX) < 0) {
+		close_store(&o);
+		return CLI_FAIL;
+	}
 	if (rc < 0) {
 		close_store(&o);
 		cli_err(cli, "repair of store %s stopped: %s (what was done is safe; run it again)", cli->store,
@@ -888,6 +931,12 @@ static int run_check(struct cli *cli, unsigned flags, bool verify_only)
 	if ((rc = open_store(cli, false, &o)) != CLI_OK)
 		return rc;
 	rc = ix_fsck(o.ix, flags, print_problem, &cc, &st);
+	/* Who can read it: a warning, not a problem (the store is consistent;
+	 * it is exposed). fsck --repair sets the modes. */
+	if (rc >= 0 && !verify_only && cli_store_exposed(cli, o.s, 0) < 0) {
+		close_store(&o);
+		return CLI_FAIL;
+	}
 	close_store(&o);
 	if (rc < 0) {
 		cli_err(cli, "cannot check store %s: %s", cli->store, cli_store_strerror(rc));
@@ -1022,12 +1071,14 @@ static void fsck_usage(FILE *f)
 		"Check the index against the blob files: snapshot records, missing and\n"
 		"corrupt blobs, refcounts, parent/children lists, tags. Orphan blobs (no\n"
 		"snapshot uses them; 'strata gc' frees them) are noted with -v, not errors.\n"
-		"Exit status 4 if anything is wrong.\n"
+		"Paths other users can read (an 'exposed:' line each) are warned about.\n"
+		"Exit status 4 if anything is wrong (exposed paths alone do not count).\n"
 		"\n"
 		"  --quick   do not re-hash blob contents\n"
 		"  --repair  repair what can be repaired without losing anything: damaged\n"
 		"            blob files and snapshot records are moved to STORE/lost+found,\n"
-		"            refcounts, children lists and dangling tags are fixed; then\n"
+		"            refcounts, children lists and dangling tags are fixed, exposed\n"
+		"            paths get the store's mode; then\n"
 		"            lists the snapshots lacking layers ('strata import' of a copy\n"
 		"            heals them). Exit 0 if the store is consistent afterwards, 4 if not.\n");
 }

@@ -1,5 +1,8 @@
 /* store_open.c: the one way a command opens the store and its index, with the messages a person can act on. */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "index/index.h"
@@ -47,3 +50,49 @@ int cli_store_open(const struct cli *cli, bool write, struct st_store **s, struc
 	return CLI_OK;
 }
 
+
+struct exposed_ctx {
+	const char *store;
+	uint64_t n;
+};
+
+static int print_exposed(const struct st_exposed *e, void *arg)
+{
+	struct exposed_ctx *c = arg;
+
+	if (c->n++ < CLI_EXPOSED_SHOWN)
+		printf("exposed: %s%s%s: %s mode %04o lets other users read it%s%04o\n", cli_esc(c->store),
+		       strcmp(e->path, ".") ? "/" : "", strcmp(e->path, ".") ? cli_esc(e->path) : "",
+		       e->dir ? "directory" : "file", (unsigned)e->mode,
+		       e->fixed ? " -> mode set to " : "; the store's mode is ", (unsigned)e->want);
+	return 0;
+}
+
+long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags)
+{
+	struct exposed_ctx c = { .store = st_store_path(s) };
+	uint64_t n = 0;
+	gid_t g;
+	bool shared = st_store_shared(s, &g);
+	int rc = st_store_perm_check(s, flags, print_exposed, &c, &n);
+
+	if (rc < 0) {
+		cli_err(cli, "cannot check who can read store %s: %s", cli->store, cli_store_strerror(rc));
+		return rc;
+	}
+	if (n > CLI_EXPOSED_SHOWN)
+		printf("exposed: ... and %" PRIu64 " more\n", n - CLI_EXPOSED_SHOWN);
+	if (n && !(flags & ST_PERM_CHECK_FIX)) {
+		if (shared)
+			cli_err(cli, "warning: %" PRIu64 " path(s) of shared store %s can be read by users outside its group "
+				"(gid %lu) or written by the group; fix: chown -R :%lu %s && chmod -R o-rwx,g-w %s "
+				"(or 'strata fsck --repair'; docs/security.md)", n, cli->store, (unsigned long)g,
+				(unsigned long)g, cli->store, cli->store);
+		else
+			cli_err(cli, "warning: %" PRIu64 " path(s) of store %s can be read by other users (a snapshot layer "
+				"is a sandbox's memory); fix: chmod -R go-rwx %s (or 'strata fsck --repair'); to share it "
+				"with a group, make a new store with 'strata init --shared GROUP' (docs/security.md)", n,
+				cli->store, cli->store);
+	}
+	return (long long)n;
+}

@@ -250,7 +250,7 @@ void st_blob_writer_abort(struct st_blob_writer *w)
 static int fanout_create(struct st_store *s, const char *rel)
 {
 	char dir[3] = { rel[0], rel[1], '\0' };
-	int rc = st_sys_mkdirat(s->blobs_fd, dir, 0755);
+	int rc = st_store_mkdirat(s, s->blobs_fd, dir, ST_PERM_DIR);
 
 	if (rc < 0 && rc != -EEXIST)
 		return rc;
@@ -307,7 +307,7 @@ static int writer_publish(struct st_blob_writer *w, st_id id, const st_id *expec
 		goto out_discard;
 	if (s->sync == ST_SYNC_FULL && (rc = st_sys_fsync(w->fd)) < 0)
 		goto out_discard;
-	if ((rc = st_sys_fchmod(w->fd, 0444)) < 0)
+	if ((rc = st_store_fchmod(s, w->fd, ST_PERM_RO)) < 0)
 		goto out_discard;
 	rc = st_sys_close(w->fd);
 	w->fd = -1;

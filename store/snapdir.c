@@ -177,7 +177,7 @@ static int finish_file(struct st_store *s, int fd)
 	if (s->sync == ST_SYNC_FULL)
 		rc = st_sys_fsync(fd);
 	if (rc == 0)
-		rc = st_sys_fchmod(fd, 0444);
+		rc = st_store_fchmod(s, fd, ST_PERM_RO);
 	int crc = st_sys_close(fd);
 	return rc < 0 ? rc : crc;
 }
@@ -200,7 +200,7 @@ static int export_layer(struct st_store *s, int layers_fd, const struct st_layer
 			    hex, size, want);
 		goto out_close_in;
 	}
-	out = st_sys_openat(layers_fd, hex, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	out = st_sys_openat(layers_fd, hex, O_WRONLY | O_CREAT | O_EXCL, 0600);
 	if (out < 0) {
 		rc = out;
 		goto out_close_in;
@@ -279,7 +279,9 @@ int st_snapdir_export(struct st_store *s, const struct st_manifest *m, const cha
 	sweep_dead_exports(pfd, base);
 	snprintf(tmpname, sizeof(tmpname), ".%.200s.strata-export.%ld.%u", base, (long)getpid(),
 		 atomic_fetch_add(&counter, 1));
-	if ((rc = st_sys_mkdirat(pfd, tmpname, 0755)) < 0) {
+	/* The export holds the snapshot's memory: as private as the store
+	 * (and in its group when shared), whatever the parent directory. */
+	if ((rc = st_store_mkdirat(s, pfd, tmpname, ST_PERM_DIR)) < 0) {
 		rc = st_why(why, whylen, rc, "cannot create a directory in %s: %s", parent, st_strerror(rc));
 		goto out_close;
 	}
@@ -288,7 +290,7 @@ int st_snapdir_export(struct st_store *s, const struct st_manifest *m, const cha
 		rc = tfd;
 		goto out_rm_tmp;
 	}
-	if ((rc = st_sys_mkdirat(tfd, LAYERS_DIR, 0755)) < 0)
+	if ((rc = st_store_mkdirat(s, tfd, LAYERS_DIR, ST_PERM_DIR)) < 0)
 		goto out_rm_tmp;
 	if ((lfd = st_sys_openat(tfd, LAYERS_DIR, O_PATH | O_DIRECTORY, 0)) < 0) {
 		rc = lfd;
@@ -297,7 +299,7 @@ int st_snapdir_export(struct st_store *s, const struct st_manifest *m, const cha
 	for (uint32_t i = 0; i < m->nlayers; i++)
 		if ((rc = export_layer(s, lfd, &m->layers[i], why, whylen)) < 0)
 			goto out_rm_tmp;
-	if ((fd = st_sys_openat(tfd, MANIFEST_FILE, O_WRONLY | O_CREAT | O_EXCL, 0644)) < 0) {
+	if ((fd = st_sys_openat(tfd, MANIFEST_FILE, O_WRONLY | O_CREAT | O_EXCL, 0600)) < 0) {
 		rc = fd;
 		goto out_rm_tmp;
 	}

@@ -89,14 +89,15 @@ int st_sync_parse(const char *name, enum st_sync *out)
 	return 0;
 }
 
-/* Parse STORE/format: "strata-store <version>\nsync <policy>\n", nothing else. */
-static int format_parse(const char *text, enum st_sync *sync)
+/* Parse STORE/format: "strata-store <version>\nsync <policy>\n", then for a
+ * shared store "shared <gid>\n", nothing else. */
+static int format_parse(const char *text, enum st_sync *sync, bool *shared, gid_t *group)
 {
 	size_t ml = strlen(FORMAT_MAGIC);
 	const char *p = text + ml + 1, *nl;
 	char *end;
 	char policy[16];
-	unsigned long version;
+	unsigned long version, gid;
 
 	if (strncmp(text, FORMAT_MAGIC " ", ml + 1) != 0)
 		return ST_ENOTSTORE;
@@ -112,16 +113,29 @@ static int format_parse(const char *text, enum st_sync *sync)
 		return ST_EFORMAT;
 	p = end + 6;
 	nl = strchr(p, '\n');
-	if (!nl || nl[1] != '\0' || (size_t)(nl - p) >= sizeof(policy))
+	if (!nl || (size_t)(nl - p) >= sizeof(policy))
 		return ST_EFORMAT;
 	memcpy(policy, p, (size_t)(nl - p));
 	policy[nl - p] = '\0';
 	if (st_sync_parse(policy, sync) < 0)
 		return ST_EFORMAT;
+	*shared = false;
+	if (nl[1] == '\0')
+		return 0;
+	/* A line older strata does not know: it refuses the store (ST_EFORMAT)
+	 * rather than writing it with its own modes. */
+	if (strncmp(nl + 1, "shared ", 7) != 0 || nl[8] < '0' || nl[8] > '9')
+		return ST_EFORMAT;
+	errno = 0;
+	gid = strtoul(nl + 8, &end, 10);
+	if (errno || gid >= (unsigned long)(gid_t)-1 || strcmp(end, "\n") != 0)
+		return ST_EFORMAT;
+	*shared = true;
+	*group = (gid_t)gid;
 	return 0;
 }
 
-static int format_read(int dirfd, enum st_sync *sync)
+static int format_read(int dirfd, enum st_sync *sync, bool *shared, gid_t *group)
 {
 	char buf[FORMAT_MAX + 1];
 	int fd = st_sys_openat(dirfd, FORMAT_FILE, O_RDONLY, 0);
@@ -136,17 +150,19 @@ static int format_read(int dirfd, enum st_sync *sync)
 	if (n < 0)
 		return (int)n;
 	buf[n] = '\0';
-	return format_parse(buf, sync);
+	return format_parse(buf, sync, shared, group);
 }
 
 /* Write STORE/format through a temp name so a crash never leaves half a
  * file. *placed says whether it is in place (a failed directory sync after
  * the rename is returned with the file there). */
-static int format_write(int dirfd, enum st_sync sync, bool *placed)
+static int format_write(int dirfd, enum st_sync sync, bool shared, gid_t group, bool *placed)
 {
 	char text[128];
 	int len = snprintf(text, sizeof(text), FORMAT_MAGIC " %u\nsync %s\n", ST_STORE_VERSION, st_sync_name(sync));
-	int rc = st_sys_write_file_synced(dirfd, FORMAT_FILE ".tmp", text, (size_t)len, 0444);
+	if (shared)
+		len += snprintf(text + len, sizeof(text) - (size_t)len, "shared %lu\n", (unsigned long)group);
+	int rc = st_sys_write_file_synced(dirfd, FORMAT_FILE ".tmp", text, (size_t)len, shared ? 0440 : 0400);
 
 	*placed = false;
 	if (rc == 0 && (rc = st_sys_renameat(dirfd, FORMAT_FILE ".tmp", dirfd, FORMAT_FILE)) < 0)
@@ -157,9 +173,11 @@ static int format_write(int dirfd, enum st_sync sync, bool *placed)
 	return st_dir_fsync(dirfd, ".");
 }
 
-static int mkdir_ok(int dirfd, const char *path)
+/* A directory of an existing store that it lost: made again with the mode
+ * the store records. */
+static int mkdir_ok(const struct st_store *s, int dirfd, const char *path, enum st_perm kind)
 {
-	int rc = st_sys_mkdirat(dirfd, path, 0755);
+	int rc = st_store_mkdirat(s, dirfd, path, kind);
 
 	return rc == -EEXIST ? 0 : rc;
 }
@@ -204,31 +222,50 @@ static int dir_is_empty(int dirfd)
 }
 
 /* mkdir_ok that says whether it made the directory (*made). */
-static int mkdir_made(int dirfd, const char *path, bool *made)
+static int mkdir_made(const struct st_store *s, int dirfd, const char *path, enum st_perm kind, bool *made)
 {
-	int rc = st_sys_mkdirat(dirfd, path, 0755);
+	int rc = st_store_mkdirat(s, dirfd, path, kind);
 
 	*made = rc == 0;
 	return rc == -EEXIST ? 0 : rc;
 }
 
+/* Give the new store's own directory its owner's (or its group's) mode:
+ * init makes it a store, so a directory made beforehand (mkdir, another
+ * tool) gets the mode too. */
+static int store_dir_claim(const struct st_store *s, int dirfd)
+{
+	int rc = 0;
+
+	if (s->shared && (rc = st_sys_fchown(dirfd, (uid_t)-1, s->group)) < 0)
+		return rc;
+	return st_store_fchmod(s, dirfd, ST_PERM_DIR);
+}
+
 int st_store_init(const char *dir, const struct st_store_opts *opts)
 {
 	enum st_sync sync = opts && opts->sync != ST_SYNC_DEFAULT ? opts->sync : ST_SYNC_FULL, existing;
+	/* The modes to create with: those asked for, or for an existing store
+	 * those it records. */
+	struct st_store m = { .shared = opts && opts->shared, .group = opts && opts->shared ? opts->group : 0 },
+			priv = { .shared = false };
 	bool made_dir = false, made_blobs = false, made_tmp = false, placed = false;
 	int rc, dirfd;
 
 	if (sync != ST_SYNC_FULL && sync != ST_SYNC_NONE)
 		return -EINVAL;
-	if ((rc = mkdir_made(AT_FDCWD, dir, &made_dir)) < 0)
+	/* Made private; store_dir_claim gives it its group once it is known
+	 * not to be a store already. */
+	if ((rc = mkdir_made(&priv, AT_FDCWD, dir, ST_PERM_DIR, &made_dir)) < 0)
 		return st_write_err(rc);
 	dirfd = st_sys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY, 0);
 	if (dirfd < 0) {
 		rc = dirfd;
 		goto out_rmdir;
 	}
-	rc = format_read(dirfd, &existing);
+	rc = format_read(dirfd, &existing, &m.shared, &m.group);
 	if (rc == ST_ENOTSTORE) {
+		m.shared = opts && opts->shared;
 		rc = dir_is_empty(dirfd);
 		if (rc == 0)
 			rc = ST_ENOTSTORE;
@@ -239,8 +276,14 @@ int st_store_init(const char *dir, const struct st_store_opts *opts)
 		 * place removes what this call made, so the directory is as it
 		 * was; once it is, the store is complete and a failed sync is
 		 * reported without undoing it (a retry returns 0). */
-		if ((rc = mkdir_made(dirfd, "blobs", &made_blobs)) < 0 || (rc = mkdir_made(dirfd, "tmp", &made_tmp)) < 0 ||
-		    (rc = format_write(dirfd, sync, &placed)) < 0) {
+		if ((rc = store_dir_claim(&m, dirfd)) < 0) {
+			/* EPERM from the chown: the caller is not in the group. */
+			rc = rc == -EPERM && m.shared ? -EPERM : st_write_err(rc);
+			goto out_close;
+		}
+		if ((rc = mkdir_made(&m, dirfd, "blobs", ST_PERM_DIR, &made_blobs)) < 0 ||
+		    (rc = mkdir_made(&m, dirfd, "tmp", ST_PERM_STAGING, &made_tmp)) < 0 ||
+		    (rc = format_write(dirfd, sync, m.shared, m.group, &placed)) < 0) {
 			rc = st_write_err(rc);
 			if (placed) {
 				made_dir = false;
@@ -255,9 +298,16 @@ int st_store_init(const char *dir, const struct st_store_opts *opts)
 		made_dir = false;
 		rc = st_dir_fsync(AT_FDCWD, dir);
 	} else if (rc == 0) {
-		/* Existing store: make sure its directories exist (a copied store
-		 * may have lost empty ones). */
-		if ((rc = mkdir_ok(dirfd, "blobs")) < 0 || (rc = mkdir_ok(dirfd, "tmp")) < 0)
+		/* Existing store: its modes are what it records, never changed
+		 * here (fsck says how); asking for others is refused. */
+		if (opts && opts->shared && (!m.shared || opts->group != m.group)) {
+			rc = -EEXIST;
+			goto out_close;
+		}
+		/* Make sure its directories exist (a copied store may have lost
+		 * empty ones). */
+		if ((rc = mkdir_ok(&m, dirfd, "blobs", ST_PERM_DIR)) < 0 ||
+		    (rc = mkdir_ok(&m, dirfd, "tmp", ST_PERM_STAGING)) < 0)
 			rc = st_write_err(rc);
 	}
 out_close:
@@ -289,7 +339,7 @@ int st_store_open(const char *dir, unsigned flags, struct st_store **out)
 		rc = s->dirfd;
 		goto out_free;
 	}
-	if ((rc = format_read(s->dirfd, &s->config_sync)) < 0)
+	if ((rc = format_read(s->dirfd, &s->config_sync, &s->shared, &s->group)) < 0)
 		goto out_free;
 	s->sync = s->config_sync;
 	s->blobs_fd = st_sys_openat(s->dirfd, "blobs", O_PATH | O_DIRECTORY, 0);

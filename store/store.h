@@ -23,7 +23,7 @@
  *   read them (st_hash_fd, st_blob_verify, st_snapdir_verify,
  *   st_ingest_file, st_snapdir_open with ST_SNAPDIR_VERIFY): a file another
  *   process truncates meanwhile raises SIGBUS in the caller. strata's own
- *   blobs are read-only (0444) and never truncated; st_snapdir_open copies
+ *   blobs are read-only (0400, shared 0440) and never truncated; st_snapdir_open copies
  *   other people's files before anyone maps them.
  * - Caches: a store handle keeps only its directory descriptors. Everything
  *   else kept is in a struct st_snapcache the caller creates with its limits
@@ -141,18 +141,27 @@ int st_sync_parse(const char *name, enum st_sync *out);
 
 struct st_store_opts {
 	enum st_sync sync; /* policy recorded in STORE/format (DEFAULT -> FULL) */
+	bool shared;       /* a group-shared store (recorded in STORE/format) */
+	gid_t group;       /* its group, when shared: the caller must be in it (or root) */
 };
 
 /*
  * Create a store at dir (created if missing; its parent must exist): blobs/,
  * tmp/, then the STORE/format file (written to a temporary, synced and
  * renamed: a directory is a store once that file is there). opts may be
- * NULL. Idempotent: an existing store is left as is (its recorded sync
- * policy is not changed; a blobs/ or tmp/ it lost is made again).
+ * NULL. The store is private to its owner (dir and its directories 0700,
+ * files 0400/0600, whatever the umask), or with opts->shared readable by
+ * opts->group and nobody else (dir chowned to the group, directories
+ * 02750, files 0440/0640; st_store_perm). Idempotent: an existing store is
+ * left as is (its recorded sync policy and modes are not changed; a blobs/
+ * or tmp/ it lost is made again).
  * Errors: ST_ENOTSTORE (a directory that is neither empty nor a store; the
  * empty blobs/ and tmp/ a killed init leaves count as empty), ST_EVERSION
  * or ST_EFORMAT (an existing store's format file is newer or damaged),
- * -EINVAL (opts->sync not a policy), ST_EREADONLY (EROFS, EACCES, EPERM),
+ * -EEXIST (opts->shared, or its group, differs from what an existing store
+ * records), -EINVAL (opts->sync not a policy), -EPERM (dir cannot be given
+ * to opts->group: the caller is not in it), ST_EREADONLY (EROFS, EACCES,
+ * EPERM of any other step),
  * -ENOSPC, -EIO, other -errno. On failure before the format file is in
  * place, what this call made is removed again (dir itself, if it made it):
  * the directory is as it was. A failed sync once it is in place (of dir or
@@ -193,6 +202,67 @@ int st_store_dirfd(const struct st_store *s);
 /* True if opened with ST_OPEN_RDONLY. Never fails. */
 bool st_store_rdonly(const struct st_store *s);
 
+/* ---------------------------------------------------------- who reads it */
+
+/*
+ * A layer is a sandbox's memory, so a store is readable by its owner only,
+ * or by one group when initialised shared (docs/security.md, "Who can read a
+ * store"). Every file and directory strata creates, in the store or for it
+ * (exports, OCI layouts, the mount's log), gets one of these modes exactly,
+ * set with fchmod after creation so that no umask changes it. Group members
+ * of a shared store read; they never write, except the LMDB lock file,
+ * which every LMDB reader writes its reader slot into.
+ */
+enum st_perm {
+	ST_PERM_DIR,     /* a directory: 0700; shared 02750 (new entries get the group) */
+	ST_PERM_STAGING, /* STORE/tmp/, puts in progress: 0700; shared 02700 */
+	ST_PERM_RO,      /* a finished file (blob, format, export): 0400; shared 0440 */
+	ST_PERM_RW,      /* a file strata keeps writing (lazy part, index, log): 0600; shared 0640 */
+	ST_PERM_LOCK,    /* the LMDB lock file: 0600; shared 0660 */
+};
+/* The mode of kind in this store. Never fails. */
+mode_t st_store_perm(const struct st_store *s, enum st_perm kind);
+/* True if the store was initialised shared; *group (may be NULL) is its
+ * group. Never fails. */
+bool st_store_shared(const struct st_store *s, gid_t *group);
+/*
+ * Create directory name in dirfd with mode st_store_perm(s, kind) exactly
+ * (kind: ST_PERM_DIR or ST_PERM_STAGING), given to the store's group when
+ * shared (for directories outside the store: exports, OCI layouts; inside
+ * it the set-group-id parent already does that). Returns 0 when made,
+ * -EEXIST (left as it is), other -errno; a directory made but not given its
+ * mode is removed again.
+ */
+int st_store_mkdirat(const struct st_store *s, int dirfd, const char *name, enum st_perm kind);
+/* fchmod fd (a file this call's caller just created) to st_store_perm(s,
+ * kind). 0 or -errno. */
+int st_store_fchmod(const struct st_store *s, int fd, enum st_perm kind);
+
+/* A path in the store that others than the store's readers may read
+ * (st_store_perm_check). */
+struct st_exposed {
+	const char *path; /* relative to the store directory ("." for itself) */
+	mode_t mode;      /* its permission bits (07777) as found */
+	mode_t want;      /* with the bits the store does not grant removed */
+	bool dir;
+	bool fixed;       /* ST_PERM_CHECK_FIX: now set to want */
+};
+enum {
+	ST_PERM_CHECK_DIRS = 1u << 0, /* only the directories (and STORE/format): cheap, for doctor */
+	ST_PERM_CHECK_FIX = 1u << 1,  /* chmod each exposed path to want (fsck --repair) */
+};
+/*
+ * Walk the store (symlinks are not followed) and call fn once per file or
+ * directory that grants more than the store's mode allows: for a private
+ * store any group or other bit; for a shared one any other bit, group write
+ * (the LMDB lock file excepted), or group bits while owned by another group.
+ * fn returning nonzero stops the walk with that value. Returns 0, fn's
+ * value, or -errno (a directory that cannot be read). *count (may be NULL)
+ * gets the number of exposed paths found.
+ */
+int st_store_perm_check(struct st_store *s, unsigned flags, int (*fn)(const struct st_exposed *e, void *ctx),
+			void *ctx, uint64_t *count);
+
 /* ---------------------------------------------------------------- blobs */
 
 /*
@@ -200,7 +270,7 @@ bool st_store_rdonly(const struct st_store *s);
  * and hashes; commit() finishes:
  *   - if expect is non-NULL and the hash differs: ST_ECORRUPT, nothing kept;
  *   - if a blob with this id exists: dedup (*dedup = true), bytes dropped;
- *   - else fsync per policy, chmod 0444, link into blobs/ab/<id>, fsync the
+ *   - else fsync per policy, chmod 0400 (0440 shared), link into blobs/ab/<id>, fsync the
  *     directory per policy, remove the temp name.
  * commit() and abort() always free the writer (also on failure); after any
  * failed write() the only valid calls are abort() or commit() (which then
@@ -487,6 +557,8 @@ int st_snapdir_verify(const char *dir, const struct st_manifest *m, char *why, s
  * the store's blobs: builds a sibling temp directory, copies (reflinks when
  * the filesystem can) each layer, writes the canonical manifest.json,
  * fsyncs files and directories (ST_SYNC_FULL), then renames it into place.
+ * It is as private as the store: directories ST_PERM_DIR (in the store's
+ * group when shared), files ST_PERM_RO, whatever the umask.
  * A temp directory a killed export left beside dir is removed first.
  * Errors: m's validation errors, -EEXIST (dir exists), -EINVAL (dir's last
  * component is not a name), -ENOENT (parent missing, or a missing blob:

@@ -15,6 +15,8 @@ struct st_store {
 	unsigned flags;      /* ST_OPEN_* */
 	enum st_sync config_sync; /* recorded in STORE/format */
 	enum st_sync sync;        /* effective for this handle */
+	bool shared;              /* recorded in STORE/format: group-readable */
+	gid_t group;              /* that group, when shared */
 };
 
 /* Write a formatted reason into why (if non-NULL) and return code. */

@@ -165,7 +165,9 @@ int st_sys_write_file_synced(int dirfd, const char *name, const void *buf, size_
 
 	if (fd < 0)
 		return fd;
-	rc = st_sys_write_all(fd, buf, len);
+	rc = st_sys_fchmod(fd, mode);
+	if (rc == 0)
+		rc = st_sys_write_all(fd, buf, len);
 	if (rc == 0)
 		rc = st_sys_fsync(fd);
 	crc = st_sys_close(fd);
@@ -214,6 +216,15 @@ int st_sys_fchmod(int fd, mode_t mode)
 	if (rc < 0)
 		return rc;
 	return fchmod(fd, mode) < 0 ? -errno : 0;
+}
+
+int st_sys_fchown(int fd, uid_t uid, gid_t gid)
+{
+	int rc = step();
+
+	if (rc < 0)
+		return rc;
+	return fchown(fd, uid, gid) < 0 ? -errno : 0;
 }
 
 int st_sys_touchat(int dirfd, const char *path)
