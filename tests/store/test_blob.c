@@ -85,7 +85,7 @@ Test(store, put_is_idempotent)
 	cr_assert_eq(th_count_entries(th_path("store/tmp")), 0, "temp files left behind");
 	cr_assert_eq(st_blob_path(th_store, &a, path, sizeof(path)), 0);
 	cr_assert_eq(stat(path, &st), 0);
-	cr_assert_eq(st.st_mode & 07777, 0444, "published blobs are read-only");
+	cr_assert_eq(st.st_mode & 07777, 0400, "published blobs are read-only, and their owner's only");
 	cr_assert_eq(st.st_size, (off_t)sizeof(data));
 }
 
@@ -324,8 +324,13 @@ Test(store, permission_denied_gives_ereadonly)
 	if (getuid() != 0)
 		cr_skip_test("needs root to switch to an unprivileged user");
 	/* As root, permissions do not apply: a child drops to nobody, whose
-	 * writes into the root-owned 0755 store are refused with EACCES. */
+	 * writes into a root-owned store its owner made readable to all (0755:
+	 * a store is 0700 unless chmodded) are refused with EACCES. */
 	chmod(th_dir, 0755);
+	chmod(th_path("store"), 0755);
+	chmod(th_path("store/blobs"), 0755);
+	chmod(th_path("store/tmp"), 0755);
+	chmod(th_path("store/format"), 0444);
 	pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {

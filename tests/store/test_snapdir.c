@@ -58,7 +58,7 @@ Test(snapdir, export_then_read_and_verify)
 	cr_assert_eq(th_count_entries(th_path("out")), 1, "no temp directory left beside the export");
 	cr_assert_eq(th_count_entries(th_path("out/web/layers")), (int)m->nlayers);
 	cr_assert_eq(stat(layer_path(dir, &m->layers[0].id), &st), 0);
-	cr_assert_eq(st.st_mode & 0777, 0444);
+	cr_assert_eq(st.st_mode & 0777, 0400);
 	rc = st_snapdir_read(dir, &back, why, sizeof(why));
 	cr_assert_eq(rc, 0, "%s", why);
 	cr_assert_eq(st_manifest_id(m, &a, NULL, 0), 0);
