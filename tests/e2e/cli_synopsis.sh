@@ -9,7 +9,7 @@ S=$T/store
 
 # The synopses this script runs; a synopsis added to docs/cli.md without a case here fails.
 tested=(
-	'strata init [--sync full|none]'
+	'strata init [--sync full|none] [--shared GROUP]'
 	'strata ls [--tree]'
 	'strata show TAG|ID [--json]'
 	'strata tag'
@@ -35,6 +35,7 @@ ok "every synopsis in docs/cli.md has a case here" bash -c '
 
 make_image "$T/img"
 ok "init [--sync full|none]" st "$S" init --sync none
+ok "init --sync full --shared GROUP (a group of the caller's)" st "$T/shared" init --sync full --shared "$(id -g)"
 ok "debug ingest IMAGE --parent --tag --force (options after IMAGE)" bash -c \
 	"st '$S' debug ingest '$T/img' --tag base >/dev/null && st '$S' debug ingest '$T/img' --parent base --tag child --force >/dev/null"
 ok "ls --tree" bash -c "st '$S' ls --tree | grep -q child"
