@@ -149,7 +149,12 @@ static int walk_entry(struct walk *w, int dirfd, const char *name, const struct 
 		if ((rc = w->fn(&e, w->ctx)) != 0)
 			return rc;
 	}
-	return dir ? walk_dir(w, dirfd, name, plen) : 0;
+	if (!dir)
+		return 0;
+	rc = walk_dir(w, dirfd, name, plen);
+	/* A directory the caller may not read (a group member checking a
+	 * shared store's tmp/) is not the caller's to check. */
+	return rc == -EACCES && plen ? 0 : rc;
 }
 
 int st_store_perm_check(struct st_store *s, unsigned flags, int (*fn)(const struct st_exposed *e, void *ctx),

@@ -256,8 +256,9 @@ enum {
  * directory that grants more than the store's mode allows: for a private
  * store any group or other bit; for a shared one any other bit, group write
  * (the LMDB lock file excepted), or group bits while owned by another group.
- * fn returning nonzero stops the walk with that value. Returns 0, fn's
- * value, or -errno (a directory that cannot be read). *count (may be NULL)
+ * fn returning nonzero stops the walk with that value; a subdirectory the
+ * caller may not read (EACCES) is skipped. Returns 0, fn's value, or -errno
+ * (the store's directory cannot be read, a stat failed). *count (may be NULL)
  * gets the number of exposed paths found.
  */
 int st_store_perm_check(struct st_store *s, unsigned flags, int (*fn)(const struct st_exposed *e, void *ctx),

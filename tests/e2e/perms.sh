@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=24
+N=25
 n=0
 fails=0
 echo "1..$N"
@@ -141,6 +141,13 @@ want=$(find "$SH/blobs" -type f 2>/dev/null | grep -c .)
 [ "$want" -gt 0 ] && want=$(find "$SH/blobs" | grep -c .)
 is "a member of the group reads every blob" "$got" "$want"
 check "... lists it with strata (the index opened read-only)" 0 '^img ' -- asgroup "$BIN" --store "$SH" ls
+st "$SH" fsck >"$T/out.owner" 2>&1
+asgroup "$BIN" --store "$SH" fsck >"$T/out" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q ' 0 problem' "$T/out" && ! grep -q 'warning\|exposed' "$T/out" "$T/out.owner"; then
+	ok "... fsck, by the owner and by a member, finds it consistent and exposed to nobody else"
+else nok "... fsck, by the owner and by a member, finds it consistent and exposed to nobody else" \
+	"status $rc: $(head -c 200 "$T/out") / $(head -c 200 "$T/out.owner")"; fi
 if asgroup touch "$SH/blobs/planted" 2>/dev/null || asgroup "$BIN" --store "$SH" tag img planted >/dev/null 2>&1; then
 	nok "... and writes nothing"
 else ok "... and writes nothing"; fi
