@@ -88,7 +88,18 @@ struct fs_config {
 	 * place to tell a waiting parent process that the mount succeeded. */
 	void (*ready)(void *ctx);
 	void *ready_ctx;
+	/* The most memory imports may hold in the daemon at once: manifest
+	 * buffers, parsed manifests, file entries, layer writers (0:
+	 * FS_STAGE_MEMORY_DEFAULT). A write, create or mkdir past it fails
+	 * with ENOSPC until an import commits or is removed (docs/fs.md). */
+	uint64_t stage_memory;
 };
+
+/* The default stage budget: four manifest.json files of the largest size
+ * the store takes (16 MiB each) at once, or thousands of ordinary ones (a
+ * few KiB); without it, 40 unfinished copies of 16 MiB manifests held 663 MB
+ * in the daemon. */
+#define FS_STAGE_MEMORY_DEFAULT (64ull << 20)
 
 /*
  * Open the store (read-write) and its index, mount at cfg->mountpoint and
