@@ -636,11 +636,16 @@ static int removed(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, const 
 	return -ESTALE;
 }
 
+/* A write past the stage budget: the file's bytes so far go (as on a full
+ * disk), its close says ENOSPC too, and rewriting it starts it again. */
 static void over_budget(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
 {
 	fs_log(fs, FS_LOG_WARNING, "import %s: %s: refused (ENOSPC): unfinished imports hold the whole "
 	       "stage budget (%llu bytes, --stage-memory); finish or remove one (imports/)", s->name, f->name,
 	       (unsigned long long)fs->stage_mem_max);
+	fail(fs, f, -ENOSPC);
+	snprintf(f->why, sizeof(f->why), "refused: the stage budget was full (%llu bytes)",
+		 (unsigned long long)fs->stage_mem_max);
 }
 
 static int layer_append(struct fs_sfile *f, const void *buf, size_t len)
@@ -958,7 +963,6 @@ static int settle_manifest(struct fs *fs, struct fs_stage *s, struct fs_sfile *f
 	size_t held = manifest_bytes(m);
 	if ((rc = mem_charge(fs, held)) < 0) {
 		over_budget(fs, s, f);
-		snprintf(f->why, sizeof(f->why), "could not be read: the stage budget is full");
 		st_manifest_free(m);
 		return rc;
 	}
