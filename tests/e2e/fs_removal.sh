@@ -7,12 +7,12 @@ SRC=$T/src S=$T/store M=$T/mnt
 make_image "$T/img"
 make_store "$SRC" small "$T/img"
 st "$SRC" export small "$T/exp" >/dev/null
-head -c 16777216 /dev/urandom >"$T/big"
+head -c 67108864 /dev/urandom >"$T/big"  # cp takes long enough for an rm -rf to land mid-layer
 st "$SRC" debug ingest "$T/big" --tag big >/dev/null && st "$SRC" export big "$T/bigexp" >/dev/null
 biglayer=$(ls "$T/bigexp/layers")
 head -c 8192 /dev/urandom >"$T/img2"
 st "$S" init >/dev/null && st "$S" debug ingest "$T/img2" --tag other >/dev/null
-ok "mount" mount_store "$S" "$M"
+ok "mount (imports kept 600 s: one waits for the others)" mount_store "$S" "$M" --stage-timeout 600
 daemon=$(pids_of "$STRATA" "mount $S $M")
 alive() { kill -0 "$daemon" 2>/dev/null && stat "$M/snapshots" >/dev/null; }
 
@@ -61,8 +61,11 @@ while [ $rounds -lt 8 ] && [ $SECONDS -lt $deadline ]; do
 	rounds=$((rounds + 1))
 	cp -r "$T/bigexp" "$M/snapshots/rm$rounds" 2>/dev/null &
 	cpid=$!
-	sleep "0.0$((RANDOM % 10))"
-	rm -rf "$M/snapshots/rm$rounds" 2>/dev/null
+	# once cp is writing the layer, rm -rf again and again while it runs
+	until [ -e "$M/snapshots/rm$rounds/layers/$biglayer" ] || ! kill -0 $cpid 2>/dev/null; do :; done
+	while kill -0 $cpid 2>/dev/null && [ $SECONDS -lt $deadline ]; do
+		rm -rf "$M/snapshots/rm$rounds" 2>/dev/null
+	done
 	wait $cpid 2>/dev/null
 	rm -rf "$M/snapshots/rm$rounds" 2>/dev/null
 	alive || { crashed=1; break; }
