@@ -30,7 +30,8 @@
  *   list (refreshed when the index generation moves, polled every poll_ms),
  *   the node table (one entry per name the kernel holds), and each import
  *   in progress (its small files in memory, layers in STORE/tmp/) until it
- *   commits or stays idle stage_timeout_s. Chunks of lazy layers a read
+ *   commits or stays idle stage_timeout_s; all imports together hold at
+ *   most stage_memory bytes in memory (past it: ENOSPC). Chunks of lazy layers a read
  *   needs are fetched into the store and stay there (docs/lazy.md).
  * - Lifetimes: cfg and the strings it points to must stay valid until
  *   fs_serve returns; cfg->log may be called from any serving thread.

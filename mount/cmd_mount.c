@@ -80,6 +80,7 @@ static void mount_usage(FILE *f)
 	fprintf(f,
 		"usage: strata mount [STORE] MOUNTPOINT [-f] [-d] [-o OPTS] [--log FILE]\n"
 		"                    [--read-mode direct|dontneed|cached] [--stage-timeout SEC]\n"
+		"                    [--stage-memory MIB] [--poll-ms MS] [--threads N]\n"
 		"\n"
 		"Mount a store (default: --store) as a filesystem: snapshots/NAME/manifest.json,\n"
 		"snapshots/NAME/layers/<id>, blobs/<id>, memory/NAME. Copying a snapshot\n"

@@ -71,6 +71,8 @@ while [ $rounds -lt 8 ] && [ $SECONDS -lt $deadline ]; do
 	alive || { crashed=1; break; }
 done
 ok "rm -rf during cp, $rounds rounds: the daemon lives" test "$crashed" -eq 0
+ok "an rm -rf landed while cp wrote the layer (the log has its refused write)" \
+	grep -q "import rm[0-9]*: write to layers/$biglayer after it was removed" "$S.log"
 touch "$T/go"
 wait $kpid
 ok "the import in progress meanwhile completes" bash -c \
