@@ -477,7 +477,6 @@ out_fail:
 	return rc;
 }
 
-
 /* A new entry in the stage's list (caller holds s->lock). */
 static int sfile_add(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name,
 		     struct fs_sfile **out)
@@ -1298,8 +1297,10 @@ static void stage_kill(struct fs *fs, struct fs_stage *s)
 
 void fs_stage_drop(struct fs *fs, struct fs_stage *s)
 {
+	pthread_mutex_lock(&s->lock); /* s->name: a rename of the import swaps it under this lock */
 	fs_log(fs, FS_LOG_INFO, "import %s: dropped unfinished (rm imports/%s); nothing was published",
 	       s->name, s->name);
+	pthread_mutex_unlock(&s->lock);
 	stage_kill(fs, s);
 }
 
@@ -1322,7 +1323,9 @@ int fs_stage_rmdir(struct fs *fs, struct fs_stage *s)
 		if (fs_view_refresh(fs, true, &old) >= 0)
 			fs_tags_put(fs, old);
 	} else {
+		pthread_mutex_lock(&s->lock);
 		fs_log(fs, FS_LOG_INFO, "import %s: removed before it was complete", s->name);
+		pthread_mutex_unlock(&s->lock);
 	}
 	stage_kill(fs, s);
 	return 0;

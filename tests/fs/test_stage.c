@@ -632,3 +632,24 @@ Test(fs_stage, unfinished_imports_hold_no_more_than_the_stage_budget)
 	/* The budget leaves room for ordinary imports. */
 	cr_assert_eq(import_once("snap"), 0);
 }
+
+/* A committed import gives its memory back once it stops answering, not
+ * when the last node the kernel holds on it is forgotten (much later). */
+Test(fs_stage, a_committed_import_gives_its_memory_back_when_it_stops_answering)
+{
+	struct fs_stage *s;
+
+	cr_assert_eq(fs_stage_mkdir(&E.fs, "snap", &s), 0); /* s: as a node the kernel keeps */
+	cr_assert_eq(fs_stage_mkdir_layers(&E.fs, s), 0);
+	cr_assert_eq(put(s, false, "manifest.json", E.json, E.jsonlen), 0);
+	cr_assert_eq(put(s, true, E.hex, E.layer, E.layerlen), 0);
+	cr_assert(tagged("snap"));
+	uint64_t held = E.fs.stage_mem;
+	cr_assert_geq(held, 4096, "the manifest's buffer is charged (%lu)", (unsigned long)held);
+	sleep(3);
+	cr_assert_eq(fs_stage_sweep(&E.fs, false), 1);
+	cr_assert_lt(E.fs.stage_mem, 4096, "%lu of %lu bytes still held", (unsigned long)E.fs.stage_mem,
+		     (unsigned long)held);
+	fs_stage_unref(&E.fs, s);
+	cr_assert_eq(E.fs.stage_mem, 0);
+}
