@@ -927,8 +927,16 @@ static int settle_manifest(struct fs *fs, struct fs_stage *s, struct fs_sfile *f
 {
 	char why[ST_WHY_LEN] = "";
 	struct st_manifest *m;
-	int rc = st_manifest_parse(f->buf ? f->buf : "", f->size, &m, why, sizeof(why));
 
+	/* Only a whole JSON object can parse: a cut-off one is not parsed at
+	 * every close (a parse of a large one takes memory outside the stage
+	 * budget, docs/fs.md "Memory"). */
+	if (!final && !json_closed(f->buf ? f->buf : "", f->size)) {
+		snprintf(f->why, sizeof(f->why), "%llu bytes so far, not yet a whole JSON object",
+			 (unsigned long long)f->size);
+		return 0;
+	}
+	int rc = st_manifest_parse(f->buf ? f->buf : "", f->size, &m, why, sizeof(why));
 	if (rc == -ENOMEM) {
 		/* Not the manifest's fault: say so, never "refused". */
 		fs_log(fs, FS_LOG_ERR, "import %s: manifest.json could not be read: %s", s->name, strerror(-rc));
@@ -936,11 +944,6 @@ static int settle_manifest(struct fs *fs, struct fs_stage *s, struct fs_sfile *f
 		return rc;
 	}
 	if (rc < 0) {
-		if (!final && !json_closed(f->buf ? f->buf : "", f->size)) {
-			snprintf(f->why, sizeof(f->why), "%llu bytes so far, not yet a whole JSON object",
-				 (unsigned long long)f->size);
-			return 0;
-		}
 		fs_log(fs, FS_LOG_WARNING, "import %s: manifest.json refused: %s%s%s", s->name,
 		       st_strerror(rc), why[0] ? ": " : "", why);
 		snprintf(f->why, sizeof(f->why), "refused: %s%s%s", st_strerror(rc), why[0] ? ": " : "", why);

@@ -131,8 +131,8 @@ ok "imports/ says which copy was refused for want of room" grep -q "stage budget
 if ldd "$STRATA" | grep -q libasan; then
 	n=$((n + 1)); echo "ok $n - the daemon's peak memory stays within the budget # SKIP ASan's allocator keeps freed memory"
 else
-	ok "the daemon's peak memory grew by at most the budget and 32 MiB ($before -> $after KiB)" \
-		test $((after - before)) -le $(((64 + 32) * 1024))
+	ok "the daemon's peak memory grew by at most the budget and 16 MiB ($before -> $after KiB)" \
+		test $((after - before)) -le $(((64 + 16) * 1024))
 fi
 ok "removing the unfinished imports gives their memory back: the copy fits again" bash -c \
 	"rm '$M2'/imports/mem* && mkdir '$M2/snapshots/mem9' && cp '$T/bigman' '$M2/snapshots/mem9/manifest.json'"
