@@ -73,6 +73,8 @@ struct fs_stage {
 	size_t m_held;             /* budget charged for m */
 	int err;                   /* the index refused the commit (the tag names another
 	                            * snapshot): every later close and fsync of its files */
+	bool retired;              /* committed and no longer answering: each file's memory
+	                            * goes back to the budget at its last release */
 	st_id snap_id;
 	int64_t created_ns, last_ns;
 	struct fs_stage *next;     /* fs->stages, while not dead */
@@ -1114,6 +1116,8 @@ void fs_stage_release(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, boo
 		f->handles--;
 	if (s->handles)
 		s->handles--;
+	if (s->retired && !f->handles)
+		sfile_remove(fs, f);
 	if (writing && !f->handles && !f->gone && !f->extra && f->state == SF_WRITING && f->why[0] &&
 	    s->state == STG_OPEN)
 		fs_log(fs, FS_LOG_INFO, "import %s: %s%s closed unfinished (%s): waiting for the rest "
@@ -1659,20 +1663,24 @@ unsigned fs_stage_sweep(struct fs *fs, bool all)
 			describe_missing(fs, victim, why, sizeof(why));
 			fs_log(fs, FS_LOG_WARNING, "import %s: abandoned (%s); nothing was published",
 			       victim->name, why);
+		}
+		pthread_mutex_unlock(&victim->lock);
+		if (open) {
+			stage_kill(fs, victim);
 		} else {
-			/* Committed and done answering: what it holds in memory
-			 * goes back to the budget now, not when the kernel
-			 * forgets its nodes (which may be much later). A file
-			 * still open keeps its bytes until its release. */
+			stage_detach(fs, victim);
+			/* Committed and done answering (no longer found by
+			 * name): what it holds in memory goes back to the budget
+			 * now, not when the kernel forgets its nodes (which may
+			 * be much later). A file still open keeps its bytes
+			 * until its release. */
+			pthread_mutex_lock(&victim->lock);
+			victim->retired = true;
 			for (struct fs_sfile *f = victim->files; f; f = f->next)
 				if (!f->handles)
 					sfile_remove(fs, f);
+			pthread_mutex_unlock(&victim->lock);
 		}
-		pthread_mutex_unlock(&victim->lock);
-		if (open)
-			stage_kill(fs, victim);
-		else
-			stage_detach(fs, victim);
 		fs_stage_unref(fs, victim);
 		dropped++;
 	}

@@ -646,8 +646,16 @@ Test(fs_stage, a_committed_import_gives_its_memory_back_when_it_stops_answering)
 	cr_assert(tagged("snap"));
 	uint64_t held = E.fs.stage_mem;
 	cr_assert_geq(held, 4096, "the manifest's buffer is charged (%lu)", (unsigned long)held);
+	struct fs_sfile *m = fs_stage_file_find(s, false, NULL, "manifest.json");
+	cr_assert_eq(fs_stage_open_read(s, m), 0, "a reader keeps manifest.json open");
 	sleep(3);
 	cr_assert_eq(fs_stage_sweep(&E.fs, false), 1);
+	cr_assert_geq(E.fs.stage_mem, 4096, "an open file keeps its bytes");
+	char *copy;
+	size_t got;
+	cr_assert_eq(fs_sfile_copy(s, m, 0, 4, &copy, &got), 0, "and its reader reads them");
+	free(copy);
+	fs_stage_release(&E.fs, s, m, false);
 	cr_assert_lt(E.fs.stage_mem, 4096, "%lu of %lu bytes still held", (unsigned long)E.fs.stage_mem,
 		     (unsigned long)held);
 	fs_stage_unref(&E.fs, s);
