@@ -30,7 +30,8 @@
  *   list (refreshed when the index generation moves, polled every poll_ms),
  *   the node table (one entry per name the kernel holds), and each import
  *   in progress (its small files in memory, layers in STORE/tmp/) until it
- *   commits or stays idle stage_timeout_s. Chunks of lazy layers a read
+ *   commits or stays idle stage_timeout_s; all imports together hold at
+ *   most stage_memory bytes in memory (past it: ENOSPC). Chunks of lazy layers a read
  *   needs are fetched into the store and stay there (docs/lazy.md).
  * - Lifetimes: cfg and the strings it points to must stay valid until
  *   fs_serve returns; cfg->log may be called from any serving thread.
@@ -88,7 +89,18 @@ struct fs_config {
 	 * place to tell a waiting parent process that the mount succeeded. */
 	void (*ready)(void *ctx);
 	void *ready_ctx;
+	/* The most memory imports may hold in the daemon at once: manifest
+	 * buffers, parsed manifests, file entries, layer writers (0:
+	 * FS_STAGE_MEMORY_DEFAULT). A write, create or mkdir past it fails
+	 * with ENOSPC until an import commits or is removed (docs/fs.md). */
+	uint64_t stage_memory;
 };
+
+/* The default stage budget: four manifest.json files of the largest size
+ * the store takes (16 MiB each) at once, or thousands of ordinary ones (a
+ * few KiB); without it, 40 unfinished copies of 16 MiB manifests held 663 MB
+ * in the daemon. */
+#define FS_STAGE_MEMORY_DEFAULT (64ull << 20)
 
 /*
  * Open the store (read-write) and its index, mount at cfg->mountpoint and

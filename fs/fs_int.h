@@ -163,6 +163,11 @@ struct fs {
 	pthread_mutex_t stage_lock;
 	struct fs_stage *stages;
 	uint64_t next_serial;
+	/* The stage budget (docs/fs.md, "Memory"): bytes imports hold in the
+	 * daemon's memory, charged before each allocation (atomic, no lock),
+	 * and the most they may hold (cfg->stage_memory, else the default). */
+	uint64_t stage_mem;
+	uint64_t stage_mem_max;
 	/* Snapshots whose tag a file unlink removed and whose directory an
 	 * `rm -r` is still taking apart (stage_lock): name -> id, last use. */
 	struct fs_removing *removing;
@@ -274,7 +279,8 @@ int fs_stage_mkdir_extra(struct fs *fs, struct fs_stage *s, bool in_layers, stru
 			 struct fs_sfile **out);
 /* An open handle on f begins (counted until fs_stage_release). */
 int fs_stage_open_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, bool trunc);
-void fs_stage_open_read(struct fs_stage *s, struct fs_sfile *f);
+/* -ENOENT if f or its import was removed. */
+int fs_stage_open_read(struct fs_stage *s, struct fs_sfile *f);
 int fs_stage_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uint64_t off, const void *buf, size_t len);
 int fs_stage_truncate(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uint64_t size);
 /* A close(): finish the file if its bytes are now what its name promises

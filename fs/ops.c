@@ -889,7 +889,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (wr)
 			rc = fs_stage_open_write(fs, n->stage, n->sfile, fi->flags & O_TRUNC);
 		else
-			fs_stage_open_read(n->stage, n->sfile);
+			rc = fs_stage_open_read(n->stage, n->sfile);
 		fh->writing = wr;
 		fh->sfile = rc >= 0 ? n->sfile : NULL; /* counted: released in op_release */
 		fi->direct_io = 1; /* bytes go straight to the hasher, in order */
@@ -1235,10 +1235,21 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/* fsync() of a file being written into an import checks it as close()
+ * does, committing the snapshot when it is complete, so a tool that fsyncs
+ * its last file learns there whether the import took (a refused commit,
+ * bytes that can never be valid, a removed file). Staged bytes become
+ * durable when they are published (store policy). */
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	/* Staged bytes become durable when they are published (store policy). */
-	fuse_reply_err(req, 0);
+	struct fs *fs = req_fs(req);
+	struct fs_fh *fh = (struct fs_fh *)(uintptr_t)fi->fh;
+
+	if (fh->kind != FH_STAGE || !fh->writing) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	reply_err(req, fs_stage_flush(fs, fh->stage, fh->sfile));
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -220,6 +220,7 @@ int fs_serve(const struct fs_config *cfg)
 	fs.entry_timeout = ENTRY_TIMEOUT_S;
 	fs.start_ns = fs_now_ns();
 	pthread_mutex_init(&fs.stage_lock, NULL);
+	fs.stage_mem_max = cfg->stage_memory ? cfg->stage_memory : FS_STAGE_MEMORY_DEFAULT;
 	rc = st_store_open(cfg->store, 0, &fs.store);
 	if (rc < 0)
 		goto out;

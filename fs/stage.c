@@ -16,11 +16,22 @@
 #define STAGE_LINGER_NS (2ll * 1000000000ll)
 #define ZERO_CHUNK 65536
 #define WHY_LEN 200
+/* What one file entry of an import holds in memory, charged to the stage
+ * budget whatever its name (an upper bound: a rename never re-charges). */
+#define ENTRY_BYTES (sizeof(struct fs_sfile) + FS_NAME_MAX + 1)
+/* What a layer arriving holds in memory beside its entry: the blob
+ * writer's gather buffer (store/blob.c, 64 KiB) and a hash state. */
+#define LAYER_IO_BYTES ((size_t)(68u << 10))
+/* An import itself (its struct and name). */
+#define STAGE_BYTES (sizeof(struct fs_stage) + FS_NAME_MAX + 1)
 
 /* WRITING: accepting bytes, not (yet) valid. CLOSED: unused (kept for the
  * order of states). DONE: finished and verified. FAILED: can never become
- * valid (err says why); rewriting it with O_TRUNC starts it again. */
-enum sf_state { SF_WRITING, SF_CLOSED, SF_DONE, SF_FAILED };
+ * valid (err says why); rewriting it with O_TRUNC starts it again.
+ * REMOVED: its name was removed (unlink, a rename onto it) or its import
+ * was (rm -r, rm imports/NAME, the timeout, a replacing copy): it holds
+ * nothing and takes nothing more; its open descriptors get ESTALE. */
+enum sf_state { SF_WRITING, SF_CLOSED, SF_DONE, SF_FAILED, SF_REMOVED };
 enum stg_state { STG_OPEN, STG_COMMITTED, STG_DEAD };
 
 struct fs_sfile {
@@ -42,12 +53,14 @@ struct fs_sfile {
 	st_id id;                  /* SF_DONE layer: what its bytes hash to */
 	char *buf;                 /* files outside layers/: the bytes (manifest.json is small) */
 	size_t cap;
+	size_t held_io;            /* budget charged for w or h (LAYER_IO_BYTES, or 0) */
 	int64_t mtime_ns;
 	char why[WHY_LEN];                 /* not done: what is wrong or missing (imports/NAME) */
 	struct fs_sfile *next;
 };
 
 struct fs_stage {
+	struct fs *fs;             /* the mount whose stage budget its memory is charged to */
 	pthread_mutex_t lock;
 	unsigned refs;             /* under fs->stage_lock */
 	uint64_t serial;
@@ -57,6 +70,11 @@ struct fs_stage {
 	unsigned handles;          /* open handles on its files */
 	struct fs_sfile *files;
 	struct st_manifest *m;     /* from a complete, valid manifest.json */
+	size_t m_held;             /* budget charged for m */
+	int err;                   /* the index refused the commit (the tag names another
+	                            * snapshot): every later close and fsync of its files */
+	bool retired;              /* committed and no longer answering: each file's memory
+	                            * goes back to the budget at its last release */
 	st_id snap_id;
 	int64_t created_ns, last_ns;
 	struct fs_stage *next;     /* fs->stages, while not dead */
@@ -100,29 +118,98 @@ struct fs_stage *fs_stage_ref(struct fs_stage *s)
 	return s;
 }
 
-static void sfile_reset(struct fs_sfile *f)
+/*
+ * The stage budget (docs/fs.md, "Memory"): every byte imports hold in the
+ * daemon's memory (file entries, manifest buffers, parsed manifests, layer
+ * writers) is charged to fs->stage_mem before it is allocated and given
+ * back when it is freed, so no number of copies, however large their
+ * manifests, takes the daemon past fs->stage_mem_max. Atomic: stages have
+ * locks of their own and fs->stage_lock comes before them.
+ */
+static int mem_charge(struct fs *fs, size_t n)
+{
+	uint64_t cur = __atomic_load_n(&fs->stage_mem, __ATOMIC_RELAXED);
+
+	do {
+		if (n > fs->stage_mem_max || cur > fs->stage_mem_max - n)
+			return -ENOSPC;
+	} while (!__atomic_compare_exchange_n(&fs->stage_mem, &cur, cur + n, true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	return 0;
+}
+
+static void mem_uncharge(struct fs *fs, size_t n)
+{
+	__atomic_sub_fetch(&fs->stage_mem, n, __ATOMIC_RELAXED);
+}
+
+/* The layer's writer or hasher is gone (published or dropped). */
+static void sfile_io_done(struct fs *fs, struct fs_sfile *f)
+{
+	mem_uncharge(fs, f->held_io);
+	f->held_io = 0;
+}
+
+static void sfile_reset(struct fs *fs, struct fs_sfile *f)
 {
 	st_blob_writer_abort(f->w);
 	f->w = NULL;
 	st_hasher_free(f->h);
 	f->h = NULL;
+	sfile_io_done(fs, f);
 	free(f->buf);
+	mem_uncharge(fs, f->cap);
 	f->buf = NULL;
 	f->cap = 0;
 	f->size = 0;
 }
 
+/* f's name or its import is gone: drop what it holds; from now on its open
+ * descriptors get ESTALE (a write would have nowhere to go). */
+static void sfile_remove(struct fs *fs, struct fs_sfile *f)
+{
+	sfile_reset(fs, f);
+	f->gone = true;
+	f->state = SF_REMOVED;
+	f->err = -ESTALE;
+}
+
+/* An estimate of what a parsed manifest holds (its arrays and strings). */
+static size_t manifest_bytes(const struct st_manifest *m)
+{
+	size_t n = sizeof(*m) + m->nlayers * sizeof(*m->layers) + (size_t)m->nranges * sizeof(*m->ranges) +
+		   m->nlabels * sizeof(*m->labels);
+
+	n += m->guest ? strlen(m->guest) + 1 : 0;
+	n += m->vcpu ? strlen(m->vcpu) + 1 : 0;
+	for (size_t i = 0; i < m->nlabels; i++)
+		n += strlen(m->labels[i].key) + strlen(m->labels[i].value) + 2;
+	return n;
+}
+
+/* Replace the stage's parsed manifest by m (may be NULL), with its charge. */
+static void stage_set_manifest(struct fs_stage *s, struct st_manifest *m, size_t held)
+{
+	st_manifest_free(s->m);
+	mem_uncharge(s->fs, s->m_held);
+	s->m = m;
+	s->m_held = held;
+}
+
 static void stage_free(struct fs_stage *s)
 {
+	struct fs *fs = s->fs;
 	struct fs_sfile *f, *next;
 
 	for (f = s->files; f; f = next) {
 		next = f->next;
-		sfile_reset(f);
+		sfile_reset(fs, f);
 		free(f->name);
 		free(f);
+		mem_uncharge(fs, ENTRY_BYTES);
 	}
-	st_manifest_free(s->m);
+	stage_set_manifest(s, NULL, 0);
+	mem_uncharge(fs, STAGE_BYTES);
 	free(s->name);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -149,6 +236,8 @@ static void touch(struct fs_stage *s)
  */
 static bool stale_locked(const struct fs_stage *s, int64_t now)
 {
+	if (s->state == STG_OPEN && s->err)
+		return true; /* its commit was refused: it can never take the name */
 	if (s->state != STG_OPEN || s->handles || now - s->last_ns <= STAGE_LINGER_NS)
 		return false;
 	for (const struct fs_sfile *f = s->files; f; f = f->next)
@@ -201,11 +290,18 @@ int fs_stage_mkdir(struct fs *fs, const char *name, struct fs_stage **out)
 		       "([A-Za-z0-9_][A-Za-z0-9._-]{0,127})", name);
 		return -EINVAL;
 	}
+	if ((rc = mem_charge(fs, STAGE_BYTES)) < 0) {
+		fs_log(fs, FS_LOG_WARNING, "mkdir snapshots/%s: refused: unfinished imports hold the whole "
+		       "stage budget (%llu bytes, --stage-memory)", name, (unsigned long long)fs->stage_mem_max);
+		return rc;
+	}
 	struct fs_stage *s = st_sys_calloc(1, sizeof(*s));
 	if (!s || !(s->name = st_sys_strdup(name))) {
 		free(s);
+		mem_uncharge(fs, STAGE_BYTES);
 		return -ENOMEM;
 	}
+	s->fs = fs;
 	pthread_mutex_init(&s->lock, NULL);
 	s->refs = 2; /* the list's and the caller's */
 	s->created_ns = s->last_ns = fs_now_ns();
@@ -343,10 +439,22 @@ static int manifest_layer(const struct st_manifest *m, const st_id *id)
 	return -1;
 }
 
-/* Start (or restart) receiving bytes into f. */
+/* f can never become valid: drop its bytes; its closes return rc. */
+static void fail(struct fs *fs, struct fs_sfile *f, int rc)
+{
+	sfile_reset(fs, f);
+	f->state = SF_FAILED;
+	f->err = rc;
+}
+
+/* Start (or restart) receiving bytes into f. On failure f is FAILED with
+ * the error, never WRITING without a writer (every descriptor open on it
+ * would write into nothing). */
 static int sfile_begin(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
 {
-	sfile_reset(f);
+	int rc;
+
+	sfile_reset(fs, f);
 	f->state = SF_WRITING;
 	f->err = 0;
 	f->why[0] = '\0';
@@ -354,29 +462,35 @@ static int sfile_begin(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
 	if (!f->in_layers || f->extra || f->is_dir)
 		return 0;
 	f->has_expect = st_id_parse(f->name, &f->expect) == 0;
+	if ((rc = mem_charge(fs, LAYER_IO_BYTES)) < 0)
+		goto out_fail;
+	f->held_io = LAYER_IO_BYTES;
 	/* A layer the store already has is only hashed, never stored twice;
 	 * touching the blob keeps `strata gc` from taking it (it may be
 	 * unreferenced and old) until the import commits. */
 	if (f->has_expect && st_blob_touch(fs->store, &f->expect) == 0)
-		return st_hasher_new(&f->h);
-	return fs_errno(st_blob_writer_new(fs->store, &f->w));
-}
-
-static void fail(struct fs_sfile *f, int rc)
-{
-	sfile_reset(f);
-	f->state = SF_FAILED;
-	f->err = rc;
+		rc = st_hasher_new(&f->h);
+	else
+		rc = fs_errno(st_blob_writer_new(fs->store, &f->w));
+	if (rc >= 0)
+		return rc;
+out_fail:
+	fail(fs, f, rc);
+	return rc;
 }
 
 /* A new entry in the stage's list (caller holds s->lock). */
 static int sfile_add(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs_sfile *dir, const char *name,
 		     struct fs_sfile **out)
 {
-	struct fs_sfile *f = st_sys_calloc(1, sizeof(*f));
+	int rc = mem_charge(fs, ENTRY_BYTES);
 
+	if (rc < 0)
+		return rc;
+	struct fs_sfile *f = st_sys_calloc(1, sizeof(*f));
 	if (!f || !(f->name = st_sys_strdup(name))) {
 		free(f);
+		mem_uncharge(fs, ENTRY_BYTES);
 		return -ENOMEM;
 	}
 	f->in_layers = in_layers;
@@ -430,8 +544,10 @@ int fs_stage_create(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs
 		goto out_unlock;
 	}
 	if (!f) {
-		if ((rc = sfile_add(fs, s, in_layers, dir, name, &f)) < 0)
+		if ((rc = sfile_add(fs, s, in_layers, dir, name, &f)) < 0) {
+			fs_log(fs, FS_LOG_ERR, "import %s: cannot stage %s: %s", s->name, name, fs_strerror(rc));
 			goto out_unlock;
+		}
 		f->extra = is_extra(in_layers, dir, name);
 		if (f->extra)
 			fs_log(fs, FS_LOG_INFO, "import %s: %s%s%s: not part of a snapshot (manifest.json and "
@@ -440,7 +556,6 @@ int fs_stage_create(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs
 	}
 	rc = sfile_begin(fs, s, f);
 	if (rc < 0) {
-		fail(f, rc);
 		fs_log(fs, FS_LOG_ERR, "import %s: cannot stage %s: %s", s->name, name, fs_strerror(rc));
 		goto out_unlock;
 	}
@@ -498,19 +613,50 @@ int fs_stage_open_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, b
 	return rc;
 }
 
-void fs_stage_open_read(struct fs_stage *s, struct fs_sfile *f)
+int fs_stage_open_read(struct fs_stage *s, struct fs_sfile *f)
 {
+	int rc = 0;
+
 	pthread_mutex_lock(&s->lock);
-	f->handles++;
-	s->handles++;
 	touch(s);
+	if (f->gone || s->state == STG_DEAD) {
+		rc = -ENOENT;
+	} else {
+		f->handles++;
+		s->handles++;
+	}
 	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* A descriptor of a removed file used: it has nowhere to put anything. */
+static int removed(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, const char *what)
+{
+	fs_log(fs, FS_LOG_WARNING, "import %s: %s %s%s after it was removed%s: ESTALE", s->name, what,
+	       f->in_layers ? "layers/" : "", f->name, s->state == STG_DEAD ? " with its import" : "");
+	return -ESTALE;
+}
+
+/* A write past the stage budget: the file's bytes so far go (as on a full
+ * disk), its close says ENOSPC too, and rewriting it starts it again. */
+static void over_budget(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
+{
+	fs_log(fs, FS_LOG_WARNING, "import %s: %s: refused (ENOSPC): unfinished imports hold the whole "
+	       "stage budget (%llu bytes, --stage-memory); finish or remove one (imports/)", s->name, f->name,
+	       (unsigned long long)fs->stage_mem_max);
+	fail(fs, f, -ENOSPC);
+	snprintf(f->why, sizeof(f->why), "refused: the stage budget was full (%llu bytes)",
+		 (unsigned long long)fs->stage_mem_max);
 }
 
 static int layer_append(struct fs_sfile *f, const void *buf, size_t len)
 {
 	int rc = 0;
 
+	/* Every state that drops the writer leaves WRITING; should one not,
+	 * the import fails, never the daemon. */
+	if (!f->h && !f->w)
+		return -EIO;
 	if (f->h)
 		st_hasher_update(f->h, buf, len);
 	else
@@ -533,15 +679,30 @@ static int layer_fill(struct fs_sfile *f, uint64_t to)
 	return rc;
 }
 
-static int buf_write(struct fs_sfile *f, uint64_t off, const void *buf, size_t len)
+/* Bytes of a file held in memory (manifest.json, its temp names): each
+ * growth doubles the buffer (at most FS_MANIFEST_MAX), charged to the stage
+ * budget first: -EFBIG past one manifest's limit, -ENOSPC past the budget. */
+static int buf_write(struct fs *fs, struct fs_sfile *f, uint64_t off, const void *buf, size_t len)
 {
 	if (off + len > FS_MANIFEST_MAX)
 		return -EFBIG;
 	if (off + len > f->cap) {
-		size_t old = f->cap;
-		if (ST_ARRAY_RESERVE(f->buf, f->cap, off + len) < 0)
+		size_t old = f->cap, cap = old ? old : 4096;
+		while (cap < off + len)
+			cap *= 2;
+		if (cap > FS_MANIFEST_MAX)
+			cap = FS_MANIFEST_MAX;
+		int rc = mem_charge(fs, cap - old);
+		if (rc < 0)
+			return rc;
+		char *nb = st_sys_realloc(f->buf, cap);
+		if (!nb) {
+			mem_uncharge(fs, cap - old);
 			return -ENOMEM;
-		memset(f->buf + old, 0, f->cap - old);
+		}
+		memset(nb + old, 0, cap - old);
+		f->buf = nb;
+		f->cap = cap;
 	}
 	memcpy(f->buf + off, buf, len);
 	if (off + len > f->size)
@@ -556,7 +717,9 @@ int fs_stage_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uint64
 	pthread_mutex_lock(&s->lock);
 	touch(s);
 	f->mtime_ns = s->last_ns;
-	if (f->extra) {
+	if (f->state == SF_REMOVED) {
+		rc = removed(fs, s, f, "write to");
+	} else if (f->extra) {
 		if (off + len > f->size) /* an extra's bytes are not kept: only its size */
 			f->size = off + len;
 	} else if (f->state != SF_WRITING) {
@@ -565,10 +728,12 @@ int fs_stage_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uint64
 		       f->name, f->state == SF_DONE ? "complete and verified" : "refused");
 		rc = -EINVAL;
 	} else if (!f->in_layers) {
-		rc = buf_write(f, off, buf, len);
+		rc = buf_write(fs, f, off, buf, len);
 		if (rc == -EFBIG)
 			fs_log(fs, FS_LOG_WARNING, "import %s: %s larger than %u bytes: refused",
 			       s->name, f->name, FS_MANIFEST_MAX);
+		else if (rc == -ENOSPC)
+			over_budget(fs, s, f);
 	} else if (off < f->size) {
 		fs_log(fs, FS_LOG_WARNING, "import %s: layers/%s: write at %llu after %llu bytes: layers "
 		       "are hashed as they arrive and must be written in order", s->name, f->name,
@@ -581,7 +746,7 @@ int fs_stage_write(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uint64
 		if (rc < 0) {
 			fs_log(fs, FS_LOG_ERR, "import %s: layers/%s: cannot store: %s", s->name, f->name,
 			       fs_strerror(rc));
-			fail(f, rc);
+			fail(fs, f, rc);
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -595,7 +760,9 @@ int fs_stage_truncate(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uin
 	pthread_mutex_lock(&s->lock);
 	touch(s);
 	f->mtime_ns = s->last_ns; /* a truncate changes mtime and ctime, even to the same size */
-	if (f->is_dir) {
+	if (f->state == SF_REMOVED) {
+		rc = removed(fs, s, f, "truncate of");
+	} else if (f->is_dir) {
 		rc = -EISDIR;
 	} else if (f->extra) {
 		f->size = size;
@@ -606,11 +773,17 @@ int fs_stage_truncate(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, uin
 	} else if (f->state == SF_WRITING && !f->in_layers && size <= FS_MANIFEST_MAX) {
 		/* the manifest is held in memory: it can shrink or grow */
 		if (size > f->size)
-			rc = buf_write(f, size - 1, "", 1);
+			rc = buf_write(fs, f, size - 1, "", 1);
 		else
 			f->size = size;
+		if (rc == -ENOSPC)
+			over_budget(fs, s, f);
 	} else if (f->state == SF_WRITING && size > f->size) {
-		rc = layer_fill(f, size);
+		if ((rc = layer_fill(f, size)) < 0) {
+			fs_log(fs, FS_LOG_ERR, "import %s: layers/%s: cannot store: %s", s->name, f->name,
+			       fs_strerror(rc));
+			fail(fs, f, rc);
+		}
 	} else {
 		fs_log(fs, FS_LOG_WARNING, "import %s: %s: truncate to %llu refused (a layer is hashed as "
 		       "it arrives: it can grow or be emptied, not shrink)", s->name, f->name,
@@ -641,6 +814,7 @@ static int publish_layer(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, 
 		st_hasher_final(f->h, &f->id);
 		st_hasher_free(f->h);
 		f->h = NULL;
+		sfile_io_done(fs, f);
 		if (!st_id_equal(&f->id, want))
 			rc = ST_ECORRUPT;
 		else if (st_blob_touch(fs->store, want) == -ENOENT) {
@@ -653,6 +827,7 @@ static int publish_layer(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, 
 	} else {
 		rc = st_blob_writer_commit(f->w, want, &f->id, NULL);
 		f->w = NULL;
+		sfile_io_done(fs, f);
 	}
 	if (rc == ST_ECORRUPT) {
 		fs_log(fs, FS_LOG_WARNING, "import %s: layers/%s: bytes do not hash to the name "
@@ -754,8 +929,16 @@ static int settle_manifest(struct fs *fs, struct fs_stage *s, struct fs_sfile *f
 {
 	char why[ST_WHY_LEN] = "";
 	struct st_manifest *m;
-	int rc = st_manifest_parse(f->buf ? f->buf : "", f->size, &m, why, sizeof(why));
 
+	/* Only a whole JSON object can parse: a cut-off one is not parsed at
+	 * every close (a parse of a large one takes memory outside the stage
+	 * budget, docs/fs.md "Memory"). */
+	if (!final && !json_closed(f->buf ? f->buf : "", f->size)) {
+		snprintf(f->why, sizeof(f->why), "%llu bytes so far, not yet a whole JSON object",
+			 (unsigned long long)f->size);
+		return 0;
+	}
+	int rc = st_manifest_parse(f->buf ? f->buf : "", f->size, &m, why, sizeof(why));
 	if (rc == -ENOMEM) {
 		/* Not the manifest's fault: say so, never "refused". */
 		fs_log(fs, FS_LOG_ERR, "import %s: manifest.json could not be read: %s", s->name, strerror(-rc));
@@ -763,11 +946,6 @@ static int settle_manifest(struct fs *fs, struct fs_stage *s, struct fs_sfile *f
 		return rc;
 	}
 	if (rc < 0) {
-		if (!final && !json_closed(f->buf ? f->buf : "", f->size)) {
-			snprintf(f->why, sizeof(f->why), "%llu bytes so far, not yet a whole JSON object",
-				 (unsigned long long)f->size);
-			return 0;
-		}
 		fs_log(fs, FS_LOG_WARNING, "import %s: manifest.json refused: %s%s%s", s->name,
 		       st_strerror(rc), why[0] ? ": " : "", why);
 		snprintf(f->why, sizeof(f->why), "refused: %s%s%s", st_strerror(rc), why[0] ? ": " : "", why);
@@ -786,8 +964,13 @@ static int settle_manifest(struct fs *fs, struct fs_stage *s, struct fs_sfile *f
 			return -EINVAL;
 		}
 	}
-	st_manifest_free(s->m);
-	s->m = m;
+	size_t held = manifest_bytes(m);
+	if ((rc = mem_charge(fs, held)) < 0) {
+		over_budget(fs, s, f);
+		st_manifest_free(m);
+		return rc;
+	}
+	stage_set_manifest(s, m, held);
 	f->why[0] = '\0';
 	/* Layers still being written that can now never become valid fail,
 	 * and this close says so: the import cannot complete as it is. */
@@ -796,7 +979,7 @@ static int settle_manifest(struct fs *fs, struct fs_stage *s, struct fs_sfile *f
 			continue;
 		int lr = settle_layer(fs, s, l);
 		if (lr < 0) {
-			fail(l, lr);
+			fail(fs, l, lr);
 			snprintf(l->why, sizeof(l->why), "refused: %s", strerror(-lr));
 			*layer_err = lr;
 		} else if (lr == 1) {
@@ -824,6 +1007,8 @@ static int try_commit(struct fs *fs, struct fs_stage *s)
 	char hex[ST_ID_HEX_LEN + 1];
 	int rc;
 
+	if (s->err)
+		return s->err;
 	if (s->state != STG_OPEN || !s->m)
 		return 0;
 	for (uint32_t i = 0; i < s->m->nlayers; i++)
@@ -839,7 +1024,7 @@ static int try_commit(struct fs *fs, struct fs_stage *s)
 			st_id_format(&s->m->layers[i].id, hex);
 			struct fs_sfile *f = find_locked(s, true, NULL, hex);
 			if (f) {
-				fail(f, -EAGAIN);
+				fail(fs, f, -EAGAIN);
 				snprintf(f->why, sizeof(f->why), "removed from the store by gc during the import: "
 					 "copy it again");
 			}
@@ -847,6 +1032,21 @@ static int try_commit(struct fs *fs, struct fs_stage *s)
 		fs_log(fs, FS_LOG_WARNING, "import %s: a layer was removed by strata gc during the import; "
 		       "copy it again (imports/%s says which)", s->name, s->name);
 		return -EAGAIN;
+	}
+	if (rc == IX_EEXIST) {
+		/* The CLI (or another mount) tagged another snapshot with this
+		 * name while the copy ran. Nothing the copy can still write
+		 * changes that: the import is set aside at once (snapshots/NAME
+		 * shows the tag's snapshot again), and every later close or
+		 * fsync of its files says so too, so the copying tool exits
+		 * non-zero whichever of its files it closes last. */
+		s->err = -EEXIST;
+		fs_log(fs, FS_LOG_ERR, "import %s: commit refused: %s (tagged elsewhere during the copy); "
+		       "nothing was published under this name (imports/%s keeps what arrived)", s->name,
+		       ix_strerror(rc), s->name);
+		if (fs_view_refresh(fs, true, &old) >= 0)
+			fs_tags_put(fs, old);
+		return s->err;
 	}
 	if (rc < 0) {
 		fs_log(fs, FS_LOG_ERR, "import %s: commit refused: %s", s->name, ix_strerror(rc));
@@ -870,7 +1070,7 @@ static int settle(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, bool fi
 	else
 		rc = settle_manifest(fs, s, f, final, &layer_err);
 	if (rc < 0) {
-		fail(f, rc);
+		fail(fs, f, rc);
 		if (!f->why[0] || (strncmp(f->why, "refused", 7) != 0 && strncmp(f->why, "could not", 9) != 0))
 			snprintf(f->why, sizeof(f->why), "refused: %s", strerror(-rc));
 		return rc;
@@ -888,8 +1088,12 @@ int fs_stage_flush(struct fs *fs, struct fs_stage *s, struct fs_sfile *f)
 
 	pthread_mutex_lock(&s->lock);
 	touch(s);
-	if (f->state == SF_FAILED) {
+	if (f->state == SF_FAILED || f->state == SF_REMOVED) {
 		rc = f->err;
+		goto out_unlock;
+	}
+	if (s->err) {
+		rc = s->err;
 		goto out_unlock;
 	}
 	if (f->state != SF_WRITING || f->gone || f->extra)
@@ -912,6 +1116,8 @@ void fs_stage_release(struct fs *fs, struct fs_stage *s, struct fs_sfile *f, boo
 		f->handles--;
 	if (s->handles)
 		s->handles--;
+	if (s->retired && !f->handles)
+		sfile_remove(fs, f);
 	if (writing && !f->handles && !f->gone && !f->extra && f->state == SF_WRITING && f->why[0] &&
 	    s->state == STG_OPEN)
 		fs_log(fs, FS_LOG_INFO, "import %s: %s%s closed unfinished (%s): waiting for the rest "
@@ -950,10 +1156,8 @@ int fs_stage_rename(struct fs *fs, struct fs_stage *s, bool from_layers, struct 
 		rc = -ENOMEM;
 		goto out_unlock;
 	}
-	if (old && old != f) {
-		old->gone = true;
-		sfile_reset(old);
-	}
+	if (old && old != f)
+		sfile_remove(fs, old);
 	free(f->name);
 	f->name = nn;
 	bool was_extra = f->extra;
@@ -1003,7 +1207,7 @@ int fs_stage_rename(struct fs *fs, struct fs_stage *s, bool from_layers, struct 
 				rc = publish_layer(fs, s, f, &want);
 			}
 			if (rc < 0) {
-				fail(f, rc);
+				fail(fs, f, rc);
 				f->gone = true;
 				goto out_unlock;
 			}
@@ -1043,12 +1247,9 @@ int fs_stage_unlink(struct fs *fs, struct fs_stage *s, bool in_layers, struct fs
 	} else if (f->is_dir) {
 		rc = -EISDIR;
 	} else {
-		f->gone = true;
-		sfile_reset(f);
-		if (!in_layers && !dir && strcmp(name, "manifest.json") == 0 && s->state == STG_OPEN) {
-			st_manifest_free(s->m);
-			s->m = NULL;
-		}
+		sfile_remove(fs, f);
+		if (!in_layers && !dir && strcmp(name, "manifest.json") == 0 && s->state == STG_OPEN)
+			stage_set_manifest(s, NULL, 0);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
@@ -1096,15 +1297,17 @@ static void stage_kill(struct fs *fs, struct fs_stage *s)
 	pthread_mutex_lock(&s->lock);
 	s->state = STG_DEAD;
 	for (struct fs_sfile *f = s->files; f; f = f->next)
-		sfile_reset(f);
+		sfile_remove(fs, f);
 	pthread_mutex_unlock(&s->lock);
 	stage_detach(fs, s);
 }
 
 void fs_stage_drop(struct fs *fs, struct fs_stage *s)
 {
+	pthread_mutex_lock(&s->lock); /* s->name: a rename of the import swaps it under this lock */
 	fs_log(fs, FS_LOG_INFO, "import %s: dropped unfinished (rm imports/%s); nothing was published",
 	       s->name, s->name);
+	pthread_mutex_unlock(&s->lock);
 	stage_kill(fs, s);
 }
 
@@ -1127,7 +1330,9 @@ int fs_stage_rmdir(struct fs *fs, struct fs_stage *s)
 		if (fs_view_refresh(fs, true, &old) >= 0)
 			fs_tags_put(fs, old);
 	} else {
+		pthread_mutex_lock(&s->lock);
 		fs_log(fs, FS_LOG_INFO, "import %s: removed before it was complete", s->name);
+		pthread_mutex_unlock(&s->lock);
 	}
 	stage_kill(fs, s);
 	return 0;
@@ -1247,6 +1452,8 @@ int fs_stage_list_imports(struct fs *fs, struct fs_dirlist **out)
 /* Can a staged file be read at all? (under s->lock) */
 static int sfile_readable(const struct fs_sfile *f)
 {
+	if (f->state == SF_REMOVED)
+		return -ESTALE;
 	if (f->gone)
 		return -ENOENT;
 	if (f->is_dir)
@@ -1329,6 +1536,11 @@ static void describe_missing(struct fs *fs, struct fs_stage *s, char *out, size_
 {
 	char hex[ST_ID_HEX_LEN + 1];
 
+	if (s->err) {
+		snprintf(out, len, "its commit was refused: %s", s->err == -EEXIST ? "the tag was set to "
+			 "another snapshot elsewhere during the copy" : strerror(-s->err));
+		return;
+	}
 	if (!s->m) {
 		struct fs_sfile *mf = find_locked(s, false, NULL, "manifest.json");
 		snprintf(out, len, "no valid manifest.json%s%.150s%s", mf && mf->why[0] ? " (" : "",
@@ -1447,15 +1659,27 @@ unsigned fs_stage_sweep(struct fs *fs, bool all)
 		pthread_mutex_lock(&victim->lock);
 		bool open = victim->state == STG_OPEN;
 		char why[2 * WHY_LEN];
-		if (open)
-			describe_missing(fs, victim, why, sizeof(why));
-		pthread_mutex_unlock(&victim->lock);
 		if (open) {
+			describe_missing(fs, victim, why, sizeof(why));
 			fs_log(fs, FS_LOG_WARNING, "import %s: abandoned (%s); nothing was published",
 			       victim->name, why);
+		}
+		pthread_mutex_unlock(&victim->lock);
+		if (open) {
 			stage_kill(fs, victim);
 		} else {
 			stage_detach(fs, victim);
+			/* Committed and done answering (no longer found by
+			 * name): what it holds in memory goes back to the budget
+			 * now, not when the kernel forgets its nodes (which may
+			 * be much later). A file still open keeps its bytes
+			 * until its release. */
+			pthread_mutex_lock(&victim->lock);
+			victim->retired = true;
+			for (struct fs_sfile *f = victim->files; f; f = f->next)
+				if (!f->handles)
+					sfile_remove(fs, f);
+			pthread_mutex_unlock(&victim->lock);
 		}
 		fs_stage_unref(fs, victim);
 		dropped++;

@@ -80,6 +80,7 @@ static void mount_usage(FILE *f)
 	fprintf(f,
 		"usage: strata mount [STORE] MOUNTPOINT [-f] [-d] [-o OPTS] [--log FILE]\n"
 		"                    [--read-mode direct|dontneed|cached] [--stage-timeout SEC]\n"
+		"                    [--stage-memory MIB] [--poll-ms MS] [--threads N]\n"
 		"\n"
 		"Mount a store (default: --store) as a filesystem: snapshots/NAME/manifest.json,\n"
 		"snapshots/NAME/layers/<id>, blobs/<id>, memory/NAME. Copying a snapshot\n"
@@ -93,6 +94,8 @@ static void mount_usage(FILE *f)
 		"                   (default: STORE/mount.log)\n"
 		"  --read-mode M    how the daemon reads backing blobs (default: direct)\n"
 		"  --stage-timeout SEC  drop an unfinished copy idle this long (default 600)\n"
+		"  --stage-memory MIB   memory imports may hold in the daemon (default 64);\n"
+		"                   writes past it fail with ENOSPC\n"
 		"  --poll-ms MS     how often to look for changes made by others (default 200)\n"
 		"  --threads N      worker threads (default 1: fastest for ls/cp/rsync here;\n"
 		"                   more let parallel readers overlap disk reads)\n");
@@ -133,6 +136,7 @@ static int mount_parse(struct cli *cli, int argc, char **argv, struct mount_args
 		{ "log", required_argument, NULL, 'l' },
 		{ "read-mode", required_argument, NULL, 'r' },
 		{ "stage-timeout", required_argument, NULL, 't' },
+		{ "stage-memory", required_argument, NULL, 'M' },
 		{ "poll-ms", required_argument, NULL, 'p' },
 		{ "threads", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
@@ -167,6 +171,13 @@ static int mount_parse(struct cli *cli, int argc, char **argv, struct mount_args
 				return CLI_USAGE;
 			}
 			a->cfg.stage_timeout_s = (unsigned)v;
+			break;
+		case 'M':
+			if (!cli_parse_u64(optarg, &v) || v == 0 || v > (1u << 20)) {
+				cli_err(cli, "mount: --stage-memory needs MiB (1..1048576)");
+				return CLI_USAGE;
+			}
+			a->cfg.stage_memory = (uint64_t)v << 20;
 			break;
 		case 'p':
 			if (!cli_parse_u64(optarg, &v) || v == 0 || v > 60000) {

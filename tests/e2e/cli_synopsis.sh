@@ -23,7 +23,7 @@ tested=(
 	'strata push [OPTIONS] TAG|ID REGISTRY/REPOSITORY[:TAG]'
 	'strata pull [OPTIONS] REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]'
 	'strata debug ingest IMAGE [--parent TAG|ID] [--tag NAME] [--force]'
-	'strata mount [STORE] MOUNTPOINT [-f] [-d] [-o OPTS] [--log FILE] [--read-mode M] [--stage-timeout SEC] [--poll-ms MS] [--threads N]'
+	'strata mount [STORE] MOUNTPOINT [-f] [-d] [-o OPTS] [--log FILE] [--read-mode M] [--stage-timeout SEC] [--stage-memory MIB] [--poll-ms MS] [--threads N]'
 	'strata umount [-l] MOUNTPOINT'
 	'strata run TARGET --call FN [ARGS...] [options]'
 	'strata pool TARGET [-n N] [--verify] [--via-fuse] [--map-files] [--backend B] [--call FN [--] [ARGS...]]'
@@ -56,7 +56,7 @@ ok "rm TAG TAG" st "$S" rm again child
 ok "gc --grace SECONDS" st "$S" gc --grace 0
 mkdir -p "$T/mnt"
 ok "mount STORE MOUNTPOINT with every option after the arguments" \
-	"$STRATA" mount "$S" "$T/mnt" -o ro --log "$T/mount.log" --read-mode cached --stage-timeout 30 --poll-ms 100 --threads 2
+	"$STRATA" mount "$S" "$T/mnt" -o ro --log "$T/mount.log" --read-mode cached --stage-timeout 30 --stage-memory 32 --poll-ms 100 --threads 2
 MOUNTS+=("$T/mnt")
 ok "... it serves" test -f "$T/mnt/snapshots/base/manifest.json"
 ok "umount -l MOUNTPOINT" "$STRATA" umount -l "$T/mnt"

@@ -126,6 +126,8 @@ case_ getxattr-missing 'getfattr -n user.nothing snapshots/base/manifest.json'
 case_ getxattr-id 'getfattr -n user.strata.id snapshots/base'
 case_ rm-import-status 'rm imports/imp2'
 case_ create-imports ': > imports/x'
+case_ write-after-unlink "exec 3> snapshots/imp/layers/$L && rm snapshots/imp/layers/$L && echo x >&3"
+case_ write-after-rm-import 'mkdir snapshots/x && exec 3> snapshots/x/manifest.json && rm -r snapshots/x && echo x >&3'
 
 ok "link, symlink, mknod refusals are logged with the place" bash -c \
 	"grep -q 'link m2 in an import: refused (EPERM)' '$S.log' && grep -q 'symlink y in an import: refused' '$S.log' && grep -q 'mknod n in an import: refused' '$S.log'"

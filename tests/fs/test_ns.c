@@ -46,6 +46,7 @@ static void setup(void)
 	cr_assert_eq(st_store_init(N.dir, NULL), 0);
 	N.cfg.log = no_log;
 	N.fs.cfg = &N.cfg;
+	N.fs.stage_mem_max = FS_STAGE_MEMORY_DEFAULT;
 	N.fs.entry_timeout = 86400;
 	pthread_mutex_init(&N.fs.stage_lock, NULL);
 	cr_assert_eq(st_store_open(N.dir, 0, &N.fs.store), 0);

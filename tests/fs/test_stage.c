@@ -64,6 +64,7 @@ static void setup(void)
 	E.cfg.log = capture_log;
 	E.cfg.stage_timeout_s = 1;
 	E.fs.cfg = &E.cfg;
+	E.fs.stage_mem_max = FS_STAGE_MEMORY_DEFAULT;
 	pthread_mutex_init(&E.fs.stage_lock, NULL);
 	cr_assert_eq(st_store_open(path, 0, &E.fs.store), 0);
 	cr_assert_eq(ix_open(E.fs.store, NULL, &E.fs.ix), 0);
@@ -392,4 +393,271 @@ Test(fs_stage, every_step_of_an_import_fails_cleanly)
 		}
 	cr_assert_gt(failed, tries / 2, "most steps of an import fail it (%lu of %lu)", (unsigned long)failed,
 		     (unsigned long)tries);
+}
+
+/* A layer file open for writing is unlinked (`rm -rf` of the import during
+ * a `cp` of it) and the copy writes again: the write, a truncate and the
+ * close fail with ESTALE, nothing is published, and another import in
+ * progress completes. Before, the unlink dropped the layer's writer but
+ * left the file writing, and the next write called
+ * st_blob_writer_write(NULL): the daemon crashed and every import was lost. */
+Test(fs_stage, a_write_after_unlink_is_estale_and_the_other_import_completes)
+{
+	struct fs_stage *s, *other;
+	struct fs_sfile *f;
+
+	cr_assert_eq(fs_stage_mkdir(&E.fs, "other", &other), 0);
+	cr_assert_eq(fs_stage_mkdir_layers(&E.fs, other), 0);
+	cr_assert_eq(put(other, false, "manifest.json", E.json, E.jsonlen), 0);
+
+	cr_assert_eq(fs_stage_mkdir(&E.fs, "snap", &s), 0);
+	cr_assert_eq(fs_stage_mkdir_layers(&E.fs, s), 0);
+	cr_assert_eq(fs_stage_create(&E.fs, s, true, NULL, E.hex, true, &f), 0);
+	cr_assert_eq(fs_stage_open_write(&E.fs, s, f, false), 0);
+	cr_assert_eq(fs_stage_write(&E.fs, s, f, 0, E.layer, 4096), 4096);
+	cr_assert_eq(fs_stage_unlink(&E.fs, s, true, NULL, E.hex), 0);
+	cr_assert_eq(fs_stage_write(&E.fs, s, f, 4096, E.layer + 4096, 4096), -ESTALE);
+	cr_assert(strstr(E.lastlog, "after it was removed"), "log: %s", E.lastlog);
+	cr_assert_eq(fs_stage_truncate(&E.fs, s, f, 0), -ESTALE, "an emptying truncate restarts nothing");
+	cr_assert_eq(fs_stage_write(&E.fs, s, f, 0, E.layer, 4096), -ESTALE);
+	cr_assert_eq(fs_stage_flush(&E.fs, s, f), -ESTALE);
+	fs_stage_release(&E.fs, s, f, true);
+	/* The same name again is a new file, which imports. */
+	cr_assert_eq(put(s, false, "manifest.json", E.json, E.jsonlen), 0);
+	cr_assert_eq(put(s, true, E.hex, E.layer, E.layerlen), 0);
+	cr_assert(tagged("snap"));
+	cr_assert_eq(put(other, true, E.hex, E.layer, E.layerlen), 0);
+	cr_assert(tagged("other"), "the other import completes");
+	fs_stage_unref(&E.fs, s);
+	fs_stage_unref(&E.fs, other);
+}
+
+/* Every descriptor of an import that was removed (rmdir, rm imports/NAME,
+ * the timeout) fails cleanly: write, truncate, read, flush, fsync (flush)
+ * and release of a layer, of manifest.json and of an extra. */
+Test(fs_stage, every_descriptor_of_a_removed_import_is_estale)
+{
+	struct fs_stage *s;
+	struct fs_sfile *l, *m, *x;
+	char *copy;
+	size_t got;
+
+	cr_assert_eq(fs_stage_mkdir(&E.fs, "snap", &s), 0);
+	cr_assert_eq(fs_stage_mkdir_layers(&E.fs, s), 0);
+	cr_assert_eq(fs_stage_create(&E.fs, s, true, NULL, E.hex, true, &l), 0);
+	cr_assert_eq(fs_stage_open_write(&E.fs, s, l, false), 0);
+	cr_assert_eq(fs_stage_create(&E.fs, s, false, NULL, "manifest.json", true, &m), 0);
+	cr_assert_eq(fs_stage_open_write(&E.fs, s, m, false), 0);
+	cr_assert_eq(fs_stage_create(&E.fs, s, false, NULL, "README", true, &x), 0);
+	cr_assert_eq(fs_stage_open_write(&E.fs, s, x, false), 0);
+	cr_assert_eq(fs_stage_write(&E.fs, s, l, 0, E.layer, 8192), 8192);
+	cr_assert_eq(fs_stage_write(&E.fs, s, m, 0, E.json, 10), 10);
+	fs_stage_drop(&E.fs, s);
+	cr_assert_not(fs_stage_alive(s));
+	struct fs_sfile *files[] = { l, m, x };
+	for (size_t i = 0; i < 3; i++) {
+		cr_assert_eq(fs_stage_write(&E.fs, s, files[i], 8192, E.layer, 4096), -ESTALE, "file %zu", i);
+		cr_assert_eq(fs_stage_truncate(&E.fs, s, files[i], 0), -ESTALE, "file %zu", i);
+		cr_assert_eq(fs_stage_truncate(&E.fs, s, files[i], 65536), -ESTALE, "file %zu", i);
+		cr_assert_eq(fs_stage_flush(&E.fs, s, files[i]), -ESTALE, "file %zu", i);
+		cr_assert_eq(fs_stage_open_write(&E.fs, s, files[i], true), -ENOENT, "file %zu", i);
+		cr_assert_eq(fs_stage_open_read(s, files[i]), -ENOENT, "file %zu", i);
+	}
+	cr_assert_eq(fs_sfile_copy(s, m, 0, 10, &copy, &got), -ESTALE);
+	for (size_t i = 0; i < 3; i++)
+		fs_stage_release(&E.fs, s, files[i], true);
+	cr_assert(!tagged("snap"));
+	fs_stage_unref(&E.fs, s);
+	cr_assert_eq(import_once("snap"), 0, "the name is free for a new copy");
+}
+
+/* A rename onto a file still open for writing (rsync's temp file onto a
+ * name another writer has open) leaves that writer's descriptor ESTALE. */
+Test(fs_stage, a_file_replaced_by_a_rename_is_estale_for_its_writer)
+{
+	struct fs_stage *s;
+	struct fs_sfile *f;
+
+	cr_assert_eq(fs_stage_mkdir(&E.fs, "snap", &s), 0);
+	cr_assert_eq(fs_stage_mkdir_layers(&E.fs, s), 0);
+	cr_assert_eq(fs_stage_create(&E.fs, s, true, NULL, E.hex, true, &f), 0);
+	cr_assert_eq(fs_stage_open_write(&E.fs, s, f, false), 0);
+	cr_assert_eq(fs_stage_write(&E.fs, s, f, 0, E.layer, 4096), 4096);
+	cr_assert_eq(put(s, true, ".tmp.1", E.layer, E.layerlen), 0);
+	cr_assert_eq(fs_stage_rename(&E.fs, s, true, NULL, ".tmp.1", true, NULL, E.hex), 0);
+	cr_assert_eq(fs_stage_write(&E.fs, s, f, 4096, E.layer + 4096, 4096), -ESTALE);
+	cr_assert_eq(fs_stage_flush(&E.fs, s, f), -ESTALE);
+	fs_stage_release(&E.fs, s, f, true);
+	cr_assert_eq(put(s, false, "manifest.json", E.json, E.jsonlen), 0);
+	cr_assert(tagged("snap"));
+	fs_stage_unref(&E.fs, s);
+}
+
+/* A second descriptor's O_TRUNC open (or an emptying truncate) that cannot
+ * restart the layer (a fault at each step in turn) fails the file, and the
+ * first descriptor's writes then fail with an error: before, the file was
+ * left writing without a writer and the next write crashed the daemon. */
+Test(fs_stage, a_restart_that_fails_leaves_no_writer_less_file)
+{
+	uint64_t failed = 0;
+
+	for (uint64_t i = 1; i <= 8; i++) {
+		struct fs_stage *s;
+		struct fs_sfile *f;
+		cr_assert_eq(fs_stage_mkdir(&E.fs, "snap", &s), 0);
+		cr_assert_eq(fs_stage_mkdir_layers(&E.fs, s), 0);
+		cr_assert_eq(fs_stage_create(&E.fs, s, true, NULL, E.hex, true, &f), 0);
+		cr_assert_eq(fs_stage_open_write(&E.fs, s, f, false), 0);
+		cr_assert_eq(fs_stage_write(&E.fs, s, f, 0, E.layer, 4096), 4096);
+		st_sys_fault_set(i, ENOSPC);
+		int rc = (i & 1) ? fs_stage_open_write(&E.fs, s, f, true) : fs_stage_truncate(&E.fs, s, f, 0);
+		st_sys_fault_set(0, 0);
+		if (rc < 0) {
+			failed++;
+			cr_assert_lt(fs_stage_write(&E.fs, s, f, 4096, E.layer + 4096, 4096), 0, "step %lu",
+				     (unsigned long)i);
+			cr_assert_eq(fs_stage_flush(&E.fs, s, f), rc, "step %lu", (unsigned long)i);
+		} else {
+			if (i & 1)
+				fs_stage_release(&E.fs, s, f, true);
+			cr_assert_eq(fs_stage_write(&E.fs, s, f, 0, E.layer, 4096), 4096);
+		}
+		fs_stage_release(&E.fs, s, f, true);
+		fs_stage_drop(&E.fs, s);
+		fs_stage_unref(&E.fs, s);
+	}
+	cr_assert_gt(failed, 0, "some restart failed");
+}
+
+/* Ingest another snapshot into the mount's store and tag it name, as the
+ * CLI (`strata tag`, `strata import --tag`) would while a copy runs. */
+static void tag_elsewhere(const char *name)
+{
+	uint8_t img[2 * ST_PAGE_SIZE];
+	struct st_manifest *m;
+
+	memset(img, 0x5a, sizeof(img));
+	cr_assert_eq(st_ingest_image(E.fs.store, img, sizeof(img), NULL, &m, NULL), 0);
+	cr_assert_eq(ix_snap_commit(E.fs.ix, m, name, 0, NULL), 0);
+	st_manifest_free(m);
+}
+
+/* The CLI tags NAME while a copy imports it: the mount's commit is refused
+ * and every close and fsync of the import's files from then on says so
+ * (EEXIST), extras and files already finished included, so the copying
+ * tool exits non-zero whichever file it closes last; the import is set
+ * aside at once, so snapshots/NAME answers with the tag's snapshot and a
+ * copy made again fails instead of landing in the refused import. */
+Test(fs_stage, a_commit_refused_by_a_tag_set_elsewhere_fails_every_later_close)
+{
+	struct fs_stage *s, *again;
+	struct fs_sfile *x, *m;
+
+	cr_assert_eq(fs_stage_mkdir(&E.fs, "snap", &s), 0);
+	cr_assert_eq(fs_stage_mkdir_layers(&E.fs, s), 0);
+	cr_assert_eq(put(s, true, E.hex, E.layer, E.layerlen), 0);
+	cr_assert_eq(fs_stage_create(&E.fs, s, false, NULL, "README", true, &x), 0);
+	cr_assert_eq(fs_stage_open_write(&E.fs, s, x, false), 0);
+	tag_elsewhere("snap");
+	cr_assert_eq(put(s, false, "manifest.json", E.json, E.jsonlen), -EEXIST);
+	cr_assert(strstr(E.lastlog, "commit refused"), "log: %s", E.lastlog);
+	cr_assert_eq(fs_stage_write(&E.fs, s, x, 0, "hi\n", 3), 3);
+	cr_assert_eq(fs_stage_flush(&E.fs, s, x), -EEXIST, "an extra closed last reports it too");
+	fs_stage_release(&E.fs, s, x, true);
+	m = fs_stage_file_find(s, false, NULL, "manifest.json");
+	cr_assert_not_null(m);
+	cr_assert_eq(fs_stage_open_write(&E.fs, s, m, false), 0);
+	cr_assert_eq(fs_stage_flush(&E.fs, s, m), -EEXIST, "a finished file closed again (fsync too)");
+	fs_stage_release(&E.fs, s, m, true);
+	cr_assert_null(fs_stage_find(&E.fs, "snap"), "set aside: snapshots/snap is the tag's snapshot");
+	struct fs_stage *any = fs_stage_find_any(&E.fs, "snap");
+	cr_assert_not_null(any, "imports/snap says why");
+	char *text;
+	size_t len;
+	cr_assert_eq(fs_stage_status(&E.fs, any, &text, &len), 0);
+	cr_assert(strstr(text, "commit was refused"), "status: %s", text);
+	free(text);
+	fs_stage_unref(&E.fs, any);
+	cr_assert_eq(fs_stage_mkdir(&E.fs, "snap", &again), -EEXIST, "the tag has the name");
+	fs_stage_unref(&E.fs, s);
+}
+
+/* Write a cut-off manifest.json of len bytes into a new import; what the
+ * first refused write returned, else 0. */
+static int hold_manifest(const char *name, size_t len, struct fs_stage **out)
+{
+	static char chunk[1 << 20];
+	struct fs_sfile *f;
+	int rc;
+
+	memset(chunk, 'a', sizeof(chunk));
+	chunk[0] = '{';
+	chunk[1] = '"';
+	if ((rc = fs_stage_mkdir(&E.fs, name, out)) < 0)
+		return rc;
+	if ((rc = fs_stage_create(&E.fs, *out, false, NULL, "manifest.json", true, &f)) < 0)
+		return rc;
+	fs_stage_open_write(&E.fs, *out, f, false);
+	for (size_t off = 0; off < len && rc >= 0; off += sizeof(chunk))
+		rc = fs_stage_write(&E.fs, *out, f, off, off ? chunk + 2 : chunk, sizeof(chunk) - (off ? 2 : 0));
+	if (rc >= 0)
+		rc = fs_stage_flush(&E.fs, *out, f);
+	fs_stage_release(&E.fs, *out, f, true);
+	return rc < 0 ? rc : 0;
+}
+
+/* Unfinished imports hold at most the stage budget in memory: a copy
+ * writing past it gets ENOSPC (and the log says why); removing an import
+ * gives its share back; when every import is gone nothing is charged. */
+Test(fs_stage, unfinished_imports_hold_no_more_than_the_stage_budget)
+{
+	struct fs_stage *a, *b, *c;
+
+	E.fs.stage_mem_max = 10u << 20;
+	cr_assert_eq(hold_manifest("a", 4u << 20, &a), 0);
+	cr_assert_eq(hold_manifest("b", 4u << 20, &b), 0);
+	cr_assert_eq(hold_manifest("c", 4u << 20, &c), -ENOSPC);
+	cr_assert(strstr(E.lastlog, "stage budget"), "log: %s", E.lastlog);
+	cr_assert_leq(E.fs.stage_mem, E.fs.stage_mem_max);
+	cr_assert_eq(fs_stage_mkdir_layers(&E.fs, c), 0);
+	fs_stage_drop(&E.fs, a);
+	fs_stage_unref(&E.fs, a);
+	fs_stage_drop(&E.fs, c);
+	fs_stage_unref(&E.fs, c);
+	cr_assert_eq(hold_manifest("c", 4u << 20, &c), 0, "a's share is back");
+	fs_stage_unref(&E.fs, c);
+	fs_stage_unref(&E.fs, b);
+	fs_stage_sweep(&E.fs, true);
+	cr_assert_eq(E.fs.stage_mem, 0, "%lu bytes still charged", (unsigned long)E.fs.stage_mem);
+	/* The budget leaves room for ordinary imports. */
+	cr_assert_eq(import_once("snap"), 0);
+}
+
+/* A committed import gives its memory back once it stops answering, not
+ * when the last node the kernel holds on it is forgotten (much later). */
+Test(fs_stage, a_committed_import_gives_its_memory_back_when_it_stops_answering)
+{
+	struct fs_stage *s;
+
+	cr_assert_eq(fs_stage_mkdir(&E.fs, "snap", &s), 0); /* s: as a node the kernel keeps */
+	cr_assert_eq(fs_stage_mkdir_layers(&E.fs, s), 0);
+	cr_assert_eq(put(s, false, "manifest.json", E.json, E.jsonlen), 0);
+	cr_assert_eq(put(s, true, E.hex, E.layer, E.layerlen), 0);
+	cr_assert(tagged("snap"));
+	uint64_t held = E.fs.stage_mem;
+	cr_assert_geq(held, 4096, "the manifest's buffer is charged (%lu)", (unsigned long)held);
+	struct fs_sfile *m = fs_stage_file_find(s, false, NULL, "manifest.json");
+	cr_assert_eq(fs_stage_open_read(s, m), 0, "a reader keeps manifest.json open");
+	sleep(3);
+	cr_assert_eq(fs_stage_sweep(&E.fs, false), 1);
+	cr_assert_geq(E.fs.stage_mem, 4096, "an open file keeps its bytes");
+	char *copy;
+	size_t got;
+	cr_assert_eq(fs_sfile_copy(s, m, 0, 4, &copy, &got), 0, "and its reader reads them");
+	free(copy);
+	fs_stage_release(&E.fs, s, m, false);
+	cr_assert_lt(E.fs.stage_mem, 4096, "%lu of %lu bytes still held", (unsigned long)E.fs.stage_mem,
+		     (unsigned long)held);
+	fs_stage_unref(&E.fs, s);
+	cr_assert_eq(E.fs.stage_mem, 0);
 }
