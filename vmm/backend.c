@@ -46,6 +46,7 @@ static void kvm_destroy(struct vmm_sandbox *sb)
 	if (!sb->poisoned && vmm_shell_give(sb->cfg.host, &sb->kvm, sb->mem, sb->mem_size)) {
 		sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
 		sb->kvm.run = NULL;
+		sb->kvm.xsave = NULL;
 		sb->mem = NULL;
 	}
 	vmm_kvm_close(&sb->kvm);

@@ -59,6 +59,7 @@ struct vmm_kvm {
 	int vcpu_fd;
 	struct kvm_run *run;
 	size_t run_size;
+	void *xsave;  /* KVM_GET/SET_XSAVE buffer (NULL: KVM has neither) */
 };
 
 /* Exit of one KVM_RUN, decoded. */
@@ -178,6 +179,11 @@ int vmm_kvm_set_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st);
  * values until then. */
 int vmm_kvm_stage_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st);
 int vmm_kvm_get_cr2(struct vmm_kvm *k, uint64_t *cr2);
+/* Does the vCPU's whole XSAVE image (KVM_GET_XSAVE) equal the one a
+ * restore loads for the FXSAVE image fx (x87/SSE from fx, every other
+ * component initial)? 0, VMM_E_LEAK with why naming the first differing
+ * byte, or -errno. */
+int vmm_kvm_check_vector_state(struct vmm_kvm *k, const uint8_t fx[512], char *why, size_t whylen);
 /* kvm_run->immediate_exit; safe from a signal handler. */
 void vmm_kvm_set_immediate_exit(struct vmm_kvm *k, bool on);
 
