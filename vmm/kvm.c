@@ -5,6 +5,7 @@
 #include <linux/kvm.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -476,6 +477,15 @@ static int read_vector_state(struct vmm_kvm *k, uint8_t fx[512])
 
 int vmm_kvm_check_vector_state(struct vmm_kvm *k, const uint8_t fx[512], char *why, size_t whylen)
 {
+	/* The image's parts, each reported with its first differing byte. */
+	static const struct {
+		const char *name;
+		size_t end;
+	} parts[] = {
+		{ "x87/MXCSR", 160 }, { "XMM0-15", 416 }, { "reserved", XSAVE_HDR }, { "XSAVE header", XSAVE_HDR + 64 },
+		{ "an extended component (AVX, AVX-512, ...)", SIZE_MAX },
+	};
+	size_t first[sizeof(parts) / sizeof(parts[0])];
 	int rc;
 
 	if (!k->xsave)
@@ -486,6 +496,11 @@ int vmm_kvm_check_vector_state(struct vmm_kvm *k, const uint8_t fx[512], char *w
 	if ((rc = xioctl(k->vcpu_fd, KVM_GET_XSAVE, k->xsave)) < 0)
 		goto out_free;
 	xsave_image(want, fx);
+	const uint8_t *have = k->xsave;
+	bool differs = false;
+	size_t part = 0;
+	for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]); p++)
+		first[p] = SIZE_MAX;
 	for (size_t i = 0; i < sys_xsave_size; i++) {
 		/* MXCSR_MASK is the CPU's; bytes 416-511 are reserved and
 		 * software-available: none of them is guest state. */
@@ -493,16 +508,22 @@ int vmm_kvm_check_vector_state(struct vmm_kvm *k, const uint8_t fx[512], char *w
 			i = 32;
 		if (i >= 416 && i < XSAVE_HDR)
 			i = XSAVE_HDR;
-		if (((const uint8_t *)k->xsave)[i] != want[i]) {
-			snprintf(why, whylen, "XSAVE image byte %zu (%s) is %#x, the snapshot's %#x", i,
-				 i < 160 ? "x87/MXCSR" : i < 416 ? "XMM0-15" : i < XSAVE_HDR + 64 ? "XSAVE header" :
-				 "an extended component (AVX, AVX-512, ...)",
-				 ((const uint8_t *)k->xsave)[i], want[i]);
-			rc = VMM_E_LEAK;
-			goto out_free;
+		while (i >= parts[part].end)
+			part++;
+		if (have[i] != want[i] && first[part] == SIZE_MAX) {
+			first[part] = i;
+			differs = true;
 		}
 	}
 	rc = 0;
+	if (differs) {
+		size_t n = (size_t)snprintf(why, whylen, "the XSAVE image differs from the snapshot's in");
+		for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]) && n < whylen; p++)
+			if (first[p] != SIZE_MAX)
+				n += (size_t)snprintf(why + n, whylen - n, " %s (byte %zu: %#x, not %#x)", parts[p].name,
+						      first[p], have[first[p]], want[first[p]]);
+		rc = VMM_E_LEAK;
+	}
 out_free:
 	free(want);
 	return rc;
