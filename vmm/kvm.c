@@ -45,6 +45,7 @@ static bool sys_cpuid_ok;
  * kvm_xsave's 4 KiB); 0 where KVM has no KVM_GET/SET_XSAVE, and then the
  * FXSAVE image is all the vector state there is. */
 static size_t sys_xsave_size;
+static bool sys_xcrs;  /* KVM_CAP_XCRS */
 
 static int xioctl(int fd, unsigned long req, void *arg)
 {
@@ -145,6 +146,7 @@ static bool sys_open(void)
 	sys_fd = fd;
 	sys_cpuid.c.nent = CPUID_MAX;
 	sys_cpuid_ok = xioctl(fd, KVM_GET_SUPPORTED_CPUID, &sys_cpuid) == 0;
+	sys_xcrs = xioctl(fd, KVM_CHECK_EXTENSION, (void *)(uintptr_t)KVM_CAP_XCRS) > 0;
 	if (xioctl(fd, KVM_CHECK_EXTENSION, (void *)(uintptr_t)KVM_CAP_XSAVE) > 0) {
 		int x2 = xioctl(fd, KVM_CHECK_EXTENSION, (void *)(uintptr_t)KVM_CAP_XSAVE2);
 		sys_xsave_size = x2 > (int)sizeof(struct kvm_xsave) ? (size_t)x2 : sizeof(struct kvm_xsave);
@@ -626,7 +628,9 @@ int vmm_kvm_set_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st)
 	    (rc = xioctl(k->vcpu_fd, KVM_SET_REGS, &r)) < 0 ||
 	    (rc = load_vector_state(k, st->fxsave)) < 0)
 		return rc;
-	if (st->xcr0) {
+	/* XCR0 too (a recycled shell's last guest may have left another);
+	 * a KVM without XCRS has only the reset value. */
+	if (st->xcr0 && sys_xcrs) {
 		struct kvm_xcrs x = { .nr_xcrs = 1 };
 		x.xcrs[0].xcr = 0;
 		x.xcrs[0].value = st->xcr0;

@@ -234,8 +234,8 @@ void vmm_x86_initial_state(const struct vmm_layout *l, unsigned cpl, uint64_t en
 void vmm_x86_user_state(const struct vmm_layout *l, const struct vmm_vcpu_state *in, struct vmm_vcpu_state *out);
 /* Is st (from an untrusted manifest) a state strata itself could have
  * written for layout l: privileged parts exactly as vmm_x86_initial_state
- * builds them (APIC base and XCR0 also 0, IOPL also 0, as earlier versions
- * and kvm_pvm report them), rflags only with flags CPL 3 may set, rip and
+ * builds them (APIC base also 0 and XCR0 also 1, IOPL also 0, as earlier
+ * versions and KVM report them), rflags only with flags CPL 3 may set, rip and
  * fs/gs base canonical, MXCSR without reserved bits, FXSAVE's MXCSR_MASK
  * and bytes 416-511 zero? 0 and *out (may be NULL) as vmm_x86_user_state
  * builds it, or VMM_E_BAD_SNAPSHOT with why naming the field. */

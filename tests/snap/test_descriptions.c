@@ -1,4 +1,4 @@
-/* test_descriptions.c: the manifest's vCPU state and guest description JSON (vmm/vcpu.c), without KVM. */
+/* test_descriptions.c: the manifest's vCPU state and guest description JSON (vmm/vcpu.c), and forged vCPU states refused at restore. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "vmm/snap_int.h"
 
 Test(descriptions, vcpu_state_round_trips_through_json)
@@ -94,8 +95,6 @@ Test(descriptions, guest_description_without_an_abi_version_says_so)
 }
 
 /* ---- hostile vCPU states in a manifest: only user-mode state is taken ---- */
-
-#include "helpers.h"
 
 /* One forged field: how it is edited, and the word the refusal must name. */
 struct forged {
@@ -247,15 +246,15 @@ Test(descriptions, a_manifest_s_user_mode_state_is_taken_as_it_is, .init = sh_se
 
 	/* What a guest at CPL 3 may leave: flags it can set (CF, DF, AC, ID),
 	 * IOPL 0 as kvm_pvm reports it, a canonical fs base, another
-	 * rounding mode in MXCSR, APIC base and XCR0 0 as earlier versions
-	 * wrote them. */
+	 * rounding mode in MXCSR, APIC base 0 and XCR0 1 as earlier versions
+	 * and KVM wrote them. */
 	st = good;
 	st.rflags = (st.rflags & ~(3ull << 12)) | 1 | 1ull << 10 | 1ull << 18 | 1ull << 21;
 	st.fs.base = 0x7fffffff0000ull;
 	uint32_t mxcsr = 0x1f80 | 3u << 13;
 	memcpy(st.fxsave + 24, &mxcsr, 4);
 	st.apic_base = 0;
-	st.xcr0 = 0;
+	st.xcr0 = 1;
 	manifest_set_vcpu(m, &st);
 	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, NULL, &sb, &err), 0, "%s",
 		     err.message);
