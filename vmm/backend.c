@@ -46,6 +46,7 @@ static void kvm_destroy(struct vmm_sandbox *sb)
 	if (!sb->poisoned && vmm_shell_give(sb->cfg.host, &sb->kvm, sb->mem, sb->mem_size)) {
 		sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
 		sb->kvm.run = NULL;
+		sb->kvm.xsave = NULL;
 		sb->mem = NULL;
 	}
 	vmm_kvm_close(&sb->kvm);
@@ -72,6 +73,25 @@ static int kvm_stage_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *
 static int kvm_get_state(struct vmm_sandbox *sb, struct vmm_vcpu_state *st)
 {
 	return vmm_kvm_get_state(&sb->kvm, st);
+}
+
+static int kvm_check_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st, char *why, size_t whylen)
+{
+	struct vmm_vcpu_state live;
+	char name[64];
+	const char *f;
+	int rc;
+
+	/* The vector state first: it names the component that differs. */
+	if ((rc = vmm_kvm_check_vector_state(&sb->kvm, st->fxsave, why, whylen)) < 0)
+		return rc;
+	if ((rc = vmm_kvm_get_state(&sb->kvm, &live)) < 0)
+		return rc;
+	if ((f = vmm_x86_state_differs(&live, st, name, sizeof(name)))) {
+		snprintf(why, whylen, "register %s differs from the snapshot's", f);
+		return VMM_E_LEAK;
+	}
+	return 0;
 }
 
 static int kvm_get_cr2(struct vmm_sandbox *sb, uint64_t *cr2)
@@ -125,6 +145,7 @@ const struct vmm_backend vmm_backend_kvm = {
 	.live = kvm_live,
 	.set_state = kvm_set_state,
 	.stage_state = kvm_stage_state,
+	.check_state = kvm_check_state,
 	.get_state = kvm_get_state,
 	.get_cr2 = kvm_get_cr2,
 	.run = kvm_run,

@@ -40,6 +40,11 @@ struct vmm_backend {
 	/* set_state for a restore; may defer the work to the next run. */
 	int (*stage_state)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st);
 	int (*get_state)(struct vmm_sandbox *sb, struct vmm_vcpu_state *st);
+	/* Debug check: does everything of the vCPU the guest can reach
+	 * (registers, fs/gs base, the whole vector state) equal snapshot
+	 * state st? 0, VMM_E_LEAK with why naming what differs, or <0. NULL:
+	 * the backend checks nothing beyond memory. */
+	int (*check_state)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st, char *why, size_t whylen);
 	int (*get_cr2)(struct vmm_sandbox *sb, uint64_t *cr2);
 	/* Run until the next exit. VMM_EXIT_INTR: interrupted (kick, signal,
 	 * or a wait slice ended); the guest may still be running. */

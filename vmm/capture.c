@@ -243,6 +243,10 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 
 	if ((rc = sb->be->get_state(sb, &vcpu)) < 0)
 		return rc;
+	/* The snapshot keeps the user-mode state; the privileged parts are the
+	 * host-built ones whatever the vCPU holds (vmm_x86_state_check refuses
+	 * any other in a manifest). */
+	vmm_x86_user_state(&sb->layout, &vcpu, &vcpu);
 	/* 1. Pages of their own that differ from the snapshot. */
 	rc = sb->be->dirty_scan(sb, &s->scan, &ioctls);
 	s->stats.scan_ioctls += ioctls;

@@ -35,7 +35,7 @@ static const char *const messages[] = {
 	/* snapshots */
 	[-1200 - VMM_E_NO_SNAPSHOT] = "the sandbox has no snapshot to restore to",
 	[-1200 - VMM_E_BAD_SNAPSHOT] = "the snapshot does not fit this VMM or guest",
-	[-1200 - VMM_E_LEAK] = "a guest page differs from the snapshot after restore",
+	[-1200 - VMM_E_LEAK] = "a guest page or register differs from the snapshot after restore",
 	[-1200 - VMM_E_BAD_POLICY] = "malformed reset policy file",
 	[-1200 - VMM_E_NO_PAGEMAP] = "no way to find written pages (/proc/self/pagemap unreadable, or "
 				     "PAGEMAP_SCAN asked for on a kernel before 6.7)",

@@ -5,7 +5,9 @@
 #include <linux/kvm.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -39,6 +41,11 @@ union cpuid_buf {
 };
 static union cpuid_buf sys_cpuid;
 static bool sys_cpuid_ok;
+/* Bytes of a vCPU's XSAVE image (KVM_CAP_XSAVE2, at least struct
+ * kvm_xsave's 4 KiB); 0 where KVM has no KVM_GET/SET_XSAVE, and then the
+ * FXSAVE image is all the vector state there is. */
+static size_t sys_xsave_size;
+static bool sys_xcrs;  /* KVM_CAP_XCRS */
 
 static int xioctl(int fd, unsigned long req, void *arg)
 {
@@ -139,6 +146,11 @@ static bool sys_open(void)
 	sys_fd = fd;
 	sys_cpuid.c.nent = CPUID_MAX;
 	sys_cpuid_ok = xioctl(fd, KVM_GET_SUPPORTED_CPUID, &sys_cpuid) == 0;
+	sys_xcrs = xioctl(fd, KVM_CHECK_EXTENSION, (void *)(uintptr_t)KVM_CAP_XCRS) > 0;
+	if (xioctl(fd, KVM_CHECK_EXTENSION, (void *)(uintptr_t)KVM_CAP_XSAVE) > 0) {
+		int x2 = xioctl(fd, KVM_CHECK_EXTENSION, (void *)(uintptr_t)KVM_CAP_XSAVE2);
+		sys_xsave_size = x2 > (int)sizeof(struct kvm_xsave) ? (size_t)x2 : sizeof(struct kvm_xsave);
+	}
 	return true;
 
 out_failed:
@@ -198,11 +210,16 @@ int vmm_kvm_open(struct vmm_kvm *k)
 		return vmm_kvm_diagnose(f, NULL);
 	k->vm_fd = k->vcpu_fd = -1;
 	k->run = NULL;
+	k->xsave = NULL;
+	if (sys_xsave_size && !(k->xsave = st_sys_calloc(1, sys_xsave_size)))
+		return -ENOMEM;
 	do
 		k->vm_fd = ioctl(kvm_fd, KVM_CREATE_VM, 0);
 	while (k->vm_fd < 0 && errno == EINTR);
-	if (k->vm_fd < 0)
-		return -errno;
+	if (k->vm_fd < 0) {
+		rc = -errno;
+		goto out_free_xsave;
+	}
 	/* Deleting or moving a memslot must not zap every shadow page (restores
 	 * remap ranges inside the slot; docs/vmm.md). Older kernels lack it. */
 	int quirks = ioctl(k->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_DISABLE_QUIRKS2);
@@ -237,6 +254,9 @@ out_close_vcpu:
 out_close_vm:
 	st_sys_close(k->vm_fd);
 	k->vm_fd = -1;
+out_free_xsave:
+	free(k->xsave);
+	k->xsave = NULL;
 	return rc;
 }
 
@@ -248,6 +268,8 @@ void vmm_kvm_close(struct vmm_kvm *k)
 		st_sys_close(k->vcpu_fd);
 	if (k->vm_fd >= 0)
 		st_sys_close(k->vm_fd);
+	free(k->xsave);
+	k->xsave = NULL;
 	k->run = NULL;
 	k->vcpu_fd = k->vm_fd = -1;
 }
@@ -401,11 +423,119 @@ static void fx_to_fpu(const uint8_t fx[512], struct kvm_fpu *f)
 	memcpy(f->xmm, fx + 160, sizeof(f->xmm));
 }
 
+/*
+ * The XSAVE image of a vCPU whose x87 and SSE state is the FXSAVE image fx
+ * and whose every other state component (AVX, AVX-512 opmask and ZMM, and
+ * whatever else the host's XCR0 holds) is in its initial state: the legacy
+ * region (SDM Vol. 1 13.4.1) holds fx's bytes 0-415 (x87, MXCSR and its
+ * mask field, XMM0-15), the XSAVE header's XSTATE_BV says x87|SSE, and
+ * everything past the header is zero. What every restore and every new
+ * vCPU loads: nothing of a component the snapshot does not hold survives.
+ */
+#define XSAVE_HDR 512
+#define XSTATE_BV_X87_SSE 3ull
+static void xsave_image(uint8_t *xs, const uint8_t fx[512])
+{
+	uint64_t bv = XSTATE_BV_X87_SSE;
+
+	memset(xs, 0, sys_xsave_size);
+	memcpy(xs, fx, 416);
+	memcpy(xs + XSAVE_HDR, &bv, sizeof(bv));
+}
+
+/* Load x87/SSE state from fx and every other component's initial state. */
+static int load_vector_state(struct vmm_kvm *k, const uint8_t fx[512])
+{
+	struct kvm_fpu f;
+
+	if (k->xsave) {
+		xsave_image(k->xsave, fx);
+		return xioctl(k->vcpu_fd, KVM_SET_XSAVE, k->xsave);
+	}
+	fx_to_fpu(fx, &f);
+	return xioctl(k->vcpu_fd, KVM_SET_FPU, &f);
+}
+
+/* x87/SSE state into fx (MXCSR_MASK and bytes 416-511 zero), as a
+ * snapshot holds it. */
+static int read_vector_state(struct vmm_kvm *k, uint8_t fx[512])
+{
+	struct kvm_fpu f;
+	int rc;
+
+	if (k->xsave) {
+		if ((rc = xioctl(k->vcpu_fd, KVM_GET_XSAVE, k->xsave)) < 0)
+			return rc;
+		memset(fx, 0, 512);
+		memcpy(fx, k->xsave, 416);
+		memset(fx + 28, 0, 4);  /* MXCSR_MASK: the CPU's, not the guest's */
+		return 0;
+	}
+	if ((rc = xioctl(k->vcpu_fd, KVM_GET_FPU, &f)) < 0)
+		return rc;
+	fpu_to_fx(&f, fx);
+	return 0;
+}
+
+int vmm_kvm_check_vector_state(struct vmm_kvm *k, const uint8_t fx[512], char *why, size_t whylen)
+{
+	/* The image's parts, each reported with its first differing byte. */
+	static const struct {
+		const char *name;
+		size_t end;
+	} parts[] = {
+		{ "x87/MXCSR", 160 }, { "XMM0-15", 416 }, { "reserved", XSAVE_HDR }, { "XSAVE header", XSAVE_HDR + 64 },
+		{ "an extended component (AVX, AVX-512, ...)", SIZE_MAX },
+	};
+	size_t first[sizeof(parts) / sizeof(parts[0])];
+	int rc;
+
+	if (!k->xsave)
+		return 0;  /* read_vector_state's FXSAVE image is all there is */
+	uint8_t *want = st_sys_malloc(sys_xsave_size);
+	if (!want)
+		return -ENOMEM;
+	if ((rc = xioctl(k->vcpu_fd, KVM_GET_XSAVE, k->xsave)) < 0)
+		goto out_free;
+	xsave_image(want, fx);
+	const uint8_t *have = k->xsave;
+	bool differs = false;
+	size_t part = 0;
+	for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]); p++)
+		first[p] = SIZE_MAX;
+	for (size_t i = 0; i < sys_xsave_size; i++) {
+		/* MXCSR_MASK is the CPU's; bytes 416-511 are reserved and
+		 * software-available: none of them is guest state. */
+		if (i == 28)
+			i = 32;
+		if (i >= 416 && i < XSAVE_HDR)
+			i = XSAVE_HDR;
+		while (i >= parts[part].end)
+			part++;
+		if (have[i] != want[i] && first[part] == SIZE_MAX) {
+			first[part] = i;
+			differs = true;
+		}
+	}
+	rc = 0;
+	if (differs) {
+		size_t n = (size_t)snprintf(why, whylen, "the XSAVE image differs from the snapshot's in");
+		for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]) && n < whylen; p++)
+			if (first[p] != SIZE_MAX)
+				n += (size_t)snprintf(why + n, whylen - n, " %s (byte %zu: %#x, not %#x)", parts[p].name,
+						      first[p], have[first[p]], want[first[p]]);
+		rc = VMM_E_LEAK;
+	}
+out_free:
+	free(want);
+	return rc;
+}
+
 int vmm_kvm_get_state(struct vmm_kvm *k, struct vmm_vcpu_state *st)
 {
 	struct kvm_regs r;
 	struct kvm_sregs s;
-	struct kvm_fpu f;
+	uint8_t fx[512];
 	int rc;
 
 	/* Registers staged by vmm_kvm_stage_state and not yet loaded by a
@@ -418,7 +548,7 @@ int vmm_kvm_get_state(struct vmm_kvm *k, struct vmm_vcpu_state *st)
 		s = k->run->s.regs.sregs;
 	else if ((rc = xioctl(k->vcpu_fd, KVM_GET_SREGS, &s)) < 0)
 		return rc;
-	if ((rc = xioctl(k->vcpu_fd, KVM_GET_FPU, &f)) < 0)
+	if ((rc = read_vector_state(k, fx)) < 0)
 		return rc;
 	memset(st, 0, sizeof(*st));
 	st->version = VMM_VCPU_STATE_VERSION;
@@ -446,7 +576,7 @@ int vmm_kvm_get_state(struct vmm_kvm *k, struct vmm_vcpu_state *st)
 	st->cr8 = s.cr8;
 	st->efer = s.efer;
 	st->apic_base = s.apic_base;
-	fpu_to_fx(&f, st->fxsave);
+	memcpy(st->fxsave, fx, sizeof(fx));
 	struct kvm_xcrs x;
 	if (xioctl(k->vcpu_fd, KVM_GET_XCRS, &x) == 0) {
 		for (unsigned i = 0; i < x.nr_xcrs; i++)
@@ -466,7 +596,6 @@ int vmm_kvm_set_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st)
 		.rip = st->rip, .rflags = st->rflags,
 	};
 	struct kvm_sregs s;
-	struct kvm_fpu f;
 	int rc;
 
 	if (st->version != VMM_VCPU_STATE_VERSION)
@@ -495,12 +624,13 @@ int vmm_kvm_set_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st)
 	if (st->apic_base)
 		s.apic_base = st->apic_base;
 	memset(s.interrupt_bitmap, 0, sizeof(s.interrupt_bitmap));
-	fx_to_fpu(st->fxsave, &f);
 	if ((rc = xioctl(k->vcpu_fd, KVM_SET_SREGS, &s)) < 0 ||
 	    (rc = xioctl(k->vcpu_fd, KVM_SET_REGS, &r)) < 0 ||
-	    (rc = xioctl(k->vcpu_fd, KVM_SET_FPU, &f)) < 0)
+	    (rc = load_vector_state(k, st->fxsave)) < 0)
 		return rc;
-	if (st->xcr0) {
+	/* XCR0 too (a recycled shell's last guest may have left another);
+	 * a KVM without XCRS has only the reset value. */
+	if (st->xcr0 && sys_xcrs) {
 		struct kvm_xcrs x = { .nr_xcrs = 1 };
 		x.xcrs[0].xcr = 0;
 		x.xcrs[0].value = st->xcr0;
@@ -524,14 +654,14 @@ int vmm_kvm_get_cr2(struct vmm_kvm *k, uint64_t *cr2)
 /*
  * Restore fast path: general and special registers go into
  * kvm_run's sync area (KVM_CAP_SYNC_REGS) and load with the next KVM_RUN, so
- * they cost no ioctl; only the FPU needs one. XCR0 is left as it is: CPL 3
+ * they cost no ioctl; only the vector state needs one (KVM_SET_XSAVE: the
+ * whole image, so no AVX or AVX-512 register keeps a value). XCR0 is left as it is: CPL 3
  * cannot change it (XSETBV is privileged). Every field of kvm_sregs is
  * modelled in vmm_vcpu_state, so no read-modify-write is needed.
  */
 int vmm_kvm_stage_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st)
 {
 	struct kvm_run *run = k->run;
-	struct kvm_fpu f;
 
 	if (st->version != VMM_VCPU_STATE_VERSION || !run)
 		return -EINVAL;
@@ -566,8 +696,7 @@ int vmm_kvm_stage_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st)
 	s->apic_base = st->apic_base;
 	if (!s->apic_base)
 		return vmm_kvm_set_state(k, st);  /* a state that never came from KVM */
-	fx_to_fpu(st->fxsave, &f);
-	int rc = xioctl(k->vcpu_fd, KVM_SET_FPU, &f);
+	int rc = load_vector_state(k, st->fxsave);
 	if (rc < 0)
 		return rc;
 	run->kvm_dirty_regs |= KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS;

@@ -451,6 +451,18 @@ int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage)
 		return -ENOMEM;
 	if (!s->have_vcpu)
 		return VMM_E_NO_SNAPSHOT;
+	/* The vCPU first (cheap, and a call changes it as surely as memory),
+	 * then memory. */
+	char why[sizeof(sb->err.message) - 32];
+	int rc = sb->be->check_state ? sb->be->check_state(sb, &s->vcpu, why, sizeof(why)) : 0;
+	if (rc == VMM_E_LEAK) {
+		if (gpage)
+			*gpage = UINT64_MAX;
+		sb->err.code = VMM_E_LEAK;
+		snprintf(sb->err.message, sizeof(sb->err.message), "debug check: %s", why);
+	}
+	if (rc < 0)
+		return rc;
 	uint8_t buf[VMM_PAGE];
 	for (size_t k = 0; k < s->nsegs; k++) {
 		const struct vmm_seg *g = &s->segs[k];
@@ -464,6 +476,10 @@ int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage)
 			if (src ? memcmp(dst, src, VMM_PAGE) != 0 : !vmm_page_is_zero(dst)) {
 				if (gpage)
 					*gpage = p;
+				sb->err.code = VMM_E_LEAK;
+				snprintf(sb->err.message, sizeof(sb->err.message),
+					 "debug check: guest page %llu differs from the snapshot after restore",
+					 (unsigned long long)p);
 				return VMM_E_LEAK;
 			}
 		}

@@ -50,6 +50,10 @@ static int parse(const struct st_manifest *m, struct parsed *p, char *why, size_
 	}
 	if ((rc = vmm_vcpu_from_json(m->vcpu, &p->vcpu, why, whylen)) < 0)
 		goto out_free;
+	/* Only the user-mode state comes from the manifest: the privileged
+	 * parts must be what strata writes, and are built here anyway. */
+	if ((rc = vmm_x86_state_check(&p->layout, &p->vcpu, &p->vcpu, why, whylen)) < 0)
+		goto out_free;
 	if ((rc = st_manifest_id(m, &p->id, why, whylen)) < 0)
 		goto out_free;
 	return 0;

@@ -358,7 +358,7 @@ const char *vmm_strerror(int code);
 enum {
 	VMM_E_NO_SNAPSHOT = -1250,   /* the sandbox has no snapshot to restore to */
 	VMM_E_BAD_SNAPSHOT = -1251,  /* manifest inconsistent with this VMM (message says why) */
-	VMM_E_LEAK = -1252,          /* debug check: a page differs from the snapshot after restore */
+	VMM_E_LEAK = -1252,          /* debug check: a page or register differs from the snapshot after restore */
 	VMM_E_BAD_POLICY = -1253,    /* malformed policy file */
 	VMM_E_NO_PAGEMAP = -1254,    /* the kernel lacks PAGEMAP_SCAN (Linux 6.7+) */
 	VMM_E_STALE = -1255,         /* rebase with a manifest that is not the pending capture */
@@ -446,12 +446,18 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 struct st_ws;
 int vmm_sandbox_working_set(struct vmm_sandbox *sb, struct st_ws **out, uint64_t *mapped);
 
-/* Debug mode: after every restore compare all guest memory with the
- * snapshot; a difference fails the restore with VMM_E_LEAK. A new sandbox
- * starts with its host's vmm_host_config.debug. */
+/* Debug mode: after every restore compare all guest memory and the vCPU
+ * (vmm_sandbox_check) with the snapshot; a difference fails the restore
+ * with VMM_E_LEAK. A new sandbox starts with its host's
+ * vmm_host_config.debug. */
 void vmm_sandbox_set_debug(struct vmm_sandbox *sb, bool on);
-/* Compare all guest memory with the current snapshot: 0, or VMM_E_LEAK
- * with the first differing guest page in *gpage (may be NULL). */
+/* Compare all guest memory with the current snapshot, then, on the kvm
+ * backend, every register the guest can reach (general, flags, segments
+ * with fs/gs base, control registers, the whole XSAVE image: x87, SSE,
+ * AVX, AVX-512): 0, or VMM_E_LEAK with the first differing guest page in
+ * *gpage (may be NULL; UINT64_MAX for a register) and the sandbox's error
+ * naming it (vmm_sandbox_error). Meant right after a restore: a call
+ * since changes registers. */
 int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage);
 /* Override this sandbox's reset policy (it starts with its host's):
  * `mode`, and `keep` = restores an unchanged page stays resident (1..255;

@@ -59,6 +59,7 @@ struct vmm_kvm {
 	int vcpu_fd;
 	struct kvm_run *run;
 	size_t run_size;
+	void *xsave;  /* KVM_GET/SET_XSAVE buffer (NULL: KVM has neither) */
 };
 
 /* Exit of one KVM_RUN, decoded. */
@@ -178,6 +179,11 @@ int vmm_kvm_set_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st);
  * values until then. */
 int vmm_kvm_stage_state(struct vmm_kvm *k, const struct vmm_vcpu_state *st);
 int vmm_kvm_get_cr2(struct vmm_kvm *k, uint64_t *cr2);
+/* Does the vCPU's whole XSAVE image (KVM_GET_XSAVE) equal the one a
+ * restore loads for the FXSAVE image fx (x87/SSE from fx, every other
+ * component initial)? 0, VMM_E_LEAK with why naming the first differing
+ * byte, or -errno. */
+int vmm_kvm_check_vector_state(struct vmm_kvm *k, const uint8_t fx[512], char *why, size_t whylen);
 /* kvm_run->immediate_exit; safe from a signal handler. */
 void vmm_kvm_set_immediate_exit(struct vmm_kvm *k, bool on);
 
@@ -220,6 +226,28 @@ void vmm_x86_build(uint8_t *mem, const struct vmm_layout *l, const uint8_t *perm
  * floor benchmark) at `entry` with stack `rsp`. */
 void vmm_x86_initial_state(const struct vmm_layout *l, unsigned cpl, uint64_t entry, uint64_t rsp,
 			   struct vmm_vcpu_state *st);
+/* The vCPU state strata runs for the user-mode state of `in` (general
+ * registers, rip, the flags CPL 3 may own, fs/gs base, x87/SSE): the
+ * privileged parts (segments, descriptor tables, CR0/2/3/4/8, EFER, APIC
+ * base, XCR0, IOPL) are built from layout l, never taken from `in`.
+ * in and out may be the same. */
+void vmm_x86_user_state(const struct vmm_layout *l, const struct vmm_vcpu_state *in, struct vmm_vcpu_state *out);
+/* Is st (from an untrusted manifest) a state strata itself could have
+ * written for layout l: privileged parts exactly as vmm_x86_initial_state
+ * builds them (APIC base also 0 and XCR0 also 1, IOPL also 0, as earlier
+ * versions and KVM report them), rflags only with flags CPL 3 may set, rip and
+ * fs/gs base canonical, MXCSR without reserved bits, FXSAVE's MXCSR_MASK
+ * and bytes 416-511 zero? 0 and *out (may be NULL) as vmm_x86_user_state
+ * builds it, or VMM_E_BAD_SNAPSHOT with why naming the field. */
+int vmm_x86_state_check(const struct vmm_layout *l, const struct vmm_vcpu_state *st, struct vmm_vcpu_state *out,
+			char *why, size_t whylen);
+/* The first register of live (as a backend reads it back) that differs
+ * from snap (a snapshot's state), named (in buf where a name is built), or
+ * NULL: every modelled register, fs/gs base and the FXSAVE image's x87 and
+ * SSE bytes; IOPL, and APIC base and XCR0 where either side is 0 (a
+ * backend without them), are not compared. */
+const char *vmm_x86_state_differs(const struct vmm_vcpu_state *live, const struct vmm_vcpu_state *snap, char *buf,
+				  size_t len);
 /* Vector numbers the runtime's exception stubs report. */
 #define VMM_X86_VEC_DE 0u   /* divide error */
 #define VMM_X86_VEC_UD 6u   /* invalid opcode */

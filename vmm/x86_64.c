@@ -1,4 +1,7 @@
 /* x86_64.c: long-mode setup: page tables, GDT, TSS, IDT and control registers (the only file with their bits). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "vmm/vmm_int.h"
@@ -30,6 +33,18 @@
 /* RFLAGS, SDM Vol. 1 3.4.3: bit 1 is reserved as 1; IOPL 3 lets CPL 3 use `out`. */
 #define RFLAGS_FIXED (1ull << 1)
 #define RFLAGS_IOPL3 (3ull << 12)
+/* What CPL 3 may set itself (POPF, SAHF, STD, STAC-free AC, CPUID's ID
+ * probe; IF with IOPL 3): CF PF AF ZF SF TF IF DF OF NT AC ID. RF, VM,
+ * VIF, VIP and the reserved bits it cannot. */
+#define RFLAGS_USER 0x244fd5ull
+/* IA32_APIC_BASE as KVM resets it (SDM Vol. 3A 11.4.4): base 0xfee00000,
+ * BSP (bit 8), xAPIC enabled (bit 11). */
+#define APIC_BASE_RESET 0xfee00900ull
+/* XCR0 at reset (SDM Vol. 1 13.3): x87 only; CPL 3 cannot run XSETBV. */
+#define XCR0_RESET 1ull
+/* MXCSR bits 16-31 are reserved (SDM Vol. 1 10.2.3); DAZ (bit 6) exists on
+ * every x86-64 CPU. */
+#define MXCSR_RESERVED 0xffff0000u
 
 /* GDT selectors (index << 3 | RPL), SDM Vol. 3A 3.4.2. */
 #define SEL_KCODE 0x08
@@ -193,11 +208,204 @@ void vmm_x86_initial_state(const struct vmm_layout *l, unsigned cpl, uint64_t en
 	st->rip = entry;
 	st->gpr[6] = rsp;
 	st->rflags = RFLAGS_FIXED | RFLAGS_IOPL3;
+	st->apic_base = APIC_BASE_RESET;  /* set, so a restore may stage every special register */
+	st->xcr0 = 0;                      /* KVM's reset value (XCR0_RESET) stays: no ioctl */
 	/* FXSAVE image at reset values: FCW 0x37f, MXCSR 0x1f80 (SDM Vol. 1 10.5.1). */
 	uint16_t fcw = 0x37f;
 	uint32_t mxcsr = 0x1f80;
 	memcpy(st->fxsave + 0, &fcw, 2);
 	memcpy(st->fxsave + 24, &mxcsr, 4);
+}
+
+/* Does a 64-bit linear address sign-extend bit 47 (SDM Vol. 1 3.3.7.1)? */
+static bool canonical(uint64_t a)
+{
+	return (uint64_t)((int64_t)(a << 16) >> 16) == a;
+}
+
+void vmm_x86_user_state(const struct vmm_layout *l, const struct vmm_vcpu_state *in, struct vmm_vcpu_state *out)
+{
+	struct vmm_vcpu_state st;
+
+	vmm_x86_initial_state(l, 3, in->rip, in->gpr[6], &st);
+	memcpy(st.gpr, in->gpr, sizeof(st.gpr));
+	st.rflags = (in->rflags & RFLAGS_USER) | RFLAGS_FIXED | RFLAGS_IOPL3;
+	st.fs.base = in->fs.base;
+	st.gs.base = in->gs.base;
+	memcpy(st.fxsave, in->fxsave, 416);
+	memset(st.fxsave + 28, 0, 4);
+	*out = st;
+}
+
+/* The first field of segment a that differs from b ("base" only if
+ * with_base), or NULL. */
+static const char *seg_differs(const struct vmm_segment *a, const struct vmm_segment *b, bool with_base)
+{
+	if (with_base && a->base != b->base)
+		return "base";
+	if (a->limit != b->limit)
+		return "limit";
+	if (a->selector != b->selector)
+		return "selector";
+	static const struct {
+		const char *name;
+		size_t off;
+	} bytes[] = {
+#define F(x) { #x, offsetof(struct vmm_segment, x) }
+		F(type), F(present), F(dpl), F(db), F(s), F(l), F(g), F(avl), F(unusable),
+#undef F
+	};
+	for (size_t i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++)
+		if (((const uint8_t *)a)[bytes[i].off] != ((const uint8_t *)b)[bytes[i].off])
+			return bytes[i].name;
+	return NULL;
+}
+
+static int refuse(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why) {
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+	}
+	return VMM_E_BAD_SNAPSHOT;
+}
+
+int vmm_x86_state_check(const struct vmm_layout *l, const struct vmm_vcpu_state *st, struct vmm_vcpu_state *out,
+			char *why, size_t whylen)
+{
+	struct vmm_vcpu_state want;
+	const char *f;
+
+	vmm_x86_initial_state(l, 3, st->rip, st->gpr[6], &want);
+	/* Segments: the host's flat CPL 3 long mode; fs and gs may have
+	 * any canonical base (WRFSBASE where the CPU lets CPL 3 run it). */
+	static const struct {
+		const char *name;
+		size_t off;
+		bool user_base;
+	} segs[] = {
+#define S(x, b) { #x, offsetof(struct vmm_vcpu_state, x), b }
+		S(cs, false), S(ss, false), S(ds, false), S(es, false), S(fs, true), S(gs, true), S(tr, false),
+		S(ldt, false),
+#undef S
+	};
+	for (size_t i = 0; i < sizeof(segs) / sizeof(segs[0]); i++) {
+		const struct vmm_segment *a = (const void *)((const uint8_t *)st + segs[i].off);
+		const struct vmm_segment *b = (const void *)((const uint8_t *)&want + segs[i].off);
+		if ((f = seg_differs(a, b, !segs[i].user_base)))
+			return refuse(why, whylen, "vCPU state: segment %s.%s differs from what strata sets up (CPL 3 long mode)",
+				      segs[i].name, f);
+		if (segs[i].user_base && !canonical(a->base))
+			return refuse(why, whylen, "vCPU state: segment %s.base %#llx is not a canonical address", segs[i].name,
+				      (unsigned long long)a->base);
+	}
+	if (st->gdt.base != want.gdt.base || st->gdt.limit != want.gdt.limit)
+		return refuse(why, whylen, "vCPU state: gdt differs from the guest layout's");
+	if (st->idt.base != want.idt.base || st->idt.limit != want.idt.limit)
+		return refuse(why, whylen, "vCPU state: idt differs from the guest layout's");
+	static const struct {
+		const char *name;
+		size_t off;
+		uint64_t also;  /* another value strata writes for it (KVM's reports, earlier versions) */
+	} regs[] = {
+#define R(x, a) { #x, offsetof(struct vmm_vcpu_state, x), a }
+		R(cr0, 0), R(cr2, 0), R(cr3, 0), R(cr4, 0), R(cr8, 0), R(efer, 0),
+		R(apic_base, 0), R(xcr0, XCR0_RESET),
+#undef R
+	};
+	for (size_t i = 0; i < sizeof(regs) / sizeof(regs[0]); i++) {
+		uint64_t a, b;
+		memcpy(&a, (const uint8_t *)st + regs[i].off, 8);
+		memcpy(&b, (const uint8_t *)&want + regs[i].off, 8);
+		if (a != b && a != regs[i].also)
+			return refuse(why, whylen, "vCPU state: %s is %#llx; strata sets %#llx", regs[i].name,
+				      (unsigned long long)a, (unsigned long long)b);
+	}
+	/* IOPL 3 as strata sets it, or 0 as kvm_pvm reports it. */
+	uint64_t iopl = st->rflags & RFLAGS_IOPL3;
+	if (!(st->rflags & RFLAGS_FIXED) || (st->rflags & ~(RFLAGS_USER | RFLAGS_FIXED | RFLAGS_IOPL3)) ||
+	    (iopl != 0 && iopl != RFLAGS_IOPL3))
+		return refuse(why, whylen, "vCPU state: rflags %#llx sets bits a guest at CPL 3 cannot",
+			      (unsigned long long)st->rflags);
+	if (!canonical(st->rip))
+		return refuse(why, whylen, "vCPU state: rip %#llx is not a canonical address", (unsigned long long)st->rip);
+	uint32_t mxcsr;
+	memcpy(&mxcsr, st->fxsave + 24, 4);
+	if (mxcsr & MXCSR_RESERVED)
+		return refuse(why, whylen, "vCPU state: MXCSR %#x sets reserved bits", mxcsr);
+	for (size_t i = 28; i < 512; i++) {
+		if (i == 32)
+			i = 416;
+		if (st->fxsave[i])
+			return refuse(why, whylen, "vCPU state: FXSAVE byte %zu is not zero (%s)", i,
+				      i < 32 ? "MXCSR_MASK is the CPU's" : "reserved and software bytes");
+	}
+	if (out)
+		vmm_x86_user_state(l, st, out);
+	return 0;
+}
+
+const char *vmm_x86_state_differs(const struct vmm_vcpu_state *live, const struct vmm_vcpu_state *snap, char *buf,
+				  size_t len)
+{
+	static const char *const gpr[16] = { "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rsp", "rbp",
+					     "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15" };
+	const char *f;
+
+	for (unsigned i = 0; i < 16; i++)
+		if (live->gpr[i] != snap->gpr[i])
+			return gpr[i];
+	if (live->rip != snap->rip)
+		return "rip";
+	/* IOPL: kvm_pvm reports 0 whatever was loaded. */
+	if ((live->rflags ^ snap->rflags) & ~RFLAGS_IOPL3)
+		return "rflags";
+	static const struct {
+		const char *name;
+		size_t off;
+	} segs[] = {
+#define S(x) { #x, offsetof(struct vmm_vcpu_state, x) }
+		S(cs), S(ss), S(ds), S(es), S(fs), S(gs), S(tr), S(ldt),
+#undef S
+	};
+	for (size_t i = 0; i < sizeof(segs) / sizeof(segs[0]); i++)
+		if ((f = seg_differs((const void *)((const uint8_t *)live + segs[i].off),
+				     (const void *)((const uint8_t *)snap + segs[i].off), true))) {
+			snprintf(buf, len, "%s.%s", segs[i].name, f);
+			return buf;
+		}
+	if (live->gdt.base != snap->gdt.base || live->gdt.limit != snap->gdt.limit)
+		return "gdt";
+	if (live->idt.base != snap->idt.base || live->idt.limit != snap->idt.limit)
+		return "idt";
+	static const struct {
+		const char *name;
+		size_t off;
+	} regs[] = {
+#define R(x) { #x, offsetof(struct vmm_vcpu_state, x) }
+		R(cr0), R(cr2), R(cr3), R(cr4), R(cr8), R(efer), R(apic_base), R(xcr0),
+#undef R
+	};
+	for (size_t i = 0; i < sizeof(regs) / sizeof(regs[0]); i++) {
+		uint64_t a, b;
+		memcpy(&a, (const uint8_t *)live + regs[i].off, 8);
+		memcpy(&b, (const uint8_t *)snap + regs[i].off, 8);
+		if (a != b && a && b)  /* 0: a backend without the register */
+			return regs[i].name;
+	}
+	for (size_t i = 0; i < 416; i++) {
+		if (i == 28)
+			i = 32;  /* MXCSR_MASK: the CPU's */
+		if (live->fxsave[i] != snap->fxsave[i]) {
+			snprintf(buf, len, "FXSAVE byte %zu", i);
+			return buf;
+		}
+	}
+	return NULL;
 }
 
 const char *vmm_x86_vector_name(unsigned v)

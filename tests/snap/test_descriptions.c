@@ -1,4 +1,4 @@
-/* test_descriptions.c: the manifest's vCPU state and guest description JSON (vmm/vcpu.c), without KVM. */
+/* test_descriptions.c: the manifest's vCPU state and guest description JSON (vmm/vcpu.c), and forged vCPU states refused at restore. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "vmm/snap_int.h"
 
 Test(descriptions, vcpu_state_round_trips_through_json)
@@ -91,4 +92,173 @@ Test(descriptions, guest_description_without_an_abi_version_says_so)
 	cr_assert(strstr(why, "no valid abi_version"), "%s", why);
 	cr_assert_eq(vmm_guest_from_json("{\"abi_version\":-1}", &l, &fns, &n, why, sizeof(why)), VMM_E_BAD_SNAPSHOT);
 	cr_assert(strstr(why, "no valid abi_version"), "%s", why);
+}
+
+/* ---- hostile vCPU states in a manifest: only user-mode state is taken ---- */
+
+/* One forged field: how it is edited, and the word the refusal must name. */
+struct forged {
+	const char *field;
+	void (*edit)(struct vmm_vcpu_state *st, const struct vmm_layout *l);
+};
+
+static void cpl0(struct vmm_vcpu_state *st, const struct vmm_layout *l)
+{
+	(void)l;
+	st->cs.selector = 0x08;  /* the kernel code segment: the guest would run at CPL 0 */
+	st->cs.dpl = 0;
+	st->ss.selector = 0x10;
+	st->ss.dpl = 0;
+}
+static void ss_dpl(struct vmm_vcpu_state *st, const struct vmm_layout *l) { (void)l; st->ss.dpl = 0; }
+static void cr0_no_wp(struct vmm_vcpu_state *st, const struct vmm_layout *l) { (void)l; st->cr0 &= ~(1ull << 16); }
+static void cr3_elsewhere(struct vmm_vcpu_state *st, const struct vmm_layout *l) { st->cr3 = l->pdpt; }
+static void cr4_osxsave(struct vmm_vcpu_state *st, const struct vmm_layout *l)
+{
+	(void)l;
+	st->cr4 |= 1ull << 18 | 1ull << 16;  /* OSXSAVE, FSGSBASE */
+}
+static void efer_no_nx(struct vmm_vcpu_state *st, const struct vmm_layout *l) { (void)l; st->efer &= ~(1ull << 11); }
+static void xcr0_avx512(struct vmm_vcpu_state *st, const struct vmm_layout *l) { (void)l; st->xcr0 = 0xe7; }
+static void apic_moved(struct vmm_vcpu_state *st, const struct vmm_layout *l) { (void)l; st->apic_base = 0x1000900; }
+static void cr2_set(struct vmm_vcpu_state *st, const struct vmm_layout *l) { (void)l; st->cr2 = 0xdead000; }
+static void cr8_set(struct vmm_vcpu_state *st, const struct vmm_layout *l) { (void)l; st->cr8 = 15; }
+static void gdt_moved(struct vmm_vcpu_state *st, const struct vmm_layout *l) { st->gdt.base = l->heap_addr; }
+static void idt_longer(struct vmm_vcpu_state *st, const struct vmm_layout *l) { (void)l; st->idt.limit = 0xffff; }
+static void tr_moved(struct vmm_vcpu_state *st, const struct vmm_layout *l) { st->tr.base = l->heap_addr; }
+static void ldt_present(struct vmm_vcpu_state *st, const struct vmm_layout *l) { st->ldt.base = l->heap_addr; }
+static void ds_kernel(struct vmm_vcpu_state *st, const struct vmm_layout *l) { (void)l; st->ds.selector = 0x10; }
+static void fs_noncanonical(struct vmm_vcpu_state *st, const struct vmm_layout *l)
+{
+	(void)l;
+	st->fs.base = 0x0000800000000000ull;
+}
+static void rflags_vm(struct vmm_vcpu_state *st, const struct vmm_layout *l) { (void)l; st->rflags |= 1ull << 17; }
+static void rflags_iopl1(struct vmm_vcpu_state *st, const struct vmm_layout *l)
+{
+	(void)l;
+	st->rflags = (st->rflags & ~(3ull << 12)) | 1ull << 12;
+}
+static void rip_noncanonical(struct vmm_vcpu_state *st, const struct vmm_layout *l)
+{
+	(void)l;
+	st->rip = 0x8000000000001000ull >> 1;
+}
+static void mxcsr_reserved(struct vmm_vcpu_state *st, const struct vmm_layout *l)
+{
+	(void)l;
+	uint32_t m = 0xffff1f80u;
+	memcpy(st->fxsave + 24, &m, 4);
+}
+static void fx_software_bytes(struct vmm_vcpu_state *st, const struct vmm_layout *l) { (void)l; st->fxsave[500] = 1; }
+
+static const struct forged forgeries[] = {
+	{ "cs.selector", cpl0 },      { "ss.dpl", ss_dpl },         { "cr0", cr0_no_wp },
+	{ "cr3", cr3_elsewhere },     { "cr4", cr4_osxsave },       { "efer", efer_no_nx },
+	{ "xcr0", xcr0_avx512 },      { "apic_base", apic_moved },  { "cr2", cr2_set },
+	{ "cr8", cr8_set },           { "gdt", gdt_moved },         { "idt", idt_longer },
+	{ "tr.base", tr_moved },      { "ldt.base", ldt_present },  { "ds.selector", ds_kernel },
+	{ "fs.base", fs_noncanonical }, { "rflags", rflags_vm },    { "rflags", rflags_iopl1 },
+	{ "rip", rip_noncanonical },  { "MXCSR", mxcsr_reserved },  { "FXSAVE byte 500", fx_software_bytes },
+};
+
+/* Replace m's vCPU state by st. */
+static void manifest_set_vcpu(struct st_manifest *m, const struct vmm_vcpu_state *st)
+{
+	char *json = NULL;
+
+	cr_assert_eq(vmm_vcpu_to_json(st, &json), 0);
+	free(m->vcpu);
+	m->vcpu = json;
+}
+
+/* A captured simpleguest snapshot with its layout and vCPU state. */
+static struct st_manifest *captured(struct vmm_layout *l, struct vmm_vcpu_state *st)
+{
+	struct vmm_sandbox *sb = sh_sandbox(0);
+	struct st_manifest *m = NULL;
+	struct vmm_fn *fns = NULL;
+	unsigned n;
+
+	cr_assert_eq(sh_call_i(sb, "counter_next", 0, 0), 1);
+	cr_assert_eq(sh_snap(sb, &m), 0);
+	vmm_sandbox_free(sb);
+	cr_assert_eq(vmm_guest_from_json(m->guest, l, &fns, &n, NULL, 0), 0);
+	free(fns);
+	cr_assert_eq(vmm_vcpu_from_json(m->vcpu, st, NULL, 0), 0);
+	return m;
+}
+
+Test(descriptions, a_manifest_whose_privileged_vcpu_state_is_not_strata_s_is_refused_naming_the_field,
+     .init = sh_setup, .fini = sh_teardown)
+{
+	struct vmm_layout l;
+	struct vmm_vcpu_state good, bad;
+	struct st_manifest *m = captured(&l, &good);
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+
+	for (size_t i = 0; i < sizeof(forgeries) / sizeof(forgeries[0]); i++) {
+		bad = good;
+		forgeries[i].edit(&bad, &l);
+		manifest_set_vcpu(m, &bad);
+		memset(&err, 0, sizeof(err));
+		int rc = vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, NULL, &sb, &err);
+		if (rc == 0) {
+			vmm_sandbox_free(sb);
+			cr_assert_fail("forged %s: the sandbox was made", forgeries[i].field);
+		}
+		cr_assert_eq(rc, VMM_E_BAD_SNAPSHOT, "forged %s: %s", forgeries[i].field, err.message);
+		cr_assert(strstr(err.message, forgeries[i].field), "forged %s: %s", forgeries[i].field, err.message);
+	}
+	st_manifest_free(m);
+}
+
+Test(descriptions, a_restore_in_place_to_a_forged_manifest_is_refused_and_changes_nothing, .init = sh_setup,
+     .fini = sh_teardown)
+{
+	struct vmm_layout l;
+	struct vmm_vcpu_state good, bad;
+	struct st_manifest *m = captured(&l, &good);
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+
+	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, NULL, &sb, &err), 0, "%s",
+		     err.message);
+	bad = good;
+	cpl0(&bad, &l);
+	manifest_set_vcpu(m, &bad);
+	int rc = vmm_sandbox_restore_to(sb, m, vmm_layer_open_store, sh_store);
+	cr_assert_eq(rc, VMM_E_BAD_SNAPSHOT, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert(strstr(vmm_sandbox_error(sb)->message, "cs.selector"), "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(sh_call_i(sb, "counter_next", 0, 0), 2, "still the first snapshot");
+	vmm_sandbox_free(sb);
+	st_manifest_free(m);
+}
+
+Test(descriptions, a_manifest_s_user_mode_state_is_taken_as_it_is, .init = sh_setup, .fini = sh_teardown)
+{
+	struct vmm_layout l;
+	struct vmm_vcpu_state good, st;
+	struct st_manifest *m = captured(&l, &good);
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+
+	/* What a guest at CPL 3 may leave: flags it can set (CF, DF, AC, ID),
+	 * IOPL 0 as kvm_pvm reports it, a canonical fs base, another
+	 * rounding mode in MXCSR, APIC base 0 and XCR0 1 as earlier versions
+	 * and KVM wrote them. */
+	st = good;
+	st.rflags = (st.rflags & ~(3ull << 12)) | 1 | 1ull << 10 | 1ull << 18 | 1ull << 21;
+	st.fs.base = 0x7fffffff0000ull;
+	uint32_t mxcsr = 0x1f80 | 3u << 13;
+	memcpy(st.fxsave + 24, &mxcsr, 4);
+	st.apic_base = 0;
+	st.xcr0 = 1;
+	manifest_set_vcpu(m, &st);
+	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, NULL, &sb, &err), 0, "%s",
+		     err.message);
+	cr_assert_eq(sh_call_i(sb, "counter_next", 0, 0), 2);
+	vmm_sandbox_free(sb);
+	st_manifest_free(m);
 }
