@@ -82,5 +82,8 @@ int vmm_backend_pick(const struct vmm_host *host, enum vmm_backend_kind want, co
 
 /* Can this machine run the process backend? 0, or <0 with why. */
 int vmm_proc_probe(char *why, size_t whylen);
+/* How the child ended, in words ("exited with code 120", "was killed by
+ * signal 31 (SYS)"), from a wait status as VMM_EXIT_DEAD's reason has it. */
+const char *vmm_proc_end_str(int status, char *buf, size_t len);
 
 #endif
