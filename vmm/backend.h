@@ -62,6 +62,10 @@ struct vmm_backend {
 	/* Guest page `gpage` for reading without side effects: a pointer into
 	 * guest memory or into buf (NULL on error). NULL op: sb->mem directly. */
 	const uint8_t *(*page_read)(struct vmm_sandbox *sb, uint64_t gpage, uint8_t *buf);
+	/* The debugging check's part for what lies outside guest memory, after
+	 * a restore to `want`: 0, or VMM_E_LEAK with what differs in why. NULL:
+	 * nothing but guest memory can hold state. */
+	int (*check)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *want, char *why, size_t whylen);
 	/* Snapshot pages are mapped copy-on-write and a written page is a
 	 * private copy a reset may drop (KVM); else memory is shared and a
 	 * reset only rewrites (process). */

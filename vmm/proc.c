@@ -86,6 +86,7 @@ struct vmm_proc {
 	uint32_t fsgs;     /* FSGS_HAVE if the child may write fs/gs base */
 	uint64_t host_pid; /* the stub's parent as it saw it */
 	int maps;          /* /proc/PID/maps, taken before the child became non-dumpable; -1 none */
+	char *maps_base;   /* what it read once the child was locked down (NULL: unknown) */
 	uint64_t cr2;      /* of the last page fault */
 	/* Written pages (wp.c): the host's mapping and the child's are
 	 * tracked; `written` gathers what scans found until a reset. Without
@@ -480,6 +481,34 @@ static int data_protect(struct vmm_sandbox *sb, bool all)
 	return rc;
 }
 
+/* The child's /proc/PID/maps, whole, as a new string (the caller frees it). */
+static int maps_read(struct vmm_proc *p, char **out)
+{
+	size_t cap = 4096, n = 0;
+	char *b = NULL;
+
+	for (;;) {
+		char *nb = realloc(b, cap + 1);
+		if (!nb) {
+			free(b);
+			return -ENOMEM;
+		}
+		b = nb;
+		ssize_t r = st_sys_pread(p->maps, b + n, cap - n, (off_t)n);
+		if (r < 0) {
+			free(b);
+			return (int)r;
+		}
+		n += (size_t)r;
+		if (r == 0 || n < cap)
+			break;
+		cap *= 2;
+	}
+	b[n] = 0;
+	*out = b;
+	return 0;
+}
+
 /* Start the child on guest memory as it is: fork, wait for its stub,
  * give it the page tables' protections. */
 static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
@@ -575,6 +604,12 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 		proc_kill(p);
 		return vmm_fail(err, VMM_E_NO_BACKEND, "the process backend's child could not be made non-dumpable");
 	}
+	/* The child's mappings as the guest finds them: no call may change
+	 * them from here on (vmm_sandbox_check compares). */
+	free(p->maps_base);
+	p->maps_base = NULL;
+	if (p->maps >= 0 && maps_read(p, &p->maps_base) < 0)
+		p->maps_base = NULL;
 	p->tracked = p->uffd >= 0 && p->pm_self >= 0 && p->pm_child >= 0 && p->uffd_child >= 0;
 	/* Every page with data is protected in both mappings from here on; a
 	 * page that gets data later is found by the next scan (data_fresh). */
@@ -618,6 +653,7 @@ static void proc_destroy(struct vmm_sandbox *sb)
 			st_sys_munmap(p->ctl, PROC_SHARED_SIZE);
 		if (p->maps >= 0)
 			st_sys_close(p->maps);
+		free(p->maps_base);
 		st_sys_close(p->memfd);
 		if (p->uffd >= 0)
 			st_sys_close(p->uffd);
@@ -1044,6 +1080,106 @@ static const uint8_t *proc_page_read(struct vmm_sandbox *sb, uint64_t gpage, uin
 	return r == (ssize_t)VMM_PAGE ? buf : NULL;
 }
 
+static bool all_zero(const uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+/*
+ * The debugging check's part for the child (vmm_sandbox_check): after a
+ * restore, everything of it the guest can reach is what the snapshot
+ * gives. Its mappings are those it had once locked down, and the only
+ * writable ones are guest memory, the control pages and the signal stack;
+ * the control pages hold the snapshot's registers and FXSAVE bytes, the
+ * pids and frame address, fs/gs base 0 to load, and nothing else; the
+ * signal stack is zero below the stopped stub and its first report's image
+ * above, with an XSAVE header that loads x87/SSE only. 0 or VMM_E_LEAK
+ * with what differs in why.
+ */
+static int proc_check(struct vmm_sandbox *sb, const struct vmm_vcpu_state *want, char *why, size_t len)
+{
+	struct vmm_proc *p = sb->proc;
+	const uint64_t *g = ctl_gregs(p);
+	const uint8_t *fx = p->ctl + CTL_FX, *fp = p->alt + p->fp_off;
+	struct stat st;
+	char *maps = NULL;
+	int rc;
+
+	if (!proc_live(sb))
+		return 0;  /* replaced, as new, at the next run */
+	if (p->maps < 0 || !p->maps_base) {
+		snprintf(why, len, "the child's mappings cannot be read");
+		return VMM_E_LEAK;
+	}
+	if ((rc = maps_read(p, &maps)) < 0)
+		return rc;
+	if ((rc = st_sys_fstat(p->memfd, &st)) < 0)
+		goto out_free;
+	rc = VMM_E_LEAK;
+	if (strcmp(maps, p->maps_base) != 0) {
+		snprintf(why, len, "the child's mappings changed since it started");
+		goto out_free;
+	}
+	for (char *line = maps, *next; line && *line; line = next) {
+		unsigned long long lo, hi, off, ino;
+		char perms[8];
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %llu", &lo, &hi, perms, &off, &ino) != 5)
+			continue;
+		if (perms[1] != 'w')
+			continue;
+		bool ours = ino == (unsigned long long)st.st_ino;
+		bool guest = ours && lo >= STRATA_BOOT_INFO_GPA && hi <= sb->mem_size && off == lo;
+		bool ctl = ours && lo == PROC_CTL && hi == PROC_CTL + PROC_CTL_SIZE && off == sb->mem_size;
+		bool alt = ours && lo == PROC_ALT_LO && hi == PROC_END && off == sb->mem_size + PROC_CTL_SIZE;
+		if (!guest && !ctl && !alt) {
+			snprintf(why, len, "the child can write %s", line);
+			goto out_free;
+		}
+	}
+	bool regs = (g[G_EFL] & ~(uint64_t)0x2) == (want->rflags & RFLAGS_GUEST) && g[G_RIP] == want->rip &&
+		    memcmp(fx, want->fxsave, 28) == 0 && memcmp(fx + 32, want->fxsave + 32, 416 - 32) == 0;
+	for (unsigned i = 0; i < 16; i++)
+		regs = regs && g[gpr_to_greg[i]] == want->gpr[i];
+	if (!regs) {
+		snprintf(why, len, "the registers the child resumes with are not the snapshot's");
+		goto out_free;
+	}
+	uint32_t fsgs;
+	uint64_t w[6];
+	memcpy(&fsgs, p->ctl + CTL_FSGS, 4);
+	memcpy(w, p->ctl + CTL_HOSTPID, sizeof(w));
+	if (fsgs != (p->fsgs ? FSGS_HAVE | FSGS_LOAD : 0u) || w[0] != p->host_pid || w[1] != (uint64_t)p->pid ||
+	    w[2] != 0 || w[3] != 0 || w[4] != p->uc || w[5] != 0) {
+		snprintf(why, len, "the control page's words (pids, frame, fs/gs base to load) are not what a restore gives");
+		goto out_free;
+	}
+	if (!all_zero(p->ctl + CTL_NOPS, CTL_FSGS - CTL_NOPS) ||
+	    !all_zero(p->ctl + CTL_SI, CTL_FX - CTL_SI) || !all_zero(p->ctl + CTL_RUNS, PROC_CTL_SIZE - CTL_RUNS) ||
+	    memcmp(fx + 416, p->tmpl + p->fp_off + 416, 96) != 0 || memcmp(fx + 28, p->tmpl + p->fp_off + 28, 4) != 0) {
+		snprintf(why, len, "a control page byte the stub does not read is not zero");
+		goto out_free;
+	}
+	uint64_t bv;
+	memcpy(&bv, fp + 512, 8);
+	if (!all_zero(p->alt, p->tmpl_off) ||
+	    memcmp(p->alt + p->tmpl_off, p->tmpl + p->tmpl_off, p->fp_off - p->tmpl_off) != 0 ||
+	    memcmp(fp, p->tmpl + p->fp_off, 512) != 0 || bv != 3 || !all_zero(fp + 520, p->xsize - 520) ||
+	    memcmp(fp + p->xsize, p->tmpl + p->fp_off + p->xsize, PROC_ALT_SIZE - p->fp_off - p->xsize) != 0) {
+		snprintf(why, len, "the signal stack is not as the child started (or its XSAVE image loads more than x87/SSE)");
+		goto out_free;
+	}
+	rc = 0;
+out_free:
+	free(maps);
+	return rc;
+}
+
 const struct vmm_backend vmm_backend_process = {
 	.kind = VMM_BACKEND_PROCESS,
 	.name = "process",
@@ -1064,6 +1200,7 @@ const struct vmm_backend vmm_backend_process = {
 	.dirty_clear = proc_dirty_clear,
 	.map_pages = proc_map_pages,
 	.page_read = proc_page_read,
+	.check = proc_check,
 	.private_pages = false,
 };
 

@@ -464,8 +464,20 @@ int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage)
 			if (src ? memcmp(dst, src, VMM_PAGE) != 0 : !vmm_page_is_zero(dst)) {
 				if (gpage)
 					*gpage = p;
-				return VMM_E_LEAK;
+				return vmm_fail(&sb->err, VMM_E_LEAK, "guest page %llu differs from the snapshot",
+						(unsigned long long)p);
 			}
+		}
+	}
+	/* What else of the backend the guest can reach (the process
+	 * backend's child: its pages, mappings and registers to resume). */
+	if (sb->be->check) {
+		char why[256] = "";
+		int rc = sb->be->check(sb, &s->vcpu, why, sizeof(why));
+		if (rc < 0) {
+			if (gpage)
+				*gpage = UINT64_MAX;
+			return vmm_fail(&sb->err, rc, "%s", why[0] ? why : vmm_strerror(rc));
 		}
 	}
 	return 0;
