@@ -1,4 +1,4 @@
-/* hostileguest.c: a guest that tries to keep state across a restore or reach past its memory, one function per channel (tests/vmm/test_hostile.c). */
+/* hostileguest.c: a guest that tries to keep state across a restore or reach past its memory, one function per channel (tests/snap/test_hostile*.c, tests/e2e/hostile.sh). */
 #include <stdint.h>
 
 #include "include/strata_guest.h"
