@@ -219,7 +219,7 @@ static int cwd_make(void)
 	int fd, rc;
 
 	snprintf(path, sizeof(path), "/tmp/strata-proc-cwd-%d", (int)getpid());
-	if ((rc = st_sys_mkdirat(AT_FDCWD, path, 0)) < 0 && rc != -EEXIST)
+	if ((rc = st_sys_mkdirat(AT_FDCWD, path, 0100)) < 0 && rc != -EEXIST)
 		return rc;
 	fd = st_sys_openat(AT_FDCWD, path, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
 	st_sys_unlinkat(AT_FDCWD, path, AT_REMOVEDIR);
