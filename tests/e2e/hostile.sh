@@ -13,7 +13,7 @@ trap 'rm -rf "$T"' EXIT
 # them in the library): its value is 1 after a restore, or it is refused.
 channels="altstack_next stack_next ctl_next child_data_next fsbase_next gsbase_next memfd_alias_next
 madv_remove_next stub_code_next mmap_1g_next mlock_next hwpoison_try soft_offline_try page_tables_next"
-N=$(($(echo $channels | wc -w) + 1))
+N=$(($(echo $channels | wc -w) + 2))
 n=0
 fails=0
 echo "1..$N"
@@ -45,4 +45,14 @@ fresh() {
 for f in $channels; do
 	if out=$(fresh "$f"); then ok "$f: nothing survives a restore in place"; else nok "$f: nothing survives a restore in place" "$(echo "$out" | head -4 | tr '\n' ' ')"; fi
 done
+# The child's lockdown needs no privilege: a host that is not root runs it
+# too (its removed working directory must still be enterable).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+	mkdir -p "$T/nobody" && cp "$G" "$T/nobody/g.elf" && chmod -R a+rwX "$T/nobody" && chmod a+x "$T"
+	got=$(setpriv --reuid 65534 --regid 65534 --clear-groups env -i HOME="$T/nobody" STRATA_BACKEND=process "$S" run "$T/nobody/g.elf" \
+		--call memory_next --repeat 2 2>&1 | tail -1)
+	is "a host that is not root runs the child" "$got" 2
+else
+	skip "a host that is not root runs the child" "needs root and setpriv to become nobody"
+fi
 exit $((fails > 0))
