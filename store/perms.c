@@ -50,7 +50,12 @@ int st_store_mkdirat(const struct st_store *s, int dirfd, const char *name, enum
 			rc = st_sys_fchown(fd, (uid_t)-1, s->group);
 		if (rc == 0)
 			rc = st_sys_fchmod(fd, mode);
-		st_sys_close(fd);
+		/* Its failure fails the call too: every step of the seam that
+		 * fails is reported (tests/snap: a fault at each step of a
+		 * capture fails it). */
+		int crc = st_sys_close(fd);
+		if (rc == 0)
+			rc = crc;
 	}
 	if (rc < 0)
 		st_sys_unlinkat(dirfd, name, AT_REMOVEDIR);

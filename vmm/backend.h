@@ -40,10 +40,12 @@ struct vmm_backend {
 	/* set_state for a restore; may defer the work to the next run. */
 	int (*stage_state)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st);
 	int (*get_state)(struct vmm_sandbox *sb, struct vmm_vcpu_state *st);
-	/* Debug check: does everything of the vCPU the guest can reach
-	 * (registers, fs/gs base, the whole vector state) equal snapshot
-	 * state st? 0, VMM_E_LEAK with why naming what differs, or <0. NULL:
-	 * the backend checks nothing beyond memory. */
+	/* Debug check, after a restore to snapshot state st: does everything
+	 * outside guest memory that the guest can reach equal the snapshot's?
+	 * On kvm the vCPU (registers, fs/gs base, the whole vector state); on
+	 * the process backend the child (its mappings and writable pages, the
+	 * registers it resumes with, fs/gs base). 0, VMM_E_LEAK with why naming
+	 * what differs, or <0. NULL: nothing but guest memory can hold state. */
 	int (*check_state)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st, char *why, size_t whylen);
 	int (*get_cr2)(struct vmm_sandbox *sb, uint64_t *cr2);
 	/* Run until the next exit. VMM_EXIT_INTR: interrupted (kick, signal,
@@ -87,5 +89,8 @@ int vmm_backend_pick(const struct vmm_host *host, enum vmm_backend_kind want, co
 
 /* Can this machine run the process backend? 0, or <0 with why. */
 int vmm_proc_probe(char *why, size_t whylen);
+/* How the child ended, in words ("exited with code 120", "was killed by
+ * signal 31 (SYS)"), from a wait status as VMM_EXIT_DEAD's reason has it. */
+const char *vmm_proc_end_str(int status, char *buf, size_t len);
 
 #endif

@@ -38,7 +38,13 @@
  *   the stub returns from the signal into the guest. No ptrace stop is
  *   involved, so any host thread can drive any sandbox.
  * - The seccomp filter allows system calls only from the stub's one
- *   `syscall` instruction, and from there only the few the stub needs.
+ *   `syscall` instruction, and from there only the few the stub needs,
+ *   with the arguments it passes: none maps, unmaps or protects memory
+ *   (the protections are applied before the filter, from the control page).
+ * - Besides guest memory the child can write only the control pages and
+ *   its signal stack, both in the memfd past guest memory: a restore
+ *   rewrites both, and the stub loads what a signal frame does not hold
+ *   (fs and gs base). docs/security.md, "process backend".
  */
 
 /* ucontext gregs indices (sys/ucontext.h REG_*). */
@@ -64,10 +70,23 @@ struct vmm_proc {
 	pid_t pid;
 	pid_t owner;       /* the host thread that started the child: it dies with it */
 	int memfd;
-	uint8_t *ctl;      /* host mapping of the control pages */
+	uint8_t *ctl;      /* host mapping of the control pages, then the signal stack (PROC_SHARED_SIZE) */
+	uint8_t *alt;      /* = ctl + PROC_CTL_SIZE: the signal stack */
 	bool running;      /* the guest was resumed and has not reported */
 	bool dead;
-	int end_signal;    /* what ended the child */
+	int end_signal;    /* what ended the child: wait status (exit code << 8, or signal | 0x80 if it dumped) */
+	/* The signal stack as the first report left it, before any guest code
+	 * ran: a restore puts it back. The stub is stopped in the same place at
+	 * every report (SS_AUTODISARM: the frame is always at the stack's top),
+	 * so its live part, [tmpl_off, PROC_ALT_SIZE), is this image. */
+	uint8_t tmpl[PROC_ALT_SIZE];
+	uint32_t tmpl_off; /* where the stopped stub's stack begins (its last return address) */
+	uint64_t uc;       /* the frame's ucontext (PROC_ALT_LO + ...): every report has it */
+	uint32_t fp_off, xsize; /* the frame's XSAVE image: offset in the stack, size */
+	uint32_t fsgs;     /* FSGS_HAVE if the child may write fs/gs base */
+	uint64_t host_pid; /* the stub's parent as it saw it */
+	int maps;          /* /proc/PID/maps, taken before the child became non-dumpable; -1 none */
+	char *maps_base;   /* what it read once the child was locked down (NULL: unknown) */
 	uint64_t cr2;      /* of the last page fault */
 	/* Written pages (wp.c): the host's mapping and the child's are
 	 * tracked; `written` gathers what scans found until a reset. Without
@@ -106,7 +125,8 @@ static void child_ended(struct vmm_proc *p, const siginfo_t *si)
 {
 	p->dead = true;
 	p->running = false;
-	p->end_signal = si->si_code == CLD_EXITED ? 0 : si->si_status;
+	p->end_signal = si->si_code == CLD_EXITED ? (si->si_status & 0xff) << 8
+		        : (si->si_status & 0x7f) | (si->si_code == CLD_DUMPED ? 0x80 : 0);
 	p->pid = -1;  /* reaped: the number may name another process soon */
 }
 
@@ -180,66 +200,31 @@ static int wait_stop_for(struct vmm_proc *p, uint64_t total_ns)
 	return rc;
 }
 
-/* Run ops (system calls in the child) in batches; the first failing result or 0. */
-struct ops {
-	uint64_t v[CTL_OPS_MAX][7];
-	unsigned n;
-};
-
-static int ops_flush(struct vmm_proc *p, struct ops *o)
-{
-	uint8_t *base = p->ctl + CTL_OPS;
-	int rc;
-
-	if (!o->n)
-		return 0;
-	for (unsigned i = 0; i < o->n; i++) {
-		memcpy(base + (size_t)i * CTL_OP_SIZE, o->v[i], 7 * 8);
-		memset(base + (size_t)i * CTL_OP_SIZE + 56, 0, 8);
-	}
-	memcpy(p->ctl + CTL_NOPS, &o->n, 4);
-	hand_over(p, STATE_OPS);
-	while ((rc = wait_stop(p, false)) == 0)
-		;
-	if (rc < 0)
-		return rc;
-	for (unsigned i = 0; i < o->n; i++) {
-		int64_t r;
-		memcpy(&r, base + (size_t)i * CTL_OP_SIZE + 56, 8);
-		if (r < 0 && r > -4096) {
-			o->n = 0;
-			return (int)r;
-		}
-	}
-	o->n = 0;
-	return 0;
-}
-
-static int ops_add(struct vmm_proc *p, struct ops *o, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
-		   uint64_t a4, uint64_t a5)
-{
-	int rc;
-
-	if (o->n == CTL_OPS_MAX && (rc = ops_flush(p, o)) < 0)
-		return rc;
-	uint64_t *v = o->v[o->n++];
-	v[0] = (uint64_t)nr;
-	v[1] = a0;
-	v[2] = a1;
-	v[3] = a2;
-	v[4] = a3;
-	v[5] = a4;
-	v[6] = a5;
-	return 0;
-}
-
 /* ---- the child program (proc_child.c, embedded by meson) ---- */
 
 extern const unsigned char vmm_proc_child_elf[];
 extern const size_t vmm_proc_child_elf_len;
 
 static int child_fd = -1;  /* guarded by child_lock; set once, then only read */
+static int child_cwd = -1; /* guarded by child_lock: a directory removed once opened; -1: "/" */
 static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The child's working directory: one that no longer exists (made, opened
+ * and removed at once), so nothing can ever be created in it, a core file
+ * included. Without a writable /tmp the child runs in / (it cannot create
+ * files anyway: no system call to do so, no core dump). */
+static int cwd_make(void)
+{
+	char path[64];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "/tmp/strata-proc-cwd-%d", (int)getpid());
+	if ((rc = st_sys_mkdirat(AT_FDCWD, path, 0100)) < 0 && rc != -EEXIST)
+		return rc;
+	fd = st_sys_openat(AT_FDCWD, path, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+	st_sys_unlinkat(AT_FDCWD, path, AT_REMOVEDIR);
+	return fd;
+}
 
 /* The child program as a sealed memfd, written once per process; a failed
  * load (no memory, no descriptors) is tried again by the next spawn. */
@@ -257,10 +242,13 @@ static int child_load(void)
 	rc = st_sys_write_all(fd, vmm_proc_child_elf, vmm_proc_child_elf_len);
 	if (rc == 0)
 		rc = st_sys_add_seals(fd, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
-	if (rc < 0)
+	if (rc < 0) {
 		st_sys_close(fd);
-	else
+	} else {
 		child_fd = fd;
+		int cwd = cwd_make();
+		child_cwd = cwd >= 0 ? cwd : -1;
+	}
 out_unlock:
 	pthread_mutex_unlock(&child_lock);
 	return rc;
@@ -286,7 +274,8 @@ int vmm_proc_probe(char *why, size_t whylen)
 }
 
 /* Start the child program with guest memory as fd 3, nothing else open,
- * no environment, in /, every signal at its default and unblocked. */
+ * no environment, in a removed directory, every signal at its default and
+ * unblocked. */
 static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid)
 {
 	char path[64], size[32];
@@ -314,13 +303,17 @@ static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid)
 	sigemptyset(&none);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawnattr_init(&at);
+	/* First: the descriptor is closed with the rest. */
+	if (child_cwd >= 0)
+		posix_spawn_file_actions_addfchdir_np(&fa, child_cwd);
+	else
+		posix_spawn_file_actions_addchdir_np(&fa, "/");
 	posix_spawn_file_actions_adddup2(&fa, memfd, 3);
 	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
 	/* Not even stdio: a child that outlived a command would hold its pipes. */
 	posix_spawn_file_actions_addclose(&fa, 0);
 	posix_spawn_file_actions_addclose(&fa, 1);
 	posix_spawn_file_actions_addclose(&fa, 2);
-	posix_spawn_file_actions_addchdir_np(&fa, "/");
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 	posix_spawnattr_setsigmask(&at, &none);
 	posix_spawnattr_setsigdefault(&at, &all);
@@ -348,14 +341,17 @@ static int proc_mem_new(struct vmm_sandbox *sb, bool *ready)
 		goto out_free;
 	}
 	/* Guest memory at offset 0 (offset = guest address), control pages after it. */
-	if ((rc = st_sys_ftruncate(p->memfd, (off_t)(sb->mem_size + PROC_CTL_SIZE))) < 0)
+	if ((rc = st_sys_ftruncate(p->memfd, (off_t)(sb->mem_size + PROC_SHARED_SIZE))) < 0)
 		goto out_close;
 	sb->mem = st_sys_mmap(NULL, sb->mem_size, PROT_READ | PROT_WRITE, MAP_SHARED, p->memfd, 0, &rc);
 	if (!sb->mem)
 		goto out_close;
-	p->ctl = st_sys_mmap(NULL, PROC_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, p->memfd, (off_t)sb->mem_size, &rc);
+	p->ctl = st_sys_mmap(NULL, PROC_SHARED_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, p->memfd, (off_t)sb->mem_size,
+			     &rc);
 	if (!p->ctl)
 		goto out_unmap;
+	p->alt = p->ctl + PROC_CTL_SIZE;
+	p->maps = -1;
 	sb->proc = p;
 	*ready = false;
 	return 0;
@@ -369,41 +365,36 @@ out_free:
 	return rc;
 }
 
-struct map_ctx {
-	struct vmm_proc *p;
-	struct ops *o;
-};
-
+/* The protection runs go into the control page: the child applies them
+ * before its filter, which then allows no memory call at all. */
 static int map_run(void *ctx, uint64_t va, uint64_t len, unsigned perm)
 {
-	struct map_ctx *m = ctx;
-	int prot = ((perm & VMM_PERM_R) ? PROT_READ : 0) | ((perm & VMM_PERM_W) ? PROT_WRITE : 0) |
-		   ((perm & VMM_PERM_X) ? PROT_EXEC : 0);
+	struct vmm_proc *p = ctx;
+	uint32_t n;
+	uint64_t run[3] = { va, len, ((perm & VMM_PERM_R) ? PROT_READ : 0) | ((perm & VMM_PERM_W) ? PROT_WRITE : 0) |
+					     ((perm & VMM_PERM_X) ? PROT_EXEC : 0) };
 
 	if (perm == VMM_PERM_NONE)
 		return 0;
-	return ops_add(m->p, m->o, SYS_mprotect, va, len, (uint64_t)prot, 0, 0, 0);
+	memcpy(&n, p->ctl + CTL_NOPS, 4);
+	if (n >= CTL_RUNS_MAX)
+		return -E2BIG;
+	memcpy(p->ctl + CTL_RUNS + (size_t)n * CTL_RUN_SIZE, run, sizeof(run));
+	n++;
+	memcpy(p->ctl + CTL_NOPS, &n, 4);
+	return 0;
 }
 
-/* Give the child guest memory with the page tables' user protections. */
+/* The page tables' user protections, for the child to apply as it starts. */
 static int proc_map(struct vmm_sandbox *sb)
 {
 	struct vmm_proc *p = sb->proc;
-	struct ops *o = st_sys_calloc(1, sizeof(*o));
-	struct map_ctx m = { p, o };
 	/* Pages below the boot info are supervisor-only (page tables, GDT,
 	 * IDT, exception stacks): never reachable from CPL 3, never mapped. */
 	const uint64_t lo = STRATA_BOOT_INFO_GPA;
-	uint64_t cr3 = sb->layout.pml4;
-	int rc;
 
-	if (!o)
-		return -ENOMEM;
-	rc = vmm_x86_user_runs(sb->mem, sb->mem_size, cr3, lo, sb->mem_size, map_run, &m);
-	if (rc == 0)
-		rc = ops_flush(p, o);
-	free(o);
-	return rc;
+	memset(p->ctl + CTL_NOPS, 0, 4);
+	return vmm_x86_user_runs(sb->mem, sb->mem_size, sb->layout.pml4, lo, sb->mem_size, map_run, p);
 }
 
 /* Every run of the memfd that holds data (the rest reads as zero). */
@@ -490,19 +481,52 @@ static int data_protect(struct vmm_sandbox *sb, bool all)
 	return rc;
 }
 
+/* The child's /proc/PID/maps, whole, as a new string (the caller frees it). */
+static int maps_read(struct vmm_proc *p, char **out)
+{
+	size_t cap = 4096, n = 0;
+	char *b = NULL;
+
+	for (;;) {
+		char *nb = realloc(b, cap + 1);
+		if (!nb) {
+			free(b);
+			return -ENOMEM;
+		}
+		b = nb;
+		ssize_t r = st_sys_pread(p->maps, b + n, cap - n, (off_t)n);
+		if (r < 0) {
+			free(b);
+			return (int)r;
+		}
+		n += (size_t)r;
+		if (r == 0 || n < cap)
+			break;
+		cap *= 2;
+	}
+	b[n] = 0;
+	*out = b;
+	return 0;
+}
+
 /* Start the child on guest memory as it is: fork, wait for its stub,
  * give it the page tables' protections. */
 static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 {
 	struct vmm_proc *p = sb->proc;
-	char path[64];
+	char path[64], how[64];
 	pid_t pid;
 	int rc;
 
+	memset(p->ctl, 0, PROC_SHARED_SIZE);
 	atomic_store(ctl_state(p), STATE_GUEST);
-	memset(p->ctl + CTL_WP, 0, 4);
 	p->dead = false;
 	p->running = false;
+	if ((rc = proc_map(sb)) < 0)
+		return vmm_fail(err, rc == -E2BIG ? VMM_E_BAD_CONFIG : rc,
+				"cannot map guest memory in the guest's process: %s",
+				rc == -E2BIG ? "its page tables give more protection runs than the control page holds"
+					     : strerror(-rc));
 	if ((rc = child_spawn(p->memfd, sb->mem_size, &pid)) < 0)
 		return vmm_fail(err, rc, "cannot start the guest's process: %s", strerror(-rc));
 	p->pid = pid;
@@ -512,29 +536,56 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	if (rc <= 0) {
 		if (rc < 0)
 			return vmm_fail(err, VMM_E_NO_BACKEND,
-					"the process backend's child ended while starting (status %d; "
-					"the kvm backend, --backend kvm, needs no child)", p->end_signal);
+					"the process backend's child %s while starting (the kvm backend, --backend kvm, "
+					"needs no child)",
+					vmm_proc_end_str(p->end_signal, how, sizeof(how)));
 		proc_kill(p);
 		return vmm_fail(err, VMM_E_NO_BACKEND, "the process backend's child did not start within %llu s",
 				(unsigned long long)(SPAWN_WAIT_NS / 1000000000ull));
 	}
-	uint64_t rip = ctl_gregs(p)[G_RIP];
+	uint64_t rip = ctl_gregs(p)[G_RIP], uc, fp;
+	uint32_t xsize = 0;
 	int32_t signo;
 	memcpy(&signo, p->ctl + CTL_SI, 4);
-	if (signo != SIGILL || rip < PROC_CODE || rip >= PROC_CTL)
+	memcpy(&uc, p->ctl + CTL_UC, 8);
+	memcpy(&p->fsgs, p->ctl + CTL_FSGS, 4);
+	memcpy(&p->host_pid, p->ctl + CTL_HOSTPID, 8);
+	/* The frame: its ucontext and XSAVE image inside the signal stack,
+	 * the stopped stub's return address just below the frame. */
+	bool frame_ok = uc >= PROC_ALT_LO + 16 && uc + UC_FPREGS + 8 <= PROC_END;
+	if (frame_ok) {
+		memcpy(&fp, p->alt + (uc - PROC_ALT_LO) + UC_FPREGS, 8);
+		frame_ok = fp >= uc && fp % 64 == 0 && fp + 576 <= PROC_END;
+		if (frame_ok)
+			memcpy(&xsize, p->alt + (fp - PROC_ALT_LO) + 480, 4); /* fpx_sw_bytes.xstate_size */
+		frame_ok = frame_ok && xsize >= 576 && fp + xsize + 4 <= PROC_END;
+	}
+	if (signo != SIGILL || rip < PROC_CODE || rip >= PROC_CTL || !frame_ok) {
+		proc_kill(p);
 		return vmm_fail(err, VMM_E_NO_BACKEND, "the process backend's child reported from an unexpected place");
-	if ((rc = proc_map(sb)) < 0)
-		return vmm_fail(err, rc == -EPERM ? VMM_E_NO_BACKEND : rc,
-				"cannot map guest memory in the guest's process: %s%s", strerror(-rc),
-				rc == -EPERM ? " (mapping below vm.mmap_min_addr needs CAP_SYS_RAWIO)" : "");
+	}
+	p->uc = uc;
+	p->fp_off = (uint32_t)(fp - PROC_ALT_LO);
+	p->xsize = xsize;
+	p->tmpl_off = (uint32_t)(uc - PROC_ALT_LO - 16);
+	memcpy(p->tmpl, p->alt, PROC_ALT_SIZE);
 	uint32_t wp;
 	memcpy(&wp, p->ctl + CTL_WP, 4);
 	if (p->pm_child >= 0)
 		st_sys_close(p->pm_child);
 	if (p->uffd_child >= 0)
 		st_sys_close(p->uffd_child);
-	p->pm_child = p->uffd_child = -1;
+	if (p->maps >= 0)
+		st_sys_close(p->maps);
+	p->pm_child = p->uffd_child = p->maps = -1;
+	/* What needs the child dumpable (a host without CAP_SYS_PTRACE may
+	 * open these only then), before it becomes not dumpable. */
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
+	if ((p->pm_child = st_sys_openat(AT_FDCWD, path, O_RDONLY, 0)) < 0)
+		p->pm_child = -1;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	if ((p->maps = st_sys_openat(AT_FDCWD, path, O_RDONLY, 0)) < 0)
+		p->maps = -1;
 	if (wp && p->uffd >= 0) {
 		/* The child's userfaultfd: the host protects its pages directly. */
 		int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -542,9 +593,23 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 			p->uffd_child = (int)syscall(SYS_pidfd_getfd, pidfd, 4, 0);
 			st_sys_close(pidfd);
 		}
-		if (p->uffd_child >= 0 && (p->pm_child = st_sys_openat(AT_FDCWD, path, O_RDONLY, 0)) < 0)
-			p->pm_child = -1;
 	}
+	int64_t locked = -1;
+	hand_over(p, STATE_LOCK);
+	while ((rc = wait_stop(p, false)) == 0)
+		;
+	if (rc > 0)
+		memcpy(&locked, p->ctl + CTL_RESULT, 8);
+	if (locked != 0) {
+		proc_kill(p);
+		return vmm_fail(err, VMM_E_NO_BACKEND, "the process backend's child could not be made non-dumpable");
+	}
+	/* The child's mappings as the guest finds them: no call may change
+	 * them from here on (vmm_sandbox_check compares). */
+	free(p->maps_base);
+	p->maps_base = NULL;
+	if (p->maps >= 0 && maps_read(p, &p->maps_base) < 0)
+		p->maps_base = NULL;
 	p->tracked = p->uffd >= 0 && p->pm_self >= 0 && p->pm_child >= 0 && p->uffd_child >= 0;
 	/* Every page with data is protected in both mappings from here on; a
 	 * page that gets data later is found by the next scan (data_fresh). */
@@ -585,7 +650,10 @@ static void proc_destroy(struct vmm_sandbox *sb)
 	if (p) {
 		proc_kill(p);
 		if (p->ctl)
-			st_sys_munmap(p->ctl, PROC_CTL_SIZE);
+			st_sys_munmap(p->ctl, PROC_SHARED_SIZE);
+		if (p->maps >= 0)
+			st_sys_close(p->maps);
+		free(p->maps_base);
 		st_sys_close(p->memfd);
 		if (p->uffd >= 0)
 			st_sys_close(p->uffd);
@@ -616,6 +684,40 @@ static bool proc_usable_here(const struct vmm_sandbox *sb)
 	return proc_live(sb) && sb->proc->owner == (pid_t)syscall(SYS_gettid);
 }
 
+/*
+ * Everything of the child the guest could write, but guest memory, as it
+ * was before any guest code ran: the control pages (only what the stub
+ * reads, from the host's own copy) and the signal stack (its image from
+ * the first report, with an XSAVE image that loads x87 and SSE from the
+ * state the caller writes next and every other component in its initial
+ * state). fs and gs base are loaded as 0 on the next resume. Called only
+ * on a stopped child.
+ */
+static void child_reset(struct vmm_proc *p)
+{
+	uint8_t *fp = p->alt + p->fp_off;
+	uint64_t xstate_bv = 3;
+
+	memset(p->ctl, 0, PROC_CTL_SIZE);
+	uint32_t fsgs = p->fsgs ? FSGS_HAVE | FSGS_LOAD : 0;
+	uint64_t pid = (uint64_t)p->pid;
+	memcpy(p->ctl + CTL_FSGS, &fsgs, 4);
+	memcpy(p->ctl + CTL_HOSTPID, &p->host_pid, 8);
+	memcpy(p->ctl + CTL_PID, &pid, 8);
+	memcpy(p->ctl + CTL_UC, &p->uc, 8);
+	/* The first report's registers (the segment selectors are the
+	 * kernel's) and FXSAVE image (MXCSR_MASK and the software bytes too):
+	 * the caller writes the guest's registers over them. */
+	memcpy(p->ctl + CTL_GREGS, p->tmpl + (p->uc - PROC_ALT_LO) + UC_GREGS, NGREGS * 8);
+	memcpy(p->ctl + CTL_FX, p->tmpl + p->fp_off, 512);
+	memset(p->alt, 0, p->tmpl_off);
+	memcpy(p->alt + p->tmpl_off, p->tmpl + p->tmpl_off, PROC_ALT_SIZE - p->tmpl_off);
+	/* The XSAVE header (SDM Vol. 1 13.4.2): XSTATE_BV x87|SSE, XCOMP_BV 0
+	 * (the standard form a signal frame uses); no other component's data. */
+	memset(fp + 512, 0, p->xsize - 512);
+	memcpy(fp + 512, &xstate_bv, 8);
+}
+
 static int proc_set_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st)
 {
 	struct vmm_proc *p = sb->proc;
@@ -635,6 +737,7 @@ static int proc_set_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *s
 			return rc;
 		g = ctl_gregs(p);
 	}
+	child_reset(p);
 	/* Registers and flags map one to one; segments, descriptor tables
 	 * and control registers are the host-built ones on both backends and
 	 * have no counterpart in a process (docs/vmm.md). */
@@ -727,11 +830,20 @@ static void report_decode(struct vmm_sandbox *sb, struct vmm_exit *ex, bool *aga
 	uint32_t arch;
 	uint64_t rip = g[G_RIP], trapno = g[G_TRAPNO], err = g[G_ERR], cr2 = g[G_CR2];
 
+	uint64_t uc;
+
 	memcpy(&signo, p->ctl + CTL_SI, 4);
 	memcpy(&code, p->ctl + CTL_SI + 8, 4);
 	memcpy(&arch, p->ctl + CTL_SI + 28, 4);
+	memcpy(&uc, p->ctl + CTL_UC, 8);
 	*again = false;
 	memset(ex, 0, sizeof(*ex));
+	if (uc != p->uc) {
+		/* Every genuine report has its frame at the stack's top. */
+		ex->kind = VMM_EXIT_BAD_REPORT;
+		ex->reason = (uint32_t)signo;
+		return;
+	}
 	switch (signo) {
 	case SIGUSR1:
 		*again = true;  /* a kick: the guest was only interrupted */
@@ -752,7 +864,9 @@ static void report_decode(struct vmm_sandbox *sb, struct vmm_exit *ex, bool *aga
 	case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL: case SIGTRAP:
 		break;
 	default:
-		ex->kind = VMM_EXIT_OTHER;
+		/* The stub reports only the signals it handles: the guest wrote
+		 * this report itself. */
+		ex->kind = VMM_EXIT_BAD_REPORT;
 		ex->reason = (uint32_t)signo;
 		return;
 	}
@@ -815,6 +929,8 @@ static int proc_run(struct vmm_sandbox *sb, struct vmm_exit *ex)
 	/* A kick's report is an interruption: the loop decides (kill,
 	 * timeout, or go on; a stale kick just resumes the guest). */
 	report_decode(sb, ex, &kicked);
+	if (ex->kind == VMM_EXIT_BAD_REPORT)
+		proc_kill(p);  /* it is not in the stub: replaced at the next restore */
 	return 0;
 }
 
@@ -919,9 +1035,13 @@ static int proc_touched_scan(struct vmm_sandbox *sb, struct vmm_runs *out)
 		return -ESRCH;
 	if ((m = vmm_dirty_resolve(VMM_DIRTY_AUTO, NULL)) < 0)
 		return m;
-	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)p->pid);
-	if ((fd = st_sys_openat(AT_FDCWD, path, O_RDONLY, 0)) < 0)
-		return fd;
+	/* The handle taken while the child was dumpable (pread only: sharing
+	 * it with the write scans is safe); a new open needs CAP_SYS_PTRACE. */
+	if (p->pm_child < 0 || (fd = st_sys_dup(p->pm_child)) < 0) {
+		snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)p->pid);
+		if ((fd = st_sys_openat(AT_FDCWD, path, O_RDONLY, 0)) < 0)
+			return fd;
+	}
 	if (m == VMM_DIRTY_SCAN && !vmm_dirty_scan_works(fd))
 		m = VMM_DIRTY_READ;
 	rc = vmm_touched_scan_fd(fd, (enum vmm_dirty_mech)m, 0, sb->mem_size, out);
@@ -960,6 +1080,106 @@ static const uint8_t *proc_page_read(struct vmm_sandbox *sb, uint64_t gpage, uin
 	return r == (ssize_t)VMM_PAGE ? buf : NULL;
 }
 
+static bool all_zero(const uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+/*
+ * The debugging check's part for the child (vmm_sandbox_check): after a
+ * restore, everything of it the guest can reach is what the snapshot
+ * gives. Its mappings are those it had once locked down, and the only
+ * writable ones are guest memory, the control pages and the signal stack;
+ * the control pages hold the snapshot's registers and FXSAVE bytes, the
+ * pids and frame address, fs/gs base 0 to load, and nothing else; the
+ * signal stack is zero below the stopped stub and its first report's image
+ * above, with an XSAVE header that loads x87/SSE only. 0 or VMM_E_LEAK
+ * with what differs in why.
+ */
+static int proc_check(struct vmm_sandbox *sb, const struct vmm_vcpu_state *want, char *why, size_t len)
+{
+	struct vmm_proc *p = sb->proc;
+	const uint64_t *g = ctl_gregs(p);
+	const uint8_t *fx = p->ctl + CTL_FX, *fp = p->alt + p->fp_off;
+	struct stat st;
+	char *maps = NULL;
+	int rc;
+
+	if (!proc_live(sb))
+		return 0;  /* replaced, as new, at the next run */
+	if (p->maps < 0 || !p->maps_base) {
+		snprintf(why, len, "the child's mappings cannot be read");
+		return VMM_E_LEAK;
+	}
+	if ((rc = maps_read(p, &maps)) < 0)
+		return rc;
+	if ((rc = st_sys_fstat(p->memfd, &st)) < 0)
+		goto out_free;
+	rc = VMM_E_LEAK;
+	if (strcmp(maps, p->maps_base) != 0) {
+		snprintf(why, len, "the child's mappings changed since it started");
+		goto out_free;
+	}
+	for (char *line = maps, *next; line && *line; line = next) {
+		unsigned long long lo, hi, off, ino;
+		char perms[8];
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %llu", &lo, &hi, perms, &off, &ino) != 5)
+			continue;
+		if (perms[1] != 'w')
+			continue;
+		bool ours = ino == (unsigned long long)st.st_ino;
+		bool guest = ours && lo >= STRATA_BOOT_INFO_GPA && hi <= sb->mem_size && off == lo;
+		bool ctl = ours && lo == PROC_CTL && hi == PROC_CTL + PROC_CTL_SIZE && off == sb->mem_size;
+		bool alt = ours && lo == PROC_ALT_LO && hi == PROC_END && off == sb->mem_size + PROC_CTL_SIZE;
+		if (!guest && !ctl && !alt) {
+			snprintf(why, len, "the child can write %s", line);
+			goto out_free;
+		}
+	}
+	bool regs = (g[G_EFL] & ~(uint64_t)0x2) == (want->rflags & RFLAGS_GUEST) && g[G_RIP] == want->rip &&
+		    memcmp(fx, want->fxsave, 28) == 0 && memcmp(fx + 32, want->fxsave + 32, 416 - 32) == 0;
+	for (unsigned i = 0; i < 16; i++)
+		regs = regs && g[gpr_to_greg[i]] == want->gpr[i];
+	if (!regs) {
+		snprintf(why, len, "the registers the child resumes with are not the snapshot's");
+		goto out_free;
+	}
+	uint32_t fsgs;
+	uint64_t w[6];
+	memcpy(&fsgs, p->ctl + CTL_FSGS, 4);
+	memcpy(w, p->ctl + CTL_HOSTPID, sizeof(w));
+	if (fsgs != (p->fsgs ? FSGS_HAVE | FSGS_LOAD : 0u) || w[0] != p->host_pid || w[1] != (uint64_t)p->pid ||
+	    w[2] != 0 || w[3] != 0 || w[4] != p->uc || w[5] != 0) {
+		snprintf(why, len, "the control page's words (pids, frame, fs/gs base to load) are not what a restore gives");
+		goto out_free;
+	}
+	if (!all_zero(p->ctl + CTL_NOPS, CTL_FSGS - CTL_NOPS) ||
+	    !all_zero(p->ctl + CTL_SI, CTL_FX - CTL_SI) || !all_zero(p->ctl + CTL_RUNS, PROC_CTL_SIZE - CTL_RUNS) ||
+	    memcmp(fx + 416, p->tmpl + p->fp_off + 416, 96) != 0 || memcmp(fx + 28, p->tmpl + p->fp_off + 28, 4) != 0) {
+		snprintf(why, len, "a control page byte the stub does not read is not zero");
+		goto out_free;
+	}
+	uint64_t bv;
+	memcpy(&bv, fp + 512, 8);
+	if (!all_zero(p->alt, p->tmpl_off) ||
+	    memcmp(p->alt + p->tmpl_off, p->tmpl + p->tmpl_off, p->fp_off - p->tmpl_off) != 0 ||
+	    memcmp(fp, p->tmpl + p->fp_off, 512) != 0 || bv != 3 || !all_zero(fp + 520, p->xsize - 520) ||
+	    memcmp(fp + p->xsize, p->tmpl + p->fp_off + p->xsize, PROC_ALT_SIZE - p->fp_off - p->xsize) != 0) {
+		snprintf(why, len, "the signal stack is not as the child started (or its XSAVE image loads more than x87/SSE)");
+		goto out_free;
+	}
+	rc = 0;
+out_free:
+	free(maps);
+	return rc;
+}
+
 const struct vmm_backend vmm_backend_process = {
 	.kind = VMM_BACKEND_PROCESS,
 	.name = "process",
@@ -980,5 +1200,18 @@ const struct vmm_backend vmm_backend_process = {
 	.dirty_clear = proc_dirty_clear,
 	.map_pages = proc_map_pages,
 	.page_read = proc_page_read,
+	.check_state = proc_check,
 	.private_pages = false,
 };
+
+const char *vmm_proc_end_str(int status, char *buf, size_t len)
+{
+	if (status >> 8)
+		snprintf(buf, len, "exited with code %d", status >> 8);
+	else if (status & 0x7f)
+		snprintf(buf, len, "was killed by signal %d (SIG%s)%s", status & 0x7f,
+			 sigabbrev_np(status & 0x7f) ? sigabbrev_np(status & 0x7f) : "?", (status & 0x80) ? ", core dumped" : "");
+	else
+		snprintf(buf, len, "exited with code 0");
+	return buf;
+}

@@ -4,32 +4,49 @@
 
 /*
  * The child holds nothing of the host: it is a small program of its own
- * (proc_child.c, proc_stub.S) whose code, control pages and stacks live at
- * PROC_BASE, far above guest memory (< 4 GiB).
+ * (proc_child.c, proc_stub.S) whose code, control pages and signal stack
+ * live at PROC_BASE, far above guest memory (< 4 GiB). Once it is locked
+ * down, the only pages it can write are guest memory and two shared ones
+ * the host rewrites on every restore: the control pages (the memfd at
+ * mem_size) and the signal stack (the memfd after them). The startup stack
+ * (the kernel's) is unmapped, and the program has no data of its own.
  */
 #define PROC_BASE 0x7e0000000000  /* above ASan's shadow (ends 0x10007fff8000), below where libraries load */
 #define PROC_CODE PROC_BASE                   /* the child program (proc_child.c) is linked here */
-#define PROC_CTL (PROC_BASE + 0x100000)       /* control pages, shared with the host */
+#define PROC_CTL (PROC_BASE + 0x100000)       /* control pages, shared with the host (memfd at mem_size) */
 #define PROC_CTL_SIZE 0x2000
-#define PROC_STACK_LO (PROC_BASE + 0x104000)  /* words: the host's pid, the child's */
-#define PROC_ALT_LO (PROC_BASE + 0x108000)    /* signal stack: every report runs here */
-#define PROC_END (PROC_BASE + 0x120000)
+#define PROC_STACK_LO (PROC_BASE + 0x104000)  /* nothing is mapped here (a stack of older versions) */
+#define PROC_ALT_LO (PROC_BASE + 0x108000)    /* signal stack: every report runs here (memfd after the control pages) */
+#define PROC_ALT_SIZE 0x4000
+#define PROC_END (PROC_ALT_LO + PROC_ALT_SIZE)
+#define PROC_SHARED_SIZE (PROC_CTL_SIZE + PROC_ALT_SIZE) /* the memfd's bytes past guest memory */
 #define PROC_TASK_TOP 0x7ffffffff000
 
-/* Control page offsets. */
+/* Control page offsets. Everything here is guest-writable while the guest
+ * runs: the host reads it only as input and rewrites all of it on restore. */
 #define CTL_STATE 0     /* u32: what the stopped child is to do when resumed */
-#define CTL_NOPS 4      /* u32 ops to run in STATE_OPS */
+#define CTL_NOPS 4      /* u32: protection runs the child applies at startup */
 #define CTL_WP 8        /* u32 set by the child: its guest range is write-tracked */
+#define CTL_FSGS 12     /* u32: FSGS_* */
+#define CTL_HOSTPID 16  /* u64: the host's pid (the stub's parent) */
+#define CTL_PID 24      /* u64: the child's pid (= tid: one thread) */
+#define CTL_FSBASE 32   /* u64: fs base loaded with FSGS_LOAD */
+#define CTL_GSBASE 40   /* u64: gs base loaded with FSGS_LOAD */
+#define CTL_UC 48       /* u64: the report's ucontext (the stub's r12) */
+#define CTL_RESULT 56   /* u64: what STATE_LOCK's prctl returned */
 #define CTL_GREGS 64    /* ucontext gregs[23] of the last report; written back on resume */
 #define CTL_SI 256      /* first 48 bytes of the report's siginfo */
 #define CTL_FX 512      /* FXSAVE image (512 bytes); bytes 0-415 written back on resume */
-#define CTL_OPS 1024    /* ops: 8 words each: nr, 6 arguments, result */
-#define CTL_OP_SIZE 64
-#define CTL_OPS_MAX ((PROC_CTL_SIZE - CTL_OPS) / CTL_OP_SIZE)
+#define CTL_RUNS 1024   /* startup protection runs: 3 words each (address, length, PROT_*) */
+#define CTL_RUN_SIZE 24
+#define CTL_RUNS_MAX ((PROC_CTL_SIZE - CTL_RUNS) / CTL_RUN_SIZE)
+
+#define FSGS_HAVE 1     /* the CPU and kernel let user code write fs/gs base (AT_HWCAP2 FSGSBASE) */
+#define FSGS_LOAD 2     /* load CTL_FSBASE/CTL_GSBASE on the next resume (a restore) */
 
 #define STATE_HOST 0    /* the stub is stopped in its signal handler, reporting */
 #define STATE_GUEST 1   /* resume the guest with CTL_GREGS / CTL_FX */
-#define STATE_OPS 2     /* run the ops, then report again */
+#define STATE_LOCK 2    /* make the child non-dumpable, then report again */
 
 /* struct ucontext (x86-64): mcontext gregs and fpregs pointer. */
 #define UC_GREGS 40

@@ -14,9 +14,17 @@
  * Built without libc and linked at PROC_BASE (vmm/meson.build): the host
  * starts it with posix_spawn on a memfd holding this program, guest memory
  * as fd 3, nothing else open, an empty environment, argv[1] = the guest
- * memory size and argv[2] = the host's pid. A new program has none of the host's memory, so there is
+ * memory size and argv[2] = the host's pid, in a directory that no longer
+ * exists. A new program has none of the host's memory, so there is
  * nothing to unmap, and exec costs far less than copying the host's page
  * tables with fork (docs/vmm.md).
+ *
+ * Once locked down (stub_lock) the child is not a general-purpose process:
+ * no capability, no core dump, an address-space limit near its memory, no
+ * stack but the signal stack, no data of its own, and a filter that lets
+ * the stub stop itself, return from its handler, see its parent, make
+ * itself non-dumpable and exit: no call that maps, unmaps or protects
+ * memory.
  */
 
 #define NR_mmap 9
@@ -37,6 +45,8 @@
 #define NR_seccomp 317
 #define NR_userfaultfd 323
 #define NR_close 3
+#define NR_capset 126
+#define NR_setrlimit 160
 
 #define PROT_NONE 0
 #define PROT_READ 1
@@ -52,6 +62,21 @@
 #define SIG_SETMASK 2
 #define PR_SET_NO_NEW_PRIVS 38
 #define PR_SET_PDEATHSIG 1
+#define PR_SET_DUMPABLE 4
+#define PR_CAPBSET_DROP 24
+#define PR_SET_SECUREBITS 28
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#define SS_AUTODISARM (1u << 31)
+#define RLIMIT_CORE_ 4
+#define RLIMIT_MEMLOCK_ 8
+#define RLIMIT_AS_ 9
+#define AT_HWCAP2 26
+#define HWCAP2_FSGSBASE (1 << 1)
+#define EPERM_ 1
+#define EINVAL_ 22
+/* Every securebit and its lock: no root magic, no ambient raise (linux/securebits.h). */
+#define SECUREBITS_ALL_LOCKED 0xef
 #define SIGKILL_ 9
 #define O_CLOEXEC 02000000
 #define UFFD_USER_MODE_ONLY 1
@@ -62,8 +87,8 @@ enum { SIGSTOP_ = 19, SIGILL_ = 4, SIGTRAP_ = 5, SIGBUS_ = 7, SIGFPE_ = 8, SIGUS
 /* One static program: every symbol is local, reached RIP-relative (no GOT). */
 #pragma GCC visibility push(hidden)
 extern const char vmm_proc_stub_handler[], vmm_proc_stub_restorer[], vmm_proc_stub_sys_ret[];
-__attribute__((noreturn)) void vmm_proc_stub_ready(void);
-__attribute__((noreturn)) void stub_main(const uint64_t *sp);
+uint64_t stub_main(const uint64_t *sp);
+void stub_lock(uint64_t mem_size, const uint64_t *sp0);
 
 static long sys6(long nr, long a, long b, long c, long d, long e, long f)
 {
@@ -129,48 +154,59 @@ struct kernel_sigaction {
 	uint64_t handler, flags, restorer, mask;
 };
 
-/* The filter: x86-64 system calls from the stub's one `syscall`
- * instruction, and only these; anything else from the stub kills the
- * child; anything from elsewhere (the guest) raises SIGSYS, which the host
- * reports as the #UD (or #GP for `int $0x80`) the guest would get on KVM. */
+/*
+ * The filter: x86-64 system calls from the stub's one `syscall`
+ * instruction, and only these, each with the arguments the stub passes:
+ * rt_sigreturn, getppid, exit_group, tgkill(self, self, SIGSTOP) and
+ * prctl(PR_SET_DUMPABLE, 0). Anything else from the stub kills the child
+ * (the guest can jump there with any registers); anything from elsewhere
+ * (the guest) raises SIGSYS, which the host reports as the #UD (or #GP for
+ * `int $0x80`) the guest would get on KVM. No memory call is left: the
+ * host's protections are applied before the filter (stub_main), so no
+ * mapping can escape write tracking, expose the page tables, make the
+ * stub writable or grow the child.
+ */
+#define FILTER_MAX 32
 static unsigned filter_build(struct sock_filter *f, uint32_t pid)
 {
-	static const uint32_t allowed[] = { NR_munmap, NR_mmap, NR_mprotect, NR_madvise, NR_rt_sigreturn,
-					    NR_getppid, NR_exit_group };
+	static const uint32_t allowed[] = { NR_rt_sigreturn, NR_getppid, NR_exit_group };
 	const uint64_t site = (uint64_t)(uintptr_t)vmm_proc_stub_sys_ret;
 	const unsigned na = sizeof(allowed) / sizeof(allowed[0]);
-	/* 0-6: arch, ip, nr; 7..: allowed; then tgkill(pid, pid, SIGSTOP) only. */
-	const unsigned tg = 7 + na, kill = tg + 7, trap = kill + 1, allow = trap + 1;
+	/* 0-6: arch, ip, nr; 7..: allowed; tg: tgkill's 7; pr: prctl's 5. */
+	const unsigned tg = 7 + na, pr = tg + 7, kill = pr + 5, trap = kill + 1, allow = trap + 1;
 	unsigned k = 0;
+#define LD(field) (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(field))
+#define JEQ(v, yes, no) (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (v), (uint8_t)((yes) - k - 1), (uint8_t)((no) - k - 1))
 
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
-	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, (uint8_t)(trap - k - 1));
-	k++;
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, instruction_pointer));
-	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)site, 0, (uint8_t)(trap - k - 1));
-	k++;
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-					      offsetof(struct seccomp_data, instruction_pointer) + 4);
-	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(site >> 32), 0, (uint8_t)(trap - k - 1));
-	k++;
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+	f[k++] = LD(offsetof(struct seccomp_data, arch));
+	f[k] = JEQ(AUDIT_ARCH_X86_64, k + 1, trap), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, instruction_pointer));
+	f[k] = JEQ((uint32_t)site, k + 1, trap), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, instruction_pointer) + 4);
+	f[k] = JEQ((uint32_t)(site >> 32), k + 1, trap), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, nr));
 	for (unsigned i = 0; i < na; i++, k++)
-		f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, allowed[i], (uint8_t)(allow - k - 1), 0);
+		f[k] = JEQ(allowed[i], allow, k + 1);
 	/* tg: the stub stops itself; nothing else may be signalled. */
-	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NR_tgkill, 0, (uint8_t)(kill - k - 1));
-	k++;
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
-	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, pid, 0, (uint8_t)(kill - k - 1));
-	k++;
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1]));
-	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, pid, 0, (uint8_t)(kill - k - 1));
-	k++;
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2]));
-	f[k] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SIGSTOP_, (uint8_t)(allow - k - 1), (uint8_t)(kill - k - 1));
-	k++;
+	f[k] = JEQ(NR_tgkill, k + 1, pr), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, args[0]));
+	f[k] = JEQ(pid, k + 1, kill), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, args[1]));
+	f[k] = JEQ(pid, k + 1, kill), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, args[2]));
+	f[k] = JEQ(SIGSTOP_, allow, kill), k++;
+	/* pr: prctl(PR_SET_DUMPABLE, 0) only (the kernel refuses any value but
+	 * 0 and 1 in the whole 64 bits, so the low half decides). */
+	f[k] = JEQ(NR_prctl, k + 1, kill), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, args[0]));
+	f[k] = JEQ(PR_SET_DUMPABLE, k + 1, kill), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, args[1]));
+	f[k] = JEQ(0, allow, kill), k++;
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+#undef LD
+#undef JEQ
 	return k;
 }
 
@@ -204,9 +240,76 @@ static void track(uint64_t lo, uint64_t len)
 	*(volatile uint32_t *)(PROC_CTL + CTL_WP) = 1;
 }
 
-void stub_main(const uint64_t *sp)
+/* The host's protections for guest memory (vmm_x86_user_runs: the page
+ * tables' user permissions), from the control page; each inside [lo, end). */
+static void protect_runs(uint64_t lo, uint64_t end)
 {
-	static struct sock_filter filter[40];
+	uint32_t n = *(volatile uint32_t *)(PROC_CTL + CTL_NOPS);
+
+	if (n > CTL_RUNS_MAX)
+		fail(130);
+	for (uint32_t i = 0; i < n; i++) {
+		const volatile uint64_t *r = (const volatile uint64_t *)(PROC_CTL + CTL_RUNS + (uint64_t)i * CTL_RUN_SIZE);
+		uint64_t va = r[0], len = r[1], prot = r[2];
+		if (va < lo || va > end || len > end - va || prot > 7 ||
+		    sys3(NR_mprotect, (long)va, (long)len, (long)prot) < 0)
+			fail(130);
+	}
+	*(volatile uint32_t *)(PROC_CTL + CTL_NOPS) = 0;
+}
+
+/* The value of auxv entry `type` after the initial stack's envp (0 if none). */
+static uint64_t auxv_get(const uint64_t *sp, uint64_t type)
+{
+	const uint64_t *p = sp + 1 + sp[0] + 1;  /* argc, argv[argc], NULL */
+
+	while (*p)
+		p++;  /* envp */
+	for (p++; p[0]; p += 2)
+		if (p[0] == type)
+			return p[1];
+	return 0;
+}
+
+struct rlimit_ {
+	uint64_t cur, max;
+};
+
+static void limit(int res, uint64_t v)
+{
+	struct rlimit_ r = { v, v };
+
+	if (sys3(NR_setrlimit, res, (long)&r, 0) < 0)
+		fail(131);
+}
+
+/* Every capability gone, for good: securebits locked (no root magic),
+ * the bounding and ambient sets emptied where the child may (a host
+ * without CAP_SETPCAP has nothing to drop there), then the three sets. */
+static void caps_drop(void)
+{
+	struct {
+		uint32_t version;
+		int pid;
+	} hdr = { 0x20080522, 0 };  /* _LINUX_CAPABILITY_VERSION_3 */
+	struct {
+		uint32_t effective, permitted, inheritable;
+	} data[2];
+
+	long r = sys3(NR_prctl, PR_SET_SECUREBITS, SECUREBITS_ALL_LOCKED, 0);
+	if (r < 0 && r != -EPERM_)
+		fail(132);
+	for (long cap = 0; cap < 64; cap++)
+		if (sys3(NR_prctl, PR_CAPBSET_DROP, cap, 0) == -EINVAL_)
+			break;
+	sys6(NR_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0);
+	zero(data, sizeof(data));
+	if (sys3(NR_capset, (long)&hdr, (long)data, 0) < 0)
+		fail(132);
+}
+
+uint64_t stub_main(const uint64_t *sp)
+{
 	uint64_t mem_size = sp[0] >= 3 ? parse_u64((const char *)sp[2]) : 0;
 	uint64_t host = sp[0] >= 3 ? parse_u64((const char *)sp[3]) : 0;
 
@@ -216,30 +319,36 @@ void stub_main(const uint64_t *sp)
 	 * otherwise outlive a host that never freed it); it may be gone already. */
 	if (sys3(NR_prctl, PR_SET_PDEATHSIG, SIGKILL_, 0) < 0 || (uint64_t)sys3(NR_getppid, 0, 0, 0) != host)
 		fail(121);
-	/* Control pages (shared with the host) and the stub's stacks. */
+	/* No core, even before the lock: it would hold guest memory. */
+	limit(RLIMIT_CORE_, 0);
+	/* Control pages and the signal stack, both shared with the host, which
+	 * rewrites them on every restore. */
 	if (sys6(NR_mmap, (long)PROC_CTL, PROC_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, 3,
 		 (long)mem_size) != (long)PROC_CTL)
 		fail(123);
-	if (sys6(NR_mmap, (long)PROC_STACK_LO, PROC_END - PROC_STACK_LO, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != (long)PROC_STACK_LO)
+	if (sys6(NR_mmap, (long)PROC_ALT_LO, PROC_ALT_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, 3,
+		 (long)(mem_size + PROC_CTL_SIZE)) != (long)PROC_ALT_LO)
 		fail(124);
-	*(volatile uint64_t *)PROC_STACK_LO = (uint64_t)sys3(NR_getppid, 0, 0, 0);
-	const uint32_t pid = (uint32_t)sys3(NR_getpid, 0, 0, 0);
-	*(volatile uint64_t *)(PROC_STACK_LO + 8) = pid;
-	/* Guest memory at the guest addresses, inaccessible until the host
-	 * gives each run its protection. Pages below the boot info are
+	*(volatile uint64_t *)(PROC_CTL + CTL_HOSTPID) = (uint64_t)sys3(NR_getppid, 0, 0, 0);
+	*(volatile uint64_t *)(PROC_CTL + CTL_PID) = (uint64_t)sys3(NR_getpid, 0, 0, 0);
+	*(volatile uint32_t *)(PROC_CTL + CTL_FSGS) = (auxv_get(sp, AT_HWCAP2) & HWCAP2_FSGSBASE) ? FSGS_HAVE : 0;
+	/* Guest memory at the guest addresses, with the protections the host
+	 * wrote into the control page. Pages below the boot info are
 	 * supervisor-only (page tables, GDT, IDT, exception stacks): CPL 3
 	 * never reaches them, so they are not mapped. */
 	const uint64_t lo = STRATA_BOOT_INFO_GPA;
 	if (sys6(NR_mmap, (long)lo, (long)(mem_size - lo), PROT_NONE, MAP_SHARED | MAP_FIXED, 3, (long)lo) != (long)lo)
 		fail(129);
+	protect_runs(lo, mem_size);
 	track(lo, mem_size - lo);
+	/* Signals disarm the stack while they run on it (SS_AUTODISARM): every
+	 * report's frame is at its top, wherever the guest's stack pointer is. */
 	struct {
 		uint64_t sp;
-		int flags;
+		uint32_t flags;
 		int pad;
 		uint64_t size;
-	} ss = { PROC_ALT_LO, 0, 0, PROC_END - PROC_ALT_LO };
+	} ss = { PROC_ALT_LO, SS_AUTODISARM, 0, PROC_ALT_SIZE };
 	if (sys3(NR_sigaltstack, (long)&ss, 0, 0) < 0)
 		fail(125);
 	static const int sigs[] = { SIGSEGV_, SIGBUS_, SIGFPE_, SIGILL_, SIGTRAP_, SIGSYS_, SIGUSR1_ };
@@ -249,13 +358,36 @@ void stub_main(const uint64_t *sp)
 		if (sys6(NR_rt_sigaction, sigs[i], (long)&ka, 0, 8, 0, 0) < 0)
 			fail(126);
 	}
+	return mem_size;
+}
+
+/*
+ * On the signal stack (proc_stub.S moved there): drop the kernel's startup
+ * stack (argv, envp and auxv are read), bound the child, drop every
+ * capability and install the filter. Signals are unblocked last: none can
+ * come before the host has seen the first report.
+ */
+void stub_lock(uint64_t mem_size, const uint64_t *sp0)
+{
+	struct sock_filter filter[FILTER_MAX];
+
+	/* The startup stack is the kernel's: from below the initial stack
+	 * pointer (it holds at most 128 KiB more) to the top of user space. */
+	uint64_t top = PROC_TASK_TOP, low = ((uint64_t)(uintptr_t)sp0 & ~0xfffull) - (1ull << 20);
+	if (sys3(NR_munmap, (long)low, (long)(top - low), 0) < 0)
+		fail(133);
+	/* The address space it has (guest memory, these pages, the vDSO), and
+	 * no more: nothing may map more anyway, and nothing locks memory. */
+	limit(RLIMIT_AS_, mem_size + (1ull << 20));
+	limit(RLIMIT_MEMLOCK_, 0);
+	caps_drop();
 	uint64_t none = 0;
 	if (sys6(NR_rt_sigprocmask, SIG_SETMASK, (long)&none, 0, 8, 0, 0) < 0)
 		fail(127);
-	struct sock_fprog prog = { .len = (unsigned short)filter_build(filter, pid), .filter = filter };
+	struct sock_fprog prog = { .len = (unsigned short)filter_build(filter, (uint32_t)*(volatile uint64_t *)(PROC_CTL + CTL_PID)),
+				   .filter = filter };
 	if (sys6(NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0) < 0 ||
 	    sys3(NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, (long)&prog) < 0)
 		fail(128);
-	/* From here only the stub's `syscall` works. */
-	vmm_proc_stub_ready();
+	/* From here only the stub's `syscall` works; the caller reports ready. */
 }

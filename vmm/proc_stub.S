@@ -1,29 +1,36 @@
-/* proc_stub.S: the process backend's child stub: reports each guest exit to the host (and stops) and runs the host's ops. */
+/* proc_stub.S: the process backend's child stub: reports each guest exit to the host (and stops), and puts back what it asks for. */
 #include "vmm/proc_abi.h"
 #include "vmm/abi.h"
 
-#define SYS_mmap 9
-#define SYS_munmap 11
 #define SYS_rt_sigreturn 15
 #define SYS_getppid 110
+#define SYS_prctl 157
 #define SYS_tgkill 234
 #define SIGSTOP 19
 #define SYS_exit_group 231
+#define PR_SET_DUMPABLE 4
 #define FP_XSTATE_MAGIC1 0x46505853
 
 /*
  * Part of the child program (proc_child.c, linked at PROC_BASE). After
- * stub_main has locked the child down, every system call goes through
+ * stub_lock has locked the child down, every system call goes through
  * `sys`, the one instruction its seccomp filter lets through.
  */
 	.text
 	.globl _start, vmm_proc_stub_handler
 	.globl vmm_proc_stub_restorer, vmm_proc_stub_sys_ret, vmm_proc_stub_ready
 _start:
-	/* The kernel's initial stack: argc, argv..., envp... (proc_child.c). */
+	/* The kernel's initial stack: argc, argv..., envp..., auxv (proc_child.c). */
 	movq %rsp, %rdi
+	movq %rsp, %r15         /* callee-saved: stub_lock gets it too */
 	andq $-16, %rsp
 	call stub_main
+	/* Off the kernel's stack (stub_lock unmaps it): the signal stack's top,
+	 * which the first report then overwrites. */
+	movq %rax, %rdi
+	movq %r15, %rsi
+	movabsq $PROC_END, %rsp
+	call stub_lock
 vmm_proc_stub_ready:
 	ud2             /* the first report: the host sees the child ready */
 
@@ -42,6 +49,7 @@ vmm_proc_stub_handler:
 	movq %rsi, %r13
 	movq %rdx, %r12
 	movabsq $PROC_CTL, %rbx
+	movq %r12, CTL_UC(%rbx)
 	leaq UC_GREGS(%r12), %rsi
 	leaq CTL_GREGS(%rbx), %rdi
 	movl $NGREGS, %ecx
@@ -60,27 +68,29 @@ handover:
 	/* Stop: the host works only on a stopped child (waitid WSTOPPED), so
 	 * nothing in the child can run while it reads or writes guest memory;
 	 * it resumes us with SIGCONT. */
+	movabsq $PROC_CTL, %rbx
 	movl $STATE_HOST, CTL_STATE(%rbx)
 stop:
-	movabsq $PROC_STACK_LO, %rcx
-	movq 8(%rcx), %rdi              /* our pid (= tid: one thread) */
+	movq CTL_PID(%rbx), %rdi        /* our pid (= tid: one thread) */
 	movq %rdi, %rsi
 	movl $SIGSTOP, %edx
 	movl $SYS_tgkill, %eax
 	call sys
-	/* Resumed: end if the host is gone (reparented), else see what it wants. */
+	/* Resumed: end if the host is gone (reparented), else see what it
+	 * wants. Every address comes from the control page, which the host
+	 * rewrote if it restored: nothing the guest left in a register counts. */
 	movl $SYS_getppid, %eax
 	call sys
-	movabsq $PROC_STACK_LO, %rcx
-	cmpq (%rcx), %rax
+	movabsq $PROC_CTL, %rbx
+	cmpq CTL_HOSTPID(%rbx), %rax
 	je 5f
 	movl $1, %edi
 	movl $SYS_exit_group, %eax
 	call sys
-5:	movl CTL_STATE(%rbx), %eax
-got:
-	cmpl $STATE_OPS, %eax
-	je ops
+5:	movq CTL_UC(%rbx), %r12
+	movl CTL_STATE(%rbx), %eax
+	cmpl $STATE_LOCK, %eax
+	je lock
 	cmpl $STATE_GUEST, %eax
 	jne stop
 	/* Resume with the host's registers and FPU state. */
@@ -93,33 +103,32 @@ got:
 	jz 2f
 	leaq CTL_FX(%rbx), %rsi
 	movq %rdx, %rdi
-	movl $52, %ecx          /* 416 bytes: x87, MXCSR, XMM0-15; the kernel's bytes after stay */
+	movl $52, %ecx          /* 416 bytes: x87, MXCSR, XMM0-15; the frame's bytes after stay */
 	rep movsq
 	cmpl $FP_XSTATE_MAGIC1, 464(%rdx)
 	jne 2f
-	orq $3, 512(%rdx)       /* XSTATE_BV: x87 and SSE come from the image */
-2:	ret
+	orq $3, 512(%rdx)       /* XSTATE_BV: x87 and SSE come from the image (a restore set it to exactly 3) */
+2:	/* After a restore, the fs and gs bases the host gives (no signal frame
+	 * holds them); only where user code can write them at all. */
+	movl CTL_FSGS(%rbx), %eax
+	cmpl $(FSGS_HAVE | FSGS_LOAD), %eax
+	jne 3f
+	movq CTL_FSBASE(%rbx), %rax
+	wrfsbase %rax
+	movq CTL_GSBASE(%rbx), %rax
+	wrgsbase %rax
+	movl $FSGS_HAVE, CTL_FSGS(%rbx)
+3:	ret
 
-ops:
-	movl CTL_NOPS(%rbx), %r14d
-	cmpl $CTL_OPS_MAX, %r14d
-	jbe 3f
-	movl $CTL_OPS_MAX, %r14d
-3:	leaq CTL_OPS(%rbx), %r15
-4:	testl %r14d, %r14d
-	jz handover
-	movq 0(%r15), %rax
-	movq 8(%r15), %rdi
-	movq 16(%r15), %rsi
-	movq 24(%r15), %rdx
-	movq 32(%r15), %r10
-	movq 40(%r15), %r8
-	movq 48(%r15), %r9
+lock:
+	/* Not dumpable from here on: the host has taken what needs it
+	 * (its pagemap, maps and userfaultfd handles). */
+	movl $PR_SET_DUMPABLE, %edi
+	xorl %esi, %esi
+	movl $SYS_prctl, %eax
 	call sys
-	movq %rax, 56(%r15)
-	addq $CTL_OP_SIZE, %r15
-	decl %r14d
-	jmp 4b
+	movq %rax, CTL_RESULT(%rbx)
+	jmp handover
 
 
 	.section .note.GNU-stack, "", @progbits

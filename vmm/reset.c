@@ -451,8 +451,8 @@ int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage)
 		return -ENOMEM;
 	if (!s->have_vcpu)
 		return VMM_E_NO_SNAPSHOT;
-	/* The vCPU first (cheap, and a call changes it as surely as memory),
-	 * then memory. */
+	/* What lies outside guest memory first (cheap, and a call changes
+	 * the vCPU as surely as memory), then memory. */
 	char why[sizeof(sb->err.message) - 32];
 	int rc = sb->be->check_state ? sb->be->check_state(sb, &s->vcpu, why, sizeof(why)) : 0;
 	if (rc == VMM_E_LEAK) {
@@ -476,11 +476,8 @@ int vmm_sandbox_check(struct vmm_sandbox *sb, uint64_t *gpage)
 			if (src ? memcmp(dst, src, VMM_PAGE) != 0 : !vmm_page_is_zero(dst)) {
 				if (gpage)
 					*gpage = p;
-				sb->err.code = VMM_E_LEAK;
-				snprintf(sb->err.message, sizeof(sb->err.message),
-					 "debug check: guest page %llu differs from the snapshot after restore",
-					 (unsigned long long)p);
-				return VMM_E_LEAK;
+				return vmm_fail(&sb->err, VMM_E_LEAK, "guest page %llu differs from the snapshot",
+						(unsigned long long)p);
 			}
 		}
 	}

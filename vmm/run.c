@@ -396,8 +396,16 @@ int vmm_run_until(struct vmm_sandbox *sb, uint16_t port, uint64_t timeout_ns, ui
 		case VMM_EXIT_EXCEPTION:
 			rc = vmm_run_exception(sb, ex.vector, ex.error_code, ex.rip, ex.addr);
 			break;
-		case VMM_EXIT_DEAD:
-			rc = vmm_run_fail(sb, VMM_E_SHUTDOWN, "the guest's process ended (signal %u)", ex.reason);
+		case VMM_EXIT_DEAD: {
+			char how[64];
+			rc = vmm_run_fail(sb, VMM_E_SHUTDOWN, "the guest's process %s",
+					  vmm_proc_end_str((int)ex.reason, how, sizeof(how)));
+			break;
+		}
+		case VMM_EXIT_BAD_REPORT:
+			rc = vmm_run_fail(sb, VMM_E_UNEXPECTED_EXIT,
+					  "the guest's process made a bad report (signal %u, or its frame moved): the guest "
+					  "forged it; the process is ended", ex.reason);
 			break;
 		default:
 			rc = vmm_run_fail(sb, VMM_E_UNEXPECTED_EXIT, "the vCPU stopped with KVM exit reason %u", ex.reason);

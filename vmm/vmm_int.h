@@ -72,8 +72,9 @@ enum vmm_exit_kind {
 	VMM_EXIT_INTR,       /* KVM_RUN returned EINTR (signal / immediate_exit) */
 	VMM_EXIT_INTERNAL,   /* KVM internal error: reason = suberror */
 	VMM_EXIT_EXCEPTION,  /* CPU exception reported by the backend: vector, error_code, rip, addr (CR2) */
-	VMM_EXIT_DEAD,       /* the process backend's child is gone: reason = what ended it */
+	VMM_EXIT_DEAD,       /* the process backend's child is gone: reason = its wait status (vmm_proc_end_str) */
 	VMM_EXIT_OTHER,      /* anything else: reason */
+	VMM_EXIT_BAD_REPORT, /* the process backend's child reported what its stub never does: reason = the signal */
 };
 struct vmm_exit {
 	enum vmm_exit_kind kind;

@@ -2,6 +2,10 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -26,5 +30,254 @@ Test(hostile, the_memory_counter_is_reset_by_a_restore, .init = sh_setup, .fini 
 		cr_assert_eq(v, 1, "round %d: the counter kept its value across a restore (%lld)", round, (long long)v);
 		cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
 	}
+	vmm_sandbox_free(sb);
+}
+
+/*
+ * The process backend's channels (hostileguest.c): state kept in the
+ * child's own pages, registers outside the snapshot's, mappings made
+ * through the stub's system call. On KVM none of them exists: each call
+ * faults (nothing is mapped at PROC_BASE, rdfsbase is #UD), which closes
+ * the channel too.
+ */
+static const char *const channels[] = {
+	"altstack_next", "stack_next", "ctl_next", "child_data_next", "fsbase_next", "gsbase_next",
+	"memfd_alias_next", "madv_remove_next", "stub_code_next", "mmap_1g_next", "mlock_next",
+	"hwpoison_try", "soft_offline_try", "page_tables_next",
+};
+#define NCHANNELS (sizeof(channels) / sizeof(channels[0]))
+
+/*
+ * One call: its value, or 0 where the channel was refused (the guest
+ * faulted, the stub's filter ended its process, or the guest gave up with
+ * a reason). A refused call leaves the sandbox to be restored: do it here,
+ * so the next step starts from the snapshot.
+ */
+static int64_t channel_call(struct vmm_sandbox *sb, const char *fn)
+{
+	struct vmm_result r = { 0 };
+	int rc = vmm_sandbox_call(sb, fn, NULL, 0, &r);
+
+	if (rc == 0)
+		return r.i64;
+	const struct vmm_error *e = vmm_sandbox_error(sb);
+	cr_assert(rc == VMM_E_GUEST_ERROR || rc == VMM_E_GUEST_FAULT || rc == VMM_E_SHUTDOWN, "%s: %s (%s)", fn,
+		  e->message, vmm_strerror(rc));
+	cr_log_info("%s refused: %s", fn, e->message);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s after %s: %s", fn, e->message, vmm_sandbox_error(sb)->message);
+	return 0;
+}
+
+/* Channels whose state survived, named once each (every channel is tried
+ * before the test fails, so one run shows them all). */
+static char survived[1024];
+
+/* A channel after a restore: 1 (the snapshot's state plus one), or refused. */
+static void channel_fresh(struct vmm_sandbox *sb, const char *fn, const char *after)
+{
+	int64_t v = channel_call(sb, fn);
+	char one[160];
+
+	if (v == 0 || v == 1)
+		return;
+	snprintf(one, sizeof(one), " %s", fn);
+	if (strstr(survived, one))
+		return;
+	cr_log_error("%s after %s returned %lld: state survived", fn, after, (long long)v);
+	strncat(survived, one, sizeof(survived) - strlen(survived) - 1);
+}
+
+static void none_survived(void)
+{
+	cr_assert_eq(survived[0], 0, "state survived through:%s", survived);
+}
+
+/* The hostile guest, captured once, checking every restore; *m (may be
+ * NULL) gets its snapshot. */
+static struct vmm_sandbox *hostile_snap(const struct vmm_config *cfg, struct st_manifest **m)
+{
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+
+	cr_assert_eq(vmm_sandbox_new(HOSTILEGUEST, cfg, &sb, &err), 0, "sandbox: %s", err.message);
+	cr_assert_eq(sh_snap(sb, m), 0);
+	vmm_sandbox_set_debug(sb, true);
+	return sb;
+}
+
+/* A restore after fn: 0, or the channel is named as surviving (the debug
+ * check found what it left behind, VMM_E_LEAK). */
+static int restore_after(struct vmm_sandbox *sb, const char *fn)
+{
+	int rc = vmm_sandbox_restore(sb);
+	char one[160];
+
+	if (rc == VMM_E_LEAK) {
+		snprintf(one, sizeof(one), " %s(check)", fn);
+		cr_log_error("restore after %s: %s", fn, vmm_sandbox_error(sb)->message);
+		strncat(survived, one, sizeof(survived) - strlen(survived) - 1);
+		return rc;
+	}
+	cr_assert_eq(rc, 0, "after %s: %s", fn, vmm_sandbox_error(sb)->message);
+	return 0;
+}
+
+Test(hostile, no_process_channel_survives_a_restore_in_place, .init = sh_setup, .fini = sh_teardown)
+{
+	for (size_t i = 0; i < NCHANNELS; i++) {
+		struct vmm_sandbox *sb = hostile_snap(NULL, NULL);
+		for (int round = 0; round < 3; round++) {
+			channel_fresh(sb, channels[i], round ? "a restore in place" : "the capture");
+			if (restore_after(sb, channels[i]) < 0)
+				break;
+		}
+		vmm_sandbox_free(sb);
+	}
+	/* Every channel in one life, then each after one restore. */
+	struct vmm_sandbox *sb = hostile_snap(NULL, NULL);
+	for (size_t i = 0; i < NCHANNELS; i++)
+		channel_call(sb, channels[i]);
+	if (restore_after(sb, "every channel") == 0)
+		for (size_t i = 0; i < NCHANNELS; i++)
+			channel_fresh(sb, channels[i], "a restore after every channel");
+	vmm_sandbox_free(sb);
+	none_survived();
+}
+
+/* Three lives of one channel, each a new sandbox from the same snapshot and
+ * host: from the second on, the one the last life freed (its warm list). */
+static void warm_lives(struct vmm_host *host, const struct st_manifest *m, const char *fn)
+{
+	struct vmm_config cfg = { .host = host };
+	struct vmm_host_stats hs;
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+
+	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, &cfg, &sb, &err), 0, "%s",
+		     err.message);
+	for (int life = 0; life < 3; life++) {
+		channel_fresh(sb, fn, life ? "a new sandbox from the warm list" : "a new sandbox");
+		vmm_sandbox_free(sb);
+		vmm_host_stats(host, &hs);
+		unsigned before = hs.warm;
+		cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, &cfg, &sb, &err), 0, "%s",
+			     err.message);
+		vmm_host_stats(host, &hs);
+		if (before == 0) {
+			/* Not parked: its reset failed (the debug check found a leak). */
+			char one[160];
+			snprintf(one, sizeof(one), " %s(not-kept)", fn);
+			strncat(survived, one, sizeof(survived) - strlen(survived) - 1);
+			break;
+		}
+		cr_assert_eq(hs.warm + 1, before, "the new sandbox came from the warm list");
+	}
+	vmm_sandbox_free(sb);
+}
+
+Test(hostile, no_process_channel_reaches_a_new_sandbox_from_the_warm_list, .init = sh_setup, .fini = sh_teardown)
+{
+	struct vmm_host_config hc;
+	struct vmm_host *host;
+	struct vmm_error err;
+	struct st_manifest *m = NULL;
+
+	vmm_host_config_defaults(&hc);
+	hc.backend = vmm_backend_resolve(vmm_host_default(), VMM_BACKEND_AUTO); /* this run's backend */
+	hc.warm = 2;
+	hc.shells = 0;
+	hc.debug = true;
+	cr_assert_eq(vmm_host_new(&hc, &host, &err), 0, "%s", err.message);
+	struct vmm_config cfg = { .host = host };
+	vmm_sandbox_free(hostile_snap(&cfg, &m));
+	for (size_t i = 0; i < NCHANNELS; i++)
+		warm_lives(host, m, channels[i]);
+	st_manifest_free(m);
+	cr_assert_eq(vmm_host_free(host), 0);
+	none_survived();
+}
+
+/* Refused outright: the boot-info page stays read-only (on KVM its page
+ * table says so; on the process backend nothing may change a protection). */
+Test(hostile, the_boot_info_page_cannot_be_made_writable, .init = sh_setup, .fini = sh_teardown)
+{
+	struct vmm_sandbox *sb = hostile_snap(NULL, NULL);
+	struct vmm_result r = { 0 };
+	int rc = vmm_sandbox_call(sb, "boot_info_write", NULL, 0, &r);
+
+	cr_assert_lt(rc, 0, "the guest wrote its boot info (%lld)", (long long)r.i64);
+	cr_log_info("refused: %s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
+	vmm_sandbox_free(sb);
+}
+
+/*
+ * A forbidden system call at the stub's site kills the child; even with
+ * core dumps allowed to the host, and the kernel's pattern a plain file
+ * name, it dumps nothing (no core file where it runs, and the kernel does
+ * not say "dumped").
+ */
+Test(hostile, a_killed_child_dumps_no_core, .init = sh_setup, .fini = sh_teardown)
+{
+	struct rlimit old, unlimited = { RLIM_INFINITY, RLIM_INFINITY };
+	struct stat st;
+	bool had_core = stat("/core", &st) == 0;
+
+	cr_assert_eq(getrlimit(RLIMIT_CORE, &old), 0);
+	if (setrlimit(RLIMIT_CORE, &unlimited) < 0)
+		unlimited.rlim_cur = old.rlim_max, setrlimit(RLIMIT_CORE, &unlimited);
+	struct vmm_sandbox *sb = hostile_snap(NULL, NULL);
+	struct vmm_result r = { 0 };
+	int rc = vmm_sandbox_call(sb, "forbidden_call", NULL, 0, &r);
+	setrlimit(RLIMIT_CORE, &old);
+	const char *msg = vmm_sandbox_error(sb)->message;
+	cr_log_info("forbidden_call: %s", rc ? msg : "returned");
+	bool has_core = stat("/core", &st) == 0;
+	if (has_core && !had_core)
+		unlink("/core");
+	cr_assert_lt(rc, 0, "a forbidden system call returned %lld", (long long)r.i64);
+	cr_assert(!strstr(msg, "core dumped"), "%s", msg);
+	cr_assert(had_core || !has_core, "the child dumped core into /");
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
+	vmm_sandbox_free(sb);
+}
+
+/* On the process backend only: the child's own ways out, and how the host
+ * names them. */
+static bool on_process(void)
+{
+	return vmm_backend_resolve(vmm_host_default(), VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS;
+}
+
+Test(hostile, a_child_that_exits_is_reported_with_its_exit_code, .init = sh_setup, .fini = sh_teardown)
+{
+	if (!on_process())
+		cr_skip_test("the process backend's child only");
+	struct vmm_sandbox *sb = hostile_snap(NULL, NULL);
+	struct vmm_result r = { 0 };
+
+	cr_assert_lt(vmm_sandbox_call(sb, "exit_77", NULL, 0, &r), 0);
+	const char *msg = vmm_sandbox_error(sb)->message;
+	cr_assert(strstr(msg, "exited with code 77"), "%s", msg);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
+	vmm_sandbox_free(sb);
+}
+
+Test(hostile, a_forged_report_with_an_unknown_signal_is_a_bad_report, .init = sh_setup, .fini = sh_teardown)
+{
+	if (!on_process())
+		cr_skip_test("the process backend's child only");
+	struct vmm_sandbox *sb = hostile_snap(NULL, NULL);
+	struct vmm_result r = { 0 };
+
+	cr_assert_lt(vmm_sandbox_call(sb, "forge_signal_99", NULL, 0, &r), 0);
+	const char *msg = vmm_sandbox_error(sb)->message;
+	cr_assert(strstr(msg, "bad report (signal 99"), "%s", msg);
+	cr_assert(!strstr(msg, "KVM"), "%s", msg);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
 	vmm_sandbox_free(sb);
 }

@@ -1,4 +1,4 @@
-/* hostileguest.c: a guest that tries to keep state across a restore or reach past its memory, one function per channel (tests/vmm/test_hostile.c). */
+/* hostileguest.c: a guest that tries to keep state across a restore or reach past its memory, one function per channel (tests/snap/test_hostile*.c, tests/e2e/hostile.sh). */
 #include <stdint.h>
 
 #include "include/strata_guest.h"
@@ -19,4 +19,306 @@ static int64_t memory_counter;
 STRATA_FUNCTION(memory_next, "i()")
 {
 	return strata_ret_i64(c, ++memory_counter);
+}
+
+/*
+ * The process backend's channels. There the guest runs inside a child
+ * process whose own program, control pages and stacks sit at PROC_BASE
+ * (vmm/proc_abi.h), and whose one allowed `syscall` instruction is the
+ * stub's. On KVM nothing is mapped there: each of these functions faults
+ * on its first access (a guest fault, which closes the channel too).
+ */
+#include "vmm/proc_abi.h"
+
+/* Linux x86-64 system call numbers and flags (uapi asm/unistd_64.h, mman). */
+#define NR_mmap 9
+#define NR_mprotect 10
+#define NR_madvise 28
+#define NR_getpid 39
+#define PROT_R 1
+#define PROT_W 2
+#define PROT_X 4
+#define MAP_SHARED_ 0x01
+#define MAP_PRIVATE_ 0x02
+#define MAP_ANON_ 0x20
+#define MAP_NORESERVE_ 0x4000
+#define MAP_LOCKED_ 0x2000
+#define MAP_FIXED_NOREPLACE_ 0x100000
+#define MADV_REMOVE_ 9
+#define MADV_HWPOISON_ 100
+#define MADV_SOFT_OFFLINE_ 101
+#define EEXIST_ 17
+#define EPERM_ 1
+#define GUEST_MEMFD 3 /* guest memory, as the child has it open */
+
+/*
+ * The stub's `syscall; ret`, found as an attacker would: by scanning the
+ * child program's code for it. The stub's restorer follows it (`mov
+ * $15, %eax`: rt_sigreturn), which tells it from any other `syscall`
+ * the compiler emitted before a `ret`. 0 if not found.
+ */
+static uint64_t sys_site(void)
+{
+	static const uint8_t sig[] = { 0x0f, 0x05, 0xc3, 0xb8, 0x0f, 0x00, 0x00, 0x00 };
+	const volatile uint8_t *p = (const volatile uint8_t *)(uintptr_t)(PROC_CODE + 0x1000);
+
+	for (uint64_t i = 0; i + sizeof(sig) < 0x1000; i++) {
+		unsigned k = 0;
+		while (k < sizeof(sig) && p[i + k] == sig[k])
+			k++;
+		if (k == sizeof(sig))
+			return (uint64_t)(uintptr_t)(p + i);
+	}
+	return 0;
+}
+
+/* A system call through the stub's site, with any arguments. */
+static long stub_sys(long nr, long a, long b, long c, long d, long e, long f)
+{
+	uint64_t site = sys_site();
+	register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
+	long ret;
+
+	if (!site)
+		return -38; /* ENOSYS: nothing to jump to */
+	__asm__ volatile("call *%[site]"
+			 : "=a"(ret)
+			 : [site] "r"(site), "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* A counter in a word of the child's own memory at `addr`. */
+static int64_t word_next(uint64_t addr)
+{
+	volatile int64_t *w = (volatile int64_t *)(uintptr_t)addr;
+
+	return ++*w;
+}
+
+/* A plain store to the signal stack the stub's reports run on (its low end,
+ * below any signal frame). */
+STRATA_FUNCTION(altstack_next, "i()")
+{
+	return strata_ret_i64(c, word_next(PROC_ALT_LO + 512));
+}
+
+/* A plain store to the stub's main stack, past the words it keeps there. */
+STRATA_FUNCTION(stack_next, "i()")
+{
+	return strata_ret_i64(c, word_next(PROC_STACK_LO + 4096));
+}
+
+/* A store to an unused word at the end of the control pages. */
+STRATA_FUNCTION(ctl_next, "i()")
+{
+	return strata_ret_i64(c, word_next(PROC_CTL + PROC_CTL_SIZE - 8));
+}
+
+/* The child program's own data: its first page past the code (.bss). */
+STRATA_FUNCTION(child_data_next, "i()")
+{
+	return strata_ret_i64(c, word_next(PROC_CODE + 0x3ff8));
+}
+
+/* The fs and gs bases (wrfsbase/wrgsbase, where the kernel enables them). */
+STRATA_FUNCTION(fsbase_next, "i()")
+{
+	uint64_t v;
+
+	__asm__ volatile("rdfsbase %0" : "=r"(v));
+	v++;
+	__asm__ volatile("wrfsbase %0" : : "r"(v));
+	return strata_ret_i64(c, (int64_t)v);
+}
+
+STRATA_FUNCTION(gsbase_next, "i()")
+{
+	uint64_t v;
+
+	__asm__ volatile("rdgsbase %0" : "=r"(v));
+	v++;
+	__asm__ volatile("wrgsbase %0" : : "r"(v));
+	return strata_ret_i64(c, (int64_t)v);
+}
+
+/* A call that the stub's filter refused comes back as this failure. */
+static int refused(struct strata_call *c, const char *what, long rc)
+{
+	return strata_fail(c, "%s: %ld", what, rc);
+}
+
+/*
+ * A second mapping of guest memory (the memory fd, offset = guest address)
+ * over a page that holds data, written through that mapping: no write
+ * tracking is registered on it. Word 0 keeps the page's data; word 1 is
+ * the counter.
+ */
+static volatile int64_t alias_page[512] __attribute__((aligned(4096))) = { 1 };
+
+STRATA_FUNCTION(memfd_alias_next, "i()")
+{
+	const long at = 0x500000000;
+	long r = stub_sys(NR_mmap, at, 4096, PROT_R | PROT_W, MAP_SHARED_ | MAP_FIXED_NOREPLACE_, GUEST_MEMFD,
+			  (long)(uintptr_t)alias_page);
+
+	if (r != at && r != -EEXIST_)
+		return refused(c, "mmap of the memory fd", r);
+	volatile int64_t *alias = (volatile int64_t *)(uintptr_t)at;
+	return strata_ret_i64(c, ++alias[1]);
+}
+
+/*
+ * A hole punched in guest memory (MADV_REMOVE): the page reads as zero in
+ * both mappings. 2 if a page the snapshot holds non-zero was found as a
+ * hole (a previous life's madvise survived), else punch it and say 1.
+ */
+static volatile int64_t remove_page[512] __attribute__((aligned(4096))) = { 1 };
+
+STRATA_FUNCTION(madv_remove_next, "i()")
+{
+	if (remove_page[0] == 0)
+		return strata_ret_i64(c, 2);
+	long r = stub_sys(NR_madvise, (long)(uintptr_t)remove_page, 4096, MADV_REMOVE_, 0, 0, 0);
+	if (r != 0)
+		return refused(c, "madvise(MADV_REMOVE)", r);
+	return strata_ret_i64(c, 1);
+}
+
+/*
+ * The stub's code page made writable and executable, a routine written
+ * into its unused tail (`mov $n, %eax; ret`) and called: n counts lives.
+ */
+STRATA_FUNCTION(stub_code_next, "i()")
+{
+	uint64_t site = sys_site();
+
+	if (!site)
+		return strata_fail(c, "no stub found");
+	uint64_t page = site & ~0xfffull;
+	volatile uint8_t *code = (volatile uint8_t *)(uintptr_t)(page + 0xf00);
+	int64_t n = 0;
+	if (code[0] == 0xb8 && code[5] == 0xc3)
+		n = ((int64_t (*)(void))(uintptr_t)code)();
+	long r = stub_sys(NR_mprotect, (long)page, 4096, PROT_R | PROT_W | PROT_X, 0, 0, 0);
+	if (r != 0)
+		return refused(c, "mprotect of the stub's code", r);
+	n++;
+	code[0] = 0xb8;
+	code[1] = (uint8_t)n;
+	code[2] = (uint8_t)(n >> 8);
+	code[3] = (uint8_t)(n >> 16);
+	code[4] = (uint8_t)(n >> 24);
+	code[5] = 0xc3;
+	return strata_ret_i64(c, ((int64_t (*)(void))(uintptr_t)code)());
+}
+
+/* Anonymous memory of its own at a fixed address: the counter lives in its
+ * first word; `extra` flags (MAP_LOCKED) and `len` bytes (its last page is
+ * touched too, so the whole span counts). */
+static int anon_next(struct strata_call *c, long at, long len, long extra)
+{
+	long r = stub_sys(NR_mmap, at, len, PROT_R | PROT_W, MAP_PRIVATE_ | MAP_ANON_ | MAP_NORESERVE_ | MAP_FIXED_NOREPLACE_ | extra,
+			  -1, 0);
+
+	if (r != at && r != -EEXIST_)
+		return refused(c, "mmap", r);
+	volatile int64_t *w = (volatile int64_t *)(uintptr_t)at;
+	((volatile int64_t *)(uintptr_t)(at + len - 8))[0] = 1;
+	return strata_ret_i64(c, ++w[0]);
+}
+
+/* 1 GiB of the child's address space, where guest memory is a few MiB. */
+STRATA_FUNCTION(mmap_1g_next, "i()")
+{
+	return anon_next(c, 0x200000000, 1l << 30, 0);
+}
+
+/* Locked memory (MAP_LOCKED: CAP_IPC_LOCK or RLIMIT_MEMLOCK). */
+STRATA_FUNCTION(mlock_next, "i()")
+{
+	return anon_next(c, 0x300000000, 4096, MAP_LOCKED_);
+}
+
+/*
+ * MADV_HWPOISON and MADV_SOFT_OFFLINE reach the kernel's memory-failure
+ * code only with CAP_SYS_ADMIN: asked of an address with nothing mapped
+ * (so nothing is poisoned), a child without it gets EPERM (1); with it,
+ * the kernel goes on and fails to find a page (2).
+ */
+static int poison_try(struct strata_call *c, int advice)
+{
+	long r = stub_sys(NR_madvise, 0x400000000, 4096, advice, 0, 0, 0);
+
+	if (r == -EPERM_)
+		return strata_ret_i64(c, 1);
+	return strata_ret_i64(c, 2);
+}
+
+STRATA_FUNCTION(hwpoison_try, "i()")
+{
+	return poison_try(c, MADV_HWPOISON_);
+}
+
+STRATA_FUNCTION(soft_offline_try, "i()")
+{
+	return poison_try(c, MADV_SOFT_OFFLINE_);
+}
+
+/*
+ * The page tables (the memory fd from offset 0: supervisor pages the child
+ * does not map) mapped and written: the counter is kept in the PML4's last
+ * entry, shifted so its present bit stays clear.
+ */
+STRATA_FUNCTION(page_tables_next, "i()")
+{
+	const long at = 0x600000000;
+	long r = stub_sys(NR_mmap, at, STRATA_BOOT_INFO_GPA, PROT_R | PROT_W, MAP_SHARED_ | MAP_FIXED_NOREPLACE_,
+			  GUEST_MEMFD, 0);
+
+	if (r != at && r != -EEXIST_)
+		return refused(c, "mmap of the page tables", r);
+	volatile uint64_t *pml4 = (volatile uint64_t *)(uintptr_t)(at + 0x1000);
+	pml4[511] += 2;
+	return strata_ret_i64(c, (int64_t)(pml4[511] / 2));
+}
+
+/* The read-only boot-info page made writable and written (its unused tail). */
+STRATA_FUNCTION(boot_info_write, "i()")
+{
+	long r = stub_sys(NR_mprotect, STRATA_BOOT_INFO_GPA, 4096, PROT_R | PROT_W, 0, 0, 0);
+
+	if (r != 0)
+		return refused(c, "mprotect of the boot info", r);
+	volatile int64_t *w = (volatile int64_t *)(uintptr_t)(STRATA_BOOT_INFO_GPA + 4096 - 8);
+	return strata_ret_i64(c, ++*w);
+}
+
+/* A system call the stub's filter forbids (getpid), made at the stub's
+ * site: the child is killed; it must not dump core on its way out. */
+STRATA_FUNCTION(forbidden_call, "i()")
+{
+	return strata_ret_i64(c, stub_sys(NR_getpid, 0, 0, 0, 0, 0, 0));
+}
+
+/* The child ends itself (exit_group at the stub's site) with code 77. */
+STRATA_FUNCTION(exit_77, "i()")
+{
+	return strata_ret_i64(c, stub_sys(231 /* exit_group */, 77, 0, 0, 0, 0, 0));
+}
+
+/*
+ * A forged report: signal 99 in the control page's siginfo, the state set
+ * to "reporting", and the child stopped as the stub stops it. The pid is
+ * where the stub keeps it (the control page; an older stub's stack).
+ */
+STRATA_FUNCTION(forge_signal_99, "i()")
+{
+	volatile uint64_t *pidw = (volatile uint64_t *)(uintptr_t)(PROC_CTL + CTL_PID);
+	uint64_t pid = *pidw ? *pidw : *(volatile uint64_t *)(uintptr_t)(PROC_STACK_LO + 8);
+
+	*(volatile int32_t *)(uintptr_t)(PROC_CTL + CTL_SI) = 99;
+	*(volatile uint32_t *)(uintptr_t)(PROC_CTL + CTL_STATE) = STATE_HOST;
+	stub_sys(234 /* tgkill */, (long)pid, (long)pid, 19 /* SIGSTOP */, 0, 0, 0);
+	return strata_ret_i64(c, 1);
 }
