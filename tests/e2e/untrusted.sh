@@ -164,7 +164,7 @@ jq -c --arg n "$N" '.layers[0].id = $n | .layers[0].pages = 524288 | .mem_size =
 	"$T/exp/manifest.json" > "$T/sparse2/manifest.json"
 if command -v strace >/dev/null; then
 	out=$(timeout 60 strace -f -qq -e trace=sendfile -o "$T/sendfile.log" "$BIN" run "$T/sparse2" --call f 2>&1)
-	copied=$(sed -n 's/.*sendfile(.*) = \([0-9][0-9]*\)$/\1/p' "$T/sendfile.log" | awk '{s += $1} END {print s + 0}')
+	copied=$(sed -n 's/.*sendfile(.*) = \([0-9][0-9]*\)$/\1/p' "$T/sendfile.log" | awk '{s += $1} END {printf "%.0f\n", s}')
 	if [ "$copied" -le $((1 << 20)) ] && printf '%s' "$out" | grep -q "ABI version 0"; then
 		ok "run's private copy of a 2 GiB layer whose ranges use 16 pages copies $copied bytes"
 	else nok "run's private copy of a 2 GiB layer whose ranges use 16 pages copies at most 1 MiB" \
