@@ -168,7 +168,7 @@ int ix_chunks_parse(const void *buf, size_t len, struct ix_chunks **out, char *w
 		return ix_why(why, whylen, ST_EFORMAT, "chunk index: chunk size %" PRIu32 " is not a power of two in %u..%u",
 			      cs, IX_CHUNK_MIN, IX_CHUNK_MAX);
 	if (size == 0 || size % ST_PAGE_SIZE || size > ST_MANIFEST_MAX_MEM)
-		return ix_why(why, whylen, ST_EFORMAT, "chunk index: layer size %" PRIu64 " is not whole pages up to 1 TiB",
+		return ix_why(why, whylen, ST_EFORMAT, "chunk index: layer size %" PRIu64 " is not whole pages up to 4 GiB",
 			      size);
 	n = (size + cs - 1) / cs;
 	if ((len - IX_CHUNKS_HEADER) % 16 || (len - IX_CHUNKS_HEADER) / 16 != n)

@@ -164,7 +164,7 @@ int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flag
 		struct stat sb;
 
 		st_id_format(&m->layers[nopen].id, hex);
-		rc = st_snapdir_layer_open(dir, &m->layers[nopen].id, &fds[nopen]);
+		rc = st_snapdir_layer_open_why(dir, &m->layers[nopen].id, &fds[nopen], why, whylen);
 		if (rc < 0) {
 			if (rc == -ENOENT)
 				set_why(why, whylen, "layer %s is missing", hex, 0, 0);

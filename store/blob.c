@@ -27,6 +27,7 @@ struct st_blob_writer {
 	uint64_t size;
 	uint8_t *buf;      /* gathered small writes, allocated on first use */
 	size_t buffered;
+	bool hole_at_end;  /* the last bytes were skipped (writer_skip_zeros): commit sets the size */
 	char tmpname[96];
 };
 
@@ -91,6 +92,22 @@ static int writer_flush(struct st_blob_writer *w)
 	return w->err;
 }
 
+/* Take len zero bytes (zeros, which the caller has) without writing them:
+ * hashed and counted, a hole in the file. */
+static int writer_skip_zeros(struct st_blob_writer *w, const void *zeros, size_t len)
+{
+	off_t at;
+
+	if (w->err || writer_flush(w) < 0)
+		return w->err;
+	st_hasher_update(w->h, zeros, len);
+	w->size += len;
+	if ((at = st_sys_lseek(w->fd, (off_t)len, SEEK_CUR)) < 0)
+		return w->err = st_write_err((int)at);
+	w->hole_at_end = true;
+	return 0;
+}
+
 int st_blob_writer_write(struct st_blob_writer *w, const void *buf, size_t len)
 {
 	int rc;
@@ -99,6 +116,7 @@ int st_blob_writer_write(struct st_blob_writer *w, const void *buf, size_t len)
 		return w->err;
 	if (len == 0)
 		return 0;
+	w->hole_at_end = false;
 	st_hasher_update(w->h, buf, len);
 	w->size += len;
 	if (len < WRITER_BUF && !w->buf && !(w->buf = st_sys_malloc(WRITER_BUF)))
@@ -361,6 +379,10 @@ int st_blob_writer_commit(struct st_blob_writer *w, const st_id *expect, st_id *
 		writer_discard(w);
 		return rc;
 	}
+	if (w->hole_at_end && (rc = st_sys_ftruncate(w->fd, (off_t)w->size)) < 0) {
+		writer_discard(w);
+		return st_write_err(rc);
+	}
 	st_hasher_final(w->h, &id);
 	return writer_publish(w, id, expect, id_out, dedup_out);
 }
@@ -402,6 +424,31 @@ static int hash_stream(int fd, char *buf, st_id *out)
 	return 0;
 }
 
+/*
+ * Write buf, its whole zero pages as holes. strata's own layers hold no
+ * zero page (they are holes in the ranges), so this costs them one scan;
+ * a file from elsewhere (`strata import` of a directory) may be a sparse
+ * 2 GiB layer of a few pages, which is then stored in those pages, not
+ * 2 GiB of disk. Mapped or read, a hole is the zeros it replaced.
+ */
+static int write_sparse(struct st_blob_writer *w, const uint8_t *buf, size_t len)
+{
+	size_t at = 0;
+	int rc = 0;
+
+	while (at < len && rc == 0) {
+		size_t end = at;
+		bool zero = len - at >= ST_PAGE_SIZE && st_is_zero(buf + at, ST_PAGE_SIZE);
+		/* A run of pages of one kind (a part page at the end is data). */
+		do
+			end += len - end < ST_PAGE_SIZE ? len - end : ST_PAGE_SIZE;
+		while (end < len && len - end >= ST_PAGE_SIZE && st_is_zero(buf + end, ST_PAGE_SIZE) == zero);
+		rc = zero ? writer_skip_zeros(w, buf + at, end - at) : st_blob_writer_write(w, buf + at, end - at);
+		at = end;
+	}
+	return rc;
+}
+
 int st_blob_put_fd(struct st_store *s, int fd, const st_id *expect, st_id *id, bool *dedup)
 {
 	struct st_blob_writer *w;
@@ -440,7 +487,7 @@ int st_blob_put_fd(struct st_store *s, int fd, const st_id *expect, st_id *id, b
 		}
 		if (n == 0)
 			break;
-		if ((rc = st_blob_writer_write(w, buf, (size_t)n)) < 0) {
+		if ((rc = write_sparse(w, (const uint8_t *)buf, (size_t)n)) < 0) {
 			st_blob_writer_abort(w);
 			goto out_free;
 		}

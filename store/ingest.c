@@ -152,6 +152,11 @@ int st_ingest_image(struct st_store *s, const void *image, uint64_t size, const 
 		uint64_t lpage = 0;
 
 		old = parent_page(&pv, g, &layer, &lpage);
+		/* A layer may not have more pages than its snapshot has memory
+		 * (st_manifest_validate): an image smaller than its parent stores
+		 * its own copy of a page from a parent layer larger than it. */
+		if (old && parent->layers[layer].pages > size / ST_PAGE_SIZE)
+			old = NULL;
 		if (st_is_zero(page, ST_PAGE_SIZE)) {
 			stats.pages_zero++;
 			continue;

@@ -210,8 +210,10 @@ int st_manifest_validate(const struct st_manifest *m, char *why, size_t whylen)
 		return st_why(why, whylen, ST_ELAYOUT, "mem_size %" PRIu64 " is not a multiple of %u", m->mem_size,
 			      ST_PAGE_SIZE);
 	if (m->mem_size > ST_MANIFEST_MAX_MEM)
-		return st_why(why, whylen, ST_ELAYOUT, "mem_size %" PRIu64 " exceeds the limit of %llu", m->mem_size,
-			      ST_MANIFEST_MAX_MEM);
+		return st_why(why, whylen, ST_ELAYOUT,
+			      "mem_size %" PRIu64 " is more than the limit of %llu (4 GiB, the most guest memory "
+			      "strata's VMM addresses)",
+			      m->mem_size, ST_MANIFEST_MAX_MEM);
 	if (m->nlayers > ST_MANIFEST_MAX_LAYERS)
 		return st_why(why, whylen, ST_EFORMAT, "%" PRIu32 " layers, more than the limit of %u", m->nlayers,
 			      ST_MANIFEST_MAX_LAYERS);
@@ -238,6 +240,19 @@ int st_manifest_validate(const struct st_manifest *m, char *why, size_t whylen)
 		if (m->layers[i].pages == 0 || m->layers[i].pages > MAX_PAGES) {
 			rc = st_why(why, whylen, ST_ELAYOUT, "layers[%" PRIu32 "]: %" PRIu64 " pages (must be 1..%llu)", i,
 				    m->layers[i].pages, MAX_PAGES);
+			goto out_free;
+		}
+		/* A layer holds distinct pages of the memory of the snapshot that
+		 * wrote it, and every snapshot naming it has that memory (a
+		 * capture keeps its sandbox's size; an ingest smaller than its
+		 * parent copies what it keeps of a larger layer): a layer larger
+		 * than the memory is bytes no guest can see, a 72 KiB directory
+		 * could make it a 2 GiB sparse file. */
+		if (m->layers[i].pages > mem_pages) {
+			rc = st_why(why, whylen, ST_ELAYOUT,
+				    "layers[%" PRIu32 "]: %" PRIu64 " pages, more than the snapshot's memory "
+				    "(mem_size %" PRIu64 ": %" PRIu64 " pages)",
+				    i, m->layers[i].pages, m->mem_size, mem_pages);
 			goto out_free;
 		}
 		ids[i] = m->layers[i].id;

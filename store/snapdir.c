@@ -15,6 +15,89 @@
 #define MANIFEST_FILE "manifest.json"
 #define LAYERS_DIR "layers"
 
+/* What a directory entry is, for a refusal that says so. */
+static const char *kind_of(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFIFO: return "a FIFO";
+	case S_IFLNK: return "a symbolic link";
+	case S_IFDIR: return "a directory";
+	case S_IFCHR: return "a character device";
+	case S_IFBLK: return "a block device";
+	case S_IFSOCK: return "a socket";
+	default: return "not a file";
+	}
+}
+
+/*
+ * Open name (in dirfd) to read as a regular file, never blocking and never
+ * following a link. A snapshot directory comes from anyone: `tar x` makes
+ * FIFOs and device nodes, and an open(2) of a FIFO waits for a writer
+ * forever. The entry is looked at first, so a device node or FIFO is not
+ * opened at all; the open is O_NOFOLLOW | O_NONBLOCK, so an entry swapped
+ * for one in between cannot block it either, and the descriptor is checked
+ * again, since it is what is read. Returns the descriptor (blocking again);
+ * -ENOENT; notreg (the caller's code) with why "<shown>: not a regular file
+ * (a FIFO)"; other -errno.
+ */
+static int open_regular(int dirfd, const char *name, const char *shown, int notreg, char *why, size_t whylen)
+{
+	struct stat st;
+	int fd, rc;
+
+	if ((rc = st_sys_fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
+		return rc == -ENOENT ? rc : st_why(why, whylen, rc, "%s: %s", shown, st_strerror(rc));
+	if (!S_ISREG(st.st_mode))
+		return st_why(why, whylen, notreg, "%s: not a regular file (%s)", shown, kind_of(st.st_mode));
+	fd = st_sys_openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+	if (fd == -ELOOP)
+		return st_why(why, whylen, notreg, "%s: not a regular file (a symbolic link)", shown);
+	if (fd < 0)
+		return fd == -ENOENT ? fd : st_why(why, whylen, fd, "%s: %s", shown, st_strerror(fd));
+	if ((rc = st_sys_fstat(fd, &st)) < 0 || (S_ISREG(st.st_mode) && (rc = st_sys_set_blocking(fd)) < 0)) {
+		st_why(why, whylen, rc, "%s: %s", shown, st_strerror(rc));
+		goto out_close;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = st_why(why, whylen, notreg, "%s: not a regular file (%s)", shown, kind_of(st.st_mode));
+		goto out_close;
+	}
+	return fd;
+out_close:
+	st_sys_close(fd);
+	return rc;
+}
+
+/*
+ * The snapshot directory dir, and its layers/ in it. dir itself is the path
+ * the user named, so it is followed like any path given on a command line
+ * (a symlink to a snapshot works); nothing inside it is: a layers/ that is
+ * a symbolic link is refused (ST_ELAYOUT), as is any non-directory there.
+ * *lfd is -1 where there is no layers/ (-ENOENT is then each layer's
+ * answer). O_PATH descriptors: nothing is read through them.
+ */
+static int open_dirs(const char *dir, int *dfd, int *lfd, char *why, size_t whylen)
+{
+	struct stat st;
+	int rc;
+
+	*dfd = st_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
+	if (*dfd < 0)
+		return st_why(why, whylen, *dfd, "cannot open snapshot directory: %s", st_strerror(*dfd));
+	if (!lfd)
+		return 0;
+	*lfd = st_sys_openat(*dfd, LAYERS_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+	if (*lfd >= 0 || *lfd == -ENOENT)
+		return 0;
+	rc = *lfd;
+	if ((rc == -ENOTDIR || rc == -ELOOP) && st_sys_fstatat(*dfd, LAYERS_DIR, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		rc = st_why(why, whylen, ST_ELAYOUT, LAYERS_DIR ": not a directory (%s)", kind_of(st.st_mode));
+	else
+		rc = st_why(why, whylen, rc, LAYERS_DIR ": %s", st_strerror(rc));
+	st_sys_close(*dfd);
+	return rc;
+}
+
 /* Read a whole small file into a NUL-terminated malloc'd buffer. */
 static int read_file(int dirfd, const char *path, size_t max, char **out, size_t *len, char *why, size_t whylen)
 {
@@ -23,15 +106,13 @@ static int read_file(int dirfd, const char *path, size_t max, char **out, size_t
 	size_t got = 0;
 	int fd, rc;
 
-	fd = st_sys_openat(dirfd, path, O_RDONLY | O_NOFOLLOW, 0);
-	if (fd < 0)
+	fd = open_regular(dirfd, path, path, ST_EFORMAT, why, whylen);
+	if (fd == -ENOENT)
 		return st_why(why, whylen, fd, "cannot open %s: %s", path, st_strerror(fd));
+	if (fd < 0)
+		return fd;
 	if ((rc = st_sys_fstat(fd, &st)) < 0)
 		goto out_close;
-	if (!S_ISREG(st.st_mode)) {
-		rc = st_why(why, whylen, ST_EFORMAT, "%s is not a regular file", path);
-		goto out_close;
-	}
 	if ((uint64_t)st.st_size > max) {
 		rc = st_why(why, whylen, ST_EFORMAT, "%s is %lld bytes, more than the limit of %zu", path,
 			    (long long)st.st_size, max);
@@ -69,9 +150,8 @@ int st_snapdir_manifest_text(const char *dir, char **text, size_t *len, char *wh
 {
 	int dfd, rc;
 
-	dfd = st_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
-	if (dfd < 0)
-		return st_why(why, whylen, dfd, "cannot open snapshot directory: %s", st_strerror(dfd));
+	if ((rc = open_dirs(dir, &dfd, NULL, why, whylen)) < 0)
+		return rc;
 	rc = read_file(dfd, MANIFEST_FILE, ST_MANIFEST_MAX_BYTES, text, len, why, whylen);
 	st_sys_close(dfd);
 	return rc;
@@ -99,21 +179,36 @@ static void layer_relpath(const st_id *id, char out[sizeof(LAYERS_DIR) + ST_ID_H
 	st_id_format(id, out + sizeof(LAYERS_DIR));
 }
 
-int st_snapdir_layer_open(const char *dir, const st_id *id, int *fd_out)
+/* Open layers/<id> in lfd (-1: there is no layers/) as open_regular does. */
+static int layer_open_at(int lfd, const st_id *id, char *why, size_t whylen)
 {
 	char rel[sizeof(LAYERS_DIR) + ST_ID_HEX_LEN + 1];
-	int dfd, fd;
 
-	dfd = st_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
-	if (dfd < 0)
-		return dfd;
 	layer_relpath(id, rel);
-	fd = st_sys_openat(dfd, rel, O_RDONLY | O_NOFOLLOW, 0);
+	if (lfd < 0)
+		return -ENOENT;
+	return open_regular(lfd, rel + sizeof(LAYERS_DIR), rel, ST_ELAYOUT, why, whylen);
+}
+
+int st_snapdir_layer_open_why(const char *dir, const st_id *id, int *fd_out, char *why, size_t whylen)
+{
+	int dfd, lfd, fd;
+
+	if ((fd = open_dirs(dir, &dfd, &lfd, why, whylen)) < 0)
+		return fd;
+	fd = layer_open_at(lfd, id, why, whylen);
+	if (lfd >= 0)
+		st_sys_close(lfd);
 	st_sys_close(dfd);
 	if (fd < 0)
 		return fd;
 	*fd_out = fd;
 	return 0;
+}
+
+int st_snapdir_layer_open(const char *dir, const st_id *id, int *fd_out)
+{
+	return st_snapdir_layer_open_why(dir, id, fd_out, NULL, 0);
 }
 
 /* Check one open layer file: size, then content. */
@@ -146,25 +241,24 @@ static int layer_check(int fd, const struct st_layer_ref *l, char *why, size_t w
 
 int st_snapdir_verify(const char *dir, const struct st_manifest *m, char *why, size_t whylen)
 {
-	char rel[sizeof(LAYERS_DIR) + ST_ID_HEX_LEN + 1];
-	int dfd, rc = 0;
+	int dfd, lfd, rc;
 
-	dfd = st_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
-	if (dfd < 0)
-		return st_why(why, whylen, dfd, "cannot open snapshot directory: %s", st_strerror(dfd));
+	if ((rc = open_dirs(dir, &dfd, &lfd, why, whylen)) < 0)
+		return rc;
 	for (uint32_t i = 0; i < m->nlayers && rc == 0; i++) {
-		int fd;
+		char hex[ST_ID_HEX_LEN + 1];
+		int fd = layer_open_at(lfd, &m->layers[i].id, why, whylen);
 
-		layer_relpath(&m->layers[i].id, rel);
-		fd = st_sys_openat(dfd, rel, O_RDONLY | O_NOFOLLOW, 0);
 		if (fd < 0) {
-			rc = st_why(why, whylen, fd, "layer %s: %s", rel + sizeof(LAYERS_DIR),
-				    fd == -ENOENT ? "missing" : st_strerror(fd));
+			st_id_format(&m->layers[i].id, hex);
+			rc = fd == -ENOENT ? st_why(why, whylen, fd, "layer %s: missing", hex) : fd;
 			break;
 		}
 		rc = layer_check(fd, &m->layers[i], why, whylen);
 		st_sys_close(fd);
 	}
+	if (lfd >= 0)
+		st_sys_close(lfd);
 	st_sys_close(dfd);
 	return rc;
 }

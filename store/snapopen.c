@@ -45,6 +45,8 @@ struct kept_copy {
 	off_t size;
 	struct timespec mtime, ctime;
 	int64_t made_ns; /* CLOCK_REALTIME when the copy was made */
+	st_id uses;      /* XXH3-128 of the page runs copied (another snapshot may use others) */
+	uint64_t bytes;  /* bytes copied: the pages those runs hold */
 	int mfd;
 	bool live;     /* false: a free slot */
 	bool verified; /* hashed to id when it was made or since */
@@ -76,6 +78,18 @@ struct st_snapcache {
 	} mounts_last; /* guarded by mounts_lock */
 };
 
+/* A run of a layer's pages that some range uses: [first, first + n). */
+struct page_run {
+	uint64_t first, n;
+};
+
+/* The pages of every layer that m's ranges use, each layer's runs ascending
+ * and merged: layer i's are runs[starts[i] .. starts[i + 1]). */
+struct layer_use {
+	struct page_run *runs;
+	uint64_t *starts; /* nlayers + 1 */
+};
+
 struct st_snapdir {
 	char *path;
 	unsigned flags;
@@ -83,6 +97,7 @@ struct st_snapdir {
 	int *fds;         /* one per layer, opened (and verified) at open */
 	uint32_t ndirect; /* layers reached through their backing blob */
 	char *store;      /* on a strata mount: the store behind it, else NULL */
+	struct layer_use use; /* the pages each layer's ranges use; built for the first private copy */
 };
 
 /* ------------------------------------------------------------------ cache */
@@ -304,6 +319,123 @@ static int verify_fd(int fd, uint64_t size, const st_id *id)
 	return got_size == size && st_id_equal(&got, id) ? 0 : ST_ECORRUPT;
 }
 
+struct use_key {
+	uint32_t layer;
+	struct page_run r;
+};
+
+static int cmp_use_key(const void *a, const void *b)
+{
+	const struct use_key *x = a, *y = b;
+
+	if (x->layer != y->layer)
+		return x->layer < y->layer ? -1 : 1;
+	return x->r.first < y->r.first ? -1 : x->r.first > y->r.first;
+}
+
+/* One sort of all ranges (not a scan of them per layer: 65,536 layers by
+ * 65,536 ranges would be 2^32 steps). Ranges of one layer may overlap in
+ * the layer (two guest pages showing one layer page). */
+static int layer_use_build(const struct st_manifest *m, struct layer_use *u)
+{
+	struct use_key *k = st_sys_malloc((m->nranges + 1) * sizeof(*k));
+	uint64_t n = 0;
+
+	u->runs = st_sys_malloc((m->nranges + 1) * sizeof(*u->runs));
+	u->starts = st_sys_calloc((size_t)m->nlayers + 1, sizeof(*u->starts));
+	if (!k || !u->runs || !u->starts) {
+		free(k);
+		free(u->runs);
+		free(u->starts);
+		*u = (struct layer_use){ 0 };
+		return -ENOMEM;
+	}
+	for (uint64_t i = 0; i < m->nranges; i++)
+		k[i] = (struct use_key){ m->ranges[i].layer, { m->ranges[i].lpage, m->ranges[i].npages } };
+	qsort(k, m->nranges, sizeof(*k), cmp_use_key);
+	for (uint64_t i = 0, layer = 0; i < m->nranges; i++) {
+		while (layer < k[i].layer)
+			u->starts[++layer] = n;
+		struct page_run *last = n > u->starts[layer] ? &u->runs[n - 1] : NULL;
+		if (last && k[i].r.first <= last->first + last->n) {
+			uint64_t end = k[i].r.first + k[i].r.n; /* inside the layer: validated */
+			if (end > last->first + last->n)
+				last->n = end - last->first;
+		} else {
+			u->runs[n++] = k[i].r;
+		}
+	}
+	for (uint32_t layer = m->nranges ? k[m->nranges - 1].layer : 0; layer < m->nlayers; layer++)
+		u->starts[layer + 1] = n;
+	free(k);
+	return 0;
+}
+
+static void layer_use_free(struct layer_use *u)
+{
+	free(u->runs);
+	free(u->starts);
+	*u = (struct layer_use){ 0 };
+}
+
+/* Hash the size bytes of a layer whose used pages (runs) are in the sealed
+ * copy mem and whose other pages are only in the user's file fd (read, not
+ * mapped: a file truncated under a mapping would be SIGBUS). */
+static int verify_copy(int fd, const uint8_t *mem, uint64_t size, const struct page_run *runs, size_t nruns,
+		       const st_id *id)
+{
+	struct st_hasher *h;
+	char *buf = NULL;
+	uint64_t at = 0;
+	st_id got;
+	int rc;
+
+	if ((rc = st_hasher_new(&h)) < 0)
+		return rc;
+	for (size_t i = 0; i <= nruns; i++) {
+		uint64_t first = i < nruns ? runs[i].first * ST_PAGE_SIZE : size;
+		/* The pages before this run: from the file. */
+		while (at < first) {
+			size_t want = first - at < (1u << 20) ? (size_t)(first - at) : (1u << 20);
+			if (!buf && !(buf = st_sys_malloc(1u << 20))) {
+				rc = -ENOMEM;
+				goto out_free;
+			}
+			ssize_t n = st_sys_pread(fd, buf, want, (off_t)at);
+			if (n <= 0) {
+				rc = n < 0 ? (int)n : ST_ELAYOUT; /* shrank while being read */
+				goto out_free;
+			}
+			st_hasher_update(h, buf, (size_t)n);
+			at += (uint64_t)n;
+		}
+		if (i == nruns)
+			break;
+		/* The run: what will be mapped. */
+		st_hasher_update(h, mem + at, runs[i].n * ST_PAGE_SIZE);
+		at += runs[i].n * ST_PAGE_SIZE;
+	}
+	st_hasher_final(h, &got);
+	rc = st_id_equal(&got, id) ? 0 : ST_ECORRUPT;
+out_free:
+	free(buf);
+	st_hasher_free(h);
+	return rc;
+}
+
+/* verify_copy of the copy mfd of the file fd. */
+static int verify_mfd(int fd, int mfd, uint64_t size, const struct page_run *runs, size_t nruns, const st_id *id)
+{
+	int rc = 0;
+	uint8_t *mem = st_sys_mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, mfd, 0, &rc);
+
+	if (!mem)
+		return rc;
+	rc = verify_copy(fd, mem, size, runs, nruns, id);
+	st_sys_munmap(mem, (size_t)size);
+	return rc;
+}
+
 /*
  * A layer from a plain directory is the user's file: truncating it under a
  * MAP_PRIVATE mapping would turn the next host access to one of its pages
@@ -311,29 +443,46 @@ static int verify_fd(int fd, uint64_t size, const st_id *id)
  * its daemon the same way. So it is copied once into a sealed memfd (shared
  * by every sandbox made from this handle) and hashed on the way when
  * verifying. Store blobs are read-only and immutable: mapped as is.
+ *
+ * Only the pages some range uses (runs) are copied; the rest of the memfd
+ * (the layer's full size, so it maps as the layer does) stays a hole that
+ * no guest page shows. A layer's id hashes all of it, so verifying reads the
+ * unused pages from the file, without keeping them: a layer of 2 GiB whose
+ * ranges use one page costs one page of memory, not 2 GiB.
  * ST_ELAYOUT: the file shrank while being read.
  */
-static int copy_private(int fd, uint64_t size, const st_id *id, bool verify, int *out)
+static int copy_private(int fd, uint64_t size, const struct page_run *runs, size_t nruns, const st_id *id,
+			bool verify, int *out)
 {
 	int mfd, rc = 0;
 
 	mfd = st_sys_memfd_create("strata-layer", MFD_ALLOW_SEALING);
 	if (mfd < 0)
 		return mfd;
+	if ((rc = st_sys_ftruncate(mfd, (off_t)size)) < 0)
+		goto out_close;
 	/* sendfile copies in the kernel, page cache to shmem, once; a file
 	 * that shrinks while being read just ends early (no SIGBUS). */
-	for (off_t off = 0; (uint64_t)off < size;) {
-		size_t want = size - (uint64_t)off < (1u << 30) ? (size_t)(size - (uint64_t)off) : (1u << 30);
-		ssize_t n = st_sys_sendfile(mfd, fd, &off, want);
-		if (n <= 0) {
-			rc = n < 0 ? (int)n : ST_ELAYOUT; /* shrank while being read */
+	for (size_t i = 0; i < nruns; i++) {
+		off_t off = (off_t)(runs[i].first * ST_PAGE_SIZE), end = off + (off_t)(runs[i].n * ST_PAGE_SIZE);
+		off_t at = st_sys_lseek(mfd, off, SEEK_SET);
+		if (at < 0) {
+			rc = (int)at;
 			goto out_close;
+		}
+		while (off < end) {
+			size_t want = end - off < (1 << 30) ? (size_t)(end - off) : (1u << 30);
+			ssize_t n = st_sys_sendfile(mfd, fd, &off, want);
+			if (n <= 0) {
+				rc = n < 0 ? (int)n : ST_ELAYOUT; /* shrank while being read */
+				goto out_close;
+			}
 		}
 	}
 	if ((rc = st_sys_add_seals(mfd, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)) < 0)
 		goto out_close;
 	/* Hash what will be mapped: the private copy, which nobody else can change. */
-	if (verify && (rc = verify_fd(mfd, size, id)) < 0)
+	if (verify && (rc = verify_mfd(fd, mfd, size, runs, nruns, id)) < 0)
 		goto out_close;
 	*out = mfd;
 	return 0;
@@ -357,15 +506,16 @@ static int64_t ts_ns(struct timespec t)
 	return (int64_t)t.tv_sec * 1000000000ll + t.tv_nsec;
 }
 
-static bool same_source(const struct kept_copy *k, const st_id *id, const struct stat *st)
+static bool same_source(const struct kept_copy *k, const st_id *id, const st_id *uses, const struct stat *st)
 {
-	return k->live && st_id_equal(&k->id, id) && k->dev == st->st_dev && k->ino == st->st_ino &&
+	return k->live && st_id_equal(&k->id, id) && st_id_equal(&k->uses, uses) && k->dev == st->st_dev && k->ino == st->st_ino &&
 	       k->size == st->st_size && ts_ns(k->mtime) == ts_ns(st->st_mtim) &&
 	       ts_ns(k->ctime) == ts_ns(st->st_ctim) && ts_ns(st->st_ctim) + COPIES_RACY_NS < k->made_ns;
 }
 
 /* A dup of the kept copy of this file, or -1; *verified says if it was hashed. */
-static int copies_find(struct st_snapcache *c, const st_id *id, const struct stat *st, bool *verified)
+static int copies_find(struct st_snapcache *c, const st_id *id, const st_id *uses, const struct stat *st,
+		       bool *verified)
 {
 	int fd = -1;
 
@@ -373,7 +523,7 @@ static int copies_find(struct st_snapcache *c, const st_id *id, const struct sta
 		return -1;
 	pthread_mutex_lock(&c->copies_lock);
 	for (unsigned i = 0; i < c->lim.copies && fd < 0; i++)
-		if (same_source(&c->copies[i], id, st)) {
+		if (same_source(&c->copies[i], id, uses, st)) {
 			fd = st_sys_dup(c->copies[i].mfd);
 			*verified = c->copies[i].verified;
 			c->copies[i].used = ++c->copies_clock;
@@ -383,19 +533,19 @@ static int copies_find(struct st_snapcache *c, const st_id *id, const struct sta
 }
 
 /* Note that the kept copy of this file now hashed to its id. */
-static void copies_mark_verified(struct st_snapcache *c, const st_id *id, const struct stat *st)
+static void copies_mark_verified(struct st_snapcache *c, const st_id *id, const st_id *uses, const struct stat *st)
 {
 	pthread_mutex_lock(&c->copies_lock);
 	for (unsigned i = 0; i < c->lim.copies; i++)
-		if (same_source(&c->copies[i], id, st))
+		if (same_source(&c->copies[i], id, uses, st))
 			c->copies[i].verified = true;
 	pthread_mutex_unlock(&c->copies_lock);
 }
 
 /* Keep a dup of mfd as the copy of this file, making room by age. */
-static void copies_add(struct st_snapcache *c, const st_id *id, const struct stat *st, int mfd, bool verified)
+static void copies_add(struct st_snapcache *c, const st_id *id, const st_id *uses, uint64_t bytes,
+		       const struct stat *st, int mfd, bool verified)
 {
-	uint64_t bytes = (uint64_t)st->st_size;
 	int *drop, ndrop = 0, keep;
 	struct timespec now;
 
@@ -409,10 +559,10 @@ static void copies_add(struct st_snapcache *c, const st_id *id, const struct sta
 	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	pthread_mutex_lock(&c->copies_lock);
-	/* An older copy of the same file is replaced. */
+	/* An older copy of the same file's same pages is replaced. */
 	for (unsigned i = 0; i < c->lim.copies; i++)
-		if (c->copies[i].live && st_id_equal(&c->copies[i].id, id) && c->copies[i].dev == st->st_dev &&
-		    c->copies[i].ino == st->st_ino) {
+		if (c->copies[i].live && st_id_equal(&c->copies[i].id, id) && st_id_equal(&c->copies[i].uses, uses) &&
+		    c->copies[i].dev == st->st_dev && c->copies[i].ino == st->st_ino) {
 			drop[ndrop++] = c->copies[i].mfd;
 			c->copies[i].live = false;
 		}
@@ -424,7 +574,7 @@ static void copies_add(struct st_snapcache *c, const st_id *id, const struct sta
 				freeslot = i;
 				continue;
 			}
-			total += (uint64_t)c->copies[i].size;
+			total += c->copies[i].bytes;
 			if (lru == c->lim.copies || c->copies[i].used < c->copies[lru].used)
 				lru = i;
 		}
@@ -432,7 +582,7 @@ static void copies_add(struct st_snapcache *c, const st_id *id, const struct sta
 			c->copies[freeslot] = (struct kept_copy){ .id = *id, .dev = st->st_dev, .ino = st->st_ino,
 								  .size = st->st_size, .mtime = st->st_mtim,
 								  .ctime = st->st_ctim, .made_ns = ts_ns(now),
-								  .mfd = keep, .live = true, .verified = verified,
+								  .uses = *uses, .bytes = bytes, .mfd = keep, .live = true, .verified = verified,
 								  .used = ++c->copies_clock };
 			keep = -1;
 			break;
@@ -516,9 +666,11 @@ static int open_layer(struct st_snapdir *d, struct st_snapcache *c, uint32_t i, 
 		      (fd = open_backing(d->store, path, &l->id, size)) >= 0;
 	if (direct)
 		d->ndirect++;
-	if (fd < 0 && (rc = st_snapdir_layer_open(d->path, &l->id, &fd)) < 0)
-		return st_why(why, whylen, rc, "snapshot %s: layer %s: %s", d->path, hex,
-			      rc == -ENOENT ? "missing (an incomplete copy?)" : st_strerror(rc));
+	char owhy[ST_WHY_LEN] = "";
+	if (fd < 0 && (rc = st_snapdir_layer_open_why(d->path, &l->id, &fd, owhy, sizeof(owhy))) < 0)
+		return rc == -ENOENT ? st_why(why, whylen, rc, "snapshot %s: layer %s: missing (an incomplete copy?)",
+					      d->path, hex) :
+				       st_why(why, whylen, rc, "snapshot %s: %s", d->path, owhy[0] ? owhy : st_strerror(rc));
 	if ((rc = st_sys_fstat(fd, &st)) < 0) {
 		st_sys_close(fd);
 		return st_why(why, whylen, rc, "snapshot %s: layer %s: %s", d->path, hex, st_strerror(rc));
@@ -535,28 +687,38 @@ static int open_layer(struct st_snapdir *d, struct st_snapcache *c, uint32_t i, 
 	 * truncated, and a mount's FUSE file needs its daemon for every page
 	 * fault (a dead daemon would turn the host's next access into SIGBUS). */
 	if (!direct && !(d->flags & (ST_SNAPDIR_MAP_FILES | ST_SNAPDIR_VIA_FUSE))) {
-		bool verified = false;
-		int mfd = copies_find(c, &l->id, &st, &verified);
-		if (mfd >= 0) {
+		if (!d->use.starts && layer_use_build(d->m, &d->use) < 0) {
 			st_sys_close(fd);
-			fd = mfd;
+			return st_why(why, whylen, -ENOMEM, "out of memory");
+		}
+		const struct page_run *runs = d->use.runs + d->use.starts[i];
+		size_t nruns = (size_t)(d->use.starts[i + 1] - d->use.starts[i]);
+		uint64_t bytes = 0;
+		st_id uses;
+		st_id_hash(runs, nruns * sizeof(*runs), &uses);
+		for (size_t r = 0; r < nruns; r++)
+			bytes += runs[r].n * ST_PAGE_SIZE;
+		bool verified = false;
+		int mfd = copies_find(c, &l->id, &uses, &st, &verified);
+		if (mfd >= 0) {
 			if (verify && !verified) {
-				if ((rc = verify_fd(fd, size, &l->id)) < 0) {
+				if ((rc = verify_mfd(fd, mfd, size, runs, nruns, &l->id)) < 0) {
+					st_sys_close(mfd);
 					st_sys_close(fd);
 					goto out_fail;
 				}
-				copies_mark_verified(c, &l->id, &st);
+				copies_mark_verified(c, &l->id, &uses, &st);
 			}
-			verify = false;
 		} else {
-			rc = copy_private(fd, size, &l->id, verify, &mfd);
-			st_sys_close(fd);
-			if (rc < 0)
+			if ((rc = copy_private(fd, size, runs, nruns, &l->id, verify, &mfd)) < 0) {
+				st_sys_close(fd);
 				goto out_fail;
-			fd = mfd;
-			copies_add(c, &l->id, &st, mfd, verify);
-			verify = false; /* hashed while copying */
+			}
+			copies_add(c, &l->id, &uses, bytes, &st, mfd, verify);
 		}
+		st_sys_close(fd);
+		fd = mfd;
+		verify = false; /* hashed while copying, or when kept */
 	}
 	if (verify && (rc = verify_fd(fd, size, &l->id)) < 0) {
 		st_sys_close(fd);
@@ -764,6 +926,7 @@ void st_snapdir_close(struct st_snapdir *d)
 		if (d->fds[i] >= 0)
 			st_sys_close(d->fds[i]);
 	free(d->fds);
+	layer_use_free(&d->use);
 	st_manifest_free(d->m);
 	free(d->store);
 	free(d->path);

@@ -388,7 +388,11 @@ int st_tmp_sweep(struct st_store *s, unsigned older_than_s, unsigned *removed);
 /* ------------------------------------------------------------- manifests */
 
 /* Limits the parser enforces (docs/formats.md). */
-#define ST_MANIFEST_MAX_MEM (1ull << 40)      /* 1 TiB of guest memory */
+/* The most guest memory a snapshot may have: 4 GiB, what both backends can
+ * address (guest addresses fit the 32-bit hypercall register; vmm/layout.c,
+ * the process child's own check). A manifest saying more is refused where
+ * it is parsed, before any layer is looked at. */
+#define ST_MANIFEST_MAX_MEM (4ull << 30)
 #define ST_MANIFEST_MAX_LAYERS 65536u
 #define ST_MANIFEST_MAX_LABELS 256u
 #define ST_MANIFEST_MAX_LABEL_VALUE 4096u
@@ -531,8 +535,10 @@ int st_manifest_lookup(const struct st_manifest *m, uint64_t gpage, uint32_t *la
 
 /* Read and parse DIR/manifest.json (at most ST_MANIFEST_MAX_BYTES) into
  * *out (the caller's to st_manifest_free). Missing directory or file ->
- * -ENOENT / -ENOTDIR; not a regular file, too large or holding a NUL ->
- * ST_EFORMAT; -ENOMEM, other -errno; other errors as st_manifest_parse.
+ * -ENOENT / -ENOTDIR; not a regular file (a FIFO, symlink, device node,
+ * socket or directory: never opened blocking, never followed), too large or
+ * holding a NUL -> ST_EFORMAT; -ENOMEM, other -errno; other errors as
+ * st_manifest_parse.
  * Does not look at layers. On failure *out is untouched, why says what. */
 int st_snapdir_read(const char *dir, struct st_manifest **out, char *why, size_t whylen);
 /* DIR/manifest.json's bytes, unparsed, into *text (malloc'd,
@@ -541,10 +547,17 @@ int st_snapdir_read(const char *dir, struct st_manifest **out, char *why, size_t
  * parse; *text and *len untouched. */
 int st_snapdir_manifest_text(const char *dir, char **text, size_t *len, char *why, size_t whylen);
 
-/* Open DIR/layers/<id> read-only (O_NOFOLLOW) into *fd. The caller closes
- * *fd. -ENOENT, -ELOOP (a symlink), other -errno: *fd untouched. Does not
- * check the layer's size or bytes (st_snapdir_verify does). */
+/* Open DIR/layers/<id> read-only into *fd: a regular file, opened without
+ * blocking (a FIFO there is refused, not waited on) and without following a
+ * link (layers/ and the file itself; DIR is followed as any path the user
+ * names). The caller closes *fd. -ENOENT (missing); ST_ELAYOUT (a FIFO,
+ * symlink, device node, socket or directory there, or a layers/ that is not
+ * a directory); other -errno: *fd untouched. Does not check the layer's
+ * size or bytes (st_snapdir_verify does). */
 int st_snapdir_layer_open(const char *dir, const st_id *id, int *fd);
+/* The same, with why saying what is wrong ("layers/<id>: not a regular
+ * file (a FIFO)"); nothing is written to why for -ENOENT. */
+int st_snapdir_layer_open_why(const char *dir, const st_id *id, int *fd, char *why, size_t whylen);
 
 /* Check every layer of m in DIR: present (-ENOENT, why names it), size ==
  * pages * ST_PAGE_SIZE (ST_ELAYOUT: "layer too short/long", or not a

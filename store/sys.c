@@ -498,6 +498,17 @@ int st_sys_add_seals(int fd, int seals)
 	return fcntl(fd, F_ADD_SEALS, seals) < 0 ? -errno : 0;
 }
 
+int st_sys_set_blocking(int fd)
+{
+	int rc = step(), fl;
+
+	if (rc < 0)
+		return rc;
+	if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
 int st_sys_poll1(int fd, short events, int timeout_ms)
 {
 	struct pollfd p = { .fd = fd, .events = events };

@@ -99,6 +99,8 @@ int st_sys_memfd_create(const char *name, unsigned flags);
 ssize_t st_sys_sendfile(int out_fd, int in_fd, off_t *off, size_t count);
 /* fcntl(F_ADD_SEALS). */
 int st_sys_add_seals(int fd, int seals);
+/* fcntl(F_SETFL) clearing O_NONBLOCK (a file opened so that a FIFO cannot block the open). */
+int st_sys_set_blocking(int fd);
 /* poll(2) of one descriptor: its revents, 0 on timeout. */
 int st_sys_poll1(int fd, short events, int timeout_ms);
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # untrusted.sh: snapshot directories from an untrusted source through the real strata binary: text from
-# them is printed escaped, oversized manifests are refused early, forged guest descriptions are refused
-# with a clear reason (TAP).
+# them is printed escaped, oversized manifests are refused early, FIFOs, links and device nodes inside
+# them are refused without blocking or following, layers and memory beyond what a snapshot can use are
+# refused before anything is copied or stored, forged guest descriptions are refused with a clear reason
+# (TAP).
 set -u
 BIN=${STRATA_BIN:-$(dirname "$0")/../../build/mount/strata}
 BUILD=${STRATA_BUILD:-$(dirname "$0")/../../build}
@@ -18,7 +20,7 @@ skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
 . "$(dirname "$0")/kvm_lib.sh"
 esc=$(printf '\033')
 
-echo "1..8"
+echo "1..18"
 S=$T/store
 st() { "$BIN" --store "$S" "$@"; }
 mkdir -p "$S"
@@ -89,6 +91,99 @@ for c in "huge:more than the limit" "dense:too dense in structure"; do
 		ok "verify refuses a $size MiB manifest ($want) in $((rss >> 10)) MiB of memory"
 	else nok "verify refuses a $size MiB manifest ($want) in under 64 MiB of memory" "$out"; fi
 done
+
+# Hostile directory entries (issue 20). Each command runs under timeout: a
+# FIFO used to hang run, verify and import for ever (open(2) waits for a
+# writer), so a hang is a failure here, not a stuck suite. run is the
+# ingested base (no guest ABI): what it refuses first is the directory.
+refused3() { # DIR WANT LABEL: run, verify and import each refuse DIR quickly, saying WANT; the store is unchanged
+	local d=$1 want=$2 label=$3 out all="" bad="" before after
+	before=$(du -sk "$S" | cut -f1)
+	for c in "run $d --call f" "verify $d" "import $d --tag hostile"; do
+		# shellcheck disable=SC2086
+		out=$(timeout 20 "$BIN" --store "$S" $c 2>&1); rc=$?
+		all="$all [$c: rc $rc] $out"
+		if [ "$rc" = 124 ] || [ "$rc" = 0 ] || ! printf '%s' "$out" | grep -qF -- "$want"; then bad=1; fi
+	done
+	after=$(du -sk "$S" | cut -f1)
+	[ $((after - before)) -lt 1024 ] || { bad=1; all="$all [store grew from $before to $after KiB]"; }
+	if st show hostile >/dev/null 2>&1; then bad=1; all="$all [hostile was imported]"; fi
+	if [ -z "$bad" ]; then ok "$label"; else nok "$label" "$all"; fi
+}
+L=$(basename "$(ls "$T/exp/layers/"*)")
+forge '.' "$T/fifo_m"; rm "$T/fifo_m/manifest.json"; mkfifo "$T/fifo_m/manifest.json"
+refused3 "$T/fifo_m" "manifest.json: not a regular file (a FIFO)" \
+	"a FIFO as manifest.json is refused by run, verify and import, none blocking"
+forge '.' "$T/fifo_l"; rm "$T/fifo_l/layers/$L"; mkfifo "$T/fifo_l/layers/$L"
+refused3 "$T/fifo_l" "layers/$L: not a regular file (a FIFO)" \
+	"a FIFO as a layer is refused by run, verify and import, none blocking"
+forge '.' "$T/link_l"; mv "$T/link_l/layers" "$T/link_l_target"; ln -s "$T/link_l_target" "$T/link_l/layers"
+refused3 "$T/link_l" "layers: not a directory (a symbolic link)" \
+	"a layers/ that is a symbolic link is not followed by run, verify or import"
+forge '.' "$T/link_m"; mv "$T/link_m/manifest.json" "$T/link_m/m.json"; ln -s m.json "$T/link_m/manifest.json"
+refused3 "$T/link_m" "manifest.json: not a regular file (a symbolic link)" \
+	"a manifest.json that is a symbolic link is not followed by run, verify or import"
+forge '.' "$T/dev_l"; rm "$T/dev_l/layers/$L"
+if mknod "$T/dev_l/layers/$L" c 1 3 2>/dev/null; then
+	refused3 "$T/dev_l" "layers/$L: not a regular file (a character device)" \
+		"a device node as a layer is refused by run, verify and import, never opened"
+else skip "a device node as a layer is refused by run, verify and import, never opened" "mknod not permitted"; fi
+ln -s "$T/exp" "$T/exp_link"
+out=$(timeout 20 "$BIN" verify "$T/exp_link" 2>&1)
+if [ $? = 0 ]; then ok "the snapshot directory named is followed when it is a link (as any path typed)"
+else nok "the snapshot directory named is followed when it is a link (as any path typed)" "$out"; fi
+
+# A 2 GiB sparse layer (one page of data) in a directory of ~72 KiB whose
+# snapshot has 1 MiB of memory: run copied 2 GiB into shared memory and
+# import stored a 2 GiB blob. Refused by the manifest, before any layer is read.
+forge '.' "$T/sparse"; truncate -s 2G "$T/sparse/layers/$L"
+xxh() { python3 - "$1" <<'P'
+import ctypes, mmap, os, sys
+class H(ctypes.Structure):
+    _fields_ = [("low", ctypes.c_uint64), ("high", ctypes.c_uint64)]
+lib = ctypes.CDLL("libxxhash.so.0")
+lib.XXH3_128bits.restype = H
+lib.XXH3_128bits.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+fd = os.open(sys.argv[1], os.O_RDONLY)
+m = mmap.mmap(fd, os.fstat(fd).st_size, access=mmap.ACCESS_COPY)
+h = lib.XXH3_128bits(ctypes.addressof(ctypes.c_char.from_buffer(m)), len(m))
+print("%016x%016x" % (h.high, h.low))
+P
+}
+N=$(xxh "$T/sparse/layers/$L")
+mv "$T/sparse/layers/$L" "$T/sparse/layers/$N"
+jq -c --arg n "$N" '.layers[0].id = $n | .layers[0].pages = 524288' "$T/exp/manifest.json" > "$T/sparse/manifest.json"
+kib=$(du -sk "$T/sparse" | cut -f1)
+refused3 "$T/sparse" "layers[0]: 524288 pages, more than the snapshot's memory (mem_size 1048576: 256 pages)" \
+	"a ${kib} KiB directory with a 2 GiB sparse layer is refused by run, verify and import, nothing copied or stored"
+# The same layer where the memory is 2 GiB: a valid snapshot, whose ranges
+# use 16 pages of it. run's private copy of it was the whole 2 GiB (shared
+# memory, not in the RSS: counted here as the bytes sendfile(2) copies).
+forge '.' "$T/sparse2"; rm "$T/sparse2/layers/$L"; cp --sparse=always "$T/sparse/layers/$N" "$T/sparse2/layers/$N"
+jq -c --arg n "$N" '.layers[0].id = $n | .layers[0].pages = 524288 | .mem_size = 2147483648' \
+	"$T/exp/manifest.json" > "$T/sparse2/manifest.json"
+if command -v strace >/dev/null; then
+	out=$(timeout 60 strace -f -qq -e trace=sendfile -o "$T/sendfile.log" "$BIN" run "$T/sparse2" --call f 2>&1)
+	copied=$(sed -n 's/.*sendfile(.*) = \([0-9][0-9]*\)$/\1/p' "$T/sendfile.log" | awk '{s += $1} END {printf "%.0f\n", s}')
+	if [ "$copied" -le $((1 << 20)) ] && printf '%s' "$out" | grep -q "ABI version 0"; then
+		ok "run's private copy of a 2 GiB layer whose ranges use 16 pages copies $copied bytes"
+	else nok "run's private copy of a 2 GiB layer whose ranges use 16 pages copies at most 1 MiB" \
+		"copied $copied: $out"; fi
+else skip "run's private copy of a 2 GiB layer whose ranges use 16 pages copies at most 1 MiB" "no strace"; fi
+
+# import stored that layer as a 2 GiB blob: its zero pages are holes now.
+before=$(du -sk "$S" | cut -f1)
+out=$(timeout 120 "$BIN" --store "$S" import "$T/sparse2" --tag sparse2 2>&1); rc=$?
+after=$(du -sk "$S" | cut -f1)
+if [ "$rc" = 0 ] && [ $((after - before)) -lt 1024 ] && st verify sparse2 >/dev/null 2>&1; then
+	ok "import of it adds $((after - before)) KiB to the store, and what it stored verifies"
+else nok "import of it adds under 1 MiB to the store, and what it stored verifies" \
+	"rc $rc, store $before -> $after KiB: $out"; fi
+
+# mem_size beyond what the VMM addresses (4 GiB) passed verify and import.
+forge '.mem_size = 1099511627776' "$T/tib"
+refused3 "$T/tib" "mem_size 1099511627776 is more than the limit of 4294967296 (4 GiB" \
+	"a mem_size of 1 TiB is refused by run, verify and import, naming the field and the 4 GiB limit"
 
 if kvm_unusable; then
 	skip "run --list prints a guest's function names escaped" "$KVM_WHY"

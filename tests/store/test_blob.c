@@ -429,3 +429,42 @@ Test(store, put_fd_against_existing_id_still_checks_the_bytes)
 	cr_assert_eq(th_count_blobs(th_store), 1);
 	cr_assert_eq(st_blob_verify(th_store, &existing), 0);
 }
+
+/* Regression (issue 20): `strata import` of a directory whose layer is a
+ * 2 GiB sparse file of a few pages stored a 2 GiB blob. A put from a file
+ * stores whole zero pages as holes: the blob takes the disk its data pages
+ * take, hashes and reads back as the whole file (a hole at the end too). */
+Test(store, a_put_from_a_sparse_file_stores_its_zero_pages_as_holes)
+{
+	const off_t size = 256 << 20;
+	char p[600];
+	uint8_t page[ST_PAGE_SIZE], got[ST_PAGE_SIZE];
+	struct stat st;
+	st_id id, want;
+	uint64_t n;
+	int fd, bfd;
+
+	snprintf(p, sizeof(p), "%s", th_path("sparse"));
+	fd = open(p, O_RDWR | O_CREAT | O_EXCL, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, size), 0);
+	th_fill(page, sizeof(page), 7);
+	cr_assert_eq(pwrite(fd, page, sizeof(page), 5 * ST_PAGE_SIZE), (ssize_t)sizeof(page));
+	cr_assert_eq(pwrite(fd, page, 100, 9000 * ST_PAGE_SIZE + 5), 100); /* a page partly zero */
+	cr_assert_eq(st_hash_fd(fd, &want, &n), 0);
+	cr_assert_eq(lseek(fd, 0, SEEK_SET), 0);
+	cr_assert_eq(st_blob_put_fd(th_store, fd, &want, &id, NULL), 0);
+	close(fd);
+	cr_assert(st_id_equal(&id, &want));
+	cr_assert_eq(st_blob_open(th_store, &id, &bfd), 0);
+	cr_assert_eq(fstat(bfd, &st), 0);
+	cr_assert_eq(st.st_size, size);
+	cr_expect_leq((uint64_t)st.st_blocks * 512, 1u << 20, "the blob takes %llu bytes of disk",
+		      (unsigned long long)st.st_blocks * 512);
+	cr_assert_eq(pread(bfd, got, sizeof(got), 5 * ST_PAGE_SIZE), (ssize_t)sizeof(got));
+	cr_expect_eq(memcmp(got, page, sizeof(got)), 0);
+	cr_assert_eq(pread(bfd, got, sizeof(got), size - ST_PAGE_SIZE), (ssize_t)sizeof(got));
+	cr_expect(got[0] == 0 && !memcmp(got, got + 1, sizeof(got) - 1), "the last page reads as zeros");
+	close(bfd);
+	cr_assert_eq(st_blob_verify(th_store, &id), 0);
+}

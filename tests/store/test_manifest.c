@@ -216,6 +216,53 @@ Test(manifest, malformed_manifests_are_rejected_with_the_right_code)
 	}
 }
 
+/* Regression (issue 20): a mem_size of 1 TiB passed parse, so `strata
+ * verify` and `strata import` took a snapshot no backend can run. The limit
+ * is what the VMM addresses, 4 GiB, and the refusal names the field and it. */
+Test(manifest, mem_size_beyond_what_the_vmm_addresses_is_refused_naming_the_limit)
+{
+	static const char *const over[] = { "\"mem_size\":1099511627776", "\"mem_size\":4294971392" };
+	char why[ST_WHY_LEN] = "";
+
+	for (size_t i = 0; i < 2; i++) {
+		char *text = edit("\"mem_size\":65536", over[i]);
+		struct st_manifest *m = NULL;
+		int rc = st_manifest_parse(text, strlen(text), &m, why, sizeof(why));
+		cr_expect_eq(rc, ST_ELAYOUT, "%s: got %s (%s)", over[i], st_strerror(rc), why);
+		cr_expect_null(m);
+		cr_expect(strstr(why, "mem_size") && strstr(why, "limit of 4294967296") && strstr(why, "4 GiB"),
+			  "why names the field and the limit: %s", why);
+		free(text);
+	}
+	char *text = edit("\"mem_size\":65536", "\"mem_size\":4294967296");
+	struct st_manifest *m = parse_ok(text);
+	cr_assert_eq(m->mem_size, ST_MANIFEST_MAX_MEM);
+	st_manifest_free(m);
+	free(text);
+}
+
+/* Regression (issue 20): a layer could be 1 TiB whatever mem_size said: a
+ * 72 KiB directory whose one layer is a 2 GiB sparse file (one page used)
+ * made `strata run` copy 2 GiB and `strata import` store a 2 GiB blob. No
+ * strata writer makes a layer larger than its snapshot's memory. */
+Test(manifest, a_layer_larger_than_the_snapshots_memory_is_refused)
+{
+	char why[ST_WHY_LEN] = "";
+	char *text = edit("\"pages\":4}", "\"pages\":524288}");
+	struct st_manifest *m = NULL;
+	int rc = st_manifest_parse(text, strlen(text), &m, why, sizeof(why));
+
+	cr_assert_eq(rc, ST_ELAYOUT, "got %s (%s)", st_strerror(rc), why);
+	cr_assert_null(m);
+	cr_assert(strstr(why, "layers[0]: 524288 pages, more than the snapshot's memory") && strstr(why, "16 pages"),
+		  "why: %s", why);
+	free(text);
+	/* A layer as large as the memory is fine. */
+	text = edit("\"pages\":4}", "\"pages\":16}");
+	st_manifest_free(parse_ok(text));
+	free(text);
+}
+
 Test(manifest, truncated_manifests_are_rejected)
 {
 	size_t len = strlen(canonical);
@@ -280,7 +327,7 @@ Test(manifest, the_largest_manifest_strata_writes_fits_the_caps, .timeout = 120)
 	for (uint32_t i = 0; i < m->nlayers; i++) {
 		m->layers[i].pages = ST_MANIFEST_MAX_MEM / ST_PAGE_SIZE;
 		st_id_hash(&i, sizeof(i), &m->layers[i].id);
-		m->ranges[i] = (struct st_range){ .gpage = (uint64_t)i * 4096 + 4095, .npages = 1, .layer = i,
+		m->ranges[i] = (struct st_range){ .gpage = (uint64_t)i * 16 + 15, .npages = 1, .layer = i,
 						   .lpage = m->layers[i].pages - 1 };
 	}
 	m->created = INT64_MAX;
@@ -308,6 +355,7 @@ Test(manifest, the_largest_manifest_strata_writes_fits_the_caps, .timeout = 120)
 	}
 	cr_assert_eq(st_manifest_encode(m, &text, &len, why, sizeof(why)), 0, "%s", why);
 	cr_assert_gt(len, 13u << 20, "the widest manifest is %zu bytes", len);
+	cr_log_info("the widest manifest is %zu bytes", len);
 	cr_assert_leq(len, ST_MANIFEST_MAX_BYTES, "%zu bytes pass the cap", len);
 	cr_assert_eq(st_manifest_parse(text, len, &back, why, sizeof(why)), 0, "%s", why);
 	cr_assert_eq(back->nranges, ST_MANIFEST_MAX_RANGES);

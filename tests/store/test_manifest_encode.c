@@ -142,7 +142,7 @@ Test(manifest_encode, many_ranges_and_layers_fit)
 	size_t len;
 
 	cr_assert_eq(st_manifest_new(&m), 0);
-	m->mem_size = 1ull << 30;
+	m->mem_size = 4ull << 30;
 	m->nlayers = 300;
 	m->layers = calloc(m->nlayers, sizeof(*m->layers));
 	m->nranges = 30000;
