@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "index/index_int.h"
 
@@ -211,6 +212,96 @@ int ix_snap_commit_chain_lazy(struct ix *ix, const struct st_manifest *const *ms
 	for (size_t i = 0; i < n; i++)
 		free((char *)cc.c[i].json);
 	free(cc.c);
+	return rc;
+}
+
+struct staged_ctx {
+	int fd;
+	const struct ix_stage_link *links;
+	size_t n;
+	const char *tag;
+	unsigned flags;
+	const struct ix_lazy_put *recs;
+	size_t nrecs;
+};
+
+/* Read back, check and commit one staged manifest. */
+static int staged_one(struct ix *ix, MDB_txn *txn, const struct staged_ctx *sc, size_t k)
+{
+	const struct ix_stage_link *l = &sc->links[k];
+	struct commit_ctx c = { .tag = k == 0 ? sc->tag : NULL, .flags = sc->flags, .id = l->id, .len = l->len };
+	struct st_manifest *m = NULL;
+	char *buf = malloc(l->len ? l->len : 1);
+	size_t got = 0;
+	st_id id;
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	while (got < l->len) {
+		ssize_t r = pread(sc->fd, buf + got, l->len - got, (off_t)(l->off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			rc = r < 0 ? -errno : ST_ECORRUPT;
+			goto out_free;
+		}
+		got += (size_t)r;
+	}
+	st_id_hash(buf, l->len, &id);
+	if (!st_id_equal(&id, &l->id)) {
+		rc = ST_ECORRUPT;
+		goto out_free;
+	}
+	if ((rc = st_manifest_parse(buf, l->len, &m, NULL, 0)) < 0)
+		goto out_free;
+	c.m = m;
+	c.json = buf;
+	rc = commit_fn(ix, txn, &c);
+	st_manifest_free(m);
+out_free:
+	free(buf);
+	return rc;
+}
+
+static int staged_fn(struct ix *ix, MDB_txn *txn, void *arg)
+{
+	const struct staged_ctx *sc = arg;
+	bool any = false;
+
+	for (size_t i = 0; i < sc->nrecs; i++) {
+		MDB_val k = ix_val(sc->recs[i].layer.b, 16), v = ix_val(sc->recs[i].val, sc->recs[i].len);
+		int rc;
+		if (!ix->has_lazy)
+			return ST_EREADONLY;
+		if ((rc = ix_mdb(mdb_put(txn, ix->lazy, &k, &v, 0))) < 0)
+			return rc;
+		any = true;
+	}
+	for (size_t k = sc->n; k-- > 0;) {
+		int rc = staged_one(ix, txn, sc, k);
+		if (rc == IX_NOCHANGE)
+			continue;
+		if (rc < 0)
+			return rc;
+		any = true;
+	}
+	return any ? 0 : IX_NOCHANGE;
+}
+
+int ix_snap_commit_chain_staged(struct ix *ix, int fd, const struct ix_stage_link *links, size_t n, const char *tag,
+				unsigned flags, st_id *out_top, const struct ix_lazy_put *recs, size_t nrecs)
+{
+	struct staged_ctx sc = { fd, links, n, tag, flags, recs, nrecs };
+	int rc;
+
+	if (n == 0)
+		return -EINVAL;
+	if (tag && !st_name_valid(tag))
+		return ST_EBADNAME;
+	rc = ix_write(ix, staged_fn, &sc);
+	if (rc == 0 && out_top)
+		*out_top = links[0].id;
 	return rc;
 }
 
