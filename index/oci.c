@@ -782,8 +782,11 @@ static int pull_whole(struct pull *p, const struct st_oci_manifest *om, uint32_t
 	return sha_list_add(&p->l, &d->id, d->sha256);
 }
 
-/* Every layer of om (whose manifest has sha256 msha) the store lacks. */
-static int pull_layers(struct pull *p, const struct st_oci_manifest *om, const uint8_t msha[ST_SHA256_LEN])
+/* Every layer of om (whose manifest has sha256 msha) the store lacks.
+ * existing: om is a snapshot the store holds (no record can be added for
+ * it now: a layer it lacks with no lazy record is fetched whole). */
+static int pull_layers(struct pull *p, const struct st_oci_manifest *om, const uint8_t msha[ST_SHA256_LEN],
+		       bool existing)
 {
 	struct ix *ix = p->ix;
 	int rc;
@@ -848,7 +851,7 @@ static int pull_layers(struct pull *p, const struct st_oci_manifest *om, const u
 		default:
 			break;
 		}
-		if (p->flags & IX_OCI_LAZY) {
+		if ((p->flags & IX_OCI_LAZY) && !existing) {
 			if ((rc = lazy_layer(ix, p->src, om, i, msha, &p->lz, &p->st, p->why, p->whylen)) < 0)
 				return rc;
 			continue;
@@ -859,9 +862,10 @@ static int pull_layers(struct pull *p, const struct st_oci_manifest *om, const u
 	return 0;
 }
 
-/* A full pull of a snapshot the store holds: its layers the store lacks
- * (lazy ones) are completed or fetched, after checking that om carries
- * exactly the stored snapshot's layers. */
+/* A pull of a snapshot the store holds: its layers the store lacks (lazy
+ * ones) are checked against this source, completed or fetched (as
+ * pull_layers says), after checking that om carries exactly the stored
+ * snapshot's layers. */
 static int pull_existing(struct pull *p, const struct st_oci_manifest *om, const uint8_t msha[ST_SHA256_LEN])
 {
 	struct st_manifest *m = NULL;
@@ -875,7 +879,7 @@ static int pull_existing(struct pull *p, const struct st_oci_manifest *om, const
 	if (rc < 0)
 		return rc;
 	if ((rc = st_oci_manifest_check(om, m, p->why, p->whylen)) == 0)
-		rc = pull_layers(p, om, msha);
+		rc = pull_layers(p, om, msha, true);
 	st_manifest_free(m);
 	return rc;
 }
@@ -947,9 +951,10 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 			top = om->config.id;
 		if (snap_in_store(ix, &om->config.id)) {
 			if (depth == 0) {
+				/* Held already, but maybe with lazy layers another
+				 * source recorded: those are checked against this one. */
 				p.st.existed = true;
-				if (!(flags & IX_OCI_LAZY))
-					rc = pull_existing(&p, om, sha);
+				rc = pull_existing(&p, om, sha);
 			}
 			st_oci_manifest_free(om);
 			if (rc < 0)
@@ -960,7 +965,7 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 			goto out_link;
 		if ((rc = sha_list_add(&p.l, &om->config.id, om->config.sha256)) < 0)
 			goto out_link;
-		if ((rc = pull_layers(&p, om, sha)) < 0)
+		if ((rc = pull_layers(&p, om, sha, false)) < 0)
 			goto out_link;
 		if ((rc = stage_put(&p, &om->config.id, config, clen)) < 0)
 			goto out_link;
