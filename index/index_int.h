@@ -198,14 +198,22 @@ struct ix_stage_link {
 	uint64_t off;
 	size_t len;
 };
-/* ix_snap_commit_chain_lazy of a chain staged in fd: links[n-1] (the
- * oldest) first, links[0] last, with tag; each manifest is read back,
- * checked against its id and parsed inside the transaction, one at a
- * time, so memory holds one link, not the chain. Errors as
- * ix_snap_commit_chain_lazy, ST_ECORRUPT (staged bytes changed), the
- * read's. (index/snap.c) */
+/* Commit a chain staged in fd: links[n-1] (the oldest) first, links[0]
+ * (with tag) last. Each manifest is read back, checked against its id and
+ * parsed inside the transaction, one at a time, and each transaction takes
+ * as many links (oldest first, at least one) as IX_CHAIN_TXN_BYTES of
+ * manifests allow, recs (lazy records) in the first: memory holds one link
+ * and one transaction's pages, not the chain. A chain over the budget is
+ * thus committed in several transactions, each leaving a consistent store
+ * (every snapshot's parent before it): a failure after the first leaves the
+ * older links committed, untagged, and *recs_committed true (the records'
+ * files are theirs); a retried pull resumes above them. The tag is checked
+ * before the first (IX_EEXIST). Errors as ix_snap_commit_chain_lazy,
+ * ST_ECORRUPT (staged bytes changed), the read's. (index/snap.c) */
+#define IX_CHAIN_TXN_BYTES (4u << 20)
 int ix_snap_commit_chain_staged(struct ix *ix, int fd, const struct ix_stage_link *links, size_t n, const char *tag,
-				unsigned flags, st_id *out_top, const struct ix_lazy_put *recs, size_t nrecs);
+				unsigned flags, st_id *out_top, const struct ix_lazy_put *recs, size_t nrecs,
+				bool *recs_committed);
 /* Drop layer's lazy record and files (its blob is in the store now: the
  * record is stale). Best effort. (index/lazy.c) */
 void ix_lazy_rec_drop(struct ix *ix, const st_id *layer);

@@ -17,6 +17,9 @@
 /* Longest chain of subjects a pull follows (a loop in a hostile registry
  * ends here). */
 #define OCI_CHAIN_MAX 4096
+/* Most canonical manifest bytes a pull stages for its chain (on disk in
+ * the store's tmp/, not in memory; docs/oci.md). */
+#define OCI_CHAIN_BYTES_MAX (1ull << 30)
 
 /* Pairs to record once a push or pull has them all. */
 struct sha_list {
@@ -736,6 +739,9 @@ static int stage_put(struct pull *p, const st_id *id, const char *json, size_t l
 	size_t done = 0;
 	int rc;
 
+	if (p->stage_off + len > OCI_CHAIN_BYTES_MAX)
+		return ix_why(p->why, p->whylen, ST_ELAYOUT, "the chain's snapshot manifests are over %llu MiB: refused",
+			      OCI_CHAIN_BYTES_MAX >> 20);
 	if (p->stage_fd < 0 && (rc = stage_open(p)) < 0)
 		return rc;
 	if ((rc = ST_ARRAY_RESERVE(p->links, p->caplinks, p->n + 1)) < 0)
@@ -989,10 +995,9 @@ out_link:
 	if ((rc = sha_list_commit(ix, &p.l)) < 0)
 		goto out_rollback;
 	if (p.n) {
+		/* Once the records are in, their files are theirs. */
 		rc = ix_snap_commit_chain_staged(ix, p.stage_fd, p.links, p.n, tag, flags & IX_TAG_FORCE, &top, p.lz.v,
-						 p.lz.n);
-		if (rc == 0)
-			p.lz.committed = true; /* the files are the records' now */
+						 p.lz.n, &p.lz.committed);
 		p.st.snapshots = (uint32_t)p.n;
 	} else if (tag) {
 		rc = ix_tag_set(ix, tag, &top, flags & IX_TAG_FORCE);

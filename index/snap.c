@@ -218,11 +218,11 @@ int ix_snap_commit_chain_lazy(struct ix *ix, const struct st_manifest *const *ms
 struct staged_ctx {
 	int fd;
 	const struct ix_stage_link *links;
-	size_t n;
+	size_t hi, lo;            /* this transaction: links[hi - 1] down to links[lo] */
 	const char *tag;
 	unsigned flags;
 	const struct ix_lazy_put *recs;
-	size_t nrecs;
+	size_t nrecs;             /* 0 but in the first transaction */
 };
 
 /* Read back, check and commit one staged manifest. */
@@ -278,7 +278,7 @@ static int staged_fn(struct ix *ix, MDB_txn *txn, void *arg)
 			return rc;
 		any = true;
 	}
-	for (size_t k = sc->n; k-- > 0;) {
+	for (size_t k = sc->hi; k-- > sc->lo;) {
 		int rc = staged_one(ix, txn, sc, k);
 		if (rc == IX_NOCHANGE)
 			continue;
@@ -290,16 +290,46 @@ static int staged_fn(struct ix *ix, MDB_txn *txn, void *arg)
 }
 
 int ix_snap_commit_chain_staged(struct ix *ix, int fd, const struct ix_stage_link *links, size_t n, const char *tag,
-				unsigned flags, st_id *out_top, const struct ix_lazy_put *recs, size_t nrecs)
+				unsigned flags, st_id *out_top, const struct ix_lazy_put *recs, size_t nrecs,
+				bool *recs_committed)
 {
-	struct staged_ctx sc = { fd, links, n, tag, flags, recs, nrecs };
-	int rc;
+	struct staged_ctx sc = { fd, links, n, n, tag, flags, recs, nrecs };
+	int rc = 0;
 
 	if (n == 0)
 		return -EINVAL;
 	if (tag && !st_name_valid(tag))
 		return ST_EBADNAME;
-	rc = ix_write(ix, staged_fn, &sc);
+	/* The tag is checked before the first transaction, so a tag naming
+	 * another snapshot refuses the chain before any of it is committed
+	 * (the last transaction checks it again). */
+	if (tag && !(flags & IX_TAG_FORCE)) {
+		struct ix_txn *t;
+		st_id cur;
+		if ((rc = ix_txn_begin(ix, &t)) < 0)
+			return rc;
+		rc = ix_tag_get(t, tag, &cur);
+		ix_txn_end(t);
+		if (rc == 0 && !st_id_equal(&cur, &links[0].id))
+			return IX_EEXIST;
+		if (rc < 0 && rc != IX_ENOTFOUND)
+			return rc;
+	}
+	/* Oldest first, as many links per transaction as IX_CHAIN_TXN_BYTES
+	 * of manifests allow (at least one): a transaction keeps every page it
+	 * writes in memory until it commits. */
+	while (sc.hi > 0) {
+		uint64_t bytes = links[sc.hi - 1].len;
+		sc.lo = sc.hi - 1;
+		while (sc.lo > 0 && bytes + links[sc.lo - 1].len <= IX_CHAIN_TXN_BYTES)
+			bytes += links[--sc.lo].len;
+		if ((rc = ix_write(ix, staged_fn, &sc)) < 0)
+			break;
+		if (sc.nrecs && recs_committed)
+			*recs_committed = true;
+		sc.nrecs = 0;
+		sc.hi = sc.lo;
+	}
 	if (rc == 0 && out_top)
 		*out_top = links[0].id;
 	return rc;
