@@ -814,10 +814,15 @@ static int pull_layers(struct pull *p, const struct st_oci_manifest *om, const u
 				      "layer %s: its digest differs from the one this store recorded for those bytes", hex);
 		if (rc < 0 && rc != IX_ENOTFOUND)
 			return rc;
+		bool sha_known = rc == 0;
 		if (st_blob_has(ix->s, &d->id)) {
-			/* A blob is published only after it hashed to its id. */
+			/* A blob is published only after it hashed to its id. The
+			 * descriptor's sha256 for it is this registry's word, not
+			 * hashed here: the table takes it only if it already had it
+			 * (else a hostile registry could record a wrong digest for a
+			 * layer, and every later pull of it would be refused). */
 			skipped(p, d, i, om->nlayers);
-			if ((rc = sha_list_add(&p->l, &d->id, d->sha256)) < 0)
+			if (sha_known && (rc = sha_list_add(&p->l, &d->id, d->sha256)) < 0)
 				return rc;
 			continue;
 		}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """oci_hostile.py: a hostile OCI registry for the poisoning tests: it serves crafted manifests and blobs (tests only).
 
-usage: oci_hostile.py craft LIBSTRATA REGISTRY REPO DIGEST EVIL_LAYER OUT_DIR TAG [--new-config=N]
+usage: oci_hostile.py craft LIBSTRATA REGISTRY REPO DIGEST EVIL_LAYER OUT_DIR TAG [--new-config=N] [--bad-sha]
        oci_hostile.py serve OUT_DIR PORT_FILE
 craft takes the victim's snapshot (manifest DIGEST of REPO on the plain-HTTP
 REGISTRY host:port), and writes into OUT_DIR what an attacker publishes under
@@ -10,7 +10,8 @@ listing the victim's layer (its id, size and sha256),
 but with a chunk index of its own, made from the bytes of EVIL_LAYER (a file
 of the layer's size), and those bytes served as the layer's blob. With
 --new-config=N the snapshot is another one (its created time moved by N ns),
-so the attacker's snapshot id differs from the victim's. The XXH3-128 ids
+so the attacker's snapshot id differs from the victim's. With --bad-sha the
+layer's descriptor names it by a wrong sha256 (its id stays). The XXH3-128 ids
 come from libstrata's st_id_hash. It prints the crafted manifest's digest.
 serve answers GET/HEAD of /v2/, manifests (by TAG or digest) and blobs (with
 Range) from OUT_DIR on 127.0.0.1 (a free port, written to PORT_FILE), as a
@@ -37,7 +38,7 @@ def get(url, accept=None):
         return r.read()
 
 
-def craft(lib, reg, repo, digest, evil_path, out, tag, new_config):
+def craft(lib, reg, repo, digest, evil_path, out, tag, new_config, bad_sha=False):
     so = ctypes.CDLL(lib)
     so.st_id_hash.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p]
     so.st_id_format.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
@@ -66,6 +67,8 @@ def craft(lib, reg, repo, digest, evil_path, out, tag, new_config):
     chunks[0]["size"] = len(idx)
     chunks[0]["annotations"][ANN_ID] = sid(idx)[1]
     blobs[chunks[0]["digest"]] = idx
+    if bad_sha:
+        layers[0]["digest"] = "sha256:" + hashlib.sha256(b"not the layer").hexdigest()
     blobs[layers[0]["digest"]] = evil  # served under the victim's digest: never checked here
     config = get("%s/blobs/%s" % (base, man["config"]["digest"]))
     if new_config:
@@ -146,7 +149,7 @@ def serve(root, port_file):
 if __name__ == "__main__":
     if len(sys.argv) >= 8 and sys.argv[1] == "craft":
         n = [int(a.split("=", 1)[1]) for a in sys.argv[9:] if a.startswith("--new-config=")]
-        craft(*sys.argv[2:9], new_config=n[0] if n else 0)
+        craft(*sys.argv[2:9], new_config=n[0] if n else 0, bad_sha="--bad-sha" in sys.argv[9:])
     elif len(sys.argv) == 4 and sys.argv[1] == "serve":
         serve(sys.argv[2], sys.argv[3])
     else:

@@ -18,7 +18,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=49
+N=52
 n=0
 fails=0
 echo "1..$N"
@@ -76,7 +76,8 @@ craft() { "${pre[@]}" python3 "$SRC/tests/e2e/oci_hostile.py" craft "$lib" "$B" 
 DA=$(craft same:v1)
 DO=$(craft other:v1 --new-config=1)
 DO2=$(craft other:v2 --new-config=2)
-is "the attacker crafts three manifests" "${DA:0:7}${DO:0:7}${DO2:0:7}" "sha256:sha256:sha256:"
+DS=$(craft badsha:v1 --new-config=3 --bad-sha)
+is "the attacker crafts four manifests" "${DA:0:7}${DO:0:7}${DO2:0:7}${DS:0:7}" "sha256:sha256:sha256:sha256:"
 python3 "$SRC/tests/e2e/oci_hostile.py" serve "$T/a" "$T/a.port" &
 PIDS+=($!)
 waitport "$T/a.port"
@@ -145,6 +146,16 @@ check "a full pull of the lazy snapshot itself fails the same way" 1 "the whole 
 	st "$U" pull --insecure --tag bad2 "$A/evil/other:v1"
 is "... and sets no tag" "$(st "$U" ls | awk 'NR > 1 { print $1 }' | sort | tr '\n' ' ')" "evil "
 check "... the store stays consistent" 0 ' 0 problem' -- st "$U" fsck
+
+# ---- 3b. a registry naming a layer the store holds by a wrong sha256 records nothing of it
+U=$T/u3b
+newstore "$U"
+st "$U" debug ingest "$T/img" --tag local >/dev/null
+check "a pull listing a layer the store holds (made here, never hashed for sha256) by a wrong digest" 0 "" -- \
+	st "$U" pull --insecure --tag badsha "$A/evil/badsha:v1"
+check "... does not record that digest: the trusted pull of the layer still succeeds" 0 "^$id\$" -- \
+	st "$U" pull --insecure --tag trusted "$B/trusted/img@$D"
+check "... and a push of it sends its true digest" 0 '^sha256:' -- st "$U" push --insecure trusted "$B/copy/img:v1"
 
 # ---- 4. a registry trickling 2 bytes a second: the pull ends at its deadline
 U=$T/u4
