@@ -98,8 +98,15 @@ static int commit_fn(struct ix *ix, MDB_txn *txn, void *arg)
 		/* Inside the write txn, so gc (which unlinks inside one) cannot
 		 * remove the file between this check and the commit. */
 		rc = st_blob_size(ix->s, lid, &have);
+		/* A lazy layer counts as present: its chunks come on demand,
+		 * each checked against its record's chunk index, which is the
+		 * word of the registry that record came from. That holds for
+		 * this snapshot because only a pull from that same source
+		 * (ix_lazy_rec_match in oci.c) lets a pulled snapshot name the
+		 * layer without its blob; imports bring every layer's bytes
+		 * and captures name their parent's layers. */
 		if (rc == -ENOENT && ix_lazy_rec_has(ix, txn, lid, &have))
-			rc = 0; /* a lazy layer: its chunks come on demand */
+			rc = 0;
 		if (rc == -ENOENT || (rc == 0 && have != want))
 			return IX_EMISSING;
 		if (rc < 0)
