@@ -495,10 +495,21 @@ enum {
  * snapshots are committed oldest first, the top one with tag (flags:
  * IX_TAG_FORCE). Nothing half-fetched is ever published: a blob is
  * published only whole and verified, a snapshot only with all its layers.
- * The chain is committed in one transaction: on failure no snapshot is
- * committed; without IX_OCI_KEEP_PARTIAL the blobs this pull added are
- * removed, with it they stay for a retry (unreferenced: gc frees them
- * after its grace period).
+ * One link is held in memory at a time (each verified config is staged
+ * in the store's tmp/; a chain is at most 4096 links and 1 GiB of
+ * manifests, else ST_ELAYOUT). A layer the store holds lazily counts as
+ * there only if its record came from src itself (same origin, transport,
+ * layer sha256 and chunk index; ix_oci_source.lazy completes it before
+ * the commit on a full pull); from any other source it is fetched whole
+ * and checked, also for a top snapshot the store already holds.
+ * Nothing is committed before the whole chain is here; the chain is then
+ * committed in transactions of at most 4 MiB of manifests (one for any
+ * ordinary chain): on failure no snapshot is committed, except, for a
+ * longer chain failing between its transactions, older links (complete,
+ * untagged; a retry resumes above them). Without IX_OCI_KEEP_PARTIAL the
+ * blobs this pull added are removed, with it they stay for a retry
+ * (unreferenced: gc frees them after its grace period). IX_EDEADLINE
+ * (index/registry.h) when src's deadline passes.
  * Errors: ST_EFORMAT (not a strata snapshot, bad config), ST_ECORRUPT
  * (bytes do not match), ST_ELAYOUT, IX_EEXIST (tag names another
  * snapshot), ST_EBADNAME, the source's codes, the write errors; why says
