@@ -91,6 +91,21 @@ static struct pending *problem(struct fsck *f, enum ix_problem_kind kind, const 
 	return NULL;
 }
 
+/* A lazy layer: not a problem (nothing to repair), but not checked either:
+ * its chunks were checked against the chunk index its record came with,
+ * never the whole against its id. cb sees it as such (not when repairing). */
+static void note_lazy(struct fsck *f, MDB_txn *txn, const st_id *id)
+{
+	char detail[IX_ORIGIN_MAX + 512];
+	struct ix_problem p = { .kind = IX_PROBLEM_LAZY, .error = false, .id = *id, .detail = detail };
+
+	f->st.lazy++;
+	if (ix_lazy_rec_describe(f->ix, txn, id, detail, sizeof(detail)) < 0)
+		snprintf(detail, sizeof(detail), "lazy layer: its bytes are not yet checked against its id");
+	if (f->cb && f->cb_rc == 0 && !(f->flags & IX_FSCK_REPAIR))
+		f->cb_rc = f->cb(&p, f->ctx);
+}
+
 /* Repairing: keep a damaged snapshot record's bytes in lost+found. */
 static int save_record(struct fsck *f, const MDB_val *k, const MDB_val *v)
 {
@@ -227,7 +242,7 @@ static int check_blobs(struct fsck *f, MDB_txn *txn)
 			uint64_t size;
 			int src = st_blob_size(f->ix->s, &rid, &size);
 			if (src == -ENOENT && ix_lazy_rec_has(f->ix, txn, &rid, &size))
-				f->st.lazy++; /* its chunks come on demand (lazy.c) */
+				note_lazy(f, txn, &rid); /* its chunks come on demand (lazy.c) */
 			else if (src == -ENOENT && still_referenced(f->ix, &rid))
 				problem(f, IX_PROBLEM_MISSING, &rid, NULL, "blob file is missing");
 			else if (src == -ENOENT)

@@ -68,6 +68,7 @@ enum {
 const char *ix_strerror(int err);
 
 struct ix;      /* an open index (opaque) */
+struct ix_lazy; /* lazy layers (index/lazy.h) */
 struct ix_txn;  /* a read transaction: a consistent view until ix_txn_end */
 
 /* ix_open options; NULL means the defaults. */
@@ -306,6 +307,8 @@ enum ix_problem_kind {
 	IX_PROBLEM_CHILDREN,     /* the children lists disagree with the parents */
 	IX_PROBLEM_ORPHAN,       /* a blob file no snapshot references (not an error: gc reclaims it) */
 	IX_PROBLEM_WORKINGSET,   /* a working-set link names a snapshot that does not exist */
+	IX_PROBLEM_LAZY,         /* a lazy layer (not an error): its chunks were checked only against the
+				  * chunk index it came with, its bytes not yet against its id */
 };
 struct ix_problem {
 	enum ix_problem_kind kind;
@@ -318,7 +321,8 @@ struct ix_problem {
 };
 struct ix_fsck_stats {
 	uint64_t snapshots, blobs, blob_files, bytes_hashed;
-	uint64_t lazy;             /* referenced layers that are lazy (no blob file yet, by design) */
+	uint64_t lazy;             /* referenced layers that are lazy (no blob file yet, by design; their
+				    * bytes not yet checked against their ids): one IX_PROBLEM_LAZY each */
 	uint64_t errors, orphans;  /* found (before any repair) */
 	uint64_t repaired;         /* IX_FSCK_REPAIR: problems an action was taken on */
 	uint64_t remaining;        /* errors a check finds after the repair (= the return value) */
@@ -390,6 +394,7 @@ struct ix_oci_stats {
 	uint64_t bytes_sha256;    /* bytes sha256-hashed for the table (0 when all were known) */
 	uint64_t bytes_chunks;    /* chunk indexes sent (push) or fetched (lazy pull) */
 	uint32_t layers_lazy;     /* lazy pull: layers recorded without their bytes */
+	uint32_t layers_completed; /* full pull: lazy layers of this source completed (ix_oci_source.lazy) */
 	bool existed;             /* pull: the top snapshot was already in the store */
 };
 
@@ -450,6 +455,13 @@ struct ix_oci_source {
 	 * Range requests go to, and whether it is plain HTTP (NULL: none). */
 	const char *origin;
 	bool insecure;
+	/* For full pulls (may be NULL): the lazy-layer state (index/lazy.h)
+	 * through which a layer the store holds lazily, recorded from this
+	 * same source (origin, transport, the layer's sha256 and chunk index),
+	 * is completed and checked against its id before the commit; without
+	 * it such a layer is fetched whole. A lazy record from any other
+	 * source is never reused: the layer is fetched whole from this one. */
+	struct ix_lazy *lazy;
 };
 
 /*
@@ -483,10 +495,21 @@ enum {
  * snapshots are committed oldest first, the top one with tag (flags:
  * IX_TAG_FORCE). Nothing half-fetched is ever published: a blob is
  * published only whole and verified, a snapshot only with all its layers.
- * The chain is committed in one transaction: on failure no snapshot is
- * committed; without IX_OCI_KEEP_PARTIAL the blobs this pull added are
- * removed, with it they stay for a retry (unreferenced: gc frees them
- * after its grace period).
+ * One link is held in memory at a time (each verified config is staged
+ * in the store's tmp/; a chain is at most 4096 links and 1 GiB of
+ * manifests, else ST_ELAYOUT). A layer the store holds lazily counts as
+ * there only if its record came from src itself (same origin, transport,
+ * layer sha256 and chunk index; ix_oci_source.lazy completes it before
+ * the commit on a full pull); from any other source it is fetched whole
+ * and checked, also for a top snapshot the store already holds.
+ * Nothing is committed before the whole chain is here; the chain is then
+ * committed in transactions of at most 4 MiB of manifests (one for any
+ * ordinary chain): on failure no snapshot is committed, except, for a
+ * longer chain failing between its transactions, older links (complete,
+ * untagged; a retry resumes above them). Without IX_OCI_KEEP_PARTIAL the
+ * blobs this pull added are removed, with it they stay for a retry
+ * (unreferenced: gc frees them after its grace period). IX_EDEADLINE
+ * (index/registry.h) when src's deadline passes.
  * Errors: ST_EFORMAT (not a strata snapshot, bad config), ST_ECORRUPT
  * (bytes do not match), ST_ELAYOUT, IX_EEXIST (tag names another
  * snapshot), ST_EBADNAME, the source's codes, the write errors; why says

@@ -148,11 +148,30 @@ int ix_sha256_put(struct ix *ix, const st_id *ids, const uint8_t (*shas)[ST_SHA2
 /* ---- lazy layers (lazy.c) ---- */
 
 struct ix_chunks;
+/* What a lazy record was recorded from: the registry repository
+ * ("host[:port]/repo") and transport, the layer's sha256 in the OCI
+ * manifest, that manifest's sha256 and the sha256 of the chunk index it
+ * listed for the layer. */
+struct ix_lazy_source {
+	const char *origin;
+	bool insecure;
+	const uint8_t *layer_sha, *manifest_sha, *chunks_sha;
+};
 /* A lazy record's value (malloc'd). */
-int ix_lazy_rec_encode(const struct ix_chunks *c, const uint8_t sha[ST_SHA256_LEN], const char *origin, bool insecure,
-		       uint8_t **buf, size_t *len);
+int ix_lazy_rec_encode(const struct ix_chunks *c, const struct ix_lazy_source *from, uint8_t **buf, size_t *len);
 /* True if txn holds a lazy record for layer; *size (may be NULL) gets its size. */
 bool ix_lazy_rec_has(struct ix *ix, MDB_txn *txn, const st_id *layer, uint64_t *size);
+/* Whether layer's lazy record may stand in for a pull from want (NULL: a
+ * source with no origin, an OCI layout): IX_LAZY_NONE (no record),
+ * IX_LAZY_SAME (recorded from that same origin and transport with the
+ * same layer sha256 and chunk index), IX_LAZY_OTHER (anything else: a
+ * pull must fetch and verify the layer itself). lazy.c says why. */
+enum { IX_LAZY_NONE, IX_LAZY_SAME, IX_LAZY_OTHER };
+int ix_lazy_rec_match(struct ix *ix, MDB_txn *txn, const st_id *layer, const struct ix_lazy_source *want);
+/* One line for fsck: where layer's lazy record came from, how many of its
+ * chunks are here, and that its bytes are not yet checked against its id.
+ * IX_ENOTFOUND: no record. */
+int ix_lazy_rec_describe(struct ix *ix, MDB_txn *txn, const st_id *layer, char *buf, size_t len);
 /* Create STORE/lazy/<id>.part (sparse, size bytes) and .map (nchunks zero
  * bytes), replacing leftovers; durable per the store's policy. */
 int ix_lazy_files_make(struct ix *ix, const st_id *layer, uint64_t size, uint64_t nchunks);
@@ -171,6 +190,33 @@ struct ix_lazy_put {
  * which then count as present) in the same transaction. */
 int ix_snap_commit_chain_lazy(struct ix *ix, const struct st_manifest *const *ms, size_t n, const char *tag,
 			      unsigned flags, st_id *out_top, const struct ix_lazy_put *recs, size_t nrecs);
+
+/* A snapshot's canonical manifest bytes staged in a file (a pull's chain):
+ * len bytes at off, which hash to id. */
+struct ix_stage_link {
+	st_id id;
+	uint64_t off;
+	size_t len;
+};
+/* Commit a chain staged in fd: links[n-1] (the oldest) first, links[0]
+ * (with tag) last. Each manifest is read back, checked against its id and
+ * parsed inside the transaction, one at a time, and each transaction takes
+ * as many links (oldest first, at least one) as IX_CHAIN_TXN_BYTES of
+ * manifests allow, recs (lazy records) in the first: memory holds one link
+ * and one transaction's pages, not the chain. A chain over the budget is
+ * thus committed in several transactions, each leaving a consistent store
+ * (every snapshot's parent before it): a failure after the first leaves the
+ * older links committed, untagged, and *recs_committed true (the records'
+ * files are theirs); a retried pull resumes above them. The tag is checked
+ * before the first (IX_EEXIST). Errors as ix_snap_commit_chain_lazy,
+ * ST_ECORRUPT (staged bytes changed), the read's. (index/snap.c) */
+#define IX_CHAIN_TXN_BYTES (4u << 20)
+int ix_snap_commit_chain_staged(struct ix *ix, int fd, const struct ix_stage_link *links, size_t n, const char *tag,
+				unsigned flags, st_id *out_top, const struct ix_lazy_put *recs, size_t nrecs,
+				bool *recs_committed);
+/* Drop layer's lazy record and files (its blob is in the store now: the
+ * record is stale). Best effort. (index/lazy.c) */
+void ix_lazy_rec_drop(struct ix *ix, const st_id *layer);
 
 /* ix_snap_commit for a chain, oldest first, in one write transaction: all
  * of ms[0..n) are published or none; tag (may be NULL) names ms[n-1], whose

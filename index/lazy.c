@@ -25,10 +25,16 @@ static const char chunks_magic[8] = { 'S', 'T', 'R', 'C', 'H', 'K', '1', '\n' };
  * a guest should fail, not stall for a minute (docs/lazy.md). */
 #define LAZY_CONNECT_S 5
 #define LAZY_STALL_S 10
-/* Lazy record: version, flags, origin length, sha256, origin, chunk index. */
-#define REC_VERSION 1
+/* Lazy record: version, flags, origin length, the layer's sha256, then
+ * (version 2) the sha256 of the OCI manifest and of the chunk index it came
+ * with, the origin, the chunk index. Version 1 records lack the two
+ * digests: their source is unknown, so no pull reuses them (they still
+ * serve the snapshots that were pulled with them). */
+#define REC_VERSION_1 1
+#define REC_VERSION 2
 #define REC_INSECURE 1u
-#define REC_HEAD 36u
+#define REC_HEAD_1 36u
+#define REC_HEAD 100u
 
 const char *ix_lazy_strerror(int err)
 {
@@ -183,9 +189,9 @@ int ix_chunks_parse(const void *buf, size_t len, struct ix_chunks **out, char *w
 
 /* -------------------------------------------------------------- records */
 
-int ix_lazy_rec_encode(const struct ix_chunks *c, const uint8_t sha[ST_SHA256_LEN], const char *origin, bool insecure,
-		       uint8_t **buf, size_t *len)
+int ix_lazy_rec_encode(const struct ix_chunks *c, const struct ix_lazy_source *from, uint8_t **buf, size_t *len)
 {
+	const char *origin = from->origin;
 	size_t olen = strlen(origin), clen;
 	uint8_t *cb, *b;
 	int rc;
@@ -199,10 +205,12 @@ int ix_lazy_rec_encode(const struct ix_chunks *c, const uint8_t sha[ST_SHA256_LE
 		return -ENOMEM;
 	}
 	b[0] = REC_VERSION;
-	b[1] = insecure ? REC_INSECURE : 0;
+	b[1] = from->insecure ? REC_INSECURE : 0;
 	b[2] = (uint8_t)olen;
 	b[3] = (uint8_t)(olen >> 8);
-	memcpy(b + 4, sha, ST_SHA256_LEN);
+	memcpy(b + 4, from->layer_sha, ST_SHA256_LEN);
+	memcpy(b + 36, from->manifest_sha, ST_SHA256_LEN);
+	memcpy(b + 68, from->chunks_sha, ST_SHA256_LEN);
 	memcpy(b + REC_HEAD, origin, olen);
 	memcpy(b + REC_HEAD + olen, cb, clen);
 	free(cb);
@@ -215,25 +223,53 @@ int ix_lazy_rec_encode(const struct ix_chunks *c, const uint8_t sha[ST_SHA256_LE
 struct lz_rec {
 	struct ix_chunks *c;
 	uint8_t sha[ST_SHA256_LEN];
+	uint8_t manifest_sha[ST_SHA256_LEN], chunks_sha[ST_SHA256_LEN];
+	bool has_source;  /* version 2: the two digests above are known */
 	char origin[IX_ORIGIN_MAX + 1];
 	bool insecure;
 };
 
-static int rec_decode(const st_id *layer, const void *val, size_t len, struct lz_rec *out)
+static int lazy_open(struct st_store *s, const st_id *id, const char *ext, int flags, int *out);
+
+/* The header of a record: its length (by version) and the origin's; false
+ * if the value is too short or of an unknown version. */
+static bool rec_head(const uint8_t *b, size_t len, size_t *head, size_t *olen)
+{
+	if (len < REC_HEAD_1 || (b[0] != REC_VERSION_1 && b[0] != REC_VERSION))
+		return false;
+	*head = b[0] == REC_VERSION ? REC_HEAD : REC_HEAD_1;
+	*olen = (size_t)b[2] | (size_t)b[3] << 8;
+	return *olen <= IX_ORIGIN_MAX && len >= *head + *olen;
+}
+
+/* The record's source, without parsing its chunk index. */
+static int rec_source(const void *val, size_t len, struct lz_rec *out)
 {
 	const uint8_t *b = val;
-	size_t olen;
+	size_t head, olen;
 
-	if (len < REC_HEAD || b[0] != REC_VERSION)
-		return IX_ECORRUPT;
-	olen = (size_t)b[2] | (size_t)b[3] << 8;
-	if (olen > IX_ORIGIN_MAX || len < REC_HEAD + olen)
+	if (!rec_head(b, len, &head, &olen))
 		return IX_ECORRUPT;
 	out->insecure = b[1] & REC_INSECURE;
 	memcpy(out->sha, b + 4, ST_SHA256_LEN);
-	memcpy(out->origin, b + REC_HEAD, olen);
+	out->has_source = b[0] == REC_VERSION;
+	if (out->has_source) {
+		memcpy(out->manifest_sha, b + 36, ST_SHA256_LEN);
+		memcpy(out->chunks_sha, b + 68, ST_SHA256_LEN);
+	}
+	memcpy(out->origin, b + head, olen);
 	out->origin[olen] = '\0';
-	if (ix_chunks_parse(b + REC_HEAD + olen, len - REC_HEAD - olen, &out->c, NULL, 0) < 0)
+	return 0;
+}
+
+static int rec_decode(const st_id *layer, const void *val, size_t len, struct lz_rec *out)
+{
+	const uint8_t *b = val;
+	size_t head, olen;
+
+	if (rec_source(val, len, out) < 0 || !rec_head(b, len, &head, &olen))
+		return IX_ECORRUPT;
+	if (ix_chunks_parse(b + head + olen, len - head - olen, &out->c, NULL, 0) < 0)
 		return IX_ECORRUPT;
 	if (!st_id_equal(&out->c->layer, layer)) {
 		ix_chunks_free(out->c);
@@ -245,18 +281,78 @@ static int rec_decode(const st_id *layer, const void *val, size_t len, struct lz
 bool ix_lazy_rec_has(struct ix *ix, MDB_txn *txn, const st_id *layer, uint64_t *size)
 {
 	MDB_val k = ix_val(layer->b, sizeof(layer->b)), v;
-	const uint8_t *b;
-	size_t olen;
+	size_t head, olen;
 
-	if (!ix->has_lazy || mdb_get(txn, ix->lazy, &k, &v) != 0 || v.mv_size < REC_HEAD)
+	if (!ix->has_lazy || mdb_get(txn, ix->lazy, &k, &v) != 0 || !rec_head(v.mv_data, v.mv_size, &head, &olen))
 		return false;
-	b = v.mv_data;
-	olen = (size_t)b[2] | (size_t)b[3] << 8;
-	if (v.mv_size < REC_HEAD + olen + IX_CHUNKS_HEADER)
+	if (v.mv_size < head + olen + IX_CHUNKS_HEADER)
 		return false;
 	if (size)
-		*size = get64(b + REC_HEAD + olen + 24);
+		*size = get64((const uint8_t *)v.mv_data + head + olen + 24);
 	return true;
+}
+
+int ix_lazy_rec_match(struct ix *ix, MDB_txn *txn, const st_id *layer, const struct ix_lazy_source *want)
+{
+	MDB_val k = ix_val(layer->b, sizeof(layer->b)), v;
+	struct lz_rec r;
+
+	if (!ix->has_lazy || mdb_get(txn, ix->lazy, &k, &v) != 0)
+		return IX_LAZY_NONE;
+	/*
+	 * The trust decision: the record's chunks were checked only against
+	 * the chunk index it came with, so they are the layer's bytes only as
+	 * far as the party that served that index says. It stands for this
+	 * request only if the request is that same party saying the same thing:
+	 * the same origin (registry host[:port]/repository), over the same
+	 * transport (plain HTTP or not), listing the layer with the same sha256
+	 * and the same chunk index (its sha256). The manifest digest is kept
+	 * to say where the record came from (fsck), not compared: two
+	 * snapshots of one repository share layers under different manifests.
+	 * A version 1 record does not know its chunk index: it never matches.
+	 */
+	if (!want || !want->origin || rec_source(v.mv_data, v.mv_size, &r) < 0 || !r.has_source)
+		return IX_LAZY_OTHER;
+	if (strcmp(r.origin, want->origin) != 0 || r.insecure != want->insecure ||
+	    memcmp(r.sha, want->layer_sha, ST_SHA256_LEN) != 0 || memcmp(r.chunks_sha, want->chunks_sha, ST_SHA256_LEN) != 0)
+		return IX_LAZY_OTHER;
+	return IX_LAZY_SAME;
+}
+
+int ix_lazy_rec_describe(struct ix *ix, MDB_txn *txn, const st_id *layer, char *buf, size_t len)
+{
+	MDB_val k = ix_val(layer->b, sizeof(layer->b)), v;
+	char dg[ST_DIGEST_LEN + 1] = "an unrecorded manifest";
+	struct lz_rec r;
+	size_t head, olen;
+	uint64_t nchunks = 0, present = 0;
+	uint8_t map[4096];
+	int fd;
+
+	if (!ix->has_lazy || mdb_get(txn, ix->lazy, &k, &v) != 0)
+		return IX_ENOTFOUND;
+	if (rec_source(v.mv_data, v.mv_size, &r) < 0 || !rec_head(v.mv_data, v.mv_size, &head, &olen) ||
+	    v.mv_size < head + olen + IX_CHUNKS_HEADER)
+		return IX_ECORRUPT;
+	const uint8_t *ci = (const uint8_t *)v.mv_data + head + olen;
+	uint32_t cs = get32(ci + 32);
+	uint64_t size = get64(ci + 24);
+	if (cs)
+		nchunks = (size + cs - 1) / cs;
+	if (r.has_source)
+		st_digest_format(r.manifest_sha, dg);
+	if (lazy_open(ix->s, layer, "map", O_RDONLY, &fd) == 0) {
+		ssize_t n;
+		while ((n = read(fd, map, sizeof(map))) > 0)
+			for (ssize_t i = 0; i < n; i++)
+				present += map[i] == 1;
+		close(fd);
+	}
+	snprintf(buf, len, "lazy layer from %s%s (manifest %s), %" PRIu64 " of %" PRIu64 " chunks here: its bytes "
+		 "are checked only against that registry's chunk index, not yet against the layer's id ('strata pull' "
+		 "without --lazy completes and checks it)", r.insecure ? "http://" : "", r.origin, dg, present,
+		 nchunks);
+	return 0;
 }
 
 /* ---------------------------------------------------------------- files */
@@ -500,6 +596,15 @@ static int layer_get(struct ix_lazy *lz, const st_id *id, struct lz_layer **out)
 		}
 		bool published = l && l->published;
 		pthread_mutex_unlock(&lz->lock);
+		/* A pull may since have fetched the layer whole from another
+		 * source (its record was not that source's): the blob, checked
+		 * against the id, is what the layer is from then on. */
+		if (l && !published && st_blob_has(lz->ix->s, id)) {
+			pthread_mutex_lock(&lz->lock);
+			l->published = true;
+			pthread_mutex_unlock(&lz->lock);
+			published = true;
+		}
 		if (l) {
 			layer_free(mine);
 			if (published)
@@ -592,7 +697,8 @@ static int client_get(struct ix_lazy *lz, const struct lz_layer *l, struct lz_cl
 	if (lz->o.creds)
 		lz->o.creds(lz->o.creds_ctx, ref.host, &c->user, &c->pass);
 	struct ix_registry_opts o = { .insecure = l->rec.insecure, .cacert = lz->o.cacert, .user = c->user,
-				      .pass = c->pass, .connect_s = LAZY_CONNECT_S, .stall_s = LAZY_STALL_S };
+				      .pass = c->pass, .connect_s = LAZY_CONNECT_S, .stall_s = LAZY_STALL_S,
+				      .low_speed = lz->o.low_speed, .deadline_ns = lz->o.deadline_ns };
 	if ((rc = ix_registry_open(&ref, &o, &c->r)) < 0) {
 		free(c->user);
 		free(c->pass);
@@ -893,6 +999,14 @@ static int rec_del_fn(struct ix *ix, MDB_txn *txn, void *arg)
 	int rc = ix_mdb(mdb_del(txn, ix->lazy, &k, NULL));
 
 	return rc == MDB_NOTFOUND ? IX_NOCHANGE : rc;
+}
+
+void ix_lazy_rec_drop(struct ix *ix, const st_id *layer)
+{
+	if (!ix->has_lazy || !st_blob_has(ix->s, layer))
+		return;
+	if (ix_write(ix, rec_del_fn, (void *)layer) >= 0)
+		ix_lazy_files_del(ix, layer);
 }
 
 int ix_lazy_complete(struct ix_lazy *lz, const st_id *layer, char *why, size_t whylen)

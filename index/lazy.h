@@ -110,6 +110,12 @@ struct ix_lazy_opts {
 	unsigned attempts, backoff_ms;
 	/* Longest Range request made when merging adjacent chunks (0: IX_LAZY_SPAN). */
 	uint64_t span_max;
+	/* A Range request moving less than low_speed bytes a second for 10 s
+	 * fails (0: IX_REGISTRY_LOW_SPEED), and is retried as a network error;
+	 * none starts after deadline_ns (CLOCK_MONOTONIC ns; 0: none), one
+	 * under way then ends (IX_EDEADLINE, not retried): a pull's bound. */
+	unsigned low_speed;
+	uint64_t deadline_ns;
 	/* One line per refused chunk, failed fetch or completed layer (may be NULL). */
 	void (*log)(void *ctx, const char *msg);
 	void *log_ctx;

@@ -17,6 +17,9 @@
 /* Longest chain of subjects a pull follows (a loop in a hostile registry
  * ends here). */
 #define OCI_CHAIN_MAX 4096
+/* Most canonical manifest bytes a pull stages for its chain (on disk in
+ * the store's tmp/, not in memory; docs/oci.md). */
+#define OCI_CHAIN_BYTES_MAX (1ull << 30)
 
 /* Pairs to record once a push or pull has them all. */
 struct sha_list {
@@ -391,9 +394,10 @@ static int mem_sink_fn(void *sctx, const void *buf, size_t len)
 	return 0;
 }
 
-/* Fetch, verify and parse the config of om. */
+/* Fetch, verify and parse the config of om; *bytes (malloc'd) gets its
+ * canonical bytes, *len their length. */
 static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const struct st_oci_manifest *om,
-			struct st_manifest **out, char *why, size_t whylen)
+			struct st_manifest **out, char **bytes, size_t *len, char *why, size_t whylen)
 {
 	struct mem_sink ms = { .max = om->config.size };
 	uint8_t sha[ST_SHA256_LEN];
@@ -430,7 +434,8 @@ static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const st
 	if ((rc = st_oci_manifest_check(om, *out, why, whylen)) < 0)
 		goto out_manifest;
 	free(canon);
-	free(ms.buf);
+	*bytes = ms.buf;
+	*len = ms.len;
 	(void)ix;
 	return 0;
 out_manifest:
@@ -563,16 +568,32 @@ static void lazy_list_free(struct ix *ix, struct lazy_list *lz)
 	free(lz->v);
 }
 
-static bool lazy_known(struct ix *ix, const st_id *id)
+/* What a record of om's layer i from src would say of its source. */
+static struct ix_lazy_source lazy_source(const struct ix_oci_source *src, const struct st_oci_manifest *om, uint32_t i,
+					 const uint8_t manifest_sha[ST_SHA256_LEN])
 {
+	struct ix_lazy_source ls = { src->origin, src->insecure, om->layers[i].sha256, manifest_sha, NULL };
+
+	if (om->nchunks == om->nlayers)
+		ls.chunks_sha = om->chunks[i].sha256;
+	return ls;
+}
+
+/* ix_lazy_rec_match for om's layer i pulled from src (lazy.c says what is
+ * compared). A source without an origin (an OCI layout) or a manifest
+ * without chunk indexes matches no record. */
+static int lazy_match(struct ix *ix, const struct ix_oci_source *src, const struct st_oci_manifest *om, uint32_t i,
+		      const uint8_t manifest_sha[ST_SHA256_LEN])
+{
+	struct ix_lazy_source ls = lazy_source(src, om, i, manifest_sha);
 	struct ix_txn *t;
-	bool has = false;
+	int m = IX_LAZY_NONE;
 
 	if (ix_txn_begin(ix, &t) == 0) {
-		has = ix_lazy_rec_has(ix, t->txn, id, NULL);
+		m = ix_lazy_rec_match(ix, t->txn, &om->layers[i].id, src->origin && ls.chunks_sha ? &ls : NULL);
 		ix_txn_end(t);
 	}
-	return has;
+	return m;
 }
 
 /*
@@ -581,7 +602,8 @@ static bool lazy_known(struct ix *ix, const st_id *id)
  * make the partial files, and queue the record for the commit.
  */
 static int lazy_layer(struct ix *ix, const struct ix_oci_source *src, const struct st_oci_manifest *om, uint32_t i,
-		      struct lazy_list *lz, struct ix_oci_stats *st, char *why, size_t whylen)
+		      const uint8_t manifest_sha[ST_SHA256_LEN], struct lazy_list *lz, struct ix_oci_stats *st,
+		      char *why, size_t whylen)
 {
 	const struct st_oci_desc *d = &om->layers[i], *cd;
 	char hex[ST_ID_HEX_LEN + 1], inner[ST_WHY_LEN] = "";
@@ -637,7 +659,10 @@ static int lazy_layer(struct ix *ix, const struct ix_oci_source *src, const stru
 	struct ix_lazy_put *p = &lz->v[lz->n];
 	*p = (struct ix_lazy_put){ 0 };
 	p->layer = d->id;
-	if ((rc = ix_lazy_rec_encode(c, d->sha256, src->origin, src->insecure, &p->val, &p->len)) < 0)
+	/* The record names what it was recorded from, so that no pull from
+	 * another source reuses it (lazy_match). */
+	struct ix_lazy_source from = lazy_source(src, om, i, manifest_sha);
+	if ((rc = ix_lazy_rec_encode(c, &from, &p->val, &p->len)) < 0)
 		goto out_free;
 	if ((rc = ix_lazy_files_make(ix, &d->id, d->size, c->n)) < 0) {
 		free(p->val);
@@ -665,18 +690,220 @@ static bool snap_in_store(struct ix *ix, const st_id *id)
 	return has;
 }
 
+/* One pull: what it fetched, recorded and staged so far. */
+struct pull {
+	struct ix *ix;
+	const struct ix_oci_source *src;
+	unsigned flags;
+	const struct ix_oci_progress *prog;
+	struct ix_oci_stats st;
+	struct sha_list l;        /* verified (id, sha256) pairs, layers and configs */
+	struct lazy_list lz;      /* lazy records to commit */
+	st_id *added;             /* blobs this pull published (rolled back on failure) */
+	size_t nadded, capadded;
+	st_id *stale;             /* layers fetched whole whose lazy record another source made */
+	size_t nstale, capstale;
+	/* The chain's canonical configs, staged in an unlinked file of the
+	 * store's tmp/ as they are verified, so memory holds one link at a
+	 * time (OCI_CHAIN_MAX links of up to ST_MANIFEST_MAX_BYTES each would
+	 * not fit), read back one at a time by the commit. */
+	int stage_fd;
+	uint64_t stage_off;
+	struct ix_stage_link *links;
+	size_t n, caplinks;
+	char *why;
+	size_t whylen;
+};
+
+static int stage_open(struct pull *p)
+{
+	int dfd = st_store_dirfd(p->ix->s);
+	char name[64];
+
+	p->stage_fd = openat(dfd, "tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (p->stage_fd >= 0)
+		return 0;
+	if (errno != EOPNOTSUPP && errno != EISDIR && errno != ENOENT)
+		return -errno;
+	/* No O_TMPFILE here: a named file, unlinked at once. */
+	snprintf(name, sizeof(name), "tmp/pull-stage-%ld", (long)getpid());
+	if ((p->stage_fd = openat(dfd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600)) < 0)
+		return -errno;
+	unlinkat(dfd, name, 0);
+	return 0;
+}
+
+/* Append one link's verified canonical config to the stage. */
+static int stage_put(struct pull *p, const st_id *id, const char *json, size_t len)
+{
+	size_t done = 0;
+	int rc;
+
+	if (p->stage_off + len > OCI_CHAIN_BYTES_MAX)
+		return ix_why(p->why, p->whylen, ST_ELAYOUT, "the chain's snapshot manifests are over %llu MiB: refused",
+			      OCI_CHAIN_BYTES_MAX >> 20);
+	if (p->stage_fd < 0 && (rc = stage_open(p)) < 0)
+		return rc;
+	if ((rc = ST_ARRAY_RESERVE(p->links, p->caplinks, p->n + 1)) < 0)
+		return rc;
+	while (done < len) {
+		ssize_t w = pwrite(p->stage_fd, json + done, len - done, (off_t)(p->stage_off + done));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		done += (size_t)w;
+	}
+	p->links[p->n++] = (struct ix_stage_link){ *id, p->stage_off, len };
+	p->stage_off += len;
+	return 0;
+}
+
+static int id_list_add(st_id **v, size_t *cap, size_t *n, const st_id *id)
+{
+	if (ST_ARRAY_RESERVE(*v, *cap, *n + 1) < 0)
+		return -ENOMEM;
+	(*v)[(*n)++] = *id;
+	return 0;
+}
+
+static void skipped(struct pull *p, const struct st_oci_desc *d, uint32_t i, uint32_t count)
+{
+	p->st.blobs_skipped++;
+	p->st.bytes_skipped += d->size;
+	emit(p->prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, i, count);
+}
+
+/* Fetch layer i of om whole from the pull's source, verified for sha256
+ * and id as it streams. */
+static int pull_whole(struct pull *p, const struct st_oci_manifest *om, uint32_t i)
+{
+	const struct st_oci_desc *d = &om->layers[i];
+	int rc = fetch_layer(p->ix, p->src, d, p->flags, p->prog, i, om->nlayers, &p->st, p->why, p->whylen);
+
+	if (rc < 0)
+		return rc;
+	if ((rc = id_list_add(&p->added, &p->capadded, &p->nadded, &d->id)) < 0)
+		return rc;
+	return sha_list_add(&p->l, &d->id, d->sha256);
+}
+
+/* Every layer of om (whose manifest has sha256 msha) the store lacks.
+ * existing: om is a snapshot the store holds (no record can be added for
+ * it now: a layer it lacks with no lazy record is fetched whole). */
+static int pull_layers(struct pull *p, const struct st_oci_manifest *om, const uint8_t msha[ST_SHA256_LEN],
+		       bool existing)
+{
+	struct ix *ix = p->ix;
+	int rc;
+
+	for (uint32_t i = 0; i < om->nlayers; i++) {
+		const struct st_oci_desc *d = &om->layers[i];
+		uint8_t known[ST_SHA256_LEN];
+		char hex[ST_ID_HEX_LEN + 1];
+		bool seen = false;
+
+		for (size_t j = 0; j < p->l.n && !seen; j++)
+			seen = st_id_equal(&p->l.ids[j], &d->id);
+		if (seen)
+			continue;
+		st_id_format(&d->id, hex);
+		rc = ix_sha256_get(ix, &d->id, known);
+		if (rc == 0 && memcmp(known, d->sha256, ST_SHA256_LEN) != 0)
+			return ix_why(p->why, p->whylen, ST_ECORRUPT,
+				      "layer %s: its digest differs from the one this store recorded for those bytes", hex);
+		if (rc < 0 && rc != IX_ENOTFOUND)
+			return rc;
+		bool sha_known = rc == 0;
+		if (st_blob_has(ix->s, &d->id)) {
+			/* A blob is published only after it hashed to its id. The
+			 * descriptor's sha256 for it is this registry's word, not
+			 * hashed here: the table takes it only if it already had it
+			 * (else a hostile registry could record a wrong digest for a
+			 * layer, and every later pull of it would be refused). */
+			skipped(p, d, i, om->nlayers);
+			if (sha_known && (rc = sha_list_add(&p->l, &d->id, d->sha256)) < 0)
+				return rc;
+			continue;
+		}
+		switch (lazy_match(ix, p->src, om, i, msha)) {
+		case IX_LAZY_SAME:
+			/* Trusted as far as this request's own source: the record
+			 * was made from this origin with this very chunk index, so
+			 * it says no more than this manifest does. Its sha256 is
+			 * still no verified fact: not added to the table. */
+			if (p->flags & IX_OCI_LAZY) {
+				skipped(p, d, i, om->nlayers);
+				continue;
+			}
+			/* A full pull completes it before anything is committed:
+			 * the whole must hash to the layer's id. */
+			if (p->src->lazy) {
+				if ((rc = ix_lazy_complete(p->src->lazy, &d->id, p->why, p->whylen)) < 0)
+					return rc;
+				p->st.layers_completed++;
+				continue;
+			}
+			if ((rc = pull_whole(p, om, i)) < 0)
+				return rc;
+			continue;
+		case IX_LAZY_OTHER:
+			/* Recorded from another source (or one that did not say
+			 * which chunk index): its chunks were checked only against
+			 * that source's chunk index, which may describe other bytes
+			 * under this id. Not trusted for this request, lazy or
+			 * not: the layer is fetched whole from this source and
+			 * checked against its sha256 and id; the record then goes. */
+			if ((rc = pull_whole(p, om, i)) < 0)
+				return rc;
+			if ((rc = id_list_add(&p->stale, &p->capstale, &p->nstale, &d->id)) < 0)
+				return rc;
+			continue;
+		default:
+			break;
+		}
+		if ((p->flags & IX_OCI_LAZY) && !existing) {
+			if ((rc = lazy_layer(ix, p->src, om, i, msha, &p->lz, &p->st, p->why, p->whylen)) < 0)
+				return rc;
+			continue;
+		}
+		if ((rc = pull_whole(p, om, i)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* A pull of a snapshot the store holds: its layers the store lacks (lazy
+ * ones) are checked against this source, completed or fetched (as
+ * pull_layers says), after checking that om carries exactly the stored
+ * snapshot's layers. */
+static int pull_existing(struct pull *p, const struct st_oci_manifest *om, const uint8_t msha[ST_SHA256_LEN])
+{
+	struct st_manifest *m = NULL;
+	struct ix_txn *t;
+	int rc;
+
+	if ((rc = ix_txn_begin(p->ix, &t)) < 0)
+		return rc;
+	rc = ix_snap_get(t, &om->config.id, &m);
+	ix_txn_end(t);
+	if (rc < 0)
+		return rc;
+	if ((rc = st_oci_manifest_check(om, m, p->why, p->whylen)) == 0)
+		rc = pull_layers(p, om, msha, true);
+	st_manifest_free(m);
+	return rc;
+}
+
 int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref, const char *tag,
 		unsigned flags, const struct ix_oci_progress *prog, struct ix_oci_stats *stats, st_id *out_id,
 		char *why, size_t whylen)
 {
-	struct ix_oci_stats st = { 0 };
-	struct in_snap *chain = NULL;
-	struct sha_list l = { 0 };
-	struct lazy_list lz = { 0 };
-	st_id *added = NULL;
-	size_t n = 0, nadded = 0, cap = 0;
+	struct pull p = { .ix = ix, .src = src, .flags = flags, .prog = prog, .stage_fd = -1, .why = why,
+			  .whylen = whylen };
 	char cur[ST_DIGEST_LEN + 1];
 	const char *curref = ref;
+	st_id parent = { 0 }, top = { 0 };
 	int rc;
 
 	if (why && whylen)
@@ -686,19 +913,26 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 	if (tag && !st_name_valid(tag))
 		return ST_EBADNAME;
 
-	/* Manifests and configs first, top down, until a snapshot we hold. */
-	for (;;) {
+	/*
+	 * Top down, one link at a time until a snapshot we hold: its
+	 * manifest, its config, then its layers the store lacks; its config is
+	 * staged and the rest freed before the next link. Nothing is committed
+	 * before the whole chain is here.
+	 */
+	for (size_t depth = 0;; depth++) {
 		struct st_oci_manifest *om = NULL;
+		struct st_manifest *m = NULL;
 		uint8_t want[ST_SHA256_LEN], sha[ST_SHA256_LEN];
-		char *json = NULL;
-		size_t len = 0;
+		char *json = NULL, *config = NULL, inner[ST_WHY_LEN];
+		size_t len = 0, clen = 0;
+		bool last = false;
 
-		if (n >= OCI_CHAIN_MAX) {
+		if (depth >= OCI_CHAIN_MAX) {
 			rc = ix_why(why, whylen, ST_ELAYOUT, "the chain of parents is longer than %d", OCI_CHAIN_MAX);
-			goto out_free;
+			goto out_rollback;
 		}
 		rc = src->manifest_get(src->ctx, curref, &json, &len, why, whylen);
-		if (rc < 0 && n > 0 && src->not_found && src->not_found(rc)) {
+		if (rc < 0 && depth > 0 && src->not_found && src->not_found(rc)) {
 			/* The parent's manifest is not there (a copy of the top
 			 * alone): the child is complete without it. */
 			if (why && whylen)
@@ -706,149 +940,92 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 			break;
 		}
 		if (rc < 0)
-			goto out_free;
+			goto out_rollback;
 		st_sha256_hash(json, len, sha);
 		if (st_digest_parse(curref, want) == 0 && memcmp(want, sha, ST_SHA256_LEN) != 0) {
 			free(json);
 			rc = ix_why(why, whylen, ST_ECORRUPT, "manifest %s: its bytes do not match the digest", curref);
-			goto out_free;
+			goto out_rollback;
 		}
-		char inner[ST_WHY_LEN];
 		rc = st_oci_manifest_parse(json, len, &om, inner, sizeof(inner));
 		free(json);
 		if (rc < 0) {
 			ix_why(why, whylen, rc, "%s: %s", curref, inner);
-			goto out_free;
+			goto out_rollback;
 		}
-		if (n > 0 && !st_id_equal(&om->config.id, &chain[n - 1].m->parent)) {
-			st_oci_manifest_free(om);
+		if (depth > 0 && !st_id_equal(&om->config.id, &parent)) {
 			rc = ix_why(why, whylen, ST_EFORMAT, "manifest %s: its subject is not the snapshot's parent", curref);
-			goto out_free;
+			goto out_link;
 		}
 		emit(prog, IX_OCI_MANIFEST, sha, len, len, 0, 0);
-		if ((rc = ST_ARRAY_RESERVE(chain, cap, n + 1)) < 0) {
-			st_oci_manifest_free(om);
-			goto out_free;
-		}
-		chain[n].om = om;
-		chain[n].m = NULL;
-		n++;
+		if (depth == 0)
+			top = om->config.id;
 		if (snap_in_store(ix, &om->config.id)) {
-			if (n == 1)
-				st.existed = true;
+			if (depth == 0) {
+				/* Held already, but maybe with lazy layers another
+				 * source recorded: those are checked against this one. */
+				p.st.existed = true;
+				rc = pull_existing(&p, om, sha);
+			}
+			st_oci_manifest_free(om);
+			if (rc < 0)
+				goto out_rollback;
 			break;
 		}
-		if ((rc = fetch_config(ix, src, om, &chain[n - 1].m, why, whylen)) < 0)
-			goto out_free;
-		if ((rc = sha_list_add(&l, &om->config.id, om->config.sha256)) < 0)
-			goto out_free;
-		const struct st_manifest *m = chain[n - 1].m;
-		if (!m->has_parent || !om->has_subject || snap_in_store(ix, &m->parent))
-			break;
-		st_digest_format(om->subject.sha256, cur);
-		curref = cur;
-	}
-
-	/* Then every layer the store lacks, once. */
-	size_t total = 0;
-	for (size_t k = 0; k < n; k++)
-		total += chain[k].m ? chain[k].m->nlayers : 0;
-	if (total && !(added = calloc(total, sizeof(*added)))) {
-		rc = -ENOMEM;
-		goto out_free;
-	}
-	for (size_t k = 0; k < n; k++) {
-		const struct st_oci_manifest *om = chain[k].om;
-
-		if (!chain[k].m)
-			continue;
-		for (uint32_t i = 0; i < om->nlayers; i++) {
-			const struct st_oci_desc *d = &om->layers[i];
-			uint8_t known[ST_SHA256_LEN];
-			bool seen = false;
-
-			for (size_t j = 0; j < l.n && !seen; j++)
-				seen = st_id_equal(&l.ids[j], &d->id);
-			if (seen)
-				continue;
-			rc = ix_sha256_get(ix, &d->id, known);
-			if (rc == 0 && memcmp(known, d->sha256, ST_SHA256_LEN) != 0) {
-				char hex[ST_ID_HEX_LEN + 1];
-				st_id_format(&d->id, hex);
-				rc = ix_why(why, whylen, ST_ECORRUPT,
-					    "layer %s: its digest differs from the one this store recorded for those bytes", hex);
-				goto out_rollback;
-			}
-			if (rc < 0 && rc != IX_ENOTFOUND)
-				goto out_rollback;
-			if (!st_blob_has(ix->s, &d->id) && lazy_known(ix, &d->id)) {
-				/* Lazy already; its sha256 is not a verified fact yet. */
-				st.blobs_skipped++;
-				st.bytes_skipped += d->size;
-				emit(prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, i, om->nlayers);
-				continue;
-			}
-			if (st_blob_has(ix->s, &d->id)) {
-				st.blobs_skipped++;
-				st.bytes_skipped += d->size;
-				emit(prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, i, om->nlayers);
-			} else if (flags & IX_OCI_LAZY) {
-				rc = lazy_layer(ix, src, om, i, &lz, &st, why, whylen);
-				if (rc < 0)
-					goto out_rollback;
-				continue;
-			} else {
-				rc = fetch_layer(ix, src, d, flags, prog, i, om->nlayers, &st, why, whylen);
-				if (rc < 0)
-					goto out_rollback;
-				added[nadded++] = d->id;
-			}
-			if ((rc = sha_list_add(&l, &d->id, d->sha256)) < 0)
-				goto out_rollback;
+		if ((rc = fetch_config(ix, src, om, &m, &config, &clen, why, whylen)) < 0)
+			goto out_link;
+		if ((rc = sha_list_add(&p.l, &om->config.id, om->config.sha256)) < 0)
+			goto out_link;
+		if ((rc = pull_layers(&p, om, sha, false)) < 0)
+			goto out_link;
+		if ((rc = stage_put(&p, &om->config.id, config, clen)) < 0)
+			goto out_link;
+		last = !m->has_parent || !om->has_subject || snap_in_store(ix, &m->parent);
+		parent = m->parent;
+		if (!last) {
+			st_digest_format(om->subject.sha256, cur);
+			curref = cur;
 		}
+out_link:
+		st_oci_manifest_free(om);
+		st_manifest_free(m);
+		free(config);
+		if (rc < 0)
+			goto out_rollback;
+		if (last)
+			break;
 	}
 
 	/* The whole chain in one transaction, oldest first: all or nothing. */
-	if ((rc = sha_list_commit(ix, &l)) < 0)
+	if ((rc = sha_list_commit(ix, &p.l)) < 0)
 		goto out_rollback;
-	st_id top = chain[0].om->config.id;
-	if (chain[0].m) {
-		const struct st_manifest **ms = calloc(n, sizeof(*ms));
-		size_t nm = 0;
-		if (!ms) {
-			rc = -ENOMEM;
-			goto out_rollback;
-		}
-		for (size_t k = n; k-- > 0;)
-			if (chain[k].m)
-				ms[nm++] = chain[k].m;
-		rc = ix_snap_commit_chain_lazy(ix, ms, nm, tag, flags & IX_TAG_FORCE, &top, lz.v, lz.n);
-		free(ms);
-		if (rc == 0)
-			lz.committed = true; /* the files are the records' now */
-		st.snapshots = (uint32_t)nm;
+	if (p.n) {
+		/* Once the records are in, their files are theirs. */
+		rc = ix_snap_commit_chain_staged(ix, p.stage_fd, p.links, p.n, tag, flags & IX_TAG_FORCE, &top, p.lz.v,
+						 p.lz.n, &p.lz.committed);
+		p.st.snapshots = (uint32_t)p.n;
 	} else if (tag) {
 		rc = ix_tag_set(ix, tag, &top, flags & IX_TAG_FORCE);
 	}
 	if (rc < 0)
 		goto out_rollback;
+	for (size_t i = 0; i < p.nstale; i++)
+		ix_lazy_rec_drop(ix, &p.stale[i]);
 	if (out_id)
 		*out_id = top;
 	goto out_free;
 out_rollback:
-	if (nadded && !(flags & IX_OCI_KEEP_PARTIAL)) {
-		ix_blobs_rollback(ix, added, nadded);
-	}
+	if (p.nadded && !(flags & IX_OCI_KEEP_PARTIAL))
+		ix_blobs_rollback(ix, p.added, p.nadded);
 out_free:
-	for (size_t k = 0; k < n; k++) {
-		st_oci_manifest_free(chain[k].om);
-		st_manifest_free(chain[k].m);
-	}
-	free(chain);
-	free(added);
-	sha_list_free(&l);
-	lazy_list_free(ix, &lz);
+	if (p.stage_fd >= 0)
+		close(p.stage_fd);
+	free(p.links);
+	free(p.added);
+	free(p.stale);
+	sha_list_free(&p.l);
+	lazy_list_free(ix, &p.lz);
 	if (stats)
-		*stats = st;
+		*stats = p.st;
 	return rc;
 }

@@ -409,7 +409,7 @@ int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flag
 				    refs[i].name ? " (" : "", refs[i].name ? refs[i].name : "", refs[i].name ? ")" : "");
 			goto out_close;
 		}
-	struct ix_oci_source source = { &src, dir_manifest_get, dir_blob_get, dir_not_found, NULL, false };
+	struct ix_oci_source source = { &src, dir_manifest_get, dir_blob_get, dir_not_found, NULL, false, NULL };
 	for (size_t i = 0; i < n; i++) {
 		struct ix_oci_stats one;
 		char dg[ST_DIGEST_LEN + 1];

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -17,7 +18,7 @@
 
 /* An error body kept for the message (registries answer JSON errors). */
 #define ERRBODY_MAX 512
-/* Give up on a transfer that moves less than 1 byte/s for this long. */
+/* Give up on a transfer that moves less than the low-speed limit for this long. */
 #define STALL_SECONDS 60L
 #define CONNECT_SECONDS 30L
 /* libcurl's receive and send buffers (defaults 16 and 64 KiB): larger ones
@@ -84,8 +85,17 @@ const char *ix_registry_strerror(int err)
 	case IX_EAUTH: return "authentication failed";
 	case IX_EREMOTE_MISSING: return "not found in the registry";
 	case IX_EHTTP: return "unexpected answer from the registry";
+	case IX_EDEADLINE: return "the deadline passed";
 	default: return ix_strerror(err);
 	}
+}
+
+uint64_t ix_registry_now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 int ix_registry_global_init(void)
@@ -278,6 +288,14 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 	CURLcode cc;
 	int rc = 0;
 
+	uint64_t left_ms = 0;
+	if (r->o.deadline_ns) {
+		uint64_t now = ix_registry_now_ns();
+		if (now >= r->o.deadline_ns)
+			return ix_why(why, whylen, IX_EDEADLINE, "%s %s: not started, the deadline passed", q->method,
+				      q->url);
+		left_ms = (r->o.deadline_ns - now + 999999) / 1000000;
+	}
 	CURL *c = r->curl;
 	curl_easy_reset(c);
 	q->status = 0;
@@ -297,8 +315,10 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "strata/" STRATA_VERSION);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, r->o.connect_s ? (long)r->o.connect_s : CONNECT_SECONDS);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, r->o.low_speed ? (long)r->o.low_speed : (long)IX_REGISTRY_LOW_SPEED);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, r->o.stall_s ? (long)r->o.stall_s : STALL_SECONDS);
+	if (left_ms)
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)left_ms);
 	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, RECV_BUFFER);
 	curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, SEND_BUFFER);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -371,6 +391,14 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 		return q->sink_rc;
 	if (cc == CURLE_WRITE_ERROR && q->mem_over)
 		return ix_why(why, whylen, ST_EFORMAT, "%s: the answer is over %zu bytes", q->url, q->mem_max);
+	if (cc == CURLE_OPERATION_TIMEDOUT && r->o.deadline_ns && ix_registry_now_ns() >= r->o.deadline_ns)
+		return ix_why(why, whylen, IX_EDEADLINE, "%s %s: ended, the deadline passed", q->method, q->url);
+	if (cc == CURLE_OPERATION_TIMEDOUT)
+		return ix_why(why, whylen, IX_ENET, "%s %s: %s (less than %u bytes a second for %ld s, or no connection "
+			      "within %ld s): given up", q->method, q->url, curl_easy_strerror(cc),
+			      r->o.low_speed ? r->o.low_speed : IX_REGISTRY_LOW_SPEED,
+			      r->o.stall_s ? (long)r->o.stall_s : STALL_SECONDS,
+			      r->o.connect_s ? (long)r->o.connect_s : CONNECT_SECONDS);
 	switch (cc) {
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_COULDNT_CONNECT:
@@ -864,7 +892,7 @@ static bool reg_not_found(int rc)
 
 void ix_registry_source(struct ix_registry *r, struct ix_oci_source *out)
 {
-	*out = (struct ix_oci_source){ r, reg_manifest_get, reg_blob_get, reg_not_found, r->origin, r->o.insecure };
+	*out = (struct ix_oci_source){ r, reg_manifest_get, reg_blob_get, reg_not_found, r->origin, r->o.insecure, NULL };
 }
 
 /* ---------------------------------------------------------------- referrers */

@@ -40,6 +40,7 @@ enum {
 	IX_EAUTH = -1153,      /* credentials missing, rejected, or access denied */
 	IX_EREMOTE_MISSING = -1154,  /* the manifest or blob is not in the repository */
 	IX_EHTTP = -1155,      /* any other unexpected HTTP answer (why has the status) */
+	IX_EDEADLINE = -1156,  /* the caller's deadline (ix_registry_opts.deadline_ns) passed */
 };
 /* Message for an IX_E* registry code, else ix_strerror's. Never fails,
  * never NULL; static storage. */
@@ -71,9 +72,18 @@ struct ix_registry_opts {
 				  * is, to mount it; NULL: only mount_from */
 	const struct ix_oci_progress *prog; /* upload byte progress, or NULL */
 	/* Give up connecting after connect_s, and on a transfer that moves
-	 * nothing for stall_s seconds (0: 30 and 60). */
-	unsigned connect_s, stall_s;
+	 * less than low_speed bytes a second for stall_s seconds (0: 30, 60
+	 * and IX_REGISTRY_LOW_SPEED): a registry that trickles bytes ends
+	 * with IX_ENET saying so. */
+	unsigned connect_s, stall_s, low_speed;
+	/* CLOCK_MONOTONIC nanoseconds after which no request starts and any
+	 * request under way is ended (IX_EDEADLINE); 0: none. One deadline
+	 * for everything done through the handle: a pull's overall bound. */
+	uint64_t deadline_ns;
 };
+#define IX_REGISTRY_LOW_SPEED 1024u
+/* CLOCK_MONOTONIC now, in nanoseconds (for deadline_ns). */
+uint64_t ix_registry_now_ns(void);
 
 /* Bytes on the wire (headers and bodies, both ways) and requests made. */
 struct ix_registry_wire {

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "index/index_int.h"
 
@@ -97,8 +98,15 @@ static int commit_fn(struct ix *ix, MDB_txn *txn, void *arg)
 		/* Inside the write txn, so gc (which unlinks inside one) cannot
 		 * remove the file between this check and the commit. */
 		rc = st_blob_size(ix->s, lid, &have);
+		/* A lazy layer counts as present: its chunks come on demand,
+		 * each checked against its record's chunk index, which is the
+		 * word of the registry that record came from. That holds for
+		 * this snapshot because only a pull from that same source
+		 * (ix_lazy_rec_match in oci.c) lets a pulled snapshot name the
+		 * layer without its blob; imports bring every layer's bytes
+		 * and captures name their parent's layers. */
 		if (rc == -ENOENT && ix_lazy_rec_has(ix, txn, lid, &have))
-			rc = 0; /* a lazy layer: its chunks come on demand */
+			rc = 0;
 		if (rc == -ENOENT || (rc == 0 && have != want))
 			return IX_EMISSING;
 		if (rc < 0)
@@ -211,6 +219,126 @@ int ix_snap_commit_chain_lazy(struct ix *ix, const struct st_manifest *const *ms
 	for (size_t i = 0; i < n; i++)
 		free((char *)cc.c[i].json);
 	free(cc.c);
+	return rc;
+}
+
+struct staged_ctx {
+	int fd;
+	const struct ix_stage_link *links;
+	size_t hi, lo;            /* this transaction: links[hi - 1] down to links[lo] */
+	const char *tag;
+	unsigned flags;
+	const struct ix_lazy_put *recs;
+	size_t nrecs;             /* 0 but in the first transaction */
+};
+
+/* Read back, check and commit one staged manifest. */
+static int staged_one(struct ix *ix, MDB_txn *txn, const struct staged_ctx *sc, size_t k)
+{
+	const struct ix_stage_link *l = &sc->links[k];
+	struct commit_ctx c = { .tag = k == 0 ? sc->tag : NULL, .flags = sc->flags, .id = l->id, .len = l->len };
+	struct st_manifest *m = NULL;
+	char *buf = malloc(l->len ? l->len : 1);
+	size_t got = 0;
+	st_id id;
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	while (got < l->len) {
+		ssize_t r = pread(sc->fd, buf + got, l->len - got, (off_t)(l->off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			rc = r < 0 ? -errno : ST_ECORRUPT;
+			goto out_free;
+		}
+		got += (size_t)r;
+	}
+	st_id_hash(buf, l->len, &id);
+	if (!st_id_equal(&id, &l->id)) {
+		rc = ST_ECORRUPT;
+		goto out_free;
+	}
+	if ((rc = st_manifest_parse(buf, l->len, &m, NULL, 0)) < 0)
+		goto out_free;
+	c.m = m;
+	c.json = buf;
+	rc = commit_fn(ix, txn, &c);
+	st_manifest_free(m);
+out_free:
+	free(buf);
+	return rc;
+}
+
+static int staged_fn(struct ix *ix, MDB_txn *txn, void *arg)
+{
+	const struct staged_ctx *sc = arg;
+	bool any = false;
+
+	for (size_t i = 0; i < sc->nrecs; i++) {
+		MDB_val k = ix_val(sc->recs[i].layer.b, 16), v = ix_val(sc->recs[i].val, sc->recs[i].len);
+		int rc;
+		if (!ix->has_lazy)
+			return ST_EREADONLY;
+		if ((rc = ix_mdb(mdb_put(txn, ix->lazy, &k, &v, 0))) < 0)
+			return rc;
+		any = true;
+	}
+	for (size_t k = sc->hi; k-- > sc->lo;) {
+		int rc = staged_one(ix, txn, sc, k);
+		if (rc == IX_NOCHANGE)
+			continue;
+		if (rc < 0)
+			return rc;
+		any = true;
+	}
+	return any ? 0 : IX_NOCHANGE;
+}
+
+int ix_snap_commit_chain_staged(struct ix *ix, int fd, const struct ix_stage_link *links, size_t n, const char *tag,
+				unsigned flags, st_id *out_top, const struct ix_lazy_put *recs, size_t nrecs,
+				bool *recs_committed)
+{
+	struct staged_ctx sc = { fd, links, n, n, tag, flags, recs, nrecs };
+	int rc = 0;
+
+	if (n == 0)
+		return -EINVAL;
+	if (tag && !st_name_valid(tag))
+		return ST_EBADNAME;
+	/* The tag is checked before the first transaction, so a tag naming
+	 * another snapshot refuses the chain before any of it is committed
+	 * (the last transaction checks it again). */
+	if (tag && !(flags & IX_TAG_FORCE)) {
+		struct ix_txn *t;
+		st_id cur;
+		if ((rc = ix_txn_begin(ix, &t)) < 0)
+			return rc;
+		rc = ix_tag_get(t, tag, &cur);
+		ix_txn_end(t);
+		if (rc == 0 && !st_id_equal(&cur, &links[0].id))
+			return IX_EEXIST;
+		if (rc < 0 && rc != IX_ENOTFOUND)
+			return rc;
+	}
+	/* Oldest first, as many links per transaction as IX_CHAIN_TXN_BYTES
+	 * of manifests allow (at least one): a transaction keeps every page it
+	 * writes in memory until it commits. */
+	while (sc.hi > 0) {
+		uint64_t bytes = links[sc.hi - 1].len;
+		sc.lo = sc.hi - 1;
+		while (sc.lo > 0 && bytes + links[sc.lo - 1].len <= IX_CHAIN_TXN_BYTES)
+			bytes += links[--sc.lo].len;
+		if ((rc = ix_write(ix, staged_fn, &sc)) < 0)
+			break;
+		if (sc.nrecs && recs_committed)
+			*recs_committed = true;
+		sc.nrecs = 0;
+		sc.hi = sc.lo;
+	}
+	if (rc == 0 && out_top)
+		*out_top = links[0].id;
 	return rc;
 }
 

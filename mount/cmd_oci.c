@@ -199,7 +199,14 @@ struct reg_args {
 	bool insecure, json;
 	const char *cacert, *authfile, *from;
 	char *user, *pass;
+	uint64_t deadline_ns;  /* pull: CLOCK_MONOTONIC end of the whole pull (0: none) */
 };
+
+/* A pull's overall deadline unless --timeout or $STRATA_PULL_TIMEOUT say
+ * otherwise: long enough for gigabytes on a slow link, short enough that a
+ * registry trickling bytes cannot keep a pull (and its store lock) alive
+ * for days. */
+#define PULL_TIMEOUT_DEFAULT 3600ul
 
 /* Credentials for host: --authfile, else $REGISTRY_AUTH_FILE, else
  * $XDG_RUNTIME_DIR/containers/auth.json, $DOCKER_CONFIG/config.json,
@@ -256,7 +263,18 @@ void cli_lazy_log(void *ctx, const char *msg)
 	cli_err(ctx, "%s", msg);
 }
 
-enum { OPT_INSECURE = 1000, OPT_CACERT, OPT_AUTHFILE, OPT_JSON, OPT_FROM, OPT_LAZY, OPT_CHUNK };
+enum { OPT_INSECURE = 1000, OPT_CACERT, OPT_AUTHFILE, OPT_JSON, OPT_FROM, OPT_LAZY, OPT_CHUNK, OPT_TIMEOUT };
+
+/* Seconds (0: no deadline) from --timeout or $STRATA_PULL_TIMEOUT; false
+ * if it is not a number. */
+static bool timeout_parse(const char *v, unsigned long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoul(v, &end, 10);
+	return *v >= '0' && *v <= '9' && !*end && errno == 0 && *out <= 100ul * 365 * 86400;
+}
 
 static void push_usage(FILE *f)
 {
@@ -294,7 +312,10 @@ static void pull_usage(FILE *f)
 		"its tag (the remote tag unless --tag), or not at all. Prints its id.\n"
 		"With --lazy no layer bytes are fetched: the snapshot is recorded at once\n"
 		"and each chunk is fetched by HTTP Range when something reads it\n"
-		"(docs/lazy.md). A pull without --lazy of a lazy snapshot completes it.\n"
+		"(docs/lazy.md). A pull without --lazy of a lazy snapshot completes it\n"
+		"from the same registry, each layer checked against its id before\n"
+		"anything is committed. A layer the store holds lazily from another\n"
+		"registry or repository is never trusted: it is fetched whole and checked.\n"
 		"\n"
 		"  --lazy           record the snapshot now, fetch its chunks on demand\n"
 		"  --tag NAME       tag it NAME in the store\n"
@@ -302,6 +323,10 @@ static void pull_usage(FILE *f)
 		"  --insecure       plain HTTP (a loopback registry); HTTPS otherwise\n"
 		"  --cacert FILE    trust this CA bundle for HTTPS\n"
 		"  --authfile FILE  credentials file (docker config.json format)\n"
+		"  --timeout SECS   give up when the whole pull (lazy layers it completes\n"
+		"                   included) has taken this long; 0: never (default: 3600,\n"
+		"                   or $STRATA_PULL_TIMEOUT). Any transfer moving under\n"
+		"                   1024 bytes a second for 60 s fails on its own.\n"
 		"  --json           progress and result as JSON lines on stdout\n");
 }
 
@@ -310,7 +335,8 @@ static const struct option reg_opts[] = {
 	{ "authfile", required_argument, NULL, OPT_AUTHFILE }, { "json", no_argument, NULL, OPT_JSON },
 	{ "from", required_argument, NULL, OPT_FROM }, { "tag", required_argument, NULL, 't' },
 	{ "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' },
-	{ "lazy", no_argument, NULL, OPT_LAZY }, { "chunk-size", required_argument, NULL, OPT_CHUNK }, { 0 } };
+	{ "lazy", no_argument, NULL, OPT_LAZY }, { "chunk-size", required_argument, NULL, OPT_CHUNK },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT }, { 0 } };
 
 /* Open the registry client for ref (credentials looked up); exit status. */
 static int reg_open(struct cli *cli, struct reg_args *a, const struct ix_registry_ref *ref, const struct ix_oci_progress *prog,
@@ -321,7 +347,7 @@ static int reg_open(struct cli *cli, struct reg_args *a, const struct ix_registr
 	if ((rc = find_credentials(cli, a, ref->host)) != CLI_OK)
 		return rc;
 	struct ix_registry_opts o = { .insecure = a->insecure, .cacert = a->cacert, .user = a->user, .pass = a->pass,
-			       .mount_from = a->from, .prog = prog, .ix = ix };
+			       .mount_from = a->from, .prog = prog, .ix = ix, .deadline_ns = a->deadline_ns };
 	if (ix_registry_global_init() < 0 || ix_registry_open(ref, &o, out) < 0) {
 		cli_err(cli, "cannot start the HTTP client: out of memory");
 		return CLI_FAIL;
@@ -494,7 +520,8 @@ out_close:
 static void prefetch_working_set(struct cli *cli, struct ix *ix, const st_id *id, const struct reg_args *a,
 				 struct ix_ws_prefetch_stats *pst)
 {
-	struct ix_lazy_opts o = { .cacert = a->cacert, .creds = cli_registry_creds, .creds_ctx = cli };
+	struct ix_lazy_opts o = { .cacert = a->cacert, .creds = cli_registry_creds, .creds_ctx = cli,
+				  .deadline_ns = a->deadline_ns };
 	struct ix_lazy *lz = NULL;
 	char why[ST_WHY_LEN * 2] = "";
 	int rc = ix_lazy_open(ix, &o, &lz);
@@ -507,42 +534,14 @@ static void prefetch_working_set(struct cli *cli, struct ix *ix, const st_id *id
 	ix_lazy_close(lz);
 }
 
-static int complete_lazy(struct cli *cli, struct ix *ix, const st_id *id, const struct reg_args *a, uint32_t *done,
-			 struct ix_lazy_stats *ls)
+/* The lazy-layer state a full pull completes layers through (lazy layers
+ * recorded from the same source: ix_oci_source.lazy). */
+static int lazy_for_pull(struct cli *cli, struct ix *ix, const struct reg_args *a, struct ix_lazy **out)
 {
 	struct ix_lazy_opts o = { .cacert = a->cacert, .creds = cli_registry_creds, .creds_ctx = cli,
-				  .log = NULL };
-	struct st_manifest *m = NULL;
-	struct ix_lazy *lz = NULL;
-	struct ix_txn *t;
-	char why[ST_WHY_LEN * 2] = "";
-	int rc;
+				  .deadline_ns = a->deadline_ns };
 
-	if ((rc = ix_txn_begin(ix, &t)) < 0)
-		return rc;
-	rc = ix_snap_get(t, id, &m);
-	ix_txn_end(t);
-	if (rc < 0 || (rc = ix_lazy_open(ix, &o, &lz)) < 0)
-		goto out_free;
-	for (uint32_t i = 0; i < m->nlayers; i++) {
-		struct ix_lazy_info info;
-		if ((rc = ix_lazy_layer_info(lz, &m->layers[i].id, &info)) <= 0)
-			continue;
-		if ((rc = ix_lazy_complete(lz, &m->layers[i].id, why, sizeof(why))) < 0) {
-			report(cli, "pull: completing a lazy layer failed", rc, why);
-			goto out_free;
-		}
-		(*done)++;
-	}
-	rc = 0;
-	ix_lazy_stats_get(lz, ls);
-	if (*done)
-		cli_info(cli, "%" PRIu32 " lazy layer(s) completed (%" PRIu64 " bytes fetched in %" PRIu64 " requests)",
-			 *done, ls->bytes, ls->requests);
-out_free:
-	ix_lazy_close(lz);
-	st_manifest_free(m);
-	return rc;
+	return ix_lazy_open(ix, &o, out);
 }
 
 int cmd_pull(struct cli *cli, int argc, char **argv)
@@ -559,11 +558,15 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1];
 	unsigned flags = IX_OCI_KEEP_PARTIAL;
 	st_id id;
+	struct ix_lazy *lz = NULL;
+	const char *timeout = getenv("STRATA_PULL_TIMEOUT");
+	unsigned long secs = PULL_TIMEOUT_DEFAULT;
 	int c, rc, status;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "t:fh", reg_opts, NULL)) != -1) {
 		switch (c) {
+		case OPT_TIMEOUT: timeout = optarg; break;
 		case OPT_INSECURE: a.insecure = true; break;
 		case OPT_CACERT: a.cacert = optarg; break;
 		case OPT_AUTHFILE: a.authfile = optarg; break;
@@ -579,6 +582,12 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 		cli_err(cli, "pull: expected REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST] (see 'strata pull --help')");
 		return CLI_USAGE;
 	}
+	if (timeout && *timeout && !timeout_parse(timeout, &secs)) {
+		cli_err(cli, "pull: the timeout '%s' is not a number of seconds (0: none)", timeout);
+		return CLI_USAGE;
+	}
+	if (secs)
+		a.deadline_ns = ix_registry_now_ns() + (uint64_t)secs * 1000000000u;
 	const char *from = argv[optind];
 	if (ix_registry_ref_parse(from, &ref) < 0) {
 		cli_err(cli, "pull: '%s' is not REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]", from);
@@ -597,6 +606,12 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	if ((status = reg_open(cli, &a, &ref, NULL, ix, &r)) != CLI_OK)
 		goto out_close;
 	ix_registry_source(r, &src);
+	if (!(flags & IX_OCI_LAZY) && (rc = lazy_for_pull(cli, ix, &a, &lz)) < 0) {
+		report(cli, "pull", rc, NULL);
+		status = exit_for(rc);
+		goto out_close;
+	}
+	src.lazy = lz;
 	struct top_catch tc = { .src = src };
 	struct ix_oci_source wrapped = src;
 	wrapped.ctx = &tc;
@@ -629,7 +644,11 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 			status = CLI_FAIL;
 			goto out_close;
 		}
-		snprintf(what, sizeof(what), "pull of %s failed%s", from,
+		if (rc == IX_EDEADLINE)
+			snprintf(what, sizeof(what), "pull of %s gave up after %lu s (--timeout, $STRATA_PULL_TIMEOUT)",
+				 from, secs);
+		else
+			snprintf(what, sizeof(what), "pull of %s failed%s", from,
 			 st.bytes_moved && (rc == IX_ENET || rc == -EPIPE || rc == IX_EHTTP)
 				 ? " (what arrived is kept: run it again to resume)"
 				 : "");
@@ -640,11 +659,12 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	ix_registry_origins_record(r);
 	st_id_format(&id, hex);
 	struct ix_lazy_stats ls = { 0 };
-	uint32_t completed = 0;
-	if (!(flags & IX_OCI_LAZY) && (rc = complete_lazy(cli, ix, &id, &a, &completed, &ls)) < 0) {
-		status = exit_for(rc);
-		goto out_close;
-	}
+	uint32_t completed = st.layers_completed;
+	if (lz)
+		ix_lazy_stats_get(lz, &ls);
+	if (completed)
+		cli_info(cli, "%" PRIu32 " lazy layer(s) completed (%" PRIu64 " bytes fetched in %" PRIu64 " requests)",
+			 completed, ls.bytes, ls.requests);
 	if (a.json) {
 		stats_json(stdout, "done", &st, &w);
 		printf(",\"id\":\"%s\",\"existed\":%s,\"layers_lazy\":%" PRIu32 ",\"bytes_chunk_index\":%" PRIu64
@@ -670,6 +690,7 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 			 pst.ws_bytes, pst.bytes, pst.requests, pst.jobs);
 	status = CLI_OK;
 out_close:
+	ix_lazy_close(lz);
 	ix_registry_close(r);
 	ix_close(ix);
 	st_store_close(s);

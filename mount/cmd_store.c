@@ -816,6 +816,7 @@ static const char *problem_word(enum ix_problem_kind k)
 	case IX_PROBLEM_CHILDREN: return "children";
 	case IX_PROBLEM_ORPHAN: return "orphan";
 	case IX_PROBLEM_WORKINGSET: return "working set";
+	case IX_PROBLEM_LAZY: return "unchecked";
 	}
 	return "problem";
 }
@@ -836,7 +837,9 @@ static int print_problem(const struct ix_problem *p, void *arg)
 	if (c->verify_only && !p->error)
 		return 0;
 	st_id_format(&p->id, hex);
-	if (p->error)
+	if (p->kind == IX_PROBLEM_LAZY) /* always shown: what fsck could not check */
+		printf("%s: layer %s: %s\n", problem_word(p->kind), hex, cli_esc(p->detail));
+	else if (p->error)
 		printf("%s: %s %s: %s%s%s\n", problem_word(p->kind), blob ? "blob" : "snapshot", hex,
 		       cli_esc(p->detail), p->action ? " -> " : "", p->action ? cli_esc(p->action) : "");
 	else if (c->cli->verbose)
@@ -943,9 +946,9 @@ static int run_check(struct cli *cli, unsigned flags, bool verify_only)
 		return CLI_FAIL;
 	}
 	fmt_size(sz, sizeof(sz), st.bytes_hashed);
-	char lazy[48] = "";
+	char lazy[96] = "";
 	if (st.lazy)
-		snprintf(lazy, sizeof(lazy), " (%" PRIu64 " lazy)", st.lazy);
+		snprintf(lazy, sizeof(lazy), " (%" PRIu64 " lazy, not yet checked against their ids)", st.lazy);
 	printf("%" PRIu64 " snapshot(s), %" PRIu64 " referenced blob(s)%s, %s hashed, %" PRIu64
 	       " orphan blob(s): %" PRIu64 " problem(s)\n",
 	       st.snapshots, st.blobs, lazy, sz, st.orphans, st.errors);

@@ -13,6 +13,7 @@ read per request, picks what it does to layer blobs (GET of a blob over
   fail500   answer 500 to the second layer GET and later ones
   missing   answer 404 to every layer GET
   slow      send layers in 64 KiB pieces, 50 ms apart
+  trickle   send layers 2 bytes a second (until the client gives up)
   bearer    demand a bearer token (from /token, given for basic alice:secret)
   index     invert the last byte of every chunk index blob (STRCHK1 header)
   offline   close the connection, unanswered, on every blob GET
@@ -156,6 +157,24 @@ class Proxy(http.server.BaseHTTPRequestHandler):
                     self.wfile.flush()
                     time.sleep(0.05)
                 log("%s %s slow %d" % (self.command, self.path, len(data)))
+                return
+            elif m == "trickle":
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("connection", "transfer-encoding"):
+                        self.send_header(k, v)
+                self.end_headers()
+                sent = 0
+                try:
+                    for i in range(0, len(data), 2):
+                        self.wfile.write(data[i:i + 2])
+                        self.wfile.flush()
+                        sent += 2
+                        time.sleep(1)
+                except OSError:
+                    pass
+                log("%s %s trickled %d" % (self.command, self.path, sent))
+                self.close_connection = True
                 return
             elif m == "drop":
                 self.send_response(resp.status)

@@ -1,0 +1,170 @@
+/* test_lazyrec.c: lazy records stand only for the source they were recorded from, and fsck lists their layers as unchecked. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "index/index_int.h"
+#include "index/lazy.h"
+#include "tests/index/helpers.h"
+
+static struct tstore T;
+
+static void setup(void) { ts_open(&T); }
+static void teardown(void) { ts_close(&T); }
+
+TestSuite(lazyrec, .init = setup, .fini = teardown, .timeout = 30);
+
+struct put_ctx {
+	const st_id *layer;
+	const void *val;
+	size_t len;
+};
+
+static int put_fn(struct ix *ix, MDB_txn *txn, void *arg)
+{
+	struct put_ctx *p = arg;
+	MDB_val k = ix_val(p->layer->b, 16), v = ix_val(p->val, p->len);
+
+	return ix_mdb(mdb_put(txn, ix->lazy, &k, &v, 0));
+}
+
+static uint8_t LSHA[32] = { 1 }, MSHA[32] = { 2 }, CSHA[32] = { 3 }, XSHA[32] = { 4 };
+
+/* The chunk index of one page of seed's content; *layer gets its id. */
+static struct ix_chunks *one_page(unsigned seed, st_id *layer)
+{
+	char path[] = "/tmp/strata-lazyrec.XXXXXX";
+	uint8_t page[4096];
+	struct ix_chunks *c = NULL;
+	int fd = mkstemp(path);
+
+	cr_assert(fd >= 0);
+	unlink(path);
+	page_fill(page, seed);
+	cr_assert_eq(write(fd, page, sizeof(page)), (ssize_t)sizeof(page));
+	st_id_hash(page, sizeof(page), layer);
+	cr_assert_eq(ix_chunks_build(fd, layer, sizeof(page), IX_CHUNK_MIN, &c), 0);
+	close(fd);
+	return c;
+}
+
+/* Record layer as lazy, from origin with the digests above. */
+static void record(const struct ix_chunks *c, const st_id *layer, const char *origin, bool insecure)
+{
+	struct ix_lazy_source from = { origin, insecure, LSHA, MSHA, CSHA };
+	uint8_t *val;
+	size_t len;
+
+	cr_assert_eq(ix_lazy_rec_encode(c, &from, &val, &len), 0);
+	struct put_ctx p = { layer, val, len };
+	cr_assert_eq(ix_write(T.ix, put_fn, &p), 0);
+	free(val);
+}
+
+static int match(const st_id *layer, const struct ix_lazy_source *want)
+{
+	struct ix_txn *t;
+	int m;
+
+	cr_assert_eq(ix_txn_begin(T.ix, &t), 0);
+	m = ix_lazy_rec_match(T.ix, t->txn, layer, want);
+	ix_txn_end(t);
+	return m;
+}
+
+Test(lazyrec, a_record_stands_for_its_own_source_only)
+{
+	st_id layer, other;
+	struct ix_chunks *c = one_page(1, &layer);
+
+	st_id_hash("other", 5, &other);
+	record(c, &layer, "127.0.0.1:5000/trusted/img", false);
+	struct ix_lazy_source same = { "127.0.0.1:5000/trusted/img", false, LSHA, XSHA, CSHA };
+	cr_assert_eq(match(&layer, &same), IX_LAZY_SAME, "the same origin and chunk index, under another manifest");
+	struct ix_lazy_source s = same;
+	s.origin = "127.0.0.1:5001/trusted/img";
+	cr_assert_eq(match(&layer, &s), IX_LAZY_OTHER, "another registry");
+	s.origin = "127.0.0.1:5000/evil/img";
+	cr_assert_eq(match(&layer, &s), IX_LAZY_OTHER, "another repository of the registry");
+	s = same;
+	s.insecure = true;
+	cr_assert_eq(match(&layer, &s), IX_LAZY_OTHER, "plain HTTP where the record came over TLS");
+	s = same;
+	s.chunks_sha = XSHA;
+	cr_assert_eq(match(&layer, &s), IX_LAZY_OTHER, "another chunk index");
+	s = same;
+	s.layer_sha = XSHA;
+	cr_assert_eq(match(&layer, &s), IX_LAZY_OTHER, "another sha256 for the layer");
+	cr_assert_eq(match(&layer, NULL), IX_LAZY_OTHER, "a source without an origin (an OCI layout)");
+	cr_assert_eq(match(&other, &same), IX_LAZY_NONE, "a layer without a record");
+	ix_chunks_free(c);
+}
+
+Test(lazyrec, a_version_1_record_is_still_read_but_stands_for_no_pull)
+{
+	st_id layer;
+	struct ix_chunks *c = one_page(2, &layer);
+	const char *origin = "127.0.0.1:5000/trusted/img";
+	uint8_t *ci, *v1;
+	size_t clen, olen = strlen(origin);
+
+	/* Version 1: version, flags, origin length, the layer's sha256, the
+	 * origin, the chunk index (docs/formats.md). */
+	cr_assert_eq(ix_chunks_encode(c, &ci, &clen), 0);
+	cr_assert((v1 = malloc(36 + olen + clen)));
+	v1[0] = 1;
+	v1[1] = 0;
+	v1[2] = (uint8_t)olen;
+	v1[3] = 0;
+	memcpy(v1 + 4, LSHA, 32);
+	memcpy(v1 + 36, origin, olen);
+	memcpy(v1 + 36 + olen, ci, clen);
+	struct put_ctx p = { &layer, v1, 36 + olen + clen };
+	cr_assert_eq(ix_write(T.ix, put_fn, &p), 0);
+
+	struct ix_txn *t;
+	uint64_t size = 0;
+	cr_assert_eq(ix_txn_begin(T.ix, &t), 0);
+	cr_assert(ix_lazy_rec_has(T.ix, t->txn, &layer, &size), "still a lazy layer of the snapshots pulled with it");
+	ix_txn_end(t);
+	cr_assert_eq(size, 4096);
+	struct ix_lazy_source same = { origin, false, LSHA, MSHA, CSHA };
+	cr_assert_eq(match(&layer, &same), IX_LAZY_OTHER, "it does not say which chunk index it came with");
+	free(v1);
+	free(ci);
+	ix_chunks_free(c);
+}
+
+static int lazy_cb(const struct ix_problem *p, void *ctx)
+{
+	if (p->kind == IX_PROBLEM_LAZY && !p->error)
+		snprintf(ctx, 1024, "%s", p->detail);
+	return 0;
+}
+
+Test(lazyrec, fsck_lists_a_lazy_layer_as_unchecked_not_as_a_problem)
+{
+	unsigned seeds[] = { 3 };
+	struct st_manifest *m = mk_manifest(T.s, seeds, 1, NULL);
+	struct ix_chunks *c;
+	st_id layer;
+	char detail[1024] = "";
+	struct ix_fsck_stats st;
+
+	c = one_page(3, &layer);
+	cr_assert(st_id_equal(&layer, &m->layers[0].id));
+	cr_assert_eq(sh("find %s/blobs -type f -delete", T.path), 0);
+	record(c, &layer, "127.0.0.1:5000/evil/img", true);
+	cr_assert_eq(ix_lazy_files_make(T.ix, &layer, 4096, 1), 0);
+	cr_assert_eq(ix_snap_commit(T.ix, m, "lz", 0, NULL), 0);
+	cr_assert_eq(ix_fsck(T.ix, IX_FSCK_HASH, lazy_cb, detail, &st), 0, "not an error");
+	cr_assert_eq(st.lazy, 1);
+	cr_assert(strstr(detail, "from http://127.0.0.1:5000/evil/img"), "names the source: %s", detail);
+	cr_assert(strstr(detail, "0 of 1 chunks here"), "%s", detail);
+	cr_assert(strstr(detail, "not yet against the layer's id"), "%s", detail);
+	st_manifest_free(m);
+	ix_chunks_free(c);
+}
