@@ -93,22 +93,31 @@ int st_snapdir_read(const char *dir, struct st_manifest **out, char *why, size_t
 	return rc;
 }
 
-static void layer_relpath(const st_id *id, char out[sizeof(LAYERS_DIR) + ST_ID_HEX_LEN + 1])
+/* layers/<id> under dfd, neither of them a symlink: O_NOFOLLOW alone checks
+ * only the last component, and a symlinked layers/ would let a copy map
+ * files from anywhere (tests/e2e/untrusted.sh). */
+static int layer_openat(int dfd, const st_id *id)
 {
-	memcpy(out, LAYERS_DIR "/", sizeof(LAYERS_DIR));
-	st_id_format(id, out + sizeof(LAYERS_DIR));
+	char hex[ST_ID_HEX_LEN + 1];
+	int lfd, fd;
+
+	lfd = st_sys_openat(dfd, LAYERS_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+	if (lfd < 0)
+		return lfd;
+	st_id_format(id, hex);
+	fd = st_sys_openat(lfd, hex, O_RDONLY | O_NOFOLLOW, 0);
+	st_sys_close(lfd);
+	return fd;
 }
 
 int st_snapdir_layer_open(const char *dir, const st_id *id, int *fd_out)
 {
-	char rel[sizeof(LAYERS_DIR) + ST_ID_HEX_LEN + 1];
 	int dfd, fd;
 
 	dfd = st_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
 	if (dfd < 0)
 		return dfd;
-	layer_relpath(id, rel);
-	fd = st_sys_openat(dfd, rel, O_RDONLY | O_NOFOLLOW, 0);
+	fd = layer_openat(dfd, id);
 	st_sys_close(dfd);
 	if (fd < 0)
 		return fd;
@@ -146,7 +155,7 @@ static int layer_check(int fd, const struct st_layer_ref *l, char *why, size_t w
 
 int st_snapdir_verify(const char *dir, const struct st_manifest *m, char *why, size_t whylen)
 {
-	char rel[sizeof(LAYERS_DIR) + ST_ID_HEX_LEN + 1];
+	char hex[ST_ID_HEX_LEN + 1];
 	int dfd, rc = 0;
 
 	dfd = st_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
@@ -155,11 +164,10 @@ int st_snapdir_verify(const char *dir, const struct st_manifest *m, char *why, s
 	for (uint32_t i = 0; i < m->nlayers && rc == 0; i++) {
 		int fd;
 
-		layer_relpath(&m->layers[i].id, rel);
-		fd = st_sys_openat(dfd, rel, O_RDONLY | O_NOFOLLOW, 0);
+		fd = layer_openat(dfd, &m->layers[i].id);
 		if (fd < 0) {
-			rc = st_why(why, whylen, fd, "layer %s: %s", rel + sizeof(LAYERS_DIR),
-				    fd == -ENOENT ? "missing" : st_strerror(fd));
+			st_id_format(&m->layers[i].id, hex);
+			rc = st_why(why, whylen, fd, "layer %s: %s", hex, fd == -ENOENT ? "missing" : st_strerror(fd));
 			break;
 		}
 		rc = layer_check(fd, &m->layers[i], why, whylen);
