@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=80
+N=82
 n=0
 fails=0
 echo "1..$N"
@@ -276,6 +276,19 @@ check "bearer: credentials from \$REGISTRY_AUTH_FILE pull" 0 "^$v2\$" -- \
 mkdir -p "$T/home/.docker" && cp "$T/auth.json" "$T/home/.docker/config.json"
 check "bearer: credentials from ~/.docker/config.json push" 0 '^sha256:' -- \
 	env HOME="$T/home" XDG_RUNTIME_DIR= "$BIN" --store "$S" push --insecure v2 "$P/snaps/auth:v2"
+# A registry that redirects blob GETs to a blob store on another port: the
+# bearer token stays with the registry (docs/security.md).
+proxy bearer-redirect
+: >"$T/mode.log"
+newstore "$T/a2"
+check "bearer: a pull whose blobs are redirected to another host:port completes" 0 "^$v2\$" -- \
+	env REGISTRY_AUTH_FILE="$T/auth.json" "$BIN" --store "$T/a2" pull --insecure "$P/snaps/web:v2"
+redirected=$(grep -c ' 307 ' "$T/mode.log") plain=$(grep -c ' blobstore auth=no' "$T/mode.log")
+with_auth=$(grep -c ' blobstore auth=yes' "$T/mode.log")
+if [ "$redirected" -gt 0 ] && [ "$plain" -eq "$redirected" ] && [ "$with_auth" -eq 0 ]; then
+	ok "... and the blob store got each of the $redirected redirected GETs without the Authorization header"
+else nok "... and the blob store got every redirected GET without the Authorization header" \
+	"$redirected redirects, $plain GETs without it, $with_auth with it"; fi
 proxy pass
 python3 -W ignore -c 'import crypt; print("bob:" + crypt.crypt("pw", crypt.mksalt(crypt.METHOD_BLOWFISH)))' >"$T/htpasswd"
 if start_registry regauth "$T/htpasswd"; then

@@ -14,6 +14,10 @@ read per request, picks what it does to layer blobs (GET of a blob over
   missing   answer 404 to every layer GET
   slow      send layers in 64 KiB pieces, 50 ms apart
   bearer    demand a bearer token (from /token, given for basic alice:secret)
+  bearer-redirect  as bearer, and answer every blob GET with a 307 to a second
+            listener on another port (a blob store) that serves it without
+            auth and logs "GET PATH blobstore auth=yes|no" (did the client
+            send it an Authorization header?)
   index     invert the last byte of every chunk index blob (STRCHK1 header)
   offline   close the connection, unanswered, on every blob GET
   delay N   wait N ms before answering each request (a slow link)
@@ -75,7 +79,7 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         log("%s %s %d %d" % (self.command, self.path, status, len(body)))
 
     def auth_ok(self):
-        if mode() != "bearer":
+        if mode() not in ("bearer", "bearer-redirect"):
             return True
         host = self.headers.get("Host", "127.0.0.1")
         if self.path.startswith("/token"):
@@ -95,7 +99,14 @@ class Proxy(http.server.BaseHTTPRequestHandler):
 
     def forward(self):
         delay()
-        if not self.auth_ok():
+        blob_get = self.command == "GET" and "/blobs/sha256:" in self.path
+        if self.server.server_address[1] == STATE.get("blobstore_port"):
+            log("%s %s blobstore auth=%s" % (self.command, self.path,
+                                             "yes" if "Authorization" in self.headers else "no"))
+        elif not self.auth_ok():
+            return
+        elif mode() == "bearer-redirect" and blob_get:
+            self.send_plain(307, b"", [("Location", "http://127.0.0.1:%d%s" % (STATE["blobstore_port"], self.path))])
             return
         if mode() == "offline" and self.command == "GET" and "/blobs/sha256:" in self.path:
             log("%s %s offline 0" % (self.command, self.path))
@@ -189,6 +200,9 @@ class Proxy(http.server.BaseHTTPRequestHandler):
 
 
 def main():
+    blobs = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    STATE["blobstore_port"] = blobs.server_address[1]
+    threading.Thread(target=blobs.serve_forever, daemon=True).start()
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
     tmp = PORT_FILE + ".tmp"
     with open(tmp, "w") as f:
