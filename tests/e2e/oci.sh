@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=82
+N=83
 n=0
 fails=0
 echo "1..$N"
@@ -106,7 +106,10 @@ cp -r "$L" "$T/l-flip" && chmod -R u+w "$T/l-flip"
 	python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(5000); b=f.read(1); f.seek(5000); f.write(bytes([b[0]^255]))" \
 		"$T/l-flip/blobs/sha256/$(jq -r '.layers[0].digest' "$M" | cut -d: -f2)"
 check "a layer whose bytes changed is refused" 1 'do not match digest' -- st "$S3" import "$T/l-flip"
-is "after four refused imports the store holds nothing" "$(st "$S3" ls | tail -n +2 | wc -l) $(find "$S3/blobs" -type f | wc -l)" "0 0"
+relayout "$L" "$T/l-subj" ".subject.digest = \"sha256:$top\" | .subject.size = $(stat -c %s "$M")"
+check "a manifest whose subject is not the snapshot's parent is refused" 1 "subject is not the snapshot's parent" -- \
+	st "$S3" import "$T/l-subj"
+is "after five refused imports the store holds nothing" "$(st "$S3" ls | tail -n +2 | wc -l) $(find "$S3/blobs" -type f | wc -l)" "0 0"
 
 # ---- 2. a real registry on loopback
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
