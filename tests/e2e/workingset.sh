@@ -6,7 +6,7 @@ G="${STRATA_BUILD:?}/vmm/guest/simpleguest.elf"
 T=$(mktemp -d /tmp/strata-e2e-ws.XXXXXX)
 trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
 ST="$T/store"
-N=17
+N=18
 n=0
 fails=0
 echo "1..$N"
@@ -51,6 +51,9 @@ st gc --grace 0 >/dev/null
 [ -f "$ST/blobs/${rec2:0:2}/$rec2" ] && ok "gc keeps the record while its snapshot lives" || nok "gc keeps the record"
 [ ! -f "$ST/blobs/${rec1:0:2}/$rec1" ] && ok "gc removes the replaced record" || nok "gc removes the replaced record"
 check "verify hashes the record too" 0 '' -- st verify
+# ... so a record with one byte changed, in a copy of the store, fails it.
+cp -a "$ST" "$T/bad" && chmod -R u+w "$T/bad/blobs" && "$(dirname "$0")/flip_byte" "$T/bad/blobs/${rec2:0:2}/$rec2" 0
+check "... a record with a changed byte fails verify, named" 4 "$rec2" -- "$S" --store "$T/bad" verify
 
 check "recording from a guest ELF is refused: no snapshot to record" 2 'needs a snapshot' -- \
 	st run "$G" --call echo hi --record-working-set
