@@ -44,6 +44,19 @@ wait_for 10 bash -c "! test -e /proc/$fgpid || grep -qs '^State:.*Z' /proc/$fgpi
 wait $fgpid; fgrc=$?
 ok "umount ends the foreground daemon with status 0" test "$urc:$fgrc" = 0:0
 
+# SIGINT, SIGTERM and SIGHUP unmount cleanly: the daemon exits 0 and the
+# mountpoint is a plain directory again. (A background job of a script
+# starts with SIGINT ignored, which libfuse leaves so: env restores it.)
+for sig in INT TERM HUP; do
+	env --default-signal=INT "$STRATA" mount -f "$S" "$M" --log "$S.log" &
+	fgpid=$!
+	setup "-f mount for SIG$sig" wait_for 5 test -d "$M/snapshots/base"
+	kill -s $sig $fgpid
+	wait_for 10 bash -c "! test -e /proc/$fgpid || grep -qs '^State:.*Z' /proc/$fgpid/status" || kill -9 $fgpid
+	wait $fgpid; fgrc=$?
+	ok "SIG$sig unmounts cleanly (status 0, nothing mounted)" bash -c "test $fgrc -eq 0 && ! grep -q ' $M ' /proc/mounts"
+done
+
 # kill -9: the mountpoint goes stale; mounting again recovers it.
 setup "mount again" mount_store "$S" "$M"
 mkdir "$M/snapshots/half" "$M/snapshots/half/layers"

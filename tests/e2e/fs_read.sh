@@ -24,6 +24,8 @@ sys.exit(raw != canon)
 layer=$(ls "$M/snapshots/base/layers" | head -1)
 ok "layer size is pages * 4096 as the manifest says" bash -c \
 	"test \$(stat -c %s '$M/snapshots/base/layers/$layer') -eq \$(jq '.layers[0].pages * 4096' '$M/snapshots/base/manifest.json')"
+ok "a layer and its blob have st_nlink 1 (tar and cp -a take no hard links)" bash -c \
+	"test \$(stat -c %h '$M/snapshots/base/layers/$layer'):\$(stat -c %h '$M/blobs/$layer') = 1:1"
 ok "a layer's bytes equal its backing blob" cmp "$M/snapshots/base/layers/$layer" "$S/blobs/${layer:0:2}/$layer"
 ok "blobs/ shares the inode of the same layer" test \
 	"$(stat -c %i "$M/snapshots/base/layers/$layer")" = "$(stat -c %i "$M/blobs/$layer")"
