@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=83
+N=86
 n=0
 fails=0
 echo "1..$N"
@@ -246,6 +246,15 @@ pull_faulty truncate "a truncated blob is refused" 'ended after'
 pull_faulty fail500 "a 500 in the middle is reported" 'HTTP 500'
 pull_faulty drop "a connection dropped mid-blob is reported, with how to resume" 'resume'
 pull_faulty missing "a manifest naming a blob the registry does not carry is refused (exit 3)" 'does not carry' 3
+# More bytes than the descriptor says: the transfer is cut there and refused.
+pull_faulty long "a layer longer than its descriptor is cut and refused" 'sent more than its'
+# A registry's message is quoted escaped: no terminal escape reaches the screen.
+newstore "$T/f-esc"
+proxy escape500
+st "$T/f-esc" pull --insecure "$P/snaps/web:v2" >"$T/esc.out" 2>&1
+if grep -qF 'wiped' "$T/esc.out" && ! grep -q "$(printf '\033')" "$T/esc.out"; then
+	ok "a registry's error message is printed escaped"
+else nok "a registry's error message is printed escaped" "$(tr '\033' '?' <"$T/esc.out")"; fi
 proxy pass
 check "the interrupted pull resumes where it stopped" 0 '"bytes_resumed":[1-9]' -- \
 	st "$T/f-drop" pull --insecure --json "$P/snaps/web:v2"

@@ -9,6 +9,8 @@ read per request, picks what it does to layer blobs (GET of a blob over
   pass      forward unchanged
   corrupt   invert one byte in the middle
   truncate  announce and send only the first half (a clean but short answer)
+  long      announce and send 64 KiB more than the blob (the descriptor's size is the limit)
+  escape500 answer 500 to every layer GET, the error message carrying a terminal escape
   drop      announce the whole size, send half, then cut the connection
   fail500   answer 500 to the second layer GET and later ones
   missing   answer 404 to every layer GET
@@ -150,6 +152,11 @@ class Proxy(http.server.BaseHTTPRequestHandler):
                 data = data[:mid] + bytes([data[mid] ^ 0xFF]) + data[mid + 1:]
             elif m == "truncate":
                 data = data[:len(data) // 2]
+            elif m == "long":
+                data = data + os.urandom(65536)
+            elif m == "escape500":
+                self.send_plain(500, b'{"errors":[{"code":"UNKNOWN","message":"\x1b[2Jwiped\x1b[31m"}]}')
+                return
             elif m == "missing":
                 self.send_plain(404, b'{"errors":[{"code":"BLOB_UNKNOWN"}]}')
                 return
