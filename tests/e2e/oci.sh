@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=86
+N=88
 n=0
 fails=0
 echo "1..$N"
@@ -324,8 +324,20 @@ if openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/key.pem" -out "$T/cert.
 	check "TLS: push with --cacert" 0 '^sha256:' -- st "$S" push --cacert "$T/cert.pem" v2 "$RT/snaps/web:v2"
 	newstore "$T/t1"
 	check "TLS: pull with --cacert" 0 "^$v2\$" -- st "$T/t1" pull --cacert "$T/cert.pem" "$RT/snaps/web:v2"
+	# An HTTPS registry whose bearer challenge names a plain-HTTP realm: the
+	# credentials are not sent there without --insecure.
+	echo bearer >"$T/tmode"
+	python3 "$SRC/tests/e2e/oci_proxy.py" "${R#*:}" "$T/tmode" "$T/tproxy.port" "$T/cert.pem" "$T/key.pem" &
+	PIDS+=($!)
+	for _ in $(seq 1 100); do [ -s "$T/tproxy.port" ] && break; sleep 0.1; done
+	PT=127.0.0.1:$(cat "$T/tproxy.port")
+	echo '{"auths":{"'"$PT"'":{"auth":"'"$(printf alice:secret | base64)"'"}}}' >"$T/auth-tls.json"
+	newstore "$T/t2"
+	check "TLS: a bearer realm on plain HTTP is refused without --insecure" 1 'token realm http://.* is not HTTPS' -- \
+		env REGISTRY_AUTH_FILE="$T/auth-tls.json" "$BIN" --store "$T/t2" pull --cacert "$T/cert.pem" "$PT/snaps/web:v2"
+	is "... and no token was asked for" "$(grep -c '/token' "$T/tmode.log" 2>/dev/null)" 0
 else
-	for t in 1 2 3; do nok "TLS registry $t" "openssl or the TLS registry failed: $(tail -2 "$T/regtls.log" 2>/dev/null)"; done
+	for t in 1 2 3 4 5; do nok "TLS registry $t" "openssl or the TLS registry failed: $(tail -2 "$T/regtls.log" 2>/dev/null)"; done
 fi
 
 # ---- skopeo interop, both ways

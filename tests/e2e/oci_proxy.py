@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """oci_proxy.py: a loopback HTTP proxy in front of a registry that injects faults or demands auth (tests only).
 
-usage: oci_proxy.py UPSTREAM_PORT MODE_FILE PORT_FILE
-It listens on 127.0.0.1 (a free port, written to PORT_FILE) and forwards
+usage: oci_proxy.py UPSTREAM_PORT MODE_FILE PORT_FILE [CERT KEY]
+It listens on 127.0.0.1 (a free port, written to PORT_FILE; HTTPS with
+CERT and KEY, its bearer challenge still naming an http:// realm) and forwards
 every request to 127.0.0.1:UPSTREAM_PORT. The first line of MODE_FILE,
 read per request, picks what it does to layer blobs (GET of a blob over
 4 KiB, i.e. not a config):
@@ -33,6 +34,7 @@ import http.client
 import http.server
 import os
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -211,6 +213,10 @@ def main():
     STATE["blobstore_port"] = blobs.server_address[1]
     threading.Thread(target=blobs.serve_forever, daemon=True).start()
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    if len(sys.argv) > 5:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[4], sys.argv[5])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     tmp = PORT_FILE + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(srv.server_address[1]))
