@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=88
+N=90
 n=0
 fails=0
 echo "1..$N"
@@ -255,6 +255,7 @@ st "$T/f-esc" pull --insecure "$P/snaps/web:v2" >"$T/esc.out" 2>&1
 if grep -qF 'wiped' "$T/esc.out" && ! grep -q "$(printf '\033')" "$T/esc.out"; then
 	ok "a registry's error message is printed escaped"
 else nok "a registry's error message is printed escaped" "$(tr '\033' '?' <"$T/esc.out")"; fi
+pull_faulty bigmanifest "a manifest over 4 MiB (by tag) is refused by its size" 'the answer is over 4194304 bytes'
 proxy pass
 check "the interrupted pull resumes where it stopped" 0 '"bytes_resumed":[1-9]' -- \
 	st "$T/f-drop" pull --insecure --json "$P/snaps/web:v2"

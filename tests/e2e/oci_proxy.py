@@ -12,6 +12,7 @@ read per request, picks what it does to layer blobs (GET of a blob over
   truncate  announce and send only the first half (a clean but short answer)
   long      announce and send 64 KiB more than the blob (the descriptor's size is the limit)
   escape500 answer 500 to every layer GET, the error message carrying a terminal escape
+  bigmanifest answer every manifest GET with a 5 MiB JSON document
   drop      announce the whole size, send half, then cut the connection
   fail500   answer 500 to the second layer GET and later ones
   missing   answer 404 to every layer GET
@@ -108,6 +109,10 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             log("%s %s blobstore auth=%s" % (self.command, self.path,
                                              "yes" if "Authorization" in self.headers else "no"))
         elif not self.auth_ok():
+            return
+        elif mode() == "bigmanifest" and self.command == "GET" and "/manifests/" in self.path:
+            self.send_plain(200, b'{"pad":"' + b"x" * (5 << 20) + b'"}',
+                            [("Content-Type", "application/vnd.oci.image.manifest.v1+json")])
             return
         elif mode() == "bearer-redirect" and blob_get:
             self.send_plain(307, b"", [("Location", "http://127.0.0.1:%d%s" % (STATE["blobstore_port"], self.path))])
