@@ -7,7 +7,7 @@ T=$(mktemp -d /tmp/strata-e2e-backend.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..9"
+echo "1..10"
 
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
@@ -38,4 +38,22 @@ else
 	check "without KVM, a snapshot runs and restores on the process backend" 0 '^2$' -- \
 		nokvm sh -c "'$S' --store '$T/st' init >/dev/null && '$S' --store '$T/st' run '$G' --call counter_next --snapshot one >/dev/null && '$S' --store '$T/st' run one --call counter_next"
 fi
+
+# A process-backend guest does not outlive its host: kill -9 the host in the
+# middle of a call that never ends, and its sandbox's child process exits.
+"$S" run --backend process "$G" --call spin >/dev/null 2>&1 &
+host=$!
+kids=
+for _ in $(seq 100); do
+	kids=$(cat /proc/$host/task/*/children 2>/dev/null) && [ -n "$kids" ] && break
+	sleep 0.05
+done
+sleep 0.3  # the call is running
+kill -9 $host; wait $host 2>/dev/null
+gone() { for k in $kids; do [ -e /proc/$k ] && ! grep -qs '^State:.*Z' /proc/$k/status && return 1; done; return 0; }
+for _ in $(seq 60); do gone && break; sleep 0.05; done
+n=$((n + 1))
+if [ -n "$kids" ] && gone; then echo "ok $n - a process sandbox's child exits when its host is killed -9"
+else echo "not ok $n - a process sandbox's child exits when its host is killed -9"; echo "# children '${kids}' still running"
+	fails=$((fails + 1)); for k in $kids; do kill -9 "$k" 2>/dev/null; done; fi
 [ "$fails" -eq 0 ]
