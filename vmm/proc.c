@@ -215,12 +215,13 @@ static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER;
  * files anyway: no system call to do so, no core dump). */
 static int cwd_make(void)
 {
-	char path[64];
-	int fd, rc;
+	char path[] = "/tmp/strata-proc-cwd-XXXXXX";
+	int fd;
 
-	snprintf(path, sizeof(path), "/tmp/strata-proc-cwd-%d", (int)getpid());
-	if ((rc = st_sys_mkdirat(AT_FDCWD, path, 0100)) < 0 && rc != -EEXIST)
-		return rc;
+	/* A fresh name (mkdtemp fails rather than take a directory that
+	 * exists: another user's, made in advance, would be writable). */
+	if (!mkdtemp(path))
+		return -errno;
 	fd = st_sys_openat(AT_FDCWD, path, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
 	st_sys_unlinkat(AT_FDCWD, path, AT_REMOVEDIR);
 	return fd;

@@ -11,7 +11,7 @@ make_store "$S" base "$T/img"
 L=$(ls "$T/exp/layers" | head -1)
 id=$(st "$S" ls | awk '$1=="base"{print $2}')
 # a slow poller: the tag below is created and removed between two of its looks at the index
-ok "mount with a 3 s poll" mount_store "$S" "$M" --poll-ms 3000
+setup "mount with a 3 s poll" mount_store "$S" "$M" --poll-ms 3000
 
 # 6. A tag created, looked up through the mount and removed within one poll is invalidated.
 ok "a new tag is visible at once" bash -c "st '$S' tag '$id' quick >/dev/null && stat '$M/snapshots/quick' >/dev/null"
@@ -63,7 +63,7 @@ except OSError as e:
 " >"$T/gi.out" 2>&1 &
 gpid=$!
 wait_for 10 test -e "$T/gi.ready"
-ok "strata gc runs while the import is half way" st "$S" gc
+setup "strata gc runs while the import is half way" st "$S" gc
 touch "$T/gi.go"; wait $gpid
 ok "the import's close succeeds" grep -qx closed "$T/gi.out"
 ok "the snapshot is committed and verifies" bash -c "st '$S' tag | grep -q '^gi' && st '$S' verify gi >/dev/null"

@@ -12,7 +12,7 @@ L=$(ls "$T/exp/layers" | head -1)
 st "$S" tag "$id" t1 >/dev/null && st "$S" tag "$id" victim >/dev/null
 head -c 65536 /dev/urandom >"$T/img2" && st "$S" debug ingest "$T/img2" --tag other >/dev/null
 other=$(st "$S" tag | awk '$1=="other"{print $2}')
-ok "mount" mount_store "$S" "$M" --stage-timeout 120
+setup "mount" mount_store "$S" "$M" --stage-timeout 120
 P=$M/snapshots
 mkdir "$P/imp" "$P/imp/layers" "$P/imp2" && cp "$T/exp/manifest.json" "$T/m.json" && echo x >"$P/imp2/README"
 head -c 8192 /dev/urandom >"$T/8k"

@@ -8,8 +8,8 @@ make_image "$T/img"
 make_store "$SRC" src "$T/img"
 st "$SRC" export src "$T/exp" >/dev/null
 st "$S" init >/dev/null
-ok "mount the empty store" mount_store "$S" "$M"
-ok "mount the source store" mount_store "$SRC" "$M2"
+setup "mount the empty store" mount_store "$S" "$M"
+setup "mount the source store" mount_store "$SRC" "$M2"
 layer=$(ls "$T/exp/layers" | head -1)
 
 ok "cp -r imports a snapshot" cp -r "$T/exp" "$M/snapshots/cpr"
@@ -101,7 +101,7 @@ ok "mv onto an existing tag is refused" expect_fail "File exists" mv -T "$M/snap
 F=$T/full
 mkdir -p "$F" && mount -t tmpfs -o size=2m tmpfs "$F" && MOUNTS+=("$F")
 st "$F/s" init >/dev/null
-ok "mount a store on a small disk" mount_store "$F/s" "$T/mfull"
+setup "mount a store on a small disk" mount_store "$F/s" "$T/mfull"
 ok "full disk: cp reports No space left" expect_fail "No space left on device" cp -r "$T/bigexp" "$T/mfull/snapshots/big"
 ok "full disk: not visible, log says why" bash -c \
 	"! ls '$T/mfull/snapshots' | grep -q big && grep -q 'import big: .*No space left' '$F/s.log'"

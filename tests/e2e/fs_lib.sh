@@ -34,6 +34,13 @@ ok() {     # ok NAME COMMAND...: run a command, report it as one TAP case
 	fi
 }
 
+setup() {  # setup WHAT COMMAND...: a step the cases need, not a case: on failure the script bails out
+	local what=$1; shift
+	"$@" >"$T/last.out" 2>&1 && return 0
+	echo "Bail out! setup failed: $what: $(head -c 300 "$T/last.out" | tr '\n' ' ')"
+	exit 1
+}
+
 # shellcheck source=kvm_lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/kvm_lib.sh"
 ok_kvm() { # ok_kvm NAME COMMAND...: as ok where sandboxes run (KVM, or the process backend); else the case is skipped with the reason

@@ -36,12 +36,29 @@ ok "umount" "$STRATA" umount "$M"
 "$STRATA" mount -f "$S" "$M" --log "$S.log" &
 fgpid=$!
 ok "-f serves in the foreground" wait_for 5 test -d "$M/snapshots/base"
-ok "umount ends the foreground daemon with status 0" bash -c "'$STRATA' umount '$M' && wait $fgpid 2>/dev/null; true"
+# The daemon is this shell's child: only this shell can wait for it. A
+# daemon that has not exited (gone, or a zombie) 10 s after the umount is
+# killed (status 137).
+"$STRATA" umount "$M"; urc=$?
+wait_for 10 bash -c "! test -e /proc/$fgpid || grep -qs '^State:.*Z' /proc/$fgpid/status" || kill -9 $fgpid
 wait $fgpid; fgrc=$?
-ok "foreground daemon exit status" test "$fgrc" -eq 0
+ok "umount ends the foreground daemon with status 0" test "$urc:$fgrc" = 0:0
+
+# SIGINT, SIGTERM and SIGHUP unmount cleanly: the daemon exits 0 and the
+# mountpoint is a plain directory again. (A background job of a script
+# starts with SIGINT ignored, which libfuse leaves so: env restores it.)
+for sig in INT TERM HUP; do
+	env --default-signal=INT "$STRATA" mount -f "$S" "$M" --log "$S.log" &
+	fgpid=$!
+	setup "-f mount for SIG$sig" wait_for 5 test -d "$M/snapshots/base"
+	kill -s $sig $fgpid
+	wait_for 10 bash -c "! test -e /proc/$fgpid || grep -qs '^State:.*Z' /proc/$fgpid/status" || kill -9 $fgpid
+	wait $fgpid; fgrc=$?
+	ok "SIG$sig unmounts cleanly (status 0, nothing mounted)" bash -c "test $fgrc -eq 0 && ! grep -q ' $M ' /proc/mounts"
+done
 
 # kill -9: the mountpoint goes stale; mounting again recovers it.
-ok "mount again" mount_store "$S" "$M"
+setup "mount again" mount_store "$S" "$M"
 mkdir "$M/snapshots/half" "$M/snapshots/half/layers"
 python3 -c "
 import os, time
@@ -52,7 +69,7 @@ time.sleep(30)
 " >"$T/py.out" 2>/dev/null &
 wpid=$!
 wait_for 5 grep -q ready "$T/py.out"
-ok "kill -9 the daemon mid-import" bash -c "kill -9 \$(pids_of '$STRATA' 'mount $S $M')"
+setup "kill -9 the daemon mid-import" bash -c "kill -9 \$(pids_of '$STRATA' 'mount $S $M')"
 kill -9 $wpid 2>/dev/null; wait $wpid 2>/dev/null
 ok "the mountpoint is stale (Transport endpoint is not connected)" expect_fail "Transport endpoint is not connected" stat "$M/snapshots"
 ok "mount on the stale mountpoint says so and recovers it" bash -c \

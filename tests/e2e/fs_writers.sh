@@ -9,7 +9,7 @@ make_image "$T/img"
 make_store "$SRC" src "$T/img"
 st "$SRC" export src "$T/exp" >/dev/null
 st "$S" init >/dev/null
-ok "mount the empty store" mount_store "$S" "$M" --stage-timeout 60
+setup "mount the empty store" mount_store "$S" "$M" --stage-timeout 60
 L=$(ls "$T/exp/layers" | head -1)
 E=$T/exp
 P=$M/snapshots
@@ -120,7 +120,7 @@ ok "store is consistent" st "$S" fsck
 # memory replied from its buffer while another descriptor's write moved it.
 S2=$T/store-mt M2=$T/mnt-mt
 st "$S2" init >/dev/null
-ok "mount a second store with 4 threads" mount_store "$S2" "$M2" --stage-timeout 60 --threads 4
+setup "mount a second store with 4 threads" mount_store "$S2" "$M2" --stage-timeout 60 --threads 4
 race() {
 	mkdir "$M2/snapshots/race" "$M2/snapshots/race/layers" || return 1
 	( while :; do cat "$M2/snapshots/race/manifest.json" >/dev/null 2>&1; done ) &

@@ -1,20 +1,28 @@
 #!/usr/bin/env python3
 """oci_proxy.py: a loopback HTTP proxy in front of a registry that injects faults or demands auth (tests only).
 
-usage: oci_proxy.py UPSTREAM_PORT MODE_FILE PORT_FILE
-It listens on 127.0.0.1 (a free port, written to PORT_FILE) and forwards
+usage: oci_proxy.py UPSTREAM_PORT MODE_FILE PORT_FILE [CERT KEY]
+It listens on 127.0.0.1 (a free port, written to PORT_FILE; HTTPS with
+CERT and KEY, its bearer challenge still naming an http:// realm) and forwards
 every request to 127.0.0.1:UPSTREAM_PORT. The first line of MODE_FILE,
 read per request, picks what it does to layer blobs (GET of a blob over
 4 KiB, i.e. not a config):
   pass      forward unchanged
   corrupt   invert one byte in the middle
   truncate  announce and send only the first half (a clean but short answer)
+  long      announce and send 64 KiB more than the blob (the descriptor's size is the limit)
+  escape500 answer 500 to every layer GET, the error message carrying a terminal escape
+  bigmanifest answer every manifest GET with a 5 MiB JSON document
   drop      announce the whole size, send half, then cut the connection
   fail500   answer 500 to the second layer GET and later ones
   missing   answer 404 to every layer GET
   slow      send layers in 64 KiB pieces, 50 ms apart
   trickle   send layers 2 bytes a second (until the client gives up)
   bearer    demand a bearer token (from /token, given for basic alice:secret)
+  bearer-redirect  as bearer, and answer every blob GET with a 307 to a second
+            listener on another port (a blob store) that serves it without
+            auth and logs "GET PATH blobstore auth=yes|no" (did the client
+            send it an Authorization header?)
   index     invert the last byte of every chunk index blob (STRCHK1 header)
   offline   close the connection, unanswered, on every blob GET
   delay N   wait N ms before answering each request (a slow link)
@@ -28,6 +36,7 @@ import http.client
 import http.server
 import os
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -76,7 +85,7 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         log("%s %s %d %d" % (self.command, self.path, status, len(body)))
 
     def auth_ok(self):
-        if mode() != "bearer":
+        if mode() not in ("bearer", "bearer-redirect"):
             return True
         host = self.headers.get("Host", "127.0.0.1")
         if self.path.startswith("/token"):
@@ -96,7 +105,18 @@ class Proxy(http.server.BaseHTTPRequestHandler):
 
     def forward(self):
         delay()
-        if not self.auth_ok():
+        blob_get = self.command == "GET" and "/blobs/sha256:" in self.path
+        if self.server.server_address[1] == STATE.get("blobstore_port"):
+            log("%s %s blobstore auth=%s" % (self.command, self.path,
+                                             "yes" if "Authorization" in self.headers else "no"))
+        elif not self.auth_ok():
+            return
+        elif mode() == "bigmanifest" and self.command == "GET" and "/manifests/" in self.path:
+            self.send_plain(200, b'{"pad":"' + b"x" * (5 << 20) + b'"}',
+                            [("Content-Type", "application/vnd.oci.image.manifest.v1+json")])
+            return
+        elif mode() == "bearer-redirect" and blob_get:
+            self.send_plain(307, b"", [("Location", "http://127.0.0.1:%d%s" % (STATE["blobstore_port"], self.path))])
             return
         if mode() == "offline" and self.command == "GET" and "/blobs/sha256:" in self.path:
             log("%s %s offline 0" % (self.command, self.path))
@@ -140,6 +160,11 @@ class Proxy(http.server.BaseHTTPRequestHandler):
                 data = data[:mid] + bytes([data[mid] ^ 0xFF]) + data[mid + 1:]
             elif m == "truncate":
                 data = data[:len(data) // 2]
+            elif m == "long":
+                data = data + os.urandom(65536)
+            elif m == "escape500":
+                self.send_plain(500, b'{"errors":[{"code":"UNKNOWN","message":"\x1b[2Jwiped\x1b[31m"}]}')
+                return
             elif m == "missing":
                 self.send_plain(404, b'{"errors":[{"code":"BLOB_UNKNOWN"}]}')
                 return
@@ -208,7 +233,14 @@ class Proxy(http.server.BaseHTTPRequestHandler):
 
 
 def main():
+    blobs = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    STATE["blobstore_port"] = blobs.server_address[1]
+    threading.Thread(target=blobs.serve_forever, daemon=True).start()
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    if len(sys.argv) > 5:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[4], sys.argv[5])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     tmp = PORT_FILE + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(srv.server_address[1]))

@@ -6,7 +6,7 @@ G="${STRATA_BUILD:?}/vmm/guest/simpleguest.elf"
 T=$(mktemp -d /tmp/strata-e2e-ws.XXXXXX)
 trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
 ST="$T/store"
-N=17
+N=18
 n=0
 fails=0
 echo "1..$N"
@@ -26,6 +26,7 @@ fi
 # A snapshot whose heap holds 400 pages of data (one layer of them plus the guest's own pages).
 st run "$G" --heap 8M --call touch_pages 400 --snapshot big >/dev/null 2>&1
 stored=$(st show big --json | jq '.stored_bytes / 4096')
+id0=$(st show big --json | jq -r .id)
 
 check "a snapshot has no working set until one is recorded" 0 '^working set  none' -- st show big
 check "run --record-working-set records after the first call" 0 'working set of [0-9a-f]{32}: [0-9]+ pages' -- \
@@ -43,13 +44,16 @@ if [ "$big" -ge $((small + 400)) ] && [ "$big" -le "$stored" ]; then ok "the rec
 else nok "the record follows what the first call touched" "$big pages, echo $small, stored $stored"; fi
 rec2=$(st show big --json | jq -r '.working_set.record')
 [ "$rec1" != "$rec2" ] && ok "a new record replaces the old one" || nok "a new record replaces the old one"
-is "the snapshot id did not change" "$(st ls | awk '$1 == "big" {print $2}')" "$(st show big --json | jq -r .id)"
+is "the snapshot id did not change" "$(st ls | awk '$1 == "big" {print $2}')/$(st show big --json | jq -r .id)" "$id0/$id0"
 
 check "fsck: the record is referenced, the replaced one an orphan" 0 '0 problem' -- st fsck
 st gc --grace 0 >/dev/null
 [ -f "$ST/blobs/${rec2:0:2}/$rec2" ] && ok "gc keeps the record while its snapshot lives" || nok "gc keeps the record"
 [ ! -f "$ST/blobs/${rec1:0:2}/$rec1" ] && ok "gc removes the replaced record" || nok "gc removes the replaced record"
 check "verify hashes the record too" 0 '' -- st verify
+# ... so a record with one byte changed, in a copy of the store, fails it.
+cp -a "$ST" "$T/bad" && chmod -R u+w "$T/bad/blobs" && "$(dirname "$0")/flip_byte" "$T/bad/blobs/${rec2:0:2}/$rec2" 0
+check "... a record with a changed byte fails verify, named" 4 "$rec2" -- "$S" --store "$T/bad" verify
 
 check "recording from a guest ELF is refused: no snapshot to record" 2 'needs a snapshot' -- \
 	st run "$G" --call echo hi --record-working-set

@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,4 +174,101 @@ Test(oci, a_failure_at_any_step_of_an_export_leaves_nothing_beside_it)
 		cr_assert_eq(entries(out), 0, "step %llu: the failed export left %u entries", (unsigned long long)i,
 			     entries(out));
 	}
+}
+
+/* The manifest index.json of layout lay names first: its JSON, digest and size. */
+static json_t *layout_top(const char *lay, char digest[ST_DIGEST_LEN + 1], json_int_t *size)
+{
+	char path[600];
+	json_error_t je;
+
+	snprintf(path, sizeof(path), "%s/index.json", lay);
+	json_t *index = json_load_file(path, 0, &je);
+	cr_assert_not_null(index, "%s: %s", path, je.text);
+	json_t *d = json_array_get(json_object_get(index, "manifests"), 0);
+	snprintf(digest, ST_DIGEST_LEN + 1, "%s", json_string_value(json_object_get(d, "digest")));
+	*size = json_integer_value(json_object_get(d, "size"));
+	json_decref(index);
+	snprintf(path, sizeof(path), "%s/blobs/sha256/%s", lay, digest + 7);
+	json_t *m = json_load_file(path, 0, &je);
+	cr_assert_not_null(m, "%s: %s", path, je.text);
+	return m;
+}
+
+/*
+ * docs/security.md: a chain is at most 4,096 long. Export and push refuse
+ * to send a longer one; an import (or pull) of a longer one, which strata
+ * never writes, is refused once it has read 4,096 manifests; 4,096 pass
+ * both ways. The 4,097-long layout is grafted: the top's manifest, exported
+ * from a store that lacks the rest of its chain, gets the 4,096-long
+ * layout's top as its subject.
+ */
+Test(oci, a_chain_of_4096_passes_and_one_of_4097_is_refused_by_export_and_import)
+{
+	enum { CHAIN = 4096 };
+	static const unsigned seed[] = { 7 };
+	const char *top[] = { "top" }, *over[] = { "over" };
+	char lay[400], lay_over[400], lay_w[400], path[600], why[ST_WHY_LEN] = "";
+	char top_digest[ST_DIGEST_LEN + 1], w_digest[ST_DIGEST_LEN + 1];
+	json_int_t top_size, w_size;
+	struct ix_oci_stats st;
+	struct tstore W, X;
+	st_id *ids = malloc((CHAIN + 1) * sizeof(*ids)), got;
+
+	cr_assert_not_null(ids);
+	for (unsigned i = 0; i <= CHAIN; i++)
+		ids[i] = commit_seeds(&T, seed, 1, i ? &ids[i - 1] : NULL,
+				      i == CHAIN - 1 ? "top" : i == CHAIN ? "over" : NULL);
+	snprintf(lay, sizeof(lay), "%s/lay", T.dir);
+	snprintf(lay_over, sizeof(lay_over), "%s/lay-over", T.dir);
+	cr_assert_eq(ix_oci_export(T.ix, over, 1, lay_over, NULL, &st, why, sizeof(why)), ST_ELAYOUT,
+		     "a chain of 4,097 exported: %s", why);
+	cr_assert_eq(ix_oci_export(T.ix, top, 1, lay, NULL, &st, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(st.snapshots, CHAIN);
+
+	/* W holds the last two alone: its layout's top names a subject
+	 * without one; graft the 4,096-long layout's top in its place. */
+	ts_open(&W);
+	struct st_manifest *m = mk_manifest(W.s, seed, 1, &ids[CHAIN - 2]);
+	cr_assert_eq(ix_snap_commit(W.ix, m, NULL, 0, &got), 0);
+	cr_assert(st_id_equal(&got, &ids[CHAIN - 1]));
+	st_manifest_free(m);
+	got = commit_seeds(&W, seed, 1, &ids[CHAIN - 1], "over");
+	cr_assert(st_id_equal(&got, &ids[CHAIN]));
+	snprintf(lay_w, sizeof(lay_w), "%s/lay-w", W.dir);
+	cr_assert_eq(ix_oci_export(W.ix, over, 1, lay_w, NULL, &st, why, sizeof(why)), 0, "%s", why);
+	json_decref(layout_top(lay, top_digest, &top_size));
+	json_t *om = layout_top(lay_w, w_digest, &w_size);
+	json_t *subject = json_object_get(om, "subject");
+	cr_assert_not_null(subject, "the top of W's layout has its parent as subject");
+	json_object_set_new(subject, "digest", json_string(top_digest));
+	json_object_set_new(subject, "size", json_integer(top_size));
+	char *text = json_dumps(om, JSON_COMPACT);
+	json_decref(om);
+	uint8_t sha[ST_SHA256_LEN];
+	char digest[ST_DIGEST_LEN + 1];
+	st_sha256_hash(text, strlen(text), sha);
+	st_digest_format(sha, digest);
+	snprintf(path, sizeof(path), "%s/blobs/sha256/%s", lay, digest + 7);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+	cr_assert_eq(sh("cp -n '%s'/blobs/sha256/* '%s/blobs/sha256/'", lay_w, lay), 0);
+	cr_assert_eq(sh("cp '%s/index.json' '%s/index-4096.json' && sed -i 's/%s/%s/; s/\"size\":%lld,/\"size\":%zu,/' '%s/index.json'",
+			lay, T.dir, top_digest + 7, digest + 7, (long long)top_size, strlen(text), lay), 0);
+	free(text);
+
+	ts_open(&X);
+	cr_assert_eq(ix_oci_import(X.ix, lay, NULL, 0, NULL, &st, &got, why, sizeof(why)), ST_ELAYOUT,
+		     "a chain of 4,097 imported: %s", why);
+	cr_assert(strstr(why, "longer than 4096"), "%s", why);
+	cr_assert_eq(snapshots(X.ix), 0, "nothing of it was committed");
+	ts_close(&X);
+	cr_assert_eq(sh("cp '%s/index-4096.json' '%s/index.json'", T.dir, lay), 0);
+	cr_assert_eq(ix_oci_import(U.ix, lay, NULL, 0, NULL, &st, &got, why, sizeof(why)), 0, "%s", why);
+	cr_assert(st_id_equal(&got, &ids[CHAIN - 1]));
+	cr_assert_eq(snapshots(U.ix), CHAIN);
+	ts_close(&W);
+	free(ids);
 }

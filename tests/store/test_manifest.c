@@ -1,6 +1,9 @@
 /* test_manifest.c: manifest parsing (strict), validation, canonical encoding and snapshot id. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <jansson.h>
+#include <malloc.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -391,4 +394,97 @@ Test(manifest, oversized_or_overdense_manifests_are_refused_before_parsing)
 	cr_assert(strstr(why, "too dense"), "%s", why);
 	cr_assert_null(m);
 	free(text);
+}
+
+/*
+ * The parse bound of docs/formats.md and docs/security.md: a parse takes at
+ * most 52 bytes of memory per byte of manifest + 64 KiB. Every allocation
+ * jansson makes goes through counting hooks (usable size plus the 8-byte
+ * chunk header glibc keeps); with the text itself that is the parse's
+ * memory. For each shape, the densest text the parser accepts (padded with
+ * the fewest spaces per element that pass its structure check) is parsed;
+ * the peak must stay under the bound. Raising ST_MANIFEST_TREE_PER_BYTE or
+ * weakening the structure check lets denser texts through and fails here.
+ */
+static size_t j_live, j_peak;
+
+static void *j_malloc(size_t n)
+{
+	void *p = malloc(n);
+
+	if (p) {
+		j_live += malloc_usable_size(p) + sizeof(size_t);
+		if (j_live > j_peak)
+			j_peak = j_live;
+	}
+	return p;
+}
+
+static void j_free(void *p)
+{
+	if (p)
+		j_live -= malloc_usable_size(p) + sizeof(size_t);
+	free(p);
+}
+
+/* {"x":[E, E, ...]} (or {"x":{"kN":0, ...}} for members) of about len
+ * bytes, each element followed by ',' and pad spaces. */
+static size_t dense_text(char *buf, size_t len, const char *elem, unsigned pad)
+{
+	bool members = strcmp(elem, "member") == 0;
+	size_t at = (size_t)sprintf(buf, "{\"x\":%c", members ? '{' : '[');
+	unsigned k = 0;
+
+	for (;;) {
+		char e[32];
+		int el = members ? snprintf(e, sizeof(e), "\"k%u\":0", k++) : snprintf(e, sizeof(e), "%s", elem);
+		if (at + (size_t)el + 1 + pad + 3 > len)
+			break;
+		if (at > 6)
+			buf[at++] = ',';
+		memset(buf + at, ' ', pad);
+		at += pad;
+		memcpy(buf + at, e, (size_t)el);
+		at += (size_t)el;
+	}
+	at += (size_t)sprintf(buf + at, "%c}", members ? '}' : ']');
+	return at;
+}
+
+Test(manifest, a_parse_takes_at_most_52_bytes_per_byte_plus_64_KiB)
+{
+	static const char *const shapes[] = { "0", "[]", "{}", "\"\"", "[1,3,0,0]", "member" };
+	static const size_t sizes[] = { 128u << 10, 1u << 20 };
+	char why[ST_WHY_LEN];
+
+	json_set_alloc_funcs(j_malloc, j_free);
+	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+		char *text = malloc(sizes[z] + 64);
+		cr_assert_not_null(text);
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+			unsigned pad = 0;
+			size_t len;
+			int rc;
+			struct st_manifest *m = NULL;
+			for (;; pad++) {
+				len = dense_text(text, sizes[z], shapes[s], pad);
+				j_live = j_peak = 0;
+				rc = st_manifest_parse(text, len, &m, why, sizeof(why));
+				if (rc != ST_EFORMAT || !strstr(why, "too dense"))
+					break;
+				cr_assert_lt(pad, 64, "%s: refused even with %u spaces per element", shapes[s], pad);
+			}
+			/* Not a manifest (no required keys): refused after the tree was built. */
+			cr_assert_eq(rc, ST_EFORMAT, "%s: %s", shapes[s], why);
+			cr_assert_null(m);
+			cr_assert_eq(j_live, 0, "%s: jansson kept %zu bytes", shapes[s], j_live);
+			size_t peak = j_peak + len, bound = 52 * len + (64u << 10);
+			cr_log_info("%s, %zu bytes (%u spaces per element): peak %zu bytes, %.1f per byte", shapes[s], len, pad,
+				    peak, (double)peak / (double)len);
+			cr_assert_leq(peak, bound, "%s, %zu bytes (%u spaces per element): the parse took %zu bytes, more than 52 per byte + 64 KiB (%zu)",
+				      shapes[s], len, pad, peak, bound);
+		}
+		free(text);
+	}
+	json_set_alloc_funcs(malloc, free);
 }
