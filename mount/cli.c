@@ -44,6 +44,12 @@ bool cli_wants_help(int argc, char **argv)
 	return false;
 }
 
+int cli_usage_hint(const char *prog)
+{
+	fprintf(stderr, "see '%s --help'\n", prog);
+	return CLI_USAGE;
+}
+
 bool cli_parse_u64(const char *s, unsigned long long *out)
 {
 	char *end;

@@ -93,6 +93,10 @@ const char *cli_esc_n(const char *s, size_t n);
 char *cli_esc_dup(const char *s, size_t n);
 /* vfprintf(f, fmt, ap) with the whole formatted text escaped. */
 void cli_vputs_escaped(FILE *f, const char *fmt, va_list ap);
+/* After getopt said what is wrong with an option ("strata CMD: ...", its
+ * argv[0] being "strata CMD"): the one-line hint "see 'strata CMD --help'"
+ * on stderr, not the whole usage. Returns CLI_USAGE. */
+int cli_usage_hint(const char *prog);
 /* True if argv has -h or --help before any "--". */
 bool cli_wants_help(int argc, char **argv);
 /* Parse a size such as 4096, 64K, 8M, 1G; false on junk or overflow. */
@@ -178,6 +182,15 @@ int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */
 struct st_store;
 struct ix;
 int cli_store_open(const struct cli *cli, bool write, struct st_store **s, struct ix **ix);
+/* The same with flags: CLI_STORE_WRITE, CLI_STORE_CREATE (write, and make
+ * the store first if its directory is missing or empty, saying so on
+ * stderr: what pull and import do). */
+enum { CLI_STORE_WRITE = 1u << 0, CLI_STORE_CREATE = 1u << 1 };
+int cli_store_open_flags(const struct cli *cli, unsigned flags, struct st_store **s, struct ix **ix);
+/* st_store_init of cli->store after making its missing parent directories
+ * (mode 0755 less the umask); 0 or its error. */
+struct st_store_opts;
+int cli_store_create(const struct cli *cli, const struct st_store_opts *so);
 /* Plain words for an error while working on the store (store_open.c). */
 const char *cli_store_strerror(int rc);
 int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */

@@ -139,7 +139,7 @@ int cmd_calibrate(struct cli *cli, int argc, char **argv)
 			       "$XDG_CONFIG_HOME/strata/policy (~/.config/strata/policy).\n");
 			return CLI_OK;
 		default:
-			return CLI_USAGE;
+			return cli_usage_hint(argv[0]);
 		}
 	}
 	bool named = true;

@@ -59,12 +59,11 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 	char policy[512];
 	int c, status = CLI_OK;
 
-	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': need = optarg; break;
 		case 'h': usage(); return CLI_OK;
-		default: return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (optind < argc || (need && strcmp(need, "kvm") != 0)) {

@@ -194,7 +194,7 @@ static int mount_parse(struct cli *cli, int argc, char **argv, struct mount_args
 			a->cfg.max_threads = (unsigned)v;
 			break;
 		case 'h': mount_usage(stdout); a->help = true; return CLI_OK;
-		default: mount_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (argc - optind == 2) {
@@ -381,23 +381,24 @@ out:
 
 int cmd_umount(struct cli *cli, int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "lazy", no_argument, NULL, 'l' }, { "help", no_argument, NULL, 'h' }, { 0 } };
 	bool lazy = false;
 	int c;
 
-	while ((c = getopt(argc, argv, "lh")) != -1) {
+	while ((c = getopt_long(argc, argv, "lh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l': lazy = true; break;
 		case 'h':
 			printf("usage: strata umount [-l] MOUNTPOINT\n\nUnmount a strata mount, live or stale "
-			       "(its daemon died). -l detaches a busy mount now and finishes when it is idle.\n");
+			       "(its daemon died).\n\n  -l, --lazy  detach a busy mount now; it finishes when idle\n");
 			return CLI_OK;
 		default:
-			fprintf(stderr, "usage: strata umount [-l] MOUNTPOINT\n");
-			return CLI_USAGE;
+			return cli_usage_hint(argv[0]);
 		}
 	}
 	if (argc - optind != 1) {
-		fprintf(stderr, "usage: strata umount [-l] MOUNTPOINT\n");
+		cli_err(cli, "umount: expected one MOUNTPOINT (see 'strata umount --help')");
 		return CLI_USAGE;
 	}
 	int rc = fs_umount(argv[optind], lazy);

@@ -170,7 +170,7 @@ int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned f
 	st_id id;
 	int rc;
 
-	if ((rc = cli_store_open(cli, true, &s, &ix)) != CLI_OK)
+	if ((rc = cli_store_open_flags(cli, CLI_STORE_CREATE, &s, &ix)) != CLI_OK)
 		return rc;
 	rc = ix_oci_import(ix, dir, tag, flags, NULL, &st, &id, why, sizeof(why));
 	ix_close(ix);
@@ -424,7 +424,6 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 	uint32_t chunk_size = 0;
 	int c, rc, status;
 
-	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", reg_opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_INSECURE: a.insecure = true; break;
@@ -444,7 +443,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 			break;
 		}
 		case 'h': push_usage(stdout); return CLI_OK;
-		default: push_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (argc - optind != 2) {
@@ -563,7 +562,6 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	unsigned long secs = PULL_TIMEOUT_DEFAULT;
 	int c, rc, status;
 
-	optind = 1;
 	while ((c = getopt_long(argc, argv, "t:fh", reg_opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_TIMEOUT: timeout = optarg; break;
@@ -575,7 +573,7 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 		case 'f': flags |= IX_TAG_FORCE; break;
 		case OPT_LAZY: flags |= IX_OCI_LAZY; break;
 		case 'h': pull_usage(stdout); return CLI_OK;
-		default: pull_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (argc - optind != 1) {
@@ -601,7 +599,7 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	}
 	struct progress p = { .tty = !a.json && isatty(2), .json = a.json, .out = stdout };
 	struct ix_oci_progress prog = { progress_cb, &p };
-	if ((status = cli_store_open(cli, true, &s, &ix)) != CLI_OK)
+	if ((status = cli_store_open_flags(cli, CLI_STORE_CREATE, &s, &ix)) != CLI_OK)
 		return status;
 	if ((status = reg_open(cli, &a, &ref, NULL, ix, &r)) != CLI_OK)
 		goto out_close;

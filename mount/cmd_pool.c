@@ -137,7 +137,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 				return CLI_USAGE;
 			break;
 		case 'h': pool_usage(stdout); return CLI_OK;
-		default: pool_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (optind >= argc) {

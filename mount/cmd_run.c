@@ -337,7 +337,7 @@ static int run_opt(const struct cli *cli, int c, struct run_opts *o)
 		}
 		return -1;
 	case 'h': run_usage(stdout); return CLI_OK;
-	default: run_usage(stderr); return CLI_USAGE;
+	default: return cli_usage_hint("strata run");
 	}
 	if (!cli_parse_size(optarg, &v) || v == 0) {
 		cli_err(cli, "run: --%s wants a size such as 64K or 8M, not '%s'", what, optarg);

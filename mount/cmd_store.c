@@ -155,14 +155,14 @@ int cmd_init(struct cli *cli, int argc, char **argv)
 			group = optarg;
 			break;
 		case 'h': init_usage(stdout); return CLI_OK;
-		default: init_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (optind != argc) {
 		cli_err(cli, "init: unexpected argument '%s'", argv[optind]);
 		return CLI_USAGE;
 	}
-	rc = st_store_init(cli->store, &so);
+	rc = cli_store_create(cli, &so);
 	if (rc < 0) {
 		if (rc == -EEXIST)
 			cli_err(cli, "store %s already exists and is not shared with group '%s': --shared makes a new "
@@ -316,7 +316,7 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 		switch (c) {
 		case 't': tree = true; break;
 		case 'h': ls_usage(stdout); return CLI_OK;
-		default: ls_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (optind != argc) {
@@ -538,7 +538,7 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 		switch (c) {
 		case 'j': json = true; break;
 		case 'h': show_usage(stdout); return CLI_OK;
-		default: show_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (argc - optind != 1) {
@@ -625,7 +625,7 @@ int cmd_tag(struct cli *cli, int argc, char **argv)
 		case 'd': mode = 'd'; break;
 		case 'm': mode = 'm'; break;
 		case 'h': tag_usage(stdout); return CLI_OK;
-		default: tag_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	n = argc - optind;
@@ -709,7 +709,7 @@ int cmd_rm(struct cli *cli, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h': rm_usage(stdout); return CLI_OK;
-		default: rm_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (optind == argc) {
@@ -780,7 +780,7 @@ int cmd_gc(struct cli *cli, int argc, char **argv)
 			}
 			break;
 		case 'h': gc_usage(stdout); return CLI_OK;
-		default: gc_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (optind != argc) {
@@ -1041,7 +1041,7 @@ int cmd_verify(struct cli *cli, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h': verify_usage(stdout); return CLI_OK;
-		default: verify_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (optind == argc)
@@ -1100,7 +1100,7 @@ int cmd_fsck(struct cli *cli, int argc, char **argv)
 		case 'q': flags &= ~(unsigned)IX_FSCK_HASH; break;
 		case 'r': repair = true; break;
 		case 'h': fsck_usage(stdout); return CLI_OK;
-		default: fsck_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (optind != argc) {
@@ -1137,7 +1137,7 @@ int cmd_export(struct cli *cli, int argc, char **argv)
 		switch (c) {
 		case 'h': export_usage(stdout); return CLI_OK;
 		case 'o': oci = true; break;
-		default: export_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (oci)
@@ -1203,7 +1203,7 @@ int cmd_import(struct cli *cli, int argc, char **argv)
 		case 't': tag = optarg; break;
 		case 'f': flags |= IX_TAG_FORCE; break;
 		case 'h': import_usage(stdout); return CLI_OK;
-		default: import_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (argc - optind != 1) {
@@ -1215,7 +1215,7 @@ int cmd_import(struct cli *cli, int argc, char **argv)
 		return bad_name(cli, tag);
 	if (ix_oci_is_layout(dir))
 		return cli_oci_import(cli, dir, tag, flags);
-	if ((rc = open_store(cli, true, &o)) != CLI_OK)
+	if ((rc = cli_store_open_flags(cli, CLI_STORE_CREATE, &o.s, &o.ix)) != CLI_OK)
 		return rc;
 	rc = ix_import_dir(o.ix, dir, tag, flags, &id, &st, why, sizeof(why));
 	close_store(&o);
@@ -1275,7 +1275,7 @@ static int debug_ingest(struct cli *cli, int argc, char **argv)
 		case 't': tag = optarg; break;
 		case 'f': flags |= IX_TAG_FORCE; break;
 		case 'h': debug_usage(stdout); return CLI_OK;
-		default: debug_usage(stderr); return CLI_USAGE;
+		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (argc - optind != 1) {
@@ -1342,7 +1342,11 @@ int cmd_debug(struct cli *cli, int argc, char **argv)
 		return argc < 2 ? CLI_USAGE : CLI_OK;
 	}
 	if (strcmp(argv[1], "ingest") == 0)
+	{
+		char prog[] = "strata debug ingest";
+		argv[1] = prog;
 		return debug_ingest(cli, argc - 1, argv + 1);
+	}
 	cli_err(cli, "debug: unknown subcommand '%s' (try 'strata debug --help')", argv[1]);
 	return CLI_USAGE;
 }

@@ -8,7 +8,13 @@
 
 #include "cli.h"
 
+/* Longest command name the table holds, for the typo distance and argv[0]. */
+#define CLI_NAME_MAX 16
+
+static int cmd_help(struct cli *cli, int argc, char **argv);
+
 static const struct cli_cmd commands[] = {
+	{ "help", cmd_help, "a command's help: 'strata help COMMAND' (as 'strata COMMAND --help')" },
 	/* store and snapshots */
 	{ "init", cmd_init, "create a store (idempotent)" },
 	{ "ls", cmd_ls, "list snapshots: tags, ids, parents, sizes (--tree)" },
@@ -113,6 +119,97 @@ static int take_global_options(struct cli *cli, int argc, char **argv)
 	return out;
 }
 
+static const struct cli_cmd *command_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+/* Edits (insert, delete, substitute, swap two neighbours) from a to b,
+ * counted up to 3: enough to tell a typo from another word. */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t d[CLI_NAME_MAX + 1][CLI_NAME_MAX + 1];
+
+	if (la > CLI_NAME_MAX || lb > CLI_NAME_MAX)
+		return 3;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		for (size_t j = 1; j <= lb; j++) {
+			size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	}
+	return d[la][lb] < 3 ? d[la][lb] : 3;
+}
+
+/* An unknown command: say so, with the nearest commands (at most two
+ * edits away, fewer than the name is long) as "did you mean". */
+static int unknown_command(const struct cli *cli, const char *name)
+{
+	size_t best = 3, len = strlen(name);
+
+	cli_err(cli, "unknown command '%s' (see 'strata --help')", name);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		size_t d = edit_distance(name, commands[i].name);
+		if (d < best && d < len)
+			best = d;
+	}
+	if (best >= 3)
+		return CLI_USAGE;
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (edit_distance(name, commands[i].name) == best)
+			fprintf(stderr, "did you mean 'strata %s'?\n", commands[i].name);
+	return CLI_USAGE;
+}
+
+/* The subcommand's getopt reports bad options as "strata NAME: ..." (glibc
+ * prefixes argv[0]); it is the name a hint quotes too. */
+static int command_run(struct cli *cli, const struct cli_cmd *cmd, int argc, char **argv)
+{
+	char prog[CLI_NAME_MAX + 8];
+
+	snprintf(prog, sizeof(prog), "strata %s", cmd->name);
+	argv[0] = prog;
+	optind = 0; /* glibc: fully re-initialise getopt (permuting) for the subcommand */
+	return cmd->run(cli, argc, argv);
+}
+
+static int cmd_help(struct cli *cli, int argc, char **argv)
+{
+	char help[] = "--help";
+
+	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		usage(stdout);
+		return CLI_OK;
+	}
+	if (argc > 2) {
+		cli_err(cli, "help: expected one COMMAND (see 'strata --help')");
+		return CLI_USAGE;
+	}
+	const struct cli_cmd *cmd = command_find(argv[1]);
+	if (!cmd)
+		return unknown_command(cli, argv[1]);
+	if (cmd->run == cmd_help) {
+		usage(stdout);
+		return CLI_OK;
+	}
+	char *sub[] = { argv[1], help, NULL };
+	return command_run(cli, cmd, 2, sub);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -132,6 +229,9 @@ int main(int argc, char **argv)
 		cli_err(&cli, "STRATA_BACKEND must be auto, kvm or process, not '%s'", env_backend);
 		return CLI_USAGE;
 	}
+	/* getopt's messages start with argv[0]: "strata: ...", whatever path ran it. */
+	char prog[] = "strata";
+	argv[0] = prog;
 	/* '+' stops at the first non-option: the subcommand parses the rest. */
 	while ((c = getopt_long(argc, argv, "+s:b:vhV", opts, NULL)) != -1) {
 		switch (c) {
@@ -157,7 +257,7 @@ int main(int argc, char **argv)
 			printf("strata %s\n", STRATA_VERSION);
 			return CLI_OK;
 		default:
-			usage(stderr);
+			fprintf(stderr, "see 'strata --help'\n");
 			return CLI_USAGE;
 		}
 	}
@@ -166,18 +266,13 @@ int main(int argc, char **argv)
 		return CLI_USAGE;
 	}
 	int sub = optind;
-	const char *name = argv[sub];
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (strcmp(commands[i].name, name) == 0) {
-			int n = take_global_options(&cli, argc - sub, &argv[sub]);
-			if (n < 0)
-				return CLI_USAGE;
-			optind = 0; /* glibc: fully re-initialise getopt for the subcommand */
-			int status = commands[i].run(&cli, n, &argv[sub]);
-			cli_host_close(&cli);
-			return status;
-		}
-	}
-	cli_err(&cli, "unknown command '%s' (try 'strata --help')", name);
-	return CLI_USAGE;
+	const struct cli_cmd *cmd = command_find(argv[sub]);
+	if (!cmd)
+		return unknown_command(&cli, argv[sub]);
+	int n = take_global_options(&cli, argc - sub, &argv[sub]);
+	if (n < 0)
+		return CLI_USAGE;
+	int status = command_run(&cli, cmd, n, &argv[sub]);
+	cli_host_close(&cli);
+	return status;
 }

@@ -1,8 +1,10 @@
 /* store_open.c: the one way a command opens the store and its index, with the messages a person can act on. */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "index/index.h"
@@ -19,13 +21,67 @@ const char *cli_store_strerror(int rc)
 	}
 }
 
+/* mkdir -p of dir's parents (mode 0755 less the umask; the store itself
+ * is made by st_store_init, readable by its owner only). 0 or -errno. */
+static int make_parents(const char *dir)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(dir);
+
+	if (len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, dir, len + 1);
+	while (len > 1 && buf[len - 1] == '/')
+		buf[--len] = '\0';
+	char *last = strrchr(buf, '/');
+	if (!last || last == buf)
+		return 0;
+	*last = '\0';
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		if (!(*p = c))
+			return 0;
+	}
+}
+
+int cli_store_create(const struct cli *cli, const struct st_store_opts *so)
+{
+	int rc = make_parents(cli->store);
+
+	return rc < 0 ? rc : st_store_init(cli->store, so);
+}
+
 /* Open the store and its index; reports the error and returns an exit status. */
 int cli_store_open(const struct cli *cli, bool write, struct st_store **s, struct ix **ix)
 {
+	return cli_store_open_flags(cli, write ? CLI_STORE_WRITE : 0, s, ix);
+}
+
+int cli_store_open_flags(const struct cli *cli, unsigned flags, struct st_store **s, struct ix **ix)
+{
+	bool write = flags & (CLI_STORE_WRITE | CLI_STORE_CREATE);
 	struct ix_opts opts = { .flags = write ? 0 : IX_OPEN_RDONLY };
 	struct st_store *st;
 	int rc = st_store_open(cli->store, write ? 0 : ST_OPEN_RDONLY, &st);
 
+	/* pull and import make the store they are to fill, as podman does:
+	 * a directory that does not exist, or an empty one. */
+	if ((flags & CLI_STORE_CREATE) && (rc == -ENOENT || rc == ST_ENOTSTORE)) {
+		struct st_store_opts so = { 0 };
+		int crc = cli_store_create(cli, &so);
+		if (crc == 0) {
+			fprintf(stderr, "strata: created store %s\n", cli_esc(cli->store));
+			rc = st_store_open(cli->store, 0, &st);
+		} else if (crc != ST_ENOTSTORE) {
+			cli_err(cli, "cannot create store %s: %s", cli->store, cli_store_strerror(crc));
+			return CLI_FAIL;
+		}
+	}
 	if (rc == -ENOENT || rc == ST_ENOTSTORE) {
 		cli_err(cli, "%s is not a strata store (create one with 'strata --store %s init')",
 			cli->store, cli->store);
