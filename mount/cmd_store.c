@@ -15,6 +15,7 @@
 #include "store/array.h"
 #include "cli.h"
 #include "index/index.h"
+#include "index/lazy.h"
 #include "store/store.h"
 
 /* Unreferenced blobs younger than this survive `strata gc` (an import may be
@@ -90,6 +91,70 @@ static void fmt_time(char *buf, size_t len, int64_t ns)
 
 	if (ns <= 0 || !gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
 		snprintf(buf, len, "-");
+}
+
+/* v with a comma between each three digits: 1,024. */
+static void fmt_count(char *buf, size_t len, uint64_t v)
+{
+	char raw[24];
+	int n = snprintf(raw, sizeof(raw), "%" PRIu64, v);
+	size_t o = 0;
+
+	for (int i = 0; i < n && o + 2 < len; i++) {
+		if (i && (n - i) % 3 == 0)
+			buf[o++] = ',';
+		buf[o++] = raw[i];
+	}
+	buf[o] = '\0';
+}
+
+/* What of a snapshot is lazy (pulled with --lazy, chunks fetched on
+ * demand: index/lazy.h): its lazy layers, their chunks and how many of
+ * them the store holds. */
+struct lazy_sum {
+	uint32_t layers;        /* lazy layers */
+	uint64_t chunks, present;
+	char origin[IX_ORIGIN_MAX + 1]; /* the first lazy layer's registry repository */
+};
+
+/* Open the store's lazy-layer state for reading what is present (no
+ * fetch: no credentials). NULL if it cannot be had: nothing shows lazy. */
+static struct ix_lazy *lazy_state(struct open_store *o)
+{
+	struct ix_lazy *lz = NULL;
+
+	return ix_lazy_open(o->ix, NULL, &lz) == 0 ? lz : NULL;
+}
+
+/* 1 and *info if layer i of m is lazy, else 0. */
+static int lazy_layer(struct ix_lazy *lz, const st_id *layer, struct ix_lazy_info *info)
+{
+	return lz ? ix_lazy_layer_info(lz, layer, info) : 0;
+}
+
+static void lazy_sum_of(struct ix_lazy *lz, const struct st_manifest *m, struct lazy_sum *out)
+{
+	struct ix_lazy_info info;
+
+	memset(out, 0, sizeof(*out));
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		if (lazy_layer(lz, &m->layers[i].id, &info) != 1)
+			continue;
+		if (!out->layers++)
+			snprintf(out->origin, sizeof(out->origin), "%s", info.origin);
+		out->chunks += info.chunks;
+		out->present += info.present;
+	}
+}
+
+/* "lazy: 37 of 1,024 chunks present" */
+static void fmt_lazy(char *buf, size_t len, uint64_t present, uint64_t chunks)
+{
+	char a[32], b[32];
+
+	fmt_count(a, sizeof(a), present);
+	fmt_count(b, sizeof(b), chunks);
+	snprintf(buf, len, "lazy: %s of %s chunks present", a, b);
 }
 
 /* ------------------------------------------------------------------ init */
@@ -250,11 +315,12 @@ static int collect_id(const st_id *id, void *arg)
 	return 0;
 }
 
-static void ls_row(struct ix_txn *t, const struct taglist *tags, const st_id *id, int depth)
+static void ls_row(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *tags, const st_id *id, int depth)
 {
 	struct ix_snap_info info;
+	struct st_manifest *m;
 	char hex[ST_ID_HEX_LEN + 1], phex[ST_ID_HEX_LEN + 1] = "-", mem[32], uniq[32];
-	char tagbuf[1024];
+	char tagbuf[1024], lazy[112] = "";
 
 	st_id_format(id, hex);
 	tags_of(tags, id, tagbuf, sizeof(tagbuf));
@@ -266,25 +332,35 @@ static void ls_row(struct ix_txn *t, const struct taglist *tags, const st_id *id
 		st_id_format(&info.parent, phex);
 	fmt_size(mem, sizeof(mem), info.mem_size);
 	fmt_size(uniq, sizeof(uniq), info.unique_bytes);
+	if (lz && ix_snap_get(t, id, &m) == 0) {
+		struct lazy_sum ls;
+		lazy_sum_of(lz, m, &ls);
+		if (ls.layers) {
+			char what[96];
+			fmt_lazy(what, sizeof(what), ls.present, ls.chunks);
+			snprintf(lazy, sizeof(lazy), depth < 0 ? "  %s" : ", %s", what);
+		}
+		st_manifest_free(m);
+	}
 	if (depth < 0)
-		printf("%-20s %-32s %-32s %10s %10s\n", tagbuf, hex, phex, mem, uniq);
+		printf("%-20s %-32s %-32s %10s %10s%s\n", tagbuf, hex, phex, mem, uniq, lazy);
 	else
-		printf("%*s%s %s  memory %s, unique %s\n", depth * 2, "", tagbuf, hex, mem, uniq);
+		printf("%*s%s %s  memory %s, unique %s%s\n", depth * 2, "", tagbuf, hex, mem, uniq, lazy);
 }
 
-static int ls_tree(struct ix_txn *t, const struct taglist *tags, const st_id *id, int depth)
+static int ls_tree(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *tags, const st_id *id, int depth)
 {
 	struct idlist kids = { 0 };
 	int rc;
 
-	ls_row(t, tags, id, depth);
+	ls_row(t, lz, tags, id, depth);
 	if (depth > 1000)
 		return 0; /* a cycle cannot happen (ids are hashes), but never recurse unbounded */
 	if ((rc = ix_children_foreach(t, id, collect_id, &kids)) < 0)
 		goto out_free;
 	for (size_t i = 0; i < kids.n && rc >= 0; i++)
 		if (ix_snap_has(t, &kids.v[i]))
-			rc = ls_tree(t, tags, &kids.v[i], depth + 1);
+			rc = ls_tree(t, lz, tags, &kids.v[i], depth + 1);
 out_free:
 	free(kids.v);
 	return rc;
@@ -325,6 +401,7 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 	}
 	if ((rc = open_store(cli, false, &o)) != CLI_OK)
 		return rc;
+	struct ix_lazy *lz = lazy_state(&o);
 	if ((rc = ix_txn_begin(o.ix, &t)) < 0)
 		goto out_err;
 	if ((rc = ix_tag_foreach(t, collect_tag, &tags)) < 0 ||
@@ -333,19 +410,20 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 	if (!tree) {
 		printf("%-20s %-32s %-32s %10s %10s\n", "TAG", "ID", "PARENT", "MEMORY", "UNIQUE");
 		for (size_t i = 0; i < ids.n; i++)
-			ls_row(t, &tags, &ids.v[i], -1);
+			ls_row(t, lz, &tags, &ids.v[i], -1);
 	} else {
 		for (size_t i = 0; i < ids.n && rc >= 0; i++) {
 			struct ix_snap_info info;
 			/* Roots: no parent, or a parent no longer in the store. */
 			if (ix_snap_info(t, &ids.v[i], &info) < 0 ||
 			    !info.has_parent || !ix_snap_has(t, &info.parent))
-				rc = ls_tree(t, &tags, &ids.v[i], 0);
+				rc = ls_tree(t, lz, &tags, &ids.v[i], 0);
 		}
 	}
 out_end:
 	ix_txn_end(t);
 out_err:
+	ix_lazy_close(lz);
 	taglist_free(&tags);
 	free(ids.v);
 	close_store(&o);
@@ -431,9 +509,42 @@ static void ws_text(const struct show_ws *w, const struct st_manifest *m, const 
 	       w->ws->nruns, w->ws->nlayers, hex);
 }
 
-static int show_json(struct ix_txn *t, const st_id *id, const struct taglist *tags,
+/* null if no layer of m is lazy, else {"chunks", "present", "layers": [{"id",
+ * "chunks", "present", "chunk_size", "origin"}...]} */
+static json_t *lazy_json(struct ix_lazy *lz, const struct st_manifest *m)
+{
+	struct ix_lazy_info info;
+	json_t *arr = json_array(), *o;
+	uint64_t chunks = 0, present = 0;
+
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		if (lazy_layer(lz, &m->layers[i].id, &info) != 1)
+			continue;
+		json_t *l = json_object();
+		json_object_set_new(l, "id", id_json(&m->layers[i].id));
+		json_object_set_new(l, "chunks", json_integer((json_int_t)info.chunks));
+		json_object_set_new(l, "present", json_integer((json_int_t)info.present));
+		json_object_set_new(l, "chunk_size", json_integer((json_int_t)info.chunk_size));
+		json_object_set_new(l, "origin", json_string(info.origin));
+		json_array_append_new(arr, l);
+		chunks += info.chunks;
+		present += info.present;
+	}
+	if (json_array_size(arr) == 0) {
+		json_decref(arr);
+		return json_null();
+	}
+	o = json_object();
+	json_object_set_new(o, "chunks", json_integer((json_int_t)chunks));
+	json_object_set_new(o, "present", json_integer((json_int_t)present));
+	json_object_set_new(o, "layers", arr);
+	return o;
+}
+
+static int show_json(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, const struct taglist *tags,
 		     const struct idlist *kids, const struct ix_snap_info *info, const struct show_ws *w)
 {
+	struct st_manifest *m;
 	const void *raw;
 	size_t len;
 	json_error_t jerr;
@@ -460,6 +571,10 @@ static int show_json(struct ix_txn *t, const st_id *id, const struct taglist *ta
 	json_object_set_new(root, "manifest", man);
 	json_object_set_new(root, "working_set", ws_json(w, info));
 	tarr = karr = NULL;
+	if ((rc = ix_snap_get(t, id, &m)) < 0)
+		goto out_free;
+	json_object_set_new(root, "lazy", lazy_json(lz, m));
+	st_manifest_free(m);
 	char *s = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
 	if (!s) {
 		rc = -ENOMEM;
@@ -474,9 +589,12 @@ out_free:
 	return rc;
 }
 
-static int show_text(struct ix_txn *t, const st_id *id, const struct taglist *tags,
+static int show_text(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, const struct taglist *tags,
 		     const struct idlist *kids, const struct ix_snap_info *info, const struct show_ws *w)
 {
+	struct ix_lazy_info li;
+	struct lazy_sum ls;
+	char lazy[96];
 	char hex[ST_ID_HEX_LEN + 1], buf[1024], a[32], b[32];
 	struct st_manifest *m;
 	int rc = ix_snap_get(t, id, &m);
@@ -507,7 +625,18 @@ static int show_text(struct ix_txn *t, const st_id *id, const struct taglist *ta
 	for (uint32_t i = 0; i < m->nlayers; i++) {
 		st_id_format(&m->layers[i].id, hex);
 		fmt_size(a, sizeof(a), m->layers[i].pages * ST_PAGE_SIZE);
-		printf("  %s %10" PRIu64 " pages %10s\n", hex, m->layers[i].pages, a);
+		if (lazy_layer(lz, &m->layers[i].id, &li) == 1) {
+			fmt_lazy(lazy, sizeof(lazy), li.present, li.chunks);
+			printf("  %s %10" PRIu64 " pages %10s  %s\n", hex, m->layers[i].pages, a, lazy);
+		} else {
+			printf("  %s %10" PRIu64 " pages %10s\n", hex, m->layers[i].pages, a);
+		}
+	}
+	lazy_sum_of(lz, m, &ls);
+	if (ls.layers) {
+		fmt_lazy(lazy, sizeof(lazy), ls.present, ls.chunks);
+		printf("lazy      %" PRIu32 " layer(s) from %s, %s (the rest fetched on demand; 'strata pull' "
+		       "without --lazy fetches it all)\n", ls.layers, cli_esc(ls.origin), lazy + strlen("lazy: "));
 	}
 	uint64_t present = 0;
 	for (uint64_t i = 0; i < m->nranges; i++)
@@ -559,12 +688,14 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 		return report_ref(cli, ref, rc);
 	}
 	struct show_ws w = { 0 };
+	struct ix_lazy *lz = lazy_state(&o);
 	w.rc = ix_ws_load(o.ix, &id, &w.ws, &w.blob, w.why, sizeof(w.why));
 	if ((rc = ix_tag_foreach(t, collect_tag, &tags)) == 0 &&
 	    (rc = ix_children_foreach(t, &id, collect_id, &kids)) == 0 &&
 	    (rc = ix_snap_info(t, &id, &info)) == 0)
-		rc = json ? show_json(t, &id, &tags, &kids, &info, &w) : show_text(t, &id, &tags, &kids, &info, &w);
+		rc = json ? show_json(t, lz, &id, &tags, &kids, &info, &w) : show_text(t, lz, &id, &tags, &kids, &info, &w);
 	ix_txn_end(t);
+	ix_lazy_close(lz);
 	st_ws_free(w.ws);
 	taglist_free(&tags);
 	free(kids.v);
@@ -972,12 +1103,17 @@ static void verify_usage(FILE *f)
 		"4 if any, 3 if a snapshot or directory does not exist.\n");
 }
 
-/* Verify one snapshot of the store: every layer present, right size, right hash. */
+/* Verify one snapshot of the store: every layer present, right size, right
+ * hash; a lazy layer is reported as lazy, with what of it is present (each
+ * chunk was checked against the layer's chunk index when it was fetched;
+ * the whole layer is checked against its id when it is complete). */
 static int verify_snapshot(struct cli *cli, struct open_store *o, const char *ref, uint64_t *bad)
 {
 	struct st_manifest *m = NULL;
+	struct ix_lazy_info li;
 	struct ix_txn *t;
-	char hex[ST_ID_HEX_LEN + 1];
+	char hex[ST_ID_HEX_LEN + 1], lazy[96];
+	uint32_t nlazy = 0;
 	st_id id;
 	int rc;
 
@@ -989,10 +1125,18 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 	ix_txn_end(t);
 	if (rc < 0)
 		return report_ref(cli, ref, rc);
+	struct ix_lazy *lz = lazy_state(o);
 	for (uint32_t i = 0; i < m->nlayers; i++) {
 		uint64_t size = 0;
 		st_id_format(&m->layers[i].id, hex);
 		rc = st_blob_size(o->s, &m->layers[i].id, &size);
+		if (rc == -ENOENT && lazy_layer(lz, &m->layers[i].id, &li) == 1) {
+			nlazy++;
+			fmt_lazy(lazy, sizeof(lazy), li.present, li.chunks);
+			printf("%s: layer %s: %s from %s (each checked against its chunk index when fetched)\n",
+			       cli_esc(ref), hex, lazy, cli_esc(li.origin));
+			continue;
+		}
 		if (rc == 0 && size != m->layers[i].pages * ST_PAGE_SIZE)
 			rc = ST_ELAYOUT;
 		if (rc == 0)
@@ -1003,7 +1147,11 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 			       rc == -ENOENT ? "missing" : rc == ST_ELAYOUT ? "wrong size" : st_strerror(rc));
 		}
 	}
-	printf("%s: %u layer(s) checked\n", cli_esc(ref), m->nlayers);
+	ix_lazy_close(lz);
+	if (nlazy)
+		printf("%s: %u layer(s) checked, %u of them lazy\n", cli_esc(ref), m->nlayers, nlazy);
+	else
+		printf("%s: %u layer(s) checked\n", cli_esc(ref), m->nlayers);
 	st_manifest_free(m);
 	return CLI_OK;
 }
@@ -1125,6 +1273,61 @@ static void export_usage(FILE *f)
 		"as ref names (docs/oci.md); 'strata import DIR' reads it back.\n");
 }
 
+/*
+ * Before exporting snapshot ref: fetch what its lazy layers lack from the
+ * registries they came from and publish them as ordinary blobs (the store
+ * is reopened for writing, *o then being that). CLI_OK with nothing lazy
+ * left; else reported, saying to pull it first.
+ */
+static int export_lazy(struct cli *cli, struct open_store *o, const char *ref)
+{
+	struct st_manifest *m = NULL;
+	struct ix_lazy *lz;
+	struct lazy_sum ls;
+	struct ix_txn *t;
+	st_id id;
+	int rc;
+
+	if ((rc = ix_txn_begin(o->ix, &t)) < 0)
+		return report_ref(cli, ref, rc);
+	if ((rc = ix_resolve(t, ref, &id)) == 0)
+		rc = ix_snap_get(t, &id, &m);
+	ix_txn_end(t);
+	if (rc < 0)
+		return report_ref(cli, ref, rc);
+	lz = lazy_state(o);
+	lazy_sum_of(lz, m, &ls);
+	ix_lazy_close(lz);
+	if (!ls.layers) {
+		st_manifest_free(m);
+		return CLI_OK;
+	}
+	char lazy[96], why[ST_WHY_LEN * 2] = "";
+	fmt_lazy(lazy, sizeof(lazy), ls.present, ls.chunks);
+	fprintf(stderr, "strata: export: '%s' is %s; fetching the rest from %s\n", cli_esc(ref), lazy,
+		cli_esc(ls.origin));
+	close_store(o);
+	struct ix_lazy_opts lo = { .creds = cli_registry_creds, .creds_ctx = cli, .log = cli_lazy_log, .log_ctx = cli };
+	if ((rc = open_store(cli, true, o)) != CLI_OK)
+		goto out_free;
+	if ((rc = ix_lazy_open(o->ix, &lo, &lz)) < 0) {
+		cli_err(cli, "export: %s", ix_lazy_strerror(rc));
+		rc = CLI_FAIL;
+		goto out_free;
+	}
+	for (uint32_t i = 0; i < m->nlayers && rc == 0; i++)
+		rc = ix_lazy_complete(lz, &m->layers[i].id, why, sizeof(why));
+	ix_lazy_close(lz);
+	if (rc < 0) {
+		cli_err(cli, "export: '%s' is lazy and its missing chunks could not be fetched: %s; pull it first "
+			"('strata pull' without --lazy, from %s)", ref, why[0] ? why : ix_lazy_strerror(rc), ls.origin);
+		rc = CLI_FAIL;
+	}
+out_free:
+	st_manifest_free(m);
+	return rc;
+}
+
 int cmd_export(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { "oci", no_argument, NULL, 'o' },
@@ -1149,6 +1352,10 @@ int cmd_export(struct cli *cli, int argc, char **argv)
 	const char *ref = argv[optind], *dir = argv[optind + 1];
 	if ((rc = open_store(cli, false, &o)) != CLI_OK)
 		return rc;
+	if ((rc = export_lazy(cli, &o, ref)) != CLI_OK) {
+		close_store(&o);
+		return rc;
+	}
 	rc = ix_export(o.ix, ref, dir);
 	close_store(&o);
 	if (rc == IX_ENOTFOUND || rc == ST_EBADNAME)

@@ -112,31 +112,6 @@ check "a manifest whose subject is not the snapshot's parent is refused" 1 "subj
 is "after five refused imports the store holds nothing" "$(st "$S3" ls | tail -n +2 | wc -l) $(find "$S3/blobs" -type f | wc -l)" "0 0"
 
 # ---- 2. a real registry on loopback
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-start_registry() { # name [htpasswd file] [tls: "cert key"] -> sets REG_PORT
-	local name=$1 auth=${2:-} tls=${3:-} port scheme=http
-	port=$(freeport)
-	mkdir -p "$T/$name"
-	{
-		echo "version: 0.1"
-		echo "log: {level: error}"
-		echo "storage: {filesystem: {rootdirectory: $T/$name}, delete: {enabled: true}}"
-		if [ -n "$tls" ]; then
-			echo "http: {addr: 127.0.0.1:$port, tls: {certificate: ${tls% *}, key: ${tls#* }}}"
-		else
-			echo "http: {addr: 127.0.0.1:$port}"
-		fi
-		[ -n "$auth" ] && echo "auth: {htpasswd: {realm: strata-test, path: $auth}}"
-	} >"$T/$name.yml"
-	[ -n "$tls" ] && scheme=https
-	docker-registry serve "$T/$name.yml" >"$T/$name.log" 2>&1 &
-	PIDS+=($!)
-	for _ in $(seq 1 100); do
-		curl -sk -o /dev/null "$scheme://127.0.0.1:$port/v2/" && { REG_PORT=$port; return 0; }
-		sleep 0.1
-	done
-	return 1
-}
 if ! command -v docker-registry >/dev/null; then
 	skip_rest "registry" "docker-registry not installed"
 	exit 0

@@ -1,6 +1,8 @@
-# tap_lib.sh: the TAP case helpers and store shorthands the registry scripts (oci, oci_lazy, oci_ws) share.
+# tap_lib.sh: the TAP case helpers, store shorthands and loopback registry the registry scripts (oci, oci_lazy,
+# oci_ws, cli_habits) share.
 # shellcheck shell=bash
-# The caller sets BIN, N (cases planned), n (cases so far) and fails (failures so far).
+# The caller sets BIN, N (cases planned), n (cases so far) and fails (failures so far); start_registry
+# also T (a temp dir) and PIDS (killed by its cleanup).
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && echo "# $2"; }
 skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
@@ -10,3 +12,29 @@ is() { # name, got, want
 skip_rest() { while [ "$n" -lt "$N" ]; do skip "$1" "$2"; done; }
 st() { local s=$1; shift; "$BIN" --store "$s" "$@"; }
 newstore() { mkdir -p "$1" && st "$1" init >/dev/null; }
+# Debian's docker-registry on a free loopback port, its files under $T/NAME.
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+start_registry() { # name [htpasswd file] [tls: "cert key"] -> sets REG_PORT
+	local name=$1 auth=${2:-} tls=${3:-} port scheme=http
+	port=$(freeport)
+	mkdir -p "$T/$name"
+	{
+		echo "version: 0.1"
+		echo "log: {level: error}"
+		echo "storage: {filesystem: {rootdirectory: $T/$name}, delete: {enabled: true}}"
+		if [ -n "$tls" ]; then
+			echo "http: {addr: 127.0.0.1:$port, tls: {certificate: ${tls% *}, key: ${tls#* }}}"
+		else
+			echo "http: {addr: 127.0.0.1:$port}"
+		fi
+		[ -n "$auth" ] && echo "auth: {htpasswd: {realm: strata-test, path: $auth}}"
+	} >"$T/$name.yml"
+	[ -n "$tls" ] && scheme=https
+	docker-registry serve "$T/$name.yml" >"$T/$name.log" 2>&1 &
+	PIDS+=($!)
+	for _ in $(seq 1 100); do
+		curl -sk -o /dev/null "$scheme://127.0.0.1:$port/v2/" && { REG_PORT=$port; return 0; }
+		sleep 0.1
+	done
+	return 1
+}
