@@ -104,18 +104,21 @@ check "pull REF --insecure --tag NAME into a missing store: made, pulled, tagged
 is "... the snapshot is the one pushed" "$(st "$T/p/new" show got --json | jq -r .id)" "$(st "$S" show base --json | jq -r .id)"
 
 # ---- lazy snapshots are shown as lazy
+# (options first here, so these cases stand on their own)
+st "$S" push --insecure base "$R/c/lazy:v1" >/dev/null
 L=$T/lz
-st "$L" pull "$R/c/img:v1" --lazy --insecure --tag lz >/dev/null 2>&1
+newstore "$L"
+st "$L" pull --lazy --insecure --tag lz "$R/c/lazy:v1" >/dev/null 2>&1
 st "$L" show lz --json >"$T/out"
 chunks=$(jq_of '.lazy.chunks')
 is "show --json: the lazy layers, their chunks, none present yet" \
-	"$(jq_of '[.lazy.present, (.lazy.layers | length), .lazy.layers[0].origin] | join(" ")')" "0 1 $R/c/img"
+	"$(jq_of '[.lazy.present, (.lazy.layers | length), .lazy.layers[0].origin] | join(" ")')" "0 1 $R/c/lazy"
 check "ls: the lazy snapshot's row says how much of it is here" 0 "^lz .*  lazy: 0 of $chunks chunks present\$" -- \
 	st "$L" ls
-check "show: a lazy line naming the registry" 0 "^lazy      1 layer\\(s\\) from $R/c/img, 0 of $chunks chunks present" -- \
+check "show: a lazy line naming the registry" 0 "^lazy      1 layer\\(s\\) from $R/c/lazy, 0 of $chunks chunks present" -- \
 	st "$L" show lz
 check "verify TAG: a lazy layer is reported as lazy, not missing (exit 0)" 0 \
-	": lazy: 0 of $chunks chunks present from $R/c/img" -- st "$L" verify lz
+	": lazy: 0 of $chunks chunks present from $R/c/lazy" -- st "$L" verify lz
 mkdir -p "$T/lmp"
 st "$L" mount "$T/lmp" >/dev/null && MOUNTS+=("$T/lmp")
 layer=$(st "$L" show lz --json | jq -r '.lazy.layers[0].id')
@@ -132,7 +135,8 @@ check "export of a lazy snapshot fetches what it lacks and writes a verified dir
 	bash -c '"$0" --store "$1" export lz "$2/lzdir" && "$0" verify "$2/lzdir"' "$BIN" "$L" "$T"
 is "... after which nothing of it is lazy" "$(st "$L" show lz --json | jq -c .lazy)" "null"
 L2=$T/lz2
-st "$L2" pull "$R/c/img:v1" --lazy --insecure --tag lz >/dev/null 2>&1
+newstore "$L2"
+st "$L2" pull --lazy --insecure --tag lz "$R/c/lazy:v1" >/dev/null 2>&1
 for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 PIDS=()
 check "export of a lazy snapshot whose registry is gone: 'lazy ... pull it first', exit 1" 1 \
