@@ -29,6 +29,7 @@ tested=(
 	'strata pool TARGET [-n N] [--verify] [--via-fuse] [--map-files] [--backend B] [--call FN [--] [ARGS...]]'
 	'strata calibrate [--output FILE] [--guest GUEST.elf] [--backend B]'
 	'strata doctor [--need kvm]'
+	'strata help [COMMAND]'
 )
 ok "every synopsis in docs/cli.md has a case here" bash -c '
 	diff <(grep -o "^### \`strata [^\`]*\`" "$0" | sed "s/^### \`//; s/\`\$//") <(printf "%s\n" "${@}")' "$DOC" "${tested[@]}"
@@ -72,6 +73,7 @@ ok "-s DIR after the name" bash -c "'$STRATA' tag -s '$S' | grep -q base"
 ok "a global flag's missing value is a usage error" bash -c "'$STRATA' ls --store; test \$? -eq 2"
 
 ok "doctor" bash -c "'$STRATA' doctor | grep -qi kvm"
+ok "help [COMMAND]" bash -c "'$STRATA' help | grep -q '^usage: strata' && '$STRATA' help gc | grep -q '^usage: strata .*gc'"
 # Sandboxes run on the process backend where KVM is missing: only
 # `doctor --need kvm` needs KVM itself.
 ok_kvm "run TARGET --call FN ARGS --snapshot TAG (options after the arguments)" bash -c \
