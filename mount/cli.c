@@ -50,6 +50,13 @@ int cli_usage_hint(const char *prog)
 	return CLI_USAGE;
 }
 
+int cli_number_base(const char *s)
+{
+	if (*s == '-' || *s == '+')
+		s++;
+	return s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10;
+}
+
 bool cli_parse_u64(const char *s, unsigned long long *out)
 {
 	char *end;
@@ -57,7 +64,7 @@ bool cli_parse_u64(const char *s, unsigned long long *out)
 	if (!s || !*s || *s == '-' || *s == '+')
 		return false;
 	errno = 0;
-	unsigned long long v = strtoull(s, &end, 0);
+	unsigned long long v = strtoull(s, &end, cli_number_base(s));
 	if (errno || *end)
 		return false;
 	*out = v;

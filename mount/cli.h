@@ -101,6 +101,10 @@ int cli_usage_hint(const char *prog);
 bool cli_wants_help(int argc, char **argv);
 /* Parse a size such as 4096, 64K, 8M, 1G; false on junk or overflow. */
 bool cli_parse_size(const char *s, unsigned long long *out);
+/* The base a number on the command line is read in: 16 after "0x" (a sign
+ * may come first), else 10: a leading zero is decimal ("010" is ten), not
+ * octal as strtol's base 0 would have it. */
+int cli_number_base(const char *s);
 /* Parse an unsigned integer (decimal or 0x hex); false on junk or overflow. */
 bool cli_parse_u64(const char *s, unsigned long long *out);
 /* Remove path and everything below it (symbolic links are removed, not

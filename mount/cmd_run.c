@@ -111,7 +111,7 @@ static bool parse_i64(const char *s, int64_t *out)
 	char *end;
 
 	errno = 0;
-	long long v = strtoll(s, &end, 0);
+	long long v = strtoll(s, &end, cli_number_base(s));
 	if (errno || end == s || *end)
 		return false;
 	*out = v;

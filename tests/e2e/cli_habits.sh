@@ -16,7 +16,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=44
+N=49
 n=0
 fails=0
 echo "1..$N"
@@ -81,6 +81,12 @@ else nok "doctor --need kvm (exit $drc: an answer, not a usage error)"; fi
 check_kvm "run GUEST --call FN ARGS --repeat N --snapshot TAG" 0 '^3$' -- \
 	st "$S" run "$G" --call counter_next --repeat 3 --snapshot c3
 check_kvm "pool TAG --call FN -n N" 0 'per sandbox' -- st "$S" pool c3 --call counter_next -n 2
+# ---- numbers are decimal (a leading zero is not octal), 0x is hex
+check_kvm "run --call add 010 1 prints 11" 0 '^11$' -- st "$S" run "$G" --call add 010 1
+check_kvm "... 0x10 is still hex, -010 minus ten" 0 '^6$' -- st "$S" run "$G" --call add 0x10 -010
+check_kvm "run --repeat 010 makes ten calls" 0 '^10 calls' -- st "$S" run "$G" --call counter_next --repeat 010
+check_kvm "pool -n 010 restores ten sandboxes" 0 '^restored 10 sandboxes' -- st "$S" pool c3 -n 010 --call counter_next
+check "gc --grace 010 is ten seconds" 0 'younger than 10s$' -- st "$S" gc --grace 010
 mkdir -p "$T/mp"
 check "mount STORE MOUNTPOINT --threads N" 0 '^base$' -- \
 	bash -c '"$0" --store "$1" mount "$1" "$2" --threads 2 && ls "$2/snapshots"' "$BIN" "$S" "$T/mp"
