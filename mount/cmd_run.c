@@ -27,15 +27,17 @@ static void run_usage(FILE *f)
 		"result is printed (bytes as hex). Host functions host_add(i,i)->i and\n"
 		"host_upper(s)->s are available to the guest; guest logs go to stderr.\n"
 		"\n"
-		"  --call FN        the guest function to call\n"
+		"  --call FN        the guest function to call; several --call FN [ARGS...] run\n"
+		"                   in order in the one sandbox, each with the ARGS after it\n"
 		"  --list           list the guest's functions and signatures\n"
 		"  --heap SIZE      guest heap (default 128K; e.g. 8M)\n"
 		"  --stack SIZE     guest stack (default 64K)\n"
 		"  --input SIZE     input buffer for arguments (default: 16K or what ARGS need)\n"
 		"  --output SIZE    output buffer for results (default 16K)\n"
 		"  --timeout T      per-call timeout: seconds, or with ms/s suffix (default none)\n"
-		"  --repeat N       call N times (state persists); print the last result and timing\n"
-		"  --snapshot TAG   after the call, capture the sandbox into the store under TAG\n"
+		"  --repeat N       call each FN N times (state persists); print the last result\n"
+		"                   and timing\n"
+		"  --snapshot TAG   after the calls, capture the sandbox into the store under TAG\n"
 		"  --record-working-set  after the first call, record the snapshot pages the sandbox\n"
 		"                   touched since its restore and link them to the snapshot (a lazy\n"
 		"                   pull fetches them first; strata show reports them)\n"
@@ -297,9 +299,11 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Most --call FN a command line may give. */
+#define RUN_CALLS_MAX 16
+
 struct run_opts {
 	struct vmm_config cfg;
-	const char *fn;
 	bool list;
 	unsigned long long repeat;
 	const char *snapshot;
@@ -314,7 +318,7 @@ static int run_opt(const struct cli *cli, int c, struct run_opts *o)
 	const char *what = "";
 
 	switch (c) {
-	case 'c': o->fn = optarg; return -1;
+	case 'c': return -1; /* cmd_run keeps each --call in order */
 	case 'l': o->list = true; return -1;
 	case 'P': o->snapshot = optarg; return -1;
 	case 'W': o->record_ws = true; return -1;
@@ -347,6 +351,57 @@ static int run_opt(const struct cli *cli, int c, struct run_opts *o)
 	return -1;
 }
 
+/* Call fn with args (as the command line gives them) repeat times in sb,
+ * print the last result (and the timing if repeat > 1); after the first
+ * call, record the working set if record_ws. Returns an exit status. */
+static int run_call(struct cli *cli, struct vmm_sandbox *sb, const char *path, const char *fn, char **args,
+		    int nargs, unsigned long long repeat, bool record_ws)
+{
+	const struct vmm_signature *sig = cli_function_find(sb, fn);
+	struct vmm_value vals[8];
+	void *owned[8] = { 0 };
+	int rc = 0, status;
+
+	if (!sig) {
+		cli_err(cli, "run: %s has no function '%s' (try --list)", path, fn);
+		return CLI_USAGE;
+	}
+	if (nargs > 8) {
+		cli_err(cli, "run: too many arguments");
+		return CLI_USAGE;
+	}
+	status = cli_build_args(cli, fn, sig, args, nargs, vals, owned);
+	if (status != CLI_OK)
+		goto out_owned;
+	struct vmm_result res = { 0 };
+	uint64_t t0 = mono_ns();
+	for (unsigned long long i = 0; i < repeat; i++) {
+		vmm_result_clear(&res);
+		rc = vmm_sandbox_call(sb, fn, vals, (size_t)nargs, &res);
+		if (rc < 0)
+			break;
+		if (i == 0 && record_ws && (status = cli_working_set_record(cli, sb)) != CLI_OK) {
+			vmm_result_clear(&res);
+			goto out_owned;
+		}
+	}
+	uint64_t t1 = mono_ns();
+	if (rc < 0) {
+		const struct vmm_error *e = vmm_sandbox_error(sb);
+		cli_err(cli, "run: %s: %s", fn, e->message[0] ? e->message : vmm_strerror(rc));
+		status = exit_for(rc);
+		goto out_owned;
+	}
+	cli_print_result(&res);
+	vmm_result_clear(&res);
+	if (repeat > 1)
+		fprintf(stderr, "%llu calls, %.2f us per call\n", repeat, (double)(t1 - t0) / 1e3 / (double)repeat);
+out_owned:
+	for (int i = 0; i < 8; i++)
+		free(owned[i]);
+	return status;
+}
+
 int cmd_run(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -366,6 +421,14 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		{ 0 },
 	};
 	struct run_opts o = { .cfg.log = guest_log, .repeat = 1 };
+	/* Each --call's FN, and where among the operands its ARGS start. */
+	struct run_call {
+		const char *fn;
+		int first;
+		char **args;
+		int nargs;
+	} calls[RUN_CALLS_MAX];
+	int ncalls = 0;
 	int c, rc = 0, status = CLI_OK;
 
 	/* The usual convention: options anywhere (`run G --call f 1 2
@@ -385,6 +448,14 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		if (c != -1) {
 			if ((rc = run_opt(cli, c, &o)) >= 0)
 				return rc;
+			if (c == 'c') {
+				if (ncalls == RUN_CALLS_MAX) {
+					cli_err(cli, "run: at most %d --call options", RUN_CALLS_MAX);
+					return CLI_USAGE;
+				}
+				calls[ncalls].fn = optarg;
+				calls[ncalls++].first = npos;
+			}
 			continue;
 		}
 		if (optind > at && strcmp(argv[optind - 1], "--") == 0) {
@@ -401,32 +472,44 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	}
 	const char *path = pos[0];
 	struct vmm_config cfg = o.cfg;
-	const char *fn = o.fn;
 	bool list = o.list;
 	unsigned long long repeat = o.repeat;
-	char **args = pos + 1;
-	int nargs = npos - 1;
-	if (!fn && !list) {
+	if (!ncalls && !list) {
 		cli_err(cli, "run: say --call FN or --list");
 		return CLI_USAGE;
 	}
-	if (!fn && nargs > 0) {
-		cli_err(cli, "run: unexpected argument '%s'", args[0]);
+	if (!ncalls && npos > 1) {
+		cli_err(cli, "run: unexpected argument '%s'", pos[1]);
 		return CLI_USAGE;
 	}
+	/* Call i takes the operands from its --call to the next one's; the
+	 * target (the first operand) is no call's, and operands before the
+	 * first --call are the first call's. */
+	for (int i = 0; i < ncalls; i++) {
+		int from = i == 0 || calls[i].first < 1 ? 1 : calls[i].first;
+		int to = i + 1 < ncalls ? (calls[i + 1].first < 1 ? 1 : calls[i + 1].first) : npos;
+		calls[i].args = pos + from;
+		calls[i].nargs = to > from ? to - from : 0;
+	}
 
-	/* Size the input buffer for the arguments if the user did not. */
+	/* Size the input buffer for the largest call's arguments if the user did not. */
 	uint64_t need = 4096;
-	for (int i = 0; i < nargs; i++) {
-		if (args[i][0] == '@') {
-			FILE *f = fopen(args[i] + 1, "rb");
-			if (f) {
-				if (fseek(f, 0, SEEK_END) == 0 && ftell(f) > 0)
-					need += (uint64_t)ftell(f) + 16;
-				fclose(f);
+	for (int k = 0; k < ncalls; k++) {
+		uint64_t this = 4096;
+		char **args = calls[k].args;
+		for (int i = 0; i < calls[k].nargs; i++) {
+			if (args[i][0] == '@') {
+				FILE *f = fopen(args[i] + 1, "rb");
+				if (f) {
+					if (fseek(f, 0, SEEK_END) == 0 && ftell(f) > 0)
+						this += (uint64_t)ftell(f) + 16;
+					fclose(f);
+				}
 			}
+			this += strlen(args[i]) + 16;
 		}
-		need += strlen(args[i]) + 16;
+		if (this > need)
+			need = this;
 	}
 	if (!cfg.input_size && need > VMM_DEFAULT_IO)
 		cfg.input_size = need;
@@ -454,53 +537,14 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	}
 	if (list) {
 		status = list_functions(sb);
-		if (!fn)
+		if (!ncalls)
 			goto out_free;
 	}
-	const struct vmm_signature *sig = cli_function_find(sb, fn);
-	if (!sig) {
-		cli_err(cli, "run: %s has no function '%s' (try --list)", path, fn);
-		status = CLI_USAGE;
-		goto out_free;
-	}
-	struct vmm_value vals[8];
-	void *owned[8] = { 0 };
-	if (nargs > 8) {
-		cli_err(cli, "run: too many arguments");
-		status = CLI_USAGE;
-		goto out_free;
-	}
-	status = cli_build_args(cli, fn, sig, args, nargs, vals, owned);
-	if (status != CLI_OK)
-		goto out_owned;
-	struct vmm_result res = { 0 };
-	uint64_t t0 = mono_ns();
-	for (unsigned long long i = 0; i < repeat; i++) {
-		vmm_result_clear(&res);
-		rc = vmm_sandbox_call(sb, fn, vals, (size_t)nargs, &res);
-		if (rc < 0)
-			break;
-		if (i == 0 && o.record_ws && (status = cli_working_set_record(cli, sb)) != CLI_OK) {
-			vmm_result_clear(&res);
-			goto out_owned;
-		}
-	}
-	uint64_t t1 = mono_ns();
-	if (rc < 0) {
-		const struct vmm_error *e = vmm_sandbox_error(sb);
-		cli_err(cli, "run: %s: %s", fn, e->message[0] ? e->message : vmm_strerror(rc));
-		status = exit_for(rc);
-		goto out_owned;
-	}
-	cli_print_result(&res);
-	vmm_result_clear(&res);
-	if (o.snapshot)
+	for (int k = 0; k < ncalls && status == CLI_OK; k++)
+		status = run_call(cli, sb, path, calls[k].fn, calls[k].args, calls[k].nargs, repeat,
+				  k == 0 && o.record_ws);
+	if (status == CLI_OK && o.snapshot)
 		status = cli_snapshot_commit(cli, sb, o.snapshot);
-	if (repeat > 1)
-		fprintf(stderr, "%llu calls, %.2f us per call\n", repeat, (double)(t1 - t0) / 1e3 / (double)repeat);
-out_owned:
-	for (int i = 0; i < 8; i++)
-		free(owned[i]);
 out_free:
 	vmm_sandbox_free(sb);
 	cli_snap_close();

@@ -16,7 +16,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=49
+N=52
 n=0
 fails=0
 echo "1..$N"
@@ -81,6 +81,14 @@ else nok "doctor --need kvm (exit $drc: an answer, not a usage error)"; fi
 check_kvm "run GUEST --call FN ARGS --repeat N --snapshot TAG" 0 '^3$' -- \
 	st "$S" run "$G" --call counter_next --repeat 3 --snapshot c3
 check_kvm "pool TAG --call FN -n N" 0 'per sandbox' -- st "$S" pool c3 --call counter_next -n 2
+# ---- several --call: in order, in one sandbox, each with its own ARGS
+check_kvm "run G --call counter_next --call counter_next --call add 2 3: three calls in order" 0 '' -- \
+	st "$S" run "$G" --call counter_next --call counter_next --call add 2 3
+if [ -n "$SANDBOX_WHY" ]; then skip "... printing 1, 2 and 5" "needs KVM: $SANDBOX_WHY"
+else is "... printing 1, 2 (state kept between them) and 5 (add's own ARGS)" "$(tr '\n' ' ' <"$T/out")" "1 2 5 "; fi
+check_kvm "--snapshot captures after the last of several calls" 0 '^3$' -- \
+	bash -c '"$0" --store "$1" run "$2" --call counter_next --call echo hi --call counter_next --snapshot two >/dev/null &&
+		"$0" --store "$1" run two --call counter_next' "$BIN" "$S" "$G"
 # ---- numbers are decimal (a leading zero is not octal), 0x is hex
 check_kvm "run --call add 010 1 prints 11" 0 '^11$' -- st "$S" run "$G" --call add 010 1
 check_kvm "... 0x10 is still hex, -010 minus ten" 0 '^6$' -- st "$S" run "$G" --call add 0x10 -010
