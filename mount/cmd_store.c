@@ -117,12 +117,24 @@ struct lazy_sum {
 	char origin[IX_ORIGIN_MAX + 1]; /* the first lazy layer's registry repository */
 };
 
+static int lazy_any(const st_id *layer, void *ctx)
+{
+	(void)layer;
+	*(bool *)ctx = true;
+	return 1; /* one is enough */
+}
+
 /* Open the store's lazy-layer state for reading what is present (no
- * fetch: no credentials). NULL if it cannot be had: nothing shows lazy. */
+ * fetch: no credentials). NULL if the store records no lazy layer (a
+ * store that never saw `pull --lazy` reads no manifest more for it), or
+ * if it cannot be had: nothing shows lazy then. */
 static struct ix_lazy *lazy_state(struct open_store *o)
 {
 	struct ix_lazy *lz = NULL;
+	bool any = false;
 
+	if (ix_lazy_foreach(o->ix, lazy_any, &any) < 0 || !any)
+		return NULL;
 	return ix_lazy_open(o->ix, NULL, &lz) == 0 ? lz : NULL;
 }
 

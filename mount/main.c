@@ -14,7 +14,6 @@
 static int cmd_help(struct cli *cli, int argc, char **argv);
 
 static const struct cli_cmd commands[] = {
-	{ "help", cmd_help, "a command's help: 'strata help COMMAND' (as 'strata COMMAND --help')" },
 	/* store and snapshots */
 	{ "init", cmd_init, "create a store (idempotent)" },
 	{ "ls", cmd_ls, "list snapshots: tags, ids, parents, sizes (--tree)" },
@@ -39,6 +38,8 @@ static const struct cli_cmd commands[] = {
 	{ "umount", cmd_umount, "unmount a strata mount (also a stale one)" },
 	/* measurement */
 	{ "bench", cmd_bench, "run benchmarks; print a table and write JSON" },
+	/* this list */
+	{ "help", cmd_help, "a command's help: 'strata help COMMAND' (as 'strata COMMAND --help')" },
 };
 
 static const char *default_store(void)
