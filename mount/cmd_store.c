@@ -1355,8 +1355,30 @@ int cmd_export(struct cli *cli, int argc, char **argv)
 		default: return cli_usage_hint(argv[0]);
 		}
 	}
-	if (oci)
-		return cli_oci_export(cli, argc - optind, argv + optind);
+	if (oci) {
+		if (argc - optind < 1)
+			return cli_oci_export(cli, 0, argv + optind); /* which says what is missing */
+		if ((rc = open_store(cli, false, &o)) != CLI_OK)
+			return rc;
+		/* The snapshots named, else every tagged one (what the layout holds). */
+		struct taglist tags = { 0 };
+		struct ix_txn *t;
+		if (optind + 1 == argc && (rc = ix_txn_begin(o.ix, &t)) == 0) {
+			rc = ix_tag_foreach(t, collect_tag, &tags);
+			ix_txn_end(t);
+		}
+		if (rc < 0) {
+			cli_err(cli, "cannot list the tags of store %s: %s", cli->store, cli_store_strerror(rc));
+			rc = CLI_FAIL;
+		}
+		for (int i = optind + 1; i < argc && rc == CLI_OK; i++)
+			rc = export_lazy(cli, &o, argv[i]);
+		for (size_t i = 0; i < tags.n && rc == CLI_OK; i++)
+			rc = export_lazy(cli, &o, tags.v[i].name);
+		taglist_free(&tags);
+		close_store(&o);
+		return rc == CLI_OK ? cli_oci_export(cli, argc - optind, argv + optind) : rc;
+	}
 	if (argc - optind != 2) {
 		cli_err(cli, "export: expected TAG|ID and DIR (see 'strata export --help')");
 		return CLI_USAGE;

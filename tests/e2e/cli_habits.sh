@@ -16,7 +16,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=52
+N=53
 n=0
 fails=0
 echo "1..$N"
@@ -148,6 +148,11 @@ is "... in each of them" "$(grep -c "$present of $chunks chunks present" "$T/out
 check "export of a lazy snapshot fetches what it lacks and writes a verified directory" 0 '' -- \
 	bash -c '"$0" --store "$1" export lz "$2/lzdir" && "$0" verify "$2/lzdir"' "$BIN" "$L" "$T"
 is "... after which nothing of it is lazy" "$(st "$L" show lz --json | jq -c .lazy)" "null"
+L3=$T/lz3
+newstore "$L3"
+st "$L3" pull --lazy --insecure --tag lz "$R/c/lazy:v1" >/dev/null 2>&1
+check "export --oci DIR of a lazy snapshot (every tagged one) fetches it too; the layout imports" 0 '^[0-9a-f]{32}$' -- \
+	bash -c '"$0" --store "$1" export --oci "$2/lz3oci" && "$0" --store "$2/lz3imp" import "$2/lz3oci"' "$BIN" "$L3" "$T"
 L2=$T/lz2
 newstore "$L2"
 st "$L2" pull --lazy --insecure --tag lz "$R/c/lazy:v1" >/dev/null 2>&1
