@@ -128,7 +128,13 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 				return CLI_USAGE;
 			}
 			break;
-		case 'c': fn = optarg; break;
+		case 'c':
+			if (fn) {
+				cli_err(cli, "pool: one --call FN (every sandbox calls it), not '%s' after '%s'", optarg, fn);
+				return CLI_USAGE;
+			}
+			fn = optarg;
+			break;
 		case 'V': flags |= VMM_SNAPDIR_VERIFY; break;
 		case 'F': flags |= VMM_SNAPDIR_VIA_FUSE; break;
 		case 'M': flags |= VMM_SNAPDIR_MAP_FILES; break;

@@ -16,7 +16,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-N=53
+N=54
 n=0
 fails=0
 echo "1..$N"
@@ -89,6 +89,8 @@ else is "... printing 1, 2 (state kept between them) and 5 (add's own ARGS)" "$(
 check_kvm "--snapshot captures after the last of several calls" 0 '^3$' -- \
 	bash -c '"$0" --store "$1" run "$2" --call counter_next --call echo hi --call counter_next --snapshot two >/dev/null &&
 		"$0" --store "$1" run two --call counter_next' "$BIN" "$S" "$G"
+check "pool refuses a second --call clearly (it replaced the first)" 2 "pool: one --call FN" -- \
+	st "$S" pool c3 -n 2 --call counter_next --call add 1 2
 # ---- numbers are decimal (a leading zero is not octal), 0x is hex
 check_kvm "run --call add 010 1 prints 11" 0 '^11$' -- st "$S" run "$G" --call add 010 1
 check_kvm "... 0x10 is still hex, -010 minus ten" 0 '^6$' -- st "$S" run "$G" --call add 0x10 -010
