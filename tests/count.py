@@ -18,6 +18,7 @@ The line before the last says how many distinct cases ran: a case is a
 program (test binary or script) and a case name; the plain and ASan builds,
 the backends and the policies run most of them more than once.
 """
+import glob
 import json
 import os
 import re
@@ -184,7 +185,10 @@ def main(argv):
         with open(e) as f:
             c.tap(os.path.basename(e), os.path.basename(e), f.read())
     for build in builds:
-        log = os.path.join(build, "meson-logs", "testlog.json")
+        # testlog.json, or testlog-WRAPPER.json when meson test ran with
+        # --wrapper (the ASan build's sanitizer_reports.sh): the newest.
+        logs = glob.glob(os.path.join(build, "meson-logs", "testlog*.json"))
+        log = max(logs, key=os.path.getmtime) if logs else os.path.join(build, "meson-logs", "testlog.json")
         if not os.path.exists(log):
             c.fail(build, "no test log (build or setup failed)")
             continue
