@@ -11,10 +11,12 @@ scratch directory and built once without -Dwerror (a mutation may leave a
 variable unused); then, for each mutation, one exact line of one file is
 replaced, the build is brought up to date, the named meson tests run one
 by one until one fails, and the line is put back. A mutation must make at
-least one of them fail: "ok" says which did; "not ok" means the check can be removed with every named
-test still passing ("# TODO" beside it where the test that kills it is
-known to be on its way). A line that is not found exactly once is "not ok"
-too (the code moved: update the list). docs/testing.md.
+least one of them fail, and that test must pass again with the line put
+back (else it is flaky or broken and proves nothing): "ok" says which
+did; "not ok" means the check can be removed with every named test still
+passing ("# TODO" beside it where the test that kills it is known to be on
+its way). A line that is not found exactly once is "not ok" too (the code
+moved: update the list). docs/testing.md.
 """
 import json
 import os
@@ -90,13 +92,15 @@ def copy_tree(dst):
 
 
 def targets(build, tests):
-    """What ninja must build for these meson tests: what each depends on, and the strata command the scripts run."""
+    """What ninja must build for these meson tests: what each depends on, and what the scripts run unnamed
+    (the strata command, and strata-bench beside it)."""
     with open(os.path.join(build, "meson-info", "intro-tests.json")) as f:
         deps = {t["name"]: t.get("depends", []) for t in json.load(f)}
     with open(os.path.join(build, "meson-info", "intro-targets.json")) as f:
         files = {t["id"]: t["filename"] for t in json.load(f)}
         f.seek(0)
-        out = {fn for t in json.load(f) if t["name"] == "strata" and t["type"] == "executable" for fn in t["filename"]}
+        out = {fn for t in json.load(f) if t["name"] in ("strata", "strata-bench") and t["type"] == "executable"
+               for fn in t["filename"]}
     for name in tests:
         for d in deps.get(name, []):
             out.update(files.get(d, []))
@@ -185,16 +189,25 @@ def main(argv):
                 failed = failed_tests(build)
                 if rc != 0:
                     break
-            todo = f" # TODO {m['todo']}" if m.get("todo") else ""
-            if rc != 0 and failed:
-                print(f"ok {k} - {m['name']}: disabling it fails {', '.join(failed)} ({time.time() - t0:.0f} s){todo}")
-            else:
-                bad += 0 if todo else 1
-                print(f"not ok {k} - {m['name']}: disabled ({m['file']}:{hits[0] + 1}), "
-                      f"and {', '.join(m['tests'])} still pass{todo}")
         finally:
             os.replace(path + ".orig", path)
             os.utime(path)  # newer than the mutated build: the next ninja rebuilds it
+        todo = f" # TODO {m['todo']}" if m.get("todo") else ""
+        if rc == 0 or not failed:
+            bad += 0 if todo else 1
+            print(f"not ok {k} - {m['name']}: disabled ({m['file']}:{hits[0] + 1}), "
+                  f"and {', '.join(m['tests'])} still pass{todo}")
+            continue
+        # The control: a kill counts only if the test that failed passes on
+        # the tree as it is (a flaky or broken test kills every mutation).
+        if run(["ninja", "-C", build] + need, log) != 0 or \
+                run(["meson", "test", "-C", build, "--no-rebuild", "--num-processes", "1", t], log, env=env) != 0:
+            bad += 1
+            print(f"not ok {k} - {m['name']}: {t} fails with the check disabled, but also without the mutation "
+                  f"(flaky or broken: see {log})")
+            continue
+        print(f"ok {k} - {m['name']}: disabling it fails {', '.join(failed)}, which passes with it "
+              f"({time.time() - t0:.0f} s){todo}")
     print(f"# {len(chosen)} mutations in {time.time() - start:.0f} s; log {log}")
     if not keep and not bad:
         shutil.rmtree(scratch, ignore_errors=True)
