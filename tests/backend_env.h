@@ -30,8 +30,9 @@ __attribute__((constructor)) static void test_backend_from_env(void)
 	 * ran a guest, the program fails before its first case. */
 	if (test_backend != VMM_BACKEND_PROCESS && vmm_backend_resolve(NULL, VMM_BACKEND_AUTO) != VMM_BACKEND_KVM) {
 		char hwhy[512];
-		struct vmm_error kerr;
-		(void)vmm_kvm_check(&kerr);
+		struct vmm_error kerr = { 0 };
+		if (vmm_kvm_check(&kerr) == 0 || !kerr.message[0])
+			snprintf(kerr.message, sizeof(kerr.message), "the automatic backend choice is not kvm");
 		if (harness_has("KVM", hwhy, sizeof(hwhy)) == 1) {
 			printf("Bail out! strata says KVM is unusable (%s), but the harness's own check ran a guest: %s\n",
 			       kerr.message, hwhy);
