@@ -48,25 +48,25 @@ MUTATIONS = [
          line="\t\tif (r->gpage > mem_pages || r->npages > mem_pages - r->gpage) {",
          to="\t\tif (0) {",
          tests=["store"]),
-    dict(name="O_NOFOLLOW on a snapshot directory's layer opens (strata run DIR)",
+    dict(name="not following links inside a snapshot directory (its lstat check and O_NOFOLLOW on its files)",
          file="store/snapdir.c",
-         line="\tfd = st_sys_openat(dfd, rel, O_RDONLY | O_NOFOLLOW, 0);",
-         to="\tfd = st_sys_openat(dfd, rel, O_RDONLY, 0);",
-         tests=["store", "e2e-untrusted", "e2e-cold-process"],
-         todo="no test fails without it yet (issue 21, section 4: the test is being written on branch vacuous); "
-              "the lead removes this todo after merging it"),
+         line="\tif ((rc = st_sys_fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW)) < 0)",
+         to="\tif ((rc = st_sys_fstatat(dirfd, name, &st, 0)) < 0)",
+         also=[("\tfd = st_sys_openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);",
+                "\tfd = st_sys_openat(dirfd, name, O_RDONLY | O_NONBLOCK, 0);")],
+         tests=["e2e-untrusted", "store"]),
     dict(name="the restore's register reset (the vCPU state staged from the snapshot)",
          file="vmm/reset.c",
          line="\tif ((rc = sb->be->stage_state(sb, &s->vcpu)) < 0)",
          to="\tif ((rc = 0) < 0)",
          tests=["snap-process", "snap-kvm"]),
-    # The lazy record's origin check is being written on branch `lazy`; the
-    # lead enables this entry (and corrects its line) after merging it.
-    # dict(name="the lazy record's origin check",
-    #      file="index/lazy.c",
-    #      line="...the origin comparison as merged...",
-    #      to="...",
-    #      tests=["index", "e2e-oci-lazy"]),
+    dict(name="the lazy record's origin check (a record stands only for the source it came from)",
+         file="index/lazy.c",
+         line="\tif (strcmp(r.origin, want->origin) != 0 || r.insecure != want->insecure ||",
+         to="\tif (0 && (strcmp(r.origin, want->origin) != 0 || r.insecure != want->insecure ||",
+         also=[("\t    memcmp(r.sha, want->layer_sha, ST_SHA256_LEN) != 0 || memcmp(r.chunks_sha, want->chunks_sha, ST_SHA256_LEN) != 0)",
+                "\t    memcmp(r.sha, want->layer_sha, ST_SHA256_LEN) != 0 || memcmp(r.chunks_sha, want->chunks_sha, ST_SHA256_LEN) != 0))")],
+         tests=["index", "e2e-oci_poison"]),
 ]
 
 
@@ -167,14 +167,20 @@ def main(argv):
         with open(path) as f:
             text = f.read()
         lines = text.split("\n")
-        hits = [j for j, line in enumerate(lines) if line == m["line"]]
-        if len(hits) != 1:
+        # One check may be two lines deep (a link refused by its lstat and
+        # again by O_NOFOLLOW): "also" lists further (line, to) pairs of
+        # the same file, all replaced together.
+        edits = [(m["line"], m["to"])] + list(m.get("also", []))
+        hits = [[j for j, line in enumerate(lines) if line == want] for want, _ in edits]
+        if any(len(h) != 1 for h in hits):
             bad += 1
-            print(f"not ok {k} - {m['name']}: {m['file']} has the line {len(hits)} times, not once (update tests/mutation.py)")
+            print(f"not ok {k} - {m['name']}: {m['file']} does not have each of its lines once (update tests/mutation.py)")
             continue
+        hits = [h[0] for h in hits]
         t0 = time.time()
         shutil.copy2(path, path + ".orig")
-        lines[hits[0]] = m["to"]
+        for j, (_, to) in zip(hits, edits):
+            lines[j] = to
         with open(path, "w") as f:
             f.write("\n".join(lines))
         try:
