@@ -131,6 +131,26 @@ static void child_ended(struct vmm_proc *p, const siginfo_t *si)
 }
 
 /*
+ * Resume the stopped child. Where the stub goes on from its stop depends
+ * on no register but on the control page's words, written here before
+ * every SIGCONT: its pids, the stack it resumes on and the frame it
+ * returns through (the first report's, at the signal stack's top). A
+ * guest that stopped itself at the stub's stop site resumes in the stub
+ * too, and returns into what the host chose (proc_stub.S).
+ */
+static void resume(struct vmm_proc *p)
+{
+	if (p->uc) {
+		uint64_t pid = (uint64_t)p->pid, sp = p->uc - 8;
+		memcpy(p->ctl + CTL_HOSTPID, &p->host_pid, 8);
+		memcpy(p->ctl + CTL_PID, &pid, 8);
+		memcpy(p->ctl + CTL_UC, &p->uc, 8);
+		memcpy(p->ctl + CTL_SP, &sp, 8);
+	}
+	kill(p->pid, SIGCONT);
+}
+
+/*
  * Wait until the child has stopped itself to report (state HOST). The host
  * reads and writes guest memory only while the child is stopped: nothing
  * of the guest can run meanwhile, whatever it wrote in the control page.
@@ -156,7 +176,7 @@ static int wait_stop(struct vmm_proc *p, bool nohang)
 		if (si.si_code == CLD_STOPPED || si.si_code == CLD_TRAPPED) {
 			if (atomic_load_explicit(ctl_state(p), memory_order_acquire) == STATE_HOST)
 				return 1;
-			kill(p->pid, SIGCONT);  /* stopped by someone else: nothing to report */
+			resume(p);  /* stopped by someone else: nothing to report */
 			continue;
 		}
 		if (si.si_code == CLD_CONTINUED)
@@ -182,7 +202,7 @@ static void proc_kill(struct vmm_proc *p)
 static void hand_over(struct vmm_proc *p, uint32_t to)
 {
 	atomic_store_explicit(ctl_state(p), to, memory_order_release);
-	kill(p->pid, SIGCONT);
+	resume(p);
 }
 
 /* Wait for a report at most total_ns (polling: waitid has no timeout); 1, 0 or <0. */
@@ -520,6 +540,7 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 
 	memset(p->ctl, 0, PROC_SHARED_SIZE);
 	atomic_store(ctl_state(p), STATE_GUEST);
+	p->uc = 0;  /* known at its first report */
 	p->dead = false;
 	p->running = false;
 	if ((rc = proc_map(sb)) < 0)
@@ -560,6 +581,9 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 			memcpy(&xsize, p->alt + (fp - PROC_ALT_LO) + 480, 4); /* fpx_sw_bytes.xstate_size */
 		frame_ok = frame_ok && xsize >= 576 && fp + xsize + 4 <= PROC_END;
 	}
+	/* The frame's siginfo, right after its ucontext: what the stub copied. */
+	const uint64_t si = uc + UC_SIZE;
+	frame_ok = frame_ok && si + 48 <= fp && memcmp(p->alt + (si - PROC_ALT_LO), p->ctl + CTL_SI, 48) == 0;
 	if (signo != SIGILL || rip < PROC_CODE || rip >= PROC_CTL || !frame_ok) {
 		proc_kill(p);
 		return vmm_fail(err, VMM_E_NO_BACKEND, "the process backend's child reported from an unexpected place");
@@ -569,6 +593,11 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	p->xsize = xsize;
 	p->tmpl_off = (uint32_t)(uc - PROC_ALT_LO - 16);
 	memcpy(p->tmpl, p->alt, PROC_ALT_SIZE);
+	/* Its signal number 0 (none the stub reports): if a guest that
+	 * stopped itself had a signal delivered on the way (a kick racing its
+	 * stop), it resumes in the stub's handler on this image, which then
+	 * reports a bad report, not the first report's signal. */
+	memset(p->tmpl + (si - PROC_ALT_LO), 0, 4);
 	uint32_t wp;
 	memcpy(&wp, p->ctl + CTL_WP, 4);
 	if (p->pm_child >= 0)
@@ -705,6 +734,8 @@ static void child_reset(struct vmm_proc *p)
 	memcpy(p->ctl + CTL_HOSTPID, &p->host_pid, 8);
 	memcpy(p->ctl + CTL_PID, &pid, 8);
 	memcpy(p->ctl + CTL_UC, &p->uc, 8);
+	uint64_t sp = p->uc - 8;
+	memcpy(p->ctl + CTL_SP, &sp, 8);
 	/* The first report's registers (the segment selectors are the
 	 * kernel's) and FXSAVE image (MXCSR_MASK and the software bytes too):
 	 * the caller writes the guest's registers over them. */
@@ -1155,8 +1186,9 @@ static int proc_check(struct vmm_sandbox *sb, const struct vmm_vcpu_state *want,
 	memcpy(&fsgs, p->ctl + CTL_FSGS, 4);
 	memcpy(w, p->ctl + CTL_HOSTPID, sizeof(w));
 	if (fsgs != (p->fsgs ? FSGS_HAVE | FSGS_LOAD : 0u) || w[0] != p->host_pid || w[1] != (uint64_t)p->pid ||
-	    w[2] != 0 || w[3] != 0 || w[4] != p->uc || w[5] != 0) {
-		snprintf(why, len, "the control page's words (pids, frame, fs/gs base to load) are not what a restore gives");
+	    w[2] != 0 || w[3] != 0 || w[4] != p->uc || w[5] != 0 ||
+	    memcmp(p->ctl + CTL_SP, &(uint64_t){ p->uc - 8 }, 8) != 0) {
+		snprintf(why, len, "the control page's words (pids, frame and stack, fs/gs base to load) are not what a restore gives");
 		goto out_free;
 	}
 	if (!all_zero(p->ctl + CTL_NOPS, CTL_FSGS - CTL_NOPS) ||

@@ -13,12 +13,13 @@
 
 /*
  * Part of the child program (proc_child.c, linked at PROC_BASE). After
- * stub_lock has locked the child down, every system call goes through
- * `sys`, the one instruction its seccomp filter lets through.
+ * stub_lock has locked the child down, its seccomp filter lets system
+ * calls through from two instructions only: the stub's stop (`stop`, only
+ * tgkill(self, self, SIGSTOP)) and `sys` (every other call the stub makes).
  */
 	.text
 	.globl _start, vmm_proc_stub_handler
-	.globl vmm_proc_stub_restorer, vmm_proc_stub_sys_ret, vmm_proc_stub_ready
+	.globl vmm_proc_stub_restorer, vmm_proc_stub_sys_ret, vmm_proc_stub_stop_ret, vmm_proc_stub_ready
 _start:
 	/* The kernel's initial stack: argc, argv..., envp..., auxv (proc_child.c). */
 	movq %rsp, %rdi
@@ -75,10 +76,17 @@ stop:
 	movq %rdi, %rsi
 	movl $SIGSTOP, %edx
 	movl $SYS_tgkill, %eax
-	call sys
-	/* Resumed: end if the host is gone (reparented), else see what it
-	 * wants. Every address comes from the control page, which the host
-	 * rewrote if it restored: nothing the guest left in a register counts. */
+	syscall
+vmm_proc_stub_stop_ret:
+	/* Resumed (SIGCONT). A guest can jump to the `syscall` above with its
+	 * own registers and stop itself too, so nothing from here on depends
+	 * on a register: the stack and the frame are the words the host wrote
+	 * into the control page before it resumed us (the frame of the first
+	 * report, on the signal stack, which a restore rewrites whole). */
+	movabsq $PROC_CTL, %rbx
+	movq CTL_SP(%rbx), %rsp
+	cld
+	/* End if the host is gone (reparented), else see what it wants. */
 	movl $SYS_getppid, %eax
 	call sys
 	movabsq $PROC_CTL, %rbx

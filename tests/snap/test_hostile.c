@@ -43,7 +43,7 @@ Test(hostile, the_memory_counter_is_reset_by_a_restore, .init = sh_setup, .fini 
 static const char *const channels[] = {
 	"altstack_next", "stack_next", "ctl_next", "child_data_next", "fsbase_next", "gsbase_next",
 	"memfd_alias_next", "madv_remove_next", "stub_code_next", "mmap_1g_next", "mlock_next",
-	"hwpoison_try", "soft_offline_try", "page_tables_next",
+	"hwpoison_try", "soft_offline_try", "page_tables_next", "forged_stop_next",
 };
 #define NCHANNELS (sizeof(channels) / sizeof(channels[0]))
 
