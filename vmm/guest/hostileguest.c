@@ -436,3 +436,75 @@ STRATA_FUNCTION(forged_stop_next, "i()")
 		n = stop_here(stop_site(), n);
 	}
 }
+
+/* ---- A signal frame of the guest's own, returned through at `sys` ---- */
+
+/* The kernel's struct ucontext as rt_sigreturn reads it (x86-64): the
+ * stack rt_sigreturn sets (uc_stack), the registers, the signal mask. */
+struct own_uc {
+	uint64_t flags, link;
+	uint64_t ss_sp;
+	uint32_t ss_flags, ss_pad;
+	uint64_t ss_size;
+	uint64_t r8, r9, r10, r11, r12, r13, r14, r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip, eflags;
+	uint16_t cs, gs, fs, ss;
+	uint64_t err, trapno, oldmask, cr2, fpstate, reserved[8];
+	uint64_t sigmask;
+};
+_Static_assert(sizeof(struct own_uc) == UC_SIZE, "the kernel's ucontext");
+
+static struct own_uc own_uc;
+static uint64_t own_site;
+#define SIGUSR1_ 10
+#define SS_AUTODISARM_ (1u << 31)
+
+/*
+ * rt_sigreturn at the stub's `sys` through a frame of the guest's: it
+ * comes back here (the same stack, every other register lost), with
+ * `mask` blocked and (sp, flags, size) as its signal stack. 0, or the
+ * failure when no stub is found.
+ */
+static __attribute__((noinline)) int own_frame(uint64_t mask, uint64_t sp, uint32_t flags, uint64_t size)
+{
+	uint16_t cs, ss;
+
+	if (!(own_site = sys_site()))
+		return -1;
+	__asm__ volatile("movw %%cs, %0\n\tmovw %%ss, %1" : "=r"(cs), "=r"(ss));
+	own_uc = (struct own_uc){ .ss_sp = sp, .ss_flags = flags, .ss_size = size, .eflags = 0x202,
+				  .cs = cs, .ss = ss, .sigmask = mask };
+	__asm__ volatile("movq %%rsp, %[rsp]\n\t"
+			 "leaq 1f(%%rip), %%rax\n\t"
+			 "movq %%rax, %[rip]\n\t"
+			 "leaq %[uc], %%rsp\n\t"
+			 "movl $15, %%eax\n\t" /* rt_sigreturn */
+			 "jmp *%[site]\n"
+			 "1:"
+			 : [rsp] "=m"(own_uc.rsp), [rip] "=m"(own_uc.rip)
+			 : [uc] "m"(own_uc), [site] "m"(own_site)
+			 : "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
+			   "memory", "cc");
+	return 0;
+}
+
+/* The kick (SIGUSR1) blocked, then a spin: the host's kick cannot stop
+ * it, so only its timeout and the kill after it end the call. */
+STRATA_FUNCTION(kick_blocked_spin, "i()")
+{
+	if (own_frame(1ull << (SIGUSR1_ - 1), PROC_ALT_LO, SS_AUTODISARM_, PROC_ALT_SIZE) < 0)
+		return strata_fail(c, "no stub found");
+	for (;;)
+		__asm__ volatile("" ::: "memory");
+}
+
+/* The signal stack moved into guest memory, then a fault (a read of an
+ * unmapped page): the stub's handler runs on the guest's stack, and what it
+ * reports names a frame the host does not know. */
+static uint8_t own_stack[16384] __attribute__((aligned(64)));
+
+STRATA_FUNCTION(altstack_moved_fault, "i()")
+{
+	if (own_frame(0, (uint64_t)(uintptr_t)own_stack, 0, sizeof(own_stack)) < 0)
+		return strata_fail(c, "no stub found");
+	return strata_ret_i64(c, *(volatile int64_t *)(uintptr_t)0x700000000);
+}
