@@ -37,10 +37,13 @@
  *   it answers by writing registers back and resuming it (SIGCONT), and
  *   the stub returns from the signal into the guest. No ptrace stop is
  *   involved, so any host thread can drive any sandbox.
- * - The seccomp filter allows system calls only from the stub's one
- *   `syscall` instruction, and from there only the few the stub needs,
- *   with the arguments it passes: none maps, unmaps or protects memory
- *   (the protections are applied before the filter, from the control page).
+ * - The seccomp filter allows system calls only from the stub's two
+ *   `syscall` instructions (its stop, and `sys` for the rest), and from
+ *   there only the few the stub needs, with the arguments it passes: none
+ *   maps, unmaps or protects memory (the protections are applied before
+ *   the filter, from the control page). What follows the stop trusts no
+ *   register, so a guest that stops itself there resumes as the host says
+ *   (resume()).
  * - Besides guest memory the child can write only the control pages and
  *   its signal stack, both in the memfd past guest memory: a restore
  *   rewrites both, and the stub loads what a signal frame does not hold
@@ -80,7 +83,7 @@ struct vmm_proc {
 	 * every report (SS_AUTODISARM: the frame is always at the stack's top),
 	 * so its live part, [tmpl_off, PROC_ALT_SIZE), is this image. */
 	uint8_t tmpl[PROC_ALT_SIZE];
-	uint32_t tmpl_off; /* where the stopped stub's stack begins (its last return address) */
+	uint32_t tmpl_off; /* where the stub's stack begins (the return address its calls push, below the frame) */
 	uint64_t uc;       /* the frame's ucontext (PROC_ALT_LO + ...): every report has it */
 	uint32_t fp_off, xsize; /* the frame's XSAVE image: offset in the stack, size */
 	uint32_t fsgs;     /* FSGS_HAVE if the child may write fs/gs base */
@@ -572,7 +575,7 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	memcpy(&p->fsgs, p->ctl + CTL_FSGS, 4);
 	memcpy(&p->host_pid, p->ctl + CTL_HOSTPID, 8);
 	/* The frame: its ucontext and XSAVE image inside the signal stack,
-	 * the stopped stub's return address just below the frame. */
+	 * the stub's calls push their return address just below the frame. */
 	bool frame_ok = uc >= PROC_ALT_LO + 16 && uc + UC_FPREGS + 8 <= PROC_END;
 	if (frame_ok) {
 		memcpy(&fp, p->alt + (uc - PROC_ALT_LO) + UC_FPREGS, 8);
