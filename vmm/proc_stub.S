@@ -65,6 +65,17 @@ vmm_proc_stub_handler:
 	leaq CTL_SI(%rbx), %rdi
 	movl $6, %ecx
 	rep movsq
+	/* The stub runs from here to its end with every signal blocked, so a
+	 * signal taken there interrupted code a guest jumped into with its
+	 * own signal mask: most of all, a stop it made itself, resumed with
+	 * its kick pending. Signal 0 makes that a bad report (the child is
+	 * replaced): resumed, the stub would go on with the guest's registers. */
+	movq UC_GREGS+16*8(%r12), %rax  /* the interrupted RIP (REG_RIP) */
+	leaq vmm_proc_stub_handler(%rip), %rcx
+	subq %rcx, %rax
+	cmpq $(stub_end - vmm_proc_stub_handler), %rax
+	jae handover
+	movl $0, CTL_SI(%rbx)
 handover:
 	/* Stop: the host works only on a stopped child (waitid WSTOPPED), so
 	 * nothing in the child can run while it reads or writes guest memory;
@@ -137,6 +148,7 @@ lock:
 	call sys
 	movq %rax, CTL_RESULT(%rbx)
 	jmp handover
+stub_end:
 
 
 	.section .note.GNU-stack, "", @progbits

@@ -319,3 +319,22 @@ Test(hostile, a_moved_signal_stack_is_a_bad_report, .init = sh_setup, .fini = sh
 	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
 	vmm_sandbox_free(sb);
 }
+
+/* A signal taken in the stub's code after its stop (where the stub blocks
+ * every signal; there only a guest's jump, or a kick pending across a stop
+ * the guest made itself, can take one) is a bad report: signal 0. */
+Test(hostile, a_signal_in_the_stub_after_its_stop_is_a_bad_report, .init = sh_setup, .fini = sh_teardown)
+{
+	if (!on_process())
+		cr_skip_test("the process backend's child only");
+	struct vmm_sandbox *sb = hostile_snap(NULL, NULL);
+	struct vmm_result r = { 0 };
+
+	cr_assert_lt(vmm_sandbox_call(sb, "stub_continuation_fault", NULL, 0, &r), 0);
+	const char *msg = vmm_sandbox_error(sb)->message;
+	cr_assert(strstr(msg, "bad report (signal 0,"), "%s", msg);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
+	cr_assert_eq(sh_call_i(sb, "forged_stop_next", 0, 0), 1);
+	vmm_sandbox_free(sb);
+}

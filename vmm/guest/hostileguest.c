@@ -508,3 +508,20 @@ STRATA_FUNCTION(altstack_moved_fault, "i()")
 		return strata_fail(c, "no stub found");
 	return strata_ret_i64(c, *(volatile int64_t *)(uintptr_t)0x700000000);
 }
+
+/*
+ * The stub's code after its stop, jumped into with the guest's own signal
+ * mask and a stack of its choosing (the control page's word, which it can
+ * write while it runs: nothing is mapped there): the stub faults there,
+ * which only a guest can make happen, so the report is a bad one.
+ */
+STRATA_FUNCTION(stub_continuation_fault, "i()")
+{
+	uint64_t site = stop_site();
+
+	if (!site)
+		return strata_fail(c, "no stub found");
+	*(volatile uint64_t *)(uintptr_t)(PROC_CTL + CTL_SP) = 0x700000000;
+	__asm__ volatile("jmp *%0" : : "r"(site + 2));
+	__builtin_unreachable();
+}
