@@ -1128,7 +1128,7 @@ static bool all_zero(const uint8_t *b, size_t n)
  * gives. Its mappings are those it had once locked down, and the only
  * writable ones are guest memory, the control pages and the signal stack;
  * the control pages hold the snapshot's registers and FXSAVE bytes, the
- * pids and frame address, fs/gs base 0 to load, and nothing else; the
+ * pids, frame and stack addresses, fs/gs base 0 to load, and nothing else; the
  * signal stack is zero below the stopped stub and its first report's image
  * above, with an XSAVE header that loads x87/SSE only. 0 or VMM_E_LEAK
  * with what differs in why.
