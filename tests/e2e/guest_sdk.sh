@@ -6,7 +6,7 @@ T=$(mktemp -d /tmp/strata-e2e-sdk.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..29"
+echo "1..30"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 
@@ -30,10 +30,21 @@ check "pkg-config strata-guest gives the headers, the freestanding flags, the li
 	'include/strata-guest .*-ffreestanding.*-mno-red-zone.*-T,[^ ]*/strata/guest\.ld .*libstrata-guest\.a' -- \
 	pc_guest --cflags --libs
 # Built with the guest's flags, not the host build's: no sanitizer, stack
-# protector or PLT reference, and every object non-PIC code.
+# protector or GOT reference, and each C object's DWARF producer (gcc records
+# its flags there) names the freestanding ones.
 check "libstrata-guest.a needs nothing of a host build (no __asan, __ubsan, __stack_chk, GOT)" 0 '^none$' -- \
 	sh -c "nm '${pc%/*/*}/libstrata-guest.a' >'$T/nm' && grep -q ' T strata_main' '$T/nm' &&
 	! grep -E ' U (__asan|__ubsan|__stack_chk|_GLOBAL_OFFSET_TABLE_)' '$T/nm' && echo none"
+readelf --debug-dump=info "${pc%/*/*}/libstrata-guest.a" 2>/dev/null | grep -E 'DW_AT_producer.*GNU C[0-9]' >"$T/prod"
+if [ -s "$T/prod" ]; then
+	check "libstrata-guest.a's C objects were compiled -ffreestanding -fno-pic -mno-red-zone (gcc's DW_AT_producer)" \
+		0 '^[1-9][0-9]* objects, none without$' -- sh -c "c=\$(wc -l <'$T/prod');
+		bad=\$(grep -cvE -- '-mno-red-zone.*-ffreestanding -fno-pic' '$T/prod');
+		[ \"\$bad\" = 0 ] && echo \"\$c objects, none without\" || echo \"\$bad of \$c objects without\""
+else
+	n=$((n + 1))
+	echo "ok $n - libstrata-guest.a's C objects were compiled with the guest flags # SKIP the compiler records no flags in DWARF (gcc does)"
+fi
 
 # A guest outside the tree: docs/examples/guest.c copied to a directory of
 # its own, built with the one command docs/guests.md gives.
