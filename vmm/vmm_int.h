@@ -324,6 +324,10 @@ struct vmm_sandbox {
 	uint64_t seq;
 	bool poisoned;
 	struct vmm_error err;     /* last error */
+	/* The vCPU as the guest left it at its last exception in this call
+	 * (rip, rsp, rflags, cs, ss from the exception frame; vmm_sandbox_core). */
+	struct vmm_vcpu_state fault_state;
+	bool fault_state_ok;
 	/* kill/timeout */
 	pthread_mutex_t lock;
 	bool in_call;
