@@ -38,3 +38,22 @@ STRATA_FUNCTION(cpl0_next, "i(ii)")
 	}
 	return strata_ret_i64(c, r);
 }
+
+/* The pages strata builds below the image, from CPL 3: a store to one
+ * (page tables, descriptors, stubs, exception stacks, boot info) or a
+ * jump into the stub page must fault, never return. */
+STRATA_FUNCTION(cpl3_poke, "i(i)")
+{
+	volatile uint8_t *p = (volatile uint8_t *)(uintptr_t)strata_arg_i64(c, 0);
+
+	*p = 1;
+	return strata_ret_i64(c, 1);
+}
+
+STRATA_FUNCTION(cpl3_jump, "i(i)")
+{
+	void (*f)(void) = (void (*)(void))(uintptr_t)strata_arg_i64(c, 0);
+
+	f();
+	return strata_ret_i64(c, 1);
+}
