@@ -265,7 +265,7 @@ int vmm_x86_state_check(const struct vmm_layout *l, const struct vmm_vcpu_state 
  * backend without them), are not compared. */
 const char *vmm_x86_state_differs(const struct vmm_vcpu_state *live, const struct vmm_vcpu_state *snap, char *buf,
 				  size_t len);
-/* Vector numbers the runtime's exception stubs report. */
+/* Vector numbers the host's exception stubs report. */
 #define VMM_X86_VEC_DE 0u   /* divide error */
 #define VMM_X86_VEC_UD 6u   /* invalid opcode */
 #define VMM_X86_VEC_DF 8u   /* double fault */
