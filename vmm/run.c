@@ -193,8 +193,8 @@ int vmm_run_exception(struct vmm_sandbox *sb, uint64_t vector, uint64_t error_co
 static int hc_exception(struct vmm_sandbox *sb, uint32_t gpa)
 {
 	struct strata_exception_frame f;
-	/* The stub's frame lives on an IST stack (supervisor page, below image_lo). */
-	const void *p = vmm_mem_translate(sb->mem, 0x11000, sb->layout.ist2_top, gpa, sizeof(f));
+	/* The stub's frame lives on an IST stack (supervisor pages, below image_lo). */
+	const void *p = vmm_mem_translate(sb->mem, sb->layout.ist1_top - VMM_PAGE, sb->layout.ist2_top, gpa, sizeof(f));
 	uint64_t cr2 = 0;
 
 	if (!p)
