@@ -173,10 +173,18 @@ struct fs {
 	struct fs_removing *removing;
 	size_t nremoving, capremoving;
 	void *session; /* struct fuse_session *, for invalidation (ops.c/session.c only) */
+	/* Every file handle the kernel holds (opened, not yet released), so
+	 * that the ones a session ends with (a lazy unmount, a killed reader:
+	 * the kernel sends no release then) are freed too (open_lock). */
+	pthread_mutex_t open_lock;
+	struct fs_fh *open;
 };
 
 void fs_log(struct fs *fs, int prio, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int64_t fs_now_ns(void);
+
+/* Free the file handles still open when the session ended (ops.c). */
+void fs_ops_release_open(struct fs *fs);
 
 int fs_view_init(struct fs *fs);
 void fs_view_fini(struct fs *fs);

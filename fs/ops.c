@@ -38,6 +38,7 @@ struct fs_fh {
 	bool writing;
 	char *text;                /* FH_BUF without snap: imports/NAME's status */
 	size_t textlen;
+	struct fs_fh *next, **pprev; /* in fs->open while the kernel holds it (open_lock) */
 };
 
 static struct fs *req_fs(fuse_req_t req)
@@ -720,6 +721,45 @@ static void fh_free(struct fs *fs, struct fs_fh *fh)
 	free(fh);
 }
 
+/* The kernel holds fh from now on: list it in fs->open. */
+static void fh_hand_out(struct fs *fs, struct fs_fh *fh)
+{
+	pthread_mutex_lock(&fs->open_lock);
+	fh->next = fs->open;
+	if (fh->next)
+		fh->next->pprev = &fh->next;
+	fh->pprev = &fs->open;
+	fs->open = fh;
+	pthread_mutex_unlock(&fs->open_lock);
+}
+
+/* The kernel released fh (or the session ended): off the list. */
+static void fh_take_back(struct fs *fs, struct fs_fh *fh)
+{
+	pthread_mutex_lock(&fs->open_lock);
+	if (fh->pprev) {
+		*fh->pprev = fh->next;
+		if (fh->next)
+			fh->next->pprev = fh->pprev;
+		fh->next = NULL;
+		fh->pprev = NULL;
+	}
+	pthread_mutex_unlock(&fs->open_lock);
+}
+
+void fs_ops_release_open(struct fs *fs)
+{
+	for (;;) {
+		pthread_mutex_lock(&fs->open_lock);
+		struct fs_fh *fh = fs->open;
+		pthread_mutex_unlock(&fs->open_lock);
+		if (!fh)
+			return;
+		fh_take_back(fs, fh);
+		fh_free(fs, fh);
+	}
+}
+
 static struct fs_fh *fh_new(enum fh_kind kind)
 {
 	struct fs_fh *fh = st_sys_calloc(1, sizeof(*fh));
@@ -904,13 +944,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, rc);
 		return;
 	}
+	fh_hand_out(fs, fh);
 	fi->fh = (uintptr_t)fh;
 	/* Only a file being written into an import has work at close (its
 	 * layer is checked and committed at flush); every other close would be
 	 * a round trip to the daemon for nothing (~0.1 ms here). */
 	fi->noflush = !(fh->kind == FH_STAGE && fh->writing);
-	if (fuse_reply_open(req, fi) != 0)
+	if (fuse_reply_open(req, fi) != 0) {
+		fh_take_back(fs, fh);
 		fh_free(fs, fh);
+	}
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi)
@@ -966,9 +1009,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		reply_err(req, rc);
 		return;
 	}
+	fh_hand_out(fs, fh);
 	fi->fh = (uintptr_t)fh;
 	fi->direct_io = 1;
 	if (fuse_reply_create(req, &e, fi) != 0) {
+		fh_take_back(fs, fh);
 		fh_free(fs, fh);
 		fs_itable_forget(fs->itable, n->ino, 1);
 	}
@@ -1231,7 +1276,10 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	fh_free(req_fs(req), (struct fs_fh *)(uintptr_t)fi->fh);
+	struct fs_fh *fh = (struct fs_fh *)(uintptr_t)fi->fh;
+
+	fh_take_back(req_fs(req), fh);
+	fh_free(req_fs(req), fh);
 	fuse_reply_err(req, 0);
 }
 

@@ -220,6 +220,7 @@ int fs_serve(const struct fs_config *cfg)
 	fs.entry_timeout = ENTRY_TIMEOUT_S;
 	fs.start_ns = fs_now_ns();
 	pthread_mutex_init(&fs.stage_lock, NULL);
+	pthread_mutex_init(&fs.open_lock, NULL);
 	fs.stage_mem_max = cfg->stage_memory ? cfg->stage_memory : FS_STAGE_MEMORY_DEFAULT;
 	rc = st_store_open(cfg->store, 0, &fs.store);
 	if (rc < 0)
@@ -295,6 +296,7 @@ out_destroy:
 out_free_args:
 	fuse_opt_free_args(&args);
 out_free_view:
+	fs_ops_release_open(&fs);
 	fs_stage_sweep(&fs, true);
 	fs_itable_free(fs.itable);
 	fs_view_fini(&fs);
@@ -305,5 +307,6 @@ out_close_store:
 	st_store_close(fs.store);
 out:
 	pthread_mutex_destroy(&fs.stage_lock);
+	pthread_mutex_destroy(&fs.open_lock);
 	return rc;
 }

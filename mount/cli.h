@@ -115,6 +115,10 @@ int cli_rm_tree(const char *path);
  * and in the table in main.c. */
 int cmd_bench(struct cli *cli, int argc, char **argv);        /* cmd_bench.c: runs strata-bench */
 int cmd_run(struct cli *cli, int argc, char **argv);          /* cmd_run.c */
+/* guest_debug.c: where guest address addr is in the ELF at elf_path:
+ * "FUNC (FILE:LINE)" into buf. 0, 1 if the ELF has no symbols or lines for
+ * it, -1 if elf_path is no ELF file (a snapshot). */
+int cli_guest_where(const char *elf_path, uint64_t addr, char *buf, size_t len);
 /* cmd_snap.c: `strata run` from a guest ELF, a snapshot directory or a
  * tag/id in the store (reports errors; returns an exit status), and
  * --snapshot TAG (capture, commit, continue on it). snapdir_flags: more

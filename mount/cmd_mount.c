@@ -13,6 +13,10 @@
 #include "cli.h"
 #include "fs/fs.h"
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
 struct mount_log {
 	FILE *f;
 	bool to_stderr;
@@ -51,6 +55,7 @@ static void mount_log(void *ctx, int prio, const char *msg)
 
 struct ready_pipe {
 	int fd;
+	int stderr_fd; /* where the daemon's stderr goes once mounted: the log, or -1 for /dev/null */
 };
 
 /* The mount is live: tell the waiting parent, then let go of the terminal. */
@@ -66,11 +71,15 @@ static void mount_ready(void *ctx)
 	}
 	close(rp->fd);
 	rp->fd = -1;
+	/* The terminal is let go of; whatever the daemon's process still
+	 * writes to stderr (a sanitizer's report at exit, a library's
+	 * complaint) goes on to the log, where the caller of `strata mount`
+	 * (a test, a person) can read it. */
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null >= 0) {
 		dup2(null, STDIN_FILENO);
 		dup2(null, STDOUT_FILENO);
-		dup2(null, STDERR_FILENO);
+		dup2(rp->stderr_fd >= 0 ? rp->stderr_fd : null, STDERR_FILENO);
 		close(null);
 	}
 }
@@ -90,8 +99,8 @@ static void mount_usage(FILE *f)
 		"  -f               stay in the foreground (log to stderr unless --log)\n"
 		"  -d               libfuse's request trace (implies -f)\n"
 		"  -o OPTS          options passed to libfuse (e.g. allow_other), repeatable\n"
-		"  --log FILE       where the daemon says why it refused something\n"
-		"                   (default: STORE/mount.log)\n"
+		"  --log FILE       where the daemon says why it refused something, and\n"
+		"                   where its stderr goes (default: STORE/mount.log)\n"
 		"  --read-mode M    how the daemon reads backing blobs (default: direct)\n"
 		"  --stage-timeout SEC  drop an unfinished copy idle this long (default 600)\n"
 		"  --stage-memory MIB   memory imports may hold in the daemon (default 64);\n"
@@ -239,7 +248,7 @@ static int mountpoint_take(struct cli *cli, const char *mp_arg, char *mp)
 static int mount_daemon(struct cli *cli, struct fs_config *cfg, struct mount_log *log, const char *log_arg,
 			char *fuse_opts)
 {
-	struct ready_pipe rp = { -1 };
+	struct ready_pipe rp = { -1, log->f ? fileno(log->f) : -1 };
 	int pfd[2];
 
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
@@ -275,6 +284,12 @@ static int mount_daemon(struct cli *cli, struct fs_config *cfg, struct mount_log
 		if (log->f)
 			fclose(log->f);
 		free(fuse_opts);
+#ifdef __SANITIZE_ADDRESS__
+		/* _exit skips LeakSanitizer's check at exit: in a sanitizer
+		 * build the daemon asks for it here, so what it leaked while
+		 * serving is reported (to its log, or the test's log_path). */
+		__lsan_do_leak_check();
+#endif
 		_exit(src < 0 ? CLI_FAIL : CLI_OK);
 	}
 	close(pfd[1]);

@@ -44,11 +44,14 @@ static void run_usage(FILE *f)
 		"  --via-fuse       on a strata mount, map the layer files through the mount (a\n"
 		"                   lazy snapshot's pages are then fetched as the guest touches them)\n"
 		"  --backend B      kvm, process or auto (default: strata's --backend, else auto)\n"
+		"  --core FILE      if the call fails in the guest (fault, abort, timeout), write an\n"
+		"                   ELF core of its registers and memory: gdb GUEST.elf FILE\n"
 		"\n"
 		"A TAG or ID restores that snapshot from the store (--store); a directory\n"
 		"holding manifest.json (a mount's snapshots/NAME, an export) restores from it.\n"
 		"\n"
-		"Exit status 5 when the guest faults, aborts, times out or breaks the ABI.\n");
+		"Exit status 5 when the guest faults, aborts, times out or breaks the ABI; a\n"
+		"fault names the guest function and line where the ELF has symbols (-g).\n");
 }
 
 static void guest_log(void *ctx, enum vmm_log_level level, const char *msg, size_t len)
@@ -86,6 +89,27 @@ static int host_upper(void *ctx, const struct vmm_value *a, size_t n, struct vmm
 	ret->data = buf;
 	ret->len = len;
 	return 0;
+}
+
+/* After a guest failure: where it faulted, and the core file asked for. */
+static void guest_debug(const struct cli *cli, struct vmm_sandbox *sb, const char *path, int rc, const char *core)
+{
+	const struct vmm_error *e = vmm_sandbox_error(sb);
+	struct vmm_error cerr;
+	char where[512];
+
+	if (rc == VMM_E_GUEST_FAULT || rc == VMM_E_STACK_OVERFLOW) {
+		int w = cli_guest_where(path, e->rip, where, sizeof(where));
+		if (w == 0)
+			cli_err(cli, "run: the guest faulted in %s", where);
+		else if (w == 1)
+			cli_err(cli, "run: no symbols for rip 0x%llx in %s: build the guest with -g",
+				(unsigned long long)e->rip, path);
+	}
+	if (core && vmm_sandbox_core(sb, core, &cerr) == 0)
+		cli_err(cli, "run: wrote the guest's core to %s (gdb GUEST.elf %s)", core, core);
+	else if (core)
+		cli_err(cli, "run: --core: %s", cerr.message);
 }
 
 static bool parse_timeout(const char *s, uint64_t *ns)
@@ -309,6 +333,7 @@ struct run_opts {
 	const char *snapshot;
 	bool record_ws;
 	bool via_fuse;
+	const char *core;
 };
 
 /* One parsed option; returns -1 to go on, else an exit status. */
@@ -323,6 +348,7 @@ static int run_opt(const struct cli *cli, int c, struct run_opts *o)
 	case 'P': o->snapshot = optarg; return -1;
 	case 'W': o->record_ws = true; return -1;
 	case 'F': o->via_fuse = true; return -1;
+	case 'C': o->core = optarg; return -1;
 	case 'B': return cli_backend_parse(cli, optarg, &o->cfg.backend) ? -1 : CLI_USAGE;
 	case 'H': dst = (unsigned long long *)&o->cfg.heap_size; what = "heap"; break;
 	case 'S': dst = (unsigned long long *)&o->cfg.stack_size; what = "stack"; break;
@@ -351,12 +377,24 @@ static int run_opt(const struct cli *cli, int c, struct run_opts *o)
 	return -1;
 }
 
-/* Call fn with args (as the command line gives them) repeat times in sb,
- * print the last result (and the timing if repeat > 1); after the first
- * call, record the working set if record_ws. Returns an exit status. */
-static int run_call(struct cli *cli, struct vmm_sandbox *sb, const char *path, const char *fn, char **args,
-		    int nargs, unsigned long long repeat, bool record_ws)
+/* One --call FN [ARGS...] (ARGS as the command line gives them). */
+struct run_call {
+	const char *fn;
+	int first;    /* where among the operands its ARGS start */
+	char **args;
+	int nargs;
+};
+
+/* Call c->fn with its args repeat times in sb, print the last result (and
+ * the timing if repeat > 1); after the first call, record the working set
+ * if record_ws; a guest failure writes the core asked for (NULL: none).
+ * Returns an exit status. */
+static int run_call(struct cli *cli, struct vmm_sandbox *sb, const char *path, const struct run_call *c,
+		    unsigned long long repeat, bool record_ws, const char *core)
 {
+	const char *fn = c->fn;
+	char **args = c->args;
+	int nargs = c->nargs;
 	const struct vmm_signature *sig = cli_function_find(sb, fn);
 	struct vmm_value vals[8];
 	void *owned[8] = { 0 };
@@ -390,6 +428,8 @@ static int run_call(struct cli *cli, struct vmm_sandbox *sb, const char *path, c
 		const struct vmm_error *e = vmm_sandbox_error(sb);
 		cli_err(cli, "run: %s: %s", fn, e->message[0] ? e->message : vmm_strerror(rc));
 		status = exit_for(rc);
+		if (status == CLI_GUEST)
+			guest_debug(cli, sb, path, rc, core);
 		goto out_owned;
 	}
 	cli_print_result(&res);
@@ -417,17 +457,12 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		{ "backend", required_argument, NULL, 'B' },
 		{ "record-working-set", no_argument, NULL, 'W' },
 		{ "via-fuse", no_argument, NULL, 'F' },
+		{ "core", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct run_opts o = { .cfg.log = guest_log, .repeat = 1 };
-	/* Each --call's FN, and where among the operands its ARGS start. */
-	struct run_call {
-		const char *fn;
-		int first;
-		char **args;
-		int nargs;
-	} calls[RUN_CALLS_MAX];
+	struct run_call calls[RUN_CALLS_MAX];
 	int ncalls = 0;
 	int c, rc = 0, status = CLI_OK;
 
@@ -444,7 +479,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 			continue;
 		}
 		int at = optind;
-		c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:B:hWF", opts, NULL);
+		c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:B:hWFC:", opts, NULL);
 		if (c != -1) {
 			if ((rc = run_opt(cli, c, &o)) >= 0)
 				return rc;
@@ -541,8 +576,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 			goto out_free;
 	}
 	for (int k = 0; k < ncalls && status == CLI_OK; k++)
-		status = run_call(cli, sb, path, calls[k].fn, calls[k].args, calls[k].nargs, repeat,
-				  k == 0 && o.record_ws);
+		status = run_call(cli, sb, path, &calls[k], repeat, k == 0 && o.record_ws, o.core);
 	if (status == CLI_OK && o.snapshot)
 		status = cli_snapshot_commit(cli, sb, o.snapshot);
 out_free:

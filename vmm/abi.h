@@ -38,7 +38,8 @@
  * (port - STRATA_HC_PORT_BASE) * 4 names the port, the stored value is the
  * value. kvm_pvm ignores RFLAGS.IOPL and refuses `int n` from CPL 3, so a
  * direct `out` is not available there (docs/vmm.md has the measurements).
- * CPL 0 code (the exception stubs) uses `out %eax, %dx` to the same ports.
+ * CPL 0 code (the host's exception stubs) uses `out %eax, %dx` to the same
+ * ports.
  */
 #define STRATA_HC_VA 0x16000
 #define STRATA_HC_GPA 0x100000000ull
@@ -48,8 +49,9 @@
 #ifndef __ASSEMBLER__
 struct strata_note {
 	uint32_t abi_version;   /* STRATA_ABI_VERSION */
-	uint32_t isr_stride;    /* bytes between exception stubs (16) */
-	uint64_t isr_base;      /* guest address of the stub for vector 0; STRATA_ISR_COUNT stubs */
+	uint32_t isr_stride;    /* bytes between exception stubs (16); checked, not used */
+	uint64_t isr_base;      /* guest address of the stub for vector 0; STRATA_ISR_COUNT stubs.
+				 * Checked, not used: the IDT points at the host's stubs */
 };
 
 /*
@@ -163,7 +165,7 @@ struct strata_abort {
 	uint64_t len;
 };
 
-/* Pushed by the CPL 0 exception stub on the exception stack: the vector and
+/* Pushed by the host's CPL 0 exception stub on the exception stack: the vector and
  * error code it pushed, then the CPU's interrupt frame (SDM Vol. 3A 6.14.2). */
 struct strata_exception_frame {
 	uint64_t vector;

@@ -123,12 +123,9 @@ int vmm_bare_new(enum vmm_bare_mode mode, struct vmm_bare **out)
 		rc = -ENOMEM;
 		goto out_free;
 	}
-	perms[l.gdt / VMM_PAGE] = VMM_PERM_R | VMM_PERM_W;
-	perms[l.idt / VMM_PAGE] = VMM_PERM_R;
+	vmm_x86_supervisor_perms(&l, perms);
 	perms[STRATA_IMAGE_BASE / VMM_PAGE] = VMM_PERM_R | VMM_PERM_X | VMM_PERM_USER;
-	perms[(l.ist1_top - VMM_PAGE) / VMM_PAGE] = VMM_PERM_R | VMM_PERM_W;
-	/* Stubs at the image base: only the hypercall stub (index 32) is real. */
-	vmm_x86_build(b->mem, &l, perms, STRATA_IMAGE_BASE, STRATA_ISR_STRIDE);
+	vmm_x86_build(b->mem, &l, perms);
 	free(perms);
 	/* CPL 3: mov %eax, (%rdx) into the hypercall page ; jmp back.
 	 * CPL 0: out %eax, %dx ; jmp back. */
@@ -136,16 +133,18 @@ int vmm_bare_new(enum vmm_bare_mode mode, struct vmm_bare **out)
 	static const uint8_t kernel[] = { 0xef, 0xeb, 0xfd };
 	uint64_t code = STRATA_IMAGE_BASE + 0x800;
 	if (mode == VMM_BARE_CPL3_INT3) {
-		/* int3 ; jmp back. Stub 3: out %eax, %dx ; iretq */
+		/* int3 ; jmp back. The host's stub 3 becomes: out %eax, %dx ; iretq
+		 * (a floor only: a sandbox's stubs never return). */
 		static const uint8_t c[] = { 0xcc, 0xeb, 0xfd }, st3[] = { 0xef, 0x48, 0xcf };
 		memcpy(b->mem + code, c, sizeof(c));
-		memcpy(b->mem + STRATA_IMAGE_BASE + 3 * STRATA_ISR_STRIDE, st3, sizeof(st3));
+		memcpy(b->mem + l.isr + 3 * STRATA_ISR_STRIDE, st3, sizeof(st3));
 	} else if (mode == VMM_BARE_CPL3_GP) {
-		/* out (faults: #GP) ; jmp back. Stub 13: out ; addq $1, 8(%rsp) ; add $8, %rsp ; iretq */
+		/* out (faults: #GP) ; jmp back. The host's stub 13 becomes: out ;
+		 * addq $1, 8(%rsp) ; add $8, %rsp ; iretq */
 		static const uint8_t c[] = { 0xef, 0xeb, 0xfd };
 		static const uint8_t st13[] = { 0xef, 0x48, 0x83, 0x44, 0x24, 0x08, 0x01, 0x48, 0x83, 0xc4, 0x08, 0x48, 0xcf };
 		memcpy(b->mem + code, c, sizeof(c));
-		memcpy(b->mem + STRATA_IMAGE_BASE + 13 * STRATA_ISR_STRIDE, st13, sizeof(st13));
+		memcpy(b->mem + l.isr + 13 * STRATA_ISR_STRIDE, st13, sizeof(st13));
 	} else if (cpl3)
 		memcpy(b->mem + code, user, sizeof(user));
 	else

@@ -164,6 +164,9 @@ int vmm_elf_parse(const void *data, size_t size, struct vmm_elf *out, char *why,
 	if (!in_exec_segment(&e, e.entry, 1))
 		return bad(why, wl, "entry point 0x%llx is not in an executable segment",
 			   (unsigned long long)e.entry);
+	/* Checked as ever, so the note means what it always did (guests still
+	 * carry stubs for earlier hosts); never used: the IDT points at the
+	 * host's own stubs (vmm_x86_build), whatever the guest ships. */
 	if (e.note.isr_stride < 8 || e.note.isr_stride > 64 ||
 	    !in_exec_segment(&e, e.note.isr_base, (uint64_t)STRATA_ISR_COUNT * e.note.isr_stride))
 		return bad(why, wl, "exception stubs are not in an executable segment");

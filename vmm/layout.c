@@ -1,4 +1,6 @@
 /* layout.c: where everything lives in guest memory (docs/vmm.md has the map). */
+#include <string.h>
+
 #include "vmm/vmm_int.h"
 
 /* Limits. The low area is 4 KiB-paged through at most 8 page tables (16 MiB);
@@ -30,7 +32,8 @@ int vmm_layout_compute(const struct vmm_config *cfg, uint64_t image_lo, uint64_t
 	l.gdt = 0xf000;
 	l.tss = l.gdt + 0x80;
 	l.idt = 0x10000;
-	/* 0x11000 guard, 0x12000 IST1 stack, 0x13000 guard, 0x14000 IST2 stack */
+	l.isr = 0x11000;    /* the host's exception stubs; below the IST1 stack, read-only: still a guard for it */
+	/* 0x12000 IST1 stack, 0x13000 guard, 0x14000 IST2 stack */
 	l.ist1_top = 0x13000;
 	l.ist2_top = 0x15000;
 	l.boot_info = STRATA_BOOT_INFO_GPA;
@@ -58,5 +61,22 @@ int vmm_layout_compute(const struct vmm_config *cfg, uint64_t image_lo, uint64_t
 		return VMM_E_BAD_CONFIG;
 	l.n_pd = (unsigned)((l.mem_size + (1ull << 30) - 1) >> 30);
 	*out = l;
+	return 0;
+}
+
+int vmm_layout_same(const struct vmm_layout *in, struct vmm_layout *out)
+{
+	struct vmm_config cfg = { .heap_size = in->heap_size, .stack_size = in->stack_hi - in->stack_lo,
+				  .input_size = in->in_size, .output_size = in->out_size };
+	struct vmm_layout c, d = *in;
+
+	/* 0 would mean "the default" to vmm_layout_compute: never in a layout. */
+	if (in->stack_hi <= in->stack_lo || !in->heap_size || !in->in_size || !in->out_size ||
+	    vmm_layout_compute(&cfg, in->image_lo, in->image_hi, &c) < 0)
+		return VMM_E_BAD_SNAPSHOT;
+	d.isr = c.isr;  /* not in a description: fixed */
+	if (memcmp(&c, &d, sizeof(c)) != 0)
+		return VMM_E_BAD_SNAPSHOT;
+	*out = c;
 	return 0;
 }

@@ -37,10 +37,13 @@
  *   it answers by writing registers back and resuming it (SIGCONT), and
  *   the stub returns from the signal into the guest. No ptrace stop is
  *   involved, so any host thread can drive any sandbox.
- * - The seccomp filter allows system calls only from the stub's one
- *   `syscall` instruction, and from there only the few the stub needs,
- *   with the arguments it passes: none maps, unmaps or protects memory
- *   (the protections are applied before the filter, from the control page).
+ * - The seccomp filter allows system calls only from the stub's two
+ *   `syscall` instructions (its stop, and `sys` for the rest), and from
+ *   there only the few the stub needs, with the arguments it passes: none
+ *   maps, unmaps or protects memory (the protections are applied before
+ *   the filter, from the control page). What follows the stop trusts no
+ *   register, so a guest that stops itself there resumes as the host says
+ *   (resume()).
  * - Besides guest memory the child can write only the control pages and
  *   its signal stack, both in the memfd past guest memory: a restore
  *   rewrites both, and the stub loads what a signal frame does not hold
@@ -80,7 +83,7 @@ struct vmm_proc {
 	 * every report (SS_AUTODISARM: the frame is always at the stack's top),
 	 * so its live part, [tmpl_off, PROC_ALT_SIZE), is this image. */
 	uint8_t tmpl[PROC_ALT_SIZE];
-	uint32_t tmpl_off; /* where the stopped stub's stack begins (its last return address) */
+	uint32_t tmpl_off; /* where the stub's stack begins (the return address its calls push, below the frame) */
 	uint64_t uc;       /* the frame's ucontext (PROC_ALT_LO + ...): every report has it */
 	uint32_t fp_off, xsize; /* the frame's XSAVE image: offset in the stack, size */
 	uint32_t fsgs;     /* FSGS_HAVE if the child may write fs/gs base */
@@ -131,6 +134,26 @@ static void child_ended(struct vmm_proc *p, const siginfo_t *si)
 }
 
 /*
+ * Resume the stopped child. Where the stub goes on from its stop depends
+ * on no register but on the control page's words, written here before
+ * every SIGCONT: its pids, the stack it resumes on and the frame it
+ * returns through (the first report's, at the signal stack's top). A
+ * guest that stopped itself at the stub's stop site resumes in the stub
+ * too, and returns into what the host chose (proc_stub.S).
+ */
+static void resume(struct vmm_proc *p)
+{
+	if (p->uc) {
+		uint64_t pid = (uint64_t)p->pid, sp = p->uc - 8;
+		memcpy(p->ctl + CTL_HOSTPID, &p->host_pid, 8);
+		memcpy(p->ctl + CTL_PID, &pid, 8);
+		memcpy(p->ctl + CTL_UC, &p->uc, 8);
+		memcpy(p->ctl + CTL_SP, &sp, 8);
+	}
+	kill(p->pid, SIGCONT);
+}
+
+/*
  * Wait until the child has stopped itself to report (state HOST). The host
  * reads and writes guest memory only while the child is stopped: nothing
  * of the guest can run meanwhile, whatever it wrote in the control page.
@@ -156,7 +179,7 @@ static int wait_stop(struct vmm_proc *p, bool nohang)
 		if (si.si_code == CLD_STOPPED || si.si_code == CLD_TRAPPED) {
 			if (atomic_load_explicit(ctl_state(p), memory_order_acquire) == STATE_HOST)
 				return 1;
-			kill(p->pid, SIGCONT);  /* stopped by someone else: nothing to report */
+			resume(p);  /* stopped by someone else: nothing to report */
 			continue;
 		}
 		if (si.si_code == CLD_CONTINUED)
@@ -182,7 +205,7 @@ static void proc_kill(struct vmm_proc *p)
 static void hand_over(struct vmm_proc *p, uint32_t to)
 {
 	atomic_store_explicit(ctl_state(p), to, memory_order_release);
-	kill(p->pid, SIGCONT);
+	resume(p);
 }
 
 /* Wait for a report at most total_ns (polling: waitid has no timeout); 1, 0 or <0. */
@@ -521,6 +544,7 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 
 	memset(p->ctl, 0, PROC_SHARED_SIZE);
 	atomic_store(ctl_state(p), STATE_GUEST);
+	p->uc = 0;  /* known at its first report */
 	p->dead = false;
 	p->running = false;
 	if ((rc = proc_map(sb)) < 0)
@@ -552,7 +576,7 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	memcpy(&p->fsgs, p->ctl + CTL_FSGS, 4);
 	memcpy(&p->host_pid, p->ctl + CTL_HOSTPID, 8);
 	/* The frame: its ucontext and XSAVE image inside the signal stack,
-	 * the stopped stub's return address just below the frame. */
+	 * the stub's calls push their return address just below the frame. */
 	bool frame_ok = uc >= PROC_ALT_LO + 16 && uc + UC_FPREGS + 8 <= PROC_END;
 	if (frame_ok) {
 		memcpy(&fp, p->alt + (uc - PROC_ALT_LO) + UC_FPREGS, 8);
@@ -561,6 +585,9 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 			memcpy(&xsize, p->alt + (fp - PROC_ALT_LO) + 480, 4); /* fpx_sw_bytes.xstate_size */
 		frame_ok = frame_ok && xsize >= 576 && fp + xsize + 4 <= PROC_END;
 	}
+	/* The frame's siginfo, right after its ucontext: what the stub copied. */
+	const uint64_t si = uc + UC_SIZE;
+	frame_ok = frame_ok && si + 48 <= fp && memcmp(p->alt + (si - PROC_ALT_LO), p->ctl + CTL_SI, 48) == 0;
 	if (signo != SIGILL || rip < PROC_CODE || rip >= PROC_CTL || !frame_ok) {
 		proc_kill(p);
 		return vmm_fail(err, VMM_E_NO_BACKEND, "the process backend's child reported from an unexpected place");
@@ -570,6 +597,11 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	p->xsize = xsize;
 	p->tmpl_off = (uint32_t)(uc - PROC_ALT_LO - 16);
 	memcpy(p->tmpl, p->alt, PROC_ALT_SIZE);
+	/* Its signal number 0 (none the stub reports): if a guest that
+	 * stopped itself had a signal delivered on the way (a kick racing its
+	 * stop), it resumes in the stub's handler on this image, which then
+	 * reports a bad report, not the first report's signal. */
+	memset(p->tmpl + (si - PROC_ALT_LO), 0, 4);
 	uint32_t wp;
 	memcpy(&wp, p->ctl + CTL_WP, 4);
 	if (p->pm_child >= 0)
@@ -706,6 +738,8 @@ static void child_reset(struct vmm_proc *p)
 	memcpy(p->ctl + CTL_HOSTPID, &p->host_pid, 8);
 	memcpy(p->ctl + CTL_PID, &pid, 8);
 	memcpy(p->ctl + CTL_UC, &p->uc, 8);
+	uint64_t sp = p->uc - 8;
+	memcpy(p->ctl + CTL_SP, &sp, 8);
 	/* The first report's registers (the segment selectors are the
 	 * kernel's) and FXSAVE image (MXCSR_MASK and the software bytes too):
 	 * the caller writes the guest's registers over them. */
@@ -1095,7 +1129,7 @@ static bool all_zero(const uint8_t *b, size_t n)
  * gives. Its mappings are those it had once locked down, and the only
  * writable ones are guest memory, the control pages and the signal stack;
  * the control pages hold the snapshot's registers and FXSAVE bytes, the
- * pids and frame address, fs/gs base 0 to load, and nothing else; the
+ * pids, frame and stack addresses, fs/gs base 0 to load, and nothing else; the
  * signal stack is zero below the stopped stub and its first report's image
  * above, with an XSAVE header that loads x87/SSE only. 0 or VMM_E_LEAK
  * with what differs in why.
@@ -1156,8 +1190,9 @@ static int proc_check(struct vmm_sandbox *sb, const struct vmm_vcpu_state *want,
 	memcpy(&fsgs, p->ctl + CTL_FSGS, 4);
 	memcpy(w, p->ctl + CTL_HOSTPID, sizeof(w));
 	if (fsgs != (p->fsgs ? FSGS_HAVE | FSGS_LOAD : 0u) || w[0] != p->host_pid || w[1] != (uint64_t)p->pid ||
-	    w[2] != 0 || w[3] != 0 || w[4] != p->uc || w[5] != 0) {
-		snprintf(why, len, "the control page's words (pids, frame, fs/gs base to load) are not what a restore gives");
+	    w[2] != 0 || w[3] != 0 || w[4] != p->uc || w[5] != 0 ||
+	    memcmp(p->ctl + CTL_SP, &(uint64_t){ p->uc - 8 }, 8) != 0) {
+		snprintf(why, len, "the control page's words (pids, frame and stack, fs/gs base to load) are not what a restore gives");
 		goto out_free;
 	}
 	if (!all_zero(p->ctl + CTL_NOPS, CTL_FSGS - CTL_NOPS) ||

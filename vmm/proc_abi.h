@@ -32,9 +32,10 @@
 #define CTL_PID 24      /* u64: the child's pid (= tid: one thread) */
 #define CTL_FSBASE 32   /* u64: fs base loaded with FSGS_LOAD */
 #define CTL_GSBASE 40   /* u64: gs base loaded with FSGS_LOAD */
-#define CTL_UC 48       /* u64: the report's ucontext (the stub's r12) */
+#define CTL_UC 48       /* u64: the report's ucontext; the host writes the frame to resume through before every SIGCONT */
 #define CTL_RESULT 56   /* u64: what STATE_LOCK's prctl returned */
 #define CTL_GREGS 64    /* ucontext gregs[23] of the last report; written back on resume */
+#define CTL_SP 248      /* u64: the stack the stub resumes on (written by the host before every SIGCONT) */
 #define CTL_SI 256      /* first 48 bytes of the report's siginfo */
 #define CTL_FX 512      /* FXSAVE image (512 bytes); bytes 0-415 written back on resume */
 #define CTL_RUNS 1024   /* startup protection runs: 3 words each (address, length, PROT_*) */
@@ -48,9 +49,11 @@
 #define STATE_GUEST 1   /* resume the guest with CTL_GREGS / CTL_FX */
 #define STATE_LOCK 2    /* make the child non-dumpable, then report again */
 
-/* struct ucontext (x86-64): mcontext gregs and fpregs pointer. */
+/* struct ucontext (x86-64, the kernel's): mcontext gregs and fpregs pointer;
+ * the signal frame's siginfo follows it. */
 #define UC_GREGS 40
 #define UC_FPREGS 224
+#define UC_SIZE 304
 #define NGREGS 23
 
 #endif

@@ -86,7 +86,7 @@ enum { SIGSTOP_ = 19, SIGILL_ = 4, SIGTRAP_ = 5, SIGBUS_ = 7, SIGFPE_ = 8, SIGUS
 
 /* One static program: every symbol is local, reached RIP-relative (no GOT). */
 #pragma GCC visibility push(hidden)
-extern const char vmm_proc_stub_handler[], vmm_proc_stub_restorer[], vmm_proc_stub_sys_ret[];
+extern const char vmm_proc_stub_handler[], vmm_proc_stub_restorer[], vmm_proc_stub_sys_ret[], vmm_proc_stub_stop_ret[];
 uint64_t stub_main(const uint64_t *sp);
 void stub_lock(uint64_t mem_size, const uint64_t *sp0);
 
@@ -155,53 +155,61 @@ struct kernel_sigaction {
 };
 
 /*
- * The filter: x86-64 system calls from the stub's one `syscall`
- * instruction, and only these, each with the arguments the stub passes:
- * rt_sigreturn, getppid, exit_group, tgkill(self, self, SIGSTOP) and
- * prctl(PR_SET_DUMPABLE, 0). Anything else from the stub kills the child
- * (the guest can jump there with any registers); anything from elsewhere
- * (the guest) raises SIGSYS, which the host reports as the #UD (or #GP for
- * `int $0x80`) the guest would get on KVM. No memory call is left: the
- * host's protections are applied before the filter (stub_main), so no
- * mapping can escape write tracking, expose the page tables, make the
- * stub writable or grow the child.
+ * The filter: x86-64 system calls from the stub's two `syscall`
+ * instructions, and only these, each with the arguments the stub passes:
+ * from its stop, tgkill(self, self, SIGSTOP) alone; from `sys`,
+ * rt_sigreturn, getppid, exit_group and prctl(PR_SET_DUMPABLE, 0). The
+ * stop has its own site because what follows it trusts no register (the
+ * host says where to resume, proc_stub.S): a guest that stops itself there
+ * resumes as the host says, not in its own code. Anything else from the
+ * stub kills the child (the guest can jump there with any registers);
+ * anything from elsewhere (the guest) raises SIGSYS, which the host
+ * reports as the #UD (or #GP for `int $0x80`) the guest would get on KVM.
+ * No memory call is left: the host's protections are applied before the
+ * filter (stub_main), so no mapping can escape write tracking, expose the
+ * page tables, make the stub writable or grow the child.
  */
 #define FILTER_MAX 32
 static unsigned filter_build(struct sock_filter *f, uint32_t pid)
 {
 	static const uint32_t allowed[] = { NR_rt_sigreturn, NR_getppid, NR_exit_group };
 	const uint64_t site = (uint64_t)(uintptr_t)vmm_proc_stub_sys_ret;
+	const uint64_t stop = (uint64_t)(uintptr_t)vmm_proc_stub_stop_ret;
 	const unsigned na = sizeof(allowed) / sizeof(allowed[0]);
-	/* 0-6: arch, ip, nr; 7..: allowed; tg: tgkill's 7; pr: prctl's 5. */
-	const unsigned tg = 7 + na, pr = tg + 7, kill = pr + 5, trap = kill + 1, allow = trap + 1;
+	/* 0-7: arch, ip, sys's nr; 8..: allowed; pr: prctl's 5; tg: the stop's 8. */
+	const unsigned pr = 8 + na, tg = pr + 5, kill = tg + 8, trap = kill + 1, allow = trap + 1;
 	unsigned k = 0;
 #define LD(field) (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(field))
 #define JEQ(v, yes, no) (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (v), (uint8_t)((yes) - k - 1), (uint8_t)((no) - k - 1))
 
+	_Static_assert(FILTER_MAX >= 8 + 3 + 5 + 8 + 3, "the filter fits");
 	f[k++] = LD(offsetof(struct seccomp_data, arch));
 	f[k] = JEQ(AUDIT_ARCH_X86_64, k + 1, trap), k++;
-	f[k++] = LD(offsetof(struct seccomp_data, instruction_pointer));
-	f[k] = JEQ((uint32_t)site, k + 1, trap), k++;
+	/* Both sites are in the child's code, just above PROC_BASE: one high half. */
 	f[k++] = LD(offsetof(struct seccomp_data, instruction_pointer) + 4);
 	f[k] = JEQ((uint32_t)(site >> 32), k + 1, trap), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, instruction_pointer));
+	f[k] = JEQ((uint32_t)stop, tg, k + 1), k++;
+	f[k] = JEQ((uint32_t)site, k + 1, trap), k++;
 	f[k++] = LD(offsetof(struct seccomp_data, nr));
 	for (unsigned i = 0; i < na; i++, k++)
 		f[k] = JEQ(allowed[i], allow, k + 1);
-	/* tg: the stub stops itself; nothing else may be signalled. */
-	f[k] = JEQ(NR_tgkill, k + 1, pr), k++;
-	f[k++] = LD(offsetof(struct seccomp_data, args[0]));
-	f[k] = JEQ(pid, k + 1, kill), k++;
-	f[k++] = LD(offsetof(struct seccomp_data, args[1]));
-	f[k] = JEQ(pid, k + 1, kill), k++;
-	f[k++] = LD(offsetof(struct seccomp_data, args[2]));
-	f[k] = JEQ(SIGSTOP_, allow, kill), k++;
-	/* pr: prctl(PR_SET_DUMPABLE, 0) only (the kernel refuses any value but
+	/* pr (= k): prctl(PR_SET_DUMPABLE, 0) only (the kernel refuses any value but
 	 * 0 and 1 in the whole 64 bits, so the low half decides). */
 	f[k] = JEQ(NR_prctl, k + 1, kill), k++;
 	f[k++] = LD(offsetof(struct seccomp_data, args[0]));
 	f[k] = JEQ(PR_SET_DUMPABLE, k + 1, kill), k++;
 	f[k++] = LD(offsetof(struct seccomp_data, args[1]));
 	f[k] = JEQ(0, allow, kill), k++;
+	/* tg: the stub stops itself; nothing else may be signalled. */
+	f[k++] = LD(offsetof(struct seccomp_data, nr));
+	f[k] = JEQ(NR_tgkill, k + 1, kill), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, args[0]));
+	f[k] = JEQ(pid, k + 1, kill), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, args[1]));
+	f[k] = JEQ(pid, k + 1, kill), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, args[2]));
+	f[k] = JEQ(SIGSTOP_, allow, kill), k++;
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);

@@ -13,12 +13,13 @@
 
 /*
  * Part of the child program (proc_child.c, linked at PROC_BASE). After
- * stub_lock has locked the child down, every system call goes through
- * `sys`, the one instruction its seccomp filter lets through.
+ * stub_lock has locked the child down, its seccomp filter lets system
+ * calls through from two instructions only: the stub's stop (`stop`, only
+ * tgkill(self, self, SIGSTOP)) and `sys` (every other call the stub makes).
  */
 	.text
 	.globl _start, vmm_proc_stub_handler
-	.globl vmm_proc_stub_restorer, vmm_proc_stub_sys_ret, vmm_proc_stub_ready
+	.globl vmm_proc_stub_restorer, vmm_proc_stub_sys_ret, vmm_proc_stub_stop_ret, vmm_proc_stub_ready
 _start:
 	/* The kernel's initial stack: argc, argv..., envp..., auxv (proc_child.c). */
 	movq %rsp, %rdi
@@ -64,6 +65,17 @@ vmm_proc_stub_handler:
 	leaq CTL_SI(%rbx), %rdi
 	movl $6, %ecx
 	rep movsq
+	/* The stub runs from here to its end with every signal blocked, so a
+	 * signal taken there interrupted code a guest jumped into with its
+	 * own signal mask: most of all, a stop it made itself, resumed with
+	 * its kick pending. Signal 0 makes that a bad report (the child is
+	 * replaced): resumed, the stub would go on with the guest's registers. */
+	movq UC_GREGS+16*8(%r12), %rax  /* the interrupted RIP (REG_RIP) */
+	leaq vmm_proc_stub_handler(%rip), %rcx
+	subq %rcx, %rax
+	cmpq $(stub_end - vmm_proc_stub_handler), %rax
+	jae handover
+	movl $0, CTL_SI(%rbx)
 handover:
 	/* Stop: the host works only on a stopped child (waitid WSTOPPED), so
 	 * nothing in the child can run while it reads or writes guest memory;
@@ -75,10 +87,17 @@ stop:
 	movq %rdi, %rsi
 	movl $SIGSTOP, %edx
 	movl $SYS_tgkill, %eax
-	call sys
-	/* Resumed: end if the host is gone (reparented), else see what it
-	 * wants. Every address comes from the control page, which the host
-	 * rewrote if it restored: nothing the guest left in a register counts. */
+	syscall
+vmm_proc_stub_stop_ret:
+	/* Resumed (SIGCONT). A guest can jump to the `syscall` above with its
+	 * own registers and stop itself too, so nothing from here on depends
+	 * on a register: the stack and the frame are the words the host wrote
+	 * into the control page before it resumed us (the frame of the first
+	 * report, on the signal stack, which a restore rewrites whole). */
+	movabsq $PROC_CTL, %rbx
+	movq CTL_SP(%rbx), %rsp
+	cld
+	/* End if the host is gone (reparented), else see what it wants. */
 	movl $SYS_getppid, %eax
 	call sys
 	movabsq $PROC_CTL, %rbx
@@ -129,6 +148,7 @@ lock:
 	call sys
 	movq %rax, CTL_RESULT(%rbx)
 	jmp handover
+stub_end:
 
 
 	.section .note.GNU-stack, "", @progbits

@@ -99,9 +99,14 @@ static const uint8_t *seg_page(const struct vmm_snap_layer *layers, const struct
 	return layers[g->layer].src + (g->lpage + (p - g->gpage)) * VMM_PAGE;
 }
 
+const uint8_t *vmm_segs_page(const struct vmm_seg *segs, size_t nsegs, const struct vmm_snap_layer *layers, uint64_t p)
+{
+	return seg_page(layers, &segs[seg_find(segs, nsegs, p)], p);
+}
+
 const uint8_t *vmm_snap_page(const struct vmm_snap *s, uint64_t p)
 {
-	return seg_page(s->layers, &s->segs[seg_find(s->segs, s->nsegs, p)], p);
+	return vmm_segs_page(s->segs, s->nsegs, s->layers, p);
 }
 
 static struct vmm_snap *snap_new(struct vmm_sandbox *sb)

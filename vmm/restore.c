@@ -108,9 +108,25 @@ out_close:
 	return rc;
 }
 
-/* Install m (layers open, segments built) as the sandbox's snapshot. */
+/* A snapshot's pages as its segments map them (vmm_host_pages_check). */
+struct seg_view {
+	const struct vmm_seg *segs;
+	size_t nsegs;
+	const struct vmm_snap_layer *layers;
+};
+
+static const uint8_t *seg_view_page(void *ctx, uint64_t p)
+{
+	const struct seg_view *v = ctx;
+
+	return vmm_segs_page(v->segs, v->nsegs, v->layers, p);
+}
+
+/* Install m (layers open) as the sandbox's snapshot, if its pages below the
+ * image are the ones strata builds (else VMM_E_BAD_SNAPSHOT with why, and
+ * nothing changed). */
 static int install(struct vmm_sandbox *sb, struct vmm_snap *s, const struct st_manifest *m,
-		   struct vmm_snap_layer *layers, const struct parsed *p)
+		   struct vmm_snap_layer *layers, const struct parsed *p, char *why, size_t whylen)
 {
 	struct st_manifest *dup = NULL;
 	struct vmm_seg *segs = NULL;
@@ -121,6 +137,11 @@ static int install(struct vmm_sandbox *sb, struct vmm_snap *s, const struct st_m
 	if ((rc = st_manifest_dup(m, &dup)) < 0)
 		return rc;
 	if ((rc = vmm_snap_segs(m, sb->mem_size / VMM_PAGE, &segs, &nsegs)) < 0)
+		goto out_free;
+	/* Page tables, descriptors, stubs and boot info are strata's own, or
+	 * the snapshot is refused: no layer decides what runs at CPL 0. */
+	struct seg_view view = { segs, nsegs, layers };
+	if ((rc = vmm_host_pages_check(&p->layout, seg_view_page, &view, why, whylen)) < 0)
 		goto out_free;
 	rc = vmm_snap_remap(sb, s->segs, s->nsegs, s->layers, segs, nsegs, layers, &maps);
 	s->stats.maps += maps;
@@ -192,10 +213,17 @@ int vmm_sandbox_restore_to(struct vmm_sandbox *sb, const struct st_manifest *m, 
 		vmm_run_fail(sb, rc, "cannot restore: %s", why);
 		return rc;
 	}
-	if ((rc = install(sb, s, m, layers, &p)) < 0) {
+	why[0] = '\0';
+	if ((rc = install(sb, s, m, layers, &p, why, sizeof(why))) < 0) {
 		for (uint32_t i = 0; i < m->nlayers; i++)
 			vmm_snap_layer_close(&layers[i]);
 		free(layers);
+		if (why[0]) {
+			/* Refused before anything changed: poisoned or not, as it was. */
+			bool poisoned = sb->poisoned;
+			vmm_run_fail(sb, rc, "cannot restore: %s", why);
+			sb->poisoned = poisoned;
+		}
 		return rc;
 	}
 	return vmm_snap_reset(sb, s);
@@ -257,11 +285,15 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 		vmm_fail(err, rc, "refusing the snapshot: %s", why[0] ? why : vmm_strerror(rc));
 		goto out_free_sb;
 	}
-	if ((rc = install(sb, s, m, layers, &p)) < 0) {
+	why[0] = '\0';
+	if ((rc = install(sb, s, m, layers, &p, why, sizeof(why))) < 0) {
 		for (uint32_t i = 0; i < m->nlayers; i++)
 			vmm_snap_layer_close(&layers[i]);
 		free(layers);
-		vmm_fail(err, rc, "cannot map the snapshot's layers: %s", strerror(-rc));
+		if (why[0])
+			vmm_fail(err, rc, "refusing the snapshot: %s", why);
+		else
+			vmm_fail(err, rc, "cannot map the snapshot's layers: %s", strerror(-rc));
 		goto out_free_sb;
 	}
 	if ((rc = sb->be->start(sb, ready, err)) < 0)

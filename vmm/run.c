@@ -167,6 +167,11 @@ int vmm_run_exception(struct vmm_sandbox *sb, uint64_t vector, uint64_t error_co
 	sb->err.vector = (uint32_t)vector;
 	sb->err.error_code = error_code;
 	sb->err.rip = rip;
+	/* Kept for a core file (vmm_sandbox_core): the general registers as
+	 * the guest left them, rip from the report. */
+	sb->fault_state_ok = sb->be->get_state(sb, &sb->fault_state) == 0;
+	if (sb->fault_state_ok)
+		sb->fault_state.rip = rip;
 	if (vector == VMM_X86_VEC_PF) {
 		sb->err.fault_addr = cr2;
 		const struct vmm_layout *l = &sb->layout;
@@ -188,15 +193,23 @@ int vmm_run_exception(struct vmm_sandbox *sb, uint64_t vector, uint64_t error_co
 static int hc_exception(struct vmm_sandbox *sb, uint32_t gpa)
 {
 	struct strata_exception_frame f;
-	/* The stub's frame lives on an IST stack (supervisor page, below image_lo). */
-	const void *p = vmm_mem_translate(sb->mem, 0x11000, sb->layout.ist2_top, gpa, sizeof(f));
+	/* The stub's frame lives on an IST stack (supervisor pages, below image_lo). */
+	const void *p = vmm_mem_translate(sb->mem, sb->layout.ist1_top - VMM_PAGE, sb->layout.ist2_top, gpa, sizeof(f));
 	uint64_t cr2 = 0;
 
 	if (!p)
 		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "exception report from outside the exception stacks");
 	memcpy(&f, p, sizeof(f));
 	(void)sb->be->get_cr2(sb, &cr2);
-	return vmm_run_exception(sb, f.vector, f.error_code, f.rip, cr2);
+	int rc = vmm_run_exception(sb, f.vector, f.error_code, f.rip, cr2);
+	/* The vCPU is in the CPL 0 stub: the guest's stack and flags are the frame's. */
+	if (sb->fault_state_ok) {
+		sb->fault_state.gpr[6] = f.rsp;
+		sb->fault_state.rflags = f.rflags;
+		sb->fault_state.cs.selector = (uint16_t)f.cs;
+		sb->fault_state.ss.selector = (uint16_t)f.ss;
+	}
+	return rc;
 }
 
 static int hc_hostcall(struct vmm_sandbox *sb, uint32_t gpa)
@@ -299,6 +312,7 @@ int vmm_run_until(struct vmm_sandbox *sb, uint16_t port, uint64_t timeout_ns, ui
 
 	pthread_once(&kick_once, kick_install);
 	tls_sb = sb;
+	sb->fault_state_ok = false;
 	if (timeout_ns) {
 		struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = KICK_SIGNAL };
 		sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);

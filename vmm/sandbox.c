@@ -15,13 +15,6 @@
 #define INIT_TIMEOUT_NS (10ull * 1000000000ull)
 #define ELF_FILE_MAX (64ull << 20)
 
-/* Mark [lo, hi) of the low area with `perm` (union with what is there). */
-static void perms_set(uint8_t *perms, uint64_t lo, uint64_t hi, uint8_t perm)
-{
-	for (uint64_t p = lo / VMM_PAGE; p < vmm_round_up(hi, VMM_PAGE) / VMM_PAGE; p++)
-		perms[p] |= perm;
-}
-
 int vmm_sandbox_load_functions(struct vmm_sandbox *sb, uint32_t table_gpa)
 {
 	struct strata_fn_table t;
@@ -77,29 +70,14 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 	perms = st_sys_calloc(l->low_end / VMM_PAGE, 1);
 	if (!perms)
 		return vmm_fail(err, -ENOMEM, "out of memory");
-	perms_set(perms, l->gdt, l->gdt + VMM_PAGE, VMM_PERM_R | VMM_PERM_W);
-	perms_set(perms, l->idt, l->idt + VMM_PAGE, VMM_PERM_R);
-	perms_set(perms, l->ist1_top - VMM_PAGE, l->ist1_top, VMM_PERM_R | VMM_PERM_W);
-	perms_set(perms, l->ist2_top - VMM_PAGE, l->ist2_top, VMM_PERM_R | VMM_PERM_W);
-	perms_set(perms, l->boot_info, l->boot_info + VMM_PAGE, VMM_PERM_R | VMM_PERM_USER);
 	for (unsigned i = 0; i < e->nseg; i++) {
 		const struct vmm_elf_segment *s = &e->seg[i];
-		perms_set(perms, s->vaddr, s->vaddr + s->memsz, (uint8_t)(s->flags | VMM_PERM_USER));
+		vmm_perms_set(perms, s->vaddr, s->vaddr + s->memsz, (uint8_t)(s->flags | VMM_PERM_USER));
 		memcpy(sb->mem + s->vaddr, e->data + s->offset, s->filesz);
 	}
-	perms_set(perms, l->stack_lo, l->stack_hi, VMM_PERM_R | VMM_PERM_W | VMM_PERM_USER);
-	vmm_x86_build(sb->mem, l, perms, e->note.isr_base, e->note.isr_stride);
+	/* The note's exception stubs are not used: the host builds its own. */
+	vmm_host_pages_build(sb->mem, l, perms);
 	free(perms);
-
-	struct strata_boot_info bi = {
-		.magic = STRATA_BOOT_MAGIC, .abi_version = STRATA_ABI_VERSION,
-		.in_addr = l->in_addr, .in_size = l->in_size,
-		.out_addr = l->out_addr, .out_size = l->out_size,
-		.heap_addr = l->heap_addr, .heap_size = l->heap_size,
-		.stack_lo = l->stack_lo, .stack_hi = l->stack_hi,
-		.mem_size = l->mem_size,
-	};
-	memcpy(sb->mem + l->boot_info, &bi, sizeof(bi));
 
 	if ((rc = sb->be->start(sb, ready, err)) < 0)
 		return rc;

@@ -205,6 +205,8 @@ int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open,
 int vmm_snap_segs(const struct st_manifest *m, uint64_t total, struct vmm_seg **out, size_t *n);
 /* The snapshot's content of guest page p (NULL: zero). */
 const uint8_t *vmm_snap_page(const struct vmm_snap *s, uint64_t p);
+/* The same for segments segs (covering every page) over layers. */
+const uint8_t *vmm_segs_page(const struct vmm_seg *segs, size_t nsegs, const struct vmm_snap_layer *layers, uint64_t p);
 /* Map runs of `m` (layers opened in `layers`) into guest memory where they
  * differ from what `old` maps (old NULL: everything). */
 int vmm_snap_remap(struct vmm_sandbox *sb, const struct vmm_seg *old, size_t nold,

@@ -338,6 +338,11 @@ int vmm_guest_from_json(const char *json, struct vmm_layout *lout, struct vmm_fn
 	if (l.image_lo >= l.mem_size || l.in_addr + l.in_size > l.mem_size || l.out_addr + l.out_size > l.mem_size ||
 	    l.heap_addr + l.heap_size > l.mem_size || l.ist2_top > l.image_lo || l.mem_size % VMM_PAGE)
 		goto out_bad_layout;
+	/* Every address in it is strata's for these sizes, or it is refused. */
+	if (vmm_layout_same(&l, &l) < 0) {
+		rc = bad(why, whylen, "guest layout is not the one strata computes for its sizes and image");
+		goto out_free;
+	}
 	json_t *fj = json_object_get(o, "functions");
 	if (!json_is_array(fj) || json_array_size(fj) > STRATA_MAX_FUNCTIONS) {
 		rc = bad(why, whylen, "guest function table missing or too long");

@@ -237,6 +237,17 @@ int vmm_sandbox_call_timeout(struct vmm_sandbox *sb, const char *fn, const struc
  * interrupted, 0 if none ran (nothing changes then). */
 int vmm_sandbox_kill(struct vmm_sandbox *sb);
 
+/*
+ * Write an ELF core file of the guest at `path` (created, mode 0600) that
+ * `gdb GUEST.elf PATH` opens: its registers (NT_PRSTATUS, NT_FPREGSET) as
+ * the guest left them at the last call's exception (rax and rdx are the
+ * exception stub's on the kvm backend), else as the vCPU is now (an abort,
+ * a timeout), and all guest memory as one PT_LOAD at guest virtual address
+ * 0 (the guest maps itself one to one; zero pages are holes). Meant after
+ * a failed call; VMM_E_BUSY while a call runs, -errno from the file.
+ */
+int vmm_sandbox_core(struct vmm_sandbox *sb, const char *path, struct vmm_error *err);
+
 /* Details of the sandbox's last error (valid until the next call). */
 const struct vmm_error *vmm_sandbox_error(const struct vmm_sandbox *sb);
 bool vmm_sandbox_poisoned(const struct vmm_sandbox *sb);

@@ -194,6 +194,7 @@ struct vmm_layout {
 	uint64_t pml4, pdpt, pd, pt;    /* page-table pages */
 	unsigned n_pd, n_pt;
 	uint64_t gdt, tss, idt;
+	uint64_t isr;                   /* the host's exception stubs (one page, supervisor R-X) */
 	uint64_t ist1_top, ist2_top;
 	uint64_t boot_info;
 	uint64_t image_lo, image_hi;    /* page-aligned extent of the ELF segments */
@@ -207,6 +208,12 @@ struct vmm_layout {
 
 int vmm_layout_compute(const struct vmm_config *cfg, uint64_t image_lo, uint64_t image_hi,
 		       struct vmm_layout *out);
+/* Is `in` (a snapshot's description of its layout) exactly what
+ * vmm_layout_compute gives for its own sizes and image extent? 0 and *out
+ * that layout (with the fields a description does not carry), or
+ * VMM_E_BAD_SNAPSHOT. A description cannot move the page tables, GDT, IDT
+ * or stubs anywhere strata does not put them. */
+int vmm_layout_same(const struct vmm_layout *in, struct vmm_layout *out);
 
 /* ---- x86-64 setup (x86_64.c): the only file knowing CR/EFER/PTE/GDT bits ---- */
 
@@ -219,10 +226,20 @@ enum vmm_perm {
 	VMM_PERM_USER = 8,
 };
 
-/* Write page tables, GDT, TSS, IDT into `mem` (guest memory) for `l`. perms
- * gives one enum vmm_perm set per 4 KiB page of [0, l->low_end). */
-void vmm_x86_build(uint8_t *mem, const struct vmm_layout *l, const uint8_t *perms,
-		   uint64_t isr_base, uint32_t isr_stride);
+/* Mark the supervisor pages of l in perms (one enum vmm_perm set per 4 KiB
+ * page of [0, l->low_end)): GDT/TSS and the exception stacks R-W, the IDT
+ * R, the exception stubs R-X; none of them USER. */
+void vmm_x86_supervisor_perms(const struct vmm_layout *l, uint8_t *perms);
+/* Write page tables, GDT, TSS, IDT and the exception stubs into `mem`
+ * (guest memory, or any buffer of at least l->boot_info bytes: nothing is
+ * written at or above it) for `l`. perms gives one enum vmm_perm set per
+ * 4 KiB page of [0, l->low_end). Every IDT gate points at the host's stubs
+ * at l->isr, whatever the guest ships: only strata's code runs at CPL 0. */
+void vmm_x86_build(uint8_t *mem, const struct vmm_layout *l, const uint8_t *perms);
+/* The enum vmm_perm set for which vmm_x86_build writes exactly `pte` as the
+ * leaf of page va (VMM_PERM_USER among them), or VMM_PERM_NONE if it never
+ * writes that entry there (not identity, not user, other bits). */
+unsigned vmm_x86_user_leaf_perm(uint64_t pte, uint64_t va);
 /* Initial vCPU state: long mode at `cpl` (3 for guests; 0 only for the
  * floor benchmark) at `entry` with stack `rsp`. */
 void vmm_x86_initial_state(const struct vmm_layout *l, unsigned cpl, uint64_t entry, uint64_t rsp,
@@ -249,7 +266,7 @@ int vmm_x86_state_check(const struct vmm_layout *l, const struct vmm_vcpu_state 
  * backend without them), are not compared. */
 const char *vmm_x86_state_differs(const struct vmm_vcpu_state *live, const struct vmm_vcpu_state *snap, char *buf,
 				  size_t len);
-/* Vector numbers the runtime's exception stubs report. */
+/* Vector numbers the host's exception stubs report. */
 #define VMM_X86_VEC_DE 0u   /* divide error */
 #define VMM_X86_VEC_UD 6u   /* invalid opcode */
 #define VMM_X86_VEC_DF 8u   /* double fault */
@@ -262,6 +279,24 @@ const char *vmm_x86_vector_name(unsigned vector);
  * backend gives its child the same protections with them. */
 int vmm_x86_user_runs(const uint8_t *mem, uint64_t mem_size, uint64_t cr3, uint64_t lo, uint64_t hi,
 		      int (*cb)(void *ctx, uint64_t va, uint64_t len, unsigned perm), void *ctx);
+
+/* ---- the pages strata builds below the image (hostpages.c) ---- */
+
+/* perms[p] |= perm for every page p of [lo, hi). */
+void vmm_perms_set(uint8_t *perms, uint64_t lo, uint64_t hi, uint8_t perm);
+/* Write every page below the image for l into mem (guest memory, or a
+ * buffer of at least l->boot_info + VMM_PAGE bytes): page tables, GDT/TSS,
+ * IDT, the exception stubs, the boot info. perms (one per page of
+ * [0, l->low_end)) holds the image's pages; this adds the supervisor
+ * pages, the boot info and the stack. */
+void vmm_host_pages_build(uint8_t *mem, const struct vmm_layout *l, uint8_t *perms);
+/* Are a snapshot's pages [0, l->boot_info] exactly what
+ * vmm_host_pages_build writes for l (the image's leaf entries as the
+ * snapshot's page table has them, if they are ones strata writes)? page(ctx,
+ * p) gives the snapshot's page p (NULL: all zero). 0, VMM_E_BAD_SNAPSHOT
+ * with why naming the first page that differs, or -ENOMEM. */
+int vmm_host_pages_check(const struct vmm_layout *l, const uint8_t *(*page)(void *ctx, uint64_t p), void *ctx,
+			 char *why, size_t whylen);
 
 /* ---- ELF loading (elf.c) ---- */
 
@@ -324,6 +359,10 @@ struct vmm_sandbox {
 	uint64_t seq;
 	bool poisoned;
 	struct vmm_error err;     /* last error */
+	/* The vCPU as the guest left it at its last exception in this call
+	 * (rip, rsp, rflags, cs, ss from the exception frame; vmm_sandbox_core). */
+	struct vmm_vcpu_state fault_state;
+	bool fault_state_ok;
 	/* kill/timeout */
 	pthread_mutex_t lock;
 	bool in_call;

@@ -111,12 +111,71 @@ static uint64_t pte_bits(uint8_t perm)
 	return e;
 }
 
-void vmm_x86_build(uint8_t *mem, const struct vmm_layout *l, const uint8_t *perms,
-		   uint64_t isr_base, uint32_t isr_stride)
+void vmm_x86_supervisor_perms(const struct vmm_layout *l, uint8_t *perms)
+{
+	perms[l->gdt / VMM_PAGE] = VMM_PERM_R | VMM_PERM_W;  /* GDT and TSS */
+	perms[l->idt / VMM_PAGE] = VMM_PERM_R;
+	perms[l->isr / VMM_PAGE] = VMM_PERM_R | VMM_PERM_X;
+	perms[(l->ist1_top - VMM_PAGE) / VMM_PAGE] = VMM_PERM_R | VMM_PERM_W;
+	perms[(l->ist2_top - VMM_PAGE) / VMM_PAGE] = VMM_PERM_R | VMM_PERM_W;
+}
+
+unsigned vmm_x86_user_leaf_perm(uint64_t pte, uint64_t va)
+{
+	const uint64_t fixed = (va & ~(VMM_PAGE - 1)) | PTE_P | PTE_US | PTE_A | PTE_D;
+
+	if ((pte & ~(PTE_RW | PTE_NX)) != fixed)
+		return VMM_PERM_NONE;
+	return VMM_PERM_R | VMM_PERM_USER | ((pte & PTE_RW) ? VMM_PERM_W : 0u) | ((pte & PTE_NX) ? 0u : VMM_PERM_X);
+}
+
+/* Does the CPU push an error code for this exception (SDM Vol. 3A 6.15)? */
+static bool has_error_code(unsigned v)
+{
+	return v == 8 || (v >= 10 && v <= 14) || v == 17 || v == 21 || v == 29 || v == 30;
+}
+
+/*
+ * The host's exception stub for vector v, STRATA_ISR_STRIDE bytes (SDM
+ * Vol. 2 for each encoding). Like the SDK's stubs it reports the frame
+ * { vector, error_code, CPU frame } on the exception stack with one `out`
+ * and never returns; the host never resumes a faulted guest:
+ *   6a 00          push $0          (only where the CPU pushed no error code)
+ *   6a vv          push $v
+ *   48 89 e0       mov %rsp, %rax
+ *   66 ba pp pp    mov $STRATA_PORT_EXCEPTION, %dx
+ *   ef             out %eax, %dx
+ *   f4             hlt
+ *   eb fd          jmp back to the hlt
+ */
+static void isr_stub(uint8_t *p, unsigned v)
+{
+	const uint8_t report[] = {
+		0x6a, (uint8_t)v,
+		0x48, 0x89, 0xe0,
+		0x66, 0xba, STRATA_PORT_EXCEPTION_NUM & 0xff, STRATA_PORT_EXCEPTION_NUM >> 8,
+		0xef,
+		0xf4,
+		0xeb, 0xfd,
+	};
+	size_t n = 0;
+
+	_Static_assert(2 + sizeof(report) <= STRATA_ISR_STRIDE, "a stub fits its slot");
+	memset(p, 0xcc, STRATA_ISR_STRIDE);  /* int3 padding: never reached */
+	if (!has_error_code(v)) {
+		p[n++] = 0x6a;
+		p[n++] = 0x00;
+	}
+	memcpy(p + n, report, sizeof(report));
+}
+
+void vmm_x86_build(uint8_t *mem, const struct vmm_layout *l, const uint8_t *perms)
 {
 	/* Upper levels allow everything; leaves decide (SDM Vol. 3A 4.6). */
 	const uint64_t table = PTE_P | PTE_RW | PTE_US | PTE_A;
 
+	_Static_assert(STRATA_ISR_COUNT * STRATA_ISR_STRIDE <= VMM_PAGE, "the stubs fit their page");
+	_Static_assert(STRATA_ISR_COUNT <= 0x80, "push imm8 sign-extends the vector");
 	put64(mem, l->pml4, l->pdpt | table);
 	for (unsigned i = 0; i < l->n_pd; i++)
 		put64(mem, l->pdpt + 8ull * i, (l->pd + VMM_PAGE * i) | table);
@@ -159,11 +218,13 @@ void vmm_x86_build(uint8_t *mem, const struct vmm_layout *l, const uint8_t *perm
 	put64(mem, l->pt + 8 * (STRATA_HC_VA / VMM_PAGE),
 	      STRATA_HC_GPA | pte_bits(VMM_PERM_R | VMM_PERM_W | VMM_PERM_USER));
 
-	/* IDT: vectors 0-31 to the guest's stubs; the rest not present (#NP). */
-	for (unsigned v = 0; v < STRATA_ISR_COUNT && isr_base; v++) {
-		uint64_t off = isr_base + (uint64_t)v * isr_stride;
+	/* The exception stubs, and every IDT gate 0-31 pointing at them; the
+	 * rest not present (#GP for `int n`, the only way to reach them). */
+	for (unsigned v = 0; v < STRATA_ISR_COUNT; v++) {
+		uint64_t off = l->isr + (uint64_t)v * STRATA_ISR_STRIDE;
+		isr_stub(mem + off, v);
 		unsigned ist = v == VMM_X86_VEC_DF ? 2 : 1;
-		unsigned dpl = v == 3 ? 3 : 0;  /* int3 allowed from CPL 3 */
+		unsigned dpl = v == 3 ? 3 : 0;  /* int3 allowed from CPL 3: a #BP report; any other `int n` is #GP */
 		uint64_t g0 = (off & 0xffff) | ((uint64_t)SEL_KCODE << 16) | ((uint64_t)ist << 32) |
 			      ((uint64_t)TYPE_INTR_GATE << 40) | ((uint64_t)dpl << 45) | (1ull << 47) |
 			      (((off >> 16) & 0xffff) << 48);

@@ -12,7 +12,8 @@ trap 'rm -rf "$T"' EXIT
 # Each channel of vmm/guest/hostileguest.c (tests/snap/test_hostile.c runs
 # them in the library): its value is 1 after a restore, or it is refused.
 channels="altstack_next stack_next ctl_next child_data_next fsbase_next gsbase_next memfd_alias_next
-madv_remove_next stub_code_next mmap_1g_next mlock_next hwpoison_try soft_offline_try page_tables_next"
+madv_remove_next stub_code_next mmap_1g_next mlock_next hwpoison_try soft_offline_try page_tables_next
+forged_stop_next"
 N=$(($(echo $channels | wc -w) + 2))
 n=0
 fails=0

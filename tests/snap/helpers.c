@@ -82,3 +82,30 @@ void sh_echo(struct vmm_sandbox *sb, const char *s)
 	cr_assert_str_eq(r.data, s);
 	vmm_result_clear(&r);
 }
+
+struct vmm_host *sh_debug_host(unsigned warm, unsigned shells)
+{
+	struct vmm_host_config hc;
+	struct vmm_host *host;
+	struct vmm_error err;
+
+	vmm_host_config_defaults(&hc);
+	hc.backend = vmm_backend_resolve(vmm_host_default(), VMM_BACKEND_AUTO);  /* this run's backend */
+	hc.warm = warm;
+	hc.shells = shells;
+	hc.debug = true;
+	cr_assert_eq(vmm_host_new(&hc, &host, &err), 0, "%s", err.message);
+	return host;
+}
+
+struct vmm_sandbox *sh_from_snapshot_checked(const struct st_manifest *m, const struct vmm_config *cfg)
+{
+	struct vmm_sandbox *sb;
+	struct vmm_error err;
+	uint64_t gpage = 0;
+
+	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, cfg, &sb, &err), 0, "%s",
+		     err.message);
+	cr_assert_eq(vmm_sandbox_check(sb, &gpage), 0, "%s", vmm_sandbox_error(sb)->message);
+	return sb;
+}

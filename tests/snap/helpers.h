@@ -22,5 +22,12 @@ int sh_snap(struct vmm_sandbox *sb, struct st_manifest **m);
 int64_t sh_call_i(struct vmm_sandbox *sb, const char *fn, int nargs, int64_t a);
 /* Echo s through the guest; asserts the result equals s. */
 void sh_echo(struct vmm_sandbox *sb, const char *s);
+/* A host of this run's backend in debug mode (every restore, the warm
+ * park's included, checks memory and vCPU) keeping `warm` warm sandboxes
+ * and `shells` VM shells. Asserts. */
+struct vmm_host *sh_debug_host(unsigned warm, unsigned shells);
+/* A new sandbox from m (layers in sh_store), asserted equal to the
+ * snapshot, memory and vCPU. */
+struct vmm_sandbox *sh_from_snapshot_checked(const struct st_manifest *m, const struct vmm_config *cfg);
 
 #endif

@@ -59,7 +59,7 @@ static void kvm_or_skip(void)
 	struct vmm_error err;
 
 	if (vmm_sandbox_new(SIMPLEGUEST, &probe, &sb, &err) == VMM_E_NO_BACKEND)
-		cr_skip_test("the kvm backend cannot run here: %s", err.message);
+		kvm_skip_or_fail(err.message);
 	vmm_sandbox_free(sb);
 }
 

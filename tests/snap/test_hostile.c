@@ -43,7 +43,7 @@ Test(hostile, the_memory_counter_is_reset_by_a_restore, .init = sh_setup, .fini 
 static const char *const channels[] = {
 	"altstack_next", "stack_next", "ctl_next", "child_data_next", "fsbase_next", "gsbase_next",
 	"memfd_alias_next", "madv_remove_next", "stub_code_next", "mmap_1g_next", "mlock_next",
-	"hwpoison_try", "soft_offline_try", "page_tables_next",
+	"hwpoison_try", "soft_offline_try", "page_tables_next", "forged_stop_next",
 };
 #define NCHANNELS (sizeof(channels) / sizeof(channels[0]))
 
@@ -279,5 +279,62 @@ Test(hostile, a_forged_report_with_an_unknown_signal_is_a_bad_report, .init = sh
 	cr_assert(!strstr(msg, "KVM"), "%s", msg);
 	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
 	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
+	vmm_sandbox_free(sb);
+}
+
+/*
+ * rt_sigreturn at the stub's `sys` site through a frame of the guest's own
+ * (hostileguest.c own_frame) sets its registers, its signal mask and its
+ * signal stack. A blocked kick only means the host's timeout and the kill
+ * after it end the call; a signal stack moved into guest memory makes the
+ * next report name a frame the host does not know: a bad report. Either
+ * way the child is replaced and the next call starts from the snapshot.
+ */
+Test(hostile, a_blocked_kick_ends_in_the_timeout_and_a_kill, .init = sh_setup, .fini = sh_teardown)
+{
+	if (!on_process())
+		cr_skip_test("the process backend's child only");
+	struct vmm_sandbox *sb = hostile_snap(NULL, NULL);
+	struct vmm_result r = { 0 };
+
+	cr_assert_eq(vmm_sandbox_call_timeout(sb, "kick_blocked_spin", NULL, 0, 100 * 1000000ull, &r), VMM_E_TIMEOUT,
+		     "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
+	cr_assert_eq(sh_call_i(sb, "forged_stop_next", 0, 0), 1);
+	vmm_sandbox_free(sb);
+}
+
+Test(hostile, a_moved_signal_stack_is_a_bad_report, .init = sh_setup, .fini = sh_teardown)
+{
+	if (!on_process())
+		cr_skip_test("the process backend's child only");
+	struct vmm_sandbox *sb = hostile_snap(NULL, NULL);
+	struct vmm_result r = { 0 };
+
+	cr_assert_lt(vmm_sandbox_call(sb, "altstack_moved_fault", NULL, 0, &r), 0);
+	const char *msg = vmm_sandbox_error(sb)->message;
+	cr_assert(strstr(msg, "bad report (signal 11"), "%s", msg);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
+	vmm_sandbox_free(sb);
+}
+
+/* A signal taken in the stub's code after its stop (where the stub blocks
+ * every signal; there only a guest's jump, or a kick pending across a stop
+ * the guest made itself, can take one) is a bad report: signal 0. */
+Test(hostile, a_signal_in_the_stub_after_its_stop_is_a_bad_report, .init = sh_setup, .fini = sh_teardown)
+{
+	if (!on_process())
+		cr_skip_test("the process backend's child only");
+	struct vmm_sandbox *sb = hostile_snap(NULL, NULL);
+	struct vmm_result r = { 0 };
+
+	cr_assert_lt(vmm_sandbox_call(sb, "stub_continuation_fault", NULL, 0, &r), 0);
+	const char *msg = vmm_sandbox_error(sb)->message;
+	cr_assert(strstr(msg, "bad report (signal 0,"), "%s", msg);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
+	cr_assert_eq(sh_call_i(sb, "forged_stop_next", 0, 0), 1);
 	vmm_sandbox_free(sb);
 }

@@ -76,54 +76,23 @@ static void all_channels_fresh(struct vmm_sandbox *sb, const char *after)
 		channel_fresh(sb, channels[i], after);
 }
 
-/* A host of this run's backend in debug mode (every restore, the warm
- * park's included, checks memory and vCPU) keeping `warm` warm sandboxes
- * and `shells` VM shells. */
-static struct vmm_host *debug_host(unsigned warm, unsigned shells)
-{
-	struct vmm_host_config hc;
-	struct vmm_host *host;
-	struct vmm_error err;
-
-	vmm_host_config_defaults(&hc);
-	hc.backend = vmm_backend_resolve(vmm_host_default(), VMM_BACKEND_AUTO);  /* this run's backend */
-	hc.warm = warm;
-	hc.shells = shells;
-	hc.debug = true;
-	cr_assert_eq(vmm_host_new(&hc, &host, &err), 0, "%s", err.message);
-	return host;
-}
-
-/* A new sandbox from m: equal to the snapshot, memory and vCPU. */
-static struct vmm_sandbox *from_snapshot_checked(const struct st_manifest *m, const struct vmm_config *cfg)
-{
-	struct vmm_sandbox *sb;
-	struct vmm_error err;
-	uint64_t gpage = 0;
-
-	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, cfg, &sb, &err), 0, "%s",
-		     err.message);
-	cr_assert_eq(vmm_sandbox_check(sb, &gpage), 0, "%s", vmm_sandbox_error(sb)->message);
-	return sb;
-}
-
 Test(hostile, no_vector_channel_reaches_a_new_sandbox_from_the_warm_list, .init = sh_setup, .fini = sh_teardown)
 {
-	struct vmm_host *host = debug_host(4, 0);
+	struct vmm_host *host = sh_debug_host(4, 0);
 	struct vmm_config cfg = { .host = host };
 	struct st_manifest *m = NULL;
 	struct vmm_sandbox *sb = hostile_snap(&cfg, &m);
 	struct vmm_host_stats hs;
 
 	vmm_sandbox_free(sb);
-	sb = from_snapshot_checked(m, &cfg);
+	sb = sh_from_snapshot_checked(m, &cfg);
 	for (int life = 0; life < 3; life++) {
 		all_channels_fresh(sb, life ? "a new sandbox from the warm list" : "a new sandbox");
 		vmm_sandbox_free(sb);
 		vmm_host_stats(host, &hs);
 		cr_assert_geq(hs.warm, 1, "the freed sandbox is kept warm");
 		unsigned before = hs.warm;
-		sb = from_snapshot_checked(m, &cfg);
+		sb = sh_from_snapshot_checked(m, &cfg);
 		vmm_host_stats(host, &hs);
 		cr_assert_eq(hs.warm, before - 1, "the new sandbox came from the warm list");
 	}
@@ -136,7 +105,7 @@ Test(hostile, no_vector_channel_reaches_the_next_sandbox_of_a_recycled_vm_shell,
      .fini = sh_teardown)
 {
 	/* Shells only: a freed sandbox leaves its VM and vCPU for the next. */
-	struct vmm_host *host = debug_host(0, 2);
+	struct vmm_host *host = sh_debug_host(0, 2);
 	struct vmm_config cfg = { .host = host };
 	struct vmm_host_stats hs;
 	struct st_manifest *m = NULL;
@@ -147,7 +116,7 @@ Test(hostile, no_vector_channel_reaches_the_next_sandbox_of_a_recycled_vm_shell,
 		vmm_sandbox_free(sb);
 		vmm_host_stats(host, &hs);
 		unsigned before = hs.shells;
-		sb = from_snapshot_checked(m, &cfg);
+		sb = sh_from_snapshot_checked(m, &cfg);
 		vmm_host_stats(host, &hs);
 		if (before)
 			cr_assert_eq(hs.shells, before - 1, "the new sandbox took the shell");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "store/sys.h"
+#include "tests/kvm_check.h"
 #include "vmm/vmm.h"
 
 /* Running out of descriptors or memory while opening /dev/kvm says nothing
@@ -26,7 +27,7 @@ Test(vmm_probe, a_passing_failure_to_open_dev_kvm_is_tried_again)
 		_exit(vmm_kvm_check(NULL) == 0 ? 0 : 1);
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		cr_skip_test("needs KVM: /dev/kvm is not usable here");
+		kvm_skip_or_fail("/dev/kvm is not usable here");
 
 	st_sys_fault_set(1, EMFILE);
 	int rc = vmm_kvm_check(&err);

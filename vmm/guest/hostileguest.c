@@ -1,4 +1,5 @@
 /* hostileguest.c: a guest that tries to keep state across a restore or reach past its memory, one function per channel (tests/snap/test_hostile*.c, tests/e2e/hostile.sh). */
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "include/strata_guest.h"
@@ -308,17 +309,219 @@ STRATA_FUNCTION(exit_77, "i()")
 }
 
 /*
+ * The stub's stop (`syscall` then `movabs $PROC_CTL, %rbx`: where it goes
+ * on after SIGCONT), found by scanning as sys_site does; the stub's
+ * tgkill goes through `sys` where the stop has no site of its own. 0 if
+ * neither is found.
+ */
+static uint64_t stop_site(void)
+{
+	const uint64_t ctl = PROC_CTL;
+	const volatile uint8_t *p = (const volatile uint8_t *)(uintptr_t)(PROC_CODE + 0x1000);
+
+	for (uint64_t i = 0; i + 12 < 0x1000; i++) {
+		bool same = p[i] == 0x0f && p[i + 1] == 0x05 && p[i + 2] == 0x48 && p[i + 3] == 0xbb;
+		for (unsigned k = 0; same && k < 8; k++)
+			same = p[i + 4 + k] == (uint8_t)(ctl >> (8 * k));
+		if (same)
+			return (uint64_t)(uintptr_t)(p + i);
+	}
+	return sys_site();
+}
+
+/*
+ * The child stopped as the stub stops itself (tgkill(self, self, SIGSTOP)
+ * at `site`), with every register of the guest's but rax, rcx and r11 as
+ * they were, and `keep` in r15. Whatever of the stub's code follows the
+ * `syscall` (a `ret`, for `sys`), the stack it starts with is a constant
+ * naming the code after the stop: a child resumed there comes back here,
+ * with the registers it stopped with (r14 gives back the stack). The
+ * value is r15 after the stop.
+ */
+static inline __attribute__((always_inline)) int64_t stop_here(uint64_t site, int64_t keep)
+{
+	uint64_t pid = *(volatile uint64_t *)(uintptr_t)(PROC_CTL + CTL_PID);
+	register int64_t r15 __asm__("r15") = keep;
+	long nr = 234; /* tgkill */
+
+	__asm__ volatile("movq %%rsp, %%r14\n\t"
+			 "leaq 2f(%%rip), %%rsp\n\t"
+			 "jmp *%[site]\n"
+			 "1:\tmovq %%r14, %%rsp\n\t"
+			 ".pushsection .rodata\n\t.balign 8\n"
+			 "2:\t.quad 1b\n\t"
+			 ".popsection"
+			 : "+r"(r15), "+a"(nr)
+			 : [site] "r"(site), "D"(pid), "S"(pid), "d"(19L /* SIGSTOP */)
+			 : "r14", "rcx", "r11", "memory");
+	return r15;
+}
+
+/*
  * A forged report: signal 99 in the control page's siginfo, the state set
  * to "reporting", and the child stopped as the stub stops it. The pid is
  * where the stub keeps it (the control page; an older stub's stack).
  */
 STRATA_FUNCTION(forge_signal_99, "i()")
 {
-	volatile uint64_t *pidw = (volatile uint64_t *)(uintptr_t)(PROC_CTL + CTL_PID);
-	uint64_t pid = *pidw ? *pidw : *(volatile uint64_t *)(uintptr_t)(PROC_STACK_LO + 8);
+	uint64_t site = stop_site();
 
+	if (!site)
+		return strata_fail(c, "no stub found");
 	*(volatile int32_t *)(uintptr_t)(PROC_CTL + CTL_SI) = 99;
 	*(volatile uint32_t *)(uintptr_t)(PROC_CTL + CTL_STATE) = STATE_HOST;
-	stub_sys(234 /* tgkill */, (long)pid, (long)pid, 19 /* SIGSTOP */, 0, 0, 0);
+	stop_here(site, 0);
 	return strata_ret_i64(c, 1);
+}
+
+/* ---- A forged stop that ends the call ---- */
+
+/* The store of a RETURN hypercall (`movl %eax, (%rdx)`) the forged report
+ * names; never run here. What follows it is where the host would resume
+ * the guest after such a report without a restore: it stops there. */
+__asm__(".pushsection .text\n"
+	"forged_store:\n\t"
+	"movl %eax, (%rdx)\n\t"
+	"ud2\n"
+	".popsection");
+extern const char forged_store[];
+
+/* ucontext gregs indices (sys/ucontext.h REG_*) the forged report sets. */
+enum { G_RAX = 13, G_RIP = 16, G_ERR = 19, G_TRAPNO = 20, G_CR2 = 22 };
+
+/*
+ * This call's result n written as the runtime writes it, and a report in
+ * the control page that says the guest made the RETURN hypercall (a user
+ * write fault on its hypercall slot, at a store of eax: status OK). From
+ * constants only: no value from before a stop is trusted after it.
+ */
+static __attribute__((noinline)) void forge_return(int64_t n)
+{
+	const struct strata_boot_info *boot = (const void *)(uintptr_t)STRATA_BOOT_INFO_GPA;
+	const volatile struct strata_call_frame *f = (const void *)(uintptr_t)boot->in_addr;
+	volatile struct strata_result_frame *r = (void *)(uintptr_t)boot->out_addr;
+	volatile uint64_t *g = (volatile uint64_t *)(uintptr_t)(PROC_CTL + CTL_GREGS);
+
+	r->magic = STRATA_RESULT_MAGIC;
+	r->status = STRATA_OK;
+	r->seq = f->seq;
+	r->ret.type = STRATA_T_I64;
+	r->ret.i64 = n;
+	r->ret.addr = r->ret.len = 0;
+	r->msg_addr = r->msg_len = 0;
+	g[G_RIP] = (uint64_t)(uintptr_t)forged_store;
+	g[G_RAX] = STRATA_OK;
+	g[G_TRAPNO] = 14; /* #PF */
+	g[G_ERR] = 6;     /* a user-mode write */
+	g[G_CR2] = STRATA_HC_VA + (STRATA_PORT_RETURN - STRATA_HC_PORT_BASE) * 4;
+	*(volatile int32_t *)(uintptr_t)(PROC_CTL + CTL_SI) = 11; /* SIGSEGV */
+	*(volatile uint32_t *)(uintptr_t)(PROC_CTL + CTL_STATE) = STATE_HOST;
+}
+
+/*
+ * The counter lives in r15 across a stop the guest makes itself: it ends
+ * this call with a forged RETURN report (the value n), then stops at the
+ * stub's stop site. A host that restores it then and resumes it in the
+ * guest's own code on the next call brings it back here: n + 1 is that
+ * call's answer, and so on. Resumed where the host says (the snapshot),
+ * the next call starts this function afresh: 1.
+ */
+STRATA_FUNCTION(forged_stop_next, "i()")
+{
+	if (!stop_site())
+		return strata_fail(c, "no stub found");
+	int64_t n = 0;
+	for (;;) {
+		forge_return(++n);
+		n = stop_here(stop_site(), n);
+	}
+}
+
+/* ---- A signal frame of the guest's own, returned through at `sys` ---- */
+
+/* The kernel's struct ucontext as rt_sigreturn reads it (x86-64): the
+ * stack rt_sigreturn sets (uc_stack), the registers, the signal mask. */
+struct own_uc {
+	uint64_t flags, link;
+	uint64_t ss_sp;
+	uint32_t ss_flags, ss_pad;
+	uint64_t ss_size;
+	uint64_t r8, r9, r10, r11, r12, r13, r14, r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip, eflags;
+	uint16_t cs, gs, fs, ss;
+	uint64_t err, trapno, oldmask, cr2, fpstate, reserved[8];
+	uint64_t sigmask;
+};
+_Static_assert(sizeof(struct own_uc) == UC_SIZE, "the kernel's ucontext");
+
+static struct own_uc own_uc;
+static uint64_t own_site;
+#define SIGUSR1_ 10
+#define SS_AUTODISARM_ (1u << 31)
+
+/*
+ * rt_sigreturn at the stub's `sys` through a frame of the guest's: it
+ * comes back here (the same stack, every other register lost), with
+ * `mask` blocked and (sp, flags, size) as its signal stack. 0, or the
+ * failure when no stub is found.
+ */
+static __attribute__((noinline)) int own_frame(uint64_t mask, uint64_t sp, uint32_t flags, uint64_t size)
+{
+	uint16_t cs, ss;
+
+	if (!(own_site = sys_site()))
+		return -1;
+	__asm__ volatile("movw %%cs, %0\n\tmovw %%ss, %1" : "=r"(cs), "=r"(ss));
+	own_uc = (struct own_uc){ .ss_sp = sp, .ss_flags = flags, .ss_size = size, .eflags = 0x202,
+				  .cs = cs, .ss = ss, .sigmask = mask };
+	__asm__ volatile("movq %%rsp, %[rsp]\n\t"
+			 "leaq 1f(%%rip), %%rax\n\t"
+			 "movq %%rax, %[rip]\n\t"
+			 "leaq %[uc], %%rsp\n\t"
+			 "movl $15, %%eax\n\t" /* rt_sigreturn */
+			 "jmp *%[site]\n"
+			 "1:"
+			 : [rsp] "=m"(own_uc.rsp), [rip] "=m"(own_uc.rip)
+			 : [uc] "m"(own_uc), [site] "m"(own_site)
+			 : "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
+			   "memory", "cc");
+	return 0;
+}
+
+/* The kick (SIGUSR1) blocked, then a spin: the host's kick cannot stop
+ * it, so only its timeout and the kill after it end the call. */
+STRATA_FUNCTION(kick_blocked_spin, "i()")
+{
+	if (own_frame(1ull << (SIGUSR1_ - 1), PROC_ALT_LO, SS_AUTODISARM_, PROC_ALT_SIZE) < 0)
+		return strata_fail(c, "no stub found");
+	for (;;)
+		__asm__ volatile("" ::: "memory");
+}
+
+/* The signal stack moved into guest memory, then a fault (a read of an
+ * unmapped page): the stub's handler runs on the guest's stack, and what it
+ * reports names a frame the host does not know. */
+static uint8_t own_stack[16384] __attribute__((aligned(64)));
+
+STRATA_FUNCTION(altstack_moved_fault, "i()")
+{
+	if (own_frame(0, (uint64_t)(uintptr_t)own_stack, 0, sizeof(own_stack)) < 0)
+		return strata_fail(c, "no stub found");
+	return strata_ret_i64(c, *(volatile int64_t *)(uintptr_t)0x700000000);
+}
+
+/*
+ * The stub's code after its stop, jumped into with the guest's own signal
+ * mask and a stack of its choosing (the control page's word, which it can
+ * write while it runs: nothing is mapped there): the stub faults there,
+ * which only a guest can make happen, so the report is a bad one.
+ */
+STRATA_FUNCTION(stub_continuation_fault, "i()")
+{
+	uint64_t site = stop_site();
+
+	if (!site)
+		return strata_fail(c, "no stub found");
+	*(volatile uint64_t *)(uintptr_t)(PROC_CTL + CTL_SP) = 0x700000000;
+	__asm__ volatile("jmp *%0" : : "r"(site + 2));
+	__builtin_unreachable();
 }

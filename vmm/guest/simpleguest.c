@@ -346,7 +346,8 @@ STRATA_FUNCTION(wild_hypercall, "v(i)")
 }
 
 /* Exception stubs that fault themselves (`int $0x30` hits a not-present
- * vector): tests point the ELF note at these to provoke a triple fault. */
+ * vector): tests point the ELF note at these, which a host that ran them
+ * would take into a triple fault (tests/vmm/test_elf.c: it never does). */
 __asm__(".pushsection .text\n"
 	".balign 16\n"
 	"strata_test_bad_stubs:\n"

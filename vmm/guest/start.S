@@ -10,10 +10,12 @@ _start:
 	ud2
 
 /*
- * Exception stubs, one per vector 0-31, STRATA_ISR_STRIDE bytes apart. They
- * run at CPL 0 (emulated slowly on kvm_pvm, so they are short): push an error
- * code where the CPU did not, push the vector, and report the frame to the
- * host with one `out`. The host never resumes a faulted guest.
+ * Exception stubs, one per vector 0-31, STRATA_ISR_STRIDE bytes apart, named
+ * by the note. This host never runs them: its IDT points at stubs it writes
+ * itself, which do the same (docs/guest-abi.md). They stay so that a guest
+ * built with this SDK still runs on earlier hosts, which point the IDT here:
+ * push an error code where the CPU did not, push the vector, and report the
+ * frame to the host with one `out`. The host never resumes a faulted guest.
  */
 	.text
 	.balign STRATA_ISR_STRIDE

@@ -72,7 +72,15 @@ struct strata_value strata_val_str(const char *s);
 int strata_host_call(const char *name, const struct strata_value *args, unsigned nargs,
 		     struct strata_value *ret, void *buf, size_t cap);
 
-/* Log a line to the host (levels: 0 error .. 3 debug). */
+/* Log levels (struct strata_log's level; the host's enum vmm_log_level). */
+enum strata_log_level {
+	STRATA_LOG_ERROR = 0,
+	STRATA_LOG_WARN = 1,
+	STRATA_LOG_INFO = 2,
+	STRATA_LOG_DEBUG = 3,
+};
+
+/* Log a line to the host at a level of enum strata_log_level. */
 void strata_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Stop with a message; the host's call fails with VMM_E_ABORT. */
 _Noreturn void strata_abort(int64_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
