@@ -327,7 +327,7 @@ int ix_lazy_rec_describe(struct ix *ix, MDB_txn *txn, const st_id *layer, char *
 	size_t head, olen;
 	uint64_t nchunks = 0, present = 0;
 	uint8_t map[4096];
-	int fd;
+	int fd = -1;
 
 	if (!ix->has_lazy || mdb_get(txn, ix->lazy, &k, &v) != 0)
 		return IX_ENOTFOUND;

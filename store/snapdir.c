@@ -192,7 +192,7 @@ static int layer_open_at(int lfd, const st_id *id, char *why, size_t whylen)
 
 int st_snapdir_layer_open_why(const char *dir, const st_id *id, int *fd_out, char *why, size_t whylen)
 {
-	int dfd, lfd, fd;
+	int dfd, lfd = -1, fd;
 
 	if ((fd = open_dirs(dir, &dfd, &lfd, why, whylen)) < 0)
 		return fd;
@@ -241,7 +241,7 @@ static int layer_check(int fd, const struct st_layer_ref *l, char *why, size_t w
 
 int st_snapdir_verify(const char *dir, const struct st_manifest *m, char *why, size_t whylen)
 {
-	int dfd, lfd, rc;
+	int dfd, lfd = -1, rc;
 
 	if ((rc = open_dirs(dir, &dfd, &lfd, why, whylen)) < 0)
 		return rc;
