@@ -1,0 +1,349 @@
+/* sys.c: what musl's C library reaches below it, for a guest with no kernel: output, errno, locks, files, time, exit. */
+#include <errno.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <wchar.h>
+
+#include "include/strata_guest.h"
+
+/*
+ * The head of musl's FILE (its src/internal/stdio_impl.h, the ABI of the
+ * libc.a this links: Debian's musl 1.2): the fields the write, read, seek
+ * and close hooks below touch.
+ */
+struct musl_file {
+	unsigned flags;
+	unsigned char *rpos, *rend;
+	int (*close)(FILE *);
+	unsigned char *wend, *wpos;
+	unsigned char *mustbezero_1;
+	unsigned char *wbase;
+	size_t (*read)(FILE *, unsigned char *, size_t);
+	size_t (*write)(FILE *, const unsigned char *, size_t);
+	long (*seek)(FILE *, long, int);
+	unsigned char *buf;
+	size_t buf_size;
+};
+#define MUSL_F_EOF 16u
+
+/* errno: one thread, one variable (musl's own reads the thread block at %fs). */
+static int errno_value;
+int *__errno_location(void) __attribute__((const));
+int *__errno_location(void)
+{
+	return &errno_value;
+}
+int *___errno_location(void) __attribute__((const, alias("__errno_location")));
+
+/* One write of a stream to the host log: its buffered bytes, then `buf`,
+ * one record per line; what follows the last newline is a record of its own
+ * (a write is a flush: the line is complete or fflush asked for it). Lines
+ * longer than `line` go as several records. */
+static size_t write_to_log(FILE *f, const unsigned char *buf, size_t len, int level)
+{
+	struct musl_file *m = (struct musl_file *)f;
+	const unsigned char *part[2] = { m->wbase, buf };
+	size_t part_len[2] = { (size_t)(m->wpos - m->wbase), len };
+	char line[1024];
+	size_t n = 0;
+
+	for (int k = 0; k < 2; k++)
+		for (size_t i = 0; i < part_len[k]; i++) {
+			unsigned char ch = part[k][i];
+			if (ch != '\n')
+				line[n++] = (char)ch;
+			if (ch == '\n' || n == sizeof line) {
+				strata_log_write(level, line, n);
+				n = 0;
+			}
+		}
+	if (n)
+		strata_log_write(level, line, n);
+	m->wend = m->buf + m->buf_size;
+	m->wpos = m->wbase = m->buf;
+	return len;
+}
+
+/* stdout goes to the host log at info, stderr at warn (stdout is
+ * line-buffered; fflush sends a partial line). */
+size_t __stdout_write(FILE *f, const unsigned char *buf, size_t len);
+size_t __stdout_write(FILE *f, const unsigned char *buf, size_t len)
+{
+	return write_to_log(f, buf, len, STRATA_LOG_INFO);
+}
+
+size_t __stdio_write(FILE *f, const unsigned char *buf, size_t len);
+size_t __stdio_write(FILE *f, const unsigned char *buf, size_t len)
+{
+	return write_to_log(f, buf, len, STRATA_LOG_WARN);
+}
+
+/* stdin is empty: the first read is the end of the file. */
+size_t __stdio_read(FILE *f, unsigned char *buf, size_t len);
+size_t __stdio_read(FILE *f, unsigned char *buf, size_t len)
+{
+	((struct musl_file *)f)->flags |= MUSL_F_EOF;
+	return 0;
+}
+
+long __stdio_seek(FILE *f, long off, int whence);
+long __stdio_seek(FILE *f, long off, int whence)
+{
+	errno = ESPIPE;
+	return -1;
+}
+
+int __stdio_close(FILE *f);
+int __stdio_close(FILE *f)
+{
+	return 0;
+}
+
+/* One thread: musl's locks have nothing to wait for (its own use futex
+ * system calls). */
+void __lock(volatile int *l);
+void __lock(volatile int *l) {}
+void __unlock(volatile int *l);
+void __unlock(volatile int *l) {}
+int __lockfile(FILE *f);
+int __lockfile(FILE *f)
+{
+	return 0;
+}
+void __unlockfile(FILE *f);
+void __unlockfile(FILE *f) {}
+
+/* No filesystem: opening a file finds none. */
+FILE *fopen(const char *restrict path, const char *restrict mode)
+{
+	errno = ENOENT;
+	return NULL;
+}
+
+FILE *freopen(const char *restrict path, const char *restrict mode, FILE *restrict f)
+{
+	errno = ENOENT;
+	return NULL;
+}
+
+FILE *tmpfile(void)
+{
+	errno = ENOSYS;
+	return NULL;
+}
+
+int remove(const char *path)
+{
+	errno = ENOENT;
+	return -1;
+}
+
+int rename(const char *from, const char *to)
+{
+	errno = ENOENT;
+	return -1;
+}
+
+/* No environment, no shell. */
+char *getenv(const char *name)
+{
+	return NULL;
+}
+
+int system(const char *cmd)
+{
+	if (!cmd)
+		return 0;
+	errno = ENOSYS;
+	return -1;
+}
+
+/* The C locale is the only one: "C", "POSIX" and "" (the environment's,
+ * which is C) select it; any other fails. */
+char *setlocale(int cat, const char *name)
+{
+	static char c_name[] = "C";
+
+	if (cat < LC_CTYPE || cat > LC_ALL)
+		return NULL;
+	if (name && *name && strcmp(name, "C") != 0 && strcmp(name, "POSIX") != 0)
+		return NULL;
+	return c_name;
+}
+
+/* musl's MB_CUR_MAX: 1 in the C locale (bytes are characters). */
+size_t __ctype_get_mb_cur_max(void);
+size_t __ctype_get_mb_cur_max(void)
+{
+	return 1;
+}
+
+/*
+ * Time comes from the host only if the host registers a function
+ * `clock_gettime` of signature i(i) (clock id -> nanoseconds, or a host
+ * error); without one, clock_gettime fails with ENOSYS, time() and clock()
+ * return -1.
+ */
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+	struct strata_value arg = strata_val_i64(id), ret;
+	int st = strata_host_call("clock_gettime", &arg, 1, &ret, NULL, 0);
+
+	if (st != STRATA_HOST_OK || ret.type != STRATA_T_I64 || ret.i64 < 0) {
+		errno = st == STRATA_HOST_NO_FUNCTION || st == STRATA_HOST_BAD_ARGS ? ENOSYS : EINVAL;
+		return -1;
+	}
+	ts->tv_sec = ret.i64 / 1000000000;
+	ts->tv_nsec = ret.i64 % 1000000000;
+	return 0;
+}
+
+time_t time(time_t *t)
+{
+	struct timespec ts;
+	time_t v = clock_gettime(CLOCK_REALTIME, &ts) == 0 ? ts.tv_sec : (time_t)-1;
+
+	if (t)
+		*t = v;
+	return v;
+}
+
+clock_t clock(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+		return (clock_t)-1;
+	return (clock_t)(ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
+}
+
+/* exit ends the guest: flush the streams, stop with the status as the
+ * abort code (the host's call fails with VMM_E_ABORT). */
+_Noreturn void exit(int status)
+{
+	fflush(stdout);
+	fflush(stderr);
+	strata_abort(status, "exit(%d) called", status);
+}
+
+_Noreturn void _Exit(int status)
+{
+	strata_abort(status, "_Exit(%d) called", status);
+}
+
+/* musl's own allocator entry points, for its members that call them: the
+ * runtime's heap (docs/guest-alloc.md). */
+void *__libc_malloc(size_t n);
+void *__libc_malloc(size_t n)
+{
+	return malloc(n);
+}
+void *__libc_calloc(size_t n, size_t size);
+void *__libc_calloc(size_t n, size_t size)
+{
+	return calloc(n, size);
+}
+void *__libc_realloc(void *p, size_t n);
+void *__libc_realloc(void *p, size_t n)
+{
+	return realloc(p, n);
+}
+void __libc_free(void *p);
+void __libc_free(void *p)
+{
+	free(p);
+}
+
+/* A smashed stack protector canary (musl's members check one). */
+_Noreturn void __stack_chk_fail(void);
+_Noreturn void __stack_chk_fail(void)
+{
+	strata_abort(-5, "stack smashing detected");
+}
+
+/* The locking character functions (musl's wait with futex system calls
+ * when contended; one thread never is). */
+int fputc(int ch, FILE *f)
+{
+	return putc_unlocked(ch, f);
+}
+int putc(int ch, FILE *f) __attribute__((alias("fputc")));
+int putchar(int ch)
+{
+	return putc_unlocked(ch, stdout);
+}
+int fgetc(FILE *f)
+{
+	return getc_unlocked(f);
+}
+int getc(FILE *f) __attribute__((alias("fgetc")));
+int getchar(void)
+{
+	return getc_unlocked(stdin);
+}
+
+/* The C locale's multibyte conversion, as musl's C locale has it: bytes
+ * below 0x80 are themselves, the others the code units 0xdf80-0xdfff. */
+size_t wcrtomb(char *restrict s, wchar_t wc, mbstate_t *restrict st)
+{
+	if (!s)
+		return 1;
+	if ((unsigned)wc < 0x80 || ((unsigned)wc >= 0xdf80 && (unsigned)wc <= 0xdfff)) {
+		*s = (char)wc;
+		return 1;
+	}
+	errno = EILSEQ;
+	return (size_t)-1;
+}
+
+size_t mbrtowc(wchar_t *restrict wc, const char *restrict s, size_t n, mbstate_t *restrict st)
+{
+	if (!s)
+		return 0;
+	if (!n)
+		return (size_t)-2;
+	unsigned char b = (unsigned char)*s;
+	wchar_t v = b < 0x80 ? b : 0xdf00 + b;
+	if (wc)
+		*wc = v;
+	return v != 0;
+}
+
+/* Collation in the C locale is byte order. */
+int strcoll(const char *a, const char *b)
+{
+	return strcmp(a, b);
+}
+
+size_t strxfrm(char *restrict dst, const char *restrict src, size_t n)
+{
+	size_t len = strlen(src);
+
+	if (len < n)
+		memcpy(dst, src, len + 1);
+	return len;
+}
+
+/* The messages of the errors a guest meets (musl's table is reached
+ * through the thread's locale). */
+char *strerror(int e)
+{
+	static const struct { int e; const char *msg; } msgs[] = {
+		{ 0, "No error information" }, { ENOENT, "No such file or directory" },
+		{ ENOSYS, "Function not implemented" }, { EINVAL, "Invalid argument" },
+		{ ENOMEM, "Out of memory" }, { ERANGE, "Result not representable" },
+		{ EDOM, "Domain error" }, { EILSEQ, "Illegal byte sequence" },
+		{ ESPIPE, "Illegal seek" }, { EBADF, "Bad file descriptor" },
+		{ EACCES, "Permission denied" }, { EEXIST, "File exists" },
+	};
+	static char unknown[32];
+
+	for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++)
+		if (msgs[i].e == e)
+			return (char *)msgs[i].msg;
+	snprintf(unknown, sizeof unknown, "Unknown error %d", e);
+	return unknown;
+}
