@@ -6,7 +6,7 @@ T=$(mktemp -d /tmp/strata-e2e-libc.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..16"
+echo "1..18"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 G=$B/vmm/guest/libcguest.elf
@@ -56,6 +56,16 @@ math_all() {  # libm functions within two units in the last place of glibc's
 	echo "all math agrees"
 }
 
+when_all() {  # gmtime + asctime against date(1) in UTC; mktime and timegm give the seconds back
+	local be=$1 t got want
+	for t in 0 86399 951782400 1700000000 2147483648 -86400 4102444800; do
+		got=$(st run "$G" --backend "$be" --call when " $t" 2>&1)
+		want="$(TZ=UTC date -d "@$t" '+%a %b %e %T %Y')|$t|$t|UTC"
+		[ "$got" = "$want" ] || { echo "when $t: guest '$got' want '$want'"; return 1; }
+	done
+	echo "all times agree"
+}
+
 kvm_why=
 kvm_unusable && kvm_why=$KVM_WHY
 for be in process kvm; do
@@ -67,6 +77,8 @@ for be in process kvm; do
 		roundtrip_all "$be"
 	check_kvm "$be: sin cos tan exp log log10 sqrt atan cbrt floor ceil tanh erf agree with the host's libm (within 2 ulp)" 0 \
 		'^all math agrees$' -- math_all "$be"
+	check_kvm "$be: gmtime, asctime, mktime and timegm agree with date(1) in UTC, the guest's only zone" 0 \
+		'^all times agree$' -- when_all "$be"
 	check_kvm "$be: qsort sorts and bsearch finds every word" 0 '^apple banana cherry fig pear$' -- \
 		st run "$G" --backend "$be" --call sort "pear fig apple cherry banana"
 	check_kvm "$be: longjmp leaves 500 nested calls with setjmp's value" 0 '^42$' -- \

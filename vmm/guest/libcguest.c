@@ -147,3 +147,19 @@ STRATA_FUNCTION(say, "s(s)")
 	snprintf(out, sizeof out, "%zu alpha %zu digit %c", alpha, digit, toupper((unsigned char)s[0]));
 	return strata_ret_str(c, out);
 }
+
+/* when(SECONDS): gmtime's broken-down time through asctime, and mktime
+ * and timegm back to seconds (the time zone is UTC). */
+STRATA_FUNCTION(when, "s(i)")
+{
+	time_t t = (time_t)strata_arg_i64(c, 0);
+	struct tm tm, *g = gmtime(&t);
+
+	if (!g)
+		return strata_fail(c, "gmtime failed");
+	tm = *g;
+	size_t n = strlen(asctime(&tm));
+	snprintf(out, sizeof out, "%.*s|%lld|%lld|%s", (int)n - 1, asctime(&tm), (long long)mktime(&tm),
+	         (long long)timegm(&tm), tzname[0]);
+	return strata_ret_str(c, out);
+}

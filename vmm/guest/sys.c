@@ -1,5 +1,6 @@
 /* sys.c: what musl's C library reaches below it, for a guest with no kernel: output, errno, locks, files, time, exit. */
 #include <errno.h>
+#include <langinfo.h>
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,4 +347,58 @@ char *strerror(int e)
 			return (char *)msgs[i].msg;
 	snprintf(unknown, sizeof unknown, "Unknown error %d", e);
 	return unknown;
+}
+
+/* The time zone is UTC: there are no zone files (musl's reader maps them
+ * with system calls). */
+const char __utc[] = "UTC";
+char *tzname[2] = { (char *)__utc, (char *)__utc };
+long timezone;
+int daylight;
+
+void tzset(void) {}
+
+void __secs_to_zone(long long t, int local, int *isdst, long *offset, long *oppoff, const char **zonename);
+void __secs_to_zone(long long t, int local, int *isdst, long *offset, long *oppoff, const char **zonename)
+{
+	*isdst = 0;
+	*offset = 0;
+	if (oppoff)
+		*oppoff = 0;
+	*zonename = __utc;
+}
+
+const char *__tm_to_tzname(const struct tm *tm);
+const char *__tm_to_tzname(const struct tm *tm)
+{
+	return __utc;
+}
+
+/* The C locale's nl_langinfo (what strftime and asctime read). */
+char *__nl_langinfo_l(nl_item item, locale_t loc);
+char *__nl_langinfo_l(nl_item item, locale_t loc)
+{
+	static const char *const tm_names[] = {
+		"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat",
+		"Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday",
+		"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+		"January", "February", "March", "April", "May", "June", "July", "August",
+		"September", "October", "November", "December",
+		"AM", "PM", "%a %b %e %T %Y", "%m/%d/%y", "%H:%M:%S", "%I:%M:%S %p",
+	};
+
+	if (item >= ABDAY_1 && item <= T_FMT_AMPM)
+		return (char *)tm_names[item - ABDAY_1];
+	switch (item) {
+	case CODESET: return (char *)"ASCII";
+	case RADIXCHAR: return (char *)".";
+	case YESEXPR: return (char *)"^[yY]";
+	case NOEXPR: return (char *)"^[nN]";
+	default: return (char *)"";
+	}
+}
+
+char *nl_langinfo(nl_item item)
+{
+	return __nl_langinfo_l(item, 0);
 }
