@@ -163,3 +163,17 @@ STRATA_FUNCTION(when, "s(i)")
 	         (long long)timegm(&tm), tzname[0]);
 	return strata_ret_str(c, out);
 }
+
+/* now(): time(), clock_gettime(CLOCK_REALTIME) and clock() as the guest
+ * sees them (from the host's clock_gettime, if it registered one). */
+STRATA_FUNCTION(now, "s()")
+{
+	struct timespec ts = { 0 };
+	errno = 0;
+	int rc = clock_gettime(CLOCK_REALTIME, &ts);
+	int e = errno;
+
+	snprintf(out, sizeof out, "%lld %d %d %lld %ld", (long long)time(NULL), rc, e,
+	         (long long)ts.tv_sec, (long)clock());
+	return strata_ret_str(c, out);
+}
