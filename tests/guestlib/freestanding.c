@@ -1,4 +1,4 @@
-/* tests/guestlib: the guest libc built as guests build it (plain names, -ffreestanding, no C library), run as a static program that prints TAP. */
+/* tests/guestlib: the guest libc built as guests build it (plain names, -ffreestanding, musl's part from libstrata-c.a, no other C library), run as a static program that prints TAP. */
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -143,7 +143,7 @@ static void test_fmt(void)
 	                 (void *)0x1000, -9000000000LL, (size_t)77, 'z');
 	const char *want = "-12|   ab|ff  |010|0x1000|-9000000000|77|z|%";
 
-	report(n == (int)strlen(want) && strcmp(buf, want) == 0, "snprintf formats without a C library", buf);
+	report(n == (int)strlen(want) && strcmp(buf, want) == 0, "musl's snprintf formats over the runtime's hooks alone", buf);
 }
 
 static void test_heap(void)
