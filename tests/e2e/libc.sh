@@ -6,7 +6,7 @@ T=$(mktemp -d /tmp/strata-e2e-libc.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..18"
+echo "1..20"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 G=$B/vmm/guest/libcguest.elf
@@ -86,6 +86,9 @@ for be in process kvm; do
 	check_kvm "$be: fopen fails with ENOENT, the clock with ENOSYS (no host clock), the locale is C only" 0 \
 		"^fopen=NULL errno=No such file or directory; clock_gettime=-1 errno=Function not implemented; time=-1; locale=C point='\\.' fr=NULL$" -- \
 		st run "$G" --backend "$be" --call files
+	check_kvm "$be: stdin is empty, stdout unseekable; no popen, dlopen, tmpfile, remove or environment" 0 \
+		'^scanf=-1 getchar=-1 eof=1 fseek=-1\(Illegal seek\) popen=NULL\(Function not implemented\) dlopen=NULL\(a strata guest loads no shared objects\) tmpfile=NULL remove=-1 getenv=NULL$' -- \
+		st run "$G" --backend "$be" --call streams
 	check_kvm "$be: printf to stdout reaches the host log at info, a line a record, fflush sends a partial line" 0 \
 		'^guest info: stdout: x1 2\.5$' -- st run "$G" --backend "$be" --call say "x1"
 	check_kvm "$be: fprintf to stderr reaches the host log at warn; ctype classifies" 0 \

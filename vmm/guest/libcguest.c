@@ -1,5 +1,6 @@
 /* libcguest.c: a guest of ordinary portable C: stdio, printf with floats, strtod, qsort, setjmp, math, errno, locale (tests/e2e/libc.sh). */
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <locale.h>
 #include <math.h>
@@ -175,5 +176,30 @@ STRATA_FUNCTION(now, "s()")
 
 	snprintf(out, sizeof out, "%lld %d %d %lld %ld", (long long)time(NULL), rc, e,
 	         (long long)ts.tv_sec, (long)clock());
+	return strata_ret_str(c, out);
+}
+
+/* streams(): what a program finds of the rest of the system: an empty
+ * stdin, an unseekable stdout, no processes, temporary files or shared
+ * objects. */
+STRATA_FUNCTION(streams, "s()")
+{
+	int x = 0;
+	int sc = scanf("%d", &x);
+	int gc = getchar();
+	int eof = feof(stdin) != 0;
+	errno = 0;
+	int sk = fseek(stdout, 0, SEEK_SET);
+	int e_sk = errno;
+	errno = 0;
+	FILE *p = popen("ls", "r");
+	int e_p = errno;
+	void *h = dlopen("libc.so.6", RTLD_NOW);
+	FILE *tf = tmpfile();
+	int rm = remove("x");
+
+	snprintf(out, sizeof out, "scanf=%d getchar=%d eof=%d fseek=%d(%s) popen=%s(%s) dlopen=%s(%s) tmpfile=%s remove=%d getenv=%s",
+	         sc, gc, eof, sk, strerror(e_sk), p ? "FILE" : "NULL", strerror(e_p), h ? "handle" : "NULL",
+	         dlerror(), tf ? "FILE" : "NULL", rm, getenv("HOME") ? "set" : "NULL");
 	return strata_ret_str(c, out);
 }

@@ -1,4 +1,5 @@
 /* sys.c: what musl's C library reaches below it, for a guest with no kernel: output, errno, locks, files, time, exit. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <langinfo.h>
 #include <locale.h>
@@ -401,4 +402,56 @@ char *__nl_langinfo_l(nl_item item, locale_t loc)
 char *nl_langinfo(nl_item item)
 {
 	return __nl_langinfo_l(item, 0);
+}
+
+/* One thread: a stream's lock is always free. */
+void flockfile(FILE *f) {}
+void funlockfile(FILE *f) {}
+int ftrylockfile(FILE *f)
+{
+	return 0;
+}
+
+/* No processes, no temporary files, no shared objects. */
+FILE *popen(const char *cmd, const char *mode)
+{
+	errno = ENOSYS;
+	return NULL;
+}
+
+int pclose(FILE *f)
+{
+	errno = ECHILD;
+	return -1;
+}
+
+char *tmpnam(char *buf)
+{
+	return NULL;
+}
+
+int mkstemp(char *tmpl)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+void *dlopen(const char *path, int flags)
+{
+	return NULL;
+}
+
+void *dlsym(void *restrict handle, const char *restrict name)
+{
+	return NULL;
+}
+
+int dlclose(void *handle)
+{
+	return -1;
+}
+
+char *dlerror(void)
+{
+	return (char *)"a strata guest loads no shared objects";
 }
