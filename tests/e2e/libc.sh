@@ -6,7 +6,7 @@ T=$(mktemp -d /tmp/strata-e2e-libc.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..20"
+echo "1..22"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 G=$B/vmm/guest/libcguest.elf
@@ -66,6 +66,23 @@ when_all() {  # gmtime + asctime against date(1) in UTC; mktime and timegm give 
 	echo "all times agree"
 }
 
+# Every conversion of C's strftime (and the E/O modifiers, ignored in the C
+# locale) at times around each new year, where the ISO week (%G %V) turns.
+strf_fmt='%a %A %b %B %c|%C %d %D %e %F %g %G %h %H %I %j %m %M %p %r %R %s %S %T %u %U %V %w %W %x %X %y %Y %z %Z %% %Ey %OH'
+strf_all() {  # the guest's strftime against date(1)'s (glibc's) in UTC and the C locale
+	local be=$1 y d t got want total=0
+	for y in 1970 1998 1999 2000 2003 2004 2008 2009 2010 2015 2016 2020 2021 2026 2027 2032 2037; do
+		for d in "$((y - 1))-12-28" "$((y - 1))-12-31" "$y-01-01" "$y-01-03" "$y-01-04" "$y-02-29" "$y-06-15"; do
+			t=$(TZ=UTC date -d "$d 13:05:09" +%s 2>/dev/null) || continue  # no Feb 29
+			total=$((total + 1))
+			got=$(st run "$G" --backend "$be" --call strf "$strf_fmt" " $t" 2>&1)
+			want=$(LC_ALL=C TZ=UTC date -d "@$t" "+$strf_fmt")
+			[ "$got" = "$want" ] || { echo "strftime at $t: guest '$got' date '$want'"; return 1; }
+		done
+	done
+	echo "all $total times agree"
+}
+
 kvm_why=
 kvm_unusable && kvm_why=$KVM_WHY
 for be in process kvm; do
@@ -79,6 +96,8 @@ for be in process kvm; do
 		'^all math agrees$' -- math_all "$be"
 	check_kvm "$be: gmtime, asctime, mktime and timegm agree with date(1) in UTC, the guest's only zone" 0 \
 		'^all times agree$' -- when_all "$be"
+	check_kvm "$be: strftime's every conversion agrees with date(1) in UTC around each new year" 0 \
+		'^all [0-9]+ times agree$' -- strf_all "$be"
 	check_kvm "$be: qsort sorts and bsearch finds every word" 0 '^apple banana cherry fig pear$' -- \
 		st run "$G" --backend "$be" --call sort "pear fig apple cherry banana"
 	check_kvm "$be: longjmp leaves 500 nested calls with setjmp's value" 0 '^42$' -- \

@@ -203,3 +203,14 @@ STRATA_FUNCTION(streams, "s()")
 	         dlerror(), tf ? "FILE" : "NULL", rm, getenv("HOME") ? "set" : "NULL");
 	return strata_ret_str(c, out);
 }
+
+/* strf(FORMAT, SECONDS): strftime of gmtime(SECONDS). */
+STRATA_FUNCTION(strf, "s(si)")
+{
+	time_t t = (time_t)strata_arg_i64(c, 1);
+	size_t n = strftime(out, sizeof out, strata_arg_str(c, 0), gmtime(&t));
+
+	if (n == 0 && strata_arg_str(c, 0)[0])
+		return strata_fail(c, "strftime: no room");
+	return strata_ret_str(c, out);
+}

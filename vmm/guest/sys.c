@@ -1,6 +1,7 @@
 /* sys.c: what musl's C library reaches below it, for a guest with no kernel: output, errno, locks, files, time, exit. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <langinfo.h>
 #include <locale.h>
 #include <stdio.h>
@@ -454,4 +455,130 @@ int dlclose(void *handle)
 char *dlerror(void)
 {
 	return (char *)"a strata guest loads no shared objects";
+}
+
+/* ---- strftime: the C locale, in UTC (musl's reads the thread's locale) ---- */
+
+struct tm_out {
+	char *s;
+	size_t max, n;
+	bool full;
+};
+
+static void tm_put(struct tm_out *o, const char *p, size_t len)
+{
+	if (o->full || len >= o->max - o->n) {
+		o->full = true;
+		return;
+	}
+	memcpy(o->s + o->n, p, len);
+	o->n += len;
+}
+
+/* v in decimal, at least `width` wide, padded with `pad` ('0' or ' '). */
+static void tm_num(struct tm_out *o, long long v, int width, char pad)
+{
+	char b[24];
+	int len = snprintf(b, sizeof b, pad == '0' ? "%0*lld" : "%*lld", width, v);
+
+	tm_put(o, b, (size_t)len);
+}
+
+static bool leap(long long y)
+{
+	return y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+}
+
+/* ISO 8601 week number (1-53) of tm, and in *iso_year the year it belongs to. */
+static int iso_week(const struct tm *tm, long long *iso_year)
+{
+	long long y = tm->tm_year + 1900LL;
+	int wd = (tm->tm_wday + 6) % 7; /* Monday 0 */
+	int week = (tm->tm_yday - wd + 10) / 7;
+	/* Weeks in a year: 53 when it starts on a Thursday, or on a Wednesday
+	 * in a leap year. */
+	int jan1 = ((tm->tm_wday - tm->tm_yday) % 7 + 7) % 7; /* Sunday 0 */
+
+	if (week < 1) {
+		int pjan1 = ((jan1 - (leap(y - 1) ? 366 : 365)) % 7 + 7) % 7;
+		week = pjan1 == 4 || (pjan1 == 3 && leap(y - 1)) ? 53 : 52;
+		y--;
+	} else if (week == 53 && !(jan1 == 4 || (jan1 == 3 && leap(y)))) {
+		week = 1;
+		y++;
+	}
+	*iso_year = y;
+	return week;
+}
+
+static void tm_format(struct tm_out *o, const char *f, const struct tm *tm)
+{
+	long long year = tm->tm_year + 1900LL, iso_y;
+
+	for (; *f && !o->full; f++) {
+		if (*f != '%') {
+			tm_put(o, f, 1);
+			continue;
+		}
+		f++;
+		if (*f == 'E' || *f == 'O') /* the C locale has no alternative forms */
+			f++;
+		switch (*f) {
+		case 'a': tm_put(o, nl_langinfo(ABDAY_1 + (unsigned)tm->tm_wday % 7), 3); break;
+		case 'A': { const char *d = nl_langinfo(DAY_1 + (unsigned)tm->tm_wday % 7); tm_put(o, d, strlen(d)); break; }
+		case 'h':
+		case 'b': tm_put(o, nl_langinfo(ABMON_1 + (unsigned)tm->tm_mon % 12), 3); break;
+		case 'B': { const char *m = nl_langinfo(MON_1 + (unsigned)tm->tm_mon % 12); tm_put(o, m, strlen(m)); break; }
+		case 'c': tm_format(o, "%a %b %e %H:%M:%S %Y", tm); break;
+		case 'C': tm_num(o, year / 100, 2, '0'); break;
+		case 'd': tm_num(o, tm->tm_mday, 2, '0'); break;
+		case 'D': tm_format(o, "%m/%d/%y", tm); break;
+		case 'e': tm_num(o, tm->tm_mday, 2, ' '); break;
+		case 'F': tm_format(o, "%Y-%m-%d", tm); break;
+		case 'g': iso_week(tm, &iso_y); tm_num(o, (iso_y % 100 + 100) % 100, 2, '0'); break;
+		case 'G': iso_week(tm, &iso_y); tm_num(o, iso_y, 1, '0'); break;
+		case 'H': tm_num(o, tm->tm_hour, 2, '0'); break;
+		case 'I': tm_num(o, tm->tm_hour % 12 ? tm->tm_hour % 12 : 12, 2, '0'); break;
+		case 'j': tm_num(o, tm->tm_yday + 1, 3, '0'); break;
+		case 'm': tm_num(o, tm->tm_mon + 1, 2, '0'); break;
+		case 'M': tm_num(o, tm->tm_min, 2, '0'); break;
+		case 'n': tm_put(o, "\n", 1); break;
+		case 'p': tm_put(o, tm->tm_hour < 12 ? "AM" : "PM", 2); break;
+		case 'r': tm_format(o, "%I:%M:%S %p", tm); break;
+		case 'R': tm_format(o, "%H:%M", tm); break;
+		case 's': { struct tm t = *tm; tm_num(o, (long long)timegm(&t), 1, '0'); break; }
+		case 'S': tm_num(o, tm->tm_sec, 2, '0'); break;
+		case 't': tm_put(o, "\t", 1); break;
+		case 'T': tm_format(o, "%H:%M:%S", tm); break;
+		case 'u': tm_num(o, tm->tm_wday ? tm->tm_wday : 7, 1, '0'); break;
+		case 'U': tm_num(o, (tm->tm_yday + 7 - tm->tm_wday) / 7, 2, '0'); break;
+		case 'V': tm_num(o, iso_week(tm, &iso_y), 2, '0'); break;
+		case 'w': tm_num(o, tm->tm_wday, 1, '0'); break;
+		case 'W': tm_num(o, (tm->tm_yday + 7 - (tm->tm_wday + 6) % 7) / 7, 2, '0'); break;
+		case 'x': tm_format(o, "%m/%d/%y", tm); break;
+		case 'X': tm_format(o, "%H:%M:%S", tm); break;
+		case 'y': tm_num(o, (year % 100 + 100) % 100, 2, '0'); break;
+		case 'Y': tm_num(o, year, 1, '0'); break;
+		case 'z': tm_put(o, "+0000", 5); break;
+		case 'Z': tm_put(o, __utc, 3); break;
+		case '%': tm_put(o, "%", 1); break;
+		case '\0': f--; break; /* a trailing '%' is dropped */
+		default: tm_put(o, f - 1, 2); break; /* unknown: copied as written */
+		}
+	}
+}
+
+/* Returns the length written, or 0 (contents unspecified) when the result
+ * and its NUL do not fit in max bytes, as C says. */
+size_t strftime(char *restrict s, size_t max, const char *restrict fmt, const struct tm *restrict tm)
+{
+	struct tm_out o = { .s = s, .max = max };
+
+	if (!max)
+		return 0;
+	tm_format(&o, fmt, tm);
+	if (o.full)
+		return 0;
+	s[o.n] = '\0';
+	return o.n;
 }
