@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "include/strata_libc.h"
+#include "strata_libc.h"
 
 #ifdef __cplusplus
 extern "C" {

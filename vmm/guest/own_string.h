@@ -11,7 +11,7 @@
  * (-DSTRATA_LIBC_HOST_TEST) prefixes them with sg_ so they can be linked and
  * compared next to the host's C library.
  */
-#include "include/strata_libc.h"
+#include "strata_libc.h"
 
 #ifdef __cplusplus
 extern "C" {
