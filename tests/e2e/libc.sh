@@ -6,7 +6,7 @@ T=$(mktemp -d /tmp/strata-e2e-libc.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..22"
+echo "1..24"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 G=$B/vmm/guest/libcguest.elf
@@ -110,6 +110,8 @@ for be in process kvm; do
 		st run "$G" --backend "$be" --call streams
 	check_kvm "$be: printf to stdout reaches the host log at info, a line a record, fflush sends a partial line" 0 \
 		'^guest info: stdout: x1 2\.5$' -- st run "$G" --backend "$be" --call say "x1"
+	check_kvm "$be: what a call leaves in stdout's buffer reaches the log when the call returns" 0 \
+		'^guest info: no newline 5$' -- st run "$G" --backend "$be" --call partial
 	check_kvm "$be: fprintf to stderr reaches the host log at warn; ctype classifies" 0 \
 		'^guest warn: stderr: 1\.000000e-03$' -- sh -c "'$S' --store '$T/store' run '$G' --backend '$be' --call say 'Ab12c' 2>&1 |
 		grep -x 'guest info: unterminated 7' >/dev/null && '$S' --store '$T/store' run '$G' --backend '$be' --call say 'Ab12c' 2>&1 |

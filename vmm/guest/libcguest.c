@@ -214,3 +214,11 @@ STRATA_FUNCTION(strf, "s(si)")
 		return strata_fail(c, "strftime: no room");
 	return strata_ret_str(c, out);
 }
+
+/* partial(): printf of a line without its newline and without fflush; the
+ * runtime flushes stdout when the call returns. */
+STRATA_FUNCTION(partial, "i()")
+{
+	printf("no newline %d", 5);
+	return strata_ret_i64(c, 1);
+}

@@ -16,6 +16,8 @@ struct strata_call {
 };
 
 extern const struct strata_fn_reg __start_strata_fns[], __stop_strata_fns[];
+/* sys.c: stdout's buffered bytes to the host log, if it holds any. */
+void strata_stdout_flush(void);
 
 static const struct strata_boot_info *boot;
 static struct strata_fn_desc descs[STRATA_MAX_FUNCTIONS];
@@ -221,6 +223,9 @@ static uint32_t dispatch(void)
 	if (*p != ')')
 		return r->status = STRATA_ERR_BAD_FRAME;
 	uint32_t st = (uint32_t)c.reg->fn(&c);
+	/* A call's output is in the host log when it returns: what it left in
+	 * stdout's buffer (a line without its newline) goes now. */
+	strata_stdout_flush();
 	if (!c.done && st == STRATA_OK)
 		st = (uint32_t)strata_fail(&c, "%s returned without a result", c.reg->name);
 	return r->status = st;

@@ -70,6 +70,18 @@ static size_t write_to_log(FILE *f, const unsigned char *buf, size_t len, int le
 	return len;
 }
 
+/* Flush stdout if it holds bytes (the runtime calls this when a call
+ * returns). Nothing is written otherwise: fflush would store to the FILE
+ * and dirty its page on every call. */
+void strata_stdout_flush(void);
+void strata_stdout_flush(void)
+{
+	struct musl_file *m = (struct musl_file *)stdout;
+
+	if (m->wpos != m->wbase)
+		fflush(stdout);
+}
+
 /* stdout goes to the host log at info, stderr at warn (stdout is
  * line-buffered; fflush sends a partial line). */
 size_t __stdout_write(FILE *f, const unsigned char *buf, size_t len);
