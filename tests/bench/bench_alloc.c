@@ -9,7 +9,7 @@
 /* The guest libc built for the host (-DSTRATA_LIBC_HOST_TEST, as
  * tests/guestlib builds it) names its calls sg_*. */
 #define STRATA_LIBC_HOST_TEST 1
-#include "vmm/guest/include/stdlib.h"
+#include "vmm/guest/own_stdlib.h"
 #include "vmm/guest/include/strata_heap.h"
 
 #define PAIRS 1000   /* malloc+free pairs per timed iteration */

@@ -7,10 +7,12 @@ trap 'rm -rf "$T"' EXIT
 echo "1..2"
 
 # Every C source and header of the library's modules; the CLI (mount/)
-# reads the environment and passes configuration in.
+# reads the environment and passes configuration in. vmm/guest/ is guest
+# code, run in the sandbox, not the library: its C library defines a
+# getenv that finds nothing (a guest has no environment).
 scan() {
 	grep -rnE '(^|[^A-Za-z0-9_])((secure_)?getenv|environ|__environ|__secure_getenv)([^A-Za-z0-9_]|$)' \
-		--include='*.c' --include='*.h' "$@"
+		--include='*.c' --include='*.h' --exclude-dir=guest "$@"
 }
 
 # The pattern finds what it looks for (so the check below can fail).

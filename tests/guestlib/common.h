@@ -5,10 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "vmm/guest/include/stdio.h"
-#include "vmm/guest/include/stdlib.h"
+#include "vmm/guest/own_stdlib.h"
 #include "vmm/guest/include/strata_heap.h"
-#include "vmm/guest/include/string.h"
+#include "vmm/guest/own_string.h"
 
 #define TEST_PAGE 4096
 

@@ -3,8 +3,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "include/stdlib.h"
-#include "include/string.h"
+#include "own_stdlib.h"
+#include "own_string.h"
 #include "include/strata_heap.h"
 
 /*

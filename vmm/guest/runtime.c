@@ -1,9 +1,10 @@
 /* runtime.c: the guest runtime: init, the CPL 3 dispatch loop, arguments/results, hypercalls. */
 #include <stdbool.h>
 
-#include "include/stdio.h"
-#include "include/stdlib.h"
-#include "include/string.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "include/strata_heap.h"
 #include "include/strata_guest.h"
 
@@ -15,6 +16,8 @@ struct strata_call {
 };
 
 extern const struct strata_fn_reg __start_strata_fns[], __stop_strata_fns[];
+/* sys.c: stdout's buffered bytes to the host log, if it holds any. */
+void strata_stdout_flush(void);
 
 static const struct strata_boot_info *boot;
 static struct strata_fn_desc descs[STRATA_MAX_FUNCTIONS];
@@ -56,11 +59,17 @@ _Noreturn void abort(void)
 	strata_abort(-1, "abort() called");
 }
 
+void strata_log_write(int level, const char *msg, size_t len)
+{
+	struct strata_log rec = { .level = (uint32_t)level, .addr = addr_of(msg), .len = len };
+
+	strata_out(STRATA_PORT_LOG, (uint32_t)addr_of(&rec));
+}
+
 void strata_log(int level, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
-	struct strata_log rec = { .level = (uint32_t)level };
 
 	va_start(ap, fmt);
 	int n = vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -69,9 +78,7 @@ void strata_log(int level, const char *fmt, ...)
 		return;
 	if ((size_t)n >= sizeof(msg))
 		n = sizeof(msg) - 1;
-	rec.addr = addr_of(msg);
-	rec.len = (uint64_t)n;
-	strata_out(STRATA_PORT_LOG, (uint32_t)addr_of(&rec));
+	strata_log_write(level, msg, (size_t)n);
 }
 
 struct strata_value strata_val_str(const char *s)
@@ -216,6 +223,9 @@ static uint32_t dispatch(void)
 	if (*p != ')')
 		return r->status = STRATA_ERR_BAD_FRAME;
 	uint32_t st = (uint32_t)c.reg->fn(&c);
+	/* A call's output is in the host log when it returns: what it left in
+	 * stdout's buffer (a line without its newline) goes now. */
+	strata_stdout_flush();
 	if (!c.done && st == STRATA_OK)
 		st = (uint32_t)strata_fail(&c, "%s returned without a result", c.reg->name);
 	return r->status = st;

@@ -1,8 +1,9 @@
 /* simpleguest.c: the example guest used by tests and benchmarks: calls of each type and misbehaviour on demand. */
 #include <stdint.h>
 
-#include "include/stdlib.h"
-#include "include/string.h"
+#include <stdlib.h>
+#include <string.h>
+
 #include "include/strata_guest.h"
 
 static int64_t counter;

@@ -82,6 +82,8 @@ enum strata_log_level {
 
 /* Log a line to the host at a level of enum strata_log_level. */
 void strata_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Log len bytes of msg as one line, unformatted (stdout and stderr use it). */
+void strata_log_write(int level, const char *msg, size_t len);
 /* Stop with a message; the host's call fails with VMM_E_ABORT. */
 _Noreturn void strata_abort(int64_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

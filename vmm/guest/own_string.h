@@ -1,4 +1,4 @@
-/* strata guest libc: memory and string functions for freestanding guests. */
+/* own_string.h: the mem* and str* functions the runtime defines itself (sg_ names in host tests; guests include musl's <string.h>). */
 #ifndef STRATA_GUEST_STRING_H
 #define STRATA_GUEST_STRING_H
 

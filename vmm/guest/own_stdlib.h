@@ -1,4 +1,4 @@
-/* strata guest libc: heap allocation, number parsing and abort for freestanding guests. */
+/* own_stdlib.h: the heap and abort the runtime defines itself (sg_ names in host tests; guests include musl's <stdlib.h>). */
 #ifndef STRATA_GUEST_STDLIB_H
 #define STRATA_GUEST_STDLIB_H
 
@@ -35,17 +35,6 @@ void *STRATA_LIBC_NAME(aligned_alloc)(size_t align, size_t size);
 
 /* Provided by the guest runtime: report an abort to the host and stop. */
 _Noreturn void STRATA_LIBC_NAME(abort)(void);
-
-/* Parse a decimal integer prefix of s (like strtol(s, NULL, 10)). */
-int STRATA_LIBC_NAME(atoi)(const char *s);
-/* Parse an integer in base 0 or 2..36 after optional spaces and sign
- * (base 0 and 16 accept 0x, base 0 takes a leading 0 as octal). *end (if
- * end is not NULL) is set past the digits, or to s if there were none.
- * Out-of-range values saturate to LONG_MIN/LONG_MAX; there is no errno. */
-long STRATA_LIBC_NAME(strtol)(const char *restrict s, char **restrict end, int base);
-/* As strtol for unsigned long: a leading '-' negates the result, as C says;
- * out-of-range values give ULONG_MAX. */
-unsigned long STRATA_LIBC_NAME(strtoul)(const char *restrict s, char **restrict end, int base);
 
 #ifdef __cplusplus
 }
