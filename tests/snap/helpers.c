@@ -109,3 +109,17 @@ struct vmm_sandbox *sh_from_snapshot_checked(const struct st_manifest *m, const 
 	cr_assert_eq(vmm_sandbox_check(sb, &gpage), 0, "%s", vmm_sandbox_error(sb)->message);
 	return sb;
 }
+
+int64_t sh_channel_call(struct vmm_sandbox *sb, const char *fn, bool (*refused)(int rc, const struct vmm_error *e))
+{
+	struct vmm_result r = { 0 };
+	int rc = vmm_sandbox_call(sb, fn, NULL, 0, &r);
+
+	if (rc == 0)
+		return r.i64;
+	const struct vmm_error *e = vmm_sandbox_error(sb);
+	cr_assert(refused(rc, e), "%s: %s (%s)", fn, e->message, vmm_strerror(rc));
+	cr_log_info("%s refused: %s", fn, e->message);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s after %s: %s", fn, e->message, vmm_sandbox_error(sb)->message);
+	return 0;
+}

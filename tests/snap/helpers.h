@@ -29,5 +29,10 @@ struct vmm_host *sh_debug_host(unsigned warm, unsigned shells);
 /* A new sandbox from m (layers in sh_store), asserted equal to the
  * snapshot, memory and vCPU. */
 struct vmm_sandbox *sh_from_snapshot_checked(const struct st_manifest *m, const struct vmm_config *cfg);
+/* One call of a hostile-guest channel function (vmm/guest/hostile*.c): its
+ * value, or 0 where it was refused: rc is one `refused` accepts (it asserts
+ * on any other). A refused call leaves the sandbox restored, so the next
+ * step starts from the snapshot again. */
+int64_t sh_channel_call(struct vmm_sandbox *sb, const char *fn, bool (*refused)(int rc, const struct vmm_error *e));
 
 #endif

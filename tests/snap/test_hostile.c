@@ -47,25 +47,17 @@ static const char *const channels[] = {
 };
 #define NCHANNELS (sizeof(channels) / sizeof(channels[0]))
 
-/*
- * One call: its value, or 0 where the channel was refused (the guest
- * faulted, the stub's filter ended its process, or the guest gave up with
- * a reason). A refused call leaves the sandbox to be restored: do it here,
- * so the next step starts from the snapshot.
- */
+/* A channel is refused where the guest faulted, the stub's filter ended
+ * its process, or the guest gave up with a reason. */
+static bool process_refused(int rc, const struct vmm_error *e)
+{
+	(void)e;
+	return rc == VMM_E_GUEST_ERROR || rc == VMM_E_GUEST_FAULT || rc == VMM_E_SHUTDOWN;
+}
+
 static int64_t channel_call(struct vmm_sandbox *sb, const char *fn)
 {
-	struct vmm_result r = { 0 };
-	int rc = vmm_sandbox_call(sb, fn, NULL, 0, &r);
-
-	if (rc == 0)
-		return r.i64;
-	const struct vmm_error *e = vmm_sandbox_error(sb);
-	cr_assert(rc == VMM_E_GUEST_ERROR || rc == VMM_E_GUEST_FAULT || rc == VMM_E_SHUTDOWN, "%s: %s (%s)", fn,
-		  e->message, vmm_strerror(rc));
-	cr_log_info("%s refused: %s", fn, e->message);
-	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s after %s: %s", fn, e->message, vmm_sandbox_error(sb)->message);
-	return 0;
+	return sh_channel_call(sb, fn, process_refused);
 }
 
 /* Channels whose state survived, named once each (every channel is tried

@@ -12,25 +12,17 @@ static const char *const channels[] = {
 };
 #define NCHANNELS (sizeof(channels) / sizeof(channels[0]))
 
-/*
- * One call of a channel function: its value, or 0 where the guest refused
- * it (strata_fail: the extension is off) or the CPU did (a #UD: the
- * instruction is not there for the guest). A fault poisons the sandbox:
- * restore it so the next step starts from the snapshot again.
- */
+/* A vector channel is refused where the guest gave up with a reason
+ * (strata_fail: the extension is off) or the CPU did (a #UD: the
+ * instruction is not there for the guest). */
+static bool vector_refused(int rc, const struct vmm_error *e)
+{
+	return rc == VMM_E_GUEST_ERROR || (rc == VMM_E_GUEST_FAULT && e->vector == 6);
+}
+
 static int64_t channel_call(struct vmm_sandbox *sb, const char *fn)
 {
-	struct vmm_result r = { 0 };
-	int rc = vmm_sandbox_call(sb, fn, NULL, 0, &r);
-
-	if (rc == 0)
-		return r.i64;
-	const struct vmm_error *e = vmm_sandbox_error(sb);
-	cr_assert(rc == VMM_E_GUEST_ERROR || (rc == VMM_E_GUEST_FAULT && e->vector == 6), "%s: %s", fn, e->message);
-	cr_log_info("%s refused: %s", fn, e->message);
-	if (rc == VMM_E_GUEST_FAULT)
-		cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
-	return 0;
+	return sh_channel_call(sb, fn, vector_refused);
 }
 
 /* A channel after a restore: 1 (the snapshot's state plus one), or refused. */
