@@ -31,12 +31,15 @@ fi
 root=$SRC
 if ! [ "$BUILD" -ef "$SRC/build" ]; then
 	root=$T/root
-	mkdir -p "$root"
-	ln -s "$(cd "$BUILD" && pwd)" "$root/build"
+	mkdir -p "$root/build"
 fi
-# cd before /tmp is covered: the working directory stays reachable whatever is mounted over its path.
-TOUR=$tour timeout 240 unshare --mount --net --pid --fork --mount-proc --propagation private bash -c '
-	cd "$0" && ip link set lo up && mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /mnt &&
+# cd before /tmp is covered: the working directory stays reachable whatever
+# is mounted over its path, and so does what lies below it. Another build
+# dir is bind-mounted at build/ there (a link to it would be resolved from
+# /, into the tmpfs, when the build is under /tmp).
+TOUR=$tour BUILD_DIR=$(cd "$BUILD" && pwd) timeout 240 unshare --mount --net --pid --fork --mount-proc --propagation private bash -c '
+	cd "$0" && { [ "$BUILD_DIR" -ef build ] || mount --bind "$BUILD_DIR" build; } &&
+	ip link set lo up && mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /mnt &&
 	exec bash -e -c "$TOUR"' "$root" >"$T/out" 2>"$T/err"
 rc=$?
 if [ "$rc" = 0 ]; then echo "ok 2 - the tour runs verbatim"
