@@ -6,15 +6,6 @@ set -u
 BIN=${STRATA_BIN:?}
 SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 G="${STRATA_BUILD:-$SRC/build}/vmm/guest/simpleguest.elf"
-T=$(mktemp -d /tmp/strata-e2e-habits.XXXXXX)
-PIDS=()
-MOUNTS=()
-cleanup() {
-	for m in "${MOUNTS[@]}"; do "$BIN" umount "$m" >/dev/null 2>&1 || umount -l "$m" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	[ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
 
 N=54
 n=0
@@ -24,6 +15,7 @@ echo "1..$N"
 . "$(dirname "$0")/check_lib.sh"
 # shellcheck source=tap_lib.sh
 . "$(dirname "$0")/tap_lib.sh"
+scratch habits
 unset STRATA_STORE XDG_DATA_HOME
 jq_of() { jq -r "$1" "$T/out"; }
 

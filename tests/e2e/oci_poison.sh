@@ -8,15 +8,6 @@ BIN=${STRATA_BIN:?}
 SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${STRATA_BUILD:-$SRC/build}
 G="$BUILD/vmm/guest/simpleguest.elf"
-T=$(mktemp -d /tmp/strata-e2e-poison.XXXXXX)
-PIDS=()
-MOUNTS=()
-cleanup() {
-	for m in "${MOUNTS[@]}"; do "$BIN" umount "$m" >/dev/null 2>&1 || umount -l "$m" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
 
 N=52
 n=0
@@ -26,6 +17,7 @@ echo "1..$N"
 . "$(dirname "$0")/check_lib.sh"
 # shellcheck source=tap_lib.sh
 . "$(dirname "$0")/tap_lib.sh"
+scratch poison
 
 if ! command -v docker-registry >/dev/null; then
 	skip_rest "registry" "docker-registry not installed"

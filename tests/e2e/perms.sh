@@ -6,16 +6,6 @@ set -u
 BIN=${STRATA_BIN:?}
 SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 G="${STRATA_BUILD:-$SRC/build}/vmm/guest/simpleguest.elf"
-T=$(mktemp -d /tmp/strata-e2e-perms.XXXXXX)
-PIDS=()
-MOUNTS=()
-cleanup() {
-	for m in "${MOUNTS[@]}"; do "$BIN" umount "$m" >/dev/null 2>&1 || umount -l "$m" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	chmod -R u+w "$T" 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT
 
 N=25
 n=0
@@ -25,6 +15,7 @@ echo "1..$N"
 . "$(dirname "$0")/check_lib.sh"
 # shellcheck source=tap_lib.sh
 . "$(dirname "$0")/tap_lib.sh"
+scratch perms
 
 if [ "$(id -u)" -ne 0 ] || ! id nobody >/dev/null 2>&1 || ! command -v setpriv >/dev/null; then
 	skip_rest "who can read a store" "needs root, a nobody user and setpriv(1) to read as another user"
