@@ -270,8 +270,9 @@ if [ $proc = 1 ]; then
 else
 	is "... fetching a part of its ${gsize}-byte layer" "$([ "$gb" -gt 0 ] && [ "$gb" -lt $((gsize / 4)) ] && echo part || echo "$gb")" part
 fi
+# A page that cannot be had ends the command with exit 5 and the reasons on
+# both backends (the process backend meets it copying the snapshot's pages).
 bad=5
-[ $proc = 1 ] && bad=1
 # Its readahead may still be fetching after the run: stop it before counting again.
 "$BIN" umount "$GM" >/dev/null 2>&1
 GL2=$T/gl2
