@@ -171,6 +171,7 @@ const struct vmm_signature *cli_function_find(const struct vmm_sandbox *sb, cons
 void cli_sig_format(const struct vmm_signature *sig, char *buf, size_t len);
 void cli_print_result(const struct vmm_result *r);
 int cmd_pool(struct cli *cli, int argc, char **argv);         /* cmd_pool.c */
+int cmd_wasm(struct cli *cli, int argc, char **argv);         /* cmd_wasm.c: wasm build */
 int cmd_calibrate(struct cli *cli, int argc, char **argv);    /* cmd_calibrate.c */
 int cmd_doctor(struct cli *cli, int argc, char **argv);       /* cmd_doctor.c */
 int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_store.c */

@@ -30,6 +30,7 @@ static const struct cli_cmd commands[] = {
 	{ "debug", cmd_debug, "developer tools: 'debug ingest IMAGE' makes a snapshot from a memory file" },
 	/* sandboxes */
 	{ "run", cmd_run, "run a guest function in a sandbox" },
+	{ "wasm", cmd_wasm, "'wasm build MODULE.wasm -o GUEST.elf': a WebAssembly module as a guest (wasm2c)" },
 	{ "pool", cmd_pool, "restore N sandboxes from one snapshot; time per restore, memory per sandbox" },
 	{ "calibrate", cmd_calibrate, "measure this machine and write the snapshot reset policy" },
 	{ "doctor", cmd_doctor, "what this machine offers strata (KVM, kernel, FUSE), and why not" },
