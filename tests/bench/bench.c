@@ -68,6 +68,7 @@ static const struct bench_group groups[] = {
 	{ "oci", bench_oci, false },
 	{ "lazy", bench_lazy, false },
 	{ "alloc", bench_alloc, false },
+	{ "wasm", bench_wasm, true },
 	{ NULL, NULL, false },
 };
 _Static_assert(sizeof(groups) / sizeof(groups[0]) <= sizeof(((struct bench *)0)->seconds) / sizeof(double),
@@ -276,6 +277,14 @@ static struct bench_result *find_result(struct bench *b, const char *name)
 		if (strcmp(b->res[i].name, name) == 0)
 			return &b->res[i];
 	return NULL;
+}
+
+double bench_median(struct bench *b, const char *name)
+{
+	char full[256];
+	snprintf(full, sizeof(full), "%s%s", b->prefix ? b->prefix : "", name);
+	const struct bench_result *r = find_result(b, full);
+	return r ? r->median : -1;
 }
 
 static struct bench_result *add_result(struct bench *b)

@@ -39,6 +39,10 @@ int bench_run(struct bench *b, const struct bench_case *c);
  * ratio): printed in the table and written to the JSON file. */
 void bench_note(struct bench *b, const char *name, double value, const char *unit);
 
+/* The median (ns; a note's value) of the result recorded as name in this
+ * backend's run (the prefix added as bench_run adds it), or -1. */
+double bench_median(struct bench *b, const char *name);
+
 /* True if the case name passes the user's --filter (so a group can skip
  * expensive setup for cases that will not run). */
 bool bench_selected(const struct bench *b, const char *name);
@@ -104,6 +108,7 @@ void bench_density(struct bench *b);  /* bench_cold.c */
 void bench_oci(struct bench *b);      /* bench_oci.c: push / pull through a loopback registry */
 void bench_lazy(struct bench *b);     /* bench_lazy.c: first result from a delayed registry, lazy or not */
 void bench_alloc(struct bench *b);    /* bench_alloc.c: the guest heap's malloc+free */
+void bench_wasm(struct bench *b);     /* bench_wasm.c: a wasm module as a guest, natively, as a C guest */
 /* bench_oci.c: is prog on PATH; start docker-registry on a free loopback
  * port with its storage under dir (port_s gets the port, *pid the process). */
 bool bench_have(const char *prog);
