@@ -31,14 +31,15 @@ fi
 root=$SRC
 if ! [ "$BUILD" -ef "$SRC/build" ]; then
 	root=$T/root
-	mkdir -p "$root/build"
+	mkdir -p "$root/build" "$root/docs" "$root/vmm"
 fi
 # cd before /tmp is covered: the working directory stays reachable whatever
 # is mounted over its path, and so does what lies below it. Another build
 # dir is bind-mounted at build/ there (a link to it would be resolved from
 # /, into the tmpfs, when the build is under /tmp).
-TOUR=$tour BUILD_DIR=$(cd "$BUILD" && pwd) timeout 240 unshare --mount --net --pid --fork --mount-proc --propagation private bash -c '
+TOUR=$tour BUILD_DIR=$(cd "$BUILD" && pwd) SRC_DIR=$(cd "$SRC" && pwd) timeout 240 unshare --mount --net --pid --fork --mount-proc --propagation private bash -c '
 	cd "$0" && { [ "$BUILD_DIR" -ef build ] || mount --bind "$BUILD_DIR" build; } &&
+	{ [ "$SRC_DIR/docs" -ef docs ] || { mount --bind "$SRC_DIR/docs" docs && mount --bind "$SRC_DIR/vmm" vmm; }; } &&
 	ip link set lo up && mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /mnt &&
 	exec bash -e -c "$TOUR"' "$root" >"$T/out" 2>"$T/err"
 rc=$?
@@ -47,6 +48,7 @@ else
 	echo "not ok 2 - the tour runs verbatim"
 	echo "# status $rc; stderr: $(tail -5 "$T/err" | tr '\n' '|')"
 fi
-# echo "hello", three calls then a snapshot, restore from the copy prints 4 (and the mount's restore too).
-if grep -qx 'hello' "$T/out" && [ "$(grep -cx '4' "$T/out")" -ge 2 ]; then echo "ok 3 - its results are the ones it prints"
+# echo "hello", the wasm module's "hello, wasm", three calls then a snapshot, restore from the copy prints 4 (and
+# the mount's restore too).
+if grep -qx 'hello' "$T/out" && grep -qx 'hello, wasm' "$T/out" && [ "$(grep -cx '4' "$T/out")" -ge 2 ]; then echo "ok 3 - its results are the ones it prints"
 else echo "not ok 3 - its results are the ones it prints"; echo "# stdout: $(head -c 600 "$T/out" | tr '\n' '|')"; fi
