@@ -24,3 +24,9 @@ STRATA_WASM_EXPORT(add) int add(int a, int b)
 {
 	return a + b;
 }
+
+/* A trap: `--call divide 1 0` fails with "wasm trap: integer divide by zero". */
+STRATA_WASM_EXPORT(divide) int divide(int a, int b)
+{
+	return a / b;
+}
