@@ -130,11 +130,18 @@ static int parse(const uint8_t *w, size_t len, struct module *m, char *why, size
 	if (len < 8 || memcmp(w, magic, 8) != 0)
 		return fail(why, wl, "not a WebAssembly binary module (version 1)");
 	f.p += 8;
+	uint32_t seen = 0;
 	while (f.p < f.end && !f.bad) {
 		uint8_t id = rd_byte(&f);
 		uint32_t size = rd_u32(&f);
 		if (f.bad || size > (size_t)(f.end - f.p))
 			break;
+		/* Each known section once (wasm's rule; and each is read into one place). */
+		if (id > 0 && id < 32) {
+			if (seen & (1u << id))
+				return fail(why, wl, "malformed module: section %u appears twice", id);
+			seen |= 1u << id;
+		}
 		struct rd r = { f.p, f.p + size, false };
 		f.p += size;
 		switch (id) {

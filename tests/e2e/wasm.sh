@@ -4,7 +4,7 @@
 # WASI, traps by name, memory.grow within --heap, snapshot, restore and pool (TAP).
 set -u
 BIN=${STRATA_BIN:?} SRC=${STRATA_SRC:?} B=${STRATA_BUILD:?}
-N=73 n=0 fails=0
+N=77 n=0 fails=0
 # shellcheck source=tap_lib.sh
 . "$(dirname "$0")/tap_lib.sh"
 # shellcheck source=kvm_lib.sh
@@ -43,6 +43,22 @@ expect "a signature that does not fit the wasm type is refused at build time" 1 
 	st "$S" wasm build "$T/module.wasm" -o "$T/bad.elf" --sig 'add=s(i)'
 expect "a module that is no wasm is refused" 1 'not a WebAssembly binary module' -- \
 	st "$S" wasm build "$W/module.c" -o "$T/bad.elf"
+expect "an import's string result is refused at build time (imports return v or i)" 1 \
+	'import host_add: a string or bytes result of an import is not available' -- \
+	st "$S" wasm build "$T/imports.wasm" -o "$T/bad.elf" --sig 'import:host_add=s(ii)'
+# The module is input: cut short anywhere (but after its 8-byte header: an empty module is valid), it is refused with a message (status 1), never a crash.
+truncated() {
+	local size len
+	size=$(stat -c %s "$T/module.wasm")
+	for len in 0 4 9 11 13 40 100 1000 $((size / 2)) $((size - 1)); do
+		head -c "$len" "$T/module.wasm" >"$T/cut.wasm"
+		TMPDIR=$T "$BIN" wasm build "$T/cut.wasm" -o "$T/cut.elf" >/dev/null 2>"$T/cut.err"
+		rc=$?
+		[ "$rc" = 1 ] && [ -s "$T/cut.err" ] || { echo "length $len: status $rc: $(head -c 300 "$T/cut.err")"; return 1; }
+	done
+	echo refused
+}
+expect "a module cut short at any of ten lengths is refused with a message" 0 '^refused$' -- truncated
 
 M=$T/module.elf
 kvm_why=
@@ -99,6 +115,8 @@ for be in process kvm; do
 		sh -c "'$BIN' --store '$S' run w-$be --backend $be --call divide 1 0; '$BIN' --store '$S' run w-$be --backend $be --call next"
 	expect "$be: a pool of 20 sandboxes from the snapshot" 0 '20' -- \
 		st "$S" pool "w-$be" -n 20 --backend "$be" --call next
+	expect "$be: a copy of the snapshot (strata export) restores the module" 0 '^2$' -- \
+		sh -c "'$BIN' --store '$S' export w-$be '$T/copy-$be' >/dev/null && '$BIN' run '$T/copy-$be' --backend $be --call next"
 done
 
 # Installed: strata wasm build finds the SDK where meson install put it.
