@@ -332,7 +332,8 @@ static bool find_sig(const struct module *m, const char *const *sigs, int nsigs,
 /* Check a strata signature against a wasm type: 'i' takes one i32/i64,
  * 'b'/'s' a pointer and a length (two i32). Results: 'v' none, 'i' one
  * i32/i64, 's' an i32 (a NUL-terminated string) or an i64 (offset | length
- * << 32), 'b' an i64; an import's result is 'v' or 'i'. */
+ * << 32), 'b' an i64; an import's 's' or 'b' result is a buffer (pointer,
+ * capacity) after its arguments and the result's length as an integer. */
 static int sig_check(const char *what, struct str name, const char *sig, const struct ftype *t, bool import,
 		     char *why, size_t wl)
 {
@@ -356,6 +357,14 @@ static int sig_check(const char *what, struct str name, const char *sig, const s
 				    name.p, sig[i], sig);
 		}
 	}
+	/* An import's string or bytes result: a buffer (pointer, capacity) after
+	 * the arguments, and its length as the wasm result. */
+	bool out_buf = import && (sig[0] == 's' || sig[0] == 'b');
+	if (out_buf) {
+		if (k + 2 != t->np || t->params[k] != T_I32 || t->params[k + 1] != T_I32)
+			goto mismatch;
+		k += 2;
+	}
 	if (k != t->np)
 		goto mismatch;
 	if (nargs > STRATA_MAX_ARGS)
@@ -365,9 +374,11 @@ static int sig_check(const char *what, struct str name, const char *sig, const s
 	case 'i': if (t->nr != 1 || !is_int(t->results[0])) goto mismatch; break;
 	case 's':
 	case 'b':
-		if (import)
-			return fail(why, wl, "%s %.*s: a string or bytes result of an import is not available "
-				    "(imports return v or i)", what, (int)name.n, name.p);
+		if (import) {
+			if (t->nr != 1 || !is_int(t->results[0]))
+				goto mismatch;
+			break;
+		}
 		if (t->nr != 1 || !(t->results[0] == T_I64 || (sig[0] == 's' && t->results[0] == T_I32)))
 			goto mismatch;
 		break;
@@ -375,7 +386,8 @@ static int sig_check(const char *what, struct str name, const char *sig, const s
 	return 0;
 mismatch:
 	return fail(why, wl, "%s %.*s: signature '%s' does not fit its wasm type (%u parameters, %u results): "
-		    "i is one i32/i64, b and s a pointer and a length (i32 i32)", what, (int)name.n, name.p, sig,
+		    "i is one i32/i64, b and s a pointer and a length (i32 i32); an import's b or s result a buffer "
+		    "(i32 pointer, i32 capacity) after its arguments and its length as the result", what, (int)name.n, name.p, sig,
 		    t->np, t->nr);
 }
 
@@ -498,6 +510,7 @@ static int write_import(FILE *out, FILE *notes, const struct module *m, const st
 	if (sig_check("import", im->name, sig, t, true, why, wl) < 0)
 		return -1;
 	unsigned nargs = (unsigned)strlen(sig) - 3;
+	bool out_buf = sig[0] == 's' || sig[0] == 'b';
 	fputs("\n", out);
 	put_proto(out, im, t);
 	fprintf(out, "\n{\n\tstruct strata_value a[%u], r;\n\n\t(void)self;\n", nargs ? nargs : 1);
@@ -513,6 +526,12 @@ static int write_import(FILE *out, FILE *notes, const struct module *m, const st
 				".len = p%u };\n", i, ch == 's' ? "STRATA_T_STR" : "STRATA_T_BYTES", k, k + 1, k + 1);
 			k += 2;
 		}
+	}
+	if (out_buf) {
+		*needs_mem = true;
+		fprintf(out, "\treturn (%s)strata_wasm_host_call_buf(\"%.*s\", a, %u, p%u, p%u);\n}\n",
+			c_type(t->results[0]), (int)im->name.n, im->name.p, nargs, k, k + 1);
+		return 0;
 	}
 	fprintf(out, "\tstrata_wasm_host_call(\"%.*s\", a, %u, &r);\n", (int)im->name.n, im->name.p, nargs);
 	if (sig[0] == 'i') {

@@ -4,7 +4,7 @@
 # WASI, traps by name, memory.grow within --heap, snapshot, restore and pool (TAP).
 set -u
 BIN=${STRATA_BIN:?} SRC=${STRATA_SRC:?} B=${STRATA_BUILD:?}
-N=77 n=0 fails=0
+N=81 n=0 fails=0
 # shellcheck source=tap_lib.sh
 . "$(dirname "$0")/tap_lib.sh"
 # shellcheck source=kvm_lib.sh
@@ -43,8 +43,8 @@ expect "a signature that does not fit the wasm type is refused at build time" 1 
 	st "$S" wasm build "$T/module.wasm" -o "$T/bad.elf" --sig 'add=s(i)'
 expect "a module that is no wasm is refused" 1 'not a WebAssembly binary module' -- \
 	st "$S" wasm build "$W/module.c" -o "$T/bad.elf"
-expect "an import's string result is refused at build time (imports return v or i)" 1 \
-	'import host_add: a string or bytes result of an import is not available' -- \
+expect "an import's string result needs a buffer after its arguments (refused at build time)" 1 \
+	"import host_add: signature 's\\(ii\\)' does not fit its wasm type" -- \
 	st "$S" wasm build "$T/imports.wasm" -o "$T/bad.elf" --sig 'import:host_add=s(ii)'
 # The module is input: cut short anywhere (but after its 8-byte header: an empty module is valid), it is refused with a message (status 1), never a crash.
 truncated() {
@@ -100,6 +100,9 @@ for be in process kvm; do
 	expect "$be: WASI random_get from the host" 0 '^-?[0-9]+$' -- r "$M" --call random64
 	expect "$be: WASI proc_exit is a guest error" 5 'proc_exit\(3\)' -- r "$M" --call quit 3
 	expect "$be: no host clock under strata run: clock_gettime fails" 0 '^-1$' -- r "$M" --call now
+	expect "$be: an import's string result (host_upper) into the module's buffer" 0 '^HELLO$' -- r "$M" --call shout hello
+	expect "$be: an import's result larger than the buffer gives its length" 0 '^needs 20 bytes$' -- \
+		r "$M" --call shout abcdefghijklmnopqrst
 	expect "$be: an import reaches host_add" 0 '^5$' -- r "$T/imports.elf" --call add 2 3
 	expect "$be: an import of another type than the host function's" 5 \
 		'import host_upper: its arguments differ from the host function.s signature' -- r "$T/imports.elf" --call add_bad 1

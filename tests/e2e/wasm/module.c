@@ -97,3 +97,19 @@ STRATA_WASM_EXPORT(grab) int grab(int kib)
 	memset(p, 1, (size_t)kib << 10);
 	return (int)__builtin_wasm_memory_size(0);
 }
+
+/* An import with a string result: strata run's host_upper s(s), its result written into a buffer of the module's,
+ * its length returned (larger than the buffer: nothing usable written). */
+STRATA_WASM_IMPORT_SIG(host_upper, "s(s)");
+STRATA_WASM_IMPORT(host_upper) int host_upper(const char *s, int n, char *buf, int cap);
+static char shout_buf[16];
+STRATA_WASM_SIG(shout, "s(s)");
+STRATA_WASM_EXPORT(shout) const char *shout(const char *s, int n)
+{
+	int len = host_upper(s, n, shout_buf, sizeof(shout_buf));
+	if (len >= (int)sizeof(shout_buf)) {
+		snprintf(greeting, sizeof(greeting), "needs %d bytes", len);
+		return greeting;
+	}
+	return shout_buf;
+}

@@ -33,6 +33,13 @@ uint8_t *strata_wasm_span(uint32_t off, uint64_t len);
  * unless the host answers STRATA_HOST_OK; the result in *ret. */
 void strata_wasm_host_call(const char *name, const struct strata_value *args, unsigned nargs,
 			   struct strata_value *ret);
+/* A host call whose result is a string or bytes, written into linear
+ * memory at [buf, buf + cap) (a string with its NUL if it fits): returns
+ * the result's length, larger than cap (nothing usable written) when the
+ * buffer is too small, so the module can call again with a larger one.
+ * Other failures as strata_wasm_host_call. */
+uint64_t strata_wasm_host_call_buf(const char *name, const struct strata_value *args, unsigned nargs, uint32_t buf,
+				   uint32_t cap);
 /* Results of the string/bytes conventions: a NUL-terminated string at off;
  * a span packed as off | len << 32 (string or bytes). */
 int strata_wasm_ret_cstr(struct strata_call *c, uint32_t off);

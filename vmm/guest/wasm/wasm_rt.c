@@ -286,6 +286,22 @@ void strata_wasm_host_call(const char *name, const struct strata_value *args, un
 		strata_wasm_fail("import %s: %s", name, host_status(st));
 }
 
+uint64_t strata_wasm_host_call_buf(const char *name, const struct strata_value *args, unsigned nargs, uint32_t buf,
+				   uint32_t cap)
+{
+	struct strata_value r;
+	uint8_t *dst = strata_wasm_span(buf, cap);
+	int st = strata_host_call(name, args, nargs, &r, cap ? dst : NULL, cap);
+
+	if (st != STRATA_HOST_OK && st != STRATA_HOST_TOO_SMALL)
+		strata_wasm_fail("import %s: %s", name, host_status(st));
+	if (r.type != STRATA_T_STR && r.type != STRATA_T_BYTES)
+		strata_wasm_fail("import %s: the host function's result is not a string or bytes", name);
+	if (st == STRATA_HOST_TOO_SMALL && r.len <= cap)
+		return (uint64_t)cap + 1;   /* a string whose NUL did not fit */
+	return r.len;
+}
+
 int strata_wasm_ret_cstr(struct strata_call *c, uint32_t off)
 {
 	if (!strata_wasm_memory || off >= strata_wasm_memory->size)
