@@ -181,13 +181,26 @@ static int wasm_build(struct cli *cli, int argc, char **argv)
 		cli_err(cli, "wasm build: %s: %s", gluec, strerror(errno));
 		goto out_rm;
 	}
-	rc = wasm_glue_write(wasm, len, sigs, nsigs, g, stderr, why, sizeof(why));
+	/* Notes and reasons name what the module calls things: printed escaped. */
+	char *notes = NULL;
+	size_t notes_len = 0;
+	FILE *nf = open_memstream(&notes, &notes_len);
+	if (!nf) {
+		fclose(g);
+		cli_err(cli, "wasm build: %s", strerror(errno));
+		goto out_rm;
+	}
+	rc = wasm_glue_write(wasm, len, sigs, nsigs, g, nf, why, sizeof(why));
+	fclose(nf);
+	for (const char *note = notes; note && note < notes + notes_len; note += strlen(note) + 1)
+		fprintf(stderr, "%s\n", cli_esc(note));
+	free(notes);
 	if (fclose(g) != 0 && rc == 0) {
 		cli_err(cli, "wasm build: %s: %s", gluec, strerror(errno));
 		goto out_rm;
 	}
 	if (rc < 0) {
-		cli_err(cli, "wasm build: %s: %s", cli_esc(module), why);
+		cli_err(cli, "wasm build: %s: %s", cli_esc(module), cli_esc(why));
 		goto out_rm;
 	}
 	char *w2c[] = { "wasm2c", (char *)module, "-n", WASM_GLUE_MODULE, "--no-debug-names", "-o", modc, NULL };

@@ -255,6 +255,16 @@ static void put_mangled(FILE *out, struct str s)
 	}
 }
 
+/* wasm2c writes import and export names into C comments: a name with the
+ * comment's end in it would be C code. */
+static bool closes_comment(struct str s)
+{
+	for (uint32_t i = 0; i + 1 < s.n; i++)
+		if (s.p[i] == '*' && s.p[i + 1] == '/')
+			return true;
+	return false;
+}
+
 static const char *c_type(uint8_t t)
 {
 	switch (t) {
@@ -292,7 +302,6 @@ static bool find_sig(const struct module *m, const char *const *sigs, int nsigs,
 {
 	for (int i = 0; i < nsigs; i++) {
 		const char *s = sigs[i], *eq = strchr(s, '=');
-		size_t kl = strlen(kind);
 		const char *nm = s;
 		/* NAME=SIG for an export, import:NAME=SIG for an import */
 		if (strncmp(s, "import:", 7) == 0) {
@@ -302,7 +311,6 @@ static bool find_sig(const struct module *m, const char *const *sigs, int nsigs,
 		} else if (strcmp(kind, "export")) {
 			continue;
 		}
-		(void)kl;
 		if (eq && (size_t)(eq - nm) == name.n && memcmp(nm, name.p, name.n) == 0) {
 			snprintf(sig, cap, "%s", eq + 1);
 			return true;
@@ -463,6 +471,16 @@ static bool types_match(const uint8_t *t, uint32_t n, const char *want)
 	return true;
 }
 
+static bool name_ok(struct str n)
+{
+	if (n.n == 0 || n.n >= STRATA_NAME_MAX)
+		return false;
+	for (uint32_t i = 0; i < n.n; i++)
+		if ((unsigned char)n.p[i] <= ' ' || (unsigned char)n.p[i] >= 0x7f || n.p[i] == '"' || n.p[i] == '\\')
+			return false;
+	return true;
+}
+
 static int write_import(FILE *out, FILE *notes, const struct module *m, const struct import *im, const char *const *sigs,
 			int nsigs, bool *needs_mem, char *why, size_t wl)
 {
@@ -487,8 +505,9 @@ static int write_import(FILE *out, FILE *notes, const struct module *m, const st
 			*needs_mem = true;
 			return 0;   /* the runtime's */
 		}
-		fprintf(notes, "note: WASI function %.*s is not available in a strata guest: a call to it fails the call\n",
+		fprintf(notes, "note: WASI function %.*s is not available in a strata guest: a call to it fails the call",
 			(int)im->name.n, im->name.p);
+		fputc(0, notes);
 		fputs("\n", out);
 		put_proto(out, im, t);
 		fprintf(out, "\n{\n\t(void)self;\n");
@@ -498,10 +517,10 @@ static int write_import(FILE *out, FILE *notes, const struct module *m, const st
 			(int)im->name.n, im->name.p);
 		return 0;
 	}
-	if (im->name.n == 0 || im->name.n >= STRATA_NAME_MAX || memchr(im->name.p, '"', im->name.n) ||
-	    memchr(im->name.p, '\\', im->name.n))
-		return fail(why, wl, "import %.*s.%.*s: not a host function name", (int)im->mod.n, im->mod.p,
-			    (int)im->name.n, im->name.p);
+	if (!name_ok(im->name))
+		return fail(why, wl, "import %.*s.%.*s: not a host function name (1 to %u printable characters, no "
+			    "space, quote or backslash)", (int)im->mod.n, im->mod.p, (int)im->name.n, im->name.p,
+			    STRATA_NAME_MAX - 1);
 	const char *whynot = NULL;
 	if (!find_sig(m, sigs, nsigs, "import", im->name, sig, sizeof(sig)) &&
 	    !sig_default(t, sig, sizeof(sig), &whynot))
@@ -545,23 +564,15 @@ static int write_import(FILE *out, FILE *notes, const struct module *m, const st
 	return 0;
 }
 
-static bool name_ok(struct str n)
-{
-	if (n.n == 0 || n.n >= STRATA_NAME_MAX)
-		return false;
-	for (uint32_t i = 0; i < n.n; i++)
-		if ((unsigned char)n.p[i] <= ' ' || (unsigned char)n.p[i] >= 0x7f || n.p[i] == '"' || n.p[i] == '\\')
-			return false;
-	return true;
-}
 
 static int write_export(FILE *out, const struct export *e, const struct ftype *t, const char *sig, unsigned idx)
 {
 	unsigned nargs = (unsigned)strlen(sig) - 3;
 	uint32_t k = 0;
 
-	fprintf(out, "\n/* export '%.*s' %s */\nstatic int x%u(struct strata_call *c)\n{\n", (int)e->name.n, e->name.p,
-		sig, idx);
+	/* The name appears only in the registration's string (name_ok: no quote,
+	 * backslash or control byte), never in a comment it could close. */
+	fprintf(out, "\n/* export %u: %s */\nstatic int x%u(struct strata_call *c)\n{\n", idx, sig, idx);
 	for (uint32_t i = 0; i < t->np; i++)
 		fprintf(out, "\t%s p%u;\n", c_type(t->params[i]), i);
 	fprintf(out, "\n\tif (setjmp(strata_wasm_jmp))\n\t\treturn strata_fail(c, \"%%s\", strata_wasm_why());\n"
@@ -621,6 +632,9 @@ static int generate(const struct module *m, const char *const *sigs, int nsigs, 
 			return fail(why, wl, "the module imports a %s (%.*s.%.*s): not available, a strata guest's "
 				    "imports are functions", im->kind == K_MEMORY ? "memory" : im->kind == K_TABLE ? "table" : "global",
 				    (int)im->mod.n, im->mod.p, (int)im->name.n, im->name.p);
+		if (closes_comment(im->mod) || closes_comment(im->name))
+			return fail(why, wl, "import %.*s.%.*s: a name with */ in it is refused (wasm2c writes names into "
+				    "C comments)", (int)im->mod.n, im->mod.p, (int)im->name.n, im->name.p);
 		if (str_is(im->mod, WASM_GLUE_MODULE))
 			return fail(why, wl, "imports from a module named '" WASM_GLUE_MODULE "' are not available "
 				    "(the name strata gives the module itself)");
@@ -638,6 +652,10 @@ static int generate(const struct module *m, const char *const *sigs, int nsigs, 
 		if (!dup && write_import(out, notes, m, &m->imports[i], sigs, nsigs, &needs_mem, why, wl) < 0)
 			return -1;
 	}
+	for (uint32_t i = 0; i < m->nexports; i++)
+		if (closes_comment(m->exports[i].name))
+			return fail(why, wl, "export %.*s: a name with */ in it is refused (wasm2c writes names into C "
+				    "comments)", (int)m->exports[i].name.n, m->exports[i].name.p);
 	/* Exports' signatures first: string and bytes arguments need the module's malloc. */
 	char (*esig)[64] = calloc(m->nexports ? m->nexports : 1, sizeof(*esig));
 	if (!esig)
@@ -654,7 +672,8 @@ static int generate(const struct module *m, const char *const *sigs, int nsigs, 
 		}
 		if (!name_ok(e->name)) {
 			fprintf(notes, "note: export '%.*s' is left out: a strata function's name is 1 to %u printable "
-				"characters, no space, quote or backslash\n", (int)e->name.n, e->name.p, STRATA_NAME_MAX - 1);
+				"characters, no space, quote or backslash", (int)e->name.n, e->name.p, STRATA_NAME_MAX - 1);
+			fputc(0, notes);
 			continue;
 		}
 		if (find_sig(m, sigs, nsigs, "export", e->name, esig[i], sizeof(esig[i]))) {
@@ -664,7 +683,8 @@ static int generate(const struct module *m, const char *const *sigs, int nsigs, 
 			}
 		} else if (!sig_default(t, esig[i], sizeof(esig[i]), &whynot)) {
 			fprintf(notes, "note: export %.*s is left out: %s (strata functions take and return i, b, s; "
-				"give it a signature with --sig)\n", (int)e->name.n, e->name.p, whynot);
+				"give it a signature with --sig)", (int)e->name.n, e->name.p, whynot);
+			fputc(0, notes);
 			esig[i][0] = 0;
 			continue;
 		}

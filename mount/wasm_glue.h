@@ -16,7 +16,9 @@
  * "export NAME SIG" line of the module's strata.sig custom section or of
  * sigs[], which win in that order), the module's imports as host calls or
  * the WASI subset, and strata_init instantiating the module. Notes (exports
- * left out, WASI functions that trap) go to notes. 0, or -1 with why.
+ * left out, WASI functions that trap) go to notes, each ending in a NUL
+ * (they quote the module's names, which may hold any byte). 0, or -1 with
+ * why.
  */
 int wasm_glue_write(const uint8_t *wasm, size_t len, const char *const *sigs, int nsigs, FILE *out, FILE *notes,
 		    char *why, size_t wl);

@@ -4,7 +4,7 @@
 # WASI, traps by name, memory.grow within --heap, snapshot, restore and pool (TAP).
 set -u
 BIN=${STRATA_BIN:?} SRC=${STRATA_SRC:?} B=${STRATA_BUILD:?}
-N=81 n=0 fails=0
+N=83 n=0 fails=0
 # shellcheck source=tap_lib.sh
 . "$(dirname "$0")/tap_lib.sh"
 # shellcheck source=kvm_lib.sh
@@ -46,6 +46,14 @@ expect "a module that is no wasm is refused" 1 'not a WebAssembly binary module'
 expect "an import's string result needs a buffer after its arguments (refused at build time)" 1 \
 	"import host_add: signature 's\\(ii\\)' does not fit its wasm type" -- \
 	st "$S" wasm build "$T/imports.wasm" -o "$T/bad.elf" --sig 'import:host_add=s(ii)'
+# Names are input: wasm2c writes them into C comments, and notes quote them on the terminal.
+printf '(module (func (export "a*/int(x)=1;/*b") (result i32) i32.const 1))' >"$T/comment.wat"
+printf '(module (func (export "ok") (result i32) i32.const 1) (func (export "bad\\0aname") (result i32) i32.const 2))' \
+	>"$T/newline.wat"
+expect "an export whose name would end wasm2c's C comment is refused" 1 'a name with \*/ in it is refused' -- \
+	sh -c "wat2wasm '$T/comment.wat' -o '$T/comment.wasm' && '$BIN' wasm build '$T/comment.wasm' -o '$T/bad.elf'"
+expect "a note quoting a name with a newline prints it escaped, on one line" 0 "^note: export 'bad\\\\nname' is left out" -- \
+	sh -c "wat2wasm '$T/newline.wat' -o '$T/newline.wasm' && '$BIN' wasm build '$T/newline.wasm' -o '$T/nl.elf'"
 # The module is input: cut short anywhere (but after its 8-byte header: an empty module is valid), it is refused with a message (status 1), never a crash.
 truncated() {
 	local size len
