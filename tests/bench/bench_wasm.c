@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -38,6 +39,7 @@ struct wstate {
 	char dir[64];
 	struct st_store *st;
 	struct vmm_sandbox *sb;
+	struct st_manifest *m;   /* the snapshot of the initialised guest */
 	uint64_t captured;   /* pages in the snapshot's layer */
 };
 
@@ -48,6 +50,7 @@ static void wstate_free(void *state)
 	if (!s)
 		return;
 	vmm_sandbox_free(s->sb);
+	st_manifest_free(s->m);
 	st_store_close(s->st);
 	if (s->dir[0])
 		bench_rm_rf(s->dir);
@@ -101,9 +104,9 @@ static int wsetup(void **state, const void *arg)
 		goto out_free;
 	vmm_sandbox_snap_stats(s->sb, &after);
 	s->captured = after.pages_captured - before.pages_captured;
+	s->m = m;
 	if ((rc = st_manifest_id(m, &id, NULL, 0)) == 0)
 		rc = vmm_sandbox_rebase(s->sb, m, &id);
-	st_manifest_free(m);
 	if (rc < 0)
 		goto out_free;
 	*state = s;
@@ -168,6 +171,59 @@ static void native_teardown(void *state)
 }
 #endif
 
+/* /proc/self/smaps_rollup's Pss, KiB (0 if unreadable). */
+static unsigned long long pss_kib(void)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "re");
+	unsigned long long v = 0;
+	char line[256];
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Pss: %llu kB", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/* n sandboxes from the snapshot of the initialised module, each after one
+ * call: the PSS this process gains per sandbox (kvm: the VMs' memory is this
+ * process's; the process backend's children are not counted, so not run there). */
+static void density(struct bench *b, const char *elf, unsigned n)
+{
+	char name[96];
+	struct vmm_sandbox **sb = calloc(n, sizeof(*sb));
+	void *st = NULL;
+	unsigned made = 0;
+	struct rlimit rl;
+
+	snprintf(name, sizeof(name), "wasm/density/%u/pss_per_sandbox", n);
+	if (!sb || !bench_selected(b, name) || wsetup(&st, elf) < 0) {
+		free(sb);
+		return;
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	struct wstate *s = st;
+	unsigned long long before = pss_kib();
+	for (made = 0; made < n; made++)
+		if (vmm_sandbox_from_snapshot(s->m, vmm_layer_open_store, s->st, NULL, &sb[made], NULL) < 0 ||
+		    work(sb[made]) < 0)
+			break;
+	unsigned long long after = pss_kib();
+	if (made == n)
+		bench_note(b, name, (double)(after - before) / made, "KiB");
+	else
+		fprintf(stderr, "bench: %s: only %u of %u sandboxes could be made\n", name, made, n);
+	for (unsigned i = 0; i < n; i++)
+		vmm_sandbox_free(sb[i]);
+	free(sb);
+	wstate_free(st);
+}
+
 void bench_wasm(struct bench *b)
 {
 	char wbuf[4096], cbuf[4096];
@@ -195,6 +251,8 @@ void bench_wasm(struct bench *b)
 	double nat = bench_median(b, "wasm/native_call");
 	if (w > 0 && nat > 0)
 		bench_note(b, "wasm/restore_and_call_vs_native", w / nat, "x");
+	if (bench_backend(b) != VMM_BACKEND_PROCESS)
+		density(b, wasm_elf, bench_quick(b) ? 100 : 1000);
 	/* The snapshot of the initialised module, as captured after its first call. */
 	void *st = NULL;
 	if (bench_selected(b, "wasm/snapshot_bytes") && wsetup(&st, wasm_elf) == 0) {
