@@ -4,7 +4,7 @@
 # WASI, traps by name, memory.grow within --heap, snapshot, restore and pool (TAP).
 set -u
 BIN=${STRATA_BIN:?} SRC=${STRATA_SRC:?} B=${STRATA_BUILD:?}
-N=83 n=0 fails=0
+N=86 n=0 fails=0
 # shellcheck source=tap_lib.sh
 . "$(dirname "$0")/tap_lib.sh"
 # shellcheck source=kvm_lib.sh
@@ -129,6 +129,23 @@ for be in process kvm; do
 	expect "$be: a copy of the snapshot (strata export) restores the module" 0 '^2$' -- \
 		sh -c "'$BIN' --store '$S' export w-$be '$T/copy-$be' >/dev/null && '$BIN' run '$T/copy-$be' --backend $be --call next"
 done
+
+# Through an OCI registry, as any snapshot: push, a pull into a new store, a lazy pull; each restores the module.
+if command -v docker-registry >/dev/null && start_registry reg; then
+	R=127.0.0.1:$REG_PORT
+	expect "push the initialised module's snapshot to a registry" 0 '^sha256:' -- \
+		st "$S" push --insecure w-process "$R/wasm/module:w"
+	expect "a pull into a new store restores the module" 0 '^2$' -- \
+		sh -c "'$BIN' --store '$T/pulled' pull --insecure '$R/wasm/module:w' >/dev/null &&
+		       '$BIN' --store '$T/pulled' run w --backend process --call next"
+	expect "a lazy pull restores the module" 0 '^2$' -- \
+		sh -c "'$BIN' --store '$T/lazy' pull --lazy --insecure '$R/wasm/module:w' >/dev/null &&
+		       '$BIN' --store '$T/lazy' run w --backend process --call next"
+else
+	skip "push to a registry" "no docker-registry (.ci/deps installs it)"
+	skip "pull and restore" "no docker-registry"
+	skip "lazy pull and restore" "no docker-registry"
+fi
 
 # Installed: strata wasm build finds the SDK where meson install put it.
 expect "meson install to a DESTDIR puts libstrata-wasm.a, strata_wasm.h and strata-wasm.pc in place" 0 '' -- \
