@@ -71,9 +71,11 @@ expect "a module cut short at any of ten lengths is refused with a message" 0 '^
 M=$T/module.elf
 kvm_why=
 kvm_unusable && kvm_why=$KVM_WHY
+start=$n
 for be in process kvm; do
 	if [ "$be" = kvm ] && [ -n "$kvm_why" ]; then
-		while [ "$n" -lt $((N - 2)) ]; do skip "kvm: wasm guests" "$kvm_why"; done
+		# as many cases as the process backend's pass had
+		for _ in $(seq $((n - start))); do skip "kvm: wasm guests" "$kvm_why"; done
 		break
 	fi
 	r() { st "$S" run "$@" --backend "$be" --heap 4M; }
