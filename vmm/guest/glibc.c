@@ -153,15 +153,20 @@ int __snprintf_chk(char *restrict s, size_t n, int flag, size_t sn, const char *
 
 /* sprintf into an object of sn bytes: what did not fit is an overflow
  * (glibc's check, made after formatting into at most sn bytes). */
+static int sprintf_chk(const char *fn, char *restrict s, size_t sn, const char *restrict fmt, va_list ap)
+{
+	if (sn == 0)
+		chk_fail(fn, 1, 0);
+	int r = vsnprintf(s, sn, fmt, ap);
+	if (r >= 0 && (size_t)r >= sn)
+		chk_fail(fn, (size_t)r + 1, sn);
+	return r;
+}
+
 int __vsprintf_chk(char *restrict s, int flag, size_t sn, const char *restrict fmt, va_list ap);
 int __vsprintf_chk(char *restrict s, int flag, size_t sn, const char *restrict fmt, va_list ap)
 {
-	if (sn == 0)
-		chk_fail("__vsprintf_chk", 1, 0);
-	int r = vsnprintf(s, sn, fmt, ap);
-	if (r >= 0 && (size_t)r >= sn)
-		chk_fail("__vsprintf_chk", (size_t)r + 1, sn);
-	return r;
+	return sprintf_chk("__vsprintf_chk", s, sn, fmt, ap);
 }
 
 int __sprintf_chk(char *restrict s, int flag, size_t sn, const char *restrict fmt, ...);
@@ -170,7 +175,7 @@ int __sprintf_chk(char *restrict s, int flag, size_t sn, const char *restrict fm
 	va_list ap;
 
 	va_start(ap, fmt);
-	int r = __vsprintf_chk(s, flag, sn, fmt, ap);
+	int r = sprintf_chk("__sprintf_chk", s, sn, fmt, ap);
 	va_end(ap);
 	return r;
 }
