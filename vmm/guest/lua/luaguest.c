@@ -12,6 +12,19 @@
 static lua_State *L;
 
 /*
+ * Lua's C stack. The guest stack (64 KiB unless --stack says otherwise) is
+ * too small for Lua's deepest C recursion: LUAI_MAXCCALLS (200) nested C
+ * calls (pcall, gsub's callback, a metamethod, a coroutine resume), the
+ * parser's nesting, each up to a few KiB. The calls run on this one
+ * instead, which holds them with room to spare (docs/lua.md, "Limits"); its
+ * pages cost nothing until a deep call touches them. The lowest page is a
+ * tripwire: a call that leaves it written stops the guest.
+ */
+#define LUA_CSTACK_SIZE (1024u * 1024u)
+#define LUA_CSTACK_TRIP 4096u
+static unsigned char lua_cstack[LUA_CSTACK_SIZE] __attribute__((aligned(4096)));
+
+/*
  * The allocator: the guest heap, less a reserve the runtime and the C
  * library keep (stdout's buffer), so a script that asks for more than there
  * is gets Lua's "not enough memory" error and the state stays whole.
@@ -197,6 +210,9 @@ void strata_init(void)
 	if (!L)
 		strata_abort(-7, "lua: no memory for a Lua state (%zu-byte heap)", heap);
 	lua_atpanic(L, lua_panicked);
+#ifdef LUA_CSTACK_PEAK
+	memset(lua_cstack + LUA_CSTACK_TRIP, 0xa5, LUA_CSTACK_SIZE - LUA_CSTACK_TRIP);
+#endif
 	libs_open(L);
 	lua_settop(L, 0);
 }
@@ -263,8 +279,29 @@ static int results_join(lua_State *l)
 	return 1;
 }
 
+static int on_lua_cstack(int (*fn)(struct strata_call *), struct strata_call *c)
+{
+	int r;
+
+	__asm__ volatile(
+		"mov %%rsp, %%rbx\n\t"
+		"mov %[top], %%rsp\n\t"
+		"call *%[fn]\n\t"
+		"mov %%rbx, %%rsp"
+		: "=a"(r), "+D"(c)
+		: [top] "r"(lua_cstack + sizeof(lua_cstack)), [fn] "r"(fn)
+		: "rbx", "rcx", "rdx", "rsi", "r8", "r9", "r10", "r11", "memory", "cc",
+		  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
+		  "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+		  "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)", "st(7)");
+	for (unsigned i = 0; i < LUA_CSTACK_TRIP; i += 8)
+		if (*(volatile uint64_t *)(lua_cstack + i))
+			strata_abort(-8, "lua: the C stack overflowed into its tripwire page");
+	return r;
+}
+
 /* eval CHUNK: run it, return its results as print would write them. */
-STRATA_FUNCTION(eval, "s(s)")
+static int eval_on_cstack(struct strata_call *c)
 {
 	if (chunk_run(c, "=eval") != STRATA_OK)
 		return STRATA_ERR_FUNCTION;
@@ -284,11 +321,33 @@ STRATA_FUNCTION(eval, "s(s)")
 	return strata_ret_str(c, out);
 }
 
+STRATA_FUNCTION(eval, "s(s)")
+{
+	return on_lua_cstack(eval_on_cstack, c);
+}
+
 /* load CHUNK: run it for its effects (define functions, set globals). */
-STRATA_FUNCTION(load, "v(s)")
+static int load_on_cstack(struct strata_call *c)
 {
 	if (chunk_run(c, "=load") != STRATA_OK)
 		return STRATA_ERR_FUNCTION;
 	lua_settop(L, 0);
 	return strata_ret_void(c);
 }
+
+STRATA_FUNCTION(load, "v(s)")
+{
+	return on_lua_cstack(load_on_cstack, c);
+}
+
+#ifdef LUA_CSTACK_PEAK
+/* Development only: how deep the calls so far reached on Lua's C stack. */
+STRATA_FUNCTION(cstack_peak, "i()")
+{
+	unsigned i = LUA_CSTACK_TRIP;
+
+	while (i < LUA_CSTACK_SIZE && lua_cstack[i] == 0xa5)
+		i++;
+	return strata_ret_i64(c, (int64_t)(LUA_CSTACK_SIZE - i));
+}
+#endif
