@@ -76,15 +76,17 @@ static int strata_call_lua(lua_State *l)
 		return luaL_error(l, "strata.call: %d arguments, at most %d", n, (int)STRATA_MAX_ARGS);
 	for (int i = 0; i < n; i++) {
 		int at = i + 2;
-		lua_Integer v;
+		int exact;
 		size_t len;
 
 		switch (lua_type(l, at)) {
-		case LUA_TNUMBER:
-			if (!lua_isinteger(l, at) && !lua_numbertointeger(lua_tonumber(l, at), &v))
+		case LUA_TNUMBER: {
+			lua_Integer v = lua_tointegerx(l, at, &exact);
+			if (!exact)
 				return luaL_argerror(l, at, "number has no integer representation");
-			args[i] = strata_val_i64(lua_tointeger(l, at));
+			args[i] = strata_val_i64(v);
 			break;
+		}
 		case LUA_TSTRING: {
 			const char *s = lua_tolstring(l, at, &len);
 			args[i] = (struct strata_value){ .type = STRATA_T_STR, .addr = (uint64_t)(uintptr_t)s,

@@ -1,0 +1,2 @@
+-- expect: timeout
+while true do end
