@@ -320,7 +320,7 @@ static int eval_on_cstack(struct strata_call *c)
 	}
 	memcpy(out, s, len + 1);
 	lua_settop(L, 0);
-	return strata_ret_str(c, out);
+	return strata_ret_strn(c, out, len);
 }
 
 STRATA_FUNCTION(eval, "s(s)")
