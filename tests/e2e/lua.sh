@@ -12,7 +12,7 @@ cleanup() {
 }
 trap cleanup EXIT
 corpus=("$SRC"/tests/lua/corpus/*.lua)
-echo "1..$((2 * ${#corpus[@]} + 12))"
+echo "1..$((2 * ${#corpus[@]} + 11))"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 G=$B/vmm/guest/lua/lua.elf
