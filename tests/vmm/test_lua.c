@@ -128,3 +128,16 @@ Test(lua, strata_call_reaches_the_host_functions)
 			" strata.call('host_upper', 'lua')", "5\t-1\tLUA");
 	vmm_sandbox_free(sb);
 }
+
+/* eval's result is the whole string, NUL bytes and all (strata_ret_strn). */
+Test(lua, an_eval_result_keeps_its_nul_bytes)
+{
+	struct vmm_sandbox *sb = guest_new_at(lua_elf(), NULL);
+	struct vmm_result res;
+
+	cr_assert_eq(call_str(sb, "eval", "return 'a\\0b', 'c'", &res), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(res.len, 5);
+	cr_assert_eq(memcmp(res.data, "a\0b\tc", 5), 0);
+	vmm_result_clear(&res);
+	vmm_sandbox_free(sb);
+}

@@ -1,5 +1,6 @@
 /* glibc_compat.c: the glibc entry points Debian's liblua5.4.a calls (its ctype tables, _FORTIFY_SOURCE checks, the 64-bit file names) over the guest's musl C library. */
 #include <ctype.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -150,5 +151,6 @@ int mkstemp64(char *tmpl)
 /* No files, so no descriptor to close (os.tmpname's mkstemp makes none). */
 int close(int fd)
 {
+	errno = EBADF;
 	return -1;
 }
