@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <wchar.h>
 
 #include "include/strata_guest.h"
@@ -148,6 +149,13 @@ FILE *tmpfile(void)
 {
 	errno = ENOSYS;
 	return NULL;
+}
+
+/* No file descriptors either (the streams are not files). */
+int close(int fd)
+{
+	errno = EBADF;
+	return -1;
 }
 
 int remove(const char *path)
