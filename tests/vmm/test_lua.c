@@ -16,10 +16,12 @@ static const char *lua_elf(void)
 	return path;
 }
 
-/* The script's header: "-- heap: NM" (MiB, else the default heap) and
+/* The script's header: "-- heap: NM" (MiB, else the default heap),
+ * "-- timeout: Ns" (else 30 s: a 256 MiB recursion takes seconds on a
+ * loaded machine) and
  * "-- expect: error TEXT" | "-- expect: result TEXT" | "-- expect: timeout". */
 struct expect {
-	unsigned long heap_mib;
+	unsigned long heap_mib, timeout_s;
 	char kind[16];
 	char text[512];
 };
@@ -37,7 +39,7 @@ static void header_read(const char *name, const char *script, struct expect *e)
 		cr_assert_lt(len, sizeof(line), "%s: header line too long", name);
 		memcpy(line, p, len);
 		line[len] = 0;
-		if (sscanf(line, "-- heap: %luM", &e->heap_mib) != 1 &&
+		if (sscanf(line, "-- heap: %luM", &e->heap_mib) != 1 && sscanf(line, "-- timeout: %lus", &e->timeout_s) != 1 &&
 		    sscanf(line, "-- expect: %15s", e->kind) == 1) {
 			const char *t = line + strlen("-- expect: ") + strlen(e->kind);
 			snprintf(e->text, sizeof(e->text), "%s", *t == ' ' ? t + 1 : t);
@@ -70,7 +72,8 @@ static void hostile_run(const char *dir, const char *name)
 	cr_assert(script, "read %s", path);
 	struct expect e;
 	header_read(name, script, &e);
-	struct vmm_config cfg = { .timeout_ns = 2000000000ull, .heap_size = e.heap_mib << 20 };
+	struct vmm_config cfg = { .timeout_ns = (e.timeout_s ? e.timeout_s : 30) * 1000000000ull,
+				  .heap_size = e.heap_mib << 20 };
 	struct vmm_sandbox *sb = guest_new_at(lua_elf(), &cfg);
 	struct vmm_result res;
 
