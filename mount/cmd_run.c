@@ -512,12 +512,17 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	/* The usual convention: options anywhere (`run G --call f 1 2
 	 * --snapshot s`), `--` ends them, and an argument that starts with '-'
 	 * goes after `--`; a negative number needs no `--` (no option is a
-	 * digit). The non-options, in order, are the target and the ARGS; they
-	 * are gathered at argv[1..] (slots getopt has passed already). */
+	 * digit), nor does text whose name (up to an '=') has a space, tab or
+	 * newline in it (no option's has: `--call load "$(cat app.lua)"` with a
+	 * Lua comment first). The non-options, in order, are the target and
+	 * the ARGS; they are gathered at argv[1..] (slots getopt has passed
+	 * already). */
 	char **pos = argv + 1;
 	int npos = 0;
 	for (;;) {
-		if (optind < argc && argv[optind][0] == '-' && argv[optind][1] >= '0' && argv[optind][1] <= '9') {
+		if (optind < argc && argv[optind][0] == '-' &&
+		    ((argv[optind][1] >= '0' && argv[optind][1] <= '9') ||
+		     strcspn(argv[optind], " \t\n") < strcspn(argv[optind], "="))) {
 			pos[npos++] = argv[optind++];
 			continue;
 		}
