@@ -278,8 +278,17 @@ static int on_xfer(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t u
 
 /* ------------------------------------------------------------- requests */
 
-/* Run q once. Returns 0 with q->status set, or an error for the transport. */
-static int perform(struct ix_registry *r, struct req *q, const char *auth, char *why, size_t whylen)
+/* Whether r has credentials to send (libcurl encodes them as Basic). */
+static bool has_creds(const struct ix_registry *r)
+{
+	return r->o.user && r->o.pass;
+}
+
+
+/* Run q once, with the Authorization header auth (a bearer token), or
+ * the credentials as Basic if basic. Returns 0 with q->status set, or an
+ * error for the transport. */
+static int perform(struct ix_registry *r, struct req *q, const char *auth, bool basic, char *why, size_t whylen)
 {
 	struct curl_slist *h = NULL;
 	struct body_ctx bc = { r->curl, q };
@@ -368,6 +377,12 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 	if (auth) {
 		snprintf(line, sizeof(line), "Authorization: %s", auth);
 		h = curl_slist_append(h, line);
+	} else if (basic && has_creds(r)) {
+		/* Sent to this URL's host only: libcurl drops it on a redirect
+		 * elsewhere (CURLOPT_UNRESTRICTED_AUTH is off). */
+		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+		curl_easy_setopt(c, CURLOPT_USERNAME, r->o.user);
+		curl_easy_setopt(c, CURLOPT_PASSWORD, r->o.pass);
 	}
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 
@@ -448,49 +463,10 @@ static bool challenge_param(const char *ch, const char *key, char *out, size_t c
 	return false;
 }
 
-static char *b64(const char *s)
-{
-	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	size_t n = strlen(s), j = 0;
-	char *o = malloc(4 * ((n + 2) / 3) + 1);
-
-	if (!o)
-		return NULL;
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)(uint8_t)s[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)(uint8_t)s[i + 1] << 8;
-		if (i + 2 < n)
-			v |= (uint8_t)s[i + 2];
-		o[j++] = t[v >> 18 & 63];
-		o[j++] = t[v >> 12 & 63];
-		o[j++] = i + 1 < n ? t[v >> 6 & 63] : '=';
-		o[j++] = i + 2 < n ? t[v & 63] : '=';
-	}
-	o[j] = '\0';
-	return o;
-}
-
-/* "Basic <base64 user:pass>" into out; false without credentials. */
-static bool basic_header(const struct ix_registry *r, char *out, size_t cap)
-{
-	char up[1024];
-	char *enc;
-
-	if (!r->o.user || !r->o.pass)
-		return false;
-	snprintf(up, sizeof(up), "%s:%s", r->o.user, r->o.pass);
-	if (!(enc = b64(up)))
-		return false;
-	snprintf(out, cap, "Basic %s", enc);
-	free(enc);
-	return true;
-}
-
 /* Answer a Bearer challenge: GET realm?service=..&scope=.. for a token. */
 static int fetch_token(struct ix_registry *r, const char *challenge, char *why, size_t whylen)
 {
-	char realm[1024], service[256] = "", scope[1024] = "", basic[1200];
+	char realm[1024], service[256] = "", scope[1024] = "";
 	char *esc_service = NULL, *esc_scope = NULL;
 	struct req *q = calloc(1, sizeof(*q));
 	json_t *root = NULL, *tok;
@@ -520,14 +496,14 @@ static int fetch_token(struct ix_registry *r, const char *challenge, char *why, 
 		rc = -ENOMEM;
 		goto out_free;
 	}
-	bool have = basic_header(r, basic, sizeof(basic));
+	bool have = has_creds(r);
 	/* The token realm is the registry's choice, but plain HTTP only for an
 	 * --insecure registry. */
 	if (!r->o.insecure && strncmp(realm, "https://", 8) != 0) {
 		rc = ix_why(why, whylen, IX_EAUTH, "the token realm %s is not HTTPS", realm);
 		goto out_free;
 	}
-	if ((rc = perform(r, q, have ? basic : NULL, why, whylen)) < 0)
+	if ((rc = perform(r, q, NULL, have, why, whylen)) < 0)
 		goto out_free;
 	if (q->status == 401 || q->status == 403) {
 		rc = ix_why(why, whylen, IX_EAUTH, "the token service %s refused %s (HTTP %ld)", realm,
@@ -571,10 +547,8 @@ static int request(struct ix_registry *r, struct req *q, char *why, size_t whyle
 		if (r->token) {
 			snprintf(auth, sizeof(auth), "Bearer %s", r->token);
 			a = auth;
-		} else if (r->basic && basic_header(r, auth, sizeof(auth))) {
-			a = auth;
 		}
-		if ((rc = perform(r, q, a, why, whylen)) < 0)
+		if ((rc = perform(r, q, a, r->basic, why, whylen)) < 0)
 			return rc;
 		if (q->status == 403)
 			return ix_why(why, whylen, IX_EAUTH, "%s %s: access denied (HTTP 403)%s%.200s", q->method, q->url,

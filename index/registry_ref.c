@@ -85,50 +85,6 @@ int ix_registry_ref_parse(const char *s, struct ix_registry_ref *out)
 	return 0;
 }
 
-static int b64val(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-/* Decode base64 (padding optional) into a NUL-terminated string; NULL on junk. */
-static char *b64_decode(const char *s)
-{
-	size_t n = strlen(s), j = 0;
-	char *o = malloc(n + 1);
-	uint32_t acc = 0;
-	int bits = 0;
-
-	if (!o)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '=')
-			break;
-		int v = b64val(s[i]);
-		if (v < 0) {
-			free(o);
-			return NULL;
-		}
-		acc = acc << 6 | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			o[j++] = (char)(acc >> bits & 0xff);
-		}
-	}
-	o[j] = '\0';
-	return o;
-}
-
 /* Does an "auths" key name host? "host", "https://host", "host/v2/"... */
 static bool key_matches(const char *key, const char *host)
 {
@@ -167,12 +123,18 @@ int ix_registry_auth_lookup(const char *path, const char *host, char **user, cha
 	json_object_foreach(auths, key, v) {
 		json_t *a = json_object_get(v, "auth"), *u = json_object_get(v, "username"),
 		       *p = json_object_get(v, "password");
-		char *dec, *sep, *nu = NULL, *np = NULL;
+		char *dec = NULL, *sep = NULL, *nu = NULL, *np = NULL;
+		size_t declen;
 
 		if (!key_matches(key, host))
 			continue;
 		if (json_is_string(a) && json_string_length(a)) {
-			if (!(dec = b64_decode(json_string_value(a))) || !(sep = strchr(dec, ':'))) {
+			int drc = st_base64_decode(json_string_value(a), &dec, &declen);
+			if (drc == -ENOMEM) {
+				rc = drc;
+				goto out_decref;
+			}
+			if (drc < 0 || strlen(dec) != declen || !(sep = strchr(dec, ':'))) {
 				free(dec);
 				if (why && whylen)
 					snprintf(why, whylen, "%s: the auth of %s is not base64 of user:password", path, key);

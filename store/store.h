@@ -736,6 +736,10 @@ void st_sha256_update(struct st_sha256 *h, const void *buf, size_t len);
 void st_sha256_final(struct st_sha256 *h, uint8_t out[ST_SHA256_LEN]);
 void st_sha256_free(struct st_sha256 *h);
 void st_sha256_hash(const void *buf, size_t len, uint8_t out[ST_SHA256_LEN]);
+/* base64 s (standard alphabet, padding optional) decoded into *out
+ * (malloc'd, NUL-terminated; *len without the NUL). -EINVAL when s is not
+ * base64, -ENOMEM: *out and *len untouched. */
+int st_base64_decode(const char *s, char **out, size_t *len);
 /* "sha256:<64 lowercase hex>" and back. format never fails; parse of
  * anything else (NULL, uppercase, another algorithm, another length) ->
  * ST_EBADID with out untouched. */
