@@ -56,12 +56,17 @@ struct ix_registry_ref {
 	const char *tag;    /* or NULL */
 	const char *digest; /* "sha256:<hex>" or NULL */
 };
-/* host must look like a host (has '.' or ':', or is "localhost"); repo
+/* host must be HOST[:PORT] (ix_registry_host_valid); repo
  * components lowercase [a-z0-9] separated by '.', '_', '__', '-'; tag the
  * name rule. Neither tag nor digest: tag = "latest". NULL, 1024 bytes or
  * more, or anything else -> IX_EREF with *out untouched. Nothing is
  * allocated. */
 int ix_registry_ref_parse(const char *s, struct ix_registry_ref *out);
+/* True if h is a registry host: a DNS name or IPv4 address (labels of
+ * letters, digits and inner '-') or a [bracketed] IPv6 address, then
+ * ":PORT" with PORT 1..65535; without a port the name must have a '.' or
+ * be "localhost" (so "team/app" is not read as host "team"). */
+bool ix_registry_host_valid(const char *h);
 
 struct ix_registry_opts {
 	bool insecure;           /* plain HTTP (for a loopback registry) instead of HTTPS */

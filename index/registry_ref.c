@@ -25,13 +25,82 @@ static bool component_valid(const char *s, size_t n)
 	return true;
 }
 
+/* A DNS name or IPv4 address: labels of [A-Za-z0-9-], not starting or
+ * ending with '-', joined by single dots. */
+static bool hostname_valid(const char *s, size_t n)
+{
+	size_t label = 0;
+
+	if (n == 0 || n > 253)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (c == '.') {
+			if (label == 0 || s[i - 1] == '-')
+				return false;
+			label = 0;
+			continue;
+		}
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-'))
+			return false;
+		if (c == '-' && label == 0)
+			return false;
+		if (++label > 63)
+			return false;
+	}
+	return label > 0 && s[n - 1] != '-';
+}
+
+/* host[:port]: a DNS name, an IPv4 address or a [bracketed] IPv6 address,
+ * and a port of 1..65535 if there is a ':'. A registry host is also
+ * recognisable as one: it has a '.' or a port, or is "localhost". */
+bool ix_registry_host_valid(const char *h)
+{
+	const char *colon, *name_end;
+	bool v6 = h[0] == '[';
+
+	if (v6) {
+		const char *close = strchr(h, ']');
+		if (!close || close == h + 1)
+			return false;
+		for (const char *p = h + 1; p < close; p++)
+			if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || (*p >= 'A' && *p <= 'F') || *p == ':' ||
+			      *p == '.'))
+				return false;
+		name_end = close + 1;
+		if (*name_end && *name_end != ':')
+			return false;
+		colon = *name_end ? name_end : NULL;
+	} else {
+		colon = strchr(h, ':');
+		name_end = colon ? colon : h + strlen(h);
+		if (!hostname_valid(h, (size_t)(name_end - h)))
+			return false;
+	}
+	if (colon) {
+		unsigned long port = 0;
+		const char *p = colon + 1;
+		if (!*p || strlen(p) > 5)
+			return false;
+		for (; *p; p++) {
+			if (*p < '0' || *p > '9')
+				return false;
+			port = port * 10 + (unsigned long)(*p - '0');
+		}
+		if (port == 0 || port > 65535)
+			return false;
+		return true;
+	}
+	return v6 || memchr(h, '.', (size_t)(name_end - h)) || strcmp(h, "localhost") == 0;
+}
+
 /* The tag of a reference that names neither a tag nor a digest. */
 static const char default_tag[] = "latest";
 
 int ix_registry_ref_parse(const char *s, struct ix_registry_ref *out)
 {
 	struct ix_registry_ref r;
-	char *slash, *at, *colon, *p;
+	char *slash, *at, *colon;
 	uint8_t sha[ST_SHA256_LEN];
 
 	memset(&r, 0, sizeof(r));
@@ -42,12 +111,8 @@ int ix_registry_ref_parse(const char *s, struct ix_registry_ref *out)
 		return IX_EREF;
 	*slash = '\0';
 	r.host = r.buf;
-	if (!*r.host || (!strchr(r.host, '.') && !strchr(r.host, ':') && strcmp(r.host, "localhost") != 0))
+	if (!ix_registry_host_valid(r.host))
 		return IX_EREF;
-	for (p = r.buf; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
-		      *p == '-' || *p == ':' || *p == '[' || *p == ']'))
-			return IX_EREF;
 	r.repo = slash + 1;
 	if ((at = strchr(r.repo, '@'))) {
 		*at = '\0';

@@ -338,6 +338,47 @@ static const struct option reg_opts[] = {
 	{ "lazy", no_argument, NULL, OPT_LAZY }, { "chunk-size", required_argument, NULL, OPT_CHUNK },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT }, { 0 } };
 
+/* Say why s is not a registry reference, with the fix (a usage error).
+ * what: "push" or "pull"; form: the reference form it takes. */
+static int ref_refuse(struct cli *cli, const char *what, const char *s, const char *form)
+{
+	static const char *transports[] = { "docker://", "oci:", "oci-archive:", "docker-archive:", "dir:",
+					    "containers-storage:", "docker-daemon:", "registry://" };
+	char host[300];
+	const char *slash = strchr(s, '/');
+
+	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
+		size_t n = strlen(transports[i]);
+		if (strncmp(s, transports[i], n) != 0)
+			continue;
+		if (i == 0 || i == 7)
+			cli_err(cli, "%s: '%s': drop the transport prefix: strata %s takes %s (e.g. %s)", what, s, what,
+				form, s + n);
+		else
+			cli_err(cli, "%s: '%s': strata %s talks to registries only (%s); an OCI layout directory is "
+				     "written by 'strata export --oci DIR' and read by 'strata import DIR'",
+				what, s, what, form);
+		return CLI_USAGE;
+	}
+	if (strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0) {
+		cli_err(cli, "%s: '%s': drop the scheme: strata %s takes %s (plain HTTP is --plain-http)", what, s, what,
+			form);
+		return CLI_USAGE;
+	}
+	if (slash && (size_t)(slash - s) < sizeof(host)) {
+		memcpy(host, s, (size_t)(slash - s));
+		host[slash - s] = '\0';
+		if (!ix_registry_host_valid(host)) {
+			cli_err(cli, "%s: '%s' is not a registry host (HOST[:PORT]: a name with a '.', 'localhost' or an "
+				     "address, and PORT a number); strata %s takes %s (e.g. 127.0.0.1:5000/sandboxes/web:v1)",
+				what, host, what, form);
+			return CLI_USAGE;
+		}
+	}
+	cli_err(cli, "%s: '%s' is not %s (e.g. 127.0.0.1:5000/sandboxes/web:v1)", what, s, form);
+	return CLI_USAGE;
+}
+
 /* Open the registry client for ref (credentials looked up); exit status. */
 static int reg_open(struct cli *cli, struct reg_args *a, const struct ix_registry_ref *ref, const struct ix_oci_progress *prog,
 		    struct ix *ix, struct ix_registry **out)
@@ -451,8 +492,11 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 		return CLI_USAGE;
 	}
 	const char *snap = argv[optind], *target = argv[optind + 1];
-	if (ix_registry_ref_parse(target, &ref) < 0 || ref.digest) {
-		cli_err(cli, "push: '%s' is not REGISTRY/REPOSITORY[:TAG] (e.g. 127.0.0.1:5000/sandboxes/web:v1)", target);
+	if (ix_registry_ref_parse(target, &ref) < 0)
+		return ref_refuse(cli, "push", target, "REGISTRY/REPOSITORY[:TAG]");
+	if (ref.digest) {
+		cli_err(cli, "push: '%s' names a digest: a push is to REGISTRY/REPOSITORY[:TAG] (it prints the digest)",
+			target);
 		return CLI_USAGE;
 	}
 	struct progress p = { .tty = !a.json && isatty(2), .json = a.json, .out = stdout };
@@ -587,10 +631,8 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	if (secs)
 		a.deadline_ns = ix_registry_now_ns() + (uint64_t)secs * 1000000000u;
 	const char *from = argv[optind];
-	if (ix_registry_ref_parse(from, &ref) < 0) {
-		cli_err(cli, "pull: '%s' is not REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]", from);
-		return CLI_USAGE;
-	}
+	if (ix_registry_ref_parse(from, &ref) < 0)
+		return ref_refuse(cli, "pull", from, "REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]");
 	if (!tag && !ref.digest)
 		tag = ref.tag;
 	if (tag && !st_name_valid(tag)) {

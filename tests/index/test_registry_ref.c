@@ -107,3 +107,20 @@ Test(registry_ref, auth_entries_that_are_not_base64_of_user_colon_password_are_r
 		cr_assert(strstr(why, "not base64 of user:password"), "%s: %s", bad[i], why);
 	}
 }
+
+/* What users type for other tools' transports, or a scheme, never reaches
+ * the network as a host name. */
+Test(registry_ref, hosts_are_host_and_numeric_port)
+{
+	static const char *bad[] = { "oci:/tmp/x:tag", "a:/b", "abc:def/x:y", "docker://127.0.0.1:5000/a/b",
+				     "http://localhost:5000/a", "host:0/a", "host:65536/a", "host:123456/a", "-h.example/a",
+				     "h-.example/a", "a..b/c", "[::1/a", "[]:5000/a", "h_x.example/a", ":5000/a" };
+	static const char *good[] = { "localhost/a", "127.0.0.1:5000/a", "reg.example.com/a/b:v1", "[::1]:5000/a",
+				      "my-reg.example:443/a", "localhost:1/a" };
+	struct ix_registry_ref r;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(ix_registry_ref_parse(bad[i], &r), IX_EREF, "%s", bad[i]);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		cr_assert_eq(ix_registry_ref_parse(good[i], &r), 0, "%s", good[i]);
+}
