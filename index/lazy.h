@@ -102,6 +102,8 @@ struct ix_lazy;
 
 struct ix_lazy_opts {
 	const char *cacert;     /* CA bundle for HTTPS registries, or NULL */
+	/* Roots of per-registry certificate directories (ix_registry_opts), or NULL. */
+	const char *const *certs_d;
 	/* Credentials for host (malloc'd strings, or NULLs); NULL: anonymous. */
 	int (*creds)(void *ctx, const char *host, char **user, char **pass);
 	void *creds_ctx;

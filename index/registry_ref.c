@@ -162,10 +162,37 @@ static bool key_matches(const char *key, const char *host)
 	return strncmp(key, host, hl) == 0 && (key[hl] == '\0' || key[hl] == '/');
 }
 
-int ix_registry_auth_lookup(const char *path, const char *host, char **user, char **pass, char *why, size_t whylen)
+/* A credential helper's name (the X of docker-credential-X): letters,
+ * digits, '-', '_', '.'; never a path. */
+static bool helper_name_valid(const char *s)
+{
+	if (!*s || strlen(s) > 64)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '-' ||
+		      *s == '_' || *s == '.'))
+			return false;
+	return s[-1] != '.';
+}
+
+/* The helper v names (a JSON string) into *helper; ST_EFORMAT if it is not a name. */
+static int helper_take(json_t *v, const char *path, const char *what, char **helper, char *why, size_t whylen)
+{
+	if (!json_is_string(v) || !helper_name_valid(json_string_value(v))) {
+		if (why && whylen)
+			snprintf(why, whylen, "%s: %s is not the name of a docker-credential-NAME helper", path, what);
+		return ST_EFORMAT;
+	}
+	if (!(*helper = strdup(json_string_value(v))))
+		return -ENOMEM;
+	return 2;
+}
+
+int ix_registry_auth_lookup(const char *path, const char *host, char **user, char **pass, char **helper, char *why,
+			    size_t whylen)
 {
 	json_error_t e;
-	json_t *root = json_load_file(path, 0, &e), *auths, *v;
+	json_t *root = json_load_file(path, 0, &e), *auths, *helpers, *v;
 	const char *key;
 	int rc = 1;
 
@@ -179,11 +206,21 @@ int ix_registry_auth_lookup(const char *path, const char *host, char **user, cha
 		return ST_EFORMAT;
 	}
 	auths = json_object_get(root, "auths");
-	if (auths && !json_is_object(auths)) {
+	helpers = json_object_get(root, "credHelpers");
+	if ((auths && !json_is_object(auths)) || (helpers && !json_is_object(helpers))) {
 		if (why && whylen)
-			snprintf(why, whylen, "%s: \"auths\" is not an object", path);
+			snprintf(why, whylen, "%s: \"%s\" is not an object", path,
+				 auths && !json_is_object(auths) ? "auths" : "credHelpers");
 		rc = ST_EFORMAT;
 		goto out_decref;
+	}
+	/* docker's order: the host's own helper, then its entry, then the
+	 * store for every host. */
+	json_object_foreach(helpers, key, v) {
+		if (key_matches(key, host)) {
+			rc = helper_take(v, path, "the credHelpers entry", helper, why, whylen);
+			goto out_decref;
+		}
 	}
 	json_object_foreach(auths, key, v) {
 		json_t *a = json_object_get(v, "auth"), *u = json_object_get(v, "username"),
@@ -229,7 +266,39 @@ int ix_registry_auth_lookup(const char *path, const char *host, char **user, cha
 		}
 		break;
 	}
+	if (rc == 1 && (v = json_object_get(root, "credsStore")) && !(json_is_string(v) && !json_string_length(v)))
+		rc = helper_take(v, path, "credsStore", helper, why, whylen);
 out_decref:
+	json_decref(root);
+	return rc;
+}
+
+int ix_registry_helper_parse(const char *out, size_t len, char **user, char **pass, char *why, size_t whylen)
+{
+	json_t *root = json_loadb(out, len, 0, NULL), *u, *p;
+	int rc = ST_EFORMAT;
+
+	u = json_object_get(root, "Username");
+	p = json_object_get(root, "Secret");
+	if (!json_is_string(u) || !json_is_string(p)) {
+		if (why && whylen)
+			snprintf(why, whylen, "the helper's answer is not {\"Username\":...,\"Secret\":...}");
+	} else if (strcmp(json_string_value(u), "<token>") == 0) {
+		if (why && whylen)
+			snprintf(why, whylen, "the helper gave an identity token (Username \"<token>\"), which strata "
+					      "does not exchange: store a user and password or a registry token instead");
+	} else {
+		char *nu = strdup(json_string_value(u)), *np = strdup(json_string_value(p));
+		if (!nu || !np) {
+			free(nu);
+			free(np);
+			rc = -ENOMEM;
+		} else {
+			*user = nu;
+			*pass = np;
+			rc = 0;
+		}
+	}
 	json_decref(root);
 	return rc;
 }

@@ -1,11 +1,15 @@
 /* cmd_oci.c: snapshots as OCI artifacts: export --oci, import of a layout, push and pull through a registry. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
+#include <spawn.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -196,8 +200,10 @@ int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned f
 /* ------------------------------------------------------- registry access */
 
 struct reg_args {
-	bool insecure, json;
-	const char *cacert, *authfile, *from;
+	struct cli *cli;
+	bool insecure, json, tls_noverify;
+	const char *cacert, *authfile, *from, *cert_dir;
+	const char *creds;     /* --creds USER:PASSWORD */
 	char *user, *pass;
 	uint64_t deadline_ns;  /* pull: CLOCK_MONOTONIC end of the whole pull (0: none) */
 };
@@ -208,42 +214,169 @@ struct reg_args {
  * for days. */
 #define PULL_TIMEOUT_DEFAULT 3600ul
 
-/* Credentials for host: --authfile, else $REGISTRY_AUTH_FILE, else
- * $XDG_RUNTIME_DIR/containers/auth.json, $DOCKER_CONFIG/config.json,
- * ~/.docker/config.json (the first that has an entry for host). */
+const char *const *cli_certs_d(void)
+{
+	static char buf[8192], conf[4096];
+	static const char *roots[17];
+	static bool done;
+	const char *env = getenv("STRATA_CERTS_D"), *x = getenv("XDG_CONFIG_HOME"), *h = getenv("HOME");
+	size_t n = 0;
+
+	if (done)
+		return roots;
+	done = true;
+	if (env) {
+		snprintf(buf, sizeof(buf), "%s", env);
+		for (char *save = NULL, *t = strtok_r(buf, ":", &save); t && n < 16; t = strtok_r(NULL, ":", &save))
+			roots[n++] = t;
+		return roots;
+	}
+	if (x && *x)
+		snprintf(conf, sizeof(conf), "%s/containers/certs.d", x);
+	else if (h && *h)
+		snprintf(conf, sizeof(conf), "%s/.config/containers/certs.d", h);
+	if (conf[0])
+		roots[n++] = conf;
+	roots[n++] = "/etc/containers/certs.d";
+	roots[n++] = "/etc/docker/certs.d";
+	return roots;
+}
+
+/* Run docker-credential-NAME get with host on stdin: 0 and *user, *pass;
+ * 1 when the helper has nothing for host; else CLI_FAIL (reported). */
+static int helper_get(struct cli *cli, const char *name, const char *file, const char *host, char **user,
+		      char **pass)
+{
+	char prog[128], out[65536], why[ST_WHY_LEN] = "";
+	int in[2], outp[2], status = 0, rc;
+	size_t len = 0;
+	pid_t pid;
+
+	snprintf(prog, sizeof(prog), "docker-credential-%s", name);
+	if (pipe2(in, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(outp, O_CLOEXEC) < 0) {
+		rc = -errno;
+		close(in[0]);
+		close(in[1]);
+		return rc;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
+	char *argv[] = { prog, "get", NULL };
+	rc = posix_spawnp(&pid, prog, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(in[0]);
+	close(outp[1]);
+	if (rc != 0) {
+		close(in[1]);
+		close(outp[0]);
+		cli_err(cli, "the credential helper %s (named in %s) cannot be run: %s%s", prog, file, strerror(rc),
+			rc == ENOENT ? " (it is not on PATH)" : "");
+		return CLI_FAIL;
+	}
+	/* The server is the registry's host[:port], as docker names it. */
+	void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+	ssize_t w = write(in[1], host, strlen(host));
+	(void)w;
+	close(in[1]);
+	for (ssize_t got; len < sizeof(out) - 1 && (got = read(outp[0], out + len, sizeof(out) - 1 - len)) != 0;) {
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			break;
+		len += (size_t)got;
+	}
+	out[len] = '\0';
+	close(outp[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	signal(SIGPIPE, old);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		/* The helpers' words for "nothing stored for this server". */
+		if (strstr(out, "credentials not found"))
+			return 1;
+		while (len && (out[len - 1] == '\n' || out[len - 1] == '\r'))
+			out[--len] = '\0';
+		cli_err(cli, "the credential helper %s (named in %s) failed for %s: %s", prog, file, host,
+			len ? cli_esc(out) : "no message");
+		return CLI_FAIL;
+	}
+	if ((rc = ix_registry_helper_parse(out, len, user, pass, why, sizeof(why))) < 0) {
+		cli_err(cli, "the credential helper %s (named in %s), asked for %s: %s", prog, file, host,
+			rc == -ENOMEM ? "out of memory" : why);
+		return CLI_FAIL;
+	}
+	return 0;
+}
+
+/* Look host up in the auth file path (a helper it names is run): 0 found,
+ * 1 nothing there, -ENOENT no such file, CLI_FAIL reported. */
+static int auth_file_get(struct cli *cli, const char *path, const char *host, char **user, char **pass)
+{
+	char why[ST_WHY_LEN] = "", *helper = NULL;
+	int rc = ix_registry_auth_lookup(path, host, user, pass, &helper, why, sizeof(why));
+
+	if (rc == 2) {
+		rc = helper_get(cli, helper, path, host, user, pass);
+		free(helper);
+		return rc;
+	}
+	if (rc < 0 && rc != -ENOENT) {
+		cli_err(cli, "cannot read the auth file %s: %s", path, why[0] ? why : strerror(-rc));
+		return CLI_FAIL;
+	}
+	return rc;
+}
+
+/* Credentials for host: --creds, else --authfile, else
+ * $REGISTRY_AUTH_FILE, else the first of
+ * $XDG_RUNTIME_DIR/containers/auth.json,
+ * $XDG_CONFIG_HOME/containers/auth.json (~/.config/...),
+ * $DOCKER_CONFIG/config.json (~/.docker/config.json) that has anything
+ * for host (credHelpers, auths, credsStore: ix_registry_auth_lookup). */
 static int find_credentials(struct cli *cli, struct reg_args *a, const char *host)
 {
 	const char *explicit = a->authfile ? a->authfile : getenv("REGISTRY_AUTH_FILE");
+	const char *xr = getenv("XDG_RUNTIME_DIR"), *xc = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME"),
+		   *dc = getenv("DOCKER_CONFIG");
 	char paths[3][4096];
 	size_t n = 0;
-	char why[ST_WHY_LEN] = "";
 
-	if (explicit) {
-		int rc = ix_registry_auth_lookup(explicit, host, &a->user, &a->pass, why, sizeof(why));
-		if (rc == -ENOENT) {
-			cli_err(cli, "the auth file %s does not exist", explicit);
-			return CLI_NOTFOUND;
-		}
-		if (rc < 0) {
-			cli_err(cli, "cannot read the auth file %s: %s", explicit, why[0] ? why : strerror(-rc));
+	if (a->creds) {
+		const char *colon = strchr(a->creds, ':');
+		if (!(a->user = strndup(a->creds, (size_t)(colon - a->creds))) || !(a->pass = strdup(colon + 1))) {
+			cli_err(cli, "out of memory");
 			return CLI_FAIL;
 		}
 		return CLI_OK;
 	}
-	if (getenv("XDG_RUNTIME_DIR"))
-		snprintf(paths[n++], sizeof(paths[0]), "%s/containers/auth.json", getenv("XDG_RUNTIME_DIR"));
-	if (getenv("DOCKER_CONFIG"))
-		snprintf(paths[n++], sizeof(paths[0]), "%s/config.json", getenv("DOCKER_CONFIG"));
-	else if (getenv("HOME"))
-		snprintf(paths[n++], sizeof(paths[0]), "%s/.docker/config.json", getenv("HOME"));
+	if (explicit) {
+		int rc = auth_file_get(cli, explicit, host, &a->user, &a->pass);
+		if (rc == -ENOENT) {
+			cli_err(cli, "the auth file %s does not exist", explicit);
+			return CLI_NOTFOUND;
+		}
+		return rc == CLI_FAIL ? CLI_FAIL : CLI_OK;
+	}
+	if (xr && *xr)
+		snprintf(paths[n++], sizeof(paths[0]), "%s/containers/auth.json", xr);
+	if (xc && *xc)
+		snprintf(paths[n++], sizeof(paths[0]), "%s/containers/auth.json", xc);
+	else if (home && *home)
+		snprintf(paths[n++], sizeof(paths[0]), "%s/.config/containers/auth.json", home);
+	if (dc && *dc)
+		snprintf(paths[n++], sizeof(paths[0]), "%s/config.json", dc);
+	else if (home && *home)
+		snprintf(paths[n++], sizeof(paths[0]), "%s/.docker/config.json", home);
 	for (size_t i = 0; i < n; i++) {
-		int rc = ix_registry_auth_lookup(paths[i], host, &a->user, &a->pass, why, sizeof(why));
+		int rc = auth_file_get(cli, paths[i], host, &a->user, &a->pass);
 		if (rc == 0)
 			return CLI_OK;
-		if (rc < 0 && rc != -ENOENT) {
-			cli_err(cli, "cannot read the auth file %s: %s", paths[i], why[0] ? why : strerror(-rc));
+		if (rc == CLI_FAIL)
 			return CLI_FAIL;
-		}
 	}
 	return CLI_OK;
 }
@@ -258,12 +391,58 @@ int cli_registry_creds(void *ctx, const char *host, char **user, char **pass)
 	return rc == CLI_OK ? 0 : -ENOENT;
 }
 
+/* The creds callback of the lazy fetches a push or pull starts (ctx: its
+ * struct reg_args): --creds for the registry named, else as
+ * cli_registry_creds. */
+static int args_creds(void *ctx, const char *host, char **user, char **pass)
+{
+	struct reg_args *a = ctx, b = { .creds = a->creds, .authfile = a->authfile };
+	int rc = find_credentials(a->cli, &b, host);
+
+	*user = b.user;
+	*pass = b.pass;
+	return rc == CLI_OK ? 0 : -ENOENT;
+}
+
 void cli_lazy_log(void *ctx, const char *msg)
 {
 	cli_err(ctx, "%s", msg);
 }
 
-enum { OPT_INSECURE = 1000, OPT_CACERT, OPT_AUTHFILE, OPT_JSON, OPT_FROM, OPT_LAZY, OPT_CHUNK, OPT_TIMEOUT };
+enum { OPT_INSECURE = 1000, OPT_CACERT, OPT_AUTHFILE, OPT_JSON, OPT_FROM, OPT_LAZY, OPT_CHUNK, OPT_TIMEOUT,
+       OPT_TLS_VERIFY, OPT_CERT_DIR, OPT_CREDS };
+
+/* An option push and pull share into a; false if it is not one. *status:
+ * CLI_USAGE (reported) for a bad value. */
+static bool reg_opt(struct cli *cli, const char *cmd, int c, struct reg_args *a, int *status)
+{
+	switch (c) {
+	case OPT_INSECURE: a->insecure = true; return true;
+	case OPT_CACERT: a->cacert = optarg; return true;
+	case OPT_CERT_DIR: a->cert_dir = optarg; return true;
+	case OPT_AUTHFILE: a->authfile = optarg; return true;
+	case OPT_JSON: a->json = true; return true;
+	case OPT_TLS_VERIFY:
+		if (!optarg || strcmp(optarg, "true") == 0) {
+			a->tls_noverify = false;
+		} else if (strcmp(optarg, "false") == 0) {
+			a->tls_noverify = true;
+		} else {
+			cli_err(cli, "%s: --tls-verify takes true or false, not '%s'", cmd, optarg);
+			*status = CLI_USAGE;
+		}
+		return true;
+	case OPT_CREDS:
+		if (!strchr(optarg, ':')) {
+			cli_err(cli, "%s: --creds takes USER:PASSWORD (strata does not prompt for a password; an auth "
+				     "file or a credential helper keeps it off the command line)", cmd);
+			*status = CLI_USAGE;
+		}
+		a->creds = optarg;
+		return true;
+	default: return false;
+	}
+}
 
 /* Seconds (0: no deadline) from --timeout or $STRATA_PULL_TIMEOUT; false
  * if it is not a number. */
@@ -276,6 +455,29 @@ static bool timeout_parse(const char *v, unsigned long *out)
 	return *v >= '0' && *v <= '9' && !*end && errno == 0 && *out <= 100ul * 365 * 86400;
 }
 
+/* The options push and pull share: transport, certificates, credentials. */
+static void reg_usage(FILE *f)
+{
+	fprintf(f,
+		"  --plain-http     plain HTTP (a loopback registry); HTTPS otherwise\n"
+		"  --insecure       the same as --plain-http (crane's meaning; oras's and\n"
+		"                   helm's --insecure, HTTPS without checks, is\n"
+		"                   --tls-verify=false here)\n"
+		"  --tls-verify=BOOL  false: HTTPS without checking the registry's\n"
+		"                   certificate or name (default true)\n"
+		"  --cacert FILE    trust this CA bundle for HTTPS instead of the system's\n"
+		"  --cert-dir DIR   CAs (*.crt) and a client certificate (NAME.cert, NAME.key)\n"
+		"                   for the registry (default: the first HOST[:PORT]\n"
+		"                   directory of ~/.config/containers/certs.d,\n"
+		"                   /etc/containers/certs.d, /etc/docker/certs.d)\n"
+		"  --creds USER:PASSWORD  credentials for the registry (no prompt)\n"
+		"  --authfile FILE  credentials file (docker config.json format: auths,\n"
+		"                   credHelpers, credsStore); default $REGISTRY_AUTH_FILE,\n"
+		"                   else the first of $XDG_RUNTIME_DIR/containers/auth.json,\n"
+		"                   ~/.config/containers/auth.json, ~/.docker/config.json\n"
+		"                   with an entry for the registry\n");
+}
+
 static void push_usage(FILE *f)
 {
 	fprintf(f,
@@ -286,13 +488,10 @@ static void push_usage(FILE *f)
 		"sent: each is asked for first (HEAD), then mounted from another\n"
 		"repository of the registry that holds it (--from, else where the store\n"
 		"last pushed or pulled it) where the registry allows it, else uploaded.\n"
-		"Credentials come from --authfile, $REGISTRY_AUTH_FILE,\n"
-		"$XDG_RUNTIME_DIR/containers/auth.json or ~/.docker/config.json.\n"
 		"Prints the pushed manifest's digest.\n"
-		"\n"
-		"  --insecure       plain HTTP (a loopback registry); HTTPS otherwise\n"
-		"  --cacert FILE    trust this CA bundle for HTTPS\n"
-		"  --authfile FILE  credentials file (docker config.json format)\n"
+		"\n");
+	reg_usage(f);
+	fprintf(f,
 		"  --from REPO      mount blobs from REPO on the same registry (default: each\n"
 		"                   blob's recorded origin)\n"
 		"  --chunk-size N   chunks of the chunk indexes a lazy pull fetches by (bytes,\n"
@@ -319,10 +518,9 @@ static void pull_usage(FILE *f)
 		"\n"
 		"  --lazy           record the snapshot now, fetch its chunks on demand\n"
 		"  --tag NAME       tag it NAME in the store\n"
-		"  --force          move the tag if it names another snapshot\n"
-		"  --insecure       plain HTTP (a loopback registry); HTTPS otherwise\n"
-		"  --cacert FILE    trust this CA bundle for HTTPS\n"
-		"  --authfile FILE  credentials file (docker config.json format)\n"
+		"  --force          move the tag if it names another snapshot\n");
+	reg_usage(f);
+	fprintf(f,
 		"  --timeout SECS   give up when the whole pull (lazy layers it completes\n"
 		"                   included) has taken this long; 0: never (default: 3600,\n"
 		"                   or $STRATA_PULL_TIMEOUT). Any transfer moving under\n"
@@ -331,7 +529,9 @@ static void pull_usage(FILE *f)
 }
 
 static const struct option reg_opts[] = {
-	{ "insecure", no_argument, NULL, OPT_INSECURE }, { "cacert", required_argument, NULL, OPT_CACERT },
+	{ "insecure", no_argument, NULL, OPT_INSECURE }, { "plain-http", no_argument, NULL, OPT_INSECURE },
+	{ "tls-verify", optional_argument, NULL, OPT_TLS_VERIFY }, { "cert-dir", required_argument, NULL, OPT_CERT_DIR },
+	{ "creds", required_argument, NULL, OPT_CREDS }, { "cacert", required_argument, NULL, OPT_CACERT },
 	{ "authfile", required_argument, NULL, OPT_AUTHFILE }, { "json", no_argument, NULL, OPT_JSON },
 	{ "from", required_argument, NULL, OPT_FROM }, { "tag", required_argument, NULL, 't' },
 	{ "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' },
@@ -387,7 +587,8 @@ static int reg_open(struct cli *cli, struct reg_args *a, const struct ix_registr
 
 	if ((rc = find_credentials(cli, a, ref->host)) != CLI_OK)
 		return rc;
-	struct ix_registry_opts o = { .insecure = a->insecure, .cacert = a->cacert, .user = a->user, .pass = a->pass,
+	struct ix_registry_opts o = { .insecure = a->insecure, .tls_noverify = a->tls_noverify, .cacert = a->cacert,
+				      .cert_dir = a->cert_dir, .certs_d = cli_certs_d(), .user = a->user, .pass = a->pass,
 			       .mount_from = a->from, .prog = prog, .ix = ix, .deadline_ns = a->deadline_ns };
 	if (ix_registry_global_init() < 0 || ix_registry_open(ref, &o, out) < 0) {
 		cli_err(cli, "cannot start the HTTP client: out of memory");
@@ -452,7 +653,7 @@ static bool top_not_found(int rc)
 
 int cmd_push(struct cli *cli, int argc, char **argv)
 {
-	struct reg_args a = { 0 };
+	struct reg_args a = { .cli = cli };
 	struct ix_registry *r = NULL;
 	struct ix_registry_ref ref;
 	struct ix_oci_sink sink;
@@ -463,14 +664,10 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 	char why[ST_WHY_LEN] = "", dg[ST_DIGEST_LEN + 1];
 	uint8_t sha[ST_SHA256_LEN];
 	uint32_t chunk_size = 0;
-	int c, rc, status;
+	int c, rc, status = CLI_OK;
 
 	while ((c = getopt_long(argc, argv, "h", reg_opts, NULL)) != -1) {
 		switch (c) {
-		case OPT_INSECURE: a.insecure = true; break;
-		case OPT_CACERT: a.cacert = optarg; break;
-		case OPT_AUTHFILE: a.authfile = optarg; break;
-		case OPT_JSON: a.json = true; break;
 		case OPT_FROM: a.from = optarg; break;
 		case OPT_CHUNK: {
 			char *end;
@@ -484,7 +681,11 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 			break;
 		}
 		case 'h': push_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
+		default:
+			if (!reg_opt(cli, "push", c, &a, &status))
+				return cli_usage_hint(argv[0]);
+			if (status != CLI_OK)
+				return status;
 		}
 	}
 	if (argc - optind != 2) {
@@ -563,7 +764,8 @@ out_close:
 static void prefetch_working_set(struct cli *cli, struct ix *ix, const st_id *id, const struct reg_args *a,
 				 struct ix_ws_prefetch_stats *pst)
 {
-	struct ix_lazy_opts o = { .cacert = a->cacert, .creds = cli_registry_creds, .creds_ctx = cli,
+	struct ix_lazy_opts o = { .cacert = a->cacert, .certs_d = cli_certs_d(), .creds = args_creds,
+				  .creds_ctx = (void *)a,
 				  .deadline_ns = a->deadline_ns };
 	struct ix_lazy *lz = NULL;
 	char why[ST_WHY_LEN * 2] = "";
@@ -581,7 +783,8 @@ static void prefetch_working_set(struct cli *cli, struct ix *ix, const st_id *id
  * recorded from the same source: ix_oci_source.lazy). */
 static int lazy_for_pull(struct cli *cli, struct ix *ix, const struct reg_args *a, struct ix_lazy **out)
 {
-	struct ix_lazy_opts o = { .cacert = a->cacert, .creds = cli_registry_creds, .creds_ctx = cli,
+	struct ix_lazy_opts o = { .cacert = a->cacert, .certs_d = cli_certs_d(), .creds = args_creds,
+				  .creds_ctx = (void *)a,
 				  .deadline_ns = a->deadline_ns };
 
 	return ix_lazy_open(ix, &o, out);
@@ -589,7 +792,7 @@ static int lazy_for_pull(struct cli *cli, struct ix *ix, const struct reg_args *
 
 int cmd_pull(struct cli *cli, int argc, char **argv)
 {
-	struct reg_args a = { 0 };
+	struct reg_args a = { .cli = cli };
 	struct ix_registry *r = NULL;
 	struct ix_registry_ref ref;
 	struct ix_oci_source src;
@@ -604,20 +807,20 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	struct ix_lazy *lz = NULL;
 	const char *timeout = getenv("STRATA_PULL_TIMEOUT");
 	unsigned long secs = PULL_TIMEOUT_DEFAULT;
-	int c, rc, status;
+	int c, rc, status = CLI_OK;
 
 	while ((c = getopt_long(argc, argv, "t:fh", reg_opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_TIMEOUT: timeout = optarg; break;
-		case OPT_INSECURE: a.insecure = true; break;
-		case OPT_CACERT: a.cacert = optarg; break;
-		case OPT_AUTHFILE: a.authfile = optarg; break;
-		case OPT_JSON: a.json = true; break;
 		case 't': tag = optarg; break;
 		case 'f': flags |= IX_TAG_FORCE; break;
 		case OPT_LAZY: flags |= IX_OCI_LAZY; break;
 		case 'h': pull_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
+		default:
+			if (!reg_opt(cli, "pull", c, &a, &status))
+				return cli_usage_hint(argv[0]);
+			if (status != CLI_OK)
+				return status;
 		}
 	}
 	if (argc - optind != 1) {

@@ -8,7 +8,7 @@ set -u
 BIN=${STRATA_BIN:?}
 SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 
-N=14
+N=100
 n=0
 fails=0
 echo "1..$N"
@@ -36,3 +36,93 @@ refuse "a host whose port is not a number" abc:def/x:y "'abc:def' is not a regis
 refuse "a port past 65535" 127.0.0.1:70000/x "'127.0.0.1:70000' is not a registry host"
 refuse "an URL scheme: drop it, plain HTTP is --plain-http" http://127.0.0.1:5000/x "drop the scheme.*--plain-http"
 is "none of them made a store" "$([ -e "$T/nostore" ] && echo made || echo none)" none
+
+# ---- the registries: plain, with htpasswd, with TLS (a CA of the test's own), with TLS asking for a client
+# certificate
+if ! command -v docker-registry >/dev/null; then
+	skip_rest "registry" "docker-registry not installed"
+	exit 0
+fi
+newstore "$S"
+head -c 1M /dev/urandom >"$T/img"
+truncate -s 4M "$T/img"
+snap=$(st "$S" debug ingest "$T/img" --tag v1)
+start_registry reg || { skip_rest "registry" "the registry did not start: $(tail -3 "$T/reg.log")"; exit 1; }
+R=127.0.0.1:$REG_PORT
+python3 -W ignore -c 'import crypt; print("bob:" + crypt.crypt("pw", crypt.mksalt(crypt.METHOD_BLOWFISH)))' >"$T/htpasswd"
+start_registry regauth "$T/htpasswd" || { skip_rest "registry" "the htpasswd registry did not start"; exit 1; }
+RA=127.0.0.1:$REG_PORT
+P=$T/pki
+mkdir -p "$P"
+(
+	cd "$P" || exit 1
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=strata-test-ca
+	openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1
+	printf 'subjectAltName=IP:127.0.0.1\n' >srv.ext
+	openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 1 -extfile srv.ext
+	openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=strata-client
+	openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 1
+) >"$T/pki.log" 2>&1 || { skip_rest "registry" "openssl failed: $(tail -2 "$T/pki.log")"; exit 1; }
+start_registry regtls "" "$P/srv.pem $P/srv.key" || { skip_rest "registry" "the TLS registry did not start"; exit 1; }
+RT=127.0.0.1:$REG_PORT
+# A TLS registry that asks for a client certificate signed by the CA (start_registry's config, with clientcas).
+mtls_port=$(freeport)
+mkdir -p "$T/regmtls"
+cat >"$T/regmtls.yml" <<YML
+version: 0.1
+log: {level: error}
+storage: {filesystem: {rootdirectory: $T/regmtls}}
+http: {addr: 127.0.0.1:$mtls_port, tls: {certificate: $P/srv.pem, key: $P/srv.key, clientcas: [$P/ca.pem]}}
+YML
+docker-registry serve "$T/regmtls.yml" >"$T/regmtls.log" 2>&1 &
+PIDS+=($!)
+RM=127.0.0.1:$mtls_port
+for _ in $(seq 1 100); do
+	curl -s -o /dev/null --cacert "$P/ca.pem" --cert "$P/client.pem" --key "$P/client.key" "https://$RM/v2/" && break
+	sleep 0.1
+done
+
+# ---- plain HTTP and TLS: --plain-http, --insecure (the same), --tls-verify, and what a mismatch says
+check "push --plain-http to a plain-HTTP registry" 0 '^sha256:' -- st "$S" push --plain-http v1 "$R/h/web:v1"
+newstore "$T/p1"
+check "pull --plain-http, the option after the operand" 0 "^$snap\$" -- st "$T/p1" pull "$R/h/web:v1" --plain-http
+check "--insecure is still plain HTTP" 0 '^sha256:' -- st "$S" push --insecure v1 "$R/h/web:v1"
+check "HTTPS (the default) to a plain-HTTP registry names --plain-http" 1 \
+	'speaks plain HTTP, not HTTPS: use --plain-http' -- st "$S" push v1 "$R/h/web:v1"
+check "--plain-http to a TLS registry says it speaks HTTPS, and which option does what" 1 \
+	'speaks HTTPS, not plain HTTP \(HTTP 400\): drop --plain-http \(--insecure means plain HTTP.*--tls-verify=false' -- \
+	st "$S" push --plain-http v1 "$RT/h/web:v1"
+check "... the same for oras's --insecure" 1 'speaks HTTPS, not plain HTTP' -- st "$S" push --insecure v1 "$RT/h/web:v1"
+check "a certificate of an unknown CA names --cacert, certs.d and --tls-verify=false" 1 \
+	'TLS error.*a private CA: --cacert FILE or its CA as ca.crt in the registry.s certs.d directory; --tls-verify=false' -- \
+	st "$S" push v1 "$RT/h/web:v1"
+check "--tls-verify=false pushes over HTTPS without checking the certificate" 0 '^sha256:' -- \
+	st "$S" push --tls-verify=false v1 "$RT/h/web:v1"
+newstore "$T/p2"
+check "... and pulls" 0 "^$snap\$" -- st "$T/p2" pull --tls-verify=false "$RT/h/web:v1"
+check "--tls-verify takes true or false" 2 '--tls-verify takes true or false' -- st "$S" push --tls-verify=no v1 "$RT/h/web:v1"
+check "--tls-verify=false with --plain-http is plain HTTP still" 0 '^sha256:' -- \
+	st "$S" push --tls-verify=false --plain-http v1 "$R/h/web:v1"
+
+# ---- certificate directories: certs.d/HOST:PORT/ (ca.crt, *.crt; NAME.cert + NAME.key), --cert-dir
+C1=$T/certs1 C2=$T/certs2
+mkdir -p "$C1/127.0.0.1:1" "$C2/$RT" "$C2/$RM"
+cp "$P/ca.pem" "$C2/$RT/ca.crt"
+check "a CA in the second certs.d root's HOST:PORT directory is trusted" 0 '^sha256:' -- \
+	env STRATA_CERTS_D="$C1:$C2" "$BIN" --store "$S" push v1 "$RT/h/web:v1"
+newstore "$T/p3"
+check "... for a pull" 0 "^$snap\$" -- env STRATA_CERTS_D="$C1:$C2" "$BIN" --store "$T/p3" pull "$RT/h/web:v1"
+mkdir -p "$T/onedir"
+cp "$P/ca.pem" "$T/onedir/extra.crt"
+check "--cert-dir DIR: any *.crt in it" 0 '^sha256:' -- st "$S" push --cert-dir "$T/onedir" v1 "$RT/h/web:v1"
+cp "$P/ca.pem" "$C2/$RM/ca.crt"
+check "a registry asking for a client certificate, none in its directory: the hint names NAME.cert and NAME.key" 1 \
+	'client certificate: NAME.cert and NAME.key' -- env STRATA_CERTS_D="$C2" "$BIN" --store "$S" push v1 "$RM/h/web:v1"
+cp "$P/client.pem" "$C2/$RM/client.cert"
+check "a .cert without its .key is named" 1 "client certificate .*client.cert has no key .*client.key" -- \
+	env STRATA_CERTS_D="$C2" "$BIN" --store "$S" push v1 "$RM/h/web:v1"
+cp "$P/client.key" "$C2/$RM/client.key"
+check "client.cert and client.key in certs.d/HOST:PORT: the push is let in" 0 '^sha256:' -- \
+	env STRATA_CERTS_D="$C2" "$BIN" --store "$S" push v1 "$RM/h/web:v1"
+newstore "$T/p4"
+check "... and a pull" 0 "^$snap\$" -- env STRATA_CERTS_D="$C2" "$BIN" --store "$T/p4" pull "$RM/h/web:v1"

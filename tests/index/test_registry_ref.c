@@ -83,7 +83,7 @@ Test(registry_ref, auth_entries_decode_with_or_without_padding)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		snprintf(text, sizeof(text), "{\"auths\":{\"h.example:5000\":{\"auth\":\"%s\"}}}", cases[i].auth);
 		auth_file(path, sizeof(path), text);
-		int rc = ix_registry_auth_lookup(path, "h.example:5000", &u, &p, NULL, 0);
+		int rc = ix_registry_auth_lookup(path, "h.example:5000", &u, &p, NULL, NULL, 0);
 		unlink(path);
 		cr_assert_eq(rc, 0, "%s", cases[i].auth);
 		cr_assert_str_eq(u, cases[i].user, "%s", cases[i].auth);
@@ -101,7 +101,7 @@ Test(registry_ref, auth_entries_that_are_not_base64_of_user_colon_password_are_r
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(text, sizeof(text), "{\"auths\":{\"h.example\":{\"auth\":\"%s\"}}}", bad[i]);
 		auth_file(path, sizeof(path), text);
-		int rc = ix_registry_auth_lookup(path, "h.example", &u, &p, why, sizeof(why));
+		int rc = ix_registry_auth_lookup(path, "h.example", &u, &p, NULL, why, sizeof(why));
 		unlink(path);
 		cr_assert_eq(rc, ST_EFORMAT, "%s", bad[i]);
 		cr_assert(strstr(why, "not base64 of user:password"), "%s: %s", bad[i], why);
