@@ -242,8 +242,12 @@ const char *const *cli_certs_d(void)
 	return roots;
 }
 
+/* A credential lookup that failed and was reported (beside 0 found, 1
+ * nothing there, -ENOENT no such file). */
+#define CRED_FAILED (-100000)
+
 /* Run docker-credential-NAME get with host on stdin: 0 and *user, *pass;
- * 1 when the helper has nothing for host; else CLI_FAIL (reported). */
+ * 1 when the helper has nothing for host; else CRED_FAILED (reported). */
 static int helper_get(struct cli *cli, const char *name, const char *file, const char *host, char **user,
 		      char **pass)
 {
@@ -253,13 +257,15 @@ static int helper_get(struct cli *cli, const char *name, const char *file, const
 	pid_t pid;
 
 	snprintf(prog, sizeof(prog), "docker-credential-%s", name);
-	if (pipe2(in, O_CLOEXEC) < 0)
-		return -errno;
+	if (pipe2(in, O_CLOEXEC) < 0) {
+		cli_err(cli, "cannot run the credential helper %s: %s", prog, strerror(errno));
+		return CRED_FAILED;
+	}
 	if (pipe2(outp, O_CLOEXEC) < 0) {
-		rc = -errno;
+		cli_err(cli, "cannot run the credential helper %s: %s", prog, strerror(errno));
 		close(in[0]);
 		close(in[1]);
-		return rc;
+		return CRED_FAILED;
 	}
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
@@ -275,7 +281,7 @@ static int helper_get(struct cli *cli, const char *name, const char *file, const
 		close(outp[0]);
 		cli_err(cli, "the credential helper %s (named in %s) cannot be run: %s%s", prog, file, strerror(rc),
 			rc == ENOENT ? " (it is not on PATH)" : "");
-		return CLI_FAIL;
+		return CRED_FAILED;
 	}
 	/* The server is the registry's host[:port], as docker names it. */
 	void (*old)(int) = signal(SIGPIPE, SIG_IGN);
@@ -302,18 +308,18 @@ static int helper_get(struct cli *cli, const char *name, const char *file, const
 			out[--len] = '\0';
 		cli_err(cli, "the credential helper %s (named in %s) failed for %s: %s", prog, file, host,
 			len ? cli_esc(out) : "no message");
-		return CLI_FAIL;
+		return CRED_FAILED;
 	}
 	if ((rc = ix_registry_helper_parse(out, len, user, pass, why, sizeof(why))) < 0) {
 		cli_err(cli, "the credential helper %s (named in %s), asked for %s: %s", prog, file, host,
 			rc == -ENOMEM ? "out of memory" : why);
-		return CLI_FAIL;
+		return CRED_FAILED;
 	}
 	return 0;
 }
 
 /* Look host up in the auth file path (a helper it names is run): 0 found,
- * 1 nothing there, -ENOENT no such file, CLI_FAIL reported. */
+ * 1 nothing there, -ENOENT no such file, CRED_FAILED reported. */
 static int auth_file_get(struct cli *cli, const char *path, const char *host, char **user, char **pass)
 {
 	char why[ST_WHY_LEN] = "", *helper = NULL;
@@ -326,7 +332,7 @@ static int auth_file_get(struct cli *cli, const char *path, const char *host, ch
 	}
 	if (rc < 0 && rc != -ENOENT) {
 		cli_err(cli, "cannot read the auth file %s: %s", path, why[0] ? why : strerror(-rc));
-		return CLI_FAIL;
+		return CRED_FAILED;
 	}
 	return rc;
 }
@@ -359,7 +365,7 @@ static int find_credentials(struct cli *cli, struct reg_args *a, const char *hos
 			cli_err(cli, "the auth file %s does not exist", explicit);
 			return CLI_NOTFOUND;
 		}
-		return rc == CLI_FAIL ? CLI_FAIL : CLI_OK;
+		return rc == CRED_FAILED ? CLI_FAIL : CLI_OK;
 	}
 	if (xr && *xr)
 		snprintf(paths[n++], sizeof(paths[0]), "%s/containers/auth.json", xr);
@@ -375,7 +381,7 @@ static int find_credentials(struct cli *cli, struct reg_args *a, const char *hos
 		int rc = auth_file_get(cli, paths[i], host, &a->user, &a->pass);
 		if (rc == 0)
 			return CLI_OK;
-		if (rc == CLI_FAIL)
+		if (rc == CRED_FAILED)
 			return CLI_FAIL;
 	}
 	return CLI_OK;

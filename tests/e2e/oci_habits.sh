@@ -126,3 +126,63 @@ check "client.cert and client.key in certs.d/HOST:PORT: the push is let in" 0 '^
 	env STRATA_CERTS_D="$C2" "$BIN" --store "$S" push v1 "$RM/h/web:v1"
 newstore "$T/p4"
 check "... and a pull" 0 "^$snap\$" -- env STRATA_CERTS_D="$C2" "$BIN" --store "$T/p4" pull "$RM/h/web:v1"
+
+# ---- credentials: --creds, the auth files in the containers tools' order, credHelpers and credsStore through
+# a docker-credential helper on PATH (it logs the server it was asked for)
+check "htpasswd: no credentials anywhere names where they can come from" 1 \
+	'none were found for it \(--creds USER:PASSWORD, an auth file or a docker-credential helper\)' -- \
+	st "$S" push --plain-http v1 "$RA/c/web:v1"
+check "--creds USER:PASSWORD" 0 '^sha256:' -- st "$S" push --plain-http --creds bob:pw v1 "$RA/c/web:v1"
+check "--creds USER alone: strata does not prompt, and says so" 2 'takes USER:PASSWORD \(strata does not prompt' -- \
+	st "$S" push --plain-http --creds bob v1 "$RA/c/web:v1"
+check "--creds with a wrong password" 1 'authentication failed.*refused the credentials' -- \
+	st "$S" push --plain-http --creds bob:nope v1 "$RA/c/web:v1"
+mkdir -p "$T/bin"
+cat >"$T/bin/docker-credential-stratatest" <<SH
+#!/bin/sh
+[ "\$1" = get ] || exit 2
+read -r server
+echo "\$server" >>"$T/helper.log"
+case \$server in
+$RA) printf '{"ServerURL":"%s","Username":"bob","Secret":"pw"}\n' "\$server" ;;
+*) echo "credentials not found in native keychain"; exit 1 ;;
+esac
+SH
+chmod +x "$T/bin/docker-credential-stratatest"
+export PATH="$T/bin:$PATH"
+mkdir -p "$HOME/.docker"
+echo '{"credHelpers":{"'"$RA"'":"stratatest"}}' >"$HOME/.docker/config.json"
+newstore "$T/c1"
+check "credHelpers: the helper named for the registry gives the credentials" 0 "^$snap\$" -- \
+	st "$T/c1" pull --plain-http "$RA/c/web:v1"
+is "... asked with the registry's host:port on stdin" "$(cat "$T/helper.log")" "$RA"
+echo '{"auths":{"'"$RA"'":{}},"credsStore":"stratatest"}' >"$HOME/.docker/config.json"
+newstore "$T/c2"
+check "credsStore: the store for every registry gives them" 0 "^$snap\$" -- st "$T/c2" pull --plain-http "$RA/c/web:v1"
+echo '{"credHelpers":{"'"$RA"'":"nosuchhelper"}}' >"$HOME/.docker/config.json"
+check "a helper not on PATH is named" 1 'docker-credential-nosuchhelper \(named in .*config.json\) cannot be run.*not on PATH' -- \
+	st "$S" push --plain-http v1 "$RA/c/web:v1"
+echo '{"credHelpers":{"'"$RA"'":"../../bin/sh"}}' >"$HOME/.docker/config.json"
+check "a helper name that is a path is refused" 1 'not the name of a docker-credential-NAME helper' -- \
+	st "$S" push --plain-http v1 "$RA/c/web:v1"
+printf '#!/bin/sh\necho "credentials not found in native keychain"; exit 1\n' >"$T/bin/docker-credential-empty"
+chmod +x "$T/bin/docker-credential-empty"
+echo '{"credsStore":"empty"}' >"$HOME/.docker/config.json"
+check "a helper with nothing for the registry is no credentials, not an error" 1 'none were found for it' -- \
+	st "$S" push --plain-http v1 "$RA/c/web:v1"
+printf '#!/bin/sh\necho "{\\"Username\\":\\"<token>\\",\\"Secret\\":\\"x\\"}"\n' >"$T/bin/docker-credential-tokenonly"
+chmod +x "$T/bin/docker-credential-tokenonly"
+echo '{"credsStore":"tokenonly"}' >"$HOME/.docker/config.json"
+check "an identity token from a helper is refused by name" 1 'identity token' -- st "$S" push --plain-http v1 "$RA/c/web:v1"
+rm "$HOME/.docker/config.json"
+authjson() { echo '{"auths":{"'"$RA"'":{"auth":"'"$(printf "%s" "$1" | base64)"'"}}}'; }
+mkdir -p "$XDG_RUNTIME_DIR/containers" "$XDG_CONFIG_HOME/containers"
+authjson bob:pw >"$XDG_CONFIG_HOME/containers/auth.json"
+check "\$XDG_CONFIG_HOME/containers/auth.json" 0 '^sha256:' -- st "$S" push --plain-http v1 "$RA/c/web:v1"
+authjson bob:wrong >"$XDG_RUNTIME_DIR/containers/auth.json"
+check "\$XDG_RUNTIME_DIR/containers/auth.json comes first" 1 'refused the credentials' -- \
+	st "$S" push --plain-http v1 "$RA/c/web:v1"
+authjson bob:pw >"$T/regauth.json"
+check "\$REGISTRY_AUTH_FILE before both" 0 '^sha256:' -- \
+	env REGISTRY_AUTH_FILE="$T/regauth.json" "$BIN" --store "$S" push --plain-http v1 "$RA/c/web:v1"
+check "--creds before every file" 0 '^sha256:' -- st "$S" push --plain-http --creds bob:pw v1 "$RA/c/web:v1"
