@@ -433,6 +433,9 @@ struct ix_oci_sink {
 			    const char *tag, char *why, size_t whylen);
 	/* Chunk size of the chunk indexes written (index/lazy.h; 0: IX_CHUNK_DEFAULT). */
 	uint32_t chunk_size;
+	/* "KEY=VALUE" annotations of the top manifest (NULL-terminated; may be
+	 * NULL), beside org.opencontainers.image.created every manifest has. */
+	const char *const *annotations;
 };
 
 /*

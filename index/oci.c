@@ -318,6 +318,10 @@ static int push_id(struct ix *ix, const st_id *top, const char *tag, const struc
 			goto out_snap;
 		o.om.has_subject = has_subject;
 		o.om.subject = subject;
+		/* The snapshot's own capture time, not now: a push of the same
+		 * snapshot gives the same manifest and digest. */
+		o.om.created = o.m->created;
+		o.om.extra = k == 0 ? sink->annotations : NULL;
 		if ((rc = st_oci_manifest_encode(&o.om, &json, &len)) < 0)
 			goto out_snap;
 		st_sha256_hash(json, len, sha);

@@ -416,7 +416,7 @@ void cli_lazy_log(void *ctx, const char *msg)
 }
 
 enum { OPT_INSECURE = 1000, OPT_CACERT, OPT_AUTHFILE, OPT_JSON, OPT_FROM, OPT_LAZY, OPT_CHUNK, OPT_TIMEOUT,
-       OPT_TLS_VERIFY, OPT_CERT_DIR, OPT_CREDS };
+       OPT_TLS_VERIFY, OPT_CERT_DIR, OPT_CREDS, OPT_ANNOTATION, OPT_SOURCE };
 
 /* An option push and pull share into a; false if it is not one. *status:
  * CLI_USAGE (reported) for a bad value. */
@@ -484,6 +484,9 @@ static void reg_usage(FILE *f)
 		"                   with an entry for the registry\n");
 }
 
+/* The most --annotation and --source options a push takes. */
+#define PUSH_ANNOTATIONS_MAX 64
+
 static void push_usage(FILE *f)
 {
 	fprintf(f,
@@ -498,6 +501,10 @@ static void push_usage(FILE *f)
 		"\n");
 	reg_usage(f);
 	fprintf(f,
+		"  --annotation KEY=VALUE  an annotation of the pushed manifest (repeatable;\n"
+		"                   org.opencontainers.image.created, the snapshot's\n"
+		"                   capture time, is always there)\n"
+		"  --source URL     the same as --annotation org.opencontainers.image.source=URL\n"
 		"  --from REPO      mount blobs from REPO on the same registry (default: each\n"
 		"                   blob's recorded origin)\n"
 		"  --chunk-size N   chunks of the chunk indexes a lazy pull fetches by (bytes,\n"
@@ -537,7 +544,8 @@ static void pull_usage(FILE *f)
 static const struct option reg_opts[] = {
 	{ "insecure", no_argument, NULL, OPT_INSECURE }, { "plain-http", no_argument, NULL, OPT_INSECURE },
 	{ "tls-verify", optional_argument, NULL, OPT_TLS_VERIFY }, { "cert-dir", required_argument, NULL, OPT_CERT_DIR },
-	{ "creds", required_argument, NULL, OPT_CREDS }, { "cacert", required_argument, NULL, OPT_CACERT },
+	{ "creds", required_argument, NULL, OPT_CREDS }, { "annotation", required_argument, NULL, OPT_ANNOTATION },
+	{ "source", required_argument, NULL, OPT_SOURCE }, { "cacert", required_argument, NULL, OPT_CACERT },
 	{ "authfile", required_argument, NULL, OPT_AUTHFILE }, { "json", no_argument, NULL, OPT_JSON },
 	{ "from", required_argument, NULL, OPT_FROM }, { "tag", required_argument, NULL, 't' },
 	{ "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' },
@@ -670,11 +678,31 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 	char why[ST_WHY_LEN] = "", dg[ST_DIGEST_LEN + 1];
 	uint8_t sha[ST_SHA256_LEN];
 	uint32_t chunk_size = 0;
+	/* --annotation KEY=VALUE and --source URL, in order, NULL-terminated. */
+	const char *ann[PUSH_ANNOTATIONS_MAX + 1] = { 0 };
+	char source[4200];
+	size_t nann = 0;
 	int c, rc, status = CLI_OK;
 
 	while ((c = getopt_long(argc, argv, "h", reg_opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_FROM: a.from = optarg; break;
+		case OPT_ANNOTATION:
+		case OPT_SOURCE:
+			if (nann == PUSH_ANNOTATIONS_MAX) {
+				cli_err(cli, "push: at most %d annotations", PUSH_ANNOTATIONS_MAX);
+				return CLI_USAGE;
+			}
+			if (c == OPT_SOURCE) {
+				snprintf(source, sizeof(source), "org.opencontainers.image.source=%s", optarg);
+				ann[nann++] = source;
+			} else if (!strchr(optarg, '=') || optarg[0] == '=') {
+				cli_err(cli, "push: --annotation takes KEY=VALUE, not '%s'", cli_esc(optarg));
+				return CLI_USAGE;
+			} else {
+				ann[nann++] = optarg;
+			}
+			break;
 		case OPT_CHUNK: {
 			char *end;
 			unsigned long v = strtoul(optarg, &end, 10);
@@ -715,6 +743,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 		goto out_close;
 	ix_registry_sink(r, &sink);
 	sink.chunk_size = chunk_size;
+	sink.annotations = ann;
 	uint64_t msize = 0;
 	struct ix_ws_xfer wsx = { 0 };
 	rc = ix_oci_push(ix, snap, ref.tag, &sink, &prog, &st, sha, &msize, why, sizeof(why));

@@ -186,3 +186,24 @@ authjson bob:pw >"$T/regauth.json"
 check "\$REGISTRY_AUTH_FILE before both" 0 '^sha256:' -- \
 	env REGISTRY_AUTH_FILE="$T/regauth.json" "$BIN" --store "$S" push --plain-http v1 "$RA/c/web:v1"
 check "--creds before every file" 0 '^sha256:' -- st "$S" push --plain-http --creds bob:pw v1 "$RA/c/web:v1"
+
+# ---- OCI annotations on pushed manifests: created (the snapshot's capture time: digests stay equal), source,
+# --annotation
+manifest() { curl -s -H 'Accept: application/vnd.oci.image.manifest.v1+json' "http://$R/v2/$1/manifests/$2"; }
+d1=$(st "$S" push --plain-http v1 "$R/a/one:v1")
+created=$(st "$S" show v1 --json | jq -r '.manifest.created' | sed 's/\.[0-9]*Z$/Z/')
+is "the manifest carries org.opencontainers.image.created, the snapshot's capture time in RFC 3339" \
+	"$(manifest a/one v1 | jq -r '.annotations["org.opencontainers.image.created"]')" "$created"
+sleep 1
+d2=$(st "$S" push --plain-http v1 "$R/a/two:v1")
+is "a push a second later to another repository gives the same digest" "$d2" "$d1"
+st "$S" export --oci "$T/lay" v1 >/dev/null
+is "... and so does export --oci" "$(jq -r '.manifests[0].digest' "$T/lay/index.json")" "$d1"
+check "push --source URL --annotation KEY=VALUE" 0 '^sha256:' -- \
+	st "$S" push --plain-http --source https://example.org/web.git --annotation org.example.team=infra v1 "$R/a/three:v1"
+is "... both in the manifest beside created" \
+	"$(manifest a/three v1 | jq -c '.annotations | del(.["org.opencontainers.image.created"])')" \
+	'{"org.example.team":"infra","org.opencontainers.image.source":"https://example.org/web.git"}'
+check "... and it still pulls" 0 "^$snap\$" -- st "$T/p1" pull --plain-http --tag three "$R/a/three:v1"
+check "--annotation without KEY= is a usage error" 2 "--annotation takes KEY=VALUE, not 'team'" -- \
+	st "$S" push --plain-http --annotation team v1 "$R/a/three:v1"
