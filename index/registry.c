@@ -43,6 +43,7 @@ struct ix_registry {
 	bool basic;            /* the registry asked for Basic: send credentials */
 	struct ix_registry_wire wire;
 	const struct st_oci_desc *upload;  /* the blob being uploaded, for progress */
+	uint64_t upload_done;              /* its bytes reported so far */
 	uint32_t index, count;
 	/* From the certificate directory (o.cert_dir or certs_d), read at open:
 	 * the CAs to trust (cacert or the system's, then each *.crt), the
@@ -426,9 +427,13 @@ static int on_xfer(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t u
 {
 	struct ix_registry *r = arg;
 
-	if (r->upload && r->o.prog && r->o.prog->cb && ulnow > 0) {
+	/* libcurl calls this often with nothing new: only bytes that moved,
+	 * and not the last (the engine's END says that). */
+	if (r->upload && r->o.prog && r->o.prog->cb && ulnow > 0 && (uint64_t)ulnow > r->upload_done &&
+	    (uint64_t)ulnow < r->upload->size) {
+		r->upload_done = (uint64_t)ulnow;
 		struct ix_oci_event ev = { IX_OCI_BLOB_BYTES, r->upload->sha256, r->upload->size, (uint64_t)ulnow,
-					   r->index, r->count };
+					   r->index, r->count, IX_OCI_LAYER };
 		r->o.prog->cb(r->o.prog->ctx, &ev);
 	}
 	return 0;
@@ -953,6 +958,7 @@ static int reg_blob_put(void *ctx, const struct st_oci_desc *d, int fd, const vo
 	q->body = buf;
 	q->body_len = d->size;
 	r->upload = d;
+	r->upload_done = 0;
 	rc = request(r, q, why, whylen);
 	r->upload = NULL;
 	if (rc == 0 && q->status != 201)

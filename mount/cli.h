@@ -78,6 +78,10 @@ const char *const *cli_certs_d(void);
 void cli_lazy_log(void *ctx, const char *msg);
 void cli_err(const struct cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* From now on cli_err also writes each error to f as a JSON line
+ * {"schema":SCHEMA,"event":"error","message":...} (push and pull --json;
+ * NULL: no more). */
+void cli_err_json(FILE *f, int schema);
 /* Informational line on stderr when -v was given. */
 void cli_info(const struct cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

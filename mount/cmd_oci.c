@@ -20,14 +20,25 @@
 
 /* ------------------------------------------------------------- progress */
 
-/* What the progress callback prints: nothing, a line on a TTY, or JSON lines. */
+/* The version of the --json event lines (docs/oci.md): every line has it. */
+#define EVENTS_SCHEMA 1
+/* --json "bytes" events: at most one per this many seconds. */
+#define EVENTS_BYTES_EVERY 0.5
+
+/* What the progress callback prints: skopeo-like lines on stderr (one
+ * updated in place on a TTY, a line per finished blob otherwise), or
+ * JSON lines on stdout. */
 struct progress {
 	bool tty, json;
-	uint32_t blobs_done;
-	uint64_t bytes_done;   /* bytes of finished blobs */
-	uint64_t cur;          /* bytes of the blob in flight */
-	struct timespec last;
 	FILE *out;
+	double t0;              /* when the transfer started */
+	uint32_t blobs_done, blobs_skipped;
+	uint64_t bytes_done;    /* bytes of blobs moved whole */
+	/* the blob in flight (from its BEGIN) */
+	char dg[ST_DIGEST_LEN + 1];
+	enum ix_oci_blob_kind what;
+	uint64_t size, done, start_done;
+	double begun, last_line, last_json;
 };
 
 static double now_s(void)
@@ -38,48 +49,138 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+static const char *blob_kind(enum ix_oci_blob_kind k)
+{
+	switch (k) {
+	case IX_OCI_LAYER: return "layer";
+	case IX_OCI_CONFIG: return "config";
+	case IX_OCI_CHUNKS: return "chunk-index";
+	case IX_OCI_MANIFEST_BLOB: return "manifest";
+	}
+	return "blob";
+}
+
+/* n bytes as B, KiB, MiB or GiB with one decimal. */
+static const char *human(uint64_t n, char *buf, size_t len)
+{
+	static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)n;
+	int u = 0;
+
+	while (v >= 1024 && u < 4)
+		v /= 1024, u++;
+	if (u == 0)
+		snprintf(buf, len, "%" PRIu64 " B", n);
+	else
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+/* "sha256:" and the first 12 hex digits, as skopeo shortens them. */
+static const char *short_digest(const char *dg)
+{
+	static char buf[20];
+
+	snprintf(buf, sizeof(buf), "%.19s", dg);
+	return buf;
+}
+
+static void progress_json(struct progress *p, const char *event, const struct ix_oci_event *ev)
+{
+	fprintf(p->out, "{\"schema\":%d,\"event\":\"%s\",\"kind\":\"%s\",\"digest\":\"%s\",\"size\":%" PRIu64
+			",\"done\":%" PRIu64 ",\"index\":%" PRIu32 ",\"count\":%" PRIu32 "}\n",
+		EVENTS_SCHEMA, event, blob_kind(p->what), p->dg, p->size, ev->done, ev->index, ev->count);
+	fflush(p->out);
+}
+
 static void progress_cb(void *ctx, const struct ix_oci_event *ev)
 {
-	static const char *kinds[] = { "begin", "bytes", "end", "skip", "manifest" };
-	static double last;
 	struct progress *p = ctx;
-	char dg[ST_DIGEST_LEN + 1] = "";
-
-	if (ev->sha256)
-		st_digest_format(ev->sha256, dg);
-	if (p->json) {
-		fprintf(p->out, "{\"event\":\"%s\",\"digest\":\"%s\",\"size\":%" PRIu64 ",\"done\":%" PRIu64
-				",\"index\":%" PRIu32 ",\"count\":%" PRIu32 "}\n",
-			kinds[ev->kind], dg, ev->size, ev->done, ev->index, ev->count);
-		fflush(p->out);
-		return;
-	}
-	if (ev->kind == IX_OCI_BLOB_END || ev->kind == IX_OCI_BLOB_SKIP) {
-		p->blobs_done++;
-		if (ev->kind == IX_OCI_BLOB_END)
-			p->bytes_done += ev->size;
-		p->cur = 0;
-	} else if (ev->kind == IX_OCI_BLOB_BYTES || ev->kind == IX_OCI_BLOB_BEGIN) {
-		p->cur = ev->done;
-	}
-	if (!p->tty)
-		return;
+	char a[32], b[32], c[32];
 	double t = now_s();
-	if (ev->kind == IX_OCI_BLOB_BYTES && t - last < 0.1)
+
+	if (!p->t0)
+		p->t0 = t;
+	if (ev->kind != IX_OCI_BLOB_BYTES) {
+		/* A registry upload's BYTES belong to the blob begun last. */
+		if (ev->sha256)
+			st_digest_format(ev->sha256, p->dg);
+		p->what = ev->what;
+		p->size = ev->size;
+	}
+	switch (ev->kind) {
+	case IX_OCI_BLOB_BEGIN:
+		p->done = p->start_done = ev->done;
+		p->begun = t;
+		if (p->json)
+			progress_json(p, "begin", ev);
+		break;
+	case IX_OCI_BLOB_BYTES:
+		if (ev->done <= p->done)
+			return;
+		p->done = ev->done;
+		if (p->json && t - p->last_json >= EVENTS_BYTES_EVERY) {
+			p->last_json = t;
+			progress_json(p, "bytes", ev);
+		}
+		break;
+	case IX_OCI_BLOB_END:
+		p->blobs_done++;
+		p->bytes_done += ev->size - p->start_done;
+		if (p->json)
+			progress_json(p, "end", ev);
+		break;
+	case IX_OCI_BLOB_SKIP:
+		p->blobs_skipped++;
+		if (p->json)
+			progress_json(p, "skip", ev);
+		break;
+	case IX_OCI_MANIFEST:
+		if (p->json)
+			progress_json(p, "manifest", ev);
+		break;
+	}
+	if (p->json)
 		return;
-	last = t;
-	fprintf(stderr, "\r%" PRIu32 " blob(s) done, %.1f MiB moved; %s %.19s %.1f/%.1f MiB   ", p->blobs_done,
-		(double)(p->bytes_done + p->cur) / 1048576.0, kinds[ev->kind], dg, (double)ev->done / 1048576.0,
-		(double)ev->size / 1048576.0);
+	const char *clear = p->tty ? "\r\033[K" : "";
+	switch (ev->kind) {
+	case IX_OCI_BLOB_BEGIN:
+	case IX_OCI_BLOB_BYTES:
+		if (!p->tty || t - p->last_line < 0.1)
+			return;
+		p->last_line = t;
+		fprintf(stderr, "\r\033[KCopying %s %s %s / %s (%s/s)", blob_kind(p->what), short_digest(p->dg),
+			human(p->done, a, sizeof(a)), human(p->size, b, sizeof(b)),
+			human(t > p->begun ? (uint64_t)((double)(p->done - p->start_done) / (t - p->begun)) : 0, c,
+			      sizeof(c)));
+		break;
+	case IX_OCI_BLOB_END:
+		fprintf(stderr, "%sCopying %s %s done (%s)\n", clear, blob_kind(p->what), short_digest(p->dg),
+			human(ev->size, a, sizeof(a)));
+		break;
+	case IX_OCI_BLOB_SKIP:
+		fprintf(stderr, "%sCopying %s %s skipped: already exists\n", clear, blob_kind(p->what),
+			short_digest(p->dg));
+		break;
+	case IX_OCI_MANIFEST:
+		fprintf(stderr, "%sWriting manifest %s\n", clear, short_digest(p->dg));
+		break;
+	}
 	fflush(stderr);
 }
 
+/* The totals line after a transfer (not with --json: the done event has them). */
 static void progress_end(struct progress *p)
 {
-	if (p->tty && !p->json) {
-		fputc('\n', stderr);
-		fflush(stderr);
-	}
+	char a[32], b[32];
+
+	if (p->json || (!p->blobs_done && !p->blobs_skipped))
+		return;
+	double secs = now_s() - p->t0;
+	fprintf(stderr, "%s%" PRIu32 " blob(s) copied (%s) in %.1f s, %s/s; %" PRIu32 " already there\n",
+		p->tty ? "\r\033[K" : "", p->blobs_done, human(p->bytes_done, a, sizeof(a)), secs,
+		human(secs > 0 ? (uint64_t)((double)p->bytes_done / secs) : 0, b, sizeof(b)), p->blobs_skipped);
+	fflush(stderr);
 }
 
 /* ------------------------------------------------------------ reporting */
@@ -113,10 +214,10 @@ static void report(struct cli *cli, const char *what, int rc, const char *why)
 
 static void stats_json(FILE *f, const char *event, const struct ix_oci_stats *st, const struct ix_registry_wire *w)
 {
-	fprintf(f, "{\"event\":\"%s\",\"snapshots\":%" PRIu32 ",\"blobs_moved\":%" PRIu32 ",\"blobs_skipped\":%" PRIu32
+	fprintf(f, "{\"schema\":%d,\"event\":\"%s\",\"snapshots\":%" PRIu32 ",\"blobs_moved\":%" PRIu32 ",\"blobs_skipped\":%" PRIu32
 		   ",\"bytes_moved\":%" PRIu64 ",\"bytes_skipped\":%" PRIu64 ",\"bytes_resumed\":%" PRIu64
 		   ",\"bytes_sha256\":%" PRIu64,
-		event, st->snapshots, st->blobs_moved, st->blobs_skipped, st->bytes_moved, st->bytes_skipped,
+		EVENTS_SCHEMA, event, st->snapshots, st->blobs_moved, st->blobs_skipped, st->bytes_moved, st->bytes_skipped,
 		st->bytes_resumed, st->bytes_sha256);
 	if (w)
 		fprintf(f, ",\"wire_up\":%" PRIu64 ",\"wire_down\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"mounts\":%" PRIu32,
@@ -722,6 +823,9 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 				return status;
 		}
 	}
+	/* Errors from here on are events of the --json stream too. */
+	if (a.json)
+		cli_err_json(stdout, EVENTS_SCHEMA);
 	if (argc - optind != 2) {
 		cli_err(cli, "push: expected TAG|ID and REGISTRY/REPOSITORY[:TAG] (see 'strata push --help')");
 		return CLI_USAGE;
@@ -858,6 +962,9 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 				return status;
 		}
 	}
+	/* Errors from here on are events of the --json stream too. */
+	if (a.json)
+		cli_err_json(stdout, EVENTS_SCHEMA);
 	if (argc - optind != 1) {
 		cli_err(cli, "pull: expected REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST] (see 'strata pull --help')");
 		return CLI_USAGE;

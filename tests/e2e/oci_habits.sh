@@ -8,7 +8,7 @@ set -u
 BIN=${STRATA_BIN:?}
 SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 
-N=100
+N=68
 n=0
 fails=0
 echo "1..$N"
@@ -190,14 +190,14 @@ check "--creds before every file" 0 '^sha256:' -- st "$S" push --plain-http --cr
 # ---- OCI annotations on pushed manifests: created (the snapshot's capture time: digests stay equal), source,
 # --annotation
 manifest() { curl -s -H 'Accept: application/vnd.oci.image.manifest.v1+json' "http://$R/v2/$1/manifests/$2"; }
-d1=$(st "$S" push --plain-http v1 "$R/a/one:v1")
+d1=$(st "$S" push --plain-http v1 "$R/a/one:v1" 2>/dev/null)
 created=$(st "$S" show v1 --json | jq -r '.manifest.created' | sed 's/\.[0-9]*Z$/Z/')
 is "the manifest carries org.opencontainers.image.created, the snapshot's capture time in RFC 3339" \
 	"$(manifest a/one v1 | jq -r '.annotations["org.opencontainers.image.created"]')" "$created"
 sleep 1
-d2=$(st "$S" push --plain-http v1 "$R/a/two:v1")
+d2=$(st "$S" push --plain-http v1 "$R/a/two:v1" 2>/dev/null)
 is "a push a second later to another repository gives the same digest" "$d2" "$d1"
-st "$S" export --oci "$T/lay" v1 >/dev/null
+st "$S" export --oci "$T/lay" v1 >/dev/null 2>&1
 is "... and so does export --oci" "$(jq -r '.manifests[0].digest' "$T/lay/index.json")" "$d1"
 check "push --source URL --annotation KEY=VALUE" 0 '^sha256:' -- \
 	st "$S" push --plain-http --source https://example.org/web.git --annotation org.example.team=infra v1 "$R/a/three:v1"
@@ -207,3 +207,46 @@ is "... both in the manifest beside created" \
 check "... and it still pulls" 0 "^$snap\$" -- st "$T/p1" pull --plain-http --tag three "$R/a/three:v1"
 check "--annotation without KEY= is a usage error" 2 "--annotation takes KEY=VALUE, not 'team'" -- \
 	st "$S" push --plain-http --annotation team v1 "$R/a/three:v1"
+
+# ---- progress: skopeo-like lines on stderr (a line per blob when not on a terminal), totals and rate; --json:
+# versioned events with each blob's kind, no repeated bytes events, errors in the stream
+head -c 12M /dev/urandom >"$T/big"
+st "$S" debug ingest "$T/big" --tag big >/dev/null
+check "push prints a line per blob, as skopeo does" 0 '^sha256:' -- st "$S" push --plain-http big "$R/p/big:v1"
+cp "$T/err" "$T/push1.err"
+grep -cE '^Copying layer sha256:[0-9a-f]{12} done \([0-9.]+ (MiB|KiB|B)\)$' "$T/push1.err" >"$T/nlayers"
+is "... one 'Copying layer ... done' line per layer" "$(cat "$T/nlayers")" \
+	"$(st "$S" show big --json | jq '.manifest.layers | length')"
+is "... a chunk-index line, a config line and the manifest, in that order" \
+	"$(grep -oE '^(Copying chunk-index|Copying config|Writing manifest) sha256:[0-9a-f]{12}( done)?' "$T/push1.err" | sed 's/ sha256:[0-9a-f]*//' | uniq | tr '\n' ,)" \
+	"Copying chunk-index done,Copying config done,Writing manifest,"
+is "... and the totals with the rate" \
+	"$(grep -cE '^[0-9]+ blob\(s\) copied \([0-9.]+ MiB\) in [0-9.]+ s, [0-9.]+ (MiB|KiB|B)/s; 0 already there$' "$T/push1.err")" 1
+is "... no internal event words" "$(grep -cE '(^| )(begin|bytes|end|skip) sha256' "$T/push1.err")" 0
+check "a second push: each blob skipped, as skopeo says it" 0 \
+	'^Copying layer sha256:[0-9a-f]{12} skipped: already exists$' -- st "$S" push --plain-http big "$R/p/big:v1"
+if command -v script >/dev/null; then
+	newstore "$T/tty"
+	check "on a terminal: the line in flight is rewritten (cleared with ESC [K), the finished ones stay" 0 \
+		$'\033\\[KCopying layer sha256:[0-9a-f]{12} done \\(12.0 MiB\\)' -- \
+		script -qec "'$BIN' --store '$T/tty' pull --plain-http '$R/p/big:v1'" /dev/null
+else
+	skip "on a terminal: the line in flight is rewritten" "script(1) not installed"
+fi
+newstore "$T/j"
+st "$T/j" pull --plain-http --json "$R/p/big:v1" >"$T/pull.json" 2>"$T/pull.err"
+is "--json: stdout is JSON lines only, every one with schema 1" \
+	"$(jq -s 'map(.schema) | unique' "$T/pull.json" 2>&1 | tr -d ' \n')" "[1]"
+is "... each blob event says its kind" \
+	"$(jq -r 'select(.event != "done") | .kind' "$T/pull.json" | sort -u | tr '\n' ' ')" "layer manifest "
+is "... no bytes event repeats one before it, nor says a blob is whole (end does)" \
+	"$(jq -s '[.[] | select(.event == "bytes")] | (group_by([.digest, .done]) | map(select(length > 1)) | length) + (map(select(.done >= .size)) | length)' "$T/pull.json")" 0
+is "... and the last line is the done event" "$(tail -1 "$T/pull.json" | jq -r .event)" done
+st "$S" push --plain-http --json big "$R/p/big2:v1" >"$T/push.json" 2>/dev/null
+is "push --json: layer, chunk-index, config and manifest blobs" \
+	"$(jq -r 'select(.event != "done") | .kind' "$T/push.json" | sort -u | tr '\n' ' ')" "chunk-index config layer manifest "
+is "... no repeated bytes events there either" \
+	"$(jq -s '[.[] | select(.event == "bytes")] | group_by([.digest, .done]) | map(select(length > 1)) | length' "$T/push.json")" 0
+check "an error is an event of the --json stream too" 3 '' -- st "$T/j" pull --plain-http --json "$R/p/big:nosuch"
+is "... the last line, with the message" "$(tail -1 "$T/out" | jq -r '[.schema, .event, (.message | test("not in the registry"))] | join(" ")')" \
+	"1 error true"
