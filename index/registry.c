@@ -448,11 +448,13 @@ static bool has_creds(const struct ix_registry *r)
 }
 
 
-/* After a TLS failure: does the registry answer plain HTTP on its port?
- * (Then the fix is --plain-http, not a certificate.) One HEAD /v2/ on a
- * handle of its own, for at most 5 s: a registry answers 200 or 401 (a
- * TLS server answers plain HTTP with 400). */
-static bool plain_http_answers(struct ix_registry *r)
+/* After a failure that may be the wrong transport, one HEAD /v2/ on a
+ * handle of its own, for at most 5 s (made only then): tls false, does
+ * the port answer plain HTTP as a registry does (200 or 401; a TLS server
+ * answers plain HTTP with 400)? tls true, does it complete a TLS
+ * handshake and answer (no certificate check: only the transport is
+ * asked)? */
+static bool port_speaks(struct ix_registry *r, bool tls)
 {
 	CURL *c = curl_easy_init();
 	char url[700];
@@ -460,38 +462,17 @@ static bool plain_http_answers(struct ix_registry *r)
 
 	if (!c)
 		return false;
-	snprintf(url, sizeof(url), "http://%s/v2/", r->host);
+	snprintf(url, sizeof(url), "%s://%s/v2/", tls ? "https" : "http", r->host);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
-	bool answered = curl_easy_perform(c) == CURLE_OK && curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status) ==
-		CURLE_OK && (status == 200 || status == 401);
-	curl_easy_cleanup(c);
-	r->wire.requests++;
-	return answered;
-}
-
-/* After a 400 to plain HTTP: does the port speak TLS? One handshake
- * and HEAD /v2/ on a handle of its own (nothing sent but the request
- * line), for at most 5 s. */
-static bool tls_answers(struct ix_registry *r)
-{
-	CURL *c = curl_easy_init();
-	char url[700];
-
-	if (!c)
-		return false;
-	snprintf(url, sizeof(url), "https://%s/v2/", r->host);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, tls ? "https" : "http");
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-	bool answered = curl_easy_perform(c) == CURLE_OK;
+	bool answered = curl_easy_perform(c) == CURLE_OK &&
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+		(tls || status == 200 || status == 401);
 	curl_easy_cleanup(c);
 	r->wire.requests++;
 	return answered;
@@ -630,7 +611,7 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, bool 
 	curl_slist_free_all(h);
 	/* Go's and nginx's answer to plain HTTP on their HTTPS port (a 400,
 	 * with no body to a HEAD): ask the port for TLS. */
-	if (cc == CURLE_OK && r->o.insecure && q->status == 400 && tls_answers(r))
+	if (cc == CURLE_OK && r->o.insecure && q->status == 400 && port_speaks(r, true))
 		return ix_why(why, whylen, IX_ETLS, "%s speaks HTTPS, not plain HTTP (HTTP 400): drop --plain-http "
 			      "(--insecure means plain HTTP, as in crane; HTTPS without certificate checks is "
 			      "--tls-verify=false)", r->host);
@@ -667,7 +648,7 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, bool 
 	}
 	/* A transport that does not match the registry's, or a certificate:
 	 * the fix first, in the few words why holds. */
-	if (rc == IX_ETLS && cc != CURLE_PEER_FAILED_VERIFICATION && plain_http_answers(r))
+	if (rc == IX_ETLS && cc != CURLE_PEER_FAILED_VERIFICATION && port_speaks(r, false))
 		return ix_why(why, whylen, IX_ETLS, "%s speaks plain HTTP, not HTTPS: use --plain-http (%s)", r->host,
 			      errbuf[0] ? errbuf : curl_easy_strerror(cc));
 	if (cc == CURLE_PEER_FAILED_VERIFICATION)

@@ -162,6 +162,20 @@ static bool key_matches(const char *key, const char *host)
 	return strncmp(key, host, hl) == 0 && (key[hl] == '\0' || key[hl] == '/');
 }
 
+/* nu and np (malloc'd, either NULL when out of memory) into *user and
+ * *pass: both, or -ENOMEM with neither written and both freed. */
+static int creds_take(char *nu, char *np, char **user, char **pass)
+{
+	if (!nu || !np) {
+		free(nu);
+		free(np);
+		return -ENOMEM;
+	}
+	*user = nu;
+	*pass = np;
+	return 0;
+}
+
 /* A credential helper's name (the X of docker-credential-X): letters,
  * digits, '-', '_', '.'; never a path. */
 static bool helper_name_valid(const char *s)
@@ -253,17 +267,7 @@ int ix_registry_auth_lookup(const char *path, const char *host, char **user, cha
 		} else {
 			continue;
 		}
-		/* Written only when both are there: a failure leaves *user and
-		 * *pass as they were. */
-		if (!nu || !np) {
-			free(nu);
-			free(np);
-			rc = -ENOMEM;
-		} else {
-			*user = nu;
-			*pass = np;
-			rc = 0;
-		}
+		rc = creds_take(nu, np, user, pass);
 		break;
 	}
 	if (rc == 1 && (v = json_object_get(root, "credsStore")) && !(json_is_string(v) && !json_string_length(v)))
@@ -288,16 +292,7 @@ int ix_registry_helper_parse(const char *out, size_t len, char **user, char **pa
 			snprintf(why, whylen, "the helper gave an identity token (Username \"<token>\"), which strata "
 					      "does not exchange: store a user and password or a registry token instead");
 	} else {
-		char *nu = strdup(json_string_value(u)), *np = strdup(json_string_value(p));
-		if (!nu || !np) {
-			free(nu);
-			free(np);
-			rc = -ENOMEM;
-		} else {
-			*user = nu;
-			*pass = np;
-			rc = 0;
-		}
+		rc = creds_take(strdup(json_string_value(u)), strdup(json_string_value(p)), user, pass);
 	}
 	json_decref(root);
 	return rc;
