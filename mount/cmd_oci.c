@@ -903,7 +903,8 @@ out_close:
 static void prefetch_working_set(struct cli *cli, struct ix *ix, const st_id *id, const struct reg_args *a,
 				 struct ix_ws_prefetch_stats *pst)
 {
-	struct ix_lazy_opts o = { .cacert = a->cacert, .certs_d = cli_certs_d(), .creds = args_creds,
+	struct ix_lazy_opts o = { .cacert = a->cacert, .certs_d = cli_certs_d(), .cert_dir = a->cert_dir,
+				  .tls_noverify = a->tls_noverify, .creds = args_creds,
 				  .creds_ctx = (void *)a,
 				  .deadline_ns = a->deadline_ns };
 	struct ix_lazy *lz = NULL;
@@ -922,7 +923,8 @@ static void prefetch_working_set(struct cli *cli, struct ix *ix, const st_id *id
  * recorded from the same source: ix_oci_source.lazy). */
 static int lazy_for_pull(struct cli *cli, struct ix *ix, const struct reg_args *a, struct ix_lazy **out)
 {
-	struct ix_lazy_opts o = { .cacert = a->cacert, .certs_d = cli_certs_d(), .creds = args_creds,
+	struct ix_lazy_opts o = { .cacert = a->cacert, .certs_d = cli_certs_d(), .cert_dir = a->cert_dir,
+				  .tls_noverify = a->tls_noverify, .creds = args_creds,
 				  .creds_ctx = (void *)a,
 				  .deadline_ns = a->deadline_ns };
 

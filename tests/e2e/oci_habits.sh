@@ -8,7 +8,7 @@ set -u
 BIN=${STRATA_BIN:?}
 SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 
-N=68
+N=69
 n=0
 fails=0
 echo "1..$N"
@@ -100,6 +100,10 @@ check "--tls-verify=false pushes over HTTPS without checking the certificate" 0 
 	st "$S" push --tls-verify=false v1 "$RT/h/web:v1"
 newstore "$T/p2"
 check "... and pulls" 0 "^$snap\$" -- st "$T/p2" pull --tls-verify=false "$RT/h/web:v1"
+newstore "$T/lz"
+st "$T/lz" pull --lazy --tls-verify=false "$RT/h/web:v1" >/dev/null 2>&1
+check "a pull completing a lazy layer fetches its chunks with the pull's --tls-verify=false" 0 \
+	'"layers_completed":1,' -- st "$T/lz" pull --json --tls-verify=false "$RT/h/web:v1"
 check "--tls-verify takes true or false" 2 '--tls-verify takes true or false' -- st "$S" push --tls-verify=no v1 "$RT/h/web:v1"
 check "--tls-verify=false with --plain-http is plain HTTP still" 0 '^sha256:' -- \
 	st "$S" push --tls-verify=false --plain-http v1 "$R/h/web:v1"
