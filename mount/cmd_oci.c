@@ -29,7 +29,7 @@
  * updated in place on a TTY, a line per finished blob otherwise), or
  * JSON lines on stdout. */
 struct progress {
-	bool tty, json;
+	bool tty, json, pull;   /* pull: manifests are read, not written */
 	FILE *out;
 	double t0;              /* when the transfer started */
 	uint32_t blobs_done, blobs_skipped;
@@ -163,7 +163,7 @@ static void progress_cb(void *ctx, const struct ix_oci_event *ev)
 			short_digest(p->dg));
 		break;
 	case IX_OCI_MANIFEST:
-		fprintf(stderr, "%sWriting manifest %s\n", clear, short_digest(p->dg));
+		fprintf(stderr, "%s%s manifest %s\n", clear, p->pull ? "Reading" : "Writing", short_digest(p->dg));
 		break;
 	}
 	fflush(stderr);
@@ -986,7 +986,7 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 		cli_err(cli, "pull: '%s' is not a valid tag name", tag);
 		return CLI_USAGE;
 	}
-	struct progress p = { .tty = !a.json && isatty(2), .json = a.json, .out = stdout };
+	struct progress p = { .tty = !a.json && isatty(2), .json = a.json, .pull = true, .out = stdout };
 	struct ix_oci_progress prog = { progress_cb, &p };
 	if ((status = cli_store_open_flags(cli, CLI_STORE_CREATE, &s, &ix)) != CLI_OK)
 		return status;

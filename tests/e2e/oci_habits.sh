@@ -8,7 +8,7 @@ set -u
 BIN=${STRATA_BIN:?}
 SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 
-N=69
+N=70
 n=0
 fails=0
 echo "1..$N"
@@ -229,6 +229,9 @@ is "... and the totals with the rate" \
 is "... no internal event words" "$(grep -cE '(^| )(begin|bytes|end|skip) sha256' "$T/push1.err")" 0
 check "a second push: each blob skipped, as skopeo says it" 0 \
 	'^Copying layer sha256:[0-9a-f]{12} skipped: already exists$' -- st "$S" push --plain-http big "$R/p/big:v1"
+newstore "$T/rd"
+check "a pull says it reads the manifest, then copies each layer" 0 '^Reading manifest sha256:[0-9a-f]{12}$' -- \
+	st "$T/rd" pull --plain-http "$R/p/big:v1"
 if command -v script >/dev/null; then
 	newstore "$T/tty"
 	check "on a terminal: the line in flight is rewritten (cleared with ESC [K), the finished ones stay" 0 \
