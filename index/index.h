@@ -282,6 +282,7 @@ int ix_ws_del(struct ix *ix, const st_id *snap);
 struct ix_gc_stats {
 	uint64_t blobs_removed, bytes_removed;
 	uint64_t blobs_young;     /* unreferenced but inside the grace period: kept */
+	uint64_t blobs_in_use;    /* referenced by a snapshot: kept */
 	uint64_t tmp_removed;     /* stale staging files removed */
 	uint64_t lazy_removed;    /* lazy layers no snapshot uses (records, files) removed */
 };

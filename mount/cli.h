@@ -61,9 +61,13 @@ bool cli_backend_use(struct cli *cli, const char *name);
  * CLI_EXPOSED_SHOWN, then a count), the paths of store s other users can
  * read (st_store_perm_check with flags; ST_PERM_CHECK_FIX sets each to the
  * store's mode), and on stderr one warning naming the fix. Returns how many
- * were found, or <0 (reported) if the store could not be walked. */
+ * were found, or <0 (reported) if the store could not be walked. With
+ * json, each path is appended to that array as {path, directory, mode,
+ * store_mode, fixed} instead (every one), and the warning still goes to
+ * stderr. */
 #define CLI_EXPOSED_SHOWN 10
-long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags);
+typedef struct json_t json_t;
+long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags, json_t *json);
 
 /* Report an error once, as "strata: <message>" on stderr. */
 /* Registry credentials for host, found as push and pull find them (an
@@ -99,6 +103,10 @@ void cli_vputs_escaped(FILE *f, const char *fmt, va_list ap);
 int cli_usage_hint(const char *prog);
 /* True if argv has -h or --help before any "--". */
 bool cli_wants_help(int argc, char **argv);
+/* --json output: print root (indented, keys sorted, ASCII only, as `show
+ * --json`) and a newline on stdout, and drop the reference; -ENOMEM if it
+ * could not be made (root NULL, a failed json_object()). */
+int cli_json_put(json_t *root);
 /* Parse a size such as 4096, 64K, 8M, 1G; false on junk or overflow. */
 bool cli_parse_size(const char *s, unsigned long long *out);
 /* The base a number on the command line is read in: 16 after "0x" (a sign

@@ -1,5 +1,6 @@
 /* store_open.c: the one way a command opens the store and its index, with the messages a person can act on. */
 #include <errno.h>
+#include <jansson.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -110,12 +111,22 @@ int cli_store_open_flags(const struct cli *cli, unsigned flags, struct st_store 
 struct exposed_ctx {
 	const char *store;
 	uint64_t n;
+	json_t *json;
 };
 
 static int print_exposed(const struct st_exposed *e, void *arg)
 {
 	struct exposed_ctx *c = arg;
+	char mode[8], want[8];
 
+	if (c->json) { /* every one, not the first CLI_EXPOSED_SHOWN */
+		c->n++;
+		snprintf(mode, sizeof(mode), "%04o", (unsigned)e->mode);
+		snprintf(want, sizeof(want), "%04o", (unsigned)e->want);
+		return json_array_append_new(c->json, json_pack("{sssbsssssb}", "path", e->path, "directory", e->dir,
+								 "mode", mode, "store_mode", want, "fixed",
+								 e->fixed)) < 0 ? -ENOMEM : 0;
+	}
 	if (c->n++ < CLI_EXPOSED_SHOWN)
 		printf("exposed: %s%s%s: %s mode %04o lets other users read it%s%04o\n", cli_esc(c->store),
 		       strcmp(e->path, ".") ? "/" : "", strcmp(e->path, ".") ? cli_esc(e->path) : "",
@@ -124,9 +135,9 @@ static int print_exposed(const struct st_exposed *e, void *arg)
 	return 0;
 }
 
-long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags)
+long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags, json_t *json)
 {
-	struct exposed_ctx c = { .store = st_store_path(s) };
+	struct exposed_ctx c = { .store = st_store_path(s), .json = json };
 	uint64_t n = 0;
 	gid_t g;
 	bool shared = st_store_shared(s, &g);
@@ -136,7 +147,7 @@ long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned 
 		cli_err(cli, "cannot check who can read store %s: %s", cli->store, cli_store_strerror(rc));
 		return rc;
 	}
-	if (n > CLI_EXPOSED_SHOWN)
+	if (n > CLI_EXPOSED_SHOWN && !json)
 		printf("exposed: ... and %" PRIu64 " more\n", n - CLI_EXPOSED_SHOWN);
 	if (n && !(flags & ST_PERM_CHECK_FIX)) {
 		if (shared)

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# cli_packaging.sh: what a packaged command ships and how its results read (issue 25 sections 3 and 5): gc's
+# counts, --json of ls, tag, gc, fsck, verify and doctor, run --snapshot's checks before any work, raw bytes of
+# a result, man pages and bash completion that match --help, doctor's advice (TAP).
+set -u
+BIN=${STRATA_BIN:?}
+SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+BUILD=${STRATA_BUILD:-$SRC/build}
+G="$BUILD/vmm/guest/simpleguest.elf"
+
+N=23
+n=0
+fails=0
+echo "1..$N"
+# shellcheck source=check_lib.sh
+. "$(dirname "$0")/check_lib.sh"
+# shellcheck source=tap_lib.sh
+. "$(dirname "$0")/tap_lib.sh"
+scratch packaging
+unset STRATA_STORE XDG_DATA_HOME
+jq_of() { jq -r "$1" "$T/out"; }
+
+S=$T/s
+newstore "$S"
+head -c 1M /dev/urandom >"$T/img"
+truncate -s 4M "$T/img"
+st "$S" debug ingest "$T/img" --tag base >/dev/null
+
+# ---- gc: referenced blobs are counted as in use, not as young unreferenced ones
+check "gc counts the snapshot's blob as in use" 0 'kept 1 blob\(s\) snapshots use and 0 unreferenced blob\(s\) younger than 3600s$' -- \
+	st "$S" gc
+check "gc --json" 0 '"blobs_in_use"' -- st "$S" gc --json
+is "... in use 1, young 0, removed 0" "$(jq_of '"\(.blobs_in_use) \(.blobs_young) \(.blobs_removed)"')" "1 0 0"
+
+# ---- --json of ls, tag, fsck, verify
+ID=$(st "$S" show base --json | jq -r .id)
+check "ls --json" 0 '' -- st "$S" ls --json
+is "... one object with id, tags, parent, memory_bytes, unique_bytes, lazy" \
+	"$(jq_of '.[0] | "\(.id) \(.tags|join(",")) \(.parent) \(.memory_bytes) \(.unique_bytes) \(.lazy)"')" \
+	"$ID base null 4194304 1048576 null"
+check "ls --tree --json is refused" 2 'not both' -- st "$S" ls --tree --json
+check "tag --json" 0 '' -- st "$S" tag --json
+is "... [{name, id}]" "$(jq_of '.[] | "\(.name) \(.id)"')" "base $ID"
+check "tag -d NAME --json is refused" 2 'takes no operands' -- st "$S" tag -d base --json
+check "fsck --json of a sound store" 0 '' -- st "$S" fsck --json
+is "... counts and no problems" "$(jq_of '"\(.snapshots) \(.blobs) \(.errors) \(.problems|length) \(.exposed|length)"')" "1 1 0 0 0"
+check "verify TAG --json" 0 '' -- st "$S" verify base --json
+is "... the target, its layers, no problems" "$(jq_of '.targets[0] | "\(.name) \(.kind) \(.id) \(.layers) \(.problems|length)"')" \
+	"base snapshot $ID 1 0"
+st "$S" export base "$T/e" >/dev/null
+check "verify DIR --json" 0 '' -- st "$S" verify "$T/e" --json
+is "... a directory target" "$(jq_of '.targets[0] | "\(.kind) \(.layers) \(.problems|length)"')" "directory 1 0"
+BLOB=$(find "$S/blobs" -type f | head -1)
+chmod u+w "$BLOB"
+"$SRC/tests/e2e/flip_byte" "$BLOB" 100
+check "fsck --json of a corrupt blob: exit 4, the JSON on stdout" 4 '' -- st "$S" fsck --json
+is "... the problem: kind corrupt, object blob, an error" "$(jq_of '.problems[0] | "\(.kind) \(.object) \(.error)"')" \
+	"corrupt blob true"
+check "verify --json of the store: exit 4" 4 '' -- st "$S" verify --json
+is "... errors 1" "$(jq_of .errors)" 1
+check "verify TAG --json: exit 4, the layer named" 4 '' -- st "$S" verify base --json
+is "... corrupt" "$(jq_of '.targets[0].problems[0].layer != null')" true
+check "fsck --repair --json" 4 '' -- st "$S" fsck --repair --json
+is "... repaired 1, the snapshot lacking its layer" "$(jq_of '"\(.repaired) \(.lacking[0].id) \(.lacking[0].missing_layers)"')" \
+	"1 $ID 1"
+#@END@
+[ "$n" -eq "$N" ] || nok "the plan: $N cases" "ran $n"
+exit $((fails > 0))
