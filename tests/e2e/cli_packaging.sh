@@ -8,7 +8,7 @@ SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${STRATA_BUILD:-$SRC/build}
 G="$BUILD/vmm/guest/simpleguest.elf"
 
-N=23
+N=36
 n=0
 fails=0
 echo "1..$N"
@@ -63,6 +63,45 @@ is "... corrupt" "$(jq_of '.targets[0].problems[0].layer != null')" true
 check "fsck --repair --json" 4 '' -- st "$S" fsck --repair --json
 is "... repaired 1, the snapshot lacking its layer" "$(jq_of '"\(.repaired) \(.lacking[0].id) \(.lacking[0].missing_layers)"')" \
 	"1 $ID 1"
+
+# ---- doctor: advice a user can act on, the process backend as working, the store, fusermount3, the registry
+nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME="$T/nobody" "$@"; }
+mkdir -p "$T/nobody"
+chmod 777 "$T/nobody"
+chmod o+rx "$T"
+if [ "$(id -u)" -ne 0 ] || ! command -v setpriv >/dev/null; then
+	for _ in 1 2 3 4 5 6 7 8 9 10; do skip "doctor and the backend note as another user" "needs root and setpriv"; done
+elif nobody test -r /dev/kvm -a -w /dev/kvm; then
+	for _ in 1 2 3 4 5 6 7 8 9 10; do skip "doctor and the backend note as another user" "nobody may open /dev/kvm here"; done
+else
+	check "doctor as a user who cannot open /dev/kvm: exit 0, the process backend works" 0 \
+		'^process: +usable' -- nobody "$BIN" doctor
+	grep -E '^kvm:' "$T/out" >"$T/kvmline"
+	if grep -q 'usermod -aG root' "$T/kvmline"; then nok "... no 'usermod -aG root'" "$(cat "$T/kvmline")"
+	else ok "... no 'usermod -aG root'"; fi
+	mode=$(stat -c %a /dev/kvm) grp=$(stat -c %G /dev/kvm)
+	if grep -q "(mode $mode, group $grp)" "$T/kvmline" && grep -Eq 'GROUP="kvm"|usermod -aG kvm|usermod -aG' "$T/kvmline"
+	then ok "... the device's mode and group, and what would grant access"
+	else nok "... the device's mode and group, and what would grant access" "$(cat "$T/kvmline")"; fi
+	is "... backend, fusermount3, store and registry lines" \
+		"$(grep -cE '^(backend: +process|fusermount3: |store: |registry: )' "$T/out")" 4
+	check "doctor --json as that user" 0 '' -- nobody "$BIN" doctor --json
+	is "... ok, the process backend, kvm not ok" "$(jq_of '"\(.ok) \(.backend) \(.checks.process.ok) \(.checks.kvm.ok)"')" \
+		"true process true false"
+	check_kvm "run where auto falls back: one note on stderr" 0 '^3$' -- nobody "$BIN" run "$G" --call add 1 2
+	is "... the note, once" "$(grep -c '^strata: note: sandboxes run on the process backend, KVM cannot be used here' "$T/err")" 1
+	check_kvm "--backend process: no note" 0 '^3$' -- nobody "$BIN" --backend process run "$G" --call add 1 2
+	is "... stderr empty" "$(cat "$T/err")" ""
+fi
+printf '{"auths": {"reg.example:5000": {"auth": "dTpw"}}}' >"$T/auth.json"
+check "doctor names the auth file and its registries" 0 \
+	"^registry: +credentials from $T/auth.json for 1 registry \\(reg.example:5000\\)" -- \
+	env REGISTRY_AUTH_FILE="$T/auth.json" "$BIN" doctor
+echo '{"auths": ' >"$T/bad.json"
+check "... and says a broken one breaks push and pull" 0 "^registry: +auth file $T/bad.json cannot be read" -- \
+	env REGISTRY_AUTH_FILE="$T/bad.json" "$BIN" doctor
+check "doctor shows the store and that you may write it" 0 "^store: +$S, readable by its owner only; you may write it" -- \
+	st "$S" doctor
 #@END@
 [ "$n" -eq "$N" ] || nok "the plan: $N cases" "ran $n"
 exit $((fails > 0))

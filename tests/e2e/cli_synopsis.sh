@@ -28,7 +28,7 @@ tested=(
 	'strata run TARGET --call FN [ARGS...] [options]'
 	'strata pool TARGET [-n N] [--verify] [--via-fuse] [--map-files] [--backend B] [--call FN [--] [ARGS...]]'
 	'strata calibrate [--output FILE] [--guest GUEST.elf] [--backend B]'
-	'strata doctor [--need kvm]'
+	'strata doctor [--need kvm] [--json]'
 	'strata help [COMMAND]'
 )
 ok "every synopsis in docs/cli.md has a case here" bash -c '
@@ -77,6 +77,7 @@ ok "-s DIR after the name" bash -c "'$STRATA' tag -s '$S' | grep -q base"
 ok "a global flag's missing value is a usage error" bash -c "'$STRATA' ls --store; test \$? -eq 2"
 
 ok "doctor" bash -c "'$STRATA' doctor | grep -qi kvm"
+ok "doctor --json" bash -c "'$STRATA' doctor --json | jq -e '.checks.kvm' >/dev/null"
 ok "help [COMMAND]" bash -c "'$STRATA' help | grep -q '^usage: strata' && '$STRATA' help gc | grep -q '^usage: strata .*gc'"
 # Sandboxes run on the process backend where KVM is missing: only
 # `doctor --need kvm` needs KVM itself.
