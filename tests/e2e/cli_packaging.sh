@@ -8,7 +8,7 @@ SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${STRATA_BUILD:-$SRC/build}
 G="$BUILD/vmm/guest/simpleguest.elf"
 
-N=36
+N=50
 n=0
 fails=0
 echo "1..$N"
@@ -102,6 +102,53 @@ check "... and says a broken one breaks push and pull" 0 "^registry: +auth file 
 	env REGISTRY_AUTH_FILE="$T/bad.json" "$BIN" doctor
 check "doctor shows the store and that you may write it" 0 "^store: +$S, readable by its owner only; you may write it" -- \
 	st "$S" doctor
+
+# ---- man pages: one per command of `strata --help`, made from its --help, rendering every option
+cmds=$("$BIN" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z]*\) .*/\1/p' | grep -vx help)
+listed=$(sed -n "/^strata_man_commands = \[/,/\]/p" "$SRC/mount/man/meson.build" | grep -o "'[a-z]*'" | tr -d "'")
+is "mount/man/meson.build makes a page for each command 'strata --help' lists" "$(echo $listed)" "$(echo $cmds)"
+missing="" unrendered="" lacking=""
+for c in "" $cmds; do
+	page="$BUILD/mount/man/strata${c:+-$c}.1"
+	if [ ! -f "$page" ]; then missing="$missing ${c:-strata}"; continue; fi
+	if ! MANWIDTH=200 man -l "$page" >"$T/man" 2>"$T/manerr" || [ -s "$T/manerr" ]; then
+		unrendered="$unrendered ${c:-strata}"; continue
+	fi
+	# every option --help names is in the rendered page, and its synopsis
+	for o in $("$BIN" $c --help | sed -n 's/^  \(-[^ ]*, \)\{0,1\}\(--[a-z][a-z-]*\).*/\2/p'); do
+		grep -q -- "$o" "$T/man" || lacking="$lacking ${c:-strata}:$o"
+	done
+	syn=$("$BIN" $c --help | sed -n '1s/^usage: //p')
+	grep -qF -- "$syn" "$T/man" || lacking="$lacking ${c:-strata}:synopsis"
+done
+is "every page exists" "$missing" ""
+is "... renders with man -l, no warnings" "$unrendered" ""
+is "... with every option and the synopsis of its --help" "$lacking" ""
+check "man -l strata-pull.1 names the command and its summary" 0 '^ +strata-pull - fetch a snapshot' -- \
+	env MANWIDTH=200 man -l "$BUILD/mount/man/strata-pull.1"
+
+# ---- bash completion, sourced as bash-completion would: commands, options, tags
+comp() { # the completions of the words given, the last one being completed
+	bash -c '. "$1/mount/strata.bash"; shift; export PATH; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
+		_strata; printf "%s\n" "${COMPREPLY[@]}"' _ "$SRC" "$@" | sort | tr '\n' ' '
+}
+export PATH="$(dirname "$BIN"):$PATH"
+is "completion: commands starting with 'pu'" "$(comp strata pu)" "pull push "
+is "... options of pull starting with '--ta'" "$(comp strata pull --ta)" "--tag "
+is "... global options" "$(comp strata --st)" "--store "
+mkdir -p "$T/empty"
+is "... tags of the store for show" "$(cd "$T/empty" && comp strata --store "$S" show ba)" "base "
+is "... backends" "$(comp strata --backend p)" "process "
+is "... help COMMAND" "$(comp strata help ver)" "verify "
+D=$T/inst
+meson install -C "$BUILD" --destdir "$D" --no-rebuild >"$T/inst.log" 2>&1
+is "meson install puts the pages in mandir" "$(find "$D" -path '*/man/man1/strata-pull.1' | wc -l)" 1
+is "... the completion where bash-completion looks" \
+	"$(find "$D" -path '*/share/bash-completion/completions/strata' | wc -l)" 1
+
+# ---- LICENSE matches meson's license:
+lic=$(sed -n "s/^  license: '\(.*\)',/\1/p" "$SRC/meson.build")
+is "LICENSE is the $lic licence meson.build names" "$(head -1 "$SRC/LICENSE")" "$lic License"
 #@END@
 [ "$n" -eq "$N" ] || nok "the plan: $N cases" "ran $n"
 exit $((fails > 0))
