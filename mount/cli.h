@@ -136,7 +136,12 @@ struct vmm_sandbox;
 struct vmm_error;
 int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *cfg, unsigned snapdir_flags,
 		     struct vmm_sandbox **out, struct vmm_error *err);
-int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag);
+int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag, bool force);
+/* What --snapshot TAG needs, checked before any sandbox runs: a valid tag
+ * name, a store to write, TAG naming no snapshot yet unless force (the
+ * rule of tag, import and pull), and for a snapshot directory target
+ * (NULL: none) its layers in the store. Reports; returns an exit status. */
+int cli_snapshot_precheck(const struct cli *cli, const char *target, const char *tag, bool force);
 /* Record the working set of the snapshot sb was made from (after its first
  * call) and link it to the snapshot in the store; prints what it stored. */
 int cli_working_set_record(const struct cli *cli, struct vmm_sandbox *sb);
@@ -177,7 +182,8 @@ const struct vmm_signature *cli_function_find(const struct vmm_sandbox *sb, cons
  * (CLI_SIG_LEN bytes hold any). */
 #define CLI_SIG_LEN 16
 void cli_sig_format(const struct vmm_signature *sig, char *buf, size_t len);
-void cli_print_result(const struct vmm_result *r);
+/* raw: an 's' or 'b' result's bytes as they are, no newline (run --raw). */
+void cli_print_result(const struct vmm_result *r, bool raw);
 int cmd_pool(struct cli *cli, int argc, char **argv);         /* cmd_pool.c */
 int cmd_calibrate(struct cli *cli, int argc, char **argv);    /* cmd_calibrate.c */
 int cmd_doctor(struct cli *cli, int argc, char **argv);       /* cmd_doctor.c */

@@ -8,7 +8,7 @@ SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${STRATA_BUILD:-$SRC/build}
 G="$BUILD/vmm/guest/simpleguest.elf"
 
-N=50
+N=65
 n=0
 fails=0
 echo "1..$N"
@@ -65,7 +65,7 @@ is "... repaired 1, the snapshot lacking its layer" "$(jq_of '"\(.repaired) \(.l
 	"1 $ID 1"
 
 # ---- doctor: advice a user can act on, the process backend as working, the store, fusermount3, the registry
-nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME="$T/nobody" "$@"; }
+nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env -u STRATA_BACKEND HOME="$T/nobody" "$@"; }
 mkdir -p "$T/nobody"
 chmod 777 "$T/nobody"
 chmod o+rx "$T"
@@ -149,6 +149,39 @@ is "... the completion where bash-completion looks" \
 # ---- LICENSE matches meson's license:
 lic=$(sed -n "s/^  license: '\(.*\)',/\1/p" "$SRC/meson.build")
 is "LICENSE is the $lic licence meson.build names" "$(head -1 "$SRC/LICENSE")" "$lic License"
+
+# ---- run --snapshot: checked before the guest runs; one rule for moving tags
+check_kvm "run --snapshot TAG makes the tag" 0 '^1$' -- st "$S" run "$G" --call counter_next --snapshot c1
+check_kvm "run --snapshot of an existing tag is refused without --force" 1 \
+	"run: tag 'c1' already names snapshot [0-9a-f]{32} \(use --force to move it\)" -- \
+	st "$S" run "$G" --call counter_next --snapshot c1
+is "... before the guest ran: nothing printed" "$(cat "$T/out")" ""
+check_kvm "... and moved with --force" 0 '^1$' -- st "$S" run "$G" --call counter_next --snapshot c1 --force
+check_kvm "an invalid tag name is refused before the guest runs" 2 "not a valid tag" -- \
+	st "$S" run "$G" --call counter_next --snapshot 'no/slash'
+is "... nothing printed" "$(cat "$T/out")" ""
+check_kvm "a missing store is refused before the guest runs" 3 "is not a strata store" -- \
+	st "$T/nostore" run "$G" --call counter_next --snapshot x
+is "... nothing printed" "$(cat "$T/out")" ""
+newstore "$T/other"
+st "$S" export c1 "$T/c1dir" >/dev/null
+check_kvm "a directory whose layers the store lacks is refused before the guest runs" 1 \
+	"lacks 1 of its layer\(s\): import it first" -- st "$T/other" run "$T/c1dir" --call counter_next --snapshot y
+is "... nothing printed" "$(cat "$T/out")" ""
+check_kvm "--force without --snapshot is a usage error" 2 'there is no --snapshot' -- \
+	st "$S" run "$G" --call counter_next --force
+
+# ---- a 'b' result as raw bytes
+head -c 5000 /dev/urandom >"$T/bytes"
+check_kvm "run --raw: a 'b' result's bytes as they are" 0 '' -- "$BIN" run "$G" --call echo_bytes "@$T/bytes" --raw
+if [ -n "$SANDBOX_WHY" ]; then skip "... byte for byte" "needs KVM: $SANDBOX_WHY"
+elif cmp -s "$T/bytes" "$T/out"; then ok "... byte for byte"; else nok "... byte for byte" "$(head -c 40 "$T/out" | od -c | head -2)"; fi
+check_kvm "without --raw: hex and a newline" 0 "^$(head -c 4 "$T/bytes" | od -An -tx1 | tr -d ' \n')" -- \
+	"$BIN" run "$G" --call echo_bytes "@$T/bytes"
+if command -v script >/dev/null; then
+	check "--raw to a terminal is refused (exit 2)" 2 'not a terminal' -- \
+		script -qec "'$BIN' run '$G' --call echo_bytes ab --raw" /dev/null
+else skip "--raw to a terminal is refused" "no script(1)"; fi
 #@END@
 [ "$n" -eq "$N" ] || nok "the plan: $N cases" "ran $n"
 exit $((fails > 0))
