@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "index/index.h"
@@ -87,6 +88,14 @@ int cli_store_open_flags(const struct cli *cli, unsigned flags, struct st_store 
 		cli_err(cli, "%s is not a strata store (create one with 'strata --store %s init')",
 			cli->store, cli->store);
 		return CLI_NOTFOUND;
+	}
+	struct stat sb;
+	if ((rc == -EACCES || rc == -EPERM) && stat(cli->store, &sb) == 0 && sb.st_uid != geteuid()) {
+		cli_err(cli, "cannot open store %s: permission denied: it belongs to uid %lu (mode %04o), and a store "
+			"is readable by its owner only unless made with 'strata init --shared GROUP' "
+			"(docs/security.md, \"Who can read a store\")", cli->store, (unsigned long)sb.st_uid,
+			(unsigned)(sb.st_mode & 07777));
+		return CLI_FAIL;
 	}
 	if (rc < 0) {
 		cli_err(cli, "cannot open store %s: %s", cli->store, st_strerror(rc));

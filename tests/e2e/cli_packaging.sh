@@ -8,7 +8,7 @@ SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${STRATA_BUILD:-$SRC/build}
 G="$BUILD/vmm/guest/simpleguest.elf"
 
-N=65
+N=69
 n=0
 fails=0
 echo "1..$N"
@@ -70,9 +70,9 @@ mkdir -p "$T/nobody"
 chmod 777 "$T/nobody"
 chmod o+rx "$T"
 if [ "$(id -u)" -ne 0 ] || ! command -v setpriv >/dev/null; then
-	for _ in 1 2 3 4 5 6 7 8 9 10; do skip "doctor and the backend note as another user" "needs root and setpriv"; done
+	for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do skip "doctor and the backend note as another user" "needs root and setpriv"; done
 elif nobody test -r /dev/kvm -a -w /dev/kvm; then
-	for _ in 1 2 3 4 5 6 7 8 9 10; do skip "doctor and the backend note as another user" "nobody may open /dev/kvm here"; done
+	for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do skip "doctor and the backend note as another user" "nobody may open /dev/kvm here"; done
 else
 	check "doctor as a user who cannot open /dev/kvm: exit 0, the process backend works" 0 \
 		'^process: +usable' -- nobody "$BIN" doctor
@@ -90,6 +90,17 @@ else
 		"true process true false"
 	check_kvm "run where auto falls back: one note on stderr" 0 '^3$' -- nobody "$BIN" run "$G" --call add 1 2
 	is "... the note, once" "$(grep -c '^strata: note: sandboxes run on the process backend, KVM cannot be used here' "$T/err")" 1
+	# a store root made and let others read (not write) opens read-only for them
+	R=$T/rootstore
+	newstore "$R"
+	st "$R" debug ingest "$T/img" --tag base >/dev/null
+	chmod -R go+rX "$R"
+	check "another user lists a store root made readable to them" 0 '^base ' -- nobody "$BIN" --store "$R" ls
+	check "... verifies it" 0 '0 problem' -- nobody "$BIN" --store "$R" verify
+	check "... and may not write it: read-only" 1 'the store is read-only' -- nobody "$BIN" --store "$R" tag base t2
+	chmod -R go-rwx "$R"
+	check "a private store of another user: whose it is and how to share one" 1 \
+		'belongs to uid 0 \(mode 0700\).*init --shared GROUP' -- nobody "$BIN" --store "$R" ls
 	check_kvm "--backend process: no note" 0 '^3$' -- nobody "$BIN" --backend process run "$G" --call add 1 2
 	is "... stderr empty" "$(cat "$T/err")" ""
 fi
