@@ -11,6 +11,9 @@ import subprocess
 import sys
 
 VERSION_ARGS = ["--version"]
+# Commands with no page of their own: help is strata(1) itself; bench runs
+# strata-bench, which is built in a build tree and never installed.
+NO_PAGE = {"help", "bench"}
 
 
 def run(strata, args):
@@ -86,7 +89,8 @@ def page(strata, command, summaries):
     if command:
         out += [".SH SEE ALSO", "\\fBstrata\\fR(1), docs/cli.md"]
     else:
-        out += [".SH SEE ALSO"] + [",\n".join("\\fBstrata\\-%s\\fR(1)" % esc(c) for c in summaries)]
+        out += [".SH SEE ALSO"] + [",\n".join("\\fBstrata\\-%s\\fR(1)" % esc(c) for c in summaries
+                                             if c not in NO_PAGE)]
     return "\n".join(out) + "\n"
 
 
@@ -108,8 +112,8 @@ def main():
     strata, out = sys.argv[1], sys.argv[2]
     command = sys.argv[3] if len(sys.argv) > 3 else None
     summaries = summaries_of(strata)
-    if command and command not in summaries:
-        sys.exit("manpage.py: 'strata --help' lists no command '%s'" % command)
+    if command and (command not in summaries or command in NO_PAGE):
+        sys.exit("manpage.py: no page for '%s' ('strata --help' lists no such command, or NO_PAGE)" % command)
     with open(out, "w") as f:
         f.write(page(strata, command, summaries))
 
