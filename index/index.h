@@ -384,6 +384,12 @@ int ix_snap_lacking_foreach(struct ix *ix,
 int ix_sha256_get(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN]);
 /* The longest registry repository ("host/repo") kept as a blob's origin. */
 #define IX_ORIGIN_MAX 512
+/* Where snapshot snap was last pulled from or pushed to: the registry
+ * repository ("host/repo") recorded as the origin of its manifest's blob,
+ * else of the first of its layers that has one, into buf (IX_ORIGIN_MAX + 1
+ * bytes hold any). IX_ENOTFOUND when none is recorded (a snapshot made or
+ * imported here, never pushed or pulled), the errors of ix_snap_get. */
+int ix_snap_origin(struct ix *ix, const st_id *snap, char *buf, size_t len);
 
 struct ix_oci_stats {
 	uint32_t snapshots;       /* OCI manifests pushed / pulled (the chain) */

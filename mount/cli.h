@@ -213,6 +213,12 @@ int cli_store_open_flags(const struct cli *cli, unsigned flags, struct st_store 
  * (mode 0755 less the umask); 0 or its error. */
 struct st_store_opts;
 int cli_store_create(const struct cli *cli, const struct st_store_opts *so);
+/* Before a pull into tag (NULL: none) from registry repository origin
+ * ("host/repo"): if the tag names a snapshot that came from elsewhere (or
+ * was made here), refuse before anything is fetched, unless force; one
+ * from the same repository goes on (the pull checks the tag when it has
+ * the manifest). Reports; returns an exit status. */
+int cli_pull_tag_check(const struct cli *cli, struct ix *ix, const char *tag, const char *origin, bool force);
 /* Plain words for an error while working on the store (store_open.c). */
 const char *cli_store_strerror(int rc);
 int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */

@@ -335,12 +335,25 @@ static int collect_id(const st_id *id, void *arg)
 	return 0;
 }
 
+/* The index ls lists, for where each snapshot came from (ix_snap_origin). */
+static struct ix *ls_index;
+
+/* "  from HOST/REPO" for a snapshot last pulled from or pushed to there, else "". */
+static void ls_origin(const st_id *id, char *buf, size_t len)
+{
+	char origin[IX_ORIGIN_MAX + 1];
+
+	buf[0] = '\0';
+	if (ls_index && ix_snap_origin(ls_index, id, origin, sizeof(origin)) == 0)
+		snprintf(buf, len, "  from %s", cli_esc(origin));
+}
+
 static void ls_row(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *tags, const st_id *id, int depth)
 {
 	struct ix_snap_info info;
 	struct st_manifest *m;
 	char hex[ST_ID_HEX_LEN + 1], phex[ST_ID_HEX_LEN + 1] = "-", mem[32], uniq[32];
-	char tagbuf[1024], lazy[112] = "";
+	char tagbuf[1024], lazy[112] = "", from[IX_ORIGIN_MAX * 4 + 8];
 
 	st_id_format(id, hex);
 	tags_of(tags, id, tagbuf, sizeof(tagbuf));
@@ -362,10 +375,11 @@ static void ls_row(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *t
 		}
 		st_manifest_free(m);
 	}
+	ls_origin(id, from, sizeof(from));
 	if (depth < 0)
-		printf("%-20s %-32s %-32s %10s %10s%s\n", tagbuf, hex, phex, mem, uniq, lazy);
+		printf("%-20s %-32s %-32s %10s %10s%s%s\n", tagbuf, hex, phex, mem, uniq, lazy, from);
 	else
-		printf("%*s%s %s  memory %s, unique %s%s\n", depth * 2, "", tagbuf, hex, mem, uniq, lazy);
+		printf("%*s%s %s  memory %s, unique %s%s%s\n", depth * 2, "", tagbuf, hex, mem, uniq, lazy, from);
 }
 
 /* ls --json: one object per snapshot (docs/cli.md). */
@@ -399,6 +413,9 @@ static json_t *ls_json_row(struct ix_txn *t, struct ix_lazy *lz, const struct ta
 		st_manifest_free(m);
 	}
 	json_object_set_new(o, "lazy", lazy);
+	char origin[IX_ORIGIN_MAX + 1];
+	json_object_set_new(o, "origin", ls_index && ix_snap_origin(ls_index, id, origin, sizeof(origin)) == 0
+						 ? json_string(origin) : json_null());
 	return o;
 }
 
@@ -426,7 +443,9 @@ static void ls_usage(FILE *f)
 		"usage: strata [--store DIR] ls [--tree | --json]\n"
 		"\n"
 		"List snapshots: tag(s), id, parent id, guest memory size, and the bytes\n"
-		"unique to the snapshot (what 'strata rm' then 'strata gc' would free).\n"
+		"unique to the snapshot (what 'strata rm' then 'strata gc' would free);\n"
+		"then a lazy snapshot's chunks present, and 'from HOST/REPO' for one last\n"
+		"pulled from or pushed to a registry.\n"
 		"\n"
 		"  --tree  show snapshots as a tree of parents and children\n"
 		"  --json  print a JSON array, one object per snapshot (docs/cli.md)\n");
@@ -463,6 +482,7 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 	if ((rc = open_store(cli, false, &o)) != CLI_OK)
 		return rc;
 	struct ix_lazy *lz = lazy_state(&o);
+	ls_index = o.ix;
 	if ((rc = ix_txn_begin(o.ix, &t)) < 0)
 		goto out_err;
 	if ((rc = ix_tag_foreach(t, collect_tag, &tags)) < 0 ||

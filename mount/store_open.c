@@ -172,3 +172,26 @@ long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned 
 	}
 	return (long long)n;
 }
+
+int cli_pull_tag_check(const struct cli *cli, struct ix *ix, const char *tag, const char *origin, bool force)
+{
+	char have[IX_ORIGIN_MAX + 1], hex[ST_ID_HEX_LEN + 1];
+	struct ix_txn *t;
+	st_id id;
+	int rc;
+
+	if (!tag || force || ix_txn_begin(ix, &t) < 0)
+		return CLI_OK;
+	rc = ix_tag_get(t, tag, &id);
+	ix_txn_end(t);
+	if (rc < 0)
+		return CLI_OK; /* a new tag */
+	rc = ix_snap_origin(ix, &id, have, sizeof(have));
+	if (rc == 0 && strcmp(have, origin) == 0)
+		return CLI_OK; /* the same repository: an update, checked when its manifest is in */
+	st_id_format(&id, hex);
+	cli_err(cli, "pull: tag '%s' already names snapshot %s%s%s, not one from %s; nothing was fetched "
+		"(use --tag NAME to keep both, or --force to move it)", tag, hex, rc == 0 ? " from " : "",
+		rc == 0 ? have : " (made here)", origin);
+	return CLI_FAIL;
+}

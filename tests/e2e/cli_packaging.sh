@@ -8,7 +8,7 @@ SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${STRATA_BUILD:-$SRC/build}
 G="$BUILD/vmm/guest/simpleguest.elf"
 
-N=69
+N=77
 n=0
 fails=0
 echo "1..$N"
@@ -193,6 +193,36 @@ if command -v script >/dev/null; then
 	check "--raw to a terminal is refused (exit 2)" 2 'not a terminal' -- \
 		script -qec "'$BIN' run '$G' --call echo_bytes ab --raw" /dev/null
 else skip "--raw to a terminal is refused" "no script(1)"; fi
+
+# ---- pull: a tag that names a snapshot from elsewhere is refused before anything is fetched; ls says where from
+if ! command -v docker-registry >/dev/null; then
+	for _ in 1 2 3 4 5 6 7 8; do skip "pull's tag clash and ls's origin" "docker-registry not installed"; done
+elif ! start_registry reg; then
+	nok "the loopback registry starts" "$(tail -3 "$T/reg.log")"
+	for _ in 1 2 3 4 5 6 7; do skip "pull's tag clash and ls's origin" "the registry did not start"; done
+else
+	R=127.0.0.1:$REG_PORT
+	for i in 2 3; do head -c 1M /dev/urandom >"$T/img$i"; truncate -s 4M "$T/img$i"; done
+	st "$S" debug ingest "$T/img2" --tag web >/dev/null
+	st "$S" debug ingest "$T/img3" --tag other >/dev/null
+	st "$S" push --insecure web "$R/r/web:v1" >/dev/null 2>&1
+	st "$S" push --insecure other "$R/r/db:v1" >/dev/null 2>&1
+	P=$T/pulled
+	check "pull r/web:v1 tags it v1" 0 '^[0-9a-f]{32}$' -- st "$P" pull --insecure "$R/r/web:v1"
+	check "ls says where it came from" 0 "^v1 .* from $R/r/web\$" -- st "$P" ls
+	is "... ls --json's origin" "$(st "$P" ls --json | jq -r '.[0].origin')" "$R/r/web"
+	blobs=$(find "$P/blobs" -type f | wc -l)
+	check "pull r/db:v1 (another repository, the same tag) is refused before any transfer" 1 \
+		"tag 'v1' already names snapshot [0-9a-f]{32} from $R/r/web, not one from $R/r/db; nothing was fetched" -- \
+		st "$P" pull --insecure "$R/r/db:v1"
+	is "... no blob was fetched" "$(find "$P/blobs" -type f | wc -l)" "$blobs"
+	check "... --tag NAME keeps both" 0 '^[0-9a-f]{32}$' -- st "$P" pull --insecure "$R/r/db:v1" --tag db-v1
+	check "pulling r/web:v1 again (the same repository) is no clash" 0 '^[0-9a-f]{32}$' -- \
+		st "$P" pull --insecure "$R/r/web:v1"
+	st "$P" debug ingest "$T/img" --tag made >/dev/null
+	check "a tag naming a snapshot made here is refused before any transfer too" 1 "\(made here\), not one from" -- \
+		st "$P" pull --insecure "$R/r/db:v1" --tag made
+fi
 #@END@
 [ "$n" -eq "$N" ] || nok "the plan: $N cases" "ran $n"
 exit $((fails > 0))
