@@ -2,6 +2,7 @@
 # Everything is asked of the command itself (`strata --help`, `strata
 # COMMAND --help`, `strata tag`), so it completes what the installed
 # strata has. Installed by meson where bash-completion looks.
+# shellcheck shell=bash disable=SC2207 # COMPREPLY=($(compgen ...)): the usual completion idiom
 _strata_words() { # the words of --help lines that start with a command or an option
 	"$@" --help 2>/dev/null | sed -n 's/^  \(-[^ ]*, \)\{0,1\}\(--\{0,1\}[A-Za-z][A-Za-z0-9-]*\).*/\2/p'
 }
