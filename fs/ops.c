@@ -638,6 +638,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	}
 	if (from->kind == FS_K_SNAPSHOTS && to->kind == FS_K_SNAPSHOTS) {
 		struct fs_stage *s = fs_stage_find(fs, name);
+		st_id committed;
+		/* An import that has committed lingers under its name for a
+		 * while (its writers' handles stay valid): the name is its tag
+		 * now, and renaming it renames the tag. */
+		if (s && fs_stage_committed_id(s, &committed)) {
+			fs_stage_unref(fs, s);
+			s = NULL;
+		}
 		if (s) {
 			rc = fs_stage_rename_dir(fs, s, newname);
 			fs_stage_unref(fs, s);

@@ -445,6 +445,15 @@ int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out)
 		/* A read-only filesystem or store: read, never write. */
 		ix->rdonly = true;
 		rc = env_open(ix, path, map, envf | MDB_RDONLY);
+		/* LMDB writes its lock file even to read; a store another
+		 * user made readable (not writable) for us has one we may not
+		 * write: read without it. Such a reader holds no reader slot,
+		 * so a commit by the owner at the same moment may reuse the
+		 * pages it reads: it then reads garbage that the checks refuse
+		 * (IX_ECORRUPT), never a wrong snapshot (records are named by
+		 * their hash), and running it again reads the new state. */
+		if (rc == -EACCES || rc == -EPERM)
+			rc = env_open(ix, path, map, envf | MDB_RDONLY | MDB_NOLOCK);
 	}
 	if (rc < 0)
 		goto out_free;

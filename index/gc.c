@@ -14,26 +14,25 @@
 struct gc_cand {
 	st_id id;
 	uint64_t size;
+	bool young; /* inside the grace period when listed */
 };
 
 struct gc_list {
 	struct gc_cand *v;
 	size_t n, cap;
 	int64_t cutoff_ns;
-	uint64_t young;
 };
 
+/* Every blob is a candidate: whether it is referenced is asked under the
+ * writer lock (gc_batch_fn), so a young blob is counted as kept for its
+ * age only if no snapshot references it. */
 static int gc_collect(const st_id *id, uint64_t size, int64_t mtime_ns, void *arg)
 {
 	struct gc_list *l = arg;
 
-	if (mtime_ns > l->cutoff_ns) {
-		l->young++; /* may be an import's blob not yet committed */
-		return 0;
-	}
 	if (ST_ARRAY_RESERVE(l->v, l->cap, l->n + 1) < 0)
 		return -ENOMEM;
-	l->v[l->n++] = (struct gc_cand){ .id = *id, .size = size };
+	l->v[l->n++] = (struct gc_cand){ .id = *id, .size = size, .young = mtime_ns > l->cutoff_ns };
 	return 0;
 }
 
@@ -52,14 +51,18 @@ static int gc_batch_fn(struct ix *ix, MDB_txn *txn, void *arg)
 		struct ix_blob_rec r;
 		int rc = ix_blob_rec_get(ix, txn, &b->v[i].id, &r);
 
-		if (rc == 0)
-			continue; /* referenced */
+		if (rc == 0) {
+			b->st->blobs_in_use++;
+			continue;
+		}
 		if (rc != IX_ENOTFOUND)
 			return rc;
-		/* A mount's import may have matched it since it was listed (it
+		/* Young: may be an import's blob not yet committed. A mount's
+		 * import may have matched an old one since it was listed (it
 		 * touches the blob it matches): young again, keep it. */
 		int64_t mtime;
-		if (st_blob_mtime(ix->s, &b->v[i].id, &mtime) == 0 && mtime > b->cutoff_ns) {
+		if (b->v[i].young ||
+		    (st_blob_mtime(ix->s, &b->v[i].id, &mtime) == 0 && mtime > b->cutoff_ns)) {
 			b->st->blobs_young++;
 			continue;
 		}
@@ -93,7 +96,6 @@ int ix_gc(struct ix *ix, unsigned grace_s, struct ix_gc_stats *stats)
 	st.tmp_removed = tmp;
 	if ((rc = st_blob_foreach(ix->s, gc_collect, &l)) < 0)
 		goto out_free;
-	st.blobs_young = l.young;
 	for (size_t off = 0; off < l.n; off += GC_BATCH) {
 		struct gc_batch b = { .v = l.v + off, .n = l.n - off < GC_BATCH ? l.n - off : GC_BATCH, .st = &st,
 					.cutoff_ns = l.cutoff_ns };

@@ -282,6 +282,7 @@ int ix_ws_del(struct ix *ix, const st_id *snap);
 struct ix_gc_stats {
 	uint64_t blobs_removed, bytes_removed;
 	uint64_t blobs_young;     /* unreferenced but inside the grace period: kept */
+	uint64_t blobs_in_use;    /* referenced by a snapshot: kept */
 	uint64_t tmp_removed;     /* stale staging files removed */
 	uint64_t lazy_removed;    /* lazy layers no snapshot uses (records, files) removed */
 };
@@ -383,6 +384,12 @@ int ix_snap_lacking_foreach(struct ix *ix,
 int ix_sha256_get(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN]);
 /* The longest registry repository ("host/repo") kept as a blob's origin. */
 #define IX_ORIGIN_MAX 512
+/* Where snapshot snap was last pulled from or pushed to: the registry
+ * repository ("host/repo") recorded as the origin of its manifest's blob,
+ * else of the first of its layers that has one, into buf (IX_ORIGIN_MAX + 1
+ * bytes hold any). IX_ENOTFOUND when none is recorded (a snapshot made or
+ * imported here, never pushed or pulled), the errors of ix_snap_get. */
+int ix_snap_origin(struct ix *ix, const st_id *snap, char *buf, size_t len);
 
 struct ix_oci_stats {
 	uint32_t snapshots;       /* OCI manifests pushed / pulled (the chain) */

@@ -125,3 +125,24 @@ int ix_origin_put(struct ix *ix, const st_id *ids, size_t n, const char *origin)
 	return ix_write(ix, origin_put_fn, &p);
 }
 
+
+int ix_snap_origin(struct ix *ix, const st_id *snap, char *buf, size_t len)
+{
+	struct st_manifest *m;
+	struct ix_txn *t;
+	int rc = ix_origin_get(ix, snap, buf, len);
+
+	if (rc != IX_ENOTFOUND)
+		return rc;
+	if ((rc = ix_txn_begin(ix, &t)) < 0)
+		return rc;
+	rc = ix_snap_get(t, snap, &m);
+	ix_txn_end(t);
+	if (rc < 0)
+		return rc;
+	rc = IX_ENOTFOUND;
+	for (uint32_t i = 0; i < m->nlayers && rc == IX_ENOTFOUND; i++)
+		rc = ix_origin_get(ix, &m->layers[i].id, buf, len);
+	st_manifest_free(m);
+	return rc;
+}

@@ -61,9 +61,13 @@ bool cli_backend_use(struct cli *cli, const char *name);
  * CLI_EXPOSED_SHOWN, then a count), the paths of store s other users can
  * read (st_store_perm_check with flags; ST_PERM_CHECK_FIX sets each to the
  * store's mode), and on stderr one warning naming the fix. Returns how many
- * were found, or <0 (reported) if the store could not be walked. */
+ * were found, or <0 (reported) if the store could not be walked. With
+ * json, each path is appended to that array as {path, directory, mode,
+ * store_mode, fixed} instead (every one), and the warning still goes to
+ * stderr. */
 #define CLI_EXPOSED_SHOWN 10
-long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags);
+typedef struct json_t json_t;
+long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags, json_t *json);
 
 /* Report an error once, as "strata: <message>" on stderr. */
 /* Registry credentials for host, found as push and pull find them (an
@@ -108,6 +112,10 @@ void cli_vputs_escaped(FILE *f, const char *fmt, va_list ap);
 int cli_usage_hint(const char *prog);
 /* True if argv has -h or --help before any "--". */
 bool cli_wants_help(int argc, char **argv);
+/* --json output: print root (indented, keys sorted, ASCII only, as `show
+ * --json`) and a newline on stdout, and drop the reference; -ENOMEM if it
+ * could not be made (root NULL, a failed json_object()). */
+int cli_json_put(json_t *root);
 /* Parse a size such as 4096, 64K, 8M, 1G; false on junk or overflow. */
 bool cli_parse_size(const char *s, unsigned long long *out);
 /* The base a number on the command line is read in: 16 after "0x" (a sign
@@ -137,7 +145,12 @@ struct vmm_sandbox;
 struct vmm_error;
 int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *cfg, unsigned snapdir_flags,
 		     struct vmm_sandbox **out, struct vmm_error *err);
-int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag);
+int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag, bool force);
+/* What --snapshot TAG needs, checked before any sandbox runs: a valid tag
+ * name, a store to write, TAG naming no snapshot yet unless force (the
+ * rule of tag, import and pull), and for a snapshot directory target
+ * (NULL: none) its layers in the store. Reports; returns an exit status. */
+int cli_snapshot_precheck(const struct cli *cli, const char *target, const char *tag, bool force);
 /* Record the working set of the snapshot sb was made from (after its first
  * call) and link it to the snapshot in the store; prints what it stored. */
 int cli_working_set_record(const struct cli *cli, struct vmm_sandbox *sb);
@@ -178,7 +191,8 @@ const struct vmm_signature *cli_function_find(const struct vmm_sandbox *sb, cons
  * (CLI_SIG_LEN bytes hold any). */
 #define CLI_SIG_LEN 16
 void cli_sig_format(const struct vmm_signature *sig, char *buf, size_t len);
-void cli_print_result(const struct vmm_result *r);
+/* raw: an 's' or 'b' result's bytes as they are, no newline (run --raw). */
+void cli_print_result(const struct vmm_result *r, bool raw);
 int cmd_pool(struct cli *cli, int argc, char **argv);         /* cmd_pool.c */
 int cmd_wasm(struct cli *cli, int argc, char **argv);         /* cmd_wasm.c: wasm build */
 int cmd_calibrate(struct cli *cli, int argc, char **argv);    /* cmd_calibrate.c */
@@ -209,6 +223,12 @@ int cli_store_open_flags(const struct cli *cli, unsigned flags, struct st_store 
  * (mode 0755 less the umask); 0 or its error. */
 struct st_store_opts;
 int cli_store_create(const struct cli *cli, const struct st_store_opts *so);
+/* Before a pull into tag (NULL: none) from registry repository origin
+ * ("host/repo"): if the tag names a snapshot that came from elsewhere (or
+ * was made here), refuse before anything is fetched, unless force; one
+ * from the same repository goes on (the pull checks the tag when it has
+ * the manifest). Reports; returns an exit status. */
+int cli_pull_tag_check(const struct cli *cli, struct ix *ix, const char *tag, const char *origin, bool force);
 /* Plain words for an error while working on the store (store_open.c). */
 const char *cli_store_strerror(int rc);
 int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */

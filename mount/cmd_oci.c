@@ -990,6 +990,10 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	struct ix_oci_progress prog = { progress_cb, &p };
 	if ((status = cli_store_open_flags(cli, CLI_STORE_CREATE, &s, &ix)) != CLI_OK)
 		return status;
+	char origin[IX_ORIGIN_MAX + 1];
+	snprintf(origin, sizeof(origin), "%s/%s", ref.host, ref.repo);
+	if ((status = cli_pull_tag_check(cli, ix, tag, origin, flags & IX_TAG_FORCE)) != CLI_OK)
+		goto out_close;
 	if ((status = reg_open(cli, &a, &ref, NULL, ix, &r)) != CLI_OK)
 		goto out_close;
 	ix_registry_source(r, &src);

@@ -231,7 +231,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		}
 		if (made == 0) {
 			printf("sandbox 1: %s -> ", fn);
-			cli_print_result(&res);
+			cli_print_result(&res, false);
 		}
 		vmm_result_clear(&res);
 	}
@@ -250,7 +250,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 			t_again[i] = now_ns() - t0;
 			if (rc == 0 && i == 0) {
 				printf("sandbox 1 after a restore in place: %s -> ", fn);
-				cli_print_result(&res);
+				cli_print_result(&res, false);
 			}
 			vmm_result_clear(&res);
 			if (rc < 0) {

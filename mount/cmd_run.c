@@ -25,10 +25,10 @@ static void run_usage(FILE *f)
 		"Creates a sandbox from a guest ELF (built with the strata guest SDK) and\n"
 		"calls FN with ARGS, parsed per the function's signature: an integer for\n"
 		"'i', text for 's', and for 'b' text or @FILE for a file's bytes. The\n"
-		"result is printed (bytes as hex). Host functions host_add(i,i)->i,\n"
-		"host_upper(s)->s and clock_gettime(i)->i (the clock the guest C library's\n"
-		"time() and clock_gettime read) are available to the guest; guest logs go\n"
-		"to stderr.\n"
+		"result is printed (bytes as hex unless --raw). Host functions\n"
+		"host_add(i,i)->i, host_upper(s)->s, clock_gettime(i)->i (the clock the\n"
+		"guest C library's time() and clock_gettime read) and random_get(i)->b\n"
+		"(WASI's randomness) are available to the guest; guest logs go to stderr.\n"
 		"\n"
 		"  --call FN        the guest function to call; several --call FN [ARGS...] run\n"
 		"                   in order in the one sandbox, each with the ARGS after it\n"
@@ -41,6 +41,11 @@ static void run_usage(FILE *f)
 		"  --repeat N       call each FN N times (state persists); print the last result\n"
 		"                   and timing\n"
 		"  --snapshot TAG   after the calls, capture the sandbox into the store under TAG\n"
+		"                   (checked first: a valid name, a store, TAG not yet naming a\n"
+		"                   snapshot, a directory's layers in the store)\n"
+		"  --force          with --snapshot, move TAG if it names another snapshot\n"
+		"  --raw            print 's' and 'b' results as their bytes (no hex, no newline;\n"
+		"                   into a pipe or file only)\n"
 		"  --record-working-set  after the first call, record the snapshot pages the sandbox\n"
 		"                   touched since its restore and link them to the snapshot (a lazy\n"
 		"                   pull fetches them first; strata show reports them)\n"
@@ -239,8 +244,12 @@ static int exit_for(int rc)
 	}
 }
 
-void cli_print_result(const struct vmm_result *r)
+void cli_print_result(const struct vmm_result *r, bool raw)
 {
+	if (raw && (r->type == VMM_STR || r->type == VMM_BYTES)) {
+		fwrite(r->data, 1, r->len, stdout); /* as they are: no newline, no hex */
+		return;
+	}
 	switch (r->type) {
 	case VMM_VOID:
 		break;
@@ -376,6 +385,8 @@ struct run_opts {
 	const char *snapshot;
 	bool record_ws;
 	bool via_fuse;
+	bool force;
+	bool raw;
 	const char *core;
 };
 
@@ -391,6 +402,8 @@ static int run_opt(const struct cli *cli, int c, struct run_opts *o)
 	case 'P': o->snapshot = optarg; return -1;
 	case 'W': o->record_ws = true; return -1;
 	case 'F': o->via_fuse = true; return -1;
+	case 'f': o->force = true; return -1;
+	case 'R': o->raw = true; return -1;
 	case 'C': o->core = optarg; return -1;
 	case 'B': return cli_backend_parse(cli, optarg, &o->cfg.backend) ? -1 : CLI_USAGE;
 	case 'H': dst = (unsigned long long *)&o->cfg.heap_size; what = "heap"; break;
@@ -433,7 +446,7 @@ struct run_call {
  * if record_ws; a guest failure writes the core asked for (NULL: none).
  * Returns an exit status. */
 static int run_call(struct cli *cli, struct vmm_sandbox *sb, const char *path, const struct run_call *c,
-		    unsigned long long repeat, bool record_ws, const char *core)
+		    unsigned long long repeat, bool record_ws, const char *core, bool raw)
 {
 	const char *fn = c->fn;
 	char **args = c->args;
@@ -475,7 +488,7 @@ static int run_call(struct cli *cli, struct vmm_sandbox *sb, const char *path, c
 			guest_debug(cli, sb, path, rc, core);
 		goto out_owned;
 	}
-	cli_print_result(&res);
+	cli_print_result(&res, raw);
 	vmm_result_clear(&res);
 	if (repeat > 1)
 		fprintf(stderr, "%llu calls, %.2f us per call\n", repeat, (double)(t1 - t0) / 1e3 / (double)repeat);
@@ -501,6 +514,8 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		{ "record-working-set", no_argument, NULL, 'W' },
 		{ "via-fuse", no_argument, NULL, 'F' },
 		{ "core", required_argument, NULL, 'C' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "raw", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -527,7 +542,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 			continue;
 		}
 		int at = optind;
-		c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:B:hWFC:", opts, NULL);
+		c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:B:hWFC:f", opts, NULL);
 		if (c != -1) {
 			if ((rc = run_opt(cli, c, &o)) >= 0)
 				return rc;
@@ -565,6 +580,19 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		cli_err(cli, "run: unexpected argument '%s'", pos[1]);
 		return CLI_USAGE;
 	}
+	if (o.raw && isatty(STDOUT_FILENO)) {
+		cli_err(cli, "run: --raw writes a result's bytes as they are into a pipe or a file, not a terminal "
+			"(add '> FILE' or '| COMMAND')");
+		return CLI_USAGE;
+	}
+	if (o.force && !o.snapshot) {
+		cli_err(cli, "run: --force moves the tag --snapshot TAG names; there is no --snapshot");
+		return CLI_USAGE;
+	}
+	/* What --snapshot needs is checked before the guest runs: nothing is
+	 * printed, and no work done, for a capture that would be refused. */
+	if (o.snapshot && (status = cli_snapshot_precheck(cli, path, o.snapshot, o.force)) != CLI_OK)
+		return status;
 	/* Call i takes the operands from its --call to the next one's; the
 	 * target (the first operand) is no call's, and operands before the
 	 * first --call are the first call's. */
@@ -628,9 +656,9 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 			goto out_free;
 	}
 	for (int k = 0; k < ncalls && status == CLI_OK; k++)
-		status = run_call(cli, sb, path, &calls[k], repeat, k == 0 && o.record_ws, o.core);
+		status = run_call(cli, sb, path, &calls[k], repeat, k == 0 && o.record_ws, o.core, o.raw);
 	if (status == CLI_OK && o.snapshot)
-		status = cli_snapshot_commit(cli, sb, o.snapshot);
+		status = cli_snapshot_commit(cli, sb, o.snapshot, o.force);
 out_free:
 	vmm_sandbox_free(sb);
 	cli_snap_close();

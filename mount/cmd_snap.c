@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "fs/fs.h"
 #include "index/index.h"
+#include "index/lazy.h"
 #include "store/store.h"
 #include "vmm/vmm.h"
 
@@ -339,11 +340,33 @@ int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm
 	return CLI_OK;
 }
 
-int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag)
+struct lazy_find {
+	const st_id *id;
+	bool found;
+};
+
+static int lazy_match(const st_id *layer, void *ctx)
+{
+	struct lazy_find *f = ctx;
+
+	f->found = st_id_equal(layer, f->id);
+	return f->found; /* 1 stops the walk */
+}
+
+/* The store records layer as lazy (pull --lazy): it counts as held. */
+static bool lazy_known(const st_id *layer)
+{
+	struct lazy_find f = { .id = layer };
+
+	return ix_lazy_foreach(run_index, lazy_match, &f) >= 0 && f.found;
+}
+
+int cli_snapshot_precheck(const struct cli *cli, const char *target, const char *tag, bool force)
 {
 	struct st_manifest *m = NULL;
+	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1];
+	struct ix_txn *t;
 	st_id id;
-	char hex[ST_ID_HEX_LEN + 1];
 	int rc, status;
 
 	if (!st_name_valid(tag)) {
@@ -351,6 +374,46 @@ int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const cha
 		return CLI_USAGE;
 	}
 	if ((status = store_need(cli, true)) != CLI_OK)
+		return status;
+	if ((rc = ix_txn_begin(run_index, &t)) < 0) {
+		cli_err(cli, "run: cannot read store %s: %s", cli->store, ix_strerror(rc));
+		return CLI_FAIL;
+	}
+	rc = ix_tag_get(t, tag, &id);
+	ix_txn_end(t);
+	if (rc == 0 && !force) {
+		st_id_format(&id, hex);
+		cli_err(cli, "run: tag '%s' already names snapshot %s (use --force to move it)", tag, hex);
+		return CLI_FAIL;
+	}
+	/* A snapshot directory: the capture names its layers, which the
+	 * store must hold for the commit (a lazy one's records count). */
+	if (target && (strchr(target, '/') || target_kind(target) == TARGET_DIR) &&
+	    st_snapdir_read(target, &m, why, sizeof(why)) == 0) {
+		uint32_t missing = 0;
+		for (uint32_t i = 0; i < m->nlayers; i++)
+			if (!st_blob_has(run_store, &m->layers[i].id) &&
+			    !lazy_known(&m->layers[i].id))
+				missing++;
+		st_manifest_free(m);
+		if (missing) {
+			cli_err(cli, "run: --snapshot needs the snapshot %s starts from in store %s, which lacks %u of "
+				"its layer(s): import it first ('strata --store %s import %s')", target, cli->store,
+				missing, cli->store, target);
+			return CLI_FAIL;
+		}
+	}
+	return CLI_OK;
+}
+
+int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag, bool force)
+{
+	struct st_manifest *m = NULL;
+	st_id id;
+	char hex[ST_ID_HEX_LEN + 1];
+	int rc, status;
+
+	if ((status = cli_snapshot_precheck(cli, NULL, tag, force)) != CLI_OK)
 		return status;
 	rc = vmm_sandbox_capture(sb, run_store, &m);
 	if (rc < 0) {
@@ -360,7 +423,12 @@ int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const cha
 			: vmm_strerror(rc));
 		return CLI_FAIL;
 	}
-	rc = ix_snap_commit(run_index, m, tag, IX_TAG_FORCE, &id);
+	rc = ix_snap_commit(run_index, m, tag, force ? IX_TAG_FORCE : 0, &id);
+	if (rc == IX_EEXIST) {
+		cli_err(cli, "run: tag '%s' already names another snapshot (use --force to move it)", tag);
+		st_manifest_free(m);
+		return CLI_FAIL;
+	}
 	if (rc < 0) {
 		cli_err(cli, "run: cannot commit the snapshot to store %s: %s%s", cli->store, ix_strerror(rc),
 			rc == IX_EMISSING ? " (the sandbox was restored from a directory outside this store: "

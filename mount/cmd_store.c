@@ -169,6 +169,14 @@ static void fmt_lazy(char *buf, size_t len, uint64_t present, uint64_t chunks)
 	snprintf(buf, len, "lazy: %s of %s chunks present", a, b);
 }
 
+static json_t *id_json(const st_id *id)
+{
+	char hex[ST_ID_HEX_LEN + 1];
+
+	st_id_format(id, hex);
+	return json_string(hex);
+}
+
 /* ------------------------------------------------------------------ init */
 
 static void init_usage(FILE *f)
@@ -327,12 +335,25 @@ static int collect_id(const st_id *id, void *arg)
 	return 0;
 }
 
+/* The index ls lists, for where each snapshot came from (ix_snap_origin). */
+static struct ix *ls_index;
+
+/* "  from HOST/REPO" for a snapshot last pulled from or pushed to there, else "". */
+static void ls_origin(const st_id *id, char *buf, size_t len)
+{
+	char origin[IX_ORIGIN_MAX + 1];
+
+	buf[0] = '\0';
+	if (ls_index && ix_snap_origin(ls_index, id, origin, sizeof(origin)) == 0)
+		snprintf(buf, len, "  from %s", cli_esc(origin));
+}
+
 static void ls_row(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *tags, const st_id *id, int depth)
 {
 	struct ix_snap_info info;
 	struct st_manifest *m;
 	char hex[ST_ID_HEX_LEN + 1], phex[ST_ID_HEX_LEN + 1] = "-", mem[32], uniq[32];
-	char tagbuf[1024], lazy[112] = "";
+	char tagbuf[1024], lazy[112] = "", from[IX_ORIGIN_MAX * 4 + 8];
 
 	st_id_format(id, hex);
 	tags_of(tags, id, tagbuf, sizeof(tagbuf));
@@ -354,10 +375,48 @@ static void ls_row(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *t
 		}
 		st_manifest_free(m);
 	}
+	ls_origin(id, from, sizeof(from));
 	if (depth < 0)
-		printf("%-20s %-32s %-32s %10s %10s%s\n", tagbuf, hex, phex, mem, uniq, lazy);
+		printf("%-20s %-32s %-32s %10s %10s%s%s\n", tagbuf, hex, phex, mem, uniq, lazy, from);
 	else
-		printf("%*s%s %s  memory %s, unique %s%s\n", depth * 2, "", tagbuf, hex, mem, uniq, lazy);
+		printf("%*s%s %s  memory %s, unique %s%s%s\n", depth * 2, "", tagbuf, hex, mem, uniq, lazy, from);
+}
+
+/* ls --json: one object per snapshot (docs/cli.md). */
+static json_t *ls_json_row(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *tags, const st_id *id)
+{
+	struct ix_snap_info info;
+	struct st_manifest *m;
+	json_t *o = json_object(), *tarr = json_array();
+
+	for (size_t i = 0; i < tags->n; i++)
+		if (st_id_equal(&tags->v[i].id, id))
+			json_array_append_new(tarr, json_string(tags->v[i].name));
+	json_object_set_new(o, "id", id_json(id));
+	json_object_set_new(o, "tags", tarr);
+	if (ix_snap_info(t, id, &info) < 0) {
+		json_object_set_new(o, "error", json_string("unreadable record"));
+		return o;
+	}
+	json_object_set_new(o, "parent", info.has_parent ? id_json(&info.parent) : json_null());
+	json_object_set_new(o, "memory_bytes", json_integer((json_int_t)info.mem_size));
+	json_object_set_new(o, "unique_bytes", json_integer((json_int_t)info.unique_bytes));
+	json_t *lazy = json_null();
+	if (lz && ix_snap_get(t, id, &m) == 0) {
+		struct lazy_sum ls;
+		lazy_sum_of(lz, m, &ls);
+		if (ls.layers) {
+			json_decref(lazy);
+			lazy = json_pack("{sIsIsIss}", "layers", (json_int_t)ls.layers, "chunks", (json_int_t)ls.chunks,
+					 "present", (json_int_t)ls.present, "origin", ls.origin);
+		}
+		st_manifest_free(m);
+	}
+	json_object_set_new(o, "lazy", lazy);
+	char origin[IX_ORIGIN_MAX + 1];
+	json_object_set_new(o, "origin", ls_index && ix_snap_origin(ls_index, id, origin, sizeof(origin)) == 0
+						 ? json_string(origin) : json_null());
+	return o;
 }
 
 static int ls_tree(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *tags, const st_id *id, int depth)
@@ -381,28 +440,33 @@ out_free:
 static void ls_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata [--store DIR] ls [--tree]\n"
+		"usage: strata [--store DIR] ls [--tree | --json]\n"
 		"\n"
 		"List snapshots: tag(s), id, parent id, guest memory size, and the bytes\n"
-		"unique to the snapshot (what 'strata rm' then 'strata gc' would free).\n"
+		"unique to the snapshot (what 'strata rm' then 'strata gc' would free);\n"
+		"then a lazy snapshot's chunks present, and 'from HOST/REPO' for one last\n"
+		"pulled from or pushed to a registry.\n"
 		"\n"
-		"  --tree  show snapshots as a tree of parents and children\n");
+		"  --tree  show snapshots as a tree of parents and children\n"
+		"  --json  print a JSON array, one object per snapshot (docs/cli.md)\n");
 }
 
 int cmd_ls(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "tree", no_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+		{ "tree", no_argument, NULL, 't' }, { "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' }, { 0 } };
 	struct taglist tags = { 0 };
 	struct idlist ids = { 0 };
 	struct open_store o;
 	struct ix_txn *t;
-	bool tree = false;
+	bool tree = false, json = false;
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "th", opts, NULL)) != -1) {
 		switch (c) {
 		case 't': tree = true; break;
+		case 'j': json = true; break;
 		case 'h': ls_usage(stdout); return CLI_OK;
 		default: return cli_usage_hint(argv[0]);
 		}
@@ -411,15 +475,25 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 		cli_err(cli, "ls: unexpected argument '%s'", argv[optind]);
 		return CLI_USAGE;
 	}
+	if (tree && json) {
+		cli_err(cli, "ls: --tree or --json, not both (each --json object names its parent)");
+		return CLI_USAGE;
+	}
 	if ((rc = open_store(cli, false, &o)) != CLI_OK)
 		return rc;
 	struct ix_lazy *lz = lazy_state(&o);
+	ls_index = o.ix;
 	if ((rc = ix_txn_begin(o.ix, &t)) < 0)
 		goto out_err;
 	if ((rc = ix_tag_foreach(t, collect_tag, &tags)) < 0 ||
 	    (rc = ix_snap_foreach(t, collect_id, &ids)) < 0)
 		goto out_end;
-	if (!tree) {
+	if (json) {
+		json_t *arr = json_array();
+		for (size_t i = 0; i < ids.n; i++)
+			json_array_append_new(arr, ls_json_row(t, lz, &tags, &ids.v[i]));
+		rc = cli_json_put(arr);
+	} else if (!tree) {
 		printf("%-20s %-32s %-32s %10s %10s\n", "TAG", "ID", "PARENT", "MEMORY", "UNIQUE");
 		for (size_t i = 0; i < ids.n; i++)
 			ls_row(t, lz, &tags, &ids.v[i], -1);
@@ -459,13 +533,6 @@ static void show_usage(FILE *f)
 		"          unique_bytes and the whole manifest under \"manifest\"\n");
 }
 
-static json_t *id_json(const st_id *id)
-{
-	char hex[ST_ID_HEX_LEN + 1];
-
-	st_id_format(id, hex);
-	return json_string(hex);
-}
 
 /* A snapshot's working-set record, as show reports it. */
 struct show_ws {
@@ -727,13 +794,14 @@ static void tag_usage(FILE *f)
 		"usage: strata [--store DIR] tag [-f] TAG|ID NAME   point tag NAME at a snapshot\n"
 		"       strata [--store DIR] tag -d NAME             remove tag NAME (the snapshot stays)\n"
 		"       strata [--store DIR] tag -m OLD NEW          rename a tag\n"
-		"       strata [--store DIR] tag                     list tags\n"
+		"       strata [--store DIR] tag [--json]            list tags\n"
 		"\n"
 		"Tag names: [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters.\n"
 		"\n"
 		"  -f, --force   move NAME (or replace NEW) if it already names another snapshot\n"
 		"  -d, --delete  remove a tag\n"
-		"  -m, --move    rename a tag\n");
+		"  -m, --move    rename a tag\n"
+		"  --json        list the tags as a JSON array of {name, id} (docs/cli.md)\n");
 }
 
 static int print_tag(const char *name, const st_id *id, void *arg)
@@ -743,6 +811,15 @@ static int print_tag(const char *name, const st_id *id, void *arg)
 	st_id_format(id, hex);
 	printf("%-20s %s\n", cli_esc(name), hex);
 	return 0;
+}
+
+static int json_tag(const char *name, const st_id *id, void *arg)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "name", json_string(name));
+	json_object_set_new(o, "id", id_json(id));
+	return json_array_append_new(arg, o) < 0 ? -ENOMEM : 0;
 }
 
 static int bad_name(struct cli *cli, const char *name)
@@ -756,8 +833,10 @@ int cmd_tag(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "force", no_argument, NULL, 'f' }, { "delete", no_argument, NULL, 'd' },
-		{ "move", no_argument, NULL, 'm' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+		{ "move", no_argument, NULL, 'm' }, { "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' }, { 0 } };
 	struct open_store o;
+	bool json = false;
 	unsigned flags = 0;
 	char mode = 's';
 	int c, rc, n;
@@ -767,6 +846,7 @@ int cmd_tag(struct cli *cli, int argc, char **argv)
 		case 'f': flags |= IX_TAG_FORCE; break;
 		case 'd': mode = 'd'; break;
 		case 'm': mode = 'm'; break;
+		case 'j': json = true; break;
 		case 'h': tag_usage(stdout); return CLI_OK;
 		default: return cli_usage_hint(argv[0]);
 		}
@@ -775,6 +855,10 @@ int cmd_tag(struct cli *cli, int argc, char **argv)
 	char **a = argv + optind;
 	if ((mode == 'd' && n != 1) || (mode != 'd' && n != 0 && n != 2)) {
 		tag_usage(stderr);
+		return CLI_USAGE;
+	}
+	if (json && (n != 0 || mode != 's')) {
+		cli_err(cli, "tag: --json lists the tags: it takes no operands, -d or -m");
 		return CLI_USAGE;
 	}
 	if (mode == 'd' && !st_name_valid(a[0]))
@@ -787,10 +871,15 @@ int cmd_tag(struct cli *cli, int argc, char **argv)
 		return rc;
 	if (n == 0) {
 		struct ix_txn *t;
+		json_t *arr = json ? json_array() : NULL;
 		if ((rc = ix_txn_begin(o.ix, &t)) == 0) {
-			rc = ix_tag_foreach(t, print_tag, NULL);
+			rc = json ? ix_tag_foreach(t, json_tag, arr) : ix_tag_foreach(t, print_tag, NULL);
 			ix_txn_end(t);
 		}
+		if (json && rc == 0)
+			rc = cli_json_put(arr);
+		else
+			json_decref(arr);
 	} else if (mode == 'd') {
 		rc = ix_tag_del(o.ix, a[0], 0, NULL);
 		if (rc == IX_ENOTFOUND) {
@@ -894,21 +983,26 @@ int cmd_rm(struct cli *cli, int argc, char **argv)
 static void gc_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata [--store DIR] gc [--grace SECONDS]\n"
+		"usage: strata [--store DIR] gc [--grace SECONDS] [--json]\n"
 		"\n"
 		"Remove layer blobs no snapshot references and staging files left by\n"
 		"crashed imports. Files younger than the grace period are kept, so imports\n"
-		"running now are safe.\n"
+		"running now are safe. Says how many blobs were removed, how many are kept\n"
+		"because snapshots use them, and how many unreferenced ones are kept for\n"
+		"their age.\n"
 		"\n"
-		"  --grace SECONDS  keep unreferenced files younger than this (default %d)\n",
+		"  --grace SECONDS  keep unreferenced files younger than this (default %d)\n"
+		"  --json           print one JSON object (docs/cli.md)\n",
 		GC_GRACE_DEFAULT);
 }
 
 int cmd_gc(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "grace", required_argument, NULL, 'g' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+		{ "grace", required_argument, NULL, 'g' }, { "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' }, { 0 } };
 	unsigned long long grace = GC_GRACE_DEFAULT;
+	bool json = false;
 	struct ix_gc_stats st;
 	struct open_store o;
 	char sz[32];
@@ -922,6 +1016,7 @@ int cmd_gc(struct cli *cli, int argc, char **argv)
 				return CLI_USAGE;
 			}
 			break;
+		case 'j': json = true; break;
 		case 'h': gc_usage(stdout); return CLI_OK;
 		default: return cli_usage_hint(argv[0]);
 		}
@@ -938,10 +1033,18 @@ int cmd_gc(struct cli *cli, int argc, char **argv)
 		cli_err(cli, "gc of store %s failed: %s", cli->store, cli_store_strerror(rc));
 		return CLI_FAIL;
 	}
+	if (json) {
+		json_t *jo = json_pack("{sIsIsIsIsIsIsI}", "blobs_removed", (json_int_t)st.blobs_removed,
+				      "bytes_removed", (json_int_t)st.bytes_removed, "staging_removed",
+				      (json_int_t)st.tmp_removed, "lazy_removed", (json_int_t)st.lazy_removed,
+				      "blobs_in_use", (json_int_t)st.blobs_in_use, "blobs_young",
+				      (json_int_t)st.blobs_young, "grace_seconds", (json_int_t)grace);
+		return cli_json_put(jo) < 0 ? CLI_FAIL : CLI_OK;
+	}
 	fmt_size(sz, sizeof(sz), st.bytes_removed);
 	printf("removed %" PRIu64 " blob(s) (%s) and %" PRIu64 " staging file(s); kept %" PRIu64
-	       " unreferenced blob(s) younger than %llus\n",
-	       st.blobs_removed, sz, st.tmp_removed, st.blobs_young, grace);
+	       " blob(s) snapshots use and %" PRIu64 " unreferenced blob(s) younger than %llus\n",
+	       st.blobs_removed, sz, st.tmp_removed, st.blobs_in_use, st.blobs_young, grace);
 	return CLI_OK;
 }
 
@@ -967,18 +1070,42 @@ static const char *problem_word(enum ix_problem_kind k)
 struct check_ctx {
 	struct cli *cli;
 	bool verify_only;
+	json_t *problems; /* --json: each problem is appended here, nothing printed */
 };
+
+static bool problem_is_blob(enum ix_problem_kind k)
+{
+	return k == IX_PROBLEM_MISSING || k == IX_PROBLEM_SIZE || k == IX_PROBLEM_CORRUPT ||
+	       k == IX_PROBLEM_REFCOUNT || k == IX_PROBLEM_ORPHAN;
+}
+
+/* A problem as --json gives it (docs/cli.md). */
+static int json_problem(const struct ix_problem *p, json_t *arr)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "kind", json_string(problem_word(p->kind)));
+	json_object_set_new(o, "object", json_string(p->kind == IX_PROBLEM_LAZY ? "layer" :
+						     problem_is_blob(p->kind) ? "blob" : "snapshot"));
+	json_object_set_new(o, "id", id_json(&p->id));
+	json_object_set_new(o, "error", json_boolean(p->error));
+	json_object_set_new(o, "detail", json_string(p->detail ? p->detail : ""));
+	json_object_set_new(o, "action", p->action ? json_string(p->action) : json_null());
+	if (p->tag)
+		json_object_set_new(o, "tag", json_string(p->tag));
+	return json_array_append_new(arr, o) < 0 ? -ENOMEM : 0;
+}
 
 static int print_problem(const struct ix_problem *p, void *arg)
 {
 	struct check_ctx *c = arg;
 	char hex[ST_ID_HEX_LEN + 1];
-	bool blob = p->kind == IX_PROBLEM_MISSING || p->kind == IX_PROBLEM_SIZE ||
-		    p->kind == IX_PROBLEM_CORRUPT || p->kind == IX_PROBLEM_REFCOUNT ||
-		    p->kind == IX_PROBLEM_ORPHAN;
+	bool blob = problem_is_blob(p->kind);
 
 	if (c->verify_only && !p->error)
 		return 0;
+	if (c->problems)
+		return json_problem(p, c->problems);
 	st_id_format(&p->id, hex);
 	if (p->kind == IX_PROBLEM_LAZY) /* always shown: what fsck could not check */
 		printf("%s: layer %s: %s\n", problem_word(p->kind), hex, cli_esc(p->detail));
@@ -993,6 +1120,7 @@ static int print_problem(const struct ix_problem *p, void *arg)
 struct lacking_ctx {
 	struct taglist tags;
 	uint64_t n;
+	json_t *json;
 };
 
 static int print_lacking(const st_id *id, uint32_t missing, uint32_t nlayers, void *arg)
@@ -1000,6 +1128,18 @@ static int print_lacking(const st_id *id, uint32_t missing, uint32_t nlayers, vo
 	struct lacking_ctx *l = arg;
 	char hex[ST_ID_HEX_LEN + 1], tags[512];
 
+	if (l->json) {
+		json_t *o = json_object(), *tarr = json_array();
+		for (size_t i = 0; i < l->tags.n; i++)
+			if (st_id_equal(&l->tags.v[i].id, id))
+				json_array_append_new(tarr, json_string(l->tags.v[i].name));
+		json_object_set_new(o, "id", id_json(id));
+		json_object_set_new(o, "tags", tarr);
+		json_object_set_new(o, "missing_layers", json_integer(missing));
+		json_object_set_new(o, "layers", json_integer(nlayers));
+		l->n++;
+		return json_array_append_new(l->json, o) < 0 ? -ENOMEM : 0;
+	}
 	st_id_format(id, hex);
 	tags_of(&l->tags, id, tags, sizeof(tags));
 	printf("lacking: snapshot %s (tags: %s) lacks %" PRIu32 " of %" PRIu32 " layer(s)\n", hex, tags, missing,
@@ -1009,9 +1149,9 @@ static int print_lacking(const st_id *id, uint32_t missing, uint32_t nlayers, vo
 }
 
 /* After a repair: the snapshots still lacking layers, and how to heal them. */
-static int report_lacking(struct cli *cli, struct open_store *o)
+static int report_lacking(struct cli *cli, struct open_store *o, json_t *json)
 {
-	struct lacking_ctx l = { 0 };
+	struct lacking_ctx l = { .json = json };
 	struct ix_txn *t;
 	int rc = ix_txn_begin(o->ix, &t);
 
@@ -1026,67 +1166,110 @@ static int report_lacking(struct cli *cli, struct open_store *o)
 		cli_err(cli, "cannot list the snapshots lacking layers: %s", cli_store_strerror(rc));
 		return CLI_FAIL;
 	}
-	if (l.n)
+	if (l.n && !json)
 		printf("%" PRIu64 " snapshot(s) lack layers; to heal one, import a copy that holds those layers\n"
 		       "(an earlier 'strata export' of it, or a 'cp -r' of a mount's snapshots/NAME):\n"
 		       "  strata --store %s import DIR\n", l.n, cli->store);
 	return CLI_OK;
 }
 
-static int run_repair(struct cli *cli, unsigned flags)
+/* fsck's and verify's counts, for --json (docs/cli.md). */
+static json_t *fsck_json(const struct ix_fsck_stats *st, json_t *problems)
 {
-	struct check_ctx cc = { .cli = cli };
+	return json_pack("{sIsIsIsIsIsIso}", "snapshots", (json_int_t)st->snapshots, "blobs", (json_int_t)st->blobs,
+			 "bytes_hashed", (json_int_t)st->bytes_hashed, "orphans", (json_int_t)st->orphans, "lazy",
+			 (json_int_t)st->lazy, "errors", (json_int_t)st->errors, "problems", problems);
+}
+
+static int run_repair(struct cli *cli, unsigned flags, bool json)
+{
+	json_t *problems = json ? json_array() : NULL, *exposed = json ? json_array() : NULL;
+	json_t *lacking = json ? json_array() : NULL;
+	struct check_ctx cc = { .cli = cli, .problems = problems };
 	struct ix_fsck_stats st;
 	struct open_store o;
 	int rc;
 
 	if ((rc = open_store(cli, true, &o)) != CLI_OK)
-		return rc;
+		goto out_free;
 	rc = ix_fsck(o.ix, flags | IX_FSCK_REPAIR, print_problem, &cc, &st);
-	if (rc >= 0 && cli_store_exposed(cli, o.s, ST_PERM_CHECK_FIX) < 0) {
+	if (rc >= 0 && cli_store_exposed(cli, o.s, ST_PERM_CHECK_FIX, exposed) < 0) {
 		close_store(&o);
-		return CLI_FAIL;
+		rc = CLI_FAIL;
+		goto out_free;
 	}
 	if (rc < 0) {
 		close_store(&o);
 		cli_err(cli, "repair of store %s stopped: %s (what was done is safe; run it again)", cli->store,
 			cli_store_strerror(rc));
-		return CLI_FAIL;
+		rc = CLI_FAIL;
+		goto out_free;
 	}
-	printf("%" PRIu64 " snapshot(s), %" PRIu64 " referenced blob(s): %" PRIu64 " problem(s) found, %" PRIu64
-	       " repaired, %" PRIu64 " left\n", st.snapshots, st.blobs, st.errors, st.repaired, st.remaining);
-	rc = report_lacking(cli, &o);
+	if (!json)
+		printf("%" PRIu64 " snapshot(s), %" PRIu64 " referenced blob(s): %" PRIu64 " problem(s) found, %" PRIu64
+		       " repaired, %" PRIu64 " left\n", st.snapshots, st.blobs, st.errors, st.repaired, st.remaining);
+	rc = report_lacking(cli, &o, lacking);
 	close_store(&o);
 	if (rc != CLI_OK)
-		return rc;
+		goto out_free;
+	if (json) {
+		json_t *root = fsck_json(&st, problems);
+		problems = NULL;
+		json_object_set_new(root, "repaired", json_integer((json_int_t)st.repaired));
+		json_object_set_new(root, "remaining", json_integer((json_int_t)st.remaining));
+		json_object_set_new(root, "exposed", exposed);
+		json_object_set_new(root, "lacking", lacking);
+		exposed = lacking = NULL;
+		if (cli_json_put(root) < 0)
+			return CLI_FAIL;
+	}
 	if (st.remaining) {
 		cli_err(cli, "store %s still has %" PRIu64 " problem(s) after repair", cli->store, st.remaining);
 		return CLI_CORRUPT;
 	}
 	return CLI_OK;
+out_free:
+	json_decref(problems);
+	json_decref(exposed);
+	json_decref(lacking);
+	return rc;
 }
 
-static int run_check(struct cli *cli, unsigned flags, bool verify_only)
+static int run_check(struct cli *cli, unsigned flags, bool verify_only, bool json)
 {
-	struct check_ctx cc = { .cli = cli, .verify_only = verify_only };
+	json_t *problems = json ? json_array() : NULL, *exposed = json && !verify_only ? json_array() : NULL;
+	struct check_ctx cc = { .cli = cli, .verify_only = verify_only, .problems = problems };
 	struct ix_fsck_stats st;
 	struct open_store o;
 	char sz[32];
 	int rc;
 
-	if ((rc = open_store(cli, false, &o)) != CLI_OK)
+	if ((rc = open_store(cli, false, &o)) != CLI_OK) {
+		json_decref(problems);
+		json_decref(exposed);
 		return rc;
+	}
 	rc = ix_fsck(o.ix, flags, print_problem, &cc, &st);
 	/* Who can read it: a warning, not a problem (the store is consistent;
 	 * it is exposed). fsck --repair sets the modes. */
-	if (rc >= 0 && !verify_only && cli_store_exposed(cli, o.s, 0) < 0) {
-		close_store(&o);
+	bool failed = rc >= 0 && !verify_only && cli_store_exposed(cli, o.s, 0, exposed) < 0;
+	close_store(&o);
+	if (failed || rc < 0) {
+		if (rc < 0)
+			cli_err(cli, "cannot check store %s: %s", cli->store, cli_store_strerror(rc));
+		json_decref(problems);
+		json_decref(exposed);
 		return CLI_FAIL;
 	}
-	close_store(&o);
-	if (rc < 0) {
-		cli_err(cli, "cannot check store %s: %s", cli->store, cli_store_strerror(rc));
-		return CLI_FAIL;
+	if (json) {
+		json_t *root = fsck_json(&st, problems);
+		if (exposed)
+			json_object_set_new(root, "exposed", exposed);
+		if (cli_json_put(root) < 0)
+			return CLI_FAIL;
+		if (st.errors)
+			cli_err(cli, "store %s has %" PRIu64 " problem(s)", cli->store, st.errors);
+		return st.errors ? CLI_CORRUPT : CLI_OK;
 	}
 	fmt_size(sz, sizeof(sz), st.bytes_hashed);
 	char lazy[96] = "";
@@ -1105,22 +1288,25 @@ static int run_check(struct cli *cli, unsigned flags, bool verify_only)
 static void verify_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata [--store DIR] verify [TAG|ID|SNAPSHOT_DIR...]\n"
+		"usage: strata [--store DIR] verify [--json] [TAG|ID|SNAPSHOT_DIR...]\n"
 		"\n"
 		"Without arguments: re-hash every layer blob a snapshot in the store\n"
 		"references and check it is present with the right size. With arguments:\n"
 		"only those snapshots' layers, or a snapshot directory (an export, a copy,\n"
 		"a mount's snapshots/NAME: its manifest is parsed strictly and every layer\n"
 		"file is hashed against its name). Names each bad blob or file; exit status\n"
-		"4 if any, 3 if a snapshot or directory does not exist.\n");
+		"4 if any, 3 if a snapshot or directory does not exist.\n"
+		"\n"
+		"  --json  print one JSON object (docs/cli.md)\n");
 }
 
 /* Verify one snapshot of the store: every layer present, right size, right
  * hash; a lazy layer is reported as lazy, with what of it is present (each
  * chunk was checked against the layer's chunk index when it was fetched;
  * the whole layer is checked against its id when it is complete). */
-static int verify_snapshot(struct cli *cli, struct open_store *o, const char *ref, uint64_t *bad)
+static int verify_snapshot(struct cli *cli, struct open_store *o, const char *ref, uint64_t *bad, json_t *json)
 {
+	json_t *probs = json ? json_array() : NULL, *lazies = json ? json_array() : NULL;
 	struct st_manifest *m = NULL;
 	struct ix_lazy_info li;
 	struct ix_txn *t;
@@ -1135,8 +1321,11 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 	if (rc == 0)
 		rc = ix_snap_get(t, &id, &m);
 	ix_txn_end(t);
-	if (rc < 0)
+	if (rc < 0) {
+		json_decref(probs);
+		json_decref(lazies);
 		return report_ref(cli, ref, rc);
+	}
 	struct ix_lazy *lz = lazy_state(o);
 	for (uint32_t i = 0; i < m->nlayers; i++) {
 		uint64_t size = 0;
@@ -1144,6 +1333,12 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 		rc = st_blob_size(o->s, &m->layers[i].id, &size);
 		if (rc == -ENOENT && lazy_layer(lz, &m->layers[i].id, &li) == 1) {
 			nlazy++;
+			if (json) {
+				json_array_append_new(lazies, json_pack("{sssIsIss}", "layer", hex, "chunks",
+									(json_int_t)li.chunks, "present",
+									(json_int_t)li.present, "origin", li.origin));
+				continue;
+			}
 			fmt_lazy(lazy, sizeof(lazy), li.present, li.chunks);
 			printf("%s: layer %s: %s from %s (each checked against its chunk index when fetched)\n",
 			       cli_esc(ref), hex, lazy, cli_esc(li.origin));
@@ -1154,13 +1349,22 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 		if (rc == 0)
 			rc = st_blob_verify(o->s, &m->layers[i].id);
 		if (rc < 0) {
+			const char *what = rc == -ENOENT ? "missing" : rc == ST_ELAYOUT ? "wrong size" : st_strerror(rc);
 			(*bad)++;
-			printf("%s: layer %s: %s\n", cli_esc(ref), hex,
-			       rc == -ENOENT ? "missing" : rc == ST_ELAYOUT ? "wrong size" : st_strerror(rc));
+			if (json)
+				json_array_append_new(probs, json_pack("{ssss}", "layer", hex, "problem", what));
+			else
+				printf("%s: layer %s: %s\n", cli_esc(ref), hex, what);
 		}
 	}
 	ix_lazy_close(lz);
-	if (nlazy)
+	if (json) {
+		char idhex[ST_ID_HEX_LEN + 1];
+		st_id_format(&id, idhex);
+		json_array_append_new(json, json_pack("{sssssssIsoso}", "name", ref, "kind", "snapshot", "id", idhex,
+						      "layers", (json_int_t)m->nlayers, "lazy", lazies, "problems",
+						      probs));
+	} else if (nlazy)
 		printf("%s: %u layer(s) checked, %u of them lazy\n", cli_esc(ref), m->nlayers, nlazy);
 	else
 		printf("%s: %u layer(s) checked\n", cli_esc(ref), m->nlayers);
@@ -1169,7 +1373,7 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 }
 
 /* Verify a snapshot directory: strict manifest, every layer file's bytes. */
-static int verify_dir(struct cli *cli, const char *dir, uint64_t *bad)
+static int verify_dir(struct cli *cli, const char *dir, uint64_t *bad, json_t *json)
 {
 	struct st_manifest *m = NULL;
 	char why[ST_WHY_LEN] = "";
@@ -1181,7 +1385,15 @@ static int verify_dir(struct cli *cli, const char *dir, uint64_t *bad)
 	}
 	if (rc == 0)
 		rc = st_snapdir_verify(dir, m, why, sizeof(why));
-	if (rc < 0) {
+	if (json) {
+		json_t *probs = json_array();
+		if (rc < 0) {
+			(*bad)++;
+			json_array_append_new(probs, json_pack("{ss}", "problem", why[0] ? why : st_strerror(rc)));
+		}
+		json_array_append_new(json, json_pack("{sssssIso}", "name", dir, "kind", "directory", "layers",
+						      (json_int_t)(m ? m->nlayers : 0), "problems", probs));
+	} else if (rc < 0) {
 		(*bad)++;
 		printf("%s: %s\n", cli_esc(dir), cli_esc(why[0] ? why : st_strerror(rc)));
 	} else {
@@ -1193,32 +1405,40 @@ static int verify_dir(struct cli *cli, const char *dir, uint64_t *bad)
 
 int cmd_verify(struct cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' }, { 0 } };
 	struct open_store o = { 0 };
 	uint64_t bad = 0;
+	bool json = false;
 	int c, status = CLI_OK;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'j': json = true; break;
 		case 'h': verify_usage(stdout); return CLI_OK;
 		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (optind == argc)
-		return run_check(cli, IX_FSCK_HASH, true);
+		return run_check(cli, IX_FSCK_HASH, true, json);
+	json_t *targets = json ? json_array() : NULL;
 	for (int a = optind; a < argc && status == CLI_OK; a++) {
 		struct stat st;
 		if (strchr(argv[a], '/') || (stat(argv[a], &st) == 0 && S_ISDIR(st.st_mode))) {
-			status = verify_dir(cli, argv[a], &bad);
+			status = verify_dir(cli, argv[a], &bad, targets);
 			continue;
 		}
 		if (!o.ix && (status = open_store(cli, false, &o)) != CLI_OK)
 			break;
-		status = verify_snapshot(cli, &o, argv[a], &bad);
+		status = verify_snapshot(cli, &o, argv[a], &bad, targets);
 	}
 	close_store(&o);
-	if (status != CLI_OK)
+	if (status != CLI_OK) {
+		json_decref(targets);
 		return status;
+	}
+	if (json && cli_json_put(json_pack("{sIso}", "errors", (json_int_t)bad, "targets", targets)) < 0)
+		return CLI_FAIL;
 	if (bad) {
 		cli_err(cli, "verify: %llu problem(s) found", (unsigned long long)bad);
 		return CLI_CORRUPT;
@@ -1229,7 +1449,7 @@ int cmd_verify(struct cli *cli, int argc, char **argv)
 static void fsck_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata [--store DIR] fsck [--quick] [--repair]\n"
+		"usage: strata [--store DIR] fsck [--quick] [--repair] [--json]\n"
 		"\n"
 		"Check the index against the blob files: snapshot records, missing and\n"
 		"corrupt blobs, refcounts, parent/children lists, tags. Orphan blobs (no\n"
@@ -1243,22 +1463,24 @@ static void fsck_usage(FILE *f)
 		"            refcounts, children lists and dangling tags are fixed, exposed\n"
 		"            paths get the store's mode; then\n"
 		"            lists the snapshots lacking layers ('strata import' of a copy\n"
-		"            heals them). Exit 0 if the store is consistent afterwards, 4 if not.\n");
+		"            heals them). Exit 0 if the store is consistent afterwards, 4 if not.\n"
+		"  --json    print one JSON object (docs/cli.md)\n");
 }
 
 int cmd_fsck(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "quick", no_argument, NULL, 'q' }, { "repair", no_argument, NULL, 'r' },
-		{ "help", no_argument, NULL, 'h' }, { 0 } };
+		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' }, { 0 } };
 	unsigned flags = IX_FSCK_HASH;
-	bool repair = false;
+	bool repair = false, json = false;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "qrh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'q': flags &= ~(unsigned)IX_FSCK_HASH; break;
 		case 'r': repair = true; break;
+		case 'j': json = true; break;
 		case 'h': fsck_usage(stdout); return CLI_OK;
 		default: return cli_usage_hint(argv[0]);
 		}
@@ -1267,7 +1489,7 @@ int cmd_fsck(struct cli *cli, int argc, char **argv)
 		cli_err(cli, "fsck: unexpected argument '%s'", argv[optind]);
 		return CLI_USAGE;
 	}
-	return repair ? run_repair(cli, flags) : run_check(cli, flags, false);
+	return repair ? run_repair(cli, flags, json) : run_check(cli, flags, false, json);
 }
 
 /* ------------------------------------------------------------------ export, import */

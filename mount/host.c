@@ -77,6 +77,13 @@ int cli_host_open(struct cli *cli)
 		cli_err(cli, "%s", err.message);
 		return CLI_FAIL;
 	}
+	/* auto fell back: say so once per command, and how to choose the
+	 * process backend outright (which says nothing). On a terminal, or
+	 * with -v: what a script captures of stderr stays as it was. */
+	if (cli->backend == VMM_BACKEND_AUTO && (cli->verbose || isatty(STDERR_FILENO)) &&
+	    vmm_backend_resolve(cli->host, VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS && vmm_kvm_check(&err) < 0)
+		fprintf(stderr, "strata: note: sandboxes run on the process backend, KVM cannot be used here (%s); "
+			"--backend process or STRATA_BACKEND=process chooses it without this note\n", err.message);
 	return CLI_OK;
 }
 

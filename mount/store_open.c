@@ -1,10 +1,12 @@
 /* store_open.c: the one way a command opens the store and its index, with the messages a person can act on. */
 #include <errno.h>
+#include <jansson.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "index/index.h"
@@ -87,6 +89,14 @@ int cli_store_open_flags(const struct cli *cli, unsigned flags, struct st_store 
 			cli->store, cli->store);
 		return CLI_NOTFOUND;
 	}
+	struct stat sb;
+	if ((rc == -EACCES || rc == -EPERM) && stat(cli->store, &sb) == 0 && sb.st_uid != geteuid()) {
+		cli_err(cli, "cannot open store %s: permission denied: it belongs to uid %lu (mode %04o), and a store "
+			"is readable by its owner only unless made with 'strata init --shared GROUP' "
+			"(docs/security.md, \"Who can read a store\")", cli->store, (unsigned long)sb.st_uid,
+			(unsigned)(sb.st_mode & 07777));
+		return CLI_FAIL;
+	}
 	if (rc < 0) {
 		cli_err(cli, "cannot open store %s: %s", cli->store, st_strerror(rc));
 		return CLI_FAIL;
@@ -110,12 +120,22 @@ int cli_store_open_flags(const struct cli *cli, unsigned flags, struct st_store 
 struct exposed_ctx {
 	const char *store;
 	uint64_t n;
+	json_t *json;
 };
 
 static int print_exposed(const struct st_exposed *e, void *arg)
 {
 	struct exposed_ctx *c = arg;
+	char mode[8], want[8];
 
+	if (c->json) { /* every one, not the first CLI_EXPOSED_SHOWN */
+		c->n++;
+		snprintf(mode, sizeof(mode), "%04o", (unsigned)e->mode);
+		snprintf(want, sizeof(want), "%04o", (unsigned)e->want);
+		return json_array_append_new(c->json, json_pack("{sssbsssssb}", "path", e->path, "directory", e->dir,
+								 "mode", mode, "store_mode", want, "fixed",
+								 e->fixed)) < 0 ? -ENOMEM : 0;
+	}
 	if (c->n++ < CLI_EXPOSED_SHOWN)
 		printf("exposed: %s%s%s: %s mode %04o lets other users read it%s%04o\n", cli_esc(c->store),
 		       strcmp(e->path, ".") ? "/" : "", strcmp(e->path, ".") ? cli_esc(e->path) : "",
@@ -124,9 +144,9 @@ static int print_exposed(const struct st_exposed *e, void *arg)
 	return 0;
 }
 
-long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags)
+long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags, json_t *json)
 {
-	struct exposed_ctx c = { .store = st_store_path(s) };
+	struct exposed_ctx c = { .store = st_store_path(s), .json = json };
 	uint64_t n = 0;
 	gid_t g;
 	bool shared = st_store_shared(s, &g);
@@ -136,7 +156,7 @@ long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned 
 		cli_err(cli, "cannot check who can read store %s: %s", cli->store, cli_store_strerror(rc));
 		return rc;
 	}
-	if (n > CLI_EXPOSED_SHOWN)
+	if (n > CLI_EXPOSED_SHOWN && !json)
 		printf("exposed: ... and %" PRIu64 " more\n", n - CLI_EXPOSED_SHOWN);
 	if (n && !(flags & ST_PERM_CHECK_FIX)) {
 		if (shared)
@@ -151,4 +171,27 @@ long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned 
 				cli->store, cli->store);
 	}
 	return (long long)n;
+}
+
+int cli_pull_tag_check(const struct cli *cli, struct ix *ix, const char *tag, const char *origin, bool force)
+{
+	char have[IX_ORIGIN_MAX + 1], hex[ST_ID_HEX_LEN + 1];
+	struct ix_txn *t;
+	st_id id;
+	int rc;
+
+	if (!tag || force || ix_txn_begin(ix, &t) < 0)
+		return CLI_OK;
+	rc = ix_tag_get(t, tag, &id);
+	ix_txn_end(t);
+	if (rc < 0)
+		return CLI_OK; /* a new tag */
+	rc = ix_snap_origin(ix, &id, have, sizeof(have));
+	if (rc == 0 && strcmp(have, origin) == 0)
+		return CLI_OK; /* the same repository: an update, checked when its manifest is in */
+	st_id_format(&id, hex);
+	cli_err(cli, "pull: tag '%s' already names snapshot %s%s%s, not one from %s; nothing was fetched "
+		"(use --tag NAME to keep both, or --force to move it)", tag, hex, rc == 0 ? " from " : "",
+		rc == 0 ? have : " (made here)", origin);
+	return CLI_FAIL;
 }

@@ -1,4 +1,6 @@
 /* text.c: print text that came from a snapshot or a guest with its control characters escaped. */
+#include <errno.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -127,4 +129,16 @@ void cli_vputs_escaped(FILE *f, const char *fmt, va_list ap)
 	free(e);
 	if (msg != small)
 		free(msg);
+}
+
+int cli_json_put(json_t *root)
+{
+	char *s = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII) : NULL;
+
+	json_decref(root);
+	if (!s)
+		return -ENOMEM;
+	puts(s);
+	free(s);
+	return 0;
 }

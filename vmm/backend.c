@@ -179,6 +179,15 @@ int vmm_backend_parse(const char *name, enum vmm_backend_kind *out)
 	return -EINVAL;
 }
 
+int vmm_process_check(struct vmm_error *err)
+{
+	char why[160];
+
+	if (vmm_proc_probe(why, sizeof(why)) < 0)
+		return vmm_fail(err, VMM_E_NO_BACKEND, "%s", why);
+	return 0;
+}
+
 /* What AUTO means with no host choosing: KVM where /dev/kvm works. */
 static enum vmm_backend_kind machine_kind(void)
 {

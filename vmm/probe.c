@@ -59,6 +59,16 @@ int vmm_kvm_diagnose(const struct vmm_kvm_facts *f, struct vmm_error *err)
 					    : "this machine offers no hardware virtualization (no vmx/svm)");
 	case EACCES:
 	case EPERM:
+		/* Joining the group helps only where the group may read and
+		 * write the device, and never by joining root. */
+		if ((f->dev_mode & 060u) != 060u || !f->dev_group[0] || strcmp(f->dev_group, "root") == 0)
+			return vmm_fail(err, VMM_E_KVM_DENIED,
+					"permission denied opening /dev/kvm (mode %03o, group %s): %s; a udev rule "
+					"KERNEL==\"kvm\", GROUP=\"kvm\", MODE=\"0660\" and joining kvm would "
+					"grant it, or use --backend process (no KVM needed)",
+					f->dev_mode & 0777u, f->dev_group[0] ? f->dev_group : "?",
+					(f->dev_mode & 060u) != 060u ? "only its owner may open it"
+								     : "joining root grants far more");
 		return vmm_fail(err, VMM_E_KVM_DENIED,
 				"permission denied opening /dev/kvm (mode %03o, group %s): add the "
 				"user to that group (usermod -aG %s USER, then log in again) or run "

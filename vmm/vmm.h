@@ -272,6 +272,9 @@ void vmm_sandbox_memory(const struct vmm_sandbox *sb, uint8_t **mem, uint64_t *s
  * later calls cost nothing. Thread-safe.
  */
 int vmm_kvm_check(struct vmm_error *err);
+/* 0 if the process backend can run sandboxes here (memfd_create and
+ * seccomp filters), else VMM_E_NO_BACKEND with why in err (may be NULL). */
+int vmm_process_check(struct vmm_error *err);
 
 /* The oldest kernel strata supports (docs/restore.md: what each fallback needs). */
 #define VMM_KERNEL_MIN_MAJOR 5

@@ -121,7 +121,7 @@ st "$L" show lz --json >"$T/out"
 chunks=$(jq_of '.lazy.chunks')
 is "show --json: the lazy layers, their chunks, none present yet" \
 	"$(jq_of '[.lazy.present, (.lazy.layers | length), .lazy.layers[0].origin] | join(" ")')" "0 1 $R/c/lazy"
-check "ls: the lazy snapshot's row says how much of it is here" 0 "^lz .*  lazy: 0 of $chunks chunks present\$" -- \
+check "ls: the lazy snapshot's row says how much of it is here" 0 "^lz .*  lazy: 0 of $chunks chunks present  from $R/c/lazy\$" -- \
 	st "$L" ls
 check "show: a lazy line naming the registry" 0 "^lazy      1 layer\\(s\\) from $R/c/lazy, 0 of $chunks chunks present" -- \
 	st "$L" show lz

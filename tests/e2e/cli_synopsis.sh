@@ -10,13 +10,13 @@ S=$T/store
 # The synopses this script runs; a synopsis added to docs/cli.md without a case here fails.
 tested=(
 	'strata init [--sync full|none] [--shared GROUP]'
-	'strata ls [--tree]'
+	'strata ls [--tree | --json]'
 	'strata show TAG|ID [--json]'
 	'strata tag'
 	'strata rm TAG|ID...'
-	'strata gc [--grace SECONDS]'
-	'strata verify [TAG|ID|SNAPSHOT_DIR...]'
-	'strata fsck [--quick] [--repair]'
+	'strata gc [--grace SECONDS] [--json]'
+	'strata verify [--json] [TAG|ID|SNAPSHOT_DIR...]'
+	'strata fsck [--quick] [--repair] [--json]'
 	'strata export TAG|ID DIR'
 	'strata export --oci DIR [TAG|ID...]'
 	'strata import DIR [--tag NAME] [--force]'
@@ -29,7 +29,7 @@ tested=(
 	'strata pool TARGET [-n N] [--verify] [--via-fuse] [--map-files] [--backend B] [--call FN [--] [ARGS...]]'
 	'strata wasm build MODULE.wasm -o GUEST.elf [--sig NAME=SIG]... [--keep]'
 	'strata calibrate [--output FILE] [--guest GUEST.elf] [--backend B]'
-	'strata doctor [--need kvm]'
+	'strata doctor [--need kvm] [--json]'
 	'strata help [COMMAND]'
 )
 ok "every synopsis in docs/cli.md has a case here" bash -c '
@@ -41,6 +41,7 @@ ok "init --sync full --shared GROUP (a group of the caller's)" st "$T/shared" in
 ok "debug ingest IMAGE --parent --tag --force (options after IMAGE)" bash -c \
 	"st '$S' debug ingest '$T/img' --tag base >/dev/null && st '$S' debug ingest '$T/img' --parent base --tag child --force >/dev/null"
 ok "ls --tree" bash -c "st '$S' ls --tree | grep -q child"
+ok "ls --json" bash -c "st '$S' ls --json | jq -e '.[0].id' >/dev/null"
 ok "show TAG --json" bash -c "st '$S' show child --json | jq -e .id >/dev/null"
 ok "tag" bash -c "st '$S' tag | grep -q '^base'"
 ok "export TAG DIR" st "$S" export base "$T/exp"
@@ -54,8 +55,11 @@ ok "pull [OPTIONS] REGISTRY/REPOSITORY:TAG parses and fails for the connection" 
 	"st '$S' pull --insecure 127.0.0.1:9/strata/x:t >/dev/null 2>&1; test \$? -eq 1"
 ok "verify TAG SNAPSHOT_DIR" st "$S" verify again "$T/exp"
 ok "fsck --quick" st "$S" fsck --quick
+ok "fsck --quick --json" bash -c "st '$S' fsck --quick --json | jq -e '.errors == 0' >/dev/null"
+ok "verify --json TAG" bash -c "st '$S' verify --json again | jq -e '.errors == 0' >/dev/null"
 ok "rm TAG TAG" st "$S" rm again child
 ok "gc --grace SECONDS" st "$S" gc --grace 0
+ok "gc --grace SECONDS --json" bash -c "st '$S' gc --grace 0 --json | jq -e .blobs_in_use >/dev/null"
 mkdir -p "$T/mnt"
 ok "mount STORE MOUNTPOINT with every option after the arguments" \
 	"$STRATA" mount "$S" "$T/mnt" -o ro --log "$T/mount.log" --read-mode cached --stage-timeout 30 --stage-memory 32 --poll-ms 100 --threads 2
@@ -74,6 +78,7 @@ ok "-s DIR after the name" bash -c "'$STRATA' tag -s '$S' | grep -q base"
 ok "a global flag's missing value is a usage error" bash -c "'$STRATA' ls --store; test \$? -eq 2"
 
 ok "doctor" bash -c "'$STRATA' doctor | grep -qi kvm"
+ok "doctor --json" bash -c "'$STRATA' doctor --json | jq -e '.checks.kvm' >/dev/null"
 ok "help [COMMAND]" bash -c "'$STRATA' help | grep -q '^usage: strata' && '$STRATA' help gc | grep -q '^usage: strata .*gc'"
 # Sandboxes run on the process backend where KVM is missing: only
 # `doctor --need kvm` needs KVM itself.

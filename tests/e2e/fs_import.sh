@@ -95,6 +95,12 @@ ok "rm -r removes a tag" bash -c "rm -r '$M/snapshots/cpa' && ! '$STRATA' --stor
 ok "rm -r: gone from the mount" not_listed "$M" cpa "$S"
 ok "mv renames a tag" bash -c "mv '$M/snapshots/rs' '$M/snapshots/rs2' && '$STRATA' --store '$S' tag | grep -q rs2"
 ok "mv: the new name reads" cmp "$M/memory/rs2" "$T/img"
+# the import a cp -r has just committed lingers under its name for a while: mv renames its tag
+ok "mv right after cp -r renames the new tag (not EBUSY)" bash -c "cp -r '$T/exp' '$M/snapshots/cpmv' &&
+	mv '$M/snapshots/cpmv' '$M/snapshots/cpmv2' && '$STRATA' --store '$S' tag | grep -q '^cpmv2 ' &&
+	! '$STRATA' --store '$S' tag | grep -q '^cpmv '"
+ok "... the old name is gone from the mount, the new one reads" bash -c \
+	"! ls '$M/snapshots' | grep -qx cpmv && cmp '$M/memory/cpmv2' '$T/img'"
 ok "mv onto an existing tag is refused" expect_fail "File exists" mv -T "$M/snapshots/tx" "$M/snapshots/cpr"
 
 # A full disk: a store on a 2 MiB tmpfs cannot take an 8 MiB layer.

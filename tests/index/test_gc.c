@@ -68,6 +68,22 @@ Test(gc, respects_the_grace_period)
 	cr_assert_not(st_blob_has(T.s, &old));
 }
 
+/* A young blob a snapshot references is kept because it is referenced, and
+ * counted so, not among the unreferenced ones the grace period keeps. */
+Test(gc, counts_referenced_blobs_apart_from_young_unreferenced_ones)
+{
+	unsigned seeds[] = { 1, 2, 3 };
+	commit_seeds(&T, seeds, 3, NULL, "a");
+	st_id loose = put_page(T.s, 99);
+	struct ix_gc_stats st;
+
+	cr_assert_eq(ix_gc(T.ix, 3600, &st), 0);
+	cr_assert_eq(st.blobs_removed, 0);
+	cr_assert_eq(st.blobs_young, 1, "only the loose blob is unreferenced and young");
+	cr_assert_geq(st.blobs_in_use, 3, "the snapshot's layers are kept as referenced");
+	cr_assert(st_blob_has(T.s, &loose));
+}
+
 Test(gc, removes_stale_staging_files)
 {
 	char path[600];

@@ -33,6 +33,14 @@ static void expect(const struct vmm_kvm_facts *f, int code, const char *needle)
 	cr_assert_str_neq(vmm_strerror(code), strerror(-code), "vmm_strerror names %d", code);
 }
 
+static void expect_not(const struct vmm_kvm_facts *f, const char *needle)
+{
+	struct vmm_error err;
+
+	vmm_kvm_diagnose(f, &err);
+	cr_assert_null(strstr(err.message, needle), "'%s' has '%s'", err.message, needle);
+}
+
 Test(vmm_probe, a_working_kvm_is_usable)
 {
 	struct vmm_kvm_facts f = good();
@@ -73,6 +81,17 @@ Test(vmm_probe, permission_denied_names_the_group_to_join)
 	expect(&f, VMM_E_KVM_DENIED, "mode 660");
 	snprintf(f.dev_group, sizeof(f.dev_group), "virt");
 	expect(&f, VMM_E_KVM_DENIED, "group virt");
+	/* A device only its owner may open: joining its group does not help. */
+	f.dev_mode = 0600;
+	snprintf(f.dev_group, sizeof(f.dev_group), "root");
+	expect(&f, VMM_E_KVM_DENIED, "mode 600, group root): only its owner may open it");
+	expect(&f, VMM_E_KVM_DENIED, "GROUP=\"kvm\", MODE=\"0660\"");
+	expect(&f, VMM_E_KVM_DENIED, "--backend process");
+	expect_not(&f, "usermod -aG root");
+	/* Group root with group access: not "join root" either. */
+	f.dev_mode = 0660;
+	expect(&f, VMM_E_KVM_DENIED, "joining root grants far more");
+	expect_not(&f, "usermod -aG root");
 }
 
 Test(vmm_probe, another_api_version_or_not_kvm_at_all)
