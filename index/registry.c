@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
+#include "index/curl_dl.h"
 #include <jansson.h>
 
 #include "store/array.h"
