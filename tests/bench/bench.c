@@ -68,6 +68,7 @@ static const struct bench_group groups[] = {
 	{ "oci", bench_oci, false },
 	{ "lazy", bench_lazy, false },
 	{ "alloc", bench_alloc, false },
+	{ "start", bench_start, false },
 	{ NULL, NULL, false },
 };
 _Static_assert(sizeof(groups) / sizeof(groups[0]) <= sizeof(((struct bench *)0)->seconds) / sizeof(double),

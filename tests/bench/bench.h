@@ -104,6 +104,7 @@ void bench_density(struct bench *b);  /* bench_cold.c */
 void bench_oci(struct bench *b);      /* bench_oci.c: push / pull through a loopback registry */
 void bench_lazy(struct bench *b);     /* bench_lazy.c: first result from a delayed registry, lazy or not */
 void bench_alloc(struct bench *b);    /* bench_alloc.c: the guest heap's malloc+free */
+void bench_start(struct bench *b);    /* bench_start.c: whole processes, strata's own start beside libc and lua5.4 */
 /* bench_oci.c: is prog on PATH; start docker-registry on a free loopback
  * port with its storage under dir (port_s gets the port, *pid the process). */
 bool bench_have(const char *prog);
