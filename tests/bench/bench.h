@@ -87,6 +87,11 @@ struct bench_group {
 
 /* The process backend's floor: one exit and resume of its child. */
 #define BENCH_FLOOR_PROCESS "floor/process_roundtrip"
+/* A first sandbox's floor, each backend's (bench_vmm.c): a bare VM made, run
+ * once and freed; a child spawned, one round trip, ended. A case naming the
+ * KVM one stands beside the process one on the process backend. */
+#define BENCH_FLOOR_FIRST "floor/kvm_first_sandbox"
+#define BENCH_FLOOR_PROCESS_FIRST "floor/process_first_sandbox"
 /* The backend the running group's sandboxes use (vmm.h), and which backend
  * the results recorded from now on name (AUTO: none). */
 enum vmm_backend_kind bench_backend(const struct bench *b);
