@@ -13,7 +13,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include <curl/curl.h>
+#include "index/curl_dl.h"
 #include <jansson.h>
 
 #include "store/array.h"

@@ -1,4 +1,4 @@
-/* guest_debug.c: where in a guest's source a fault happened (its ELF's symbols and DWARF lines, read with libdw). */
+/* guest_debug.c: where in a guest's source a fault happened (its ELF's symbols and DWARF lines, read with libdw, loaded on first use). */
 #include <elfutils/libdw.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -8,6 +8,51 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "store/dl.h"
+
+/* libdw (and the libelf under it) is loaded on the first fault report
+ * (store/dl.h), not at every command's start */
+static struct {
+	__typeof__(elf_version) *elf_version;
+	__typeof__(elf_begin) *elf_begin;
+	__typeof__(elf_end) *elf_end;
+	__typeof__(elf_kind) *elf_kind;
+	__typeof__(elf_nextscn) *elf_nextscn;
+	__typeof__(elf_getdata) *elf_getdata;
+	__typeof__(elf_strptr) *elf_strptr;
+	__typeof__(gelf_getshdr) *gelf_getshdr;
+	__typeof__(gelf_getsym) *gelf_getsym;
+	__typeof__(dwarf_begin_elf) *dwarf_begin_elf;
+	__typeof__(dwarf_end) *dwarf_end;
+	__typeof__(dwarf_addrdie) *dwarf_addrdie;
+	__typeof__(dwarf_getsrc_die) *dwarf_getsrc_die;
+	__typeof__(dwarf_linesrc) *dwarf_linesrc;
+	__typeof__(dwarf_lineno) *dwarf_lineno;
+} dwl;
+static const char *const dw_syms[] = {
+	"elf_version", "elf_begin", "elf_end", "elf_kind", "elf_nextscn", "elf_getdata", "elf_strptr",
+	"gelf_getshdr", "gelf_getsym", "dwarf_begin_elf", "dwarf_end", "dwarf_addrdie", "dwarf_getsrc_die",
+	"dwarf_linesrc", "dwarf_lineno",
+};
+_Static_assert(sizeof(dw_syms) / sizeof(dw_syms[0]) * sizeof(void *) == sizeof(dwl), "dw_syms names every member of dwl");
+/* STRATA_LIBDW: found when strata was configured (mount/meson.build) */
+static struct st_dl dw_dl = ST_DL_INIT(STRATA_LIBDW, dw_syms, &dwl, sizeof(dw_syms) / sizeof(dw_syms[0]));
+
+#define elf_version dwl.elf_version
+#define elf_begin dwl.elf_begin
+#define elf_end dwl.elf_end
+#define elf_kind dwl.elf_kind
+#define elf_nextscn dwl.elf_nextscn
+#define elf_getdata dwl.elf_getdata
+#define elf_strptr dwl.elf_strptr
+#define gelf_getshdr dwl.gelf_getshdr
+#define gelf_getsym dwl.gelf_getsym
+#define dwarf_begin_elf dwl.dwarf_begin_elf
+#define dwarf_end dwl.dwarf_end
+#define dwarf_addrdie dwl.dwarf_addrdie
+#define dwarf_getsrc_die dwl.dwarf_getsrc_die
+#define dwarf_linesrc dwl.dwarf_linesrc
+#define dwarf_lineno dwl.dwarf_lineno
 
 /* The function of the ELF's .symtab holding addr, or NULL. */
 static const char *symtab_function(Elf *e, uint64_t addr)
@@ -31,10 +76,9 @@ static const char *symtab_function(Elf *e, uint64_t addr)
 
 int cli_guest_where(const char *elf_path, uint64_t addr, char *buf, size_t len)
 {
-	int fd = open(elf_path, O_RDONLY | O_CLOEXEC);
-	int rc = 1;
+	int fd, rc = 1;
 
-	if (fd < 0)
+	if (st_dl_load(&dw_dl) < 0 || (fd = open(elf_path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -1;
 	elf_version(EV_CURRENT);
 	Elf *e = elf_begin(fd, ELF_C_READ, NULL);

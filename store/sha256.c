@@ -1,12 +1,56 @@
 /* sha256.c: SHA-256 for OCI digests and base64 for registry credentials (OpenSSL's libcrypto), and the "sha256:<hex>" spelling. */
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/evp.h>
 
+#include "store/dl.h"
 #include "store/store_int.h"
+
+/* libcrypto is loaded on the first digest (store/dl.h): mapping and relocating
+ * it at every process start costs more than a whole libc-only program */
+static struct {
+	__typeof__(EVP_MD_CTX_new) *ctx_new;
+	__typeof__(EVP_MD_CTX_free) *ctx_free;
+	__typeof__(EVP_sha256) *sha256;
+	__typeof__(EVP_DigestInit_ex) *init;
+	__typeof__(EVP_DigestUpdate) *update;
+	__typeof__(EVP_DigestFinal_ex) *final;
+	__typeof__(EVP_Digest) *digest;
+	__typeof__(EVP_DecodeBlock) *decode_block;
+} evp;
+static const char *const evp_syms[] = {
+	"EVP_MD_CTX_new", "EVP_MD_CTX_free", "EVP_sha256", "EVP_DigestInit_ex", "EVP_DigestUpdate",
+	"EVP_DigestFinal_ex", "EVP_Digest", "EVP_DecodeBlock",
+};
+_Static_assert(sizeof(evp_syms) / sizeof(evp_syms[0]) * sizeof(void *) == sizeof(evp), "evp_syms names every member of evp");
+/* STRATA_LIBCRYPTO: found when strata was configured (store/meson.build) */
+static struct st_dl evp_dl = ST_DL_INIT(STRATA_LIBCRYPTO, evp_syms, &evp, sizeof(evp_syms) / sizeof(evp_syms[0]));
+
+#define EVP_MD_CTX_new evp.ctx_new
+#define EVP_MD_CTX_free evp.ctx_free
+#define EVP_sha256 evp.sha256
+#define EVP_DigestInit_ex evp.init
+#define EVP_DigestUpdate evp.update
+#define EVP_DigestFinal_ex evp.final
+#define EVP_Digest evp.digest
+#define EVP_DecodeBlock evp.decode_block
+
+/* st_sha256_hash cannot fail, so a libcrypto that was there when strata was
+ * built and is gone now ends the process with the reason */
+static int evp_load(bool must)
+{
+	int rc = st_dl_load(&evp_dl);
+
+	if (rc < 0 && must) {
+		fprintf(stderr, "strata: SHA-256 needs libcrypto: %s\n", evp_dl.why);
+		abort();
+	}
+	return rc;
+}
 
 struct st_sha256 {
 	EVP_MD_CTX *ctx;
@@ -18,6 +62,10 @@ int st_sha256_new(struct st_sha256 **out)
 
 	if (!h)
 		return -ENOMEM;
+	if (evp_load(false) < 0) {
+		free(h);
+		return -ELIBACC;
+	}
 	h->ctx = EVP_MD_CTX_new();
 	if (!h->ctx || EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) != 1) {
 		st_sha256_free(h);
@@ -58,6 +106,7 @@ void st_sha256_hash(const void *buf, size_t len, uint8_t out[ST_SHA256_LEN])
 {
 	unsigned n = ST_SHA256_LEN;
 
+	evp_load(true);
 	EVP_Digest(buf, len, out, &n, EVP_sha256(), NULL);
 }
 
@@ -72,6 +121,8 @@ int st_base64_decode(const char *s, char **out, size_t *len)
 		n--, pad++;
 	if (pad > 2 || n % 4 == 1 || n > (size_t)INT_MAX / 2)
 		return -EINVAL;
+	if ((got = evp_load(false)) < 0)
+		return got;
 	full = (n + 3) / 4 * 4;
 	if (!(in = malloc(full + 1)) || !(o = malloc(full / 4 * 3 + 1))) {
 		free(in);

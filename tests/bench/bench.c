@@ -70,6 +70,7 @@ static const struct bench_group groups[] = {
 	{ "alloc", bench_alloc, false },
 	{ "wasm", bench_wasm, true },
 	{ "lua", bench_lua, false },
+	{ "start", bench_start, false },
 	{ NULL, NULL, false },
 };
 _Static_assert(sizeof(groups) / sizeof(groups[0]) <= sizeof(((struct bench *)0)->seconds) / sizeof(double),
@@ -341,6 +342,8 @@ int bench_run(struct bench *b, const struct bench_case *c)
 	/* Each backend's cases stand beside that backend's own floor. */
 	if (c->floor && b->backend == VMM_BACKEND_PROCESS && strstr(c->floor, "kvm_run_roundtrip"))
 		snprintf(floor, sizeof(floor), "%s", BENCH_FLOOR_PROCESS);
+	else if (c->floor && b->backend == VMM_BACKEND_PROCESS && strcmp(c->floor, BENCH_FLOOR_FIRST) == 0)
+		snprintf(floor, sizeof(floor), "%s", BENCH_FLOOR_PROCESS_FIRST);
 	else
 		snprintf(floor, sizeof(floor), "%s", c->floor ? c->floor : "");
 	if (!bench_selected(b, c->name))

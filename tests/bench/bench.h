@@ -91,6 +91,11 @@ struct bench_group {
 
 /* The process backend's floor: one exit and resume of its child. */
 #define BENCH_FLOOR_PROCESS "floor/process_roundtrip"
+/* A first sandbox's floor, each backend's (bench_vmm.c): a bare VM made, run
+ * once and freed; a child spawned, one round trip, ended. A case naming the
+ * KVM one stands beside the process one on the process backend. */
+#define BENCH_FLOOR_FIRST "floor/kvm_first_sandbox"
+#define BENCH_FLOOR_PROCESS_FIRST "floor/process_first_sandbox"
 /* The backend the running group's sandboxes use (vmm.h), and which backend
  * the results recorded from now on name (AUTO: none). */
 enum vmm_backend_kind bench_backend(const struct bench *b);
@@ -112,6 +117,7 @@ void bench_lazy(struct bench *b);     /* bench_lazy.c: first result from a delay
 void bench_alloc(struct bench *b);    /* bench_alloc.c: the guest heap's malloc+free */
 void bench_wasm(struct bench *b);     /* bench_wasm.c: a wasm module as a guest, natively, as a C guest */
 void bench_lua(struct bench *b);      /* bench_lua.c: one Lua request: restore + eval, lua5.4 per request, a host Lua state */
+void bench_start(struct bench *b);    /* bench_start.c: whole processes, strata's own start beside libc and lua5.4 */
 /* bench_oci.c: is prog on PATH; start docker-registry on a free loopback
  * port with its storage under dir (port_s gets the port, *pid the process). */
 bool bench_have(const char *prog);

@@ -261,7 +261,7 @@ static void cold_case(struct bench *b, const char *name, uint64_t heap, unsigned
 	struct cold_arg a = { .heap = heap, .flags = flags, .touch = touch };
 	struct bench_case c = {
 		.name = name,
-		.floor = FLOOR,
+		.floor = flags & F_FIRST ? BENCH_FLOOR_FIRST : FLOOR,
 		.setup = cold_setup,
 		.iter = cold_iter,
 		.teardown = cold_teardown,

@@ -7,7 +7,7 @@ T=$(mktemp -d /tmp/strata-e2e-lib.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..15"
+echo "1..16"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 
@@ -79,7 +79,7 @@ done
 # shellcheck disable=SC2086
 check "restore_loop links against libstrata.a" 0 '^built$' -- sh -c "cc $cflags -o '$T/restore_loop_static' \
 	'$SRC/docs/examples/restore_loop.c' \$(pkg-config --cflags strata) '$libdir/libstrata.a' \
-	\$(PKG_CONFIG_SYSROOT_DIR= pkg-config --libs libxxhash jansson libcrypto lmdb libcurl fuse3) -pthread -lrt && echo built"
+	\$(PKG_CONFIG_SYSROOT_DIR= pkg-config --libs libxxhash jansson lmdb fuse3) -pthread -lrt && echo built"
 
 # Running them needs a sandbox: KVM, or the process backend without it.
 export LD_LIBRARY_PATH=$libdir
@@ -96,4 +96,14 @@ check_kvm "thread_pool: 4 threads over 2 sandboxes, every call from the snapshot
 	'^100 calls on 2 sandboxes: every result 3, 0 differed, 0 failed$' -- "$T/thread_pool" "$T/snap" counter_next
 check_kvm "the statically linked restore_loop runs too" 0 'call 2: 3' -- \
 	sh -c "'$T/restore_loop_static' '$T/snap' counter_next 2 | tr '\n' ' '"
+# A host program that makes no registry call maps no TLS, HTTP or crypto
+# library: libstrata loads libcurl and libcrypto on first use (store/dl.h).
+# LD_DEBUG=files names every object the runtime linker loads, dlopen()ed ones too.
+no_tls_http() {
+	LD_DEBUG=files "$T/restore_loop" "$T/snap" counter_next 2 >/dev/null 2>"$T/ld.log" || { echo "restore_loop failed"; return 1; }
+	grep -q 'file=[^ ]*libstrata\.so' "$T/ld.log" || { echo "libstrata.so not loaded"; return 1; }
+	loaded=$(grep -oE 'file=[^ ]*(curl|ssl|gnutls|crypto|nghttp|ssh2|krb5|ldap|rtmp)[^ ]*' "$T/ld.log" | sort -u | tr '\n' ' ')
+	echo "${loaded:-none} ($(grep -c 'file=.*\[0\];  generating link map' "$T/ld.log") objects)"
+}
+check_kvm "restore_loop (no registry call) loads no TLS, HTTP or crypto library" 0 '^none ' -- no_tls_http
 [ "$fails" -eq 0 ]
