@@ -83,6 +83,7 @@ struct fs_config {
 	/* Lazy layers (docs/lazy.md): the CA bundle and credentials for the
 	 * registries their chunks come from (creds may be NULL: anonymous). */
 	const char *cacert;
+	const char *const *certs_d; /* roots of certs.d/HOST[:PORT]/ directories, or NULL */
 	int (*creds)(void *ctx, const char *host, char **user, char **pass);
 	void *creds_ctx;
 	/* Called once the mount is live, before serving (may be NULL): the

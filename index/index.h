@@ -405,11 +405,23 @@ enum ix_oci_event_kind {
 	IX_OCI_BLOB_SKIP,   /* the other side had it */
 	IX_OCI_MANIFEST,    /* a manifest was written / read */
 };
+/* What a blob is to the snapshot. */
+enum ix_oci_blob_kind {
+	IX_OCI_LAYER,       /* a strata layer */
+	IX_OCI_CONFIG,      /* the strata manifest (the OCI config) */
+	IX_OCI_CHUNKS,      /* a layer's chunk index (docs/lazy.md) */
+	IX_OCI_MANIFEST_BLOB, /* an OCI manifest (IX_OCI_MANIFEST events) */
+};
+/* Events come in order per blob: BEGIN, BYTES with done growing (never the
+ * same done twice), END; or SKIP alone; one blob at a time. A registry
+ * upload's BYTES (ix_registry_opts.prog) do not know index, count or what:
+ * they belong to the blob of the last BEGIN. */
 struct ix_oci_event {
 	enum ix_oci_event_kind kind;
 	const uint8_t *sha256;
 	uint64_t size, done;
 	uint32_t index, count;   /* blob index and blobs in this transfer */
+	enum ix_oci_blob_kind what;
 };
 struct ix_oci_progress {
 	void (*cb)(void *ctx, const struct ix_oci_event *ev);
@@ -433,6 +445,9 @@ struct ix_oci_sink {
 			    const char *tag, char *why, size_t whylen);
 	/* Chunk size of the chunk indexes written (index/lazy.h; 0: IX_CHUNK_DEFAULT). */
 	uint32_t chunk_size;
+	/* "KEY=VALUE" annotations of the top manifest (NULL-terminated; may be
+	 * NULL), beside org.opencontainers.image.created every manifest has. */
+	const char *const *annotations;
 };
 
 /*

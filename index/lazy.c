@@ -696,7 +696,8 @@ static int client_get(struct ix_lazy *lz, const struct lz_layer *l, struct lz_cl
 	snprintf(c->origin, sizeof(c->origin), "%s", l->rec.origin);
 	if (lz->o.creds)
 		lz->o.creds(lz->o.creds_ctx, ref.host, &c->user, &c->pass);
-	struct ix_registry_opts o = { .insecure = l->rec.insecure, .cacert = lz->o.cacert, .user = c->user,
+	struct ix_registry_opts o = { .insecure = l->rec.insecure, .cacert = lz->o.cacert, .certs_d = lz->o.certs_d,
+				      .cert_dir = lz->o.cert_dir, .tls_noverify = lz->o.tls_noverify, .user = c->user,
 				      .pass = c->pass, .connect_s = LAZY_CONNECT_S, .stall_s = LAZY_STALL_S,
 				      .low_speed = lz->o.low_speed, .deadline_ns = lz->o.deadline_ns };
 	if ((rc = ix_registry_open(&ref, &o, &c->r)) < 0) {

@@ -102,6 +102,11 @@ struct ix_lazy;
 
 struct ix_lazy_opts {
 	const char *cacert;     /* CA bundle for HTTPS registries, or NULL */
+	/* Roots of per-registry certificate directories, one directory for
+	 * every registry instead, no certificate checks (ix_registry_opts). */
+	const char *const *certs_d;
+	const char *cert_dir;
+	bool tls_noverify;
 	/* Credentials for host (malloc'd strings, or NULLs); NULL: anonymous. */
 	int (*creds)(void *ctx, const char *host, char **user, char **pass);
 	void *creds_ctx;

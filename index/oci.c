@@ -53,9 +53,9 @@ static int sha_list_commit(struct ix *ix, struct sha_list *l)
 }
 
 static void emit(const struct ix_oci_progress *p, enum ix_oci_event_kind kind, const uint8_t *sha, uint64_t size,
-		 uint64_t done, uint32_t index, uint32_t count)
+		 uint64_t done, uint32_t index, uint32_t count, enum ix_oci_blob_kind what)
 {
-	struct ix_oci_event ev = { kind, sha, size, done, index, count };
+	struct ix_oci_event ev = { kind, sha, size, done, index, count, what };
 
 	if (p && p->cb)
 		p->cb(p->ctx, &ev);
@@ -205,8 +205,8 @@ static int out_snap_load(struct ix *ix, const st_id *id, uint32_t cs, struct out
 
 /* Send one blob unless the sink has it. */
 static int push_blob(struct ix *ix, const struct ix_oci_sink *sink, const struct st_oci_desc *d, const void *buf,
-		     const struct ix_oci_progress *prog, uint32_t index, uint32_t count, struct ix_oci_stats *st,
-		     char *why, size_t whylen)
+		     enum ix_oci_blob_kind what, const struct ix_oci_progress *prog, uint32_t index, uint32_t count,
+		     struct ix_oci_stats *st, char *why, size_t whylen)
 {
 	int fd = -1, rc = sink->blob_has(sink->ctx, d, why, whylen);
 
@@ -215,12 +215,12 @@ static int push_blob(struct ix *ix, const struct ix_oci_sink *sink, const struct
 	if (rc > 0) {
 		st->blobs_skipped++;
 		st->bytes_skipped += d->size;
-		emit(prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, index, count);
+		emit(prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, index, count, what);
 		return 0;
 	}
 	if (!buf && (rc = st_blob_open(ix->s, &d->id, &fd)) < 0)
 		return rc;
-	emit(prog, IX_OCI_BLOB_BEGIN, d->sha256, d->size, 0, index, count);
+	emit(prog, IX_OCI_BLOB_BEGIN, d->sha256, d->size, 0, index, count, what);
 	rc = sink->blob_put(sink->ctx, d, fd, buf, why, whylen);
 	if (fd >= 0)
 		close(fd);
@@ -229,12 +229,12 @@ static int push_blob(struct ix *ix, const struct ix_oci_sink *sink, const struct
 	if (rc > 0) { /* the sink had it from elsewhere (a mount): nothing sent */
 		st->blobs_skipped++;
 		st->bytes_skipped += d->size;
-		emit(prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, index, count);
+		emit(prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, index, count, what);
 		return 0;
 	}
 	st->blobs_moved++;
 	st->bytes_moved += d->size;
-	emit(prog, IX_OCI_BLOB_END, d->sha256, d->size, d->size, index, count);
+	emit(prog, IX_OCI_BLOB_END, d->sha256, d->size, d->size, index, count, what);
 	return 0;
 }
 
@@ -306,18 +306,24 @@ static int push_id(struct ix *ix, const st_id *top, const char *tag, const struc
 			goto out_snap;
 		uint32_t count = o.om.nlayers + 1;
 		for (uint32_t i = 0; i < o.om.nlayers; i++)
-			if ((rc = push_blob(ix, sink, &o.om.layers[i], NULL, prog, i, count, st, why, whylen)) < 0)
+			if ((rc = push_blob(ix, sink, &o.om.layers[i], NULL, IX_OCI_LAYER, prog, i, count, st, why, whylen)) < 0)
 				goto out_snap;
 		for (uint32_t i = 0; i < o.om.nchunks; i++) {
 			struct ix_oci_stats cst = { 0 };
-			if ((rc = push_blob(ix, sink, &o.om.chunks[i], o.chunks[i], NULL, 0, 0, &cst, why, whylen)) < 0)
+			if ((rc = push_blob(ix, sink, &o.om.chunks[i], o.chunks[i], IX_OCI_CHUNKS, prog, i, count, &cst,
+					     why, whylen)) < 0)
 				goto out_snap;
 			st->bytes_chunks += cst.bytes_moved;
 		}
-		if ((rc = push_blob(ix, sink, &o.om.config, o.config, prog, o.om.nlayers, count, st, why, whylen)) < 0)
+		if ((rc = push_blob(ix, sink, &o.om.config, o.config, IX_OCI_CONFIG, prog, o.om.nlayers, count, st,
+				     why, whylen)) < 0)
 			goto out_snap;
 		o.om.has_subject = has_subject;
 		o.om.subject = subject;
+		/* The snapshot's own capture time, not now: a push of the same
+		 * snapshot gives the same manifest and digest. */
+		o.om.created = o.m->created;
+		o.om.extra = k == 0 ? sink->annotations : NULL;
 		if ((rc = st_oci_manifest_encode(&o.om, &json, &len)) < 0)
 			goto out_snap;
 		st_sha256_hash(json, len, sha);
@@ -325,7 +331,7 @@ static int push_id(struct ix *ix, const st_id *top, const char *tag, const struc
 		free(json);
 		if (rc < 0)
 			goto out_snap;
-		emit(prog, IX_OCI_MANIFEST, sha, len, len, 0, 0);
+		emit(prog, IX_OCI_MANIFEST, sha, len, len, 0, 0, IX_OCI_MANIFEST_BLOB);
 		st->snapshots++;
 		memcpy(subject.sha256, sha, ST_SHA256_LEN);
 		subject.size = len;
@@ -474,8 +480,9 @@ static int blob_sink_fn(void *sctx, const void *buf, size_t len)
 		return rc;
 	st_sha256_update(b->h, buf, len);
 	b->have += len;
-	if (b->have >= b->next_tick || b->have == b->size) {
-		emit(b->prog, IX_OCI_BLOB_BYTES, b->sha, b->size, b->have, b->index, b->count);
+	/* Not at the end: the END event says that. */
+	if (b->have >= b->next_tick && b->have < b->size) {
+		emit(b->prog, IX_OCI_BLOB_BYTES, b->sha, b->size, b->have, b->index, b->count, IX_OCI_LAYER);
 		b->next_tick = b->have + (4u << 20);
 	}
 	return 0;
@@ -512,7 +519,7 @@ static int fetch_layer(struct ix *ix, const struct ix_oci_source *src, const str
 	}
 	st->bytes_resumed += b.have;
 	uint64_t start = b.have;
-	emit(prog, IX_OCI_BLOB_BEGIN, d->sha256, d->size, b.have, index, count);
+	emit(prog, IX_OCI_BLOB_BEGIN, d->sha256, d->size, b.have, index, count, IX_OCI_LAYER);
 	rc = b.have < d->size ? src->blob_get(src->ctx, d, b.have, blob_sink_fn, &b, why, whylen) : 0;
 	st->bytes_moved += b.have - start;
 	if (rc == ST_ECORRUPT) {
@@ -543,7 +550,7 @@ static int fetch_layer(struct ix *ix, const struct ix_oci_source *src, const str
 		rc = ix_why(why, whylen, ST_ECORRUPT, "layer %s: the bytes match their sha256 but not their strata id", hex);
 	if (rc == 0) {
 		st->blobs_moved++;
-		emit(prog, IX_OCI_BLOB_END, d->sha256, d->size, d->size, index, count);
+		emit(prog, IX_OCI_BLOB_END, d->sha256, d->size, d->size, index, count, IX_OCI_LAYER);
 	}
 out_sha:
 	st_sha256_free(b.h);
@@ -771,7 +778,7 @@ static void skipped(struct pull *p, const struct st_oci_desc *d, uint32_t i, uin
 {
 	p->st.blobs_skipped++;
 	p->st.bytes_skipped += d->size;
-	emit(p->prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, i, count);
+	emit(p->prog, IX_OCI_BLOB_SKIP, d->sha256, d->size, d->size, i, count, IX_OCI_LAYER);
 }
 
 /* Fetch layer i of om whole from the pull's source, verified for sha256
@@ -957,7 +964,7 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 			rc = ix_why(why, whylen, ST_EFORMAT, "manifest %s: its subject is not the snapshot's parent", curref);
 			goto out_link;
 		}
-		emit(prog, IX_OCI_MANIFEST, sha, len, len, 0, 0);
+		emit(prog, IX_OCI_MANIFEST, sha, len, len, 0, 0, IX_OCI_MANIFEST_BLOB);
 		if (depth == 0)
 			top = om->config.id;
 		if (snap_in_store(ix, &om->config.id)) {

@@ -9,6 +9,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <curl/curl.h>
 #include <jansson.h>
 
@@ -39,7 +43,16 @@ struct ix_registry {
 	bool basic;            /* the registry asked for Basic: send credentials */
 	struct ix_registry_wire wire;
 	const struct st_oci_desc *upload;  /* the blob being uploaded, for progress */
+	uint64_t upload_done;              /* its bytes reported so far */
 	uint32_t index, count;
+	/* From the certificate directory (o.cert_dir or certs_d), read at open:
+	 * the CAs to trust (cacert or the system's, then each *.crt), the
+	 * client certificate and key; certs_rc < 0: what was wrong with it. */
+	char *ca_blob;
+	size_t ca_len;
+	char *client_cert, *client_key;
+	int certs_rc;
+	char certs_why[2400];
 };
 
 /* One request and what came back. */
@@ -103,6 +116,8 @@ int ix_registry_global_init(void)
 	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -ENOMEM;
 }
 
+static int certs_load(struct ix_registry *r, const char *host);
+
 int ix_registry_open(const struct ix_registry_ref *ref, const struct ix_registry_opts *opts, struct ix_registry **out)
 {
 	struct ix_registry *r = calloc(1, sizeof(*r));
@@ -119,6 +134,10 @@ int ix_registry_open(const struct ix_registry_ref *ref, const struct ix_registry
 		free(r);
 		return -ENOMEM;
 	}
+	if (!r->o.insecure && certs_load(r, ref->host) == -ENOMEM) {
+		ix_registry_close(r);
+		return -ENOMEM;
+	}
 	*out = r;
 	return 0;
 }
@@ -128,6 +147,9 @@ void ix_registry_close(struct ix_registry *r)
 	if (!r)
 		return;
 	curl_easy_cleanup(r->curl);
+	free(r->ca_blob);
+	free(r->client_cert);
+	free(r->client_key);
 	free(r->token);
 	free(r->seen);
 	free(r);
@@ -136,6 +158,143 @@ void ix_registry_close(struct ix_registry *r)
 void ix_registry_wire_get(const struct ix_registry *r, struct ix_registry_wire *out)
 {
 	*out = r->wire;
+}
+
+/* -------------------------------------------------------- certificates */
+
+/* Append the file at path to r->ca_blob (a PEM bundle), with a newline. */
+static int ca_append(struct ix_registry *r, const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char buf[8192];
+	size_t got;
+
+	if (!f)
+		return -errno;
+	while ((got = fread(buf, 1, sizeof(buf), f)) > 0) {
+		char *n = realloc(r->ca_blob, r->ca_len + got + 2);
+		if (!n) {
+			fclose(f);
+			return -ENOMEM;
+		}
+		r->ca_blob = n;
+		memcpy(r->ca_blob + r->ca_len, buf, got);
+		r->ca_len += got;
+	}
+	bool bad = ferror(f);
+	fclose(f);
+	if (bad)
+		return -EIO;
+	if (r->ca_blob)
+		r->ca_blob[r->ca_len++] = '\n';
+	return 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+static int names_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The certificate directory for host: o.cert_dir, else the first
+ * ROOT/HOST of o.certs_d that is a directory; read as docker reads
+ * certs.d (containers/image's rules: *.crt CAs, NAME.cert + NAME.key).
+ * Returns -ENOMEM, else 0 with r->certs_rc saying what went wrong. */
+static int certs_load(struct ix_registry *r, const char *host)
+{
+	char dir[4096], path[4400];
+	struct stat sb;
+	char **names = NULL;
+	size_t nnames = 0, cap = 0;
+	int rc = 0;
+
+	if (r->o.cert_dir) {
+		snprintf(dir, sizeof(dir), "%s", r->o.cert_dir);
+	} else {
+		dir[0] = '\0';
+		for (const char *const *root = r->o.certs_d; root && *root; root++) {
+			snprintf(dir, sizeof(dir), "%s/%s", *root, host);
+			if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
+				break;
+			dir[0] = '\0';
+		}
+		if (!dir[0])
+			return 0;
+	}
+	DIR *d = opendir(dir);
+	if (!d) {
+		r->certs_rc = IX_ETLS;
+		snprintf(r->certs_why, sizeof(r->certs_why), "the certificate directory %.1000s: %s", dir, strerror(errno));
+		return 0;
+	}
+	for (struct dirent *e; (e = readdir(d));) {
+		if (!ends_with(e->d_name, ".crt") && !ends_with(e->d_name, ".cert") && !ends_with(e->d_name, ".key"))
+			continue;
+		if (ST_ARRAY_RESERVE(names, cap, nnames + 1) < 0 || !(names[nnames] = strdup(e->d_name))) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		nnames++;
+	}
+	/* In name order, so which client certificate is used does not depend
+	 * on the directory's order. */
+	qsort(names, nnames, sizeof(*names), names_cmp);
+	bool cas = false;
+	for (size_t i = 0; i < nnames && r->certs_rc == 0; i++) {
+		const char *nm = names[i];
+		snprintf(path, sizeof(path), "%s/%s", dir, nm);
+		if (ends_with(nm, ".crt")) {
+			/* The CAs trusted without the directory come first. */
+			if (!cas) {
+				const char *base = r->o.cacert;
+				if (!base)
+					curl_easy_getinfo(r->curl, CURLINFO_CAINFO, &base);
+				if (base && access(base, R_OK) == 0 && (rc = ca_append(r, base)) == -ENOMEM)
+					goto out_free;
+				cas = true;
+			}
+			if ((rc = ca_append(r, path)) == -ENOMEM)
+				goto out_free;
+			if (rc < 0) {
+				r->certs_rc = IX_ETLS;
+				snprintf(r->certs_why, sizeof(r->certs_why), "cannot read the CA %.1000s: %s", path, strerror(-rc));
+			}
+			rc = 0;
+		} else if (ends_with(nm, ".cert")) {
+			char key[4400];
+			snprintf(key, sizeof(key), "%.*s.key", (int)(strlen(path) - 5), path);
+			if (access(key, R_OK) != 0) {
+				r->certs_rc = IX_ETLS;
+				snprintf(r->certs_why, sizeof(r->certs_why), "the client certificate %.1000s has no key %.1000s", path,
+					 key);
+			} else if (!r->client_cert) {
+				if (!(r->client_cert = strdup(path)) || !(r->client_key = strdup(key))) {
+					rc = -ENOMEM;
+					goto out_free;
+				}
+			}
+		} else {
+			char cert[4400];
+			snprintf(cert, sizeof(cert), "%.*s.cert", (int)(strlen(path) - 4), path);
+			if (access(cert, F_OK) != 0) {
+				r->certs_rc = IX_ETLS;
+				snprintf(r->certs_why, sizeof(r->certs_why), "the client key %.1000s has no certificate %.1000s", path,
+					 cert);
+			}
+		}
+	}
+out_free:
+	closedir(d);
+	for (size_t i = 0; i < nnames; i++)
+		free(names[i]);
+	free(names);
+	return rc;
 }
 
 /* ------------------------------------------------------------ callbacks */
@@ -268,9 +427,13 @@ static int on_xfer(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t u
 {
 	struct ix_registry *r = arg;
 
-	if (r->upload && r->o.prog && r->o.prog->cb && ulnow > 0) {
+	/* libcurl calls this often with nothing new: only bytes that moved,
+	 * and not the last (the engine's END says that). */
+	if (r->upload && r->o.prog && r->o.prog->cb && ulnow > 0 && (uint64_t)ulnow > r->upload_done &&
+	    (uint64_t)ulnow < r->upload->size) {
+		r->upload_done = (uint64_t)ulnow;
 		struct ix_oci_event ev = { IX_OCI_BLOB_BYTES, r->upload->sha256, r->upload->size, (uint64_t)ulnow,
-					   r->index, r->count };
+					   r->index, r->count, IX_OCI_LAYER };
 		r->o.prog->cb(r->o.prog->ctx, &ev);
 	}
 	return 0;
@@ -278,12 +441,51 @@ static int on_xfer(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t u
 
 /* ------------------------------------------------------------- requests */
 
-/* Run q once. Returns 0 with q->status set, or an error for the transport. */
-static int perform(struct ix_registry *r, struct req *q, const char *auth, char *why, size_t whylen)
+/* Whether r has credentials to send (libcurl encodes them as Basic). */
+static bool has_creds(const struct ix_registry *r)
+{
+	return r->o.user && r->o.pass;
+}
+
+
+/* After a failure that may be the wrong transport, one HEAD /v2/ on a
+ * handle of its own, for at most 5 s (made only then): tls false, does
+ * the port answer plain HTTP as a registry does (200 or 401; a TLS server
+ * answers plain HTTP with 400)? tls true, does it complete a TLS
+ * handshake and answer (no certificate check: only the transport is
+ * asked)? */
+static bool port_speaks(struct ix_registry *r, bool tls)
+{
+	CURL *c = curl_easy_init();
+	char url[700];
+	long status = 0;
+
+	if (!c)
+		return false;
+	snprintf(url, sizeof(url), "%s://%s/v2/", tls ? "https" : "http", r->host);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, tls ? "https" : "http");
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+	bool answered = curl_easy_perform(c) == CURLE_OK &&
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+		(tls || status == 200 || status == 401);
+	curl_easy_cleanup(c);
+	r->wire.requests++;
+	return answered;
+}
+
+/* Run q once, with the Authorization header auth (a bearer token), or
+ * the credentials as Basic if basic. Returns 0 with q->status set, or an
+ * error for the transport. */
+static int perform(struct ix_registry *r, struct req *q, const char *auth, bool basic, char *why, size_t whylen)
 {
 	struct curl_slist *h = NULL;
 	struct body_ctx bc = { r->curl, q };
-	char line[4096];
+	char line[4096], errbuf[CURL_ERROR_SIZE];
 	uint64_t body_size = 0;
 	CURLcode cc;
 	int rc = 0;
@@ -327,8 +529,22 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &bc);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, r->o.insecure ? "http" : "https");
 	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, r->o.insecure ? "http,https" : "https");
-	if (r->o.cacert)
+	if (r->certs_rc < 0)
+		return ix_why(why, whylen, r->certs_rc, "%s", r->certs_why);
+	if (r->ca_blob) {
+		struct curl_blob blob = { r->ca_blob, r->ca_len, CURL_BLOB_NOCOPY };
+		curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &blob);
+	} else if (r->o.cacert) {
 		curl_easy_setopt(c, CURLOPT_CAINFO, r->o.cacert);
+	}
+	if (r->client_cert) {
+		curl_easy_setopt(c, CURLOPT_SSLCERT, r->client_cert);
+		curl_easy_setopt(c, CURLOPT_SSLKEY, r->client_key);
+	}
+	if (r->o.tls_noverify) {
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
 	if (strcmp(q->method, "GET") == 0) {
 		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L); /* blob stores redirect to their backend */
 		curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
@@ -368,9 +584,17 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 	if (auth) {
 		snprintf(line, sizeof(line), "Authorization: %s", auth);
 		h = curl_slist_append(h, line);
+	} else if (basic && has_creds(r)) {
+		/* Sent to this URL's host only: libcurl drops it on a redirect
+		 * elsewhere (CURLOPT_UNRESTRICTED_AUTH is off). */
+		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+		curl_easy_setopt(c, CURLOPT_USERNAME, r->o.user);
+		curl_easy_setopt(c, CURLOPT_PASSWORD, r->o.pass);
 	}
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 
+	errbuf[0] = '\0';
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 	cc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &q->status);
 	{
@@ -385,6 +609,12 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 		r->wire.requests++;
 	}
 	curl_slist_free_all(h);
+	/* Go's and nginx's answer to plain HTTP on their HTTPS port (a 400,
+	 * with no body to a HEAD): ask the port for TLS. */
+	if (cc == CURLE_OK && r->o.insecure && q->status == 400 && port_speaks(r, true))
+		return ix_why(why, whylen, IX_ETLS, "%s speaks HTTPS, not plain HTTP (HTTP 400): drop --plain-http "
+			      "(--insecure means plain HTTP, as in crane; HTTPS without certificate checks is "
+			      "--tls-verify=false)", r->host);
 	if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && q->cut))
 		return 0;
 	if (cc == CURLE_WRITE_ERROR && q->sink_rc < 0)
@@ -416,9 +646,22 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, char 
 		rc = IX_ENET;
 		break;
 	}
-	return ix_why(why, whylen, rc, "%s %s: %s%s", q->method, q->url, curl_easy_strerror(cc),
-		       rc == IX_ETLS && !r->o.insecure ? " (a plain-HTTP registry needs --insecure; a private CA, --cacert)"
-							 : "");
+	/* A transport that does not match the registry's, or a certificate:
+	 * the fix first, in the few words why holds. */
+	if (rc == IX_ETLS && cc != CURLE_PEER_FAILED_VERIFICATION && port_speaks(r, false))
+		return ix_why(why, whylen, IX_ETLS, "%s speaks plain HTTP, not HTTPS: use --plain-http (%s)", r->host,
+			      errbuf[0] ? errbuf : curl_easy_strerror(cc));
+	if (cc == CURLE_PEER_FAILED_VERIFICATION)
+		return ix_why(why, whylen, IX_ETLS, "%s: %s; a private CA: --cacert FILE or its CA as ca.crt in the "
+			      "registry's certs.d directory; --tls-verify=false skips the check", r->host,
+			      errbuf[0] ? errbuf : curl_easy_strerror(cc));
+	if (!r->o.insecure && !r->client_cert &&
+	    (cc == CURLE_SEND_ERROR || cc == CURLE_RECV_ERROR || cc == CURLE_SSL_CONNECT_ERROR))
+		return ix_why(why, whylen, rc, "%s %s: %s (if the registry asks for a client certificate: NAME.cert and "
+			      "NAME.key in its certs.d directory)", q->method, r->host,
+			      errbuf[0] ? errbuf : curl_easy_strerror(cc));
+	return ix_why(why, whylen, rc, "%s %s: %s%s%s", q->method, q->url, curl_easy_strerror(cc), errbuf[0] ? ": " : "",
+		      errbuf);
 }
 
 /* Value of key="..." (or key=token) in a WWW-Authenticate challenge. */
@@ -448,49 +691,10 @@ static bool challenge_param(const char *ch, const char *key, char *out, size_t c
 	return false;
 }
 
-static char *b64(const char *s)
-{
-	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	size_t n = strlen(s), j = 0;
-	char *o = malloc(4 * ((n + 2) / 3) + 1);
-
-	if (!o)
-		return NULL;
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)(uint8_t)s[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)(uint8_t)s[i + 1] << 8;
-		if (i + 2 < n)
-			v |= (uint8_t)s[i + 2];
-		o[j++] = t[v >> 18 & 63];
-		o[j++] = t[v >> 12 & 63];
-		o[j++] = i + 1 < n ? t[v >> 6 & 63] : '=';
-		o[j++] = i + 2 < n ? t[v & 63] : '=';
-	}
-	o[j] = '\0';
-	return o;
-}
-
-/* "Basic <base64 user:pass>" into out; false without credentials. */
-static bool basic_header(const struct ix_registry *r, char *out, size_t cap)
-{
-	char up[1024];
-	char *enc;
-
-	if (!r->o.user || !r->o.pass)
-		return false;
-	snprintf(up, sizeof(up), "%s:%s", r->o.user, r->o.pass);
-	if (!(enc = b64(up)))
-		return false;
-	snprintf(out, cap, "Basic %s", enc);
-	free(enc);
-	return true;
-}
-
 /* Answer a Bearer challenge: GET realm?service=..&scope=.. for a token. */
 static int fetch_token(struct ix_registry *r, const char *challenge, char *why, size_t whylen)
 {
-	char realm[1024], service[256] = "", scope[1024] = "", basic[1200];
+	char realm[1024], service[256] = "", scope[1024] = "";
 	char *esc_service = NULL, *esc_scope = NULL;
 	struct req *q = calloc(1, sizeof(*q));
 	json_t *root = NULL, *tok;
@@ -520,14 +724,14 @@ static int fetch_token(struct ix_registry *r, const char *challenge, char *why, 
 		rc = -ENOMEM;
 		goto out_free;
 	}
-	bool have = basic_header(r, basic, sizeof(basic));
+	bool have = has_creds(r);
 	/* The token realm is the registry's choice, but plain HTTP only for an
 	 * --insecure registry. */
 	if (!r->o.insecure && strncmp(realm, "https://", 8) != 0) {
 		rc = ix_why(why, whylen, IX_EAUTH, "the token realm %s is not HTTPS", realm);
 		goto out_free;
 	}
-	if ((rc = perform(r, q, have ? basic : NULL, why, whylen)) < 0)
+	if ((rc = perform(r, q, NULL, have, why, whylen)) < 0)
 		goto out_free;
 	if (q->status == 401 || q->status == 403) {
 		rc = ix_why(why, whylen, IX_EAUTH, "the token service %s refused %s (HTTP %ld)", realm,
@@ -571,10 +775,8 @@ static int request(struct ix_registry *r, struct req *q, char *why, size_t whyle
 		if (r->token) {
 			snprintf(auth, sizeof(auth), "Bearer %s", r->token);
 			a = auth;
-		} else if (r->basic && basic_header(r, auth, sizeof(auth))) {
-			a = auth;
 		}
-		if ((rc = perform(r, q, a, why, whylen)) < 0)
+		if ((rc = perform(r, q, a, r->basic, why, whylen)) < 0)
 			return rc;
 		if (q->status == 403)
 			return ix_why(why, whylen, IX_EAUTH, "%s %s: access denied (HTTP 403)%s%.200s", q->method, q->url,
@@ -583,14 +785,17 @@ static int request(struct ix_registry *r, struct req *q, char *why, size_t whyle
 			return 0;
 		if (attempt > 0 || !q->www_auth[0])
 			return ix_why(why, whylen, IX_EAUTH, "%s %s: the registry refused the %s (HTTP 401)", q->method,
-				       q->url, r->o.user ? "credentials" : "request; no credentials were found for it");
+				       q->url, r->o.user ? "credentials"
+							    : "request; no credentials were found for it (--creds USER:PASSWORD, "
+							      "an auth file or a docker-credential helper)");
 		if (strncasecmp(q->www_auth, "Bearer", 6) == 0) {
 			if ((rc = fetch_token(r, q->www_auth, why, whylen)) < 0)
 				return rc;
 		} else if (strncasecmp(q->www_auth, "Basic", 5) == 0) {
 			if (!r->o.user)
 				return ix_why(why, whylen, IX_EAUTH,
-					       "the registry asks for credentials and none were found for it");
+					       "the registry asks for credentials and none were found for it (--creds "
+					       "USER:PASSWORD, an auth file or a docker-credential helper)");
 			r->basic = true;
 		} else {
 			return ix_why(why, whylen, IX_EAUTH, "unknown authentication scheme: %.60s", q->www_auth);
@@ -734,6 +939,7 @@ static int reg_blob_put(void *ctx, const struct st_oci_desc *d, int fd, const vo
 	q->body = buf;
 	q->body_len = d->size;
 	r->upload = d;
+	r->upload_done = 0;
 	rc = request(r, q, why, whylen);
 	r->upload = NULL;
 	if (rc == 0 && q->status != 201)
@@ -780,7 +986,7 @@ static int reg_manifest_put(void *ctx, const char *json, size_t len, const uint8
 
 void ix_registry_sink(struct ix_registry *r, struct ix_oci_sink *out)
 {
-	*out = (struct ix_oci_sink){ r, reg_blob_has, reg_blob_put, reg_manifest_put, 0 };
+	*out = (struct ix_oci_sink){ r, reg_blob_has, reg_blob_put, reg_manifest_put, 0, NULL };
 }
 
 /* ---------------------------------------------------------------- source */

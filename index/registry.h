@@ -24,7 +24,8 @@
  * libcurl where the platform allows, else the caller ignores SIGPIPE.
  * Caches: one HTTP connection and the last bearer token per handle, freed
  * by ix_registry_close. Lifetimes: ref is copied at open; the strings opts
- * points to (cacert, user, pass) must stay valid until ix_registry_close.
+ * points to (cacert, cert_dir, certs_d, user, pass) must stay valid until
+ * ix_registry_close. The certificate directory is read at open.
  *
  * Authentication follows the registry's WWW-Authenticate answer: Basic
  * sends the credentials; Bearer fetches a token from the named realm (with
@@ -56,16 +57,31 @@ struct ix_registry_ref {
 	const char *tag;    /* or NULL */
 	const char *digest; /* "sha256:<hex>" or NULL */
 };
-/* host must look like a host (has '.' or ':', or is "localhost"); repo
+/* host must be HOST[:PORT] (ix_registry_host_valid); repo
  * components lowercase [a-z0-9] separated by '.', '_', '__', '-'; tag the
  * name rule. Neither tag nor digest: tag = "latest". NULL, 1024 bytes or
  * more, or anything else -> IX_EREF with *out untouched. Nothing is
  * allocated. */
 int ix_registry_ref_parse(const char *s, struct ix_registry_ref *out);
+/* True if h is a registry host: a DNS name or IPv4 address (labels of
+ * letters, digits and inner '-') or a [bracketed] IPv6 address, then
+ * ":PORT" with PORT 1..65535; without a port the name must have a '.' or
+ * be "localhost" (so "team/app" is not read as host "team"). */
+bool ix_registry_host_valid(const char *h);
 
 struct ix_registry_opts {
 	bool insecure;           /* plain HTTP (for a loopback registry) instead of HTTPS */
+	bool tls_noverify;       /* HTTPS without checking the certificate or its name */
 	const char *cacert;      /* CA bundle file for TLS, or NULL for the system's */
+	/* A directory of certificates for this registry, as docker's and the
+	 * containers tools' certs.d/HOST[:PORT]/: every *.crt is a CA trusted
+	 * beside cacert (or the system's), a NAME.cert with its NAME.key the
+	 * client certificate. NULL: the first ROOT/HOST[:PORT] directory of
+	 * the NULL-terminated list certs_d that exists (certs_d NULL: none). A
+	 * .cert without its .key, or a directory that cannot be read, fails
+	 * the first request with IX_ETLS saying which. */
+	const char *cert_dir;
+	const char *const *certs_d;
 	const char *user, *pass; /* credentials, or NULL */
 	const char *mount_from;  /* push: try a cross-repository mount from this repository */
 	struct ix *ix;           /* for origins (ix_origin_get): where else on this registry a blob
@@ -172,13 +188,23 @@ int ix_registry_ws_pull(struct ix_registry *r, struct ix *ix, const st_id *snap,
 
 /*
  * Credentials for host from a docker config.json / containers auth.json
- * file: "auths" entry named host (also with an https:// prefix or a path
- * after it), its "auth" (base64 user:password) or "username"/"password".
- * 0 and *user, *pass (malloc'd); 1 when the file has none for host;
- * -ENOENT when the file does not exist (other -errno if it cannot be
- * read); ST_EFORMAT (why) when it is not such a file; -ENOMEM. *user and
- * *pass are written only on 0.
+ * file, in docker's order: a "credHelpers" entry for host names a
+ * helper; else the "auths" entry for host (the key also with an https://
+ * prefix or a path after it), its "auth" (base64 user:password) or
+ * "username"/"password"; else "credsStore" names a helper.
+ * 0: *user, *pass (malloc'd); 2: *helper (malloc'd), the NAME of the
+ * docker-credential-NAME program to ask (letters, digits, '-', '_', '.';
+ * never a path); 1 when the file has nothing for host; -ENOENT when the
+ * file does not exist (other -errno if it cannot be read); ST_EFORMAT
+ * (why) when it is not such a file; -ENOMEM. The out-parameters are
+ * written only with their code. The library runs no helper: the caller
+ * does (docs/oci.md), then parses its answer with ix_registry_helper_parse.
  */
-int ix_registry_auth_lookup(const char *path, const char *host, char **user, char **pass, char *why, size_t whylen);
+int ix_registry_auth_lookup(const char *path, const char *host, char **user, char **pass, char **helper, char *why,
+			    size_t whylen);
+/* A credential helper's answer to "get" (JSON: Username, Secret) into
+ * *user, *pass (malloc'd). ST_EFORMAT (why) for anything else, and for an
+ * identity token (Username "<token>"); -ENOMEM. Written only on 0. */
+int ix_registry_helper_parse(const char *out, size_t len, char **user, char **pass, char *why, size_t whylen);
 
 #endif

@@ -25,13 +25,82 @@ static bool component_valid(const char *s, size_t n)
 	return true;
 }
 
+/* A DNS name or IPv4 address: labels of [A-Za-z0-9-], not starting or
+ * ending with '-', joined by single dots. */
+static bool hostname_valid(const char *s, size_t n)
+{
+	size_t label = 0;
+
+	if (n == 0 || n > 253)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (c == '.') {
+			if (label == 0 || s[i - 1] == '-')
+				return false;
+			label = 0;
+			continue;
+		}
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-'))
+			return false;
+		if (c == '-' && label == 0)
+			return false;
+		if (++label > 63)
+			return false;
+	}
+	return label > 0 && s[n - 1] != '-';
+}
+
+/* host[:port]: a DNS name, an IPv4 address or a [bracketed] IPv6 address,
+ * and a port of 1..65535 if there is a ':'. A registry host is also
+ * recognisable as one: it has a '.' or a port, or is "localhost". */
+bool ix_registry_host_valid(const char *h)
+{
+	const char *colon, *name_end;
+	bool v6 = h[0] == '[';
+
+	if (v6) {
+		const char *close = strchr(h, ']');
+		if (!close || close == h + 1)
+			return false;
+		for (const char *p = h + 1; p < close; p++)
+			if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || (*p >= 'A' && *p <= 'F') || *p == ':' ||
+			      *p == '.'))
+				return false;
+		name_end = close + 1;
+		if (*name_end && *name_end != ':')
+			return false;
+		colon = *name_end ? name_end : NULL;
+	} else {
+		colon = strchr(h, ':');
+		name_end = colon ? colon : h + strlen(h);
+		if (!hostname_valid(h, (size_t)(name_end - h)))
+			return false;
+	}
+	if (colon) {
+		unsigned long port = 0;
+		const char *p = colon + 1;
+		if (!*p || strlen(p) > 5)
+			return false;
+		for (; *p; p++) {
+			if (*p < '0' || *p > '9')
+				return false;
+			port = port * 10 + (unsigned long)(*p - '0');
+		}
+		if (port == 0 || port > 65535)
+			return false;
+		return true;
+	}
+	return v6 || memchr(h, '.', (size_t)(name_end - h)) || strcmp(h, "localhost") == 0;
+}
+
 /* The tag of a reference that names neither a tag nor a digest. */
 static const char default_tag[] = "latest";
 
 int ix_registry_ref_parse(const char *s, struct ix_registry_ref *out)
 {
 	struct ix_registry_ref r;
-	char *slash, *at, *colon, *p;
+	char *slash, *at, *colon;
 	uint8_t sha[ST_SHA256_LEN];
 
 	memset(&r, 0, sizeof(r));
@@ -42,12 +111,8 @@ int ix_registry_ref_parse(const char *s, struct ix_registry_ref *out)
 		return IX_EREF;
 	*slash = '\0';
 	r.host = r.buf;
-	if (!*r.host || (!strchr(r.host, '.') && !strchr(r.host, ':') && strcmp(r.host, "localhost") != 0))
+	if (!ix_registry_host_valid(r.host))
 		return IX_EREF;
-	for (p = r.buf; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
-		      *p == '-' || *p == ':' || *p == '[' || *p == ']'))
-			return IX_EREF;
 	r.repo = slash + 1;
 	if ((at = strchr(r.repo, '@'))) {
 		*at = '\0';
@@ -85,50 +150,6 @@ int ix_registry_ref_parse(const char *s, struct ix_registry_ref *out)
 	return 0;
 }
 
-static int b64val(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-/* Decode base64 (padding optional) into a NUL-terminated string; NULL on junk. */
-static char *b64_decode(const char *s)
-{
-	size_t n = strlen(s), j = 0;
-	char *o = malloc(n + 1);
-	uint32_t acc = 0;
-	int bits = 0;
-
-	if (!o)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '=')
-			break;
-		int v = b64val(s[i]);
-		if (v < 0) {
-			free(o);
-			return NULL;
-		}
-		acc = acc << 6 | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			o[j++] = (char)(acc >> bits & 0xff);
-		}
-	}
-	o[j] = '\0';
-	return o;
-}
-
 /* Does an "auths" key name host? "host", "https://host", "host/v2/"... */
 static bool key_matches(const char *key, const char *host)
 {
@@ -141,10 +162,51 @@ static bool key_matches(const char *key, const char *host)
 	return strncmp(key, host, hl) == 0 && (key[hl] == '\0' || key[hl] == '/');
 }
 
-int ix_registry_auth_lookup(const char *path, const char *host, char **user, char **pass, char *why, size_t whylen)
+/* nu and np (malloc'd, either NULL when out of memory) into *user and
+ * *pass: both, or -ENOMEM with neither written and both freed. */
+static int creds_take(char *nu, char *np, char **user, char **pass)
+{
+	if (!nu || !np) {
+		free(nu);
+		free(np);
+		return -ENOMEM;
+	}
+	*user = nu;
+	*pass = np;
+	return 0;
+}
+
+/* A credential helper's name (the X of docker-credential-X): letters,
+ * digits, '-', '_', '.'; never a path. */
+static bool helper_name_valid(const char *s)
+{
+	if (!*s || strlen(s) > 64)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '-' ||
+		      *s == '_' || *s == '.'))
+			return false;
+	return s[-1] != '.';
+}
+
+/* The helper v names (a JSON string) into *helper; ST_EFORMAT if it is not a name. */
+static int helper_take(json_t *v, const char *path, const char *what, char **helper, char *why, size_t whylen)
+{
+	if (!json_is_string(v) || !helper_name_valid(json_string_value(v))) {
+		if (why && whylen)
+			snprintf(why, whylen, "%s: %s is not the name of a docker-credential-NAME helper", path, what);
+		return ST_EFORMAT;
+	}
+	if (!(*helper = strdup(json_string_value(v))))
+		return -ENOMEM;
+	return 2;
+}
+
+int ix_registry_auth_lookup(const char *path, const char *host, char **user, char **pass, char **helper, char *why,
+			    size_t whylen)
 {
 	json_error_t e;
-	json_t *root = json_load_file(path, 0, &e), *auths, *v;
+	json_t *root = json_load_file(path, 0, &e), *auths, *helpers, *v;
 	const char *key;
 	int rc = 1;
 
@@ -158,21 +220,37 @@ int ix_registry_auth_lookup(const char *path, const char *host, char **user, cha
 		return ST_EFORMAT;
 	}
 	auths = json_object_get(root, "auths");
-	if (auths && !json_is_object(auths)) {
+	helpers = json_object_get(root, "credHelpers");
+	if ((auths && !json_is_object(auths)) || (helpers && !json_is_object(helpers))) {
 		if (why && whylen)
-			snprintf(why, whylen, "%s: \"auths\" is not an object", path);
+			snprintf(why, whylen, "%s: \"%s\" is not an object", path,
+				 auths && !json_is_object(auths) ? "auths" : "credHelpers");
 		rc = ST_EFORMAT;
 		goto out_decref;
+	}
+	/* docker's order: the host's own helper, then its entry, then the
+	 * store for every host. */
+	json_object_foreach(helpers, key, v) {
+		if (key_matches(key, host)) {
+			rc = helper_take(v, path, "the credHelpers entry", helper, why, whylen);
+			goto out_decref;
+		}
 	}
 	json_object_foreach(auths, key, v) {
 		json_t *a = json_object_get(v, "auth"), *u = json_object_get(v, "username"),
 		       *p = json_object_get(v, "password");
-		char *dec, *sep, *nu = NULL, *np = NULL;
+		char *dec = NULL, *sep = NULL, *nu = NULL, *np = NULL;
+		size_t declen;
 
 		if (!key_matches(key, host))
 			continue;
 		if (json_is_string(a) && json_string_length(a)) {
-			if (!(dec = b64_decode(json_string_value(a))) || !(sep = strchr(dec, ':'))) {
+			int drc = st_base64_decode(json_string_value(a), &dec, &declen);
+			if (drc == -ENOMEM) {
+				rc = drc;
+				goto out_decref;
+			}
+			if (drc < 0 || strlen(dec) != declen || !(sep = strchr(dec, ':'))) {
 				free(dec);
 				if (why && whylen)
 					snprintf(why, whylen, "%s: the auth of %s is not base64 of user:password", path, key);
@@ -189,20 +267,33 @@ int ix_registry_auth_lookup(const char *path, const char *host, char **user, cha
 		} else {
 			continue;
 		}
-		/* Written only when both are there: a failure leaves *user and
-		 * *pass as they were. */
-		if (!nu || !np) {
-			free(nu);
-			free(np);
-			rc = -ENOMEM;
-		} else {
-			*user = nu;
-			*pass = np;
-			rc = 0;
-		}
+		rc = creds_take(nu, np, user, pass);
 		break;
 	}
+	if (rc == 1 && (v = json_object_get(root, "credsStore")) && !(json_is_string(v) && !json_string_length(v)))
+		rc = helper_take(v, path, "credsStore", helper, why, whylen);
 out_decref:
+	json_decref(root);
+	return rc;
+}
+
+int ix_registry_helper_parse(const char *out, size_t len, char **user, char **pass, char *why, size_t whylen)
+{
+	json_t *root = json_loadb(out, len, 0, NULL), *u, *p;
+	int rc = ST_EFORMAT;
+
+	u = json_object_get(root, "Username");
+	p = json_object_get(root, "Secret");
+	if (!json_is_string(u) || !json_is_string(p)) {
+		if (why && whylen)
+			snprintf(why, whylen, "the helper's answer is not {\"Username\":...,\"Secret\":...}");
+	} else if (strcmp(json_string_value(u), "<token>") == 0) {
+		if (why && whylen)
+			snprintf(why, whylen, "the helper gave an identity token (Username \"<token>\"), which strata "
+					      "does not exchange: store a user and password or a registry token instead");
+	} else {
+		rc = creds_take(strdup(json_string_value(u)), strdup(json_string_value(p)), user, pass);
+	}
 	json_decref(root);
 	return rc;
 }

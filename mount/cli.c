@@ -9,6 +9,16 @@
 
 #include "cli.h"
 
+/* Where cli_err also writes each error as a JSON event line (NULL: nowhere). */
+static FILE *err_json;
+static int err_json_schema;
+
+void cli_err_json(FILE *f, int schema)
+{
+	err_json = f;
+	err_json_schema = schema;
+}
+
 void cli_err(const struct cli *cli, const char *fmt, ...)
 {
 	va_list ap;
@@ -19,6 +29,25 @@ void cli_err(const struct cli *cli, const char *fmt, ...)
 	cli_vputs_escaped(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	if (err_json) {
+		char msg[2048];
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		fprintf(err_json, "{\"schema\":%d,\"event\":\"error\",\"message\":\"", err_json_schema);
+		/* JSON-escaped; bytes that are not ASCII as \u00XX (a message may
+		 * quote a registry's bytes, not always UTF-8). */
+		for (const unsigned char *c = (const unsigned char *)msg; *c; c++) {
+			if (*c == '"' || *c == '\\')
+				fprintf(err_json, "\\%c", *c);
+			else if (*c < 0x20 || *c >= 0x7f)
+				fprintf(err_json, "\\u%04x", *c);
+			else
+				fputc(*c, err_json);
+		}
+		fputs("\"}\n", err_json);
+		fflush(err_json);
+	}
 }
 
 void cli_info(const struct cli *cli, const char *fmt, ...)

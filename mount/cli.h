@@ -69,10 +69,19 @@ long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned 
 /* Registry credentials for host, found as push and pull find them (an
  * ix_lazy_opts creds callback; ctx is the struct cli). */
 int cli_registry_creds(void *ctx, const char *host, char **user, char **pass);
+/* The roots of per-registry certificate directories, in the order
+ * looked in: $STRATA_CERTS_D (':'-separated) if set, else
+ * $XDG_CONFIG_HOME (or ~/.config)/containers/certs.d,
+ * /etc/containers/certs.d, /etc/docker/certs.d. NULL-terminated, static. */
+const char *const *cli_certs_d(void);
 /* An ix_lazy_opts log callback printing each line as an error (ctx: struct cli). */
 void cli_lazy_log(void *ctx, const char *msg);
 void cli_err(const struct cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* From now on cli_err also writes each error to f as a JSON line
+ * {"schema":SCHEMA,"event":"error","message":...} (push and pull --json;
+ * NULL: no more). */
+void cli_err_json(FILE *f, int schema);
 /* Informational line on stderr when -v was given. */
 void cli_info(const struct cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

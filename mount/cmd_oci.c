@@ -1,11 +1,15 @@
 /* cmd_oci.c: snapshots as OCI artifacts: export --oci, import of a layout, push and pull through a registry. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
+#include <spawn.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -16,14 +20,25 @@
 
 /* ------------------------------------------------------------- progress */
 
-/* What the progress callback prints: nothing, a line on a TTY, or JSON lines. */
+/* The version of the --json event lines (docs/oci.md): every line has it. */
+#define EVENTS_SCHEMA 1
+/* --json "bytes" events: at most one per this many seconds. */
+#define EVENTS_BYTES_EVERY 0.5
+
+/* What the progress callback prints: skopeo-like lines on stderr (one
+ * updated in place on a TTY, a line per finished blob otherwise), or
+ * JSON lines on stdout. */
 struct progress {
-	bool tty, json;
-	uint32_t blobs_done;
-	uint64_t bytes_done;   /* bytes of finished blobs */
-	uint64_t cur;          /* bytes of the blob in flight */
-	struct timespec last;
+	bool tty, json, pull;   /* pull: manifests are read, not written */
 	FILE *out;
+	double t0;              /* when the transfer started */
+	uint32_t blobs_done, blobs_skipped;
+	uint64_t bytes_done;    /* bytes of blobs moved whole */
+	/* the blob in flight (from its BEGIN) */
+	char dg[ST_DIGEST_LEN + 1];
+	enum ix_oci_blob_kind what;
+	uint64_t size, done, start_done;
+	double begun, last_line, last_json;
 };
 
 static double now_s(void)
@@ -34,48 +49,138 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+static const char *blob_kind(enum ix_oci_blob_kind k)
+{
+	switch (k) {
+	case IX_OCI_LAYER: return "layer";
+	case IX_OCI_CONFIG: return "config";
+	case IX_OCI_CHUNKS: return "chunk-index";
+	case IX_OCI_MANIFEST_BLOB: return "manifest";
+	}
+	return "blob";
+}
+
+/* n bytes as B, KiB, MiB or GiB with one decimal. */
+static const char *human(uint64_t n, char *buf, size_t len)
+{
+	static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)n;
+	int u = 0;
+
+	while (v >= 1024 && u < 4)
+		v /= 1024, u++;
+	if (u == 0)
+		snprintf(buf, len, "%" PRIu64 " B", n);
+	else
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+/* "sha256:" and the first 12 hex digits, as skopeo shortens them. */
+static const char *short_digest(const char *dg)
+{
+	static char buf[20];
+
+	snprintf(buf, sizeof(buf), "%.19s", dg);
+	return buf;
+}
+
+static void progress_json(struct progress *p, const char *event, const struct ix_oci_event *ev)
+{
+	fprintf(p->out, "{\"schema\":%d,\"event\":\"%s\",\"kind\":\"%s\",\"digest\":\"%s\",\"size\":%" PRIu64
+			",\"done\":%" PRIu64 ",\"index\":%" PRIu32 ",\"count\":%" PRIu32 "}\n",
+		EVENTS_SCHEMA, event, blob_kind(p->what), p->dg, p->size, ev->done, ev->index, ev->count);
+	fflush(p->out);
+}
+
 static void progress_cb(void *ctx, const struct ix_oci_event *ev)
 {
-	static const char *kinds[] = { "begin", "bytes", "end", "skip", "manifest" };
-	static double last;
 	struct progress *p = ctx;
-	char dg[ST_DIGEST_LEN + 1] = "";
-
-	if (ev->sha256)
-		st_digest_format(ev->sha256, dg);
-	if (p->json) {
-		fprintf(p->out, "{\"event\":\"%s\",\"digest\":\"%s\",\"size\":%" PRIu64 ",\"done\":%" PRIu64
-				",\"index\":%" PRIu32 ",\"count\":%" PRIu32 "}\n",
-			kinds[ev->kind], dg, ev->size, ev->done, ev->index, ev->count);
-		fflush(p->out);
-		return;
-	}
-	if (ev->kind == IX_OCI_BLOB_END || ev->kind == IX_OCI_BLOB_SKIP) {
-		p->blobs_done++;
-		if (ev->kind == IX_OCI_BLOB_END)
-			p->bytes_done += ev->size;
-		p->cur = 0;
-	} else if (ev->kind == IX_OCI_BLOB_BYTES || ev->kind == IX_OCI_BLOB_BEGIN) {
-		p->cur = ev->done;
-	}
-	if (!p->tty)
-		return;
+	char a[32], b[32], c[32];
 	double t = now_s();
-	if (ev->kind == IX_OCI_BLOB_BYTES && t - last < 0.1)
+
+	if (!p->t0)
+		p->t0 = t;
+	if (ev->kind != IX_OCI_BLOB_BYTES) {
+		/* A registry upload's BYTES belong to the blob begun last. */
+		if (ev->sha256)
+			st_digest_format(ev->sha256, p->dg);
+		p->what = ev->what;
+		p->size = ev->size;
+	}
+	switch (ev->kind) {
+	case IX_OCI_BLOB_BEGIN:
+		p->done = p->start_done = ev->done;
+		p->begun = t;
+		if (p->json)
+			progress_json(p, "begin", ev);
+		break;
+	case IX_OCI_BLOB_BYTES:
+		if (ev->done <= p->done)
+			return;
+		p->done = ev->done;
+		if (p->json && t - p->last_json >= EVENTS_BYTES_EVERY) {
+			p->last_json = t;
+			progress_json(p, "bytes", ev);
+		}
+		break;
+	case IX_OCI_BLOB_END:
+		p->blobs_done++;
+		p->bytes_done += ev->size - p->start_done;
+		if (p->json)
+			progress_json(p, "end", ev);
+		break;
+	case IX_OCI_BLOB_SKIP:
+		p->blobs_skipped++;
+		if (p->json)
+			progress_json(p, "skip", ev);
+		break;
+	case IX_OCI_MANIFEST:
+		if (p->json)
+			progress_json(p, "manifest", ev);
+		break;
+	}
+	if (p->json)
 		return;
-	last = t;
-	fprintf(stderr, "\r%" PRIu32 " blob(s) done, %.1f MiB moved; %s %.19s %.1f/%.1f MiB   ", p->blobs_done,
-		(double)(p->bytes_done + p->cur) / 1048576.0, kinds[ev->kind], dg, (double)ev->done / 1048576.0,
-		(double)ev->size / 1048576.0);
+	const char *clear = p->tty ? "\r\033[K" : "";
+	switch (ev->kind) {
+	case IX_OCI_BLOB_BEGIN:
+	case IX_OCI_BLOB_BYTES:
+		if (!p->tty || t - p->last_line < 0.1)
+			return;
+		p->last_line = t;
+		fprintf(stderr, "\r\033[KCopying %s %s %s / %s (%s/s)", blob_kind(p->what), short_digest(p->dg),
+			human(p->done, a, sizeof(a)), human(p->size, b, sizeof(b)),
+			human(t > p->begun ? (uint64_t)((double)(p->done - p->start_done) / (t - p->begun)) : 0, c,
+			      sizeof(c)));
+		break;
+	case IX_OCI_BLOB_END:
+		fprintf(stderr, "%sCopying %s %s done (%s)\n", clear, blob_kind(p->what), short_digest(p->dg),
+			human(ev->size, a, sizeof(a)));
+		break;
+	case IX_OCI_BLOB_SKIP:
+		fprintf(stderr, "%sCopying %s %s skipped: already exists\n", clear, blob_kind(p->what),
+			short_digest(p->dg));
+		break;
+	case IX_OCI_MANIFEST:
+		fprintf(stderr, "%s%s manifest %s\n", clear, p->pull ? "Reading" : "Writing", short_digest(p->dg));
+		break;
+	}
 	fflush(stderr);
 }
 
+/* The totals line after a transfer (not with --json: the done event has them). */
 static void progress_end(struct progress *p)
 {
-	if (p->tty && !p->json) {
-		fputc('\n', stderr);
-		fflush(stderr);
-	}
+	char a[32], b[32];
+
+	if (p->json || (!p->blobs_done && !p->blobs_skipped))
+		return;
+	double secs = now_s() - p->t0;
+	fprintf(stderr, "%s%" PRIu32 " blob(s) copied (%s) in %.1f s, %s/s; %" PRIu32 " already there\n",
+		p->tty ? "\r\033[K" : "", p->blobs_done, human(p->bytes_done, a, sizeof(a)), secs,
+		human(secs > 0 ? (uint64_t)((double)p->bytes_done / secs) : 0, b, sizeof(b)), p->blobs_skipped);
+	fflush(stderr);
 }
 
 /* ------------------------------------------------------------ reporting */
@@ -109,10 +214,10 @@ static void report(struct cli *cli, const char *what, int rc, const char *why)
 
 static void stats_json(FILE *f, const char *event, const struct ix_oci_stats *st, const struct ix_registry_wire *w)
 {
-	fprintf(f, "{\"event\":\"%s\",\"snapshots\":%" PRIu32 ",\"blobs_moved\":%" PRIu32 ",\"blobs_skipped\":%" PRIu32
+	fprintf(f, "{\"schema\":%d,\"event\":\"%s\",\"snapshots\":%" PRIu32 ",\"blobs_moved\":%" PRIu32 ",\"blobs_skipped\":%" PRIu32
 		   ",\"bytes_moved\":%" PRIu64 ",\"bytes_skipped\":%" PRIu64 ",\"bytes_resumed\":%" PRIu64
 		   ",\"bytes_sha256\":%" PRIu64,
-		event, st->snapshots, st->blobs_moved, st->blobs_skipped, st->bytes_moved, st->bytes_skipped,
+		EVENTS_SCHEMA, event, st->snapshots, st->blobs_moved, st->blobs_skipped, st->bytes_moved, st->bytes_skipped,
 		st->bytes_resumed, st->bytes_sha256);
 	if (w)
 		fprintf(f, ",\"wire_up\":%" PRIu64 ",\"wire_down\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"mounts\":%" PRIu32,
@@ -196,8 +301,10 @@ int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned f
 /* ------------------------------------------------------- registry access */
 
 struct reg_args {
-	bool insecure, json;
-	const char *cacert, *authfile, *from;
+	struct cli *cli;
+	bool insecure, json, tls_noverify;
+	const char *cacert, *authfile, *from, *cert_dir;
+	const char *creds;     /* --creds USER:PASSWORD */
 	char *user, *pass;
 	uint64_t deadline_ns;  /* pull: CLOCK_MONOTONIC end of the whole pull (0: none) */
 };
@@ -208,42 +315,175 @@ struct reg_args {
  * for days. */
 #define PULL_TIMEOUT_DEFAULT 3600ul
 
-/* Credentials for host: --authfile, else $REGISTRY_AUTH_FILE, else
- * $XDG_RUNTIME_DIR/containers/auth.json, $DOCKER_CONFIG/config.json,
- * ~/.docker/config.json (the first that has an entry for host). */
+const char *const *cli_certs_d(void)
+{
+	static char buf[8192], conf[4096];
+	static const char *roots[17];
+	static bool done;
+	const char *env = getenv("STRATA_CERTS_D"), *x = getenv("XDG_CONFIG_HOME"), *h = getenv("HOME");
+	size_t n = 0;
+
+	if (done)
+		return roots;
+	done = true;
+	if (env) {
+		snprintf(buf, sizeof(buf), "%s", env);
+		for (char *save = NULL, *t = strtok_r(buf, ":", &save); t && n < 16; t = strtok_r(NULL, ":", &save))
+			roots[n++] = t;
+		return roots;
+	}
+	if (x && *x)
+		snprintf(conf, sizeof(conf), "%s/containers/certs.d", x);
+	else if (h && *h)
+		snprintf(conf, sizeof(conf), "%s/.config/containers/certs.d", h);
+	if (conf[0])
+		roots[n++] = conf;
+	roots[n++] = "/etc/containers/certs.d";
+	roots[n++] = "/etc/docker/certs.d";
+	return roots;
+}
+
+/* A credential lookup that failed and was reported (beside 0 found, 1
+ * nothing there, -ENOENT no such file). */
+#define CRED_FAILED (-100000)
+
+/* Run docker-credential-NAME get with host on stdin: 0 and *user, *pass;
+ * 1 when the helper has nothing for host; else CRED_FAILED (reported). */
+static int helper_get(struct cli *cli, const char *name, const char *file, const char *host, char **user,
+		      char **pass)
+{
+	char prog[128], out[65536], why[ST_WHY_LEN] = "";
+	int in[2], outp[2], status = 0, rc;
+	size_t len = 0;
+	pid_t pid;
+
+	snprintf(prog, sizeof(prog), "docker-credential-%s", name);
+	if (pipe2(in, O_CLOEXEC) < 0) {
+		cli_err(cli, "cannot run the credential helper %s: %s", prog, strerror(errno));
+		return CRED_FAILED;
+	}
+	if (pipe2(outp, O_CLOEXEC) < 0) {
+		cli_err(cli, "cannot run the credential helper %s: %s", prog, strerror(errno));
+		close(in[0]);
+		close(in[1]);
+		return CRED_FAILED;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
+	char *argv[] = { prog, "get", NULL };
+	rc = posix_spawnp(&pid, prog, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(in[0]);
+	close(outp[1]);
+	if (rc != 0) {
+		close(in[1]);
+		close(outp[0]);
+		cli_err(cli, "the credential helper %s (named in %s) cannot be run: %s%s", prog, file, strerror(rc),
+			rc == ENOENT ? " (it is not on PATH)" : "");
+		return CRED_FAILED;
+	}
+	/* The server is the registry's host[:port], as docker names it. */
+	void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+	ssize_t w = write(in[1], host, strlen(host));
+	(void)w;
+	close(in[1]);
+	for (ssize_t got; len < sizeof(out) - 1 && (got = read(outp[0], out + len, sizeof(out) - 1 - len)) != 0;) {
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			break;
+		len += (size_t)got;
+	}
+	out[len] = '\0';
+	close(outp[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	signal(SIGPIPE, old);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		/* The helpers' words for "nothing stored for this server". */
+		if (strstr(out, "credentials not found"))
+			return 1;
+		while (len && (out[len - 1] == '\n' || out[len - 1] == '\r'))
+			out[--len] = '\0';
+		cli_err(cli, "the credential helper %s (named in %s) failed for %s: %s", prog, file, host,
+			len ? cli_esc(out) : "no message");
+		return CRED_FAILED;
+	}
+	if ((rc = ix_registry_helper_parse(out, len, user, pass, why, sizeof(why))) < 0) {
+		cli_err(cli, "the credential helper %s (named in %s), asked for %s: %s", prog, file, host,
+			rc == -ENOMEM ? "out of memory" : why);
+		return CRED_FAILED;
+	}
+	return 0;
+}
+
+/* Look host up in the auth file path (a helper it names is run): 0 found,
+ * 1 nothing there, -ENOENT no such file, CRED_FAILED reported. */
+static int auth_file_get(struct cli *cli, const char *path, const char *host, char **user, char **pass)
+{
+	char why[ST_WHY_LEN] = "", *helper = NULL;
+	int rc = ix_registry_auth_lookup(path, host, user, pass, &helper, why, sizeof(why));
+
+	if (rc == 2) {
+		rc = helper_get(cli, helper, path, host, user, pass);
+		free(helper);
+		return rc;
+	}
+	if (rc < 0 && rc != -ENOENT) {
+		cli_err(cli, "cannot read the auth file %s: %s", path, why[0] ? why : strerror(-rc));
+		return CRED_FAILED;
+	}
+	return rc;
+}
+
+/* Credentials for host: --creds, else --authfile, else
+ * $REGISTRY_AUTH_FILE, else the first of
+ * $XDG_RUNTIME_DIR/containers/auth.json,
+ * $XDG_CONFIG_HOME/containers/auth.json (~/.config/...),
+ * $DOCKER_CONFIG/config.json (~/.docker/config.json) that has anything
+ * for host (credHelpers, auths, credsStore: ix_registry_auth_lookup). */
 static int find_credentials(struct cli *cli, struct reg_args *a, const char *host)
 {
 	const char *explicit = a->authfile ? a->authfile : getenv("REGISTRY_AUTH_FILE");
+	const char *xr = getenv("XDG_RUNTIME_DIR"), *xc = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME"),
+		   *dc = getenv("DOCKER_CONFIG");
 	char paths[3][4096];
 	size_t n = 0;
-	char why[ST_WHY_LEN] = "";
 
-	if (explicit) {
-		int rc = ix_registry_auth_lookup(explicit, host, &a->user, &a->pass, why, sizeof(why));
-		if (rc == -ENOENT) {
-			cli_err(cli, "the auth file %s does not exist", explicit);
-			return CLI_NOTFOUND;
-		}
-		if (rc < 0) {
-			cli_err(cli, "cannot read the auth file %s: %s", explicit, why[0] ? why : strerror(-rc));
+	if (a->creds) {
+		const char *colon = strchr(a->creds, ':');
+		if (!(a->user = strndup(a->creds, (size_t)(colon - a->creds))) || !(a->pass = strdup(colon + 1))) {
+			cli_err(cli, "out of memory");
 			return CLI_FAIL;
 		}
 		return CLI_OK;
 	}
-	if (getenv("XDG_RUNTIME_DIR"))
-		snprintf(paths[n++], sizeof(paths[0]), "%s/containers/auth.json", getenv("XDG_RUNTIME_DIR"));
-	if (getenv("DOCKER_CONFIG"))
-		snprintf(paths[n++], sizeof(paths[0]), "%s/config.json", getenv("DOCKER_CONFIG"));
-	else if (getenv("HOME"))
-		snprintf(paths[n++], sizeof(paths[0]), "%s/.docker/config.json", getenv("HOME"));
+	if (explicit) {
+		int rc = auth_file_get(cli, explicit, host, &a->user, &a->pass);
+		if (rc == -ENOENT) {
+			cli_err(cli, "the auth file %s does not exist", explicit);
+			return CLI_NOTFOUND;
+		}
+		return rc == CRED_FAILED ? CLI_FAIL : CLI_OK;
+	}
+	if (xr && *xr)
+		snprintf(paths[n++], sizeof(paths[0]), "%s/containers/auth.json", xr);
+	if (xc && *xc)
+		snprintf(paths[n++], sizeof(paths[0]), "%s/containers/auth.json", xc);
+	else if (home && *home)
+		snprintf(paths[n++], sizeof(paths[0]), "%s/.config/containers/auth.json", home);
+	if (dc && *dc)
+		snprintf(paths[n++], sizeof(paths[0]), "%s/config.json", dc);
+	else if (home && *home)
+		snprintf(paths[n++], sizeof(paths[0]), "%s/.docker/config.json", home);
 	for (size_t i = 0; i < n; i++) {
-		int rc = ix_registry_auth_lookup(paths[i], host, &a->user, &a->pass, why, sizeof(why));
+		int rc = auth_file_get(cli, paths[i], host, &a->user, &a->pass);
 		if (rc == 0)
 			return CLI_OK;
-		if (rc < 0 && rc != -ENOENT) {
-			cli_err(cli, "cannot read the auth file %s: %s", paths[i], why[0] ? why : strerror(-rc));
+		if (rc == CRED_FAILED)
 			return CLI_FAIL;
-		}
 	}
 	return CLI_OK;
 }
@@ -258,12 +498,58 @@ int cli_registry_creds(void *ctx, const char *host, char **user, char **pass)
 	return rc == CLI_OK ? 0 : -ENOENT;
 }
 
+/* The creds callback of the lazy fetches a push or pull starts (ctx: its
+ * struct reg_args): --creds for the registry named, else as
+ * cli_registry_creds. */
+static int args_creds(void *ctx, const char *host, char **user, char **pass)
+{
+	struct reg_args *a = ctx, b = { .creds = a->creds, .authfile = a->authfile };
+	int rc = find_credentials(a->cli, &b, host);
+
+	*user = b.user;
+	*pass = b.pass;
+	return rc == CLI_OK ? 0 : -ENOENT;
+}
+
 void cli_lazy_log(void *ctx, const char *msg)
 {
 	cli_err(ctx, "%s", msg);
 }
 
-enum { OPT_INSECURE = 1000, OPT_CACERT, OPT_AUTHFILE, OPT_JSON, OPT_FROM, OPT_LAZY, OPT_CHUNK, OPT_TIMEOUT };
+enum { OPT_INSECURE = 1000, OPT_CACERT, OPT_AUTHFILE, OPT_JSON, OPT_FROM, OPT_LAZY, OPT_CHUNK, OPT_TIMEOUT,
+       OPT_TLS_VERIFY, OPT_CERT_DIR, OPT_CREDS, OPT_ANNOTATION, OPT_SOURCE };
+
+/* An option push and pull share into a; false if it is not one. *status:
+ * CLI_USAGE (reported) for a bad value. */
+static bool reg_opt(struct cli *cli, const char *cmd, int c, struct reg_args *a, int *status)
+{
+	switch (c) {
+	case OPT_INSECURE: a->insecure = true; return true;
+	case OPT_CACERT: a->cacert = optarg; return true;
+	case OPT_CERT_DIR: a->cert_dir = optarg; return true;
+	case OPT_AUTHFILE: a->authfile = optarg; return true;
+	case OPT_JSON: a->json = true; return true;
+	case OPT_TLS_VERIFY:
+		if (!optarg || strcmp(optarg, "true") == 0) {
+			a->tls_noverify = false;
+		} else if (strcmp(optarg, "false") == 0) {
+			a->tls_noverify = true;
+		} else {
+			cli_err(cli, "%s: --tls-verify takes true or false, not '%s'", cmd, optarg);
+			*status = CLI_USAGE;
+		}
+		return true;
+	case OPT_CREDS:
+		if (!strchr(optarg, ':')) {
+			cli_err(cli, "%s: --creds takes USER:PASSWORD (strata does not prompt for a password; an auth "
+				     "file or a credential helper keeps it off the command line)", cmd);
+			*status = CLI_USAGE;
+		}
+		a->creds = optarg;
+		return true;
+	default: return false;
+	}
+}
 
 /* Seconds (0: no deadline) from --timeout or $STRATA_PULL_TIMEOUT; false
  * if it is not a number. */
@@ -276,6 +562,32 @@ static bool timeout_parse(const char *v, unsigned long *out)
 	return *v >= '0' && *v <= '9' && !*end && errno == 0 && *out <= 100ul * 365 * 86400;
 }
 
+/* The options push and pull share: transport, certificates, credentials. */
+static void reg_usage(FILE *f)
+{
+	fprintf(f,
+		"  --plain-http     plain HTTP (a loopback registry); HTTPS otherwise\n"
+		"  --insecure       the same as --plain-http (crane's meaning; oras's and\n"
+		"                   helm's --insecure, HTTPS without checks, is\n"
+		"                   --tls-verify=false here)\n"
+		"  --tls-verify=BOOL  false: HTTPS without checking the registry's\n"
+		"                   certificate or name (default true)\n"
+		"  --cacert FILE    trust this CA bundle for HTTPS instead of the system's\n"
+		"  --cert-dir DIR   CAs (*.crt) and a client certificate (NAME.cert, NAME.key)\n"
+		"                   for the registry (default: the first HOST[:PORT]\n"
+		"                   directory of ~/.config/containers/certs.d,\n"
+		"                   /etc/containers/certs.d, /etc/docker/certs.d)\n"
+		"  --creds USER:PASSWORD  credentials for the registry (no prompt)\n"
+		"  --authfile FILE  credentials file (docker config.json format: auths,\n"
+		"                   credHelpers, credsStore); default $REGISTRY_AUTH_FILE,\n"
+		"                   else the first of $XDG_RUNTIME_DIR/containers/auth.json,\n"
+		"                   ~/.config/containers/auth.json, ~/.docker/config.json\n"
+		"                   with an entry for the registry\n");
+}
+
+/* The most --annotation and --source options a push takes. */
+#define PUSH_ANNOTATIONS_MAX 64
+
 static void push_usage(FILE *f)
 {
 	fprintf(f,
@@ -286,13 +598,14 @@ static void push_usage(FILE *f)
 		"sent: each is asked for first (HEAD), then mounted from another\n"
 		"repository of the registry that holds it (--from, else where the store\n"
 		"last pushed or pulled it) where the registry allows it, else uploaded.\n"
-		"Credentials come from --authfile, $REGISTRY_AUTH_FILE,\n"
-		"$XDG_RUNTIME_DIR/containers/auth.json or ~/.docker/config.json.\n"
 		"Prints the pushed manifest's digest.\n"
-		"\n"
-		"  --insecure       plain HTTP (a loopback registry); HTTPS otherwise\n"
-		"  --cacert FILE    trust this CA bundle for HTTPS\n"
-		"  --authfile FILE  credentials file (docker config.json format)\n"
+		"\n");
+	reg_usage(f);
+	fprintf(f,
+		"  --annotation KEY=VALUE  an annotation of the pushed manifest (repeatable;\n"
+		"                   org.opencontainers.image.created, the snapshot's\n"
+		"                   capture time, is always there)\n"
+		"  --source URL     the same as --annotation org.opencontainers.image.source=URL\n"
 		"  --from REPO      mount blobs from REPO on the same registry (default: each\n"
 		"                   blob's recorded origin)\n"
 		"  --chunk-size N   chunks of the chunk indexes a lazy pull fetches by (bytes,\n"
@@ -319,10 +632,9 @@ static void pull_usage(FILE *f)
 		"\n"
 		"  --lazy           record the snapshot now, fetch its chunks on demand\n"
 		"  --tag NAME       tag it NAME in the store\n"
-		"  --force          move the tag if it names another snapshot\n"
-		"  --insecure       plain HTTP (a loopback registry); HTTPS otherwise\n"
-		"  --cacert FILE    trust this CA bundle for HTTPS\n"
-		"  --authfile FILE  credentials file (docker config.json format)\n"
+		"  --force          move the tag if it names another snapshot\n");
+	reg_usage(f);
+	fprintf(f,
 		"  --timeout SECS   give up when the whole pull (lazy layers it completes\n"
 		"                   included) has taken this long; 0: never (default: 3600,\n"
 		"                   or $STRATA_PULL_TIMEOUT). Any transfer moving under\n"
@@ -331,12 +643,56 @@ static void pull_usage(FILE *f)
 }
 
 static const struct option reg_opts[] = {
-	{ "insecure", no_argument, NULL, OPT_INSECURE }, { "cacert", required_argument, NULL, OPT_CACERT },
+	{ "insecure", no_argument, NULL, OPT_INSECURE }, { "plain-http", no_argument, NULL, OPT_INSECURE },
+	{ "tls-verify", optional_argument, NULL, OPT_TLS_VERIFY }, { "cert-dir", required_argument, NULL, OPT_CERT_DIR },
+	{ "creds", required_argument, NULL, OPT_CREDS }, { "annotation", required_argument, NULL, OPT_ANNOTATION },
+	{ "source", required_argument, NULL, OPT_SOURCE }, { "cacert", required_argument, NULL, OPT_CACERT },
 	{ "authfile", required_argument, NULL, OPT_AUTHFILE }, { "json", no_argument, NULL, OPT_JSON },
 	{ "from", required_argument, NULL, OPT_FROM }, { "tag", required_argument, NULL, 't' },
 	{ "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' },
 	{ "lazy", no_argument, NULL, OPT_LAZY }, { "chunk-size", required_argument, NULL, OPT_CHUNK },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT }, { 0 } };
+
+/* Say why s is not a registry reference, with the fix (a usage error).
+ * what: "push" or "pull"; form: the reference form it takes. */
+static int ref_refuse(struct cli *cli, const char *what, const char *s, const char *form)
+{
+	static const char *transports[] = { "docker://", "oci:", "oci-archive:", "docker-archive:", "dir:",
+					    "containers-storage:", "docker-daemon:", "registry://" };
+	char host[300];
+	const char *slash = strchr(s, '/');
+
+	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
+		size_t n = strlen(transports[i]);
+		if (strncmp(s, transports[i], n) != 0)
+			continue;
+		if (i == 0 || i == 7)
+			cli_err(cli, "%s: '%s': drop the transport prefix: strata %s takes %s (e.g. %s)", what, s, what,
+				form, s + n);
+		else
+			cli_err(cli, "%s: '%s': strata %s talks to registries only (%s); an OCI layout directory is "
+				     "written by 'strata export --oci DIR' and read by 'strata import DIR'",
+				what, s, what, form);
+		return CLI_USAGE;
+	}
+	if (strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0) {
+		cli_err(cli, "%s: '%s': drop the scheme: strata %s takes %s (plain HTTP is --plain-http)", what, s, what,
+			form);
+		return CLI_USAGE;
+	}
+	if (slash && (size_t)(slash - s) < sizeof(host)) {
+		memcpy(host, s, (size_t)(slash - s));
+		host[slash - s] = '\0';
+		if (!ix_registry_host_valid(host)) {
+			cli_err(cli, "%s: '%s' is not a registry host (HOST[:PORT]: a name with a '.', 'localhost' or an "
+				     "address, and PORT a number); strata %s takes %s (e.g. 127.0.0.1:5000/sandboxes/web:v1)",
+				what, host, what, form);
+			return CLI_USAGE;
+		}
+	}
+	cli_err(cli, "%s: '%s' is not %s (e.g. 127.0.0.1:5000/sandboxes/web:v1)", what, s, form);
+	return CLI_USAGE;
+}
 
 /* Open the registry client for ref (credentials looked up); exit status. */
 static int reg_open(struct cli *cli, struct reg_args *a, const struct ix_registry_ref *ref, const struct ix_oci_progress *prog,
@@ -346,7 +702,8 @@ static int reg_open(struct cli *cli, struct reg_args *a, const struct ix_registr
 
 	if ((rc = find_credentials(cli, a, ref->host)) != CLI_OK)
 		return rc;
-	struct ix_registry_opts o = { .insecure = a->insecure, .cacert = a->cacert, .user = a->user, .pass = a->pass,
+	struct ix_registry_opts o = { .insecure = a->insecure, .tls_noverify = a->tls_noverify, .cacert = a->cacert,
+				      .cert_dir = a->cert_dir, .certs_d = cli_certs_d(), .user = a->user, .pass = a->pass,
 			       .mount_from = a->from, .prog = prog, .ix = ix, .deadline_ns = a->deadline_ns };
 	if (ix_registry_global_init() < 0 || ix_registry_open(ref, &o, out) < 0) {
 		cli_err(cli, "cannot start the HTTP client: out of memory");
@@ -411,7 +768,7 @@ static bool top_not_found(int rc)
 
 int cmd_push(struct cli *cli, int argc, char **argv)
 {
-	struct reg_args a = { 0 };
+	struct reg_args a = { .cli = cli };
 	struct ix_registry *r = NULL;
 	struct ix_registry_ref ref;
 	struct ix_oci_sink sink;
@@ -422,15 +779,31 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 	char why[ST_WHY_LEN] = "", dg[ST_DIGEST_LEN + 1];
 	uint8_t sha[ST_SHA256_LEN];
 	uint32_t chunk_size = 0;
-	int c, rc, status;
+	/* --annotation KEY=VALUE and --source URL, in order, NULL-terminated. */
+	const char *ann[PUSH_ANNOTATIONS_MAX + 1] = { 0 };
+	char source[4200];
+	size_t nann = 0;
+	int c, rc, status = CLI_OK;
 
 	while ((c = getopt_long(argc, argv, "h", reg_opts, NULL)) != -1) {
 		switch (c) {
-		case OPT_INSECURE: a.insecure = true; break;
-		case OPT_CACERT: a.cacert = optarg; break;
-		case OPT_AUTHFILE: a.authfile = optarg; break;
-		case OPT_JSON: a.json = true; break;
 		case OPT_FROM: a.from = optarg; break;
+		case OPT_ANNOTATION:
+		case OPT_SOURCE:
+			if (nann == PUSH_ANNOTATIONS_MAX) {
+				cli_err(cli, "push: at most %d annotations", PUSH_ANNOTATIONS_MAX);
+				return CLI_USAGE;
+			}
+			if (c == OPT_SOURCE) {
+				snprintf(source, sizeof(source), "org.opencontainers.image.source=%s", optarg);
+				ann[nann++] = source;
+			} else if (!strchr(optarg, '=') || optarg[0] == '=') {
+				cli_err(cli, "push: --annotation takes KEY=VALUE, not '%s'", cli_esc(optarg));
+				return CLI_USAGE;
+			} else {
+				ann[nann++] = optarg;
+			}
+			break;
 		case OPT_CHUNK: {
 			char *end;
 			unsigned long v = strtoul(optarg, &end, 10);
@@ -443,16 +816,26 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 			break;
 		}
 		case 'h': push_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
+		default:
+			if (!reg_opt(cli, "push", c, &a, &status))
+				return cli_usage_hint(argv[0]);
+			if (status != CLI_OK)
+				return status;
 		}
 	}
+	/* Errors from here on are events of the --json stream too. */
+	if (a.json)
+		cli_err_json(stdout, EVENTS_SCHEMA);
 	if (argc - optind != 2) {
 		cli_err(cli, "push: expected TAG|ID and REGISTRY/REPOSITORY[:TAG] (see 'strata push --help')");
 		return CLI_USAGE;
 	}
 	const char *snap = argv[optind], *target = argv[optind + 1];
-	if (ix_registry_ref_parse(target, &ref) < 0 || ref.digest) {
-		cli_err(cli, "push: '%s' is not REGISTRY/REPOSITORY[:TAG] (e.g. 127.0.0.1:5000/sandboxes/web:v1)", target);
+	if (ix_registry_ref_parse(target, &ref) < 0)
+		return ref_refuse(cli, "push", target, "REGISTRY/REPOSITORY[:TAG]");
+	if (ref.digest) {
+		cli_err(cli, "push: '%s' names a digest: a push is to REGISTRY/REPOSITORY[:TAG] (it prints the digest)",
+			target);
 		return CLI_USAGE;
 	}
 	struct progress p = { .tty = !a.json && isatty(2), .json = a.json, .out = stdout };
@@ -464,6 +847,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 		goto out_close;
 	ix_registry_sink(r, &sink);
 	sink.chunk_size = chunk_size;
+	sink.annotations = ann;
 	uint64_t msize = 0;
 	struct ix_ws_xfer wsx = { 0 };
 	rc = ix_oci_push(ix, snap, ref.tag, &sink, &prog, &st, sha, &msize, why, sizeof(why));
@@ -519,7 +903,9 @@ out_close:
 static void prefetch_working_set(struct cli *cli, struct ix *ix, const st_id *id, const struct reg_args *a,
 				 struct ix_ws_prefetch_stats *pst)
 {
-	struct ix_lazy_opts o = { .cacert = a->cacert, .creds = cli_registry_creds, .creds_ctx = cli,
+	struct ix_lazy_opts o = { .cacert = a->cacert, .certs_d = cli_certs_d(), .cert_dir = a->cert_dir,
+				  .tls_noverify = a->tls_noverify, .creds = args_creds,
+				  .creds_ctx = (void *)a,
 				  .deadline_ns = a->deadline_ns };
 	struct ix_lazy *lz = NULL;
 	char why[ST_WHY_LEN * 2] = "";
@@ -537,7 +923,9 @@ static void prefetch_working_set(struct cli *cli, struct ix *ix, const st_id *id
  * recorded from the same source: ix_oci_source.lazy). */
 static int lazy_for_pull(struct cli *cli, struct ix *ix, const struct reg_args *a, struct ix_lazy **out)
 {
-	struct ix_lazy_opts o = { .cacert = a->cacert, .creds = cli_registry_creds, .creds_ctx = cli,
+	struct ix_lazy_opts o = { .cacert = a->cacert, .certs_d = cli_certs_d(), .cert_dir = a->cert_dir,
+				  .tls_noverify = a->tls_noverify, .creds = args_creds,
+				  .creds_ctx = (void *)a,
 				  .deadline_ns = a->deadline_ns };
 
 	return ix_lazy_open(ix, &o, out);
@@ -545,7 +933,7 @@ static int lazy_for_pull(struct cli *cli, struct ix *ix, const struct reg_args *
 
 int cmd_pull(struct cli *cli, int argc, char **argv)
 {
-	struct reg_args a = { 0 };
+	struct reg_args a = { .cli = cli };
 	struct ix_registry *r = NULL;
 	struct ix_registry_ref ref;
 	struct ix_oci_source src;
@@ -560,22 +948,25 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	struct ix_lazy *lz = NULL;
 	const char *timeout = getenv("STRATA_PULL_TIMEOUT");
 	unsigned long secs = PULL_TIMEOUT_DEFAULT;
-	int c, rc, status;
+	int c, rc, status = CLI_OK;
 
 	while ((c = getopt_long(argc, argv, "t:fh", reg_opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_TIMEOUT: timeout = optarg; break;
-		case OPT_INSECURE: a.insecure = true; break;
-		case OPT_CACERT: a.cacert = optarg; break;
-		case OPT_AUTHFILE: a.authfile = optarg; break;
-		case OPT_JSON: a.json = true; break;
 		case 't': tag = optarg; break;
 		case 'f': flags |= IX_TAG_FORCE; break;
 		case OPT_LAZY: flags |= IX_OCI_LAZY; break;
 		case 'h': pull_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
+		default:
+			if (!reg_opt(cli, "pull", c, &a, &status))
+				return cli_usage_hint(argv[0]);
+			if (status != CLI_OK)
+				return status;
 		}
 	}
+	/* Errors from here on are events of the --json stream too. */
+	if (a.json)
+		cli_err_json(stdout, EVENTS_SCHEMA);
 	if (argc - optind != 1) {
 		cli_err(cli, "pull: expected REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST] (see 'strata pull --help')");
 		return CLI_USAGE;
@@ -587,17 +978,15 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	if (secs)
 		a.deadline_ns = ix_registry_now_ns() + (uint64_t)secs * 1000000000u;
 	const char *from = argv[optind];
-	if (ix_registry_ref_parse(from, &ref) < 0) {
-		cli_err(cli, "pull: '%s' is not REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]", from);
-		return CLI_USAGE;
-	}
+	if (ix_registry_ref_parse(from, &ref) < 0)
+		return ref_refuse(cli, "pull", from, "REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]");
 	if (!tag && !ref.digest)
 		tag = ref.tag;
 	if (tag && !st_name_valid(tag)) {
 		cli_err(cli, "pull: '%s' is not a valid tag name", tag);
 		return CLI_USAGE;
 	}
-	struct progress p = { .tty = !a.json && isatty(2), .json = a.json, .out = stdout };
+	struct progress p = { .tty = !a.json && isatty(2), .json = a.json, .pull = true, .out = stdout };
 	struct ix_oci_progress prog = { progress_cb, &p };
 	if ((status = cli_store_open_flags(cli, CLI_STORE_CREATE, &s, &ix)) != CLI_OK)
 		return status;

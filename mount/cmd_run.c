@@ -25,8 +25,10 @@ static void run_usage(FILE *f)
 		"Creates a sandbox from a guest ELF (built with the strata guest SDK) and\n"
 		"calls FN with ARGS, parsed per the function's signature: an integer for\n"
 		"'i', text for 's', and for 'b' text or @FILE for a file's bytes. The\n"
-		"result is printed (bytes as hex). Host functions host_add(i,i)->i and\n"
-		"host_upper(s)->s are available to the guest; guest logs go to stderr.\n"
+		"result is printed (bytes as hex). Host functions host_add(i,i)->i,\n"
+		"host_upper(s)->s and clock_gettime(i)->i (the clock the guest C library's\n"
+		"time() and clock_gettime read) are available to the guest; guest logs go\n"
+		"to stderr.\n"
 		"\n"
 		"  --call FN        the guest function to call; several --call FN [ARGS...] run\n"
 		"                   in order in the one sandbox, each with the ARGS after it\n"
@@ -107,6 +109,29 @@ static int host_random(void *ctx, const struct vmm_value *a, size_t n, struct vm
 	ret->data = buf;
 	ret->len = len;
 	return 0;
+}
+
+/* clock_gettime(i) -> i: the guest C library's clock (vmm/guest/sys.c:
+ * time(), clock_gettime, clock()), in nanoseconds, from this process's
+ * clock of that id. The CPU-time clocks are this process's (on the process
+ * backend the guest's child is not counted); another id is a host error,
+ * which the guest sees as EINVAL. */
+static int host_clock(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
+{
+	static const clockid_t ids[] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_PROCESS_CPUTIME_ID,
+					 CLOCK_THREAD_CPUTIME_ID, CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE,
+					 CLOCK_MONOTONIC_COARSE, CLOCK_BOOTTIME };
+	struct timespec ts;
+
+	(void)ctx;
+	(void)n;
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+		if (a[0].i64 == ids[i] && clock_gettime(ids[i], &ts) == 0 && ts.tv_sec >= 0) {
+			ret->type = VMM_I64;
+			ret->i64 = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 /* After a guest failure: where it faulted, and the core file asked for. */
@@ -487,12 +512,17 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	/* The usual convention: options anywhere (`run G --call f 1 2
 	 * --snapshot s`), `--` ends them, and an argument that starts with '-'
 	 * goes after `--`; a negative number needs no `--` (no option is a
-	 * digit). The non-options, in order, are the target and the ARGS; they
-	 * are gathered at argv[1..] (slots getopt has passed already). */
+	 * digit), nor does text whose name (up to an '=') has a space, tab or
+	 * newline in it (no option's has: `--call load "$(cat app.lua)"` with a
+	 * Lua comment first). The non-options, in order, are the target and
+	 * the ARGS; they are gathered at argv[1..] (slots getopt has passed
+	 * already). */
 	char **pos = argv + 1;
 	int npos = 0;
 	for (;;) {
-		if (optind < argc && argv[optind][0] == '-' && argv[optind][1] >= '0' && argv[optind][1] <= '9') {
+		if (optind < argc && argv[optind][0] == '-' &&
+		    ((argv[optind][1] >= '0' && argv[optind][1] <= '9') ||
+		     strcspn(argv[optind], " \t\n") < strcspn(argv[optind], "="))) {
 			pos[npos++] = argv[optind++];
 			continue;
 		}
@@ -582,10 +612,12 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		return status;
 	static const struct vmm_signature add_sig = { VMM_I64, 2, { VMM_I64, VMM_I64 } },
 					  upper_sig = { VMM_STR, 1, { VMM_STR } },
-					  random_sig = { VMM_BYTES, 1, { VMM_I64 } };
+					  random_sig = { VMM_BYTES, 1, { VMM_I64 } },
+					  clock_sig = { VMM_I64, 1, { VMM_I64 } };
 	if (vmm_sandbox_register(sb, "host_add", &add_sig, host_add, NULL, &err) < 0 ||
 	    vmm_sandbox_register(sb, "host_upper", &upper_sig, host_upper, NULL, &err) < 0 ||
-	    vmm_sandbox_register(sb, "random_get", &random_sig, host_random, NULL, &err) < 0) {
+	    vmm_sandbox_register(sb, "random_get", &random_sig, host_random, NULL, &err) < 0 ||
+	    vmm_sandbox_register(sb, "clock_gettime", &clock_sig, host_clock, NULL, &err) < 0) {
 		cli_err(cli, "run: cannot register host functions: %s", err.message);
 		status = CLI_FAIL;
 		goto out_free;

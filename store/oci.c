@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "store/store_int.h"
 
@@ -80,6 +81,40 @@ int st_oci_manifest_encode(const struct st_oci_manifest *om, char **json, size_t
 	if (om->has_subject &&
 	    (!(d = desc_json(ST_OCI_MANIFEST_TYPE, &om->subject)) || json_object_set_new(root, "subject", d)))
 		goto out_nomem;
+	if (om->created > 0 || (om->extra && om->extra[0])) {
+		json_t *a = json_object();
+		if (!a || json_object_set_new(root, "annotations", a))
+			goto out_nomem;
+		if (om->created > 0) {
+			/* RFC 3339 in UTC, to the second (OCI image spec, annotations). */
+			char when[32];
+			struct tm tm;
+			time_t t = (time_t)(om->created / 1000000000);
+			if (!gmtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm) ||
+			    json_object_set_new(a, ST_OCI_ANN_CREATED, json_string(when)))
+				goto out_nomem;
+		}
+		for (const char *const *e = om->extra; e && *e; e++) {
+			const char *eq = strchr(*e, '=');
+			json_t *v;
+			if (!eq || eq == *e) {
+				json_decref(layers);
+				json_decref(root);
+				return -EINVAL;
+			}
+			if (!(v = json_string(eq + 1))) { /* not UTF-8 */
+				json_decref(layers);
+				json_decref(root);
+				return -EINVAL;
+			}
+			char *key = strndup(*e, (size_t)(eq - *e));
+			if (!key || json_object_set_new(a, key, v)) {
+				free(key);
+				goto out_nomem;
+			}
+			free(key);
+		}
+	}
 	json_decref(layers);
 	return dump(root, json, len);
 out_nomem:

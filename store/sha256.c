@@ -1,5 +1,6 @@
-/* sha256.c: SHA-256 for OCI digests (OpenSSL's libcrypto), and the "sha256:<hex>" spelling. */
+/* sha256.c: SHA-256 for OCI digests and base64 for registry credentials (OpenSSL's libcrypto), and the "sha256:<hex>" spelling. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,39 @@ void st_sha256_hash(const void *buf, size_t len, uint8_t out[ST_SHA256_LEN])
 	unsigned n = ST_SHA256_LEN;
 
 	EVP_Digest(buf, len, out, &n, EVP_sha256(), NULL);
+}
+
+int st_base64_decode(const char *s, char **out, size_t *len)
+{
+	size_t n = strlen(s), pad = 0, full;
+	char *in, *o;
+	int got;
+
+	/* docker writes the padding; other writers leave it out: add it. */
+	while (n && s[n - 1] == '=')
+		n--, pad++;
+	if (pad > 2 || n % 4 == 1 || n > (size_t)INT_MAX / 2)
+		return -EINVAL;
+	full = (n + 3) / 4 * 4;
+	if (!(in = malloc(full + 1)) || !(o = malloc(full / 4 * 3 + 1))) {
+		free(in);
+		return -ENOMEM;
+	}
+	memcpy(in, s, n);
+	memset(in + n, '=', full - n);
+	in[full] = '\0';
+	got = EVP_DecodeBlock((unsigned char *)o, (const unsigned char *)in, (int)full);
+	free(in);
+	if (got < 0) {
+		free(o);
+		return -EINVAL;
+	}
+	/* EVP_DecodeBlock counts the padding as zero bytes. */
+	got -= (int)(full - n);
+	o[got] = '\0';
+	*out = o;
+	*len = (size_t)got;
+	return 0;
 }
 
 void st_digest_format(const uint8_t sha[ST_SHA256_LEN], char out[ST_DIGEST_LEN + 1])

@@ -719,6 +719,7 @@ int st_ingest_file(struct st_store *s, const char *path, const struct st_manifes
 #define ST_OCI_MANIFEST_TYPE "application/vnd.oci.image.manifest.v1+json"
 #define ST_OCI_INDEX_TYPE "application/vnd.oci.image.index.v1+json"
 #define ST_OCI_ANN_ID "dev.strata.id"
+#define ST_OCI_ANN_CREATED "org.opencontainers.image.created"
 #define ST_OCI_ANN_REF "org.opencontainers.image.ref.name"
 #define ST_OCI_MANIFEST_MAX (4u << 20)  /* an OCI manifest or index.json, as registries limit them */
 
@@ -736,6 +737,10 @@ void st_sha256_update(struct st_sha256 *h, const void *buf, size_t len);
 void st_sha256_final(struct st_sha256 *h, uint8_t out[ST_SHA256_LEN]);
 void st_sha256_free(struct st_sha256 *h);
 void st_sha256_hash(const void *buf, size_t len, uint8_t out[ST_SHA256_LEN]);
+/* base64 s (standard alphabet, padding optional) decoded into *out
+ * (malloc'd, NUL-terminated; *len without the NUL). -EINVAL when s is not
+ * base64, -ENOMEM: *out and *len untouched. */
+int st_base64_decode(const char *s, char **out, size_t *len);
 /* "sha256:<64 lowercase hex>" and back. format never fails; parse of
  * anything else (NULL, uppercase, another algorithm, another length) ->
  * ST_EBADID with out untouched. */
@@ -761,13 +766,20 @@ struct st_oci_manifest {
 	struct st_oci_desc *chunks;
 	bool has_subject;
 	struct st_oci_desc subject;  /* the parent's OCI manifest (no id) */
+	/* The manifest's annotations (encode only; a parse leaves them 0):
+	 * org.opencontainers.image.created from created (the snapshot's
+	 * capture time, unix ns; 0: none), then each "KEY=VALUE" of the
+	 * NULL-terminated extra (may be NULL; a KEY given twice: the last). */
+	int64_t created;
+	const char *const *extra;
 };
 /* Free om and its arrays (one allocation: layers). Accepts NULL. */
 void st_oci_manifest_free(struct st_oci_manifest *om);
 
 /* Compact JSON with sorted keys (so equal content gives an equal digest).
- * *json malloc'd, NUL-terminated, *len without the NUL. -ENOMEM: *json
- * and *len untouched. */
+ * *json malloc'd, NUL-terminated, *len without the NUL. -EINVAL (an extra
+ * annotation that is not KEY=VALUE, or not UTF-8), -ENOMEM: *json and
+ * *len untouched. */
 int st_oci_manifest_encode(const struct st_oci_manifest *om, char **json, size_t *len);
 
 /*

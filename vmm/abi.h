@@ -84,6 +84,7 @@ struct strata_mem_note {
  */
 #endif /* __ASSEMBLER__ */
 #define STRATA_BOOT_INFO_GPA 0x15000   /* struct strata_boot_info, read-only to the guest */
+#define STRATA_TLS_GPA 0x15800         /* struct strata_tls: the fs base, in the boot-info page */
 #define STRATA_IMAGE_BASE 0x100000     /* lowest address an image segment may use */
 #ifndef __ASSEMBLER__
 
@@ -225,6 +226,21 @@ struct strata_boot_info {
 	uint64_t heap_addr, heap_size;
 	uint64_t stack_lo, stack_hi;   /* stack; the page below stack_lo is a guard */
 	uint64_t mem_size;             /* guest memory size */
+};
+
+/*
+ * The thread block: fs base is STRATA_TLS_GPA on both backends, set by the
+ * host and put back by every restore (a snapshot with another fs base is
+ * refused). It shares the read-only boot-info page, so a guest cannot
+ * change it. The layout is the x86-64 one compiled code expects: word 0
+ * holds its own address, %fs:0x28 the stack protector's canary (random,
+ * written by the host when it builds the sandbox, its low byte 0 so a
+ * string copy cannot read past it; kept by snapshots like any guest page).
+ */
+struct strata_tls {
+	uint64_t self;         /* STRATA_TLS_GPA */
+	uint64_t reserved[4];  /* 0 */
+	uint64_t canary;       /* %fs:0x28 */
 };
 
 #endif /* __ASSEMBLER__ */

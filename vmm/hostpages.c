@@ -1,5 +1,6 @@
 /* hostpages.c: the pages below the image that strata builds itself (page tables, GDT/TSS, IDT, exception stubs and stacks, boot info): written for a new guest, required exactly so in every snapshot. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@ void vmm_perms_set(uint8_t *perms, uint64_t lo, uint64_t hi, uint8_t perm)
 		perms[p] |= perm;
 }
 
-void vmm_host_pages_build(uint8_t *mem, const struct vmm_layout *l, uint8_t *perms)
+void vmm_host_pages_build(uint8_t *mem, const struct vmm_layout *l, uint8_t *perms, uint64_t canary)
 {
 	vmm_x86_supervisor_perms(l, perms);
 	vmm_perms_set(perms, l->boot_info, l->boot_info + VMM_PAGE, VMM_PERM_R | VMM_PERM_USER);
@@ -28,6 +29,8 @@ void vmm_host_pages_build(uint8_t *mem, const struct vmm_layout *l, uint8_t *per
 		.mem_size = l->mem_size,
 	};
 	memcpy(mem + l->boot_info, &bi, sizeof(bi));
+	struct strata_tls tls = { .self = STRATA_TLS_GPA, .canary = canary & ~0xffull };
+	memcpy(mem + STRATA_TLS_GPA, &tls, sizeof(tls));
 }
 
 /* What page p of the host pages is for, in words. */
@@ -73,7 +76,13 @@ int vmm_host_pages_check(const struct vmm_layout *l, const uint8_t *(*page)(void
 			memcpy(&e, src + at % VMM_PAGE, 8);
 		perms[p] = (uint8_t)vmm_x86_user_leaf_perm(e, p * VMM_PAGE);
 	}
-	vmm_host_pages_build(want, l, perms);
+	/* The canary is the snapshot's (any value with its low byte 0): the
+	 * rest of the boot-info page is strata's. */
+	uint64_t canary = 0;
+	const uint8_t *bp = page(ctx, l->boot_info / VMM_PAGE);
+	if (bp)
+		memcpy(&canary, bp + (STRATA_TLS_GPA - l->boot_info) + offsetof(struct strata_tls, canary), 8);
+	vmm_host_pages_build(want, l, perms, canary);
 	for (uint64_t p = 0; p < n; p++) {
 		const uint8_t *src = page(ctx, p), *w = want + p * VMM_PAGE;
 		if (src ? memcmp(src, w, VMM_PAGE) == 0 : vmm_page_is_zero(w))

@@ -47,7 +47,7 @@
  * - Besides guest memory the child can write only the control pages and
  *   its signal stack, both in the memfd past guest memory: a restore
  *   rewrites both, and the stub loads what a signal frame does not hold
- *   (fs and gs base). docs/security.md, "process backend".
+ *   (fs base the thread block's, gs base 0). docs/security.md, "process backend".
  */
 
 /* ucontext gregs indices (sys/ucontext.h REG_*). */
@@ -723,7 +723,10 @@ static bool proc_usable_here(const struct vmm_sandbox *sb)
  * reads, from the host's own copy) and the signal stack (its image from
  * the first report, with an XSAVE image that loads x87 and SSE from the
  * state the caller writes next and every other component in its initial
- * state). fs and gs base are loaded as 0 on the next resume. Called only
+ * state). fs base is loaded as the thread block's (STRATA_TLS_GPA) and gs
+ * base as 0 on the next resume, where user code can write them at all
+ * (elsewhere the child set fs base once, before its filter, and nothing
+ * can change it). Called only
  * on a stopped child.
  */
 static void child_reset(struct vmm_proc *p)
@@ -732,9 +735,10 @@ static void child_reset(struct vmm_proc *p)
 	uint64_t xstate_bv = 3;
 
 	memset(p->ctl, 0, PROC_CTL_SIZE);
-	uint32_t fsgs = p->fsgs ? FSGS_HAVE | FSGS_LOAD : 0;
+	uint32_t fsgs = (p->fsgs ? FSGS_HAVE : 0) | FSGS_LOAD;
 	uint64_t pid = (uint64_t)p->pid;
 	memcpy(p->ctl + CTL_FSGS, &fsgs, 4);
+	memcpy(p->ctl + CTL_FSBASE, &(uint64_t){ STRATA_TLS_GPA }, 8);
 	memcpy(p->ctl + CTL_HOSTPID, &p->host_pid, 8);
 	memcpy(p->ctl + CTL_PID, &pid, 8);
 	memcpy(p->ctl + CTL_UC, &p->uc, 8);
@@ -758,7 +762,9 @@ static int proc_set_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *s
 	struct vmm_proc *p = sb->proc;
 	uint64_t *g = ctl_gregs(p);
 
-	if (st->version != VMM_VCPU_STATE_VERSION)
+	/* fs base: the thread block, which the child loads (a restore's
+	 * state was checked against it). */
+	if (st->version != VMM_VCPU_STATE_VERSION || st->fs.base != STRATA_TLS_GPA)
 		return -EINVAL;
 	if (p->running)
 		return VMM_E_BUSY;
@@ -1129,7 +1135,8 @@ static bool all_zero(const uint8_t *b, size_t n)
  * gives. Its mappings are those it had once locked down, and the only
  * writable ones are guest memory, the control pages and the signal stack;
  * the control pages hold the snapshot's registers and FXSAVE bytes, the
- * pids, frame and stack addresses, fs/gs base 0 to load, and nothing else; the
+ * pids, frame and stack addresses, the thread block's fs base and gs base 0
+ * to load, and nothing else; the
  * signal stack is zero below the stopped stub and its first report's image
  * above, with an XSAVE header that loads x87/SSE only. 0 or VMM_E_LEAK
  * with what differs in why.
@@ -1189,8 +1196,8 @@ static int proc_check(struct vmm_sandbox *sb, const struct vmm_vcpu_state *want,
 	uint64_t w[6];
 	memcpy(&fsgs, p->ctl + CTL_FSGS, 4);
 	memcpy(w, p->ctl + CTL_HOSTPID, sizeof(w));
-	if (fsgs != (p->fsgs ? FSGS_HAVE | FSGS_LOAD : 0u) || w[0] != p->host_pid || w[1] != (uint64_t)p->pid ||
-	    w[2] != 0 || w[3] != 0 || w[4] != p->uc || w[5] != 0 ||
+	if (fsgs != ((p->fsgs ? FSGS_HAVE : 0u) | FSGS_LOAD) || w[0] != p->host_pid || w[1] != (uint64_t)p->pid ||
+	    w[2] != STRATA_TLS_GPA || w[3] != 0 || w[4] != p->uc || w[5] != 0 ||
 	    memcmp(p->ctl + CTL_SP, &(uint64_t){ p->uc - 8 }, 8) != 0) {
 		snprintf(why, len, "the control page's words (pids, frame and stack, fs/gs base to load) are not what a restore gives");
 		goto out_free;

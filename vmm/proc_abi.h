@@ -30,8 +30,8 @@
 #define CTL_FSGS 12     /* u32: FSGS_* */
 #define CTL_HOSTPID 16  /* u64: the host's pid (the stub's parent) */
 #define CTL_PID 24      /* u64: the child's pid (= tid: one thread) */
-#define CTL_FSBASE 32   /* u64: fs base loaded with FSGS_LOAD */
-#define CTL_GSBASE 40   /* u64: gs base loaded with FSGS_LOAD */
+#define CTL_FSBASE 32   /* u64: fs base loaded with FSGS_LOAD (STRATA_TLS_GPA) */
+#define CTL_GSBASE 40   /* u64: gs base loaded with FSGS_LOAD where FSGS_HAVE (0) */
 #define CTL_UC 48       /* u64: the report's ucontext; the host writes the frame to resume through before every SIGCONT */
 #define CTL_RESULT 56   /* u64: what STATE_LOCK's prctl returned */
 #define CTL_GREGS 64    /* ucontext gregs[23] of the last report; written back on resume */
@@ -43,7 +43,7 @@
 #define CTL_RUNS_MAX ((PROC_CTL_SIZE - CTL_RUNS) / CTL_RUN_SIZE)
 
 #define FSGS_HAVE 1     /* the CPU and kernel let user code write fs/gs base (AT_HWCAP2 FSGSBASE) */
-#define FSGS_LOAD 2     /* load CTL_FSBASE/CTL_GSBASE on the next resume (a restore) */
+#define FSGS_LOAD 2     /* load CTL_FSBASE/CTL_GSBASE (wrfsbase) or CTL_FSBASE (arch_prctl) on the next resume (a restore) */
 
 #define STATE_HOST 0    /* the stub is stopped in its signal handler, reporting */
 #define STATE_GUEST 1   /* resume the guest with CTL_GREGS / CTL_FX */

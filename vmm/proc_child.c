@@ -47,6 +47,8 @@
 #define NR_close 3
 #define NR_capset 126
 #define NR_setrlimit 160
+#define NR_arch_prctl 158
+#define ARCH_SET_FS 0x1002
 
 #define PROT_NONE 0
 #define PROT_READ 1
@@ -158,7 +160,9 @@ struct kernel_sigaction {
  * The filter: x86-64 system calls from the stub's two `syscall`
  * instructions, and only these, each with the arguments the stub passes:
  * from its stop, tgkill(self, self, SIGSTOP) alone; from `sys`,
- * rt_sigreturn, getppid, exit_group and prctl(PR_SET_DUMPABLE, 0). The
+ * rt_sigreturn, getppid, exit_group, prctl(PR_SET_DUMPABLE, 0) and
+ * arch_prctl(ARCH_SET_FS, STRATA_TLS_GPA) (the thread block put back at a
+ * restore where user code cannot write fs base; no other address). The
  * stop has its own site because what follows it trusts no register (the
  * host says where to resume, proc_stub.S): a guest that stops itself there
  * resumes as the host says, not in its own code. Anything else from the
@@ -169,20 +173,20 @@ struct kernel_sigaction {
  * filter (stub_main), so no mapping can escape write tracking, expose the
  * page tables, make the stub writable or grow the child.
  */
-#define FILTER_MAX 32
+#define FILTER_MAX 40
 static unsigned filter_build(struct sock_filter *f, uint32_t pid)
 {
 	static const uint32_t allowed[] = { NR_rt_sigreturn, NR_getppid, NR_exit_group };
 	const uint64_t site = (uint64_t)(uintptr_t)vmm_proc_stub_sys_ret;
 	const uint64_t stop = (uint64_t)(uintptr_t)vmm_proc_stub_stop_ret;
 	const unsigned na = sizeof(allowed) / sizeof(allowed[0]);
-	/* 0-7: arch, ip, sys's nr; 8..: allowed; pr: prctl's 5; tg: the stop's 8. */
-	const unsigned pr = 8 + na, tg = pr + 5, kill = tg + 8, trap = kill + 1, allow = trap + 1;
+	/* 0-7: arch, ip, sys's nr; 8..: allowed; pr: prctl's 5; ap: arch_prctl's 7; tg: the stop's 8. */
+	const unsigned pr = 8 + na, ap = pr + 5, tg = ap + 7, kill = tg + 8, trap = kill + 1, allow = trap + 1;
 	unsigned k = 0;
 #define LD(field) (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(field))
 #define JEQ(v, yes, no) (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (v), (uint8_t)((yes) - k - 1), (uint8_t)((no) - k - 1))
 
-	_Static_assert(FILTER_MAX >= 8 + 3 + 5 + 8 + 3, "the filter fits");
+	_Static_assert(FILTER_MAX >= 8 + 3 + 5 + 7 + 8 + 3, "the filter fits");
 	f[k++] = LD(offsetof(struct seccomp_data, arch));
 	f[k] = JEQ(AUDIT_ARCH_X86_64, k + 1, trap), k++;
 	/* Both sites are in the child's code, just above PROC_BASE: one high half. */
@@ -196,11 +200,20 @@ static unsigned filter_build(struct sock_filter *f, uint32_t pid)
 		f[k] = JEQ(allowed[i], allow, k + 1);
 	/* pr (= k): prctl(PR_SET_DUMPABLE, 0) only (the kernel refuses any value but
 	 * 0 and 1 in the whole 64 bits, so the low half decides). */
-	f[k] = JEQ(NR_prctl, k + 1, kill), k++;
+	f[k] = JEQ(NR_prctl, k + 1, ap), k++;
 	f[k++] = LD(offsetof(struct seccomp_data, args[0]));
 	f[k] = JEQ(PR_SET_DUMPABLE, k + 1, kill), k++;
 	f[k++] = LD(offsetof(struct seccomp_data, args[1]));
 	f[k] = JEQ(0, allow, kill), k++;
+	/* ap (= k): arch_prctl(ARCH_SET_FS, STRATA_TLS_GPA) only, all 64 bits of
+	 * the address (the kernel takes the option as an int: its low half). */
+	f[k] = JEQ(NR_arch_prctl, k + 1, kill), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, args[0]));
+	f[k] = JEQ(ARCH_SET_FS, k + 1, kill), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, args[1]));
+	f[k] = JEQ((uint32_t)STRATA_TLS_GPA, k + 1, kill), k++;
+	f[k++] = LD(offsetof(struct seccomp_data, args[1]) + 4);
+	f[k] = JEQ((uint32_t)((uint64_t)STRATA_TLS_GPA >> 32), allow, kill), k++;
 	/* tg: the stub stops itself; nothing else may be signalled. */
 	f[k++] = LD(offsetof(struct seccomp_data, nr));
 	f[k] = JEQ(NR_tgkill, k + 1, kill), k++;
@@ -349,6 +362,14 @@ uint64_t stub_main(const uint64_t *sp)
 		fail(129);
 	protect_runs(lo, mem_size);
 	track(lo, mem_size - lo);
+	/* fs base: the thread block in the boot-info page (the stack
+	 * protector's canary at %fs:0x28), set here, before the filter, which
+	 * refuses arch_prctl. Where AT_HWCAP2 has FSGSBASE, user code can
+	 * write fs base itself, and the stub loads this value again at every
+	 * restore (wrfsbase); elsewhere nothing can change it. This code is
+	 * built without the stack protector: it reads nothing at fs. */
+	if (sys3(NR_arch_prctl, ARCH_SET_FS, STRATA_TLS_GPA, 0) < 0)
+		fail(134);
 	/* Signals disarm the stack while they run on it (SS_AUTODISARM): every
 	 * report's frame is at its top, wherever the guest's stack pointer is. */
 	struct {

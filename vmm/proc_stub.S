@@ -5,6 +5,8 @@
 #define SYS_rt_sigreturn 15
 #define SYS_getppid 110
 #define SYS_prctl 157
+#define SYS_arch_prctl 158
+#define ARCH_SET_FS 0x1002
 #define SYS_tgkill 234
 #define SIGSTOP 19
 #define SYS_exit_group 231
@@ -128,15 +130,30 @@ vmm_proc_stub_stop_ret:
 	jne 2f
 	orq $3, 512(%rdx)       /* XSTATE_BV: x87 and SSE come from the image (a restore set it to exactly 3) */
 2:	/* After a restore, the fs and gs bases the host gives (no signal frame
-	 * holds them); only where user code can write them at all. */
+	 * holds them) and null selectors: wrfsbase/wrgsbase where user code
+	 * can write the bases (AT_HWCAP2 FSGSBASE); elsewhere the guest can
+	 * change fs base only by loading a selector (base 0), and arch_prctl
+	 * puts it back (the filter allows it with exactly the thread block's
+	 * address). */
 	movl CTL_FSGS(%rbx), %eax
-	cmpl $(FSGS_HAVE | FSGS_LOAD), %eax
-	jne 3f
+	testl $FSGS_LOAD, %eax
+	jz 3f
+	xorl %ecx, %ecx
+	movl %ecx, %fs
+	movl %ecx, %gs
+	testl $FSGS_HAVE, %eax
+	jz 4f
 	movq CTL_FSBASE(%rbx), %rax
 	wrfsbase %rax
 	movq CTL_GSBASE(%rbx), %rax
 	wrgsbase %rax
-	movl $FSGS_HAVE, CTL_FSGS(%rbx)
+	jmp 5f
+4:	movl $ARCH_SET_FS, %edi
+	movq CTL_FSBASE(%rbx), %rsi
+	movl $SYS_arch_prctl, %eax
+	call sys
+	movabsq $PROC_CTL, %rbx
+5:	andl $FSGS_HAVE, CTL_FSGS(%rbx)
 3:	ret
 
 lock:

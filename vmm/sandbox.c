@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -102,8 +103,15 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 		vmm_perms_set(perms, s->vaddr, s->vaddr + s->memsz, (uint8_t)(s->flags | VMM_PERM_USER));
 		memcpy(sb->mem + s->vaddr, e->data + s->offset, s->filesz);
 	}
-	/* The note's exception stubs are not used: the host builds its own. */
-	vmm_host_pages_build(sb->mem, l, perms);
+	/* The note's exception stubs are not used: the host builds its own.
+	 * The stack protector's canary is this sandbox's own random word
+	 * (every sandbox restored from one of its snapshots shares it). */
+	uint64_t canary = 0;
+	if (getrandom(&canary, sizeof(canary), 0) != (ssize_t)sizeof(canary)) {
+		free(perms);
+		return vmm_fail(err, -errno, "cannot draw the stack protector's canary: %s", strerror(errno));
+	}
+	vmm_host_pages_build(sb->mem, l, perms, canary);
 	free(perms);
 
 	if ((rc = sb->be->start(sb, ready, err)) < 0)

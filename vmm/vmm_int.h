@@ -248,20 +248,21 @@ void vmm_x86_build(uint8_t *mem, const struct vmm_layout *l, const uint8_t *perm
  * writes that entry there (not identity, not user, other bits). */
 unsigned vmm_x86_user_leaf_perm(uint64_t pte, uint64_t va);
 /* Initial vCPU state: long mode at `cpl` (3 for guests; 0 only for the
- * floor benchmark) at `entry` with stack `rsp`. */
+ * floor benchmark) at `entry` with stack `rsp`, fs base the thread block
+ * (STRATA_TLS_GPA). */
 void vmm_x86_initial_state(const struct vmm_layout *l, unsigned cpl, uint64_t entry, uint64_t rsp,
 			   struct vmm_vcpu_state *st);
 /* The vCPU state strata runs for the user-mode state of `in` (general
- * registers, rip, the flags CPL 3 may own, fs/gs base, x87/SSE): the
- * privileged parts (segments, descriptor tables, CR0/2/3/4/8, EFER, APIC
- * base, XCR0, IOPL) are built from layout l, never taken from `in`.
+ * registers, rip, the flags CPL 3 may own, gs base, x87/SSE): the
+ * privileged parts (segments, fs base, descriptor tables, CR0/2/3/4/8, EFER,
+ * APIC base, XCR0, IOPL) are built from layout l, never taken from `in`.
  * in and out may be the same. */
 void vmm_x86_user_state(const struct vmm_layout *l, const struct vmm_vcpu_state *in, struct vmm_vcpu_state *out);
 /* Is st (from an untrusted manifest) a state strata itself could have
  * written for layout l: privileged parts exactly as vmm_x86_initial_state
  * builds them (APIC base also 0 and XCR0 also 1, IOPL also 0, as earlier
- * versions and KVM report them), rflags only with flags CPL 3 may set, rip and
- * fs/gs base canonical, MXCSR without reserved bits, FXSAVE's MXCSR_MASK
+ * versions and KVM report them), fs base the thread block's, rflags only
+ * with flags CPL 3 may set, rip and gs base canonical, MXCSR without reserved bits, FXSAVE's MXCSR_MASK
  * and bytes 416-511 zero? 0 and *out (may be NULL) as vmm_x86_user_state
  * builds it, or VMM_E_BAD_SNAPSHOT with why naming the field. */
 int vmm_x86_state_check(const struct vmm_layout *l, const struct vmm_vcpu_state *st, struct vmm_vcpu_state *out,
@@ -293,13 +294,15 @@ int vmm_x86_user_runs(const uint8_t *mem, uint64_t mem_size, uint64_t cr3, uint6
 void vmm_perms_set(uint8_t *perms, uint64_t lo, uint64_t hi, uint8_t perm);
 /* Write every page below the image for l into mem (guest memory, or a
  * buffer of at least l->boot_info + VMM_PAGE bytes): page tables, GDT/TSS,
- * IDT, the exception stubs, the boot info. perms (one per page of
+ * IDT, the exception stubs, the boot info and the thread block beside it
+ * (struct strata_tls, canary's low byte cleared). perms (one per page of
  * [0, l->low_end)) holds the image's pages; this adds the supervisor
  * pages, the boot info and the stack. */
-void vmm_host_pages_build(uint8_t *mem, const struct vmm_layout *l, uint8_t *perms);
+void vmm_host_pages_build(uint8_t *mem, const struct vmm_layout *l, uint8_t *perms, uint64_t canary);
 /* Are a snapshot's pages [0, l->boot_info] exactly what
  * vmm_host_pages_build writes for l (the image's leaf entries as the
- * snapshot's page table has them, if they are ones strata writes)? page(ctx,
+ * snapshot's page table has them, if they are ones strata writes, and the
+ * canary the snapshot's thread block holds)? page(ctx,
  * p) gives the snapshot's page p (NULL: all zero). 0, VMM_E_BAD_SNAPSHOT
  * with why naming the first page that differs, or -ENOMEM. */
 int vmm_host_pages_check(const struct vmm_layout *l, const uint8_t *(*page)(void *ctx, uint64_t p), void *ctx,

@@ -257,6 +257,7 @@ void vmm_x86_initial_state(const struct vmm_layout *l, unsigned cpl, uint64_t en
 	flat(&st->cs, user ? SEL_UCODE : SEL_KCODE, TYPE_CODE_XRA, cpl, true);
 	flat(&st->ss, user ? SEL_UDATA : SEL_KDATA, TYPE_DATA_RWA, cpl, false);
 	st->ds = st->es = st->fs = st->gs = st->ss;
+	st->fs.base = STRATA_TLS_GPA;  /* the thread block: the stack protector's canary at %fs:0x28 */
 	st->tr = (struct vmm_segment){ .base = l->tss, .limit = TSS_LIMIT, .selector = SEL_TSS,
 				       .type = TYPE_TSS64_BUSY, .present = 1 };
 	st->ldt = (struct vmm_segment){ .limit = 0xffff, .type = 2, .present = 1 };
@@ -291,8 +292,7 @@ void vmm_x86_user_state(const struct vmm_layout *l, const struct vmm_vcpu_state 
 	vmm_x86_initial_state(l, 3, in->rip, in->gpr[6], &st);
 	memcpy(st.gpr, in->gpr, sizeof(st.gpr));
 	st.rflags = (in->rflags & RFLAGS_USER) | RFLAGS_FIXED | RFLAGS_IOPL3;
-	st.fs.base = in->fs.base;
-	st.gs.base = in->gs.base;
+	st.gs.base = in->gs.base;  /* fs base stays the thread block's, whatever the vCPU held */
 	memcpy(st.fxsave, in->fxsave, 416);
 	memset(st.fxsave + 28, 0, 4);
 	*out = st;
@@ -342,15 +342,20 @@ int vmm_x86_state_check(const struct vmm_layout *l, const struct vmm_vcpu_state 
 	const char *f;
 
 	vmm_x86_initial_state(l, 3, st->rip, st->gpr[6], &want);
-	/* Segments: the host's flat CPL 3 long mode; fs and gs may have
-	 * any canonical base (WRFSBASE where the CPU lets CPL 3 run it). */
+	/* Segments: the host's flat CPL 3 long mode; fs base is the thread
+	 * block's (STRATA_TLS_GPA, in the read-only boot-info page), and gs may
+	 * have any canonical base (WRGSBASE where the CPU lets CPL 3 run it). */
+	if (st->fs.base != want.fs.base)
+		return refuse(why, whylen,
+			      "vCPU state: fs.base %#llx is not the thread block strata sets (%#llx, the stack protector's canary)",
+			      (unsigned long long)st->fs.base, (unsigned long long)want.fs.base);
 	static const struct {
 		const char *name;
 		size_t off;
 		bool user_base;
 	} segs[] = {
 #define S(x, b) { #x, offsetof(struct vmm_vcpu_state, x), b }
-		S(cs, false), S(ss, false), S(ds, false), S(es, false), S(fs, true), S(gs, true), S(tr, false),
+		S(cs, false), S(ss, false), S(ds, false), S(es, false), S(fs, false), S(gs, true), S(tr, false),
 		S(ldt, false),
 #undef S
 	};

@@ -69,6 +69,7 @@ static const struct bench_group groups[] = {
 	{ "lazy", bench_lazy, false },
 	{ "alloc", bench_alloc, false },
 	{ "wasm", bench_wasm, true },
+	{ "lua", bench_lua, false },
 	{ NULL, NULL, false },
 };
 _Static_assert(sizeof(groups) / sizeof(groups[0]) <= sizeof(((struct bench *)0)->seconds) / sizeof(double),

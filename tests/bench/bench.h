@@ -105,10 +105,13 @@ void bench_fs(struct bench *b);       /* bench_fs.c */
 void bench_snap(struct bench *b);     /* bench_snap.c */
 void bench_cold(struct bench *b);     /* bench_cold.c */
 void bench_density(struct bench *b);  /* bench_cold.c */
+/* This process's PSS (smaps_rollup), KiB (bench_cold.c). */
+unsigned long long bench_pss_kib(void);
 void bench_oci(struct bench *b);      /* bench_oci.c: push / pull through a loopback registry */
 void bench_lazy(struct bench *b);     /* bench_lazy.c: first result from a delayed registry, lazy or not */
 void bench_alloc(struct bench *b);    /* bench_alloc.c: the guest heap's malloc+free */
 void bench_wasm(struct bench *b);     /* bench_wasm.c: a wasm module as a guest, natively, as a C guest */
+void bench_lua(struct bench *b);      /* bench_lua.c: one Lua request: restore + eval, lua5.4 per request, a host Lua state */
 /* bench_oci.c: is prog on PATH; start docker-registry on a free loopback
  * port with its storage under dir (port_s gets the port, *pid the process). */
 bool bench_have(const char *prog);

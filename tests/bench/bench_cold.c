@@ -275,7 +275,7 @@ static void cold_case(struct bench *b, const char *name, uint64_t heap, unsigned
 
 /* Density: N sandboxes from one medium snapshot, each after a call that
  * writes 64 KiB (16 pages); PSS from smaps_rollup before and after. */
-static unsigned long long pss_kib(void)
+unsigned long long bench_pss_kib(void)
 {
 	FILE *f = fopen("/proc/self/smaps_rollup", "re");
 	unsigned long long v = 0;
@@ -349,7 +349,7 @@ static void density(struct bench *b, unsigned n)
 		fprintf(stderr, "bench: %s: setup failed\n", name);
 		goto out;
 	}
-	unsigned long long before = pss_kib();
+	unsigned long long before = bench_pss_kib();
 	t0 = bench_now_ns();
 	for (made = 0; made < n; made++) {
 		struct vmm_value a = { .type = VMM_I64, .i64 = 16 };
@@ -362,7 +362,7 @@ static void density(struct bench *b, unsigned n)
 		}
 	}
 	t1 = bench_now_ns();
-	unsigned long long after = pss_kib();
+	unsigned long long after = bench_pss_kib();
 	if (made < n) {
 		fprintf(stderr, "bench: %s: only %u of %u sandboxes could be made\n", name, made, n);
 		snprintf(name, sizeof(name), "density/%u/medium/sandboxes_made", n);

@@ -694,6 +694,35 @@ def block_vmm_hypercalls(c):
     return out
 
 
+def block_lua(c):
+    """`strata bench lua`: one request three ways, and what a loaded Lua costs (docs/lua.md).
+    Not in BLOCKS until a quiet machine's run of the group is merged: then
+    docs/lua.md gets the markers and BLOCKS the entry."""
+    rows = [("restore + eval, KVM", "lua/restore_eval"), ("restore + eval, process backend", "lua/process/restore_eval"),
+            ("new sandbox from the store + first eval, KVM", "lua/first_eval_from_store"),
+            ("new sandbox from the store + first eval, process backend", "lua/process/first_eval_from_store"),
+            ("fork + exec of `lua5.4 -e` per request", "lua/fork_exec_lua5.4"),
+            ("`luaL_newstate` + `luaL_openlibs` + run, in the host process", "lua/host_newstate")]
+    out = ["Run %s (median, p10–p90; one `handle()` request of tests/lua/app.lua):" % c.when("lua/host_newstate"), "",
+           "| way | case | time |", "|---|---|---|"]
+    for label, case in rows:
+        if c.has(case):
+            out.append("| %s | `%s` | %s |" % (label, case, c.lat(case)))
+    fe, hs = c.get("lua/fork_exec_lua5.4")["median_ns"], c.get("lua/host_newstate")["median_ns"]
+    for label, case in (("KVM", "lua/restore_eval"), ("process", "lua/process/restore_eval")):
+        if c.has(case):
+            r = c.get(case)["median_ns"]
+            out.append("")
+            out.append("%s: %.1f× faster than fork + exec, %.2f× the host state's time." % (label, fe / r, r / hs))
+    out.append("")
+    for label, case in (("snapshot layers of the loaded program", "lua/snapshot_layers"),
+                        ("PSS per sandbox, 1,000 from one snapshot (KVM)", "lua/density/1000/pss_per_sandbox"),
+                        ("PSS per sandbox, 1,000 from one snapshot (process)", "lua/process/density/1000/pss_per_sandbox")):
+        if c.has(case):
+            out.append("- %s (`%s`): %s" % (label, case, c.val(case)))
+    return out
+
+
 GROUPS = ("floor", "store", "vmm", "index", "fs", "snapshots", "cold", "density", "oci", "lazy", "alloc")
 
 

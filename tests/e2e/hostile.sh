@@ -14,7 +14,7 @@ trap 'rm -rf "$T"' EXIT
 channels="altstack_next stack_next ctl_next child_data_next fsbase_next gsbase_next memfd_alias_next
 madv_remove_next stub_code_next mmap_1g_next mlock_next hwpoison_try soft_offline_try page_tables_next
 forged_stop_next"
-N=$(($(echo $channels | wc -w) + 2))
+N=$(($(echo $channels | wc -w) + 4))
 n=0
 fails=0
 echo "1..$N"
@@ -46,6 +46,17 @@ fresh() {
 for f in $channels; do
 	if out=$(fresh "$f"); then ok "$f: nothing survives a restore in place"; else nok "$f: nothing survives a restore in place" "$(echo "$out" | head -4 | tr '\n' ' ')"; fi
 done
+# fs: the thread block (0x15800 = 88064, vmm/abi.h STRATA_TLS_GPA) and the
+# snapshot's canary after fs base was moved, in a pool's restore in place
+# and in a snapshot captured right after a move.
+canary=$(st "$T/s" run hostile --call fs_canary 2>&1)
+st "$T/s" run hostile --call fs_selector_null --snapshot fsmoved >/dev/null 2>&1
+out="$(st "$T/s" run fsmoved --call fs_self 2>&1) $(st "$T/s" run fsmoved --call fs_canary 2>&1)"
+is "a snapshot captured after the guest loaded a null fs selector has the thread block and the canary" "$out" "88064 $canary"
+for f in fsbase_far fs_selector_null fsbase_next; do st "$T/s" pool hostile -n 1 --call "$f" >/dev/null 2>&1; done
+out=$(st "$T/s" pool hostile -n 2 --call fs_canary 2>&1 | sed -n 's/^sandbox 1 after a restore in place: fs_canary -> //p')
+is "a pool's restore in place gives the snapshot's canary" "$out" "$canary"
+
 # The child's lockdown needs no privilege: a host that is not root runs it
 # too (its removed working directory must still be enterable).
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then

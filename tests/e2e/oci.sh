@@ -127,11 +127,11 @@ check "the pulled chain verifies" 0 '' -- st "$S4" verify
 is "the pulled snapshot is tagged with the remote tag, parent included" \
 	"$(st "$S4" ls | awk 'NR>1 {print $1, $2}' | sort | tr '\n' ' ')" "- $base v2 $v2 "
 newstore "$T/s4b"
-check "--json gives a line per blob event" 0 '"event":"end","digest":"sha256:' -- \
+check "--json gives a line per blob event" 0 '"event":"end","kind":"layer","digest":"sha256:' -- \
 	st "$T/s4b" pull --insecure --json "$R/snaps/web:v2"
 newstore "$T/s4c"
 if command -v script >/dev/null; then
-	check "progress shows on a terminal" 0 'blob\(s\) done, [0-9.]+ MiB moved' -- \
+	check "progress shows on a terminal" 0 'blob\(s\) copied \([0-9.]+ MiB\)' -- \
 		script -qec "'$BIN' --store '$T/s4c' pull --insecure '$R/snaps/web:v2'" /dev/null
 else
 	skip "progress shows on a terminal" "script(1) not installed"

@@ -28,6 +28,7 @@ cases=(
 	'.vcpu.tr.base = "0x400000":tr.base'
 	'.vcpu.rflags = "0x23046":rflags'
 	'.vcpu.fxsave |= (.[0:48] + "ffff1f80" + .[56:]):MXCSR'
+	'.vcpu.fs.base = "0x7fff00000000":fs.base'
 )
 echo "1..$(( ${#cases[@]} + 1 ))"
 if [ -n "$SANDBOX_WHY" ]; then
@@ -53,10 +54,11 @@ for c in "${cases[@]}"; do
 		ok "run refuses a snapshot directory with a forged $field, naming it"
 	else nok "run refuses a snapshot directory with a forged $field, naming it" "rc $rc: $out"; fi
 done
-# What a guest may leave at CPL 3: carry, direction and ID flags, a canonical fs base.
-forge '.vcpu.rflags = "0x200447" | .vcpu.fs.base = "0x7fff00000000"' "$T/f"
+# What a guest may leave at CPL 3: carry, direction and ID flags, a canonical gs base
+# (fs base is the thread block's, the stack protector's canary: refused above).
+forge '.vcpu.rflags = "0x200447" | .vcpu.gs.base = "0x7fff00000000"' "$T/f"
 out=$("$BIN" run "$T/f" --call counter_next 2>&1)
 if [ "$out" = 2 ]; then
-	ok "user-mode state (flags a guest may set, fs base) is taken as it is"
-else nok "user-mode state (flags a guest may set, fs base) is taken as it is" "$out"; fi
+	ok "user-mode state (flags a guest may set, gs base) is taken as it is"
+else nok "user-mode state (flags a guest may set, gs base) is taken as it is" "$out"; fi
 [ "$failed" -eq 0 ]

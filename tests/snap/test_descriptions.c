@@ -133,6 +133,9 @@ static void fs_noncanonical(struct vmm_vcpu_state *st, const struct vmm_layout *
 	(void)l;
 	st->fs.base = 0x0000800000000000ull;
 }
+/* Canonical and in guest memory, but not the thread block: the canary a
+ * guest's stack protector reads would be whatever lies there. */
+static void fs_elsewhere(struct vmm_vcpu_state *st, const struct vmm_layout *l) { st->fs.base = l->heap_addr; }
 static void rflags_vm(struct vmm_vcpu_state *st, const struct vmm_layout *l) { (void)l; st->rflags |= 1ull << 17; }
 static void rflags_iopl1(struct vmm_vcpu_state *st, const struct vmm_layout *l)
 {
@@ -158,7 +161,8 @@ static const struct forged forgeries[] = {
 	{ "xcr0", xcr0_avx512 },      { "apic_base", apic_moved },  { "cr2", cr2_set },
 	{ "cr8", cr8_set },           { "gdt", gdt_moved },         { "idt", idt_longer },
 	{ "tr.base", tr_moved },      { "ldt.base", ldt_present },  { "ds.selector", ds_kernel },
-	{ "fs.base", fs_noncanonical }, { "rflags", rflags_vm },    { "rflags", rflags_iopl1 },
+	{ "fs.base", fs_noncanonical }, { "fs.base", fs_elsewhere }, { "rflags", rflags_vm },
+	{ "rflags", rflags_iopl1 },
 	{ "rip", rip_noncanonical },  { "MXCSR", mxcsr_reserved },  { "FXSAVE byte 500", fx_software_bytes },
 };
 
@@ -245,12 +249,12 @@ Test(descriptions, a_manifest_s_user_mode_state_is_taken_as_it_is, .init = sh_se
 	struct vmm_error err;
 
 	/* What a guest at CPL 3 may leave: flags it can set (CF, DF, AC, ID),
-	 * IOPL 0 as kvm_pvm reports it, a canonical fs base, another
+	 * IOPL 0 as kvm_pvm reports it, a canonical gs base, another
 	 * rounding mode in MXCSR, APIC base 0 and XCR0 1 as earlier versions
 	 * and KVM wrote them. */
 	st = good;
 	st.rflags = (st.rflags & ~(3ull << 12)) | 1 | 1ull << 10 | 1ull << 18 | 1ull << 21;
-	st.fs.base = 0x7fffffff0000ull;
+	st.gs.base = 0x7fffffff0000ull;
 	uint32_t mxcsr = 0x1f80 | 3u << 13;
 	memcpy(st.fxsave + 24, &mxcsr, 4);
 	st.apic_base = 0;

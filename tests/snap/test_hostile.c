@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "vmm/abi.h"
 
 /* A hostile-guest sandbox, captured once (its snapshot is the state every
  * later call must start from). */
@@ -201,6 +202,78 @@ Test(hostile, the_boot_info_page_cannot_be_made_writable, .init = sh_setup, .fin
 	cr_log_info("refused: %s", vmm_sandbox_error(sb)->message);
 	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
 	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
+	vmm_sandbox_free(sb);
+}
+
+/*
+ * The thread block: after every restore, whatever the guest did to fs
+ * (wrfsbase to the child's control pages, a null selector, arch_prctl at
+ * the stub's site), fs base is the snapshot's (the word at %fs:0 is the
+ * block's address) and so is the canary at %fs:0x28; the debug check
+ * compares the live fs base with the snapshot's too. A capture after a
+ * move records the block, not the guest's base.
+ */
+static void fs_is_the_snapshot_s(struct vmm_sandbox *sb, int64_t canary, const char *after)
+{
+	cr_assert_eq(sh_call_i(sb, "fs_self", 0, 0), (int64_t)STRATA_TLS_GPA, "fs base after %s", after);
+	cr_assert_eq(sh_call_i(sb, "fs_canary", 0, 0), canary, "the canary after %s", after);
+}
+
+Test(hostile, fs_base_and_the_canary_are_the_snapshot_s_after_every_restore, .init = sh_setup, .fini = sh_teardown)
+{
+	static const char *const movers[] = { "fsbase_next", "fsbase_far", "fs_selector_null", "fsbase_arch_prctl",
+					      "fsbase_arch_prctl_tls" };
+	struct st_manifest *m = NULL;
+	struct vmm_sandbox *sb = hostile_snap(NULL, &m);
+	int64_t canary = sh_call_i(sb, "fs_canary", 0, 0);
+
+	cr_assert_eq(sh_call_i(sb, "fs_self", 0, 0), (int64_t)STRATA_TLS_GPA);
+	cr_assert_neq(canary, 0, "the canary is drawn at random");
+	cr_assert_eq(canary & 0xff, 0, "the canary's low byte is 0");
+	for (size_t i = 0; i < sizeof(movers) / sizeof(movers[0]); i++) {
+		struct vmm_result r = { 0 };
+		int rc = vmm_sandbox_call(sb, movers[i], NULL, 0, &r);
+		cr_log_info("%s: %s", movers[i], rc ? vmm_sandbox_error(sb)->message : "returned");
+		cr_assert_eq(vmm_sandbox_restore(sb), 0, "after %s: %s", movers[i], vmm_sandbox_error(sb)->message);
+		fs_is_the_snapshot_s(sb, canary, movers[i]);
+		cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	}
+	/* A capture right after the guest moved fs (to 0 where a null selector
+	 * clears the base). */
+	struct vmm_result r = { 0 };
+	cr_assert_eq(vmm_sandbox_call(sb, "fs_selector_null", NULL, 0, &r), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(sh_snap(sb, NULL), 0);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	fs_is_the_snapshot_s(sb, canary, "a capture after a null selector");
+	vmm_sandbox_free(sb);
+	/* A new sandbox from the snapshot: its canary; one from the ELF: its own. */
+	sb = sh_from_snapshot_checked(m, NULL);
+	fs_is_the_snapshot_s(sb, canary, "a new sandbox from the snapshot");
+	vmm_sandbox_free(sb);
+	st_manifest_free(m);
+	sb = hostile_new();
+	cr_assert_neq(sh_call_i(sb, "fs_canary", 0, 0), canary, "each sandbox built from the ELF draws its canary");
+	vmm_sandbox_free(sb);
+}
+
+/* On the process backend, arch_prctl at the stub's site with any address
+ * but the thread block's ends the child (its filter): fs base outside
+ * guest memory is never reached that way. */
+static bool on_process(void);
+Test(hostile, arch_prctl_with_another_fs_base_kills_the_child, .init = sh_setup, .fini = sh_teardown)
+{
+	if (!on_process())
+		cr_skip_test("the process backend's child only (on KVM nothing is mapped at the stub's site)");
+	struct vmm_sandbox *sb = hostile_snap(NULL, NULL);
+	struct vmm_result r = { 0 };
+
+	cr_assert_lt(vmm_sandbox_call(sb, "fsbase_arch_prctl", NULL, 0, &r), 0, "arch_prctl returned %lld",
+		     (long long)r.i64);
+	const char *msg = vmm_sandbox_error(sb)->message;
+	cr_assert(strstr(msg, "SIGSYS"), "%s", msg);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+	cr_assert_eq(sh_call_i(sb, "fsbase_arch_prctl_tls", 0, 0), 0, "the thread block's own address is allowed");
+	cr_assert_eq(sh_call_i(sb, "fs_self", 0, 0), (int64_t)STRATA_TLS_GPA);
 	vmm_sandbox_free(sb);
 }
 

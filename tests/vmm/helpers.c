@@ -43,11 +43,16 @@ static int host_upper(void *ctx, const struct vmm_value *a, size_t n, struct vmm
 
 struct vmm_sandbox *guest_new(const struct vmm_config *cfg)
 {
+	return guest_new_at(guest_path(), cfg);
+}
+
+struct vmm_sandbox *guest_new_at(const char *path, const struct vmm_config *cfg)
+{
 	struct vmm_sandbox *sb = NULL;
 	struct vmm_error err;
-	int rc = vmm_sandbox_new(guest_path(), cfg, &sb, &err);
+	int rc = vmm_sandbox_new(path, cfg, &sb, &err);
 
-	cr_assert_eq(rc, 0, "sandbox_new(%s): %s (%s)", guest_path(), vmm_strerror(rc), err.message);
+	cr_assert_eq(rc, 0, "sandbox_new(%s): %s (%s)", path, vmm_strerror(rc), err.message);
 	static const struct vmm_signature add_sig = { .ret = VMM_I64, .nparams = 2, .params = { VMM_I64, VMM_I64 } },
 					  upper_sig = { .ret = VMM_STR, .nparams = 1, .params = { VMM_STR } };
 	cr_assert_eq(vmm_sandbox_register(sb, "host_add", &add_sig, host_add, NULL, &err), 0, "%s", err.message);
@@ -77,11 +82,13 @@ void *file_read(const char *path, size_t *len)
 	fseek(f, 0, SEEK_END);
 	long n = ftell(f);
 	fseek(f, 0, SEEK_SET);
-	void *buf = malloc(n > 0 ? (size_t)n : 1);
+	char *buf = malloc(n > 0 ? (size_t)n + 1 : 1);  /* NUL-terminated: a text file is a string */
 	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
 		free(buf);
 		buf = NULL;
 	}
+	if (buf)
+		buf[n > 0 ? n : 0] = 0;
 	fclose(f);
 	*len = (size_t)n;
 	return buf;

@@ -122,7 +122,8 @@ STRATA_FUNCTION(child_data_next, "i()")
 	return strata_ret_i64(c, word_next(PROC_CODE + 0x3ff8));
 }
 
-/* The fs and gs bases (wrfsbase/wrgsbase, where the kernel enables them). */
+/* The fs and gs bases (wrfsbase/wrgsbase, where the kernel enables them);
+ * fs base counts from the thread block the host points it at. */
 STRATA_FUNCTION(fsbase_next, "i()")
 {
 	uint64_t v;
@@ -130,7 +131,46 @@ STRATA_FUNCTION(fsbase_next, "i()")
 	__asm__ volatile("rdfsbase %0" : "=r"(v));
 	v++;
 	__asm__ volatile("wrfsbase %0" : : "r"(v));
+	return strata_ret_i64(c, (int64_t)(v - STRATA_TLS_GPA));
+}
+
+/*
+ * The thread block (tests/snap/test_hostile.c: fs base and canary after a
+ * restore are the snapshot's). Read through fs on both backends: the word
+ * at %fs:0 is the block's own address, %fs:0x28 the canary.
+ */
+STRATA_FUNCTION(fs_self, "i()")
+{
+	uint64_t v;
+
+	__asm__ volatile("movq %%fs:0, %0" : "=r"(v));
 	return strata_ret_i64(c, (int64_t)v);
+}
+
+STRATA_FUNCTION(fs_canary, "i()")
+{
+	uint64_t v;
+
+	__asm__ volatile("movq %%fs:0x28, %0" : "=r"(v));
+	return strata_ret_i64(c, (int64_t)v);
+}
+
+/* fs base moved outside guest memory (the child's control pages), where
+ * user code may write it (wrfsbase; #UD on KVM and without FSGSBASE). */
+STRATA_FUNCTION(fsbase_far, "i()")
+{
+	uint64_t v = PROC_CTL;
+
+	__asm__ volatile("wrfsbase %0" : : "r"(v));
+	return strata_ret_i64(c, 1);
+}
+
+/* A null selector loaded into fs: at CPL 3 on both backends; on Intel CPUs
+ * it clears fs base too. */
+STRATA_FUNCTION(fs_selector_null, "i()")
+{
+	__asm__ volatile("movl %0, %%fs" : : "r"(0) : "memory");
+	return strata_ret_i64(c, 1);
 }
 
 STRATA_FUNCTION(gsbase_next, "i()")
@@ -300,6 +340,21 @@ STRATA_FUNCTION(boot_info_write, "i()")
 STRATA_FUNCTION(forbidden_call, "i()")
 {
 	return strata_ret_i64(c, stub_sys(NR_getpid, 0, 0, 0, 0, 0, 0));
+}
+
+/* arch_prctl(ARCH_SET_FS) at the stub's site, the one call its filter
+ * allows with the thread block's address alone: with the address of the
+ * child's control pages, the child is killed. */
+STRATA_FUNCTION(fsbase_arch_prctl, "i()")
+{
+	return strata_ret_i64(c, stub_sys(158 /* arch_prctl */, 0x1002 /* ARCH_SET_FS */, PROC_CTL, 0, 0, 0, 0));
+}
+
+/* The same call with the thread block's own address: allowed, changes
+ * nothing. */
+STRATA_FUNCTION(fsbase_arch_prctl_tls, "i()")
+{
+	return strata_ret_i64(c, stub_sys(158 /* arch_prctl */, 0x1002 /* ARCH_SET_FS */, STRATA_TLS_GPA, 0, 0, 0, 0));
 }
 
 /* The child ends itself (exit_group at the stub's site) with code 77. */

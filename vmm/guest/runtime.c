@@ -158,6 +158,11 @@ int strata_ret_str(struct strata_call *c, const char *s)
 	return ret_value(c, STRATA_T_STR, 0, s, strlen(s));
 }
 
+int strata_ret_strn(struct strata_call *c, const char *s, size_t len)
+{
+	return ret_value(c, STRATA_T_STR, 0, s, len);
+}
+
 int strata_ret_bytes(struct strata_call *c, const void *p, size_t len)
 {
 	return ret_value(c, STRATA_T_BYTES, 0, p, len);

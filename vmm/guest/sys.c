@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <wchar.h>
 
 #include "include/strata_guest.h"
@@ -150,6 +151,13 @@ FILE *tmpfile(void)
 	return NULL;
 }
 
+/* No file descriptors either (the streams are not files). */
+int close(int fd)
+{
+	errno = EBADF;
+	return -1;
+}
+
 int remove(const char *path)
 {
 	errno = ENOENT;
@@ -272,11 +280,13 @@ void __libc_free(void *p)
 	free(p);
 }
 
-/* A smashed stack protector canary (musl's members check one). */
+/* A smashed stack protector canary: a function's copy of the word at
+ * %fs:0x28 (the host's thread block, vmm/abi.h) no longer matches it. The
+ * runtime is built without the protector: this path reads no canary. */
 _Noreturn void __stack_chk_fail(void);
 _Noreturn void __stack_chk_fail(void)
 {
-	strata_abort(-5, "stack smashing detected");
+	strata_abort(-5, "stack smashing detected (a function's stack protector canary was overwritten)");
 }
 
 /* The locking character functions (musl's wait with futex system calls

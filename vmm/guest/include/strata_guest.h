@@ -72,6 +72,8 @@ const void *strata_arg_bytes(const struct strata_call *c, unsigned i, size_t *le
 int strata_ret_void(struct strata_call *c);
 int strata_ret_i64(struct strata_call *c, int64_t v);
 int strata_ret_str(struct strata_call *c, const char *s);
+/* A string result of len bytes (NUL bytes among them), NUL-terminated at s[len]. */
+int strata_ret_strn(struct strata_call *c, const char *s, size_t len);
 int strata_ret_bytes(struct strata_call *c, const void *p, size_t len);
 /* Space for a result of `len` bytes in the output buffer (NULL if it does
  * not fit); fill it and return strata_ret_bytes(c, buf, len). */

@@ -1,0 +1,2 @@
+-- expect: error attempt to load a binary chunk
+return assert(load("\27Lua", "x", "bt"))()

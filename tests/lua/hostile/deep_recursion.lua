@@ -1,0 +1,3 @@
+-- heap: 256M
+-- expect: error stack overflow
+local function f() return 1 + f() end return f()

@@ -1,0 +1,2 @@
+-- expect: error not enough memory
+local function f() return 1 + f() end return f()

@@ -1,0 +1,2 @@
+-- expect: result nil
+return load("return _G", "x", "t", {})()

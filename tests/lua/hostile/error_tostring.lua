@@ -1,0 +1,2 @@
+-- expect: error custom message
+error(setmetatable({}, {__tostring = function() return "custom message" end}))

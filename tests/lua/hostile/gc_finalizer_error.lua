@@ -1,0 +1,2 @@
+-- expect: result ok
+setmetatable({}, {__gc = function() error("in gc") end}) collectgarbage() return "ok"

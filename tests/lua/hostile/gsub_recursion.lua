@@ -1,0 +1,3 @@
+-- heap: 64M
+-- expect: error C stack overflow
+local function f(s) return (s:gsub(".", f)) end return f("a")

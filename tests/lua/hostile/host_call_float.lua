@@ -1,0 +1,2 @@
+-- expect: error number has no integer representation
+return strata.call("host_add", 1.5, 2)

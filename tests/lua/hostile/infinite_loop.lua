@@ -1,0 +1,3 @@
+-- timeout: 1s
+-- expect: timeout
+while true do end

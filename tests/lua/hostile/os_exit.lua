@@ -1,0 +1,2 @@
+-- expect: error attempt to call a nil value (field 'exit')
+os.exit(1)

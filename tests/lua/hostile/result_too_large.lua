@@ -1,0 +1,2 @@
+-- expect: error larger than the output buffer
+return string.rep("x", 20000)

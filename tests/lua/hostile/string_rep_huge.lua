@@ -1,0 +1,2 @@
+-- expect: error not enough memory
+return #string.rep("x", 1 << 30)

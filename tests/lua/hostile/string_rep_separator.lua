@@ -1,0 +1,2 @@
+-- expect: error not enough memory
+return #("x"):rep(1e9, ",")

@@ -1,0 +1,2 @@
+-- expect: error '__tostring' must return a string
+return tostring(setmetatable({}, {__tostring = function() return {} end}))
