@@ -4,7 +4,7 @@
 # WASI, traps by name, the heap the guest declares and --heap over it, memory.grow, snapshot, restore and pool (TAP).
 set -u
 BIN=${STRATA_BIN:?} SRC=${STRATA_SRC:?} B=${STRATA_BUILD:?}
-N=101 n=0 fails=0
+N=102 n=0 fails=0
 # shellcheck source=tap_lib.sh
 . "$(dirname "$0")/tap_lib.sh"
 # shellcheck source=kvm_lib.sh
@@ -37,6 +37,10 @@ expect "strata wasm build: the C module" 0 '' -- st "$S" wasm build "$T/module.w
 expect "strata wasm build: the trap module" 0 '' -- st "$S" wasm build "$T/traps.wasm" -o "$T/traps.elf"
 expect "strata wasm build --heap refuses a size that is no size or over 2G" 2 'wants a size from 1 to 2G' -- \
 	st "$S" wasm build "$T/traps.wasm" -o "$T/bad.elf" --heap 3G
+expect "strata wasm build refuses a module whose initial memory (2 GiB) cannot fit a sandbox's heap" 1 \
+	'initial memory \(32768 pages, 2048 MiB\) does not fit a sandbox.s heap' -- \
+	sh -c "printf '(module (memory (export \"memory\") 32768))' >'$T/huge.wat' && wat2wasm '$T/huge.wat' -o '$T/huge.wasm' &&
+	       '$BIN' wasm build '$T/huge.wasm' -o '$T/bad.elf'"
 expect "strata wasm build: the import module says what is not available" 0 \
 	'WASI function path_open is not available.*|.*export f64_out is left out: f64' -- \
 	sh -c "'$BIN' wasm build '$T/imports.wasm' -o '$T/imports.elf' 2>&1 | tr '\n' '|'"
