@@ -14,16 +14,19 @@
 
 static void usage(void)
 {
-	printf("usage: strata wasm build MODULE.wasm -o GUEST.elf [--sig NAME=SIG]... [--keep]\n\n"
+	printf("usage: strata wasm build MODULE.wasm -o GUEST.elf [--sig NAME=SIG]... [--heap SIZE] [--keep]\n\n"
 	       "Compiles a WebAssembly module ahead of time into a strata guest: wasm2c\n"
 	       "(Debian's wabt) translates it to C, strata writes the glue that makes each\n"
 	       "exported function a strata function and each imported function a host call,\n"
 	       "and the C compiler ($CC, else cc) builds it with the guest SDK's flags\n"
-	       "(pkg-config strata-wasm). Run the guest with strata run GUEST.elf --heap SIZE.\n\n"
+	       "(pkg-config strata-wasm). The guest declares the heap its module's memory\n"
+	       "needs, so strata run GUEST.elf --call NAME needs no --heap.\n\n"
 	       "  -o, --output FILE      the guest ELF to write\n"
 	       "  --sig NAME=SIG         the strata signature of export NAME (import:NAME=SIG for an\n"
 	       "                         import), e.g. greet=s(s): b and s are a pointer and a\n"
 	       "                         length (i32 i32) in linear memory (docs/wasm.md)\n"
+	       "  --heap SIZE            the heap the guest declares (e.g. 64M), instead of its initial\n"
+	       "                         memory, its maximum or 16M of growth, and 1M (docs/wasm.md)\n"
 	       "  --keep                 keep the generated C (its directory is printed)\n");
 }
 
@@ -124,12 +127,14 @@ static int wasm_build(struct cli *cli, int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "sig", required_argument, NULL, 's' },
 		{ "keep", no_argument, NULL, 'k' },
+		{ "heap", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *output = NULL;
 	const char **sigs = calloc((size_t)argc + 1, sizeof(*sigs));
 	int nsigs = 0, c, status = CLI_FAIL;
+	unsigned long long heap = 0;
 	bool keep = false;
 
 	if (!sigs)
@@ -147,6 +152,14 @@ static int wasm_build(struct cli *cli, int argc, char **argv)
 			sigs[nsigs++] = optarg;
 			break;
 		case 'k': keep = true; break;
+		case 'H':
+			if (!cli_parse_size(optarg, &heap) || heap == 0 || heap > WASM_GLUE_HEAP_MAX) {
+				cli_err(cli, "wasm build: --heap wants a size from 1 to 2G such as 4M, not '%s'",
+					cli_esc(optarg));
+				free(sigs);
+				return CLI_USAGE;
+			}
+			break;
 		case 'h': usage(); free(sigs); return CLI_OK;
 		default: free(sigs); return cli_usage_hint("strata wasm build");
 		}
@@ -190,7 +203,7 @@ static int wasm_build(struct cli *cli, int argc, char **argv)
 		cli_err(cli, "wasm build: %s", strerror(errno));
 		goto out_rm;
 	}
-	rc = wasm_glue_write(wasm, len, sigs, nsigs, g, nf, why, sizeof(why));
+	rc = wasm_glue_write(wasm, len, sigs, nsigs, heap, g, nf, why, sizeof(why));
 	fclose(nf);
 	for (const char *note = notes; note && note < notes + notes_len; note += strlen(note) + 1)
 		fprintf(stderr, "%s\n", cli_esc(note));

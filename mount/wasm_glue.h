@@ -17,10 +17,15 @@
  * sigs[], which win in that order), the module's imports as host calls or
  * the WASI subset, and strata_init instantiating the module. Notes (exports
  * left out, WASI functions that trap) go to notes, each ending in a NUL
- * (they quote the module's names, which may hold any byte). 0, or -1 with
+ * (they quote the module's names, which may hold any byte). The glue
+ * declares the guest's heap (STRATA_GUEST_HEAP): `heap` bytes, or if 0 what
+ * the module's memory section needs (docs/wasm.md, "Memory"). 0, or -1 with
  * why.
  */
-int wasm_glue_write(const uint8_t *wasm, size_t len, const char *const *sigs, int nsigs, FILE *out, FILE *notes,
-		    char *why, size_t wl);
+int wasm_glue_write(const uint8_t *wasm, size_t len, const char *const *sigs, int nsigs, uint64_t heap, FILE *out,
+		    FILE *notes, char *why, size_t wl);
+
+/* The largest heap a guest may declare (a sandbox's heap region). */
+#define WASM_GLUE_HEAP_MAX (2ull << 30)
 
 #endif

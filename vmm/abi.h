@@ -55,6 +55,29 @@ struct strata_note {
 };
 
 /*
+ * Optional second note (same name, type STRATA_NOTE_MEM_TYPE): the memory the
+ * guest asks for, which the host uses where its caller set no size (a
+ * caller's size wins, smaller or larger). 0 in a field: the host's default.
+ * A guest without it gets the defaults; a host that predates it skips it
+ * (notes of an unknown type are skipped), so it needs no ABI version bump.
+ * Fields only ever get added at the end with a new `version`: a host reads
+ * the fields of the versions it knows and ignores the rest. The host refuses
+ * a note that is shorter than version 1, has version 0 or a nonzero
+ * reserved field (version 1), appears twice, or asks for more than a
+ * sandbox may have (docs/guest-abi.md). The SDK writes it with
+ * STRATA_GUEST_HEAP / STRATA_GUEST_MEMORY (strata_guest.h).
+ */
+#define STRATA_NOTE_MEM_TYPE 2
+#define STRATA_MEM_NOTE_VERSION 1
+#define STRATA_MEM_NOTE_MAX 256   /* longest descriptor a host accepts */
+struct strata_mem_note {
+	uint32_t version;       /* STRATA_MEM_NOTE_VERSION */
+	uint32_t reserved;      /* 0 */
+	uint64_t heap_size;     /* bytes of heap; 0: the host's default */
+	uint64_t stack_size;    /* bytes of stack; 0: the host's default */
+};
+
+/*
  * Fixed guest-physical (= guest-virtual) addresses. The rest of the layout is
  * computed by the host from the configured sizes and published to the guest
  * in struct strata_boot_info. docs/vmm.md has the whole map.

@@ -39,8 +39,29 @@ static bool in_exec_segment(const struct vmm_elf *e, uint64_t addr, uint64_t len
 	return false;
 }
 
-/* Find the strata note in one PT_NOTE segment; 1 found, 0 not, <0 bad. */
-static int scan_notes(const uint8_t *p, uint64_t len, struct strata_note *note, char *why, size_t wl)
+/* The memory note's descriptor (hostile: every field checked). 0 or bad. */
+static int mem_note(const uint8_t *desc, uint32_t descsz, struct strata_mem_note *mem, char *why, size_t wl)
+{
+	struct strata_mem_note m;
+
+	if (descsz < sizeof(m) || descsz > STRATA_MEM_NOTE_MAX)
+		return bad(why, wl, "strata memory note has size %u (%zu to %d)", descsz, sizeof(m), STRATA_MEM_NOTE_MAX);
+	memcpy(&m, desc, sizeof(m));
+	if (m.version == 0 || (m.version == 1 && m.reserved != 0))
+		return bad(why, wl, "strata memory note is malformed (version %u, reserved %u)", m.version, m.reserved);
+	if (m.heap_size > VMM_REGION_MAX)
+		return bad(why, wl, "guest declares a heap of %llu bytes; a sandbox's heap is at most %llu MiB",
+			   (unsigned long long)m.heap_size, VMM_REGION_MAX >> 20);
+	if (m.stack_size > VMM_LOW_MAX)
+		return bad(why, wl, "guest declares a stack of %llu bytes; a sandbox's stack is at most %llu MiB",
+			   (unsigned long long)m.stack_size, VMM_LOW_MAX >> 20);
+	*mem = m;
+	return 0;
+}
+
+/* The strata notes in one PT_NOTE segment: the first ABI note (if none was
+ * found yet) and the memory note (refused if there are two). 0 or bad. */
+static int scan_notes(const uint8_t *p, uint64_t len, struct vmm_elf *e, bool *have_note, char *why, size_t wl)
 {
 	uint64_t off = 0;
 
@@ -51,13 +72,22 @@ static int scan_notes(const uint8_t *p, uint64_t len, struct strata_note *note, 
 		uint64_t namesz = vmm_round_up(nh.n_namesz, 4), descsz = vmm_round_up(nh.n_descsz, 4);
 		if (!within(off, namesz, len) || !within(off + namesz, descsz, len))
 			return bad(why, wl, "note runs past its segment");
-		if (nh.n_namesz == sizeof(STRATA_NOTE_NAME) && nh.n_type == STRATA_NOTE_TYPE &&
-		    memcmp(p + off, STRATA_NOTE_NAME, sizeof(STRATA_NOTE_NAME)) == 0) {
-			if (nh.n_descsz != sizeof(*note))
+		const uint8_t *desc = p + off + namesz;
+		bool ours = nh.n_namesz == sizeof(STRATA_NOTE_NAME) &&
+			    memcmp(p + off, STRATA_NOTE_NAME, sizeof(STRATA_NOTE_NAME)) == 0;
+		if (ours && nh.n_type == STRATA_NOTE_TYPE && !*have_note) {
+			if (nh.n_descsz != sizeof(e->note))
 				return bad(why, wl, "strata note has size %u, expected %zu", nh.n_descsz,
-					   sizeof(*note));
-			memcpy(note, p + off + namesz, sizeof(*note));
-			return 1;
+					   sizeof(e->note));
+			memcpy(&e->note, desc, sizeof(e->note));
+			*have_note = true;
+		} else if (ours && nh.n_type == STRATA_NOTE_MEM_TYPE) {
+			if (e->have_mem)
+				return bad(why, wl, "two strata memory notes");
+			int rc = mem_note(desc, nh.n_descsz, &e->mem, why, wl);
+			if (rc < 0)
+				return rc;
+			e->have_mem = true;
 		}
 		off += namesz + descsz;
 	}
@@ -134,12 +164,9 @@ int vmm_elf_parse(const void *data, size_t size, struct vmm_elf *out, char *why,
 		case PT_NOTE: {
 			if (!within(ph.p_offset, ph.p_filesz, size))
 				return bad(why, wl, "note segment %u lies outside the file (truncated?)", i);
-			if (have_note)
-				break;
-			int rc = scan_notes(d + ph.p_offset, ph.p_filesz, &e.note, why, wl);
+			int rc = scan_notes(d + ph.p_offset, ph.p_filesz, &e, &have_note, why, wl);
 			if (rc < 0)
 				return rc;
-			have_note = rc == 1;
 			break;
 		}
 		case PT_INTERP:

@@ -3,12 +3,7 @@
 
 #include "vmm/vmm_int.h"
 
-/* Limits. The low area is 4 KiB-paged through at most 8 page tables (16 MiB);
- * guest addresses must fit the 32-bit hypercall register (4 GiB). */
-#define LOW_MAX (16ull << 20)
-#define MEM_MAX (4ull << 30)
-#define REGION_MAX (2ull << 30)
-
+/* The limits are vmm_int.h's VMM_LOW_MAX, VMM_REGION_MAX, VMM_MEM_MAX. */
 int vmm_layout_compute(const struct vmm_config *cfg, uint64_t image_lo, uint64_t image_hi,
 		       struct vmm_layout *out)
 {
@@ -18,11 +13,11 @@ int vmm_layout_compute(const struct vmm_config *cfg, uint64_t image_lo, uint64_t
 	uint64_t in = cfg && cfg->input_size ? cfg->input_size : VMM_DEFAULT_IO;
 	uint64_t outsz = cfg && cfg->output_size ? cfg->output_size : VMM_DEFAULT_IO;
 
-	if (heap > REGION_MAX || stack > LOW_MAX || in > REGION_MAX || outsz > REGION_MAX)
+	if (heap > VMM_REGION_MAX || stack > VMM_LOW_MAX || in > VMM_REGION_MAX || outsz > VMM_REGION_MAX)
 		return VMM_E_BAD_CONFIG;
 	if (in < sizeof(struct strata_call_frame) || outsz < sizeof(struct strata_result_frame))
 		return VMM_E_BAD_CONFIG;
-	if (image_lo < STRATA_IMAGE_BASE || image_hi <= image_lo || image_hi > LOW_MAX)
+	if (image_lo < STRATA_IMAGE_BASE || image_hi <= image_lo || image_hi > VMM_LOW_MAX)
 		return VMM_E_BAD_ELF;
 
 	l.pml4 = 0x1000;
@@ -43,7 +38,7 @@ int vmm_layout_compute(const struct vmm_config *cfg, uint64_t image_lo, uint64_t
 	l.stack_lo = l.stack_guard + VMM_PAGE;
 	l.stack_hi = l.stack_lo + vmm_round_up(stack, VMM_PAGE);
 	l.low_end = vmm_round_up(l.stack_hi, VMM_HUGE);
-	if (l.low_end > LOW_MAX)
+	if (l.low_end > VMM_LOW_MAX)
 		return VMM_E_BAD_CONFIG;
 	l.n_pt = (unsigned)(l.low_end / VMM_HUGE);
 
@@ -57,7 +52,7 @@ int vmm_layout_compute(const struct vmm_config *cfg, uint64_t image_lo, uint64_t
 	l.heap_size = vmm_round_up(heap, 16);
 	l.heap_span = vmm_round_up(heap, VMM_HUGE);
 	l.mem_size = l.heap_addr + l.heap_span;
-	if (l.mem_size > MEM_MAX)
+	if (l.mem_size > VMM_MEM_MAX)
 		return VMM_E_BAD_CONFIG;
 	l.n_pd = (unsigned)((l.mem_size + (1ull << 30) - 1) >> 30);
 	*out = l;

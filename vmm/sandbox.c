@@ -52,13 +52,40 @@ int vmm_sandbox_load_functions(struct vmm_sandbox *sb, uint32_t table_gpa)
 	return 0;
 }
 
+/* The sizes the guest's memory note asks for, where the caller set none
+ * (the caller's sizes win, smaller or larger: the caller is trusted, the
+ * ELF is not). true if one was taken. */
+static bool sandbox_take_declared(struct vmm_config *cfg, const struct vmm_elf *e)
+{
+	bool took = false;
+
+	if (!cfg->heap_size && e->mem.heap_size) {
+		cfg->heap_size = e->mem.heap_size;
+		took = true;
+	}
+	if (!cfg->stack_size && e->mem.stack_size) {
+		cfg->stack_size = e->mem.stack_size;
+		took = true;
+	}
+	return took;
+}
+
 static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct vmm_error *err)
 {
 	struct vmm_layout *l = &sb->layout;
 	uint8_t *perms = NULL;
 	int rc;
 
+	bool declared = sandbox_take_declared(&sb->cfg, e);
 	rc = vmm_layout_compute(&sb->cfg, e->lo, e->hi, l);
+	if (rc == VMM_E_BAD_CONFIG && declared)
+		return vmm_fail(err, VMM_E_BAD_ELF,
+			    "the guest's memory note asks for what does not fit a sandbox: heap %llu KiB, stack %llu KiB "
+			    "(with its %llu KiB image, the stack must end below 16 MiB; all memory below 4 GiB); "
+			    "give smaller sizes (--heap, --stack) or rebuild the guest",
+			    (unsigned long long)((sb->cfg.heap_size ? sb->cfg.heap_size : VMM_DEFAULT_HEAP) >> 10),
+			    (unsigned long long)((sb->cfg.stack_size ? sb->cfg.stack_size : VMM_DEFAULT_STACK) >> 10),
+			    (unsigned long long)((e->hi - e->lo) >> 10));
 	if (rc < 0)
 		return vmm_fail(err, rc, rc == VMM_E_BAD_CONFIG
 			    ? "sizes out of range (heap/input/output at most 2 GiB, stack at most 16 MiB with the image, total under 4 GiB)"

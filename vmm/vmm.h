@@ -107,8 +107,11 @@ enum vmm_log_level {
 
 /* Sizes; 0 in any field means the default. docs/vmm.md gives the limits. */
 struct vmm_config {
-	uint64_t heap_size;    /* default 128 KiB */
-	uint64_t stack_size;   /* default 64 KiB */
+	/* 0: what the guest's ELF declares (STRATA_GUEST_HEAP,
+	 * docs/guest-abi.md), else 128 KiB / 64 KiB. Nonzero wins over the
+	 * declaration, smaller or larger. */
+	uint64_t heap_size;
+	uint64_t stack_size;
 	uint64_t input_size;   /* default 16 KiB: call frame + arguments */
 	uint64_t output_size;  /* default 16 KiB: result frame + result */
 	uint64_t timeout_ns;   /* per call; 0 = none */

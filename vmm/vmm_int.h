@@ -190,6 +190,13 @@ void vmm_kvm_set_immediate_exit(struct vmm_kvm *k, bool on);
 
 /* ---- memory layout (layout.c): pure arithmetic, testable without KVM ---- */
 
+/* Limits. The low area (image and stack) is 4 KiB-paged through at most 8
+ * page tables (16 MiB); one region (heap, input, output) is at most 2 GiB;
+ * guest addresses must fit the 32-bit hypercall register (4 GiB). */
+#define VMM_LOW_MAX (16ull << 20)
+#define VMM_REGION_MAX (2ull << 30)
+#define VMM_MEM_MAX (4ull << 30)
+
 struct vmm_layout {
 	uint64_t pml4, pdpt, pd, pt;    /* page-table pages */
 	unsigned n_pd, n_pt;
@@ -314,6 +321,11 @@ struct vmm_elf {
 	unsigned nseg;
 	struct vmm_elf_segment seg[VMM_ELF_MAX_SEGMENTS];
 	struct strata_note note;
+	/* What the guest asks for (STRATA_NOTE_MEM_TYPE; have_mem false: no
+	 * such note, mem all 0): heap at most VMM_REGION_MAX, stack at most
+	 * VMM_LOW_MAX; whether they fit with the rest is the layout's to say. */
+	struct strata_mem_note mem;
+	bool have_mem;
 	const uint8_t *data;
 	size_t size;
 };

@@ -1,7 +1,7 @@
 /* hello_wasm.c: a WebAssembly module for strata, built from C (docs/wasm.md; README.md's tour):
  *   clang --target=wasm32-wasi -mexec-model=reactor -O2 -Ivmm/guest/wasm -Wl,--export=malloc -o hello.wasm hello_wasm.c
  *   strata wasm build hello.wasm -o hello.elf
- *   strata run hello.elf --heap 4M --call greet wasm */
+ *   strata run hello.elf --call greet wasm */
 #include <stdio.h>
 
 #include "strata_wasm.h"

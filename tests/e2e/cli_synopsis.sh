@@ -27,7 +27,7 @@ tested=(
 	'strata umount [-l] MOUNTPOINT'
 	'strata run TARGET --call FN [ARGS...] [options]'
 	'strata pool TARGET [-n N] [--verify] [--via-fuse] [--map-files] [--backend B] [--call FN [--] [ARGS...]]'
-	'strata wasm build MODULE.wasm -o GUEST.elf [--sig NAME=SIG]... [--keep]'
+	'strata wasm build MODULE.wasm -o GUEST.elf [--sig NAME=SIG]... [--heap SIZE] [--keep]'
 	'strata calibrate [--output FILE] [--guest GUEST.elf] [--backend B]'
 	'strata doctor [--need kvm] [--json]'
 	'strata help [COMMAND]'
@@ -94,9 +94,9 @@ ok_kvm "pool TARGET -n N --map-files --backend process --call FN" bash -c \
 if [ -e "$STRATA_BUILD/vmm/guest/wasm/libstrata-wasm.a" ] && command -v wat2wasm >/dev/null; then
 	printf '(module (memory (export "memory") 1) (func (export "f") (param i32 i32) (result i32) local.get 1))' >"$T/f.wat"
 	wat2wasm "$T/f.wat" -o "$T/f.wasm"
-	ok "wasm build MODULE.wasm -o GUEST.elf --sig NAME=SIG --keep (options after the module)" bash -c \
-		"TMPDIR='$T' '$STRATA' wasm build '$T/f.wasm' -o '$T/f.elf' --sig 'f=i(ii)' --keep 2>&1 | grep -q 'generated C is in' &&
-		 '$STRATA' run '$T/f.elf' --heap 1M --call f 1 41 | grep -qx 41"
+	ok "wasm build MODULE.wasm -o GUEST.elf --sig NAME=SIG --heap SIZE --keep (options after the module)" bash -c \
+		"TMPDIR='$T' '$STRATA' wasm build '$T/f.wasm' -o '$T/f.elf' --sig 'f=i(ii)' --heap 1M --keep 2>&1 | grep -q 'generated C is in' &&
+		 '$STRATA' run '$T/f.elf' --call f 1 41 | grep -qx 41"
 else
 	n=$((n + 1)); echo "ok $n - wasm build # SKIP no libstrata-wasm.a or wat2wasm (Debian's wabt)"
 fi

@@ -6,7 +6,7 @@ T=$(mktemp -d /tmp/strata-e2e-sdk.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..51"
+echo "1..53"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 
@@ -107,6 +107,22 @@ CEOF
 # shellcheck disable=SC2046
 check "an out-of-tree guest of printf(\"%g\"), qsort and strtod builds with pkg-config strata-guest" 0 '^built$' -- \
 	sh -c "cd '$T/proj' && cc -g -Wall -Wextra -Werror $(pc_guest --cflags --libs) -o c.elf c.c && echo built"
+# A guest that declares its heap (STRATA_GUEST_HEAP, docs/guests.md
+# "Memory") gets it without --heap; --heap still wins.
+cat >"$T/proj/m.c" <<'CEOF'
+#include <strata_guest.h>
+
+STRATA_GUEST_HEAP(8 << 20);
+
+STRATA_FUNCTION(heap, "i()")
+{
+	return strata_ret_i64(c, (int64_t)strata_boot_info()->heap_size);
+}
+CEOF
+# shellcheck disable=SC2046
+check "a guest built with STRATA_GUEST_HEAP(8 << 20) gets an 8 MiB heap without --heap" 0 '^8388608$' -- \
+	sh -c "cd '$T/proj' && cc -Wall -Wextra -Wpedantic -Werror $(pc_guest --cflags --libs) -o m.elf m.c && '$S' run m.elf --call heap"
+check "and --heap 1M gives it 1 MiB" 0 '^1048576$' -- "$S" run "$T/proj/m.elf" --heap 1M --call heap
 # Debian's hardening flags (dpkg-buildflags: -fstack-protector-strong,
 # -D_FORTIFY_SOURCE=2, -Werror=format-security; -fcf-protection as newer
 # dpkg-buildflags add it) with pkg-config's: the guest's own code checks the

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # wasm.sh: WebAssembly modules as guests (docs/wasm.md): a module built here from C with clang --target=wasm32-wasi and
 # hand-written .wat through wat2wasm, compiled by strata wasm build, run on each backend: types, strings, bytes, imports,
-# WASI, traps by name, memory.grow within --heap, snapshot, restore and pool (TAP).
+# WASI, traps by name, the heap the guest declares and --heap over it, memory.grow, snapshot, restore and pool (TAP).
 set -u
 BIN=${STRATA_BIN:?} SRC=${STRATA_SRC:?} B=${STRATA_BUILD:?}
-N=86 n=0 fails=0
+N=102 n=0 fails=0
 # shellcheck source=tap_lib.sh
 . "$(dirname "$0")/tap_lib.sh"
 # shellcheck source=kvm_lib.sh
@@ -35,6 +35,12 @@ expect "wat2wasm builds the trap and import modules" 0 '' -- \
 	sh -c "wat2wasm '$W/traps.wat' -o '$T/traps.wasm' && wat2wasm '$W/imports.wat' -o '$T/imports.wasm'"
 expect "strata wasm build: the C module" 0 '' -- st "$S" wasm build "$T/module.wasm" -o "$T/module.elf"
 expect "strata wasm build: the trap module" 0 '' -- st "$S" wasm build "$T/traps.wasm" -o "$T/traps.elf"
+expect "strata wasm build --heap refuses a size that is no size or over 2G" 2 'wants a size from 1 to 2G' -- \
+	st "$S" wasm build "$T/traps.wasm" -o "$T/bad.elf" --heap 3G
+expect "strata wasm build refuses a module whose initial memory (2 GiB) cannot fit a sandbox's heap" 1 \
+	'initial memory \(32768 pages, 2048 MiB\) does not fit a sandbox.s heap' -- \
+	sh -c "printf '(module (memory (export \"memory\") 32768))' >'$T/huge.wat' && wat2wasm '$T/huge.wat' -o '$T/huge.wasm' &&
+	       '$BIN' wasm build '$T/huge.wasm' -o '$T/bad.elf'"
 expect "strata wasm build: the import module says what is not available" 0 \
 	'WASI function path_open is not available.*|.*export f64_out is left out: f64' -- \
 	sh -c "'$BIN' wasm build '$T/imports.wasm' -o '$T/imports.elf' 2>&1 | tr '\n' '|'"
@@ -78,7 +84,8 @@ for be in process kvm; do
 		for _ in $(seq $((n - start))); do skip "kvm: wasm guests" "$kvm_why"; done
 		break
 	fi
-	r() { st "$S" run "$@" --backend "$be" --heap 4M; }
+	# No --heap: the guest declares the heap its module needs.
+	r() { st "$S" run "$@" --backend "$be"; }
 	expect "$be: exports are listed with their mapped signatures" 0 'greet s\(s\)' -- r "$M" --list
 	expect "$be: i32 add" 0 '^42$' -- r "$M" --call add 2 40
 	expect "$be: i32 wraps as wasm's i32 does" 0 '^-2147483648$' -- r "$M" --call add 2147483647 1
@@ -107,6 +114,19 @@ for be in process kvm; do
 	expect "$be: memory.grow past the sandbox's heap is -1" 0 '^-1$' -- \
 		st "$S" run "$T/traps.elf" --backend "$be" --heap 100K --call grow 1
 	expect "$be: linear memory grows from the heap (malloc of 1 MiB)" 0 '^[0-9]+$' -- r "$M" --call grab 1024
+	expect "$be: the declared heap holds 16 MiB of growth (malloc of 12 MiB)" 0 '^[0-9]+$' -- r "$M" --call grab 12288
+	expect "$be: and no more: malloc of 24 MiB is NULL" 0 '^-1$' -- r "$M" --call grab 24576
+	expect "$be: an explicit larger --heap wins over the declared one (malloc of 24 MiB)" 0 '^[0-9]+$' -- \
+		st "$S" run "$M" --backend "$be" --heap 40M --call grab 24576
+	expect "$be: an explicit smaller --heap wins too: malloc of 12 MiB is NULL" 0 '^-1$' -- \
+		st "$S" run "$M" --backend "$be" --heap 4M --call grab 12288
+	expect "$be: an explicit --heap too small for the module's memory says so" 1 \
+		'does not fit in the guest heap: run with a larger --heap' -- st "$S" run "$M" --backend "$be" --heap 64K --call add 1 2
+	expect "$be: strata wasm build --heap declares that heap instead" 0 '^-1$' -- \
+		sh -c "'$BIN' wasm build '$T/module.wasm' -o '$T/small-$be.elf' --heap 4M && '$BIN' run '$T/small-$be.elf' --backend $be --call grab 12288"
+	expect "$be: a snapshot keeps the heap it was taken with, not the ELF's" 0 '^-1$' -- \
+		sh -c "'$BIN' --store '$S' run '$M' --backend $be --heap 4M --call next --snapshot small-$be >/dev/null &&
+		       '$BIN' --store '$S' run small-$be --backend $be --call grab 12288"
 	expect "$be: WASI random_get from the host" 0 '^-?[0-9]+$' -- r "$M" --call random64
 	expect "$be: WASI proc_exit is a guest error" 5 'proc_exit\(3\)' -- r "$M" --call quit 3
 	expect "$be: WASI clock_time_get reads the host clock strata run registers" 0 '^1[0-9]{9}$' -- r "$M" --call now
@@ -160,6 +180,6 @@ kept=$("$BIN" wasm build "$T/module.wasm" -o "$T/kept.elf" --keep 2>&1 | sed -n 
 expect "the generated C (--keep), compiled against the installed SDK (pkg-config strata-wasm), runs" 0 '^hello installed$' -- \
 	sh -c "cc -O1 -w -I '$kept' -o '$T/inst.elf' '$kept/module.c' '$kept/glue.c' \
 	       \$(PKG_CONFIG_PATH='$pcdir' pkg-config --define-variable=prefix='$T/dest$prefix' --cflags --libs strata-wasm) && \
-	       '$BIN' --store '$S' run '$T/inst.elf' --heap 4M --call greet installed 2>/dev/null"
+	       '$BIN' --store '$S' run '$T/inst.elf' --call greet installed 2>/dev/null"
 rm -rf "$kept"
 exit $((fails > 0))

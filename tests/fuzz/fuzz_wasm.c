@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(text);
 		return 0;
 	}
-	int rc = wasm_glue_write(data, size, NULL, 0, out, notes, why, sizeof(why));
+	int rc = wasm_glue_write(data, size, NULL, 0, 0, out, notes, why, sizeof(why));
 	fclose(out);
 	fclose(notes);
 	if (rc < 0)

@@ -48,6 +48,7 @@ for t in g1 g2; do
 done
 # 3. the guest ELF
 cp "$guest" "$out/elf/simpleguest"
+cp "$build/vmm/guest/memguest.elf" "$out/elf/memguest"   # with the memory note (STRATA_GUEST_MEMORY)
 # 5. the policy file as `strata calibrate` writes it, and the other mode
 cat >"$out/policy/calibrated" <<'P'
 # strata reset policy, written by `strata calibrate` (docs/restore.md)

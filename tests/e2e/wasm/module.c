@@ -88,13 +88,16 @@ STRATA_WASM_EXPORT(now) long long now(void)
 	return clock_gettime(CLOCK_REALTIME, &ts) == 0 ? (long long)ts.tv_sec : -1;
 }
 
-/* Linear memory grows from the guest heap (malloc: memory.grow underneath). */
+/* Linear memory grows from the guest heap (malloc: memory.grow underneath).
+ * The block is kept (the compiler may drop a malloc nothing keeps). */
+static char *volatile grabbed;
 STRATA_WASM_EXPORT(grab) int grab(int kib)
 {
 	char *p = malloc((size_t)kib << 10);
 	if (!p)
 		return -1;
 	memset(p, 1, (size_t)kib << 10);
+	grabbed = p;
 	return (int)__builtin_wasm_memory_size(0);
 }
 

@@ -33,6 +33,29 @@ struct strata_fn_reg {
 			#fname, signature, fname };                                \
 	static int fname(struct strata_call *c)
 
+/*
+ * Optional: the memory the guest needs, in bytes, as a note in its ELF
+ * (struct strata_mem_note): the host uses it where its caller gave no size
+ * (`strata run --heap`/`--stack`, vmm_config), so the guest runs without
+ * them. At most once per guest, at file scope:
+ *   STRATA_GUEST_HEAP(4 << 20);                  heap only
+ *   STRATA_GUEST_MEMORY(4 << 20, 256 << 10);     heap and stack (0: default)
+ * The heap is at most 2 GiB, the stack at most 16 MiB with the image
+ * (docs/guests.md, "Memory").
+ */
+#define STRATA_GUEST_MEMORY(heap, stack)                                                   \
+	static const struct {                                                              \
+		uint32_t namesz, descsz, type;                                             \
+		char name[8];                                                              \
+		uint32_t desc[6];                                                          \
+	} strata_mem_note __attribute__((used, section(".note.strata.mem"), aligned(4))) = { \
+		sizeof(STRATA_NOTE_NAME), sizeof(struct strata_mem_note), STRATA_NOTE_MEM_TYPE, \
+		STRATA_NOTE_NAME,                                                          \
+		{ STRATA_MEM_NOTE_VERSION, 0, (uint32_t)(uint64_t)(heap),                  \
+		  (uint32_t)((uint64_t)(heap) >> 32), (uint32_t)(uint64_t)(stack),         \
+		  (uint32_t)((uint64_t)(stack) >> 32) } }
+#define STRATA_GUEST_HEAP(heap) STRATA_GUEST_MEMORY(heap, 0)
+
 /* Optional: defined by the guest, run once at init before READY. */
 void strata_init(void) __attribute__((weak));
 
