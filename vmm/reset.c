@@ -1,10 +1,13 @@
 /* reset.c: restore in place: put back exactly the pages that differ from the snapshot, remap ranges, reset the vCPU. */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "store/sys.h"
@@ -18,6 +21,31 @@ void vmm_snap_layer_close(struct vmm_snap_layer *l)
 		st_sys_close(l->fd);
 	l->src = NULL;
 	l->fd = -1;
+}
+
+/* The most one readahead call reads of a mount's file: the mount's
+ * max_readahead (FS_MAX_REQUEST, fs/fs_int.h). */
+#define WILLNEED_PIECE (1u << 20)
+
+/*
+ * A lazy layer's file on a mount: read its present chunks ahead into the
+ * page cache, which the mount reports as data (SEEK_DATA; absent chunks
+ * are holes), in requests as large as the mount takes, so the guest's
+ * faults there find their pages cached. Its mappings are MADV_RANDOM
+ * (kvm_map_pages): a fault elsewhere asks for its own page, and only the
+ * chunk holding it is fetched (docs/lazy.md). Best effort.
+ */
+static void lazy_read_ahead(int fd, uint64_t size)
+{
+	off_t at = 0, end;
+
+	while ((uint64_t)at < size && (at = lseek(fd, at, SEEK_DATA)) >= 0) {
+		if ((end = lseek(fd, at, SEEK_HOLE)) < 0)
+			end = (off_t)size;
+		for (off_t p = at; p < end; p += WILLNEED_PIECE)
+			posix_fadvise(fd, p, end - p < WILLNEED_PIECE ? end - p : WILLNEED_PIECE, POSIX_FADV_WILLNEED);
+		at = end;
+	}
 }
 
 int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open, void *ctx,
@@ -48,7 +76,16 @@ int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open,
 	void *src = NULL;
 	if (pages && !(src = st_sys_mmap(NULL, pages * VMM_PAGE, PROT_READ, MAP_SHARED, fd, 0, &rc)))
 		goto out_close;
-	*out = (struct vmm_snap_layer){ .id = *id, .pages = pages, .fd = fd, .src = src };
+	struct statfs sf;
+	/* A file of a mount with holes and data is a lazy layer with chunks
+	 * absent and some present (a working set fetched ahead). Without any
+	 * present the kernel's read-around is the only read-ahead, and keeps
+	 * fewer round trips: docs/lazy.md has both measured. */
+	bool on_fuse = pages && fstatfs(fd, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC &&
+		       lseek(fd, 0, SEEK_HOLE) < (off_t)(pages * VMM_PAGE) && lseek(fd, 0, SEEK_DATA) >= 0;
+	if (on_fuse)
+		lazy_read_ahead(fd, pages * VMM_PAGE);
+	*out = (struct vmm_snap_layer){ .id = *id, .pages = pages, .fd = fd, .src = src, .on_fuse = on_fuse };
 	return 0;
 out_close:
 	st_sys_close(fd);
@@ -281,7 +318,8 @@ static bool same_mapping(const struct vmm_seg *a, const struct vmm_snap_layer *a
 static int map_run(struct vmm_sandbox *sb, const struct vmm_seg *g, const struct vmm_snap_layer *layers,
 		   uint64_t p, uint64_t n)
 {
-	return sb->be->map_pages(sb, p, n, g->layer < 0 ? -1 : layers[g->layer].fd, g->lpage + (p - g->gpage));
+	return sb->be->map_pages(sb, p, n, g->layer < 0 ? -1 : layers[g->layer].fd, g->lpage + (p - g->gpage),
+				 g->layer >= 0 && layers[g->layer].on_fuse);
 }
 
 int vmm_snap_remap(struct vmm_sandbox *sb, const struct vmm_seg *old, size_t nold,
