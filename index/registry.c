@@ -28,6 +28,11 @@
 #define SEND_BUFFER (1L << 20)
 /* Requests ix_registry_ahead runs at once, each on its own connection. */
 #define AHEAD_MAX 16
+/* The largest answer it fetches ahead and keeps in memory: the largest
+ * manifest a pull takes (a 4 GiB layer's chunk index of 64 KiB chunks is
+ * 1 MiB and 40 bytes); a larger one is asked when needed, bounded as ever
+ * by its reader. */
+#define AHEAD_BYTES_MAX ST_OCI_MANIFEST_MAX
 
 /* An answer fetched ahead (ix_registry_ahead), kept for the first request
  * of the same URL and Accept, which then reads it as if it came now. */
@@ -993,6 +998,7 @@ struct ahead_job {
 	struct req q;
 	const char *auth;
 	int rc;
+	bool started;
 	pthread_t th;
 };
 
@@ -1024,6 +1030,8 @@ int ix_registry_ahead(struct ix_registry *r, const struct ix_registry_ahead_req 
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct ahead_job *j = &jobs[i];
+		if (!v[i].max || v[i].max > AHEAD_BYTES_MAX)
+			continue;
 		j->t = *r;
 		j->t.nahead = 0;
 		j->t.upload = NULL;
@@ -1034,17 +1042,21 @@ int ix_registry_ahead(struct ix_registry *r, const struct ix_registry_ahead_req 
 		j->q.mem_max = v[i].max;
 		j->auth = a;
 		snprintf(j->q.url, sizeof(j->q.url), "%s/v2/%s/%s", r->base, r->repo, v[i].path);
-		if (!(j->t.curl = curl_easy_init()) || !(j->q.mem = malloc(v[i].max ? v[i].max : 1)) ||
+		if (!(j->t.curl = curl_easy_init()) || !(j->q.mem = malloc(v[i].max)) ||
 		    pthread_create(&j->th, NULL, ahead_main, j) != 0) {
 			if (j->t.curl)
 				curl_easy_cleanup(j->t.curl);
 			free(j->q.mem);
 			break;
 		}
+		j->started = true;
 		started++;
 	}
-	for (size_t i = 0; i < started; i++) {
+	for (size_t i = 0; i < n && started; i++) {
 		struct ahead_job *j = &jobs[i];
+		if (!j->started)
+			continue;
+		started--;
 		pthread_join(j->th, NULL);
 		curl_easy_cleanup(j->t.curl);
 		r->wire.up += j->t.wire.up;

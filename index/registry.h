@@ -114,20 +114,21 @@ void ix_registry_source(struct ix_registry *r, struct ix_oci_source *out);
  * already have received some bytes (it counts them). */
 int ix_registry_blob_range(struct ix_registry *r, const uint8_t sha[ST_SHA256_LEN], uint64_t off, uint64_t len,
 			   ix_oci_sink_fn sink, void *sctx, char *why, size_t whylen);
-/*
- * Requests a caller will make next, fetched now and at once, each on its
- * own connection: the first later GET of the same URL (relative to
- * /v2/REPO/) and Accept is answered from what came, through the same
- * checks as ever (a pull verifies every digest as it reads). max: the most
- * bytes kept of an answer (a longer one is asked again later). Only 200
- * and 404 answers are kept; anything else goes again when asked. Best
- * effort: 0 or -ENOMEM.
- */
 /* What a manifest GET accepts: the other types are asked for too, so that
  * what is there is refused with a clear reason rather than a 404. */
 #define IX_REGISTRY_MANIFEST_ACCEPT                                                                              \
 	ST_OCI_MANIFEST_TYPE ", " ST_OCI_INDEX_TYPE ", application/vnd.docker.distribution.manifest.v2+json"     \
 			     ", application/vnd.docker.distribution.manifest.list.v2+json"
+/*
+ * Requests a caller will make next, fetched now and at once, each on its
+ * own connection: the first later GET of the same URL (relative to
+ * /v2/REPO/) and Accept is answered from what came, through the same
+ * checks as ever (a pull verifies every digest as it reads). max: the most
+ * bytes kept of an answer (a longer one is asked again later; one whose
+ * max is over ST_OCI_MANIFEST_MAX is not fetched ahead). Only 200 and 404
+ * answers are kept; anything else goes again when asked. Best effort: 0
+ * or -ENOMEM.
+ */
 struct ix_registry_ahead_req {
 	char path[256];
 	const char *accept;
