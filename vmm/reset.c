@@ -23,29 +23,38 @@ void vmm_snap_layer_close(struct vmm_snap_layer *l)
 	l->fd = -1;
 }
 
-/* The most one readahead call reads of a mount's file: the mount's
- * max_readahead (FS_MAX_REQUEST, fs/fs_int.h). */
-#define WILLNEED_PIECE (1u << 20)
+/* The most one read of a mount's file asks for: the mount's largest
+ * request (FS_MAX_REQUEST, fs/fs_int.h). */
+#define READ_PIECE (1u << 20)
 
 /*
- * A lazy layer's file on a mount: read its present chunks ahead into the
- * page cache, which the mount reports as data (SEEK_DATA; absent chunks
- * are holes), in requests as large as the mount takes, so the guest's
- * faults there find their pages cached. Its mappings are MADV_RANDOM
+ * A lazy layer's file on a mount: read its present chunks, which the
+ * mount reports as data (SEEK_DATA; absent chunks are holes), into the
+ * page cache now, in requests as large as the mount takes, so the guest's
+ * faults there find their pages cached. The reads ask for exactly those
+ * bytes (POSIX_FADV_RANDOM: no readahead past an extent's end into an
+ * absent chunk; posix_fadvise(WILLNEED) left most of them to the faults,
+ * a mount round trip per page). Its mappings are MADV_RANDOM
  * (kvm_map_pages): a fault elsewhere asks for its own page, and only the
- * chunk holding it is fetched (docs/lazy.md). Best effort.
+ * chunk holding it is fetched (docs/workingset.md). Best effort.
  */
 static void lazy_read_ahead(int fd, uint64_t size)
 {
+	char *buf = malloc(READ_PIECE);
 	off_t at = 0, end;
 
+	if (!buf)
+		return;
+	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 	while ((uint64_t)at < size && (at = lseek(fd, at, SEEK_DATA)) >= 0) {
 		if ((end = lseek(fd, at, SEEK_HOLE)) < 0)
 			end = (off_t)size;
-		for (off_t p = at; p < end; p += WILLNEED_PIECE)
-			posix_fadvise(fd, p, end - p < WILLNEED_PIECE ? end - p : WILLNEED_PIECE, POSIX_FADV_WILLNEED);
+		for (off_t p = at; p < end; p += READ_PIECE)
+			if (pread(fd, buf, end - p < READ_PIECE ? (size_t)(end - p) : READ_PIECE, p) <= 0)
+				break;
 		at = end;
 	}
+	free(buf);
 }
 
 int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open, void *ctx,
