@@ -1522,6 +1522,38 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	reply_err(req, is_stage(n) ? -ENOTSUP : refuse(fs, n, "removexattr", name));
 }
 
+/*
+ * SEEK_DATA / SEEK_HOLE in a lazy layer: its present chunks are data, its
+ * absent ones holes (as st_blocks counts them). A restore walks them to
+ * read the present chunks ahead into the page cache without touching an
+ * absent one (vmm/reset.c, docs/lazy.md).
+ */
+static int lazy_seek(struct fs *fs, struct fs_fh *fh, uint64_t off, bool data, uint64_t *out)
+{
+	struct ix_lazy_info info;
+	uint8_t map[256];
+
+	if (ix_lazy_layer_info(fs->lazy, &fh->id, &info) != 1)
+		return -EIO;
+	if (off >= info.size)
+		return -ENXIO;
+	for (uint64_t c = off / info.chunk_size; c < info.chunks; c += sizeof(map)) {
+		if (ix_lazy_present_at(fs->lazy, &fh->id, c, map, sizeof(map)) < 0)
+			return -EIO;
+		for (uint64_t i = 0; i < sizeof(map) && c + i < info.chunks; i++) {
+			if (map[i] != data)
+				continue;
+			uint64_t at = (c + i) * info.chunk_size;
+			*out = at > off ? at : off;
+			return 0;
+		}
+	}
+	if (data)
+		return -ENXIO;
+	*out = info.size; /* the end is a hole */
+	return 0;
+}
+
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
@@ -1541,6 +1573,14 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 	}
 	if (fh->kind == FH_MEM) {
 		rc = fs_mem_seek(fh->snap->m, (uint64_t)off, whence == SEEK_DATA, &out);
+		if (rc < 0)
+			reply_err(req, rc);
+		else
+			fuse_reply_lseek(req, (off_t)out);
+		return;
+	}
+	if (fh->kind == FH_BLOB && fh->lazy) {
+		rc = lazy_seek(fs, fh, (uint64_t)off, whence == SEEK_DATA, &out);
 		if (rc < 0)
 			reply_err(req, rc);
 		else

@@ -8,7 +8,7 @@ struct ix_curl ix_curl;
 static const char *const curl_syms[] = {
 	"curl_global_init", "curl_easy_init", "curl_easy_cleanup", "curl_easy_reset", "curl_easy_setopt",
 	"curl_easy_getinfo", "curl_easy_perform", "curl_easy_strerror", "curl_easy_escape", "curl_free",
-	"curl_slist_append", "curl_slist_free_all",
+	"curl_slist_append", "curl_slist_free_all", "curl_share_init", "curl_share_setopt", "curl_share_cleanup",
 };
 _Static_assert(sizeof(curl_syms) / sizeof(curl_syms[0]) * sizeof(void *) == sizeof(struct ix_curl),
 	"curl_syms names every member of struct ix_curl");

@@ -27,6 +27,9 @@ struct ix_curl {
 	__typeof__(curl_free) *free;
 	__typeof__(curl_slist_append) *slist_append;
 	__typeof__(curl_slist_free_all) *slist_free_all;
+	__typeof__(curl_share_init) *share_init;
+	__typeof__(curl_share_setopt) *share_setopt;
+	__typeof__(curl_share_cleanup) *share_cleanup;
 };
 extern struct ix_curl ix_curl;
 
@@ -49,5 +52,9 @@ const char *ix_curl_why(void);
 #define curl_free(p) ix_curl.free(p)
 #define curl_slist_append(l, s) ix_curl.slist_append(l, s)
 #define curl_slist_free_all(l) ix_curl.slist_free_all(l)
+#define curl_share_init() ix_curl.share_init()
+#undef curl_share_setopt
+#define curl_share_setopt(...) ix_curl.share_setopt(__VA_ARGS__)
+#define curl_share_cleanup(s) ix_curl.share_cleanup(s)
 
 #endif

@@ -635,18 +635,34 @@ int ix_lazy_layer_info(struct ix_lazy *lz, const st_id *layer, struct ix_lazy_in
 	return 1;
 }
 
-int ix_lazy_present(struct ix_lazy *lz, const st_id *layer, uint8_t *map, uint64_t n)
+int ix_lazy_present_at(struct ix_lazy *lz, const st_id *layer, uint64_t first, uint8_t *map, uint64_t n)
 {
 	struct lz_layer *l;
 	int rc = layer_get(lz, layer, &l);
 
 	if (rc != 0)
 		return rc == 1 ? -ENOENT : rc;
+	uint8_t marks[256];
+	ssize_t got = 0;
 	pthread_mutex_lock(&lz->lock);
-	for (uint64_t i = 0; i < n && i < l->rec.c->n; i++)
-		map[i] = l->present[i];
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t ci = first + i;
+		if (i % sizeof(marks) == 0)
+			got = ci < l->rec.c->n ? pread(l->map_fd, marks, sizeof(marks), (off_t)ci) : 0;
+		if (ci < l->rec.c->n && !l->present[ci] && !l->inflight[ci] && (ssize_t)(i % sizeof(marks)) < got &&
+		    marks[i % sizeof(marks)] == 1) {
+			l->present[ci] = 1;
+			l->npresent++;
+		}
+		map[i] = ci < l->rec.c->n ? l->present[ci] : 0;
+	}
 	pthread_mutex_unlock(&lz->lock);
 	return 0;
+}
+
+int ix_lazy_present(struct ix_lazy *lz, const st_id *layer, uint8_t *map, uint64_t n)
+{
+	return ix_lazy_present_at(lz, layer, 0, map, n);
 }
 
 int ix_lazy_fd(struct ix_lazy *lz, const st_id *layer, int *fd)

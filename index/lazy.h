@@ -147,6 +147,10 @@ struct ix_lazy_info {
 int ix_lazy_layer_info(struct ix_lazy *lz, const st_id *layer, struct ix_lazy_info *out);
 /* Which chunks are present: map[i] = 1 or 0, for i < n (n = info.chunks). */
 int ix_lazy_present(struct ix_lazy *lz, const st_id *layer, uint8_t *map, uint64_t n);
+/* The same for chunks [first, first + n) (those past the last read as
+ * absent), looking again in the .map for those absent here: another
+ * process sharing the store (a prefetch) may have brought them in. */
+int ix_lazy_present_at(struct ix_lazy *lz, const st_id *layer, uint64_t first, uint8_t *map, uint64_t n);
 
 /* A byte range of a layer. */
 struct ix_lazy_range {

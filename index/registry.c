@@ -1,6 +1,7 @@
 /* registry.c: HTTP to an OCI registry (libcurl): auth, blobs HEAD/GET/upload/mount, manifests GET/PUT. The only file that includes curl.h. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,24 @@
  * mean fewer callbacks per blob (docs/oci.md has the measurement). */
 #define RECV_BUFFER (512L << 10)
 #define SEND_BUFFER (1L << 20)
+/* Requests ix_registry_ahead runs at once, each on its own connection. */
+#define AHEAD_MAX 16
+/* The largest answer it fetches ahead and keeps in memory: the largest
+ * manifest a pull takes (a 4 GiB layer's chunk index of 64 KiB chunks is
+ * 1 MiB and 40 bytes); a larger one is asked when needed, bounded as ever
+ * by its reader. */
+#define AHEAD_BYTES_MAX ST_OCI_MANIFEST_MAX
+
+/* An answer fetched ahead (ix_registry_ahead), kept for the first request
+ * of the same URL and Accept, which then reads it as if it came now. */
+struct ahead {
+	char url[2048];
+	char accept[512];
+	long status;
+	char digest[ST_DIGEST_LEN + 1];
+	char *body;
+	size_t len;
+};
 
 struct ix_registry {
 	CURL *curl;
@@ -53,6 +72,8 @@ struct ix_registry {
 	char *client_cert, *client_key;
 	int certs_rc;
 	char certs_why[2400];
+	struct ahead *ahead;   /* answers fetched ahead, not yet asked for */
+	size_t nahead;
 };
 
 /* One request and what came back. */
@@ -111,9 +132,43 @@ uint64_t ix_registry_now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/*
+ * One connection cache for every handle of the process: a connection one
+ * request leaves open (a pull's metadata, the requests fetched ahead) is
+ * taken by the next on any handle and thread (a lazy layer's Range
+ * requests, the working-set prefetch) instead of a new connection's round
+ * trip. libcurl locks it through these.
+ */
+static CURLSH *conn_share;
+static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+
+static void share_lock(CURL *c, curl_lock_data data, curl_lock_access access, void *arg)
+{
+	(void)c, (void)access, (void)arg;
+	pthread_mutex_lock(&share_locks[data]);
+}
+
+static void share_unlock(CURL *c, curl_lock_data data, void *arg)
+{
+	(void)c, (void)arg;
+	pthread_mutex_unlock(&share_locks[data]);
+}
+
 int ix_registry_global_init(void)
 {
-	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -ENOMEM;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return -ENOMEM;
+	if (!conn_share && (conn_share = curl_share_init())) {
+		for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+			pthread_mutex_init(&share_locks[i], NULL);
+		curl_share_setopt(conn_share, CURLSHOPT_LOCKFUNC, share_lock);
+		curl_share_setopt(conn_share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+		if (curl_share_setopt(conn_share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK) {
+			curl_share_cleanup(conn_share);
+			conn_share = NULL; /* an older libcurl: a cache per handle */
+		}
+	}
+	return 0;
 }
 
 static int certs_load(struct ix_registry *r, const char *host);
@@ -150,6 +205,9 @@ void ix_registry_close(struct ix_registry *r)
 	free(r->ca_blob);
 	free(r->client_cert);
 	free(r->client_key);
+	for (size_t i = 0; i < r->nahead; i++)
+		free(r->ahead[i].body);
+	free(r->ahead);
 	free(r->token);
 	free(r->seen);
 	free(r);
@@ -478,6 +536,41 @@ static bool port_speaks(struct ix_registry *r, bool tls)
 	return answered;
 }
 
+/* Answer GET q from an answer fetched ahead for its URL and Accept, as the
+ * transfer would have: its status and digest header, its body to the sink
+ * or memory (2xx) or as the error body. 1: none kept for q. */
+static int from_ahead(struct ix_registry *r, struct req *q, char *why, size_t whylen)
+{
+	if (strcmp(q->method, "GET") != 0 || q->range_from || q->range_len)
+		return 1;
+	for (size_t i = 0; i < r->nahead; i++) {
+		struct ahead *a = &r->ahead[i];
+		if (strcmp(a->url, q->url) != 0 || strcmp(a->accept, q->accept ? q->accept : "") != 0)
+			continue;
+		struct ahead got = *a;
+		r->ahead[i] = r->ahead[--r->nahead];
+		int rc = 0;
+		q->status = got.status;
+		snprintf(q->digest, sizeof(q->digest), "%s", got.digest);
+		if (got.status < 200 || got.status > 299) {
+			q->err_len = got.len < ERRBODY_MAX ? got.len : ERRBODY_MAX;
+			memcpy(q->err, got.body, q->err_len);
+			q->err[q->err_len] = '\0';
+		} else if (q->sink) {
+			if (got.len && (q->sink_rc = q->sink(q->sctx, got.body, got.len)) < 0)
+				rc = q->sink_rc;
+		} else if (q->mem_max) {
+			if (got.len > q->mem_max)
+				rc = ix_why(why, whylen, ST_EFORMAT, "%s: the answer is over %zu bytes", q->url, q->mem_max);
+			else
+				memcpy(q->mem, got.body, q->mem_len = got.len);
+		}
+		free(got.body);
+		return rc;
+	}
+	return 1;
+}
+
 /* Run q once, with the Authorization header auth (a bearer token), or
  * the credentials as Basic if basic. Returns 0 with q->status set, or an
  * error for the transport. */
@@ -512,6 +605,11 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, bool 
 	q->left = 0;
 	q->cut = false;
 	q->started = false;
+	if (r->nahead && (rc = from_ahead(r, q, why, whylen)) != 1)
+		return rc;
+	rc = 0;
+	if (conn_share)
+		curl_easy_setopt(c, CURLOPT_SHARE, conn_share);
 
 	curl_easy_setopt(c, CURLOPT_URL, q->url);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "strata/" STRATA_VERSION);
@@ -1030,9 +1128,7 @@ static int reg_manifest_get(void *ctx, const char *ref, char **json, size_t *len
 		return -ENOMEM;
 	/* The other types are asked for too, so that what is there is
 	 * refused with a clear reason rather than a 404. */
-	q->accept = ST_OCI_MANIFEST_TYPE ", " ST_OCI_INDEX_TYPE
-		", application/vnd.docker.distribution.manifest.v2+json"
-		", application/vnd.docker.distribution.manifest.list.v2+json";
+	q->accept = IX_REGISTRY_MANIFEST_ACCEPT;
 	snprintf(missing, sizeof(missing), "%s:%s is not in the registry", r->repo, ref);
 	return get_doc(r, q, missing, json, len, why, whylen);
 }
@@ -1099,6 +1195,106 @@ static bool reg_not_found(int rc)
 void ix_registry_source(struct ix_registry *r, struct ix_oci_source *out)
 {
 	*out = (struct ix_oci_source){ r, reg_manifest_get, reg_blob_get, reg_not_found, r->origin, r->o.insecure, NULL };
+}
+
+/* ------------------------------------------------------------ ahead of time */
+
+struct ahead_job {
+	struct ix_registry t;      /* r's settings, a handle of its own */
+	struct req q;
+	const char *auth;
+	bool basic;                /* no token: the credentials as Basic */
+	int rc;
+	bool started;
+	pthread_t th;
+};
+
+static void *ahead_main(void *arg)
+{
+	struct ahead_job *j = arg;
+	char why[ST_WHY_LEN];
+
+	j->rc = perform(&j->t, &j->q, j->auth, j->basic, why, sizeof(why));
+	return NULL;
+}
+
+int ix_registry_ahead(struct ix_registry *r, const struct ix_registry_ahead_req *v, size_t n)
+{
+	struct ahead_job *jobs;
+	char auth[4096];
+	const char *a = NULL;
+	size_t started = 0;
+
+	if (n > AHEAD_MAX)
+		n = AHEAD_MAX;
+	if (!n || !(jobs = calloc(n, sizeof(*jobs))))
+		return n ? -ENOMEM : 0;
+	if (r->token) {
+		snprintf(auth, sizeof(auth), "Bearer %s", r->token);
+		a = auth;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct ahead_job *j = &jobs[i];
+		if (!v[i].max || v[i].max > AHEAD_BYTES_MAX)
+			continue;
+		j->t = *r;
+		j->t.nahead = 0;
+		j->t.upload = NULL;
+		j->t.wire = (struct ix_registry_wire){ 0 };
+		j->q.method = "GET";
+		j->q.body_fd = -1;
+		j->q.accept = v[i].accept;
+		j->q.mem_max = v[i].max;
+		j->auth = a;
+		j->basic = !a && r->basic;
+		snprintf(j->q.url, sizeof(j->q.url), "%s/v2/%s/%s", r->base, r->repo, v[i].path);
+		if (!(j->t.curl = curl_easy_init()) || !(j->q.mem = malloc(v[i].max)) ||
+		    pthread_create(&j->th, NULL, ahead_main, j) != 0) {
+			if (j->t.curl)
+				curl_easy_cleanup(j->t.curl);
+			free(j->q.mem);
+			break;
+		}
+		j->started = true;
+		started++;
+	}
+	for (size_t i = 0; i < n && started; i++) {
+		struct ahead_job *j = &jobs[i];
+		if (!j->started)
+			continue;
+		started--;
+		pthread_join(j->th, NULL);
+		curl_easy_cleanup(j->t.curl);
+		r->wire.up += j->t.wire.up;
+		r->wire.down += j->t.wire.down;
+		r->wire.requests += j->t.wire.requests;
+		/* Only answers a later request would take as they are: a 401
+		 * (authentication), a transfer error or a cut body goes again. */
+		struct ahead *na = NULL;
+		if (j->rc == 0 && !j->q.mem_over && (j->q.status == 200 || j->q.status == 404) &&
+		    (na = realloc(r->ahead, (r->nahead + 1) * sizeof(*r->ahead)))) {
+			r->ahead = na;
+			struct ahead *e = &r->ahead[r->nahead++];
+			snprintf(e->url, sizeof(e->url), "%s", j->q.url);
+			snprintf(e->accept, sizeof(e->accept), "%s", j->q.accept ? j->q.accept : "");
+			e->status = j->q.status;
+			snprintf(e->digest, sizeof(e->digest), "%s", j->q.digest);
+			if (j->q.status == 404) {
+				free(j->q.mem);
+				j->q.mem = malloc(j->q.err_len + 1);
+				if (j->q.mem)
+					memcpy(j->q.mem, j->q.err, j->q.err_len);
+				e->len = j->q.mem ? j->q.err_len : 0;
+			} else {
+				e->len = j->q.mem_len;
+			}
+			e->body = j->q.mem;
+			j->q.mem = NULL;
+		}
+		free(j->q.mem);
+	}
+	free(jobs);
+	return 0;
 }
 
 /* ---------------------------------------------------------------- referrers */

@@ -130,6 +130,33 @@ void ix_registry_source(struct ix_registry *r, struct ix_oci_source *out);
  * already have received some bytes (it counts them). */
 int ix_registry_blob_range(struct ix_registry *r, const uint8_t sha[ST_SHA256_LEN], uint64_t off, uint64_t len,
 			   ix_oci_sink_fn sink, void *sctx, char *why, size_t whylen);
+/* What a manifest GET accepts: the other types are asked for too, so that
+ * what is there is refused with a clear reason rather than a 404. */
+#define IX_REGISTRY_MANIFEST_ACCEPT                                                                              \
+	ST_OCI_MANIFEST_TYPE ", " ST_OCI_INDEX_TYPE ", application/vnd.docker.distribution.manifest.v2+json"     \
+			     ", application/vnd.docker.distribution.manifest.list.v2+json"
+/*
+ * Requests a caller will make next, fetched now and at once, each on its
+ * own connection: the first later GET of the same URL (relative to
+ * /v2/REPO/) and Accept is answered from what came, through the same
+ * checks as ever (a pull verifies every digest as it reads). max: the most
+ * bytes kept of an answer (a longer one is asked again later; one whose
+ * max is over ST_OCI_MANIFEST_MAX is not fetched ahead). Only 200 and 404
+ * answers are kept; anything else goes again when asked. Best effort: 0
+ * or -ENOMEM.
+ */
+struct ix_registry_ahead_req {
+	char path[256];
+	const char *accept;
+	size_t max;
+};
+int ix_registry_ahead(struct ix_registry *r, const struct ix_registry_ahead_req *v, size_t n);
+/* What a pull of the OCI manifest json (its bytes, sha256 sha) asks next,
+ * fetched ahead (ix_registry_ahead): its config, its chunk indexes (lazy),
+ * and the working-set record's listing (the referrers API and the tag
+ * schema's index), so those round trips overlap. Best effort. */
+int ix_registry_pull_ahead(struct ix_registry *r, const char *json, size_t len, const uint8_t sha[ST_SHA256_LEN],
+			   bool lazy);
 /* The bytes and requests r has moved so far into *out. Never fails. */
 void ix_registry_wire_get(const struct ix_registry *r, struct ix_registry_wire *out);
 /* After a successful push or pull: record this repository as the origin

@@ -267,6 +267,35 @@ out:
 	return rc;
 }
 
+int ix_registry_pull_ahead(struct ix_registry *r, const char *json, size_t len, const uint8_t sha[ST_SHA256_LEN],
+			   bool lazy)
+{
+	struct ix_registry_ahead_req v[16];
+	struct st_oci_manifest *om = NULL;
+	char dg[ST_DIGEST_LEN + 1], inner[ST_WHY_LEN];
+	size_t n = 0;
+	int rc;
+
+	if (st_oci_manifest_parse(json, len, &om, inner, sizeof(inner)) < 0)
+		return 0; /* the pull itself says what is wrong */
+	st_digest_format(om->config.sha256, dg);
+	v[n++] = (struct ix_registry_ahead_req){ .max = (size_t)om->config.size };
+	snprintf(v[0].path, sizeof(v[0].path), "blobs/%s", dg);
+	for (uint32_t i = 0; lazy && i < om->nchunks && n < 14; i++) {
+		st_digest_format(om->chunks[i].sha256, dg);
+		v[n] = (struct ix_registry_ahead_req){ .max = (size_t)om->chunks[i].size };
+		snprintf(v[n++].path, sizeof(v[0].path), "blobs/%s", dg);
+	}
+	st_digest_format(sha, dg);
+	v[n] = (struct ix_registry_ahead_req){ .accept = ST_OCI_INDEX_TYPE, .max = ST_OCI_MANIFEST_MAX };
+	snprintf(v[n++].path, sizeof(v[0].path), "referrers/%s?artifactType=%s", dg, ST_WS_MEDIA_TYPE);
+	v[n] = (struct ix_registry_ahead_req){ .accept = IX_REGISTRY_MANIFEST_ACCEPT, .max = ST_OCI_MANIFEST_MAX };
+	snprintf(v[n++].path, sizeof(v[0].path), "manifests/sha256-%s", dg + 7);
+	st_oci_manifest_free(om);
+	rc = ix_registry_ahead(r, v, n);
+	return rc;
+}
+
 int ix_registry_ws_pull(struct ix_registry *r, struct ix *ix, const st_id *snap, const uint8_t subject[ST_SHA256_LEN],
 			struct ix_ws_xfer *x, char *why, size_t whylen)
 {

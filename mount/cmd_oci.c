@@ -737,6 +737,8 @@ static int push_working_set(struct cli *cli, struct ix *ix, struct ix_registry *
  * fetched (the top snapshot's): the subject its referrers name. */
 struct top_catch {
 	struct ix_oci_source src;
+	struct ix_registry *r;
+	bool lazy;
 	bool have;
 	uint8_t sha[ST_SHA256_LEN];
 };
@@ -749,6 +751,9 @@ static int top_manifest_get(void *ctx, const char *ref, char **json, size_t *len
 	if (rc == 0 && !tc->have) {
 		st_sha256_hash(*json, *len, tc->sha);
 		tc->have = true;
+		/* What the pull asks next, at once: one round trip instead of
+		 * one after another (docs/lazy.md). */
+		ix_registry_pull_ahead(tc->r, *json, *len, tc->sha, tc->lazy);
 	}
 	return rc;
 }
@@ -1003,7 +1008,7 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 		goto out_close;
 	}
 	src.lazy = lz;
-	struct top_catch tc = { .src = src };
+	struct top_catch tc = { .src = src, .r = r, .lazy = (flags & IX_OCI_LAZY) != 0 };
 	struct ix_oci_source wrapped = src;
 	wrapped.ctx = &tc;
 	wrapped.manifest_get = top_manifest_get;

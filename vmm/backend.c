@@ -122,7 +122,7 @@ static int kvm_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigned
 
 /* A layer's pages copy-on-write into the one memory slot (or fresh zero
  * pages): KVM's MMU notifier follows the mapping change. */
-static int kvm_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage)
+static int kvm_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage, bool random)
 {
 	void *at = sb->mem + gpage * VMM_PAGE;
 	int rc = 0;
@@ -133,6 +133,12 @@ static int kvm_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int
 	else
 		st_sys_mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)(lpage * VMM_PAGE),
 			    &rc);
+	/* A lazy layer's fault asks the mount for its page alone: the kernel's
+	 * read-around would fetch absent chunks nobody touches, one round trip
+	 * each. The mount fills the page cache around it from present chunks
+	 * instead (fs/ops.c, docs/lazy.md). */
+	if (rc == 0 && fd >= 0 && random)
+		st_sys_madvise(at, n * VMM_PAGE, MADV_RANDOM);
 	return rc;
 }
 

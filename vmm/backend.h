@@ -64,8 +64,9 @@ struct vmm_backend {
 	/* Memory equals the snapshot again (a reset just made it so). */
 	void (*dirty_clear)(struct vmm_sandbox *sb);
 	/* Make guest pages [gpage, gpage + n) read as pages [lpage, lpage + n)
-	 * of layer file fd (fd < 0: as zero). */
-	int (*map_pages)(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage);
+	 * of layer file fd (fd < 0: as zero). random: fd is a lazy layer's
+	 * file on a mount, whose faults must not read around (docs/lazy.md). */
+	int (*map_pages)(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage, bool random);
 	/* Guest page `gpage` for reading without side effects: a pointer into
 	 * guest memory or into buf (NULL on error). NULL op: sb->mem directly. */
 	const uint8_t *(*page_read)(struct vmm_sandbox *sb, uint64_t gpage, uint8_t *buf);

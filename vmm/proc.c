@@ -1092,12 +1092,13 @@ static int proc_touched_scan(struct vmm_sandbox *sb, struct vmm_runs *out)
 
 /* Shared memory cannot map a layer copy-on-write: copy its pages in (or
  * punch a hole, which reads as zero in both mappings). */
-static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage)
+static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage, bool random)
 {
 	struct vmm_proc *p = sb->proc;
 	uint8_t *dst = sb->mem + gpage * VMM_PAGE;
 	uint64_t len = n * VMM_PAGE, done = 0;
 
+	(void)random; /* the pages are copied, not mapped */
 	if (fd < 0) {
 		/* A hole again: if it gets data later, that is new (data_protect). */
 		for (uint64_t g = gpage; p->known && g < gpage + n && g < p->pages; g++)

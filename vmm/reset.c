@@ -1,10 +1,13 @@
 /* reset.c: restore in place: put back exactly the pages that differ from the snapshot, remap ranges, reset the vCPU. */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "store/sys.h"
@@ -18,6 +21,40 @@ void vmm_snap_layer_close(struct vmm_snap_layer *l)
 		st_sys_close(l->fd);
 	l->src = NULL;
 	l->fd = -1;
+}
+
+/* The most one read of a mount's file asks for: the mount's largest
+ * request (FS_MAX_REQUEST, fs/fs_int.h). */
+#define READ_PIECE (1u << 20)
+
+/*
+ * A lazy layer's file on a mount: read its present chunks, which the
+ * mount reports as data (SEEK_DATA; absent chunks are holes), into the
+ * page cache now, in requests as large as the mount takes, so the guest's
+ * faults there find their pages cached. The reads ask for exactly those
+ * bytes (POSIX_FADV_RANDOM: no readahead past an extent's end into an
+ * absent chunk; posix_fadvise(WILLNEED) left most of them to the faults,
+ * a mount round trip per page). Its mappings are MADV_RANDOM
+ * (kvm_map_pages): a fault elsewhere asks for its own page, and only the
+ * chunk holding it is fetched (docs/workingset.md). Best effort.
+ */
+static void lazy_read_ahead(int fd, uint64_t size)
+{
+	char *buf = malloc(READ_PIECE);
+	off_t at = 0, end;
+
+	if (!buf)
+		return;
+	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+	while ((uint64_t)at < size && (at = lseek(fd, at, SEEK_DATA)) >= 0) {
+		if ((end = lseek(fd, at, SEEK_HOLE)) < 0)
+			end = (off_t)size;
+		for (off_t p = at; p < end; p += READ_PIECE)
+			if (pread(fd, buf, end - p < READ_PIECE ? (size_t)(end - p) : READ_PIECE, p) <= 0)
+				break;
+		at = end;
+	}
+	free(buf);
 }
 
 int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open, void *ctx,
@@ -48,7 +85,16 @@ int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open,
 	void *src = NULL;
 	if (pages && !(src = st_sys_mmap(NULL, pages * VMM_PAGE, PROT_READ, MAP_SHARED, fd, 0, &rc)))
 		goto out_close;
-	*out = (struct vmm_snap_layer){ .id = *id, .pages = pages, .fd = fd, .src = src };
+	struct statfs sf;
+	/* A file of a mount with holes and data is a lazy layer with chunks
+	 * absent and some present (a working set fetched ahead). Without any
+	 * present the kernel's read-around is the only read-ahead, and keeps
+	 * fewer round trips: docs/lazy.md has both measured. */
+	bool on_fuse = pages && fstatfs(fd, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC &&
+		       lseek(fd, 0, SEEK_HOLE) < (off_t)(pages * VMM_PAGE) && lseek(fd, 0, SEEK_DATA) >= 0;
+	if (on_fuse)
+		lazy_read_ahead(fd, pages * VMM_PAGE);
+	*out = (struct vmm_snap_layer){ .id = *id, .pages = pages, .fd = fd, .src = src, .on_fuse = on_fuse };
 	return 0;
 out_close:
 	st_sys_close(fd);
@@ -281,7 +327,8 @@ static bool same_mapping(const struct vmm_seg *a, const struct vmm_snap_layer *a
 static int map_run(struct vmm_sandbox *sb, const struct vmm_seg *g, const struct vmm_snap_layer *layers,
 		   uint64_t p, uint64_t n)
 {
-	return sb->be->map_pages(sb, p, n, g->layer < 0 ? -1 : layers[g->layer].fd, g->lpage + (p - g->gpage));
+	return sb->be->map_pages(sb, p, n, g->layer < 0 ? -1 : layers[g->layer].fd, g->lpage + (p - g->gpage),
+				 g->layer >= 0 && layers[g->layer].on_fuse);
 }
 
 int vmm_snap_remap(struct vmm_sandbox *sb, const struct vmm_seg *old, size_t nold,

@@ -110,6 +110,7 @@ struct vmm_snap_layer {
 	uint64_t pages;
 	int fd;
 	const uint8_t *src;  /* PROT_READ mapping of the whole layer: the snapshot's page contents */
+	bool on_fuse;        /* fd is a lazy layer's file on a mount, chunks absent: mapped without read-around */
 };
 
 /* A guest page run mapped to one layer (or to zero: layer < 0). */

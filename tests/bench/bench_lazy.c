@@ -48,6 +48,7 @@ struct relay {
 	_Atomic uint64_t half_rtt_ns;
 	_Atomic uint64_t down, up, conns;
 	_Atomic uint64_t ranges;  /* requests with a Range header sent upstream */
+	_Atomic uint64_t requests; /* HTTP requests sent upstream (their request lines) */
 	pthread_t th;
 };
 
@@ -65,25 +66,36 @@ struct pump {
 	_Atomic int *refs;
 	int *fds;  /* both fds, closed by the last pump */
 	size_t match;  /* upstream: how much of RANGE_HEADER the bytes so far end with */
+	size_t rmatch; /* ... and of REQUEST_LINE_END */
 };
 
 /* How a Range request shows upstream (libcurl's spelling). */
 static const char RANGE_HEADER[] = "\r\nRange: bytes=";
 
-/* Count the Range headers in bytes passing upstream, across reads. */
+/* How each request line ends (libcurl speaks HTTP/1.1 to the registry). */
+static const char REQUEST_LINE_END[] = " HTTP/1.1\r\n";
+
+/* Step a matcher of pattern pat (length len) over byte c; true when it ends there. */
+static bool match_step(size_t *m, const char *pat, size_t len, uint8_t c)
+{
+	if (c == (uint8_t)pat[*m])
+		(*m)++;
+	else
+		*m = c == (uint8_t)pat[0] ? 1 : 0;
+	if (*m < len)
+		return false;
+	*m = 0;
+	return true;
+}
+
+/* Count the Range headers and the requests in bytes passing upstream, across reads. */
 static void count_ranges(struct pump *p, const uint8_t *d, size_t n)
 {
-	const size_t len = sizeof(RANGE_HEADER) - 1;
-
 	for (size_t i = 0; i < n; i++) {
-		if (d[i] == (uint8_t)RANGE_HEADER[p->match])
-			p->match++;
-		else
-			p->match = d[i] == (uint8_t)RANGE_HEADER[0] ? 1 : 0;
-		if (p->match == len) {
+		if (match_step(&p->match, RANGE_HEADER, sizeof(RANGE_HEADER) - 1, d[i]))
 			atomic_fetch_add(&p->r->ranges, 1);
-			p->match = 0;
-		}
+		if (match_step(&p->rmatch, REQUEST_LINE_END, sizeof(REQUEST_LINE_END) - 1, d[i]))
+			atomic_fetch_add(&p->r->requests, 1);
 	}
 }
 
@@ -202,8 +214,8 @@ static void *relay_main(void *arg)
 		}
 		fds[0] = c, fds[1] = s;
 		atomic_init(refs, 2);
-		*up = (struct pump){ r, c, s, false, refs, fds, 0 };
-		*down = (struct pump){ r, s, c, true, refs, fds, 0 };
+		*up = (struct pump){ r, c, s, false, refs, fds, 0, 0 };
+		*down = (struct pump){ r, s, c, true, refs, fds, 0, 0 };
 		pthread_t t1, t2;
 		pthread_attr_t at;
 		pthread_attr_init(&at);
@@ -245,6 +257,7 @@ struct lazy_bench {
 	const char *mode;      /* the case running */
 	/* per iteration, for the notes */
 	uint64_t bytes[64], run_ns[64];
+	uint64_t pull_reqs[64], pull_conns[64], run_reqs[64], run_conns[64];
 	unsigned n;
 	uint64_t ws_bytes;     /* the working set's pages in bytes */
 };
@@ -411,13 +424,15 @@ static int iter_case(void *state, struct bench_timer *t)
 			goto out;
 		}
 	}
-	uint64_t down0 = atomic_load(&lb->relay.down);
+	uint64_t down0 = atomic_load(&lb->relay.down), req0 = atomic_load(&lb->relay.requests),
+		 conn0 = atomic_load(&lb->relay.conns);
 	bench_timer_start(t);
 	const char *pull_full[] = { "--store", store, "pull", "--insecure", ref, NULL };
 	const char *pull_lazy[] = { "--store", store, "pull", "--insecure", "--lazy", ref, NULL };
 	if (strata(NULL, lazy ? pull_lazy : pull_full) != 0)
 		rc = -EIO;
-	uint64_t t_run = bench_now_ns();
+	uint64_t t_run = bench_now_ns(), req1 = atomic_load(&lb->relay.requests),
+		 conn1 = atomic_load(&lb->relay.conns);
 	if (rc == 0 && lc->kind == C_POOL8) {
 		const char *pool[] = { "--store", store, "pool", snap, "-n", SANDBOXES, "--via-fuse", "--call",
 				       "touch_clusters", CLUSTERS, CLUSTER_PAGES, NULL };
@@ -429,6 +444,10 @@ static int iter_case(void *state, struct bench_timer *t)
 	if (rc == 0 && lb->n < 64) {
 		lb->bytes[lb->n] = atomic_load(&lb->relay.down) - down0;
 		lb->run_ns[lb->n] = bench_now_ns() - t_run;
+		lb->pull_reqs[lb->n] = req1 - req0;
+		lb->pull_conns[lb->n] = conn1 - conn0;
+		lb->run_reqs[lb->n] = atomic_load(&lb->relay.requests) - req1;
+		lb->run_conns[lb->n] = atomic_load(&lb->relay.conns) - conn1;
 		lb->n++;
 	}
 	if (lazy) {
@@ -739,7 +758,7 @@ out:
 void bench_lazy(struct bench *b)
 {
 	struct lazy_bench *lb;
-	static const unsigned delays_ms[] = { 0, 2, 20 };
+	static const unsigned delays_ms[] = { 0, 2, 20, 60 };
 	static const struct {
 		const char *name;
 		int kind;
@@ -801,6 +820,17 @@ void bench_lazy(struct bench *b)
 			bench_note(b, note, lb->ws_bytes ? (double)bytes / (double)lb->ws_bytes : 0, "x");
 			snprintf(note, sizeof(note), "%s/run_after_pull", name);
 			bench_note(b, note, (double)run / 1e6, "ms");
+			/* Where the round trips go: requests and connections at the
+			 * relay, in the pull and in the run after it. */
+			const struct {
+				const char *what;
+				uint64_t *v;
+			} counts[] = { { "requests_pull", lb->pull_reqs }, { "connections_pull", lb->pull_conns },
+				       { "requests_run", lb->run_reqs }, { "connections_run", lb->run_conns } };
+			for (size_t j = 0; j < sizeof(counts) / sizeof(counts[0]); j++) {
+				snprintf(note, sizeof(note), "%s/%s", name, counts[j].what);
+				bench_note(b, note, (double)median(counts[j].v, n), "");
+			}
 		}
 	}
 	if (has_lazy)

@@ -7,7 +7,7 @@ BIN=${STRATA_BIN:?}
 SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 G="${STRATA_BUILD:-$SRC/build}/vmm/guest/simpleguest.elf"
 
-N=61
+N=63
 n=0
 fails=0
 echo "1..$N"
@@ -102,6 +102,11 @@ is "... after one Range request for its 256 KiB chunk" "$(ranges) $(range_bytes)
 clearlog
 dd if="$f" bs=4096 skip=1001 count=2 2>/dev/null >/dev/null
 is "reading the same chunk again fetches nothing" "$(ranges)" 0
+# The present chunk is data, the absent ones holes (what a restore reads ahead).
+is "SEEK_DATA and SEEK_HOLE find the one present chunk (15: bytes 3932160-4194303)" \
+	"$(python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); d=os.lseek(fd, 0, os.SEEK_DATA); print(d, os.lseek(fd, d, os.SEEK_HOLE))' "$f")" \
+	"3932160 4194304"
+is "... and doing so fetches nothing" "$(ranges)" 0
 if cmp -s "$f" "$LB"; then ok "the whole layer read through the mount is the layer"; else nok "the whole layer read through the mount is the layer"; fi
 is "... every chunk fetched once (64 chunks, 16 MiB in total)" "$(( $(range_bytes) + 262144 ))" 16777216
 is "the map now says every chunk is present" "$(tr -d '\0' <"$L/lazy/$layer.map" | wc -c)" 64
