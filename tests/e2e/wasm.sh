@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # wasm.sh: WebAssembly modules as guests (docs/wasm.md): a module built here from C with clang --target=wasm32-wasi and
 # hand-written .wat through wat2wasm, compiled by strata wasm build, run on each backend: types, strings, bytes, imports,
-# WASI, traps by name, the heap the guest declares and --heap over it, memory.grow, snapshot, restore and pool (TAP).
+# WASI, traps by name, the heap the guest declares and --heap over it, memory.grow, snapshot, restore, pool, a mount and a registry (TAP).
 set -u
 BIN=${STRATA_BIN:?} SRC=${STRATA_SRC:?} B=${STRATA_BUILD:?}
-N=102 n=0 fails=0
+N=104 n=0 fails=0
 # shellcheck source=tap_lib.sh
 . "$(dirname "$0")/tap_lib.sh"
 # shellcheck source=kvm_lib.sh
@@ -151,6 +151,19 @@ for be in process kvm; do
 	expect "$be: a copy of the snapshot (strata export) restores the module" 0 '^2$' -- \
 		sh -c "'$BIN' --store '$S' export w-$be '$T/copy-$be' >/dev/null && '$BIN' run '$T/copy-$be' --backend $be --call next"
 done
+
+# Through a mount, as any snapshot: the mounted path restores the module, and so does a cp -r copy of it.
+mkdir -p "$T/mnt"
+if st "$S" mount "$T/mnt" >/dev/null 2>&1; then
+	MOUNTS+=("$T/mnt")
+	expect "the mounted snapshots/w-process restores the module" 0 '^2$' -- \
+		"$BIN" run "$T/mnt/snapshots/w-process" --backend process --call next
+	expect "a cp -r copy out of the mount restores the module" 0 '^2$' -- \
+		sh -c "cp -r '$T/mnt/snapshots/w-process' '$T/mntcopy' && '$BIN' run '$T/mntcopy' --backend process --call next"
+else
+	skip "the mounted snapshot restores the module" "strata mount failed here (no FUSE?)"
+	skip "a cp -r copy out of the mount restores the module" "strata mount failed here (no FUSE?)"
+fi
 
 # Through an OCI registry, as any snapshot: push, a pull into a new store, a lazy pull; each restores the module.
 if command -v docker-registry >/dev/null && start_registry reg; then
