@@ -130,7 +130,7 @@ static int note_lazy(struct fsck *f, MDB_txn *txn, const st_id *id)
 		f->cb_rc = f->cb(&p, f->ctx);
 	if (!(f->flags & IX_FSCK_HASH))
 		return 0;
-	struct ix_lazy_check chk;
+	struct ix_lazy_check chk = { 0 };
 	struct bad_chunk bc = { .f = f, .layer = id, .chk = &chk };
 	int rc = ix_lazy_rec_check(f->ix, txn, id, f->flags & IX_FSCK_REPAIR, bad_chunk_cb, &bc, &chk);
 	f->st.lazy_chunks += chk.present;

@@ -1369,7 +1369,7 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 		st_id_format(&m->layers[i].id, hex);
 		rc = st_blob_size(o->s, &m->layers[i].id, &size);
 		if (rc == -ENOENT && lazy_layer(lz, &m->layers[i].id, &li) == 1) {
-			struct ix_lazy_check chk;
+			struct ix_lazy_check chk = { 0 };
 			struct vchunk vc = { .ref = ref, .hex = hex, .chk = &chk, .probs = probs, .bad = bad };
 			nlazy++;
 			int crc = ix_lazy_check(o->ix, &m->layers[i].id, verify_bad_chunk, &vc, &chk);
