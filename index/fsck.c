@@ -7,6 +7,7 @@
 
 #include "store/array.h"
 #include "index/index_int.h"
+#include "index/lazy.h"
 
 static bool pairs_has_a(const struct ix_pairs *p, const st_id *a)
 {
@@ -91,10 +92,33 @@ static struct pending *problem(struct fsck *f, enum ix_problem_kind kind, const 
 	return NULL;
 }
 
+struct bad_chunk {
+	struct fsck *f;
+	const st_id *layer;
+	const struct ix_lazy_check *chk;
+};
+
+/* A present chunk of a lazy layer that its chunk index refuses. */
+static int bad_chunk_cb(void *ctx, const struct ix_lazy_bad *b)
+{
+	struct bad_chunk *bc = ctx;
+	const struct ix_lazy_check *k = bc->chk;
+	struct pending *e = problem(bc->f, IX_PROBLEM_CHUNK, bc->layer, NULL,
+				    "chunk %llu (bytes %llu-%llu) does not match the layer's chunk index (XXH3-128 of "
+				    "each chunk%s%s, from %s)", (unsigned long long)b->chunk, (unsigned long long)b->off,
+				    (unsigned long long)(b->off + b->len - 1), k->chunks_digest[0] ? "; index " : "",
+				    k->chunks_digest, k->origin);
+	if (e && b->dropped)
+		snprintf(e->action, sizeof(e->action), "marked missing: fetched again when read");
+	return bc->f->cb_rc;
+}
+
 /* A lazy layer: not a problem (nothing to repair), but not checked either:
  * its chunks were checked against the chunk index its record came with,
- * never the whole against its id. cb sees it as such (not when repairing). */
-static void note_lazy(struct fsck *f, MDB_txn *txn, const st_id *id)
+ * never the whole against its id. cb sees it as such (not when repairing).
+ * Hashing, each present chunk is checked against that index again: a bad
+ * one is a problem (repairing: its mark is cleared, so it is fetched again). */
+static int note_lazy(struct fsck *f, MDB_txn *txn, const st_id *id)
 {
 	char detail[IX_ORIGIN_MAX + 512];
 	struct ix_problem p = { .kind = IX_PROBLEM_LAZY, .error = false, .id = *id, .detail = detail };
@@ -104,6 +128,20 @@ static void note_lazy(struct fsck *f, MDB_txn *txn, const st_id *id)
 		snprintf(detail, sizeof(detail), "lazy layer: its bytes are not yet checked against its id");
 	if (f->cb && f->cb_rc == 0 && !(f->flags & IX_FSCK_REPAIR))
 		f->cb_rc = f->cb(&p, f->ctx);
+	if (!(f->flags & IX_FSCK_HASH))
+		return 0;
+	struct ix_lazy_check chk = { 0 };
+	struct bad_chunk bc = { .f = f, .layer = id, .chk = &chk };
+	int rc = ix_lazy_rec_check(f->ix, txn, id, f->flags & IX_FSCK_REPAIR, bad_chunk_cb, &bc, &chk);
+	f->st.lazy_chunks += chk.present;
+	f->st.bytes_hashed += chk.bytes;
+	if (rc == -ENOENT || rc == IX_ECORRUPT) {
+		/* Its files are gone or its record unreadable: nothing of it is present. */
+		problem(f, IX_PROBLEM_CHUNK, id, NULL, "lazy layer's %s: %s", rc == -ENOENT ? "files are missing" :
+			"record cannot be read", rc == -ENOENT ? "no chunk of it can be read" : "it cannot be checked");
+		return 0;
+	}
+	return rc > 0 ? 0 : rc;
 }
 
 /* Repairing: keep a damaged snapshot record's bytes in lost+found. */
@@ -242,7 +280,7 @@ static int check_blobs(struct fsck *f, MDB_txn *txn)
 			uint64_t size;
 			int src = st_blob_size(f->ix->s, &rid, &size);
 			if (src == -ENOENT && ix_lazy_rec_has(f->ix, txn, &rid, &size))
-				note_lazy(f, txn, &rid); /* its chunks come on demand (lazy.c) */
+				err = note_lazy(f, txn, &rid); /* its chunks come on demand (lazy.c) */
 			else if (src == -ENOENT && still_referenced(f->ix, &rid))
 				problem(f, IX_PROBLEM_MISSING, &rid, NULL, "blob file is missing");
 			else if (src == -ENOENT)

@@ -310,6 +310,7 @@ enum ix_problem_kind {
 	IX_PROBLEM_WORKINGSET,   /* a working-set link names a snapshot that does not exist */
 	IX_PROBLEM_LAZY,         /* a lazy layer (not an error): its chunks were checked only against the
 				  * chunk index it came with, its bytes not yet against its id */
+	IX_PROBLEM_CHUNK,        /* a present chunk of a lazy layer does not match its chunk index */
 };
 struct ix_problem {
 	enum ix_problem_kind kind;
@@ -324,6 +325,7 @@ struct ix_fsck_stats {
 	uint64_t snapshots, blobs, blob_files, bytes_hashed;
 	uint64_t lazy;             /* referenced layers that are lazy (no blob file yet, by design; their
 				    * bytes not yet checked against their ids): one IX_PROBLEM_LAZY each */
+	uint64_t lazy_chunks;      /* IX_FSCK_HASH: their present chunks, re-hashed against their chunk indexes */
 	uint64_t errors, orphans;  /* found (before any repair) */
 	uint64_t repaired;         /* IX_FSCK_REPAIR: problems an action was taken on */
 	uint64_t remaining;        /* errors a check finds after the repair (= the return value) */

@@ -172,6 +172,12 @@ int ix_lazy_rec_match(struct ix *ix, MDB_txn *txn, const st_id *layer, const str
  * chunks are here, and that its bytes are not yet checked against its id.
  * IX_ENOTFOUND: no record. */
 int ix_lazy_rec_describe(struct ix *ix, MDB_txn *txn, const st_id *layer, char *buf, size_t len);
+/* ix_lazy_check (lazy.h) in txn; with drop, each bad chunk's mark is
+ * cleared before bad sees it (the store must be writable). */
+struct ix_lazy_bad;
+struct ix_lazy_check;
+int ix_lazy_rec_check(struct ix *ix, MDB_txn *txn, const st_id *layer, bool drop,
+		      int (*bad)(void *ctx, const struct ix_lazy_bad *b), void *ctx, struct ix_lazy_check *out);
 /* Create STORE/lazy/<id>.part (sparse, size bytes) and .map (nchunks zero
  * bytes), replacing leftovers; durable per the store's policy. */
 int ix_lazy_files_make(struct ix *ix, const st_id *layer, uint64_t size, uint64_t nchunks);

@@ -230,6 +230,7 @@ struct lz_rec {
 };
 
 static int lazy_open(struct st_store *s, const st_id *id, const char *ext, int flags, int *out);
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 
 /* The header of a record: its length (by version) and the origin's; false
  * if the value is too short or of an unknown version. */
@@ -353,6 +354,119 @@ int ix_lazy_rec_describe(struct ix *ix, MDB_txn *txn, const st_id *layer, char *
 		 "without --lazy completes and checks it)", r.insecure ? "http://" : "", r.origin, dg, present,
 		 nchunks);
 	return 0;
+}
+
+/* ------------------------------------------------------ checking chunks */
+
+/* Chunk i of c as it is in .part: 1 if it hashes to the chunk index's id,
+ * 0 if not (or the file is short), else -errno. */
+static int chunk_good(int fd, const struct ix_chunks *c, uint64_t i, uint8_t *buf)
+{
+	uint64_t len = ix_chunk_len(c, i), got = 0;
+	st_id id;
+
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, (off_t)(ix_chunk_off(c, i) + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		got += (uint64_t)n;
+	}
+	st_id_hash(buf, len, &id);
+	return st_id_equal(&id, &c->hash[i]);
+}
+
+/* Clear chunk i's mark: it is fetched (and checked) again when read. */
+static int chunk_unmark(struct st_store *s, int map_fd, uint64_t i)
+{
+	static const uint8_t zero = 0;
+
+	int rc = pwrite_all(map_fd, &zero, 1, i);
+
+	if (rc < 0)
+		return rc;
+	if (st_store_sync(s) == ST_SYNC_FULL && fdatasync(map_fd) < 0)
+		return -errno;
+	return 0;
+}
+
+int ix_lazy_rec_check(struct ix *ix, MDB_txn *txn, const st_id *layer, bool drop,
+		      int (*bad)(void *ctx, const struct ix_lazy_bad *b), void *ctx, struct ix_lazy_check *out)
+{
+	MDB_val k = ix_val(layer->b, sizeof(layer->b)), v;
+	struct lz_rec r = { 0 };
+	uint8_t *map = NULL, *buf = NULL;
+	int part = -1, mfd = -1, rc;
+
+	*out = (struct ix_lazy_check){ 0 };
+	if (!ix->has_lazy || mdb_get(txn, ix->lazy, &k, &v) != 0)
+		return IX_ENOTFOUND;
+	if (rec_decode(layer, v.mv_data, v.mv_size, &r) < 0)
+		return IX_ECORRUPT;
+	const struct ix_chunks *c = r.c;
+	snprintf(out->origin, sizeof(out->origin), "%s%s", r.insecure ? "http://" : "", r.origin);
+	if (r.has_source)
+		st_digest_format(r.chunks_sha, out->chunks_digest);
+	out->chunks = c->n;
+	int mode = drop ? O_RDWR : O_RDONLY;
+	if ((rc = lazy_open(ix->s, layer, "part", O_RDONLY, &part)) < 0 ||
+	    (rc = lazy_open(ix->s, layer, "map", mode, &mfd)) < 0)
+		goto out;
+	if (!(map = calloc(c->n, 1)) || !(buf = malloc(c->chunk_size))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* The marks first: a chunk is marked only once its bytes are in .part. */
+	ssize_t got = pread(mfd, map, c->n, 0);
+	if (got < 0) {
+		rc = -errno;
+		goto out;
+	}
+	for (uint64_t i = 0; i < c->n && rc == 0; i++) {
+		if (map[i] != 1)
+			continue;
+		out->present++;
+		int g = chunk_good(part, c, i, buf);
+		if (g < 0) {
+			rc = g;
+			break;
+		}
+		out->bytes += ix_chunk_len(c, i);
+		if (g)
+			continue;
+		struct ix_lazy_bad b = { .chunk = i, .off = ix_chunk_off(c, i), .len = ix_chunk_len(c, i) };
+		out->bad++;
+		if (drop && (rc = chunk_unmark(ix->s, mfd, i)) < 0)
+			break;
+		b.dropped = drop;
+		if (bad)
+			rc = bad(ctx, &b);
+	}
+out:
+	free(map);
+	free(buf);
+	if (mfd >= 0)
+		close(mfd);
+	if (part >= 0)
+		close(part);
+	ix_chunks_free(r.c);
+	return rc;
+}
+
+int ix_lazy_check(struct ix *ix, const st_id *layer, int (*bad)(void *ctx, const struct ix_lazy_bad *b), void *ctx,
+		  struct ix_lazy_check *out)
+{
+	struct ix_txn *t;
+	int rc = ix_txn_begin(ix, &t);
+
+	if (rc < 0)
+		return rc;
+	rc = ix_lazy_rec_check(ix, t->txn, layer, false, bad, ctx, out);
+	ix_txn_end(t);
+	return rc;
 }
 
 /* ---------------------------------------------------------------- files */

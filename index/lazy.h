@@ -190,6 +190,30 @@ struct ix_lazy_stats {
 };
 void ix_lazy_stats_get(struct ix_lazy *lz, struct ix_lazy_stats *out);
 
+/*
+ * Re-hash every chunk of layer its map marks present, as it is in .part,
+ * against the layer's chunk index (XXH3-128 ids): a partial file that rotted
+ * after its chunks were fetched and checked. bad is called for each that
+ * does not match (or whose bytes are short). 0 with *out filled,
+ * IX_ENOTFOUND if layer is not lazy, the first error of bad, or -errno.
+ * It reads the files fresh, whatever a handle holds.
+ */
+struct ix_lazy_bad {
+	uint64_t chunk;         /* its number in the chunk index */
+	uint64_t off, len;      /* its bytes in the layer */
+	bool dropped;           /* (fsck --repair) its mark is cleared: fetched again when read */
+};
+struct ix_lazy_check {
+	uint64_t chunks;        /* chunks in the layer */
+	uint64_t present;       /* chunks marked present, each re-hashed */
+	uint64_t bad;           /* of them, not matching the chunk index */
+	uint64_t bytes;         /* bytes hashed */
+	char origin[IX_ORIGIN_MAX + 8];  /* the record's registry repository ("http://" if plain) */
+	char chunks_digest[ST_DIGEST_LEN + 1]; /* the chunk index's sha256 ("" if the record predates it) */
+};
+int ix_lazy_check(struct ix *ix, const st_id *layer, int (*bad)(void *ctx, const struct ix_lazy_bad *b), void *ctx,
+		  struct ix_lazy_check *out);
+
 /* Every lazy layer recorded, sorted by id (for completion, fsck, show). */
 int ix_lazy_foreach(struct ix *ix, int (*cb)(const st_id *layer, void *ctx), void *ctx);
 

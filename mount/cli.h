@@ -73,6 +73,14 @@ long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned 
 /* Registry credentials for host, found as push and pull find them (an
  * ix_lazy_opts creds callback; ctx is the struct cli). */
 int cli_registry_creds(void *ctx, const char *host, char **user, char **pass);
+/* The auth files push and pull look in, in order: $REGISTRY_AUTH_FILE alone
+ * (*explicit), else $XDG_RUNTIME_DIR/containers/auth.json,
+ * $XDG_CONFIG_HOME/containers/auth.json (~/.config/containers/auth.json),
+ * $DOCKER_CONFIG/config.json (~/.docker/config.json), those whose variables
+ * are set. Returns how many. */
+#define CLI_AUTH_FILES 3
+#define CLI_AUTH_PATH 4096
+size_t cli_auth_files(char paths[][CLI_AUTH_PATH], bool *explicit);
 /* The roots of per-registry certificate directories, in the order
  * looked in: $STRATA_CERTS_D (':'-separated) if set, else
  * $XDG_CONFIG_HOME (or ~/.config)/containers/certs.d,

@@ -24,7 +24,8 @@ static void usage(void)
 	       "which backend 'auto' picks, how written guest pages are found\n"
 	       "(pagemap-scan on Linux 6.7+, else pagemap-read), FUSE and fusermount3,\n"
 	       "the reset policy in force, the store (who can read it, whether you may\n"
-	       "write it) and the registry credentials push and pull would use.\n"
+	       "write it) and the registry credentials push and pull would use (the auth\n"
+	       "files in the order they are read, their credHelpers and credsStore).\n"
 	       "Exits 1 if sandboxes cannot run here (no backend works, no way to find\n"
 	       "written pages, a broken policy); a missing KVM alone is not that when\n"
 	       "the process backend works.\n\n"
@@ -99,82 +100,161 @@ static void doctor_store(const struct cli *cli, struct doctor *d)
 	st_store_close(s);
 }
 
+/* The first regular file NAME in $PATH's directories, into buf: true if any. */
+static bool on_path(const char *name, char *buf, size_t len, struct stat *sb)
+{
+	const char *path = getenv("PATH");
+
+	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+		size_t n = strcspn(p, ":");
+		if (n && snprintf(buf, len, "%.*s/%s", (int)n, p, name) < (int)len && stat(buf, sb) == 0 &&
+		    S_ISREG(sb->st_mode))
+			return true;
+		p += n;
+		if (*p == ':')
+			p++;
+	}
+	return false;
+}
+
 /* fusermount3, which `strata mount` needs unless it runs as root: on PATH,
  * and setuid root for anyone else. */
 static void doctor_fusermount(struct doctor *d)
 {
-	const char *path = getenv("PATH");
 	char buf[PATH_MAX];
 	struct stat sb;
 
-	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
-		size_t len = strcspn(p, ":");
-		if (len && snprintf(buf, sizeof(buf), "%.*s/fusermount3", (int)len, p) < (int)sizeof(buf) &&
-		    stat(buf, &sb) == 0 && S_ISREG(sb.st_mode)) {
-			if (geteuid() == 0 || (sb.st_uid == 0 && (sb.st_mode & S_ISUID)))
-				say(d, "fusermount3", true, "%s", cli_esc(buf));
-			else
-				say(d, "fusermount3", false, "%s is not setuid root: 'strata mount' as this user fails "
-				    "(chmod u+s %s as root; Debian's fuse3 package installs it so)", cli_esc(buf),
-				    cli_esc(buf));
-			return;
-		}
-		p += len;
-		if (*p == ':')
-			p++;
-	}
-	say(d, "fusermount3", false, "not found on PATH: 'strata mount' needs it (Debian: apt install fuse3)");
-}
-
-/* The auth file push and pull read first ($REGISTRY_AUTH_FILE, else
- * $XDG_RUNTIME_DIR/containers/auth.json, else $DOCKER_CONFIG/config.json
- * or ~/.docker/config.json): which exists, and the registries it has
- * credentials for. */
-static void doctor_registry(struct doctor *d)
-{
-	char paths[3][PATH_MAX];
-	size_t n = 0;
-	const char *env;
-
-	if ((env = getenv("REGISTRY_AUTH_FILE")) && *env)
-		snprintf(paths[n++], sizeof(paths[0]), "%s", env);
-	else {
-		if ((env = getenv("XDG_RUNTIME_DIR")) && *env)
-			snprintf(paths[n++], sizeof(paths[0]), "%s/containers/auth.json", env);
-		if ((env = getenv("DOCKER_CONFIG")) && *env)
-			snprintf(paths[n++], sizeof(paths[0]), "%s/config.json", env);
-		else if ((env = getenv("HOME")) && *env)
-			snprintf(paths[n++], sizeof(paths[0]), "%s/.docker/config.json", env);
-	}
-	for (size_t i = 0; i < n; i++) {
-		json_error_t jerr;
-		if (access(paths[i], F_OK) != 0)
-			continue;
-		json_t *root = json_load_file(paths[i], 0, &jerr);
-		json_t *auths = root ? json_object_get(root, "auths") : NULL;
-		if (!root || (auths && !json_is_object(auths))) {
-			say(d, "registry", false, "auth file %s cannot be read: %s (push and pull fail until it is fixed)",
-			    cli_esc(paths[i]), root ? "\"auths\" is not an object" : jerr.text);
-			json_decref(root);
-			return;
-		}
-		char hosts[512] = "";
-		size_t off = 0, count = 0;
-		const char *host;
-		json_t *v;
-		json_object_foreach(auths, host, v) {
-			int w = snprintf(hosts + off, sizeof(hosts) - off, "%s%s", count ? ", " : "", cli_esc(host));
-			if (w > 0 && (size_t)w < sizeof(hosts) - off)
-				off += (size_t)w;
-			count++;
-		}
-		say(d, "registry", true, "credentials from %s for %zu registr%s%s%s%s", cli_esc(paths[i]), count,
-		    count == 1 ? "y" : "ies", count ? " (" : "", hosts, count ? ")" : "");
-		json_decref(root);
+	if (!on_path("fusermount3", buf, sizeof(buf), &sb)) {
+		say(d, "fusermount3", false, "not found on PATH: 'strata mount' needs it (Debian: apt install fuse3)");
 		return;
 	}
-	say(d, "registry", true, "no auth file (%s): push and pull go without credentials; --authfile FILE or "
-	    "$REGISTRY_AUTH_FILE names one", n ? cli_esc(paths[0]) : "$REGISTRY_AUTH_FILE unset, no HOME");
+	if (geteuid() == 0 || (sb.st_uid == 0 && (sb.st_mode & S_ISUID)))
+		say(d, "fusermount3", true, "%s", cli_esc(buf));
+	else
+		say(d, "fusermount3", false, "%s is not setuid root: 'strata mount' as this user fails "
+		    "(chmod u+s %s as root; Debian's fuse3 package installs it so)", cli_esc(buf), cli_esc(buf));
+}
+
+/* Append to a bounded text; what does not fit is cut. */
+static void add(char *buf, size_t len, size_t *off, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void add(char *buf, size_t len, size_t *off, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (*off >= len)
+		return;
+	va_start(ap, fmt);
+	int w = vsnprintf(buf + *off, len - *off, fmt, ap);
+	va_end(ap);
+	if (w > 0)
+		*off = (size_t)w < len - *off ? *off + (size_t)w : len;
+}
+
+/* A docker-credential-NAME helper an auth file names: not on PATH, it
+ * fails push and pull for the registries it serves. */
+static bool helper_found(const char *name, const char *file, const char *what, char *bad, size_t badlen)
+{
+	char prog[160], buf[PATH_MAX];
+	struct stat sb;
+
+	snprintf(prog, sizeof(prog), "docker-credential-%s", name);
+	if (on_path(prog, buf, sizeof(buf), &sb))
+		return true;
+	if (!bad[0])
+		snprintf(bad, badlen, "%s, named by %s in %s, is not on PATH: push and pull fail for the registries it "
+			 "serves until it is installed or the entry removed", prog, what, file);
+	return false;
+}
+
+/* One auth file: its auths' hosts, credHelpers and credsStore, as text; 1,
+ * or (why in bad) 0 if it names a helper not on PATH, -1 if it cannot be read. */
+static int describe_auth_file(const char *path, char *out, size_t len, size_t *off, char *bad, size_t badlen)
+{
+	json_error_t jerr;
+	json_t *root = json_load_file(path, 0, &jerr), *v;
+	json_t *auths = root ? json_object_get(root, "auths") : NULL;
+	json_t *helpers = root ? json_object_get(root, "credHelpers") : NULL;
+	const char *key;
+	size_t count = 0;
+	bool ok = true;
+
+	if (!root || (auths && !json_is_object(auths)) || (helpers && !json_is_object(helpers))) {
+		snprintf(bad, badlen, "auth file %s cannot be read: %s (push and pull fail until it is fixed)",
+			 cli_esc(path), !root ? jerr.text : auths && !json_is_object(auths) ?
+			 "\"auths\" is not an object" : "\"credHelpers\" is not an object");
+		json_decref(root);
+		return -1;
+	}
+	count = json_object_size(auths);
+	add(out, len, off, "%s for %zu registr%s", cli_esc(path), count, count == 1 ? "y" : "ies");
+	if (count) {
+		size_t i = 0;
+		add(out, len, off, " (");
+		json_object_foreach(auths, key, v)
+			add(out, len, off, "%s%s", i++ ? ", " : "", cli_esc(key));
+		add(out, len, off, ")");
+	}
+	if (json_object_size(helpers)) {
+		size_t i = 0;
+		add(out, len, off, ", credHelpers ");
+		json_object_foreach(helpers, key, v) {
+			const char *h = json_is_string(v) ? json_string_value(v) : "?";
+			add(out, len, off, "%s%s: docker-credential-%s", i++ ? ", " : "", cli_esc(key), cli_esc(h));
+			ok &= helper_found(h, path, "credHelpers", bad, badlen);
+		}
+	}
+	v = json_object_get(root, "credsStore");
+	if (json_is_string(v) && json_string_length(v)) {
+		add(out, len, off, ", credsStore docker-credential-%s", cli_esc(json_string_value(v)));
+		ok &= helper_found(json_string_value(v), path, "credsStore", bad, badlen);
+	}
+	json_decref(root);
+	return ok;
+}
+
+/* The auth files push and pull would read, in their order (cli_auth_files;
+ * --creds and --authfile come first, but are per command), what each holds
+ * and whether the credential helpers they name can be run. */
+static void doctor_registry(struct doctor *d)
+{
+	static const char order[] = "looked up in order: --creds, --authfile, $REGISTRY_AUTH_FILE, "
+				    "$XDG_RUNTIME_DIR/containers/auth.json, ~/.config/containers/auth.json, "
+				    "~/.docker/config.json; in each, credHelpers, auths, then credsStore";
+	char paths[CLI_AUTH_FILES][CLI_AUTH_PATH], text[3072] = "", bad[1024] = "";
+	size_t off = 0, found = 0;
+	bool env, ok = true;
+	size_t n = cli_auth_files(paths, &env);
+
+	if (env && access(paths[0], F_OK) != 0) {
+		say(d, "registry", false, "$REGISTRY_AUTH_FILE names %s, which does not exist: push and pull fail until "
+		    "it does or the variable is unset", cli_esc(paths[0]));
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (access(paths[i], F_OK) != 0)
+			continue;
+		add(text, sizeof(text), &off, found++ ? "; then " : "credentials from ");
+		int drc = describe_auth_file(paths[i], text, sizeof(text), &off, bad, sizeof(bad));
+		if (drc < 0) {
+			say(d, "registry", false, "%s", bad);
+			return;
+		}
+		ok &= drc == 1;
+	}
+	if (!found) {
+		char tried[3 * CLI_AUTH_PATH + 8] = "";
+		size_t toff = 0;
+		for (size_t i = 0; i < n; i++)
+			add(tried, sizeof(tried), &toff, "%s%s", i ? ", " : "", cli_esc(paths[i]));
+		say(d, "registry", true, "no auth file (%s): push and pull go without credentials; --creds USER:PASSWORD, "
+		    "--authfile FILE or $REGISTRY_AUTH_FILE give some (%s)", n ? tried : "$REGISTRY_AUTH_FILE unset, no HOME",
+		    order);
+		return;
+	}
+	if (!ok)
+		say(d, "registry", false, "%s; %s", bad, text);
+	else
+		say(d, "registry", true, "%s (%s)", text, order);
 }
 
 int cmd_doctor(struct cli *cli, int argc, char **argv)

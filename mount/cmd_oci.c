@@ -438,19 +438,39 @@ static int auth_file_get(struct cli *cli, const char *path, const char *host, ch
 	return rc;
 }
 
+size_t cli_auth_files(char paths[][CLI_AUTH_PATH], bool *explicit)
+{
+	const char *env = getenv("REGISTRY_AUTH_FILE");
+	const char *xr = getenv("XDG_RUNTIME_DIR"), *xc = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME"),
+		   *dc = getenv("DOCKER_CONFIG");
+	size_t n = 0;
+
+	*explicit = env && *env;
+	if (*explicit) {
+		snprintf(paths[n++], CLI_AUTH_PATH, "%s", env);
+		return n;
+	}
+	if (xr && *xr)
+		snprintf(paths[n++], CLI_AUTH_PATH, "%s/containers/auth.json", xr);
+	if (xc && *xc)
+		snprintf(paths[n++], CLI_AUTH_PATH, "%s/containers/auth.json", xc);
+	else if (home && *home)
+		snprintf(paths[n++], CLI_AUTH_PATH, "%s/.config/containers/auth.json", home);
+	if (dc && *dc)
+		snprintf(paths[n++], CLI_AUTH_PATH, "%s/config.json", dc);
+	else if (home && *home)
+		snprintf(paths[n++], CLI_AUTH_PATH, "%s/.docker/config.json", home);
+	return n;
+}
+
 /* Credentials for host: --creds, else --authfile, else
- * $REGISTRY_AUTH_FILE, else the first of
- * $XDG_RUNTIME_DIR/containers/auth.json,
- * $XDG_CONFIG_HOME/containers/auth.json (~/.config/...),
- * $DOCKER_CONFIG/config.json (~/.docker/config.json) that has anything
+ * $REGISTRY_AUTH_FILE, else the first of cli_auth_files that has anything
  * for host (credHelpers, auths, credsStore: ix_registry_auth_lookup). */
 static int find_credentials(struct cli *cli, struct reg_args *a, const char *host)
 {
-	const char *explicit = a->authfile ? a->authfile : getenv("REGISTRY_AUTH_FILE");
-	const char *xr = getenv("XDG_RUNTIME_DIR"), *xc = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME"),
-		   *dc = getenv("DOCKER_CONFIG");
-	char paths[3][4096];
-	size_t n = 0;
+	char paths[CLI_AUTH_FILES][CLI_AUTH_PATH];
+	bool env;
+	size_t n;
 
 	if (a->creds) {
 		const char *colon = strchr(a->creds, ':');
@@ -460,7 +480,9 @@ static int find_credentials(struct cli *cli, struct reg_args *a, const char *hos
 		}
 		return CLI_OK;
 	}
-	if (explicit) {
+	n = cli_auth_files(paths, &env);
+	if (a->authfile || env) {
+		const char *explicit = a->authfile ? a->authfile : paths[0];
 		int rc = auth_file_get(cli, explicit, host, &a->user, &a->pass);
 		if (rc == -ENOENT) {
 			cli_err(cli, "the auth file %s does not exist", explicit);
@@ -468,16 +490,6 @@ static int find_credentials(struct cli *cli, struct reg_args *a, const char *hos
 		}
 		return rc == CRED_FAILED ? CLI_FAIL : CLI_OK;
 	}
-	if (xr && *xr)
-		snprintf(paths[n++], sizeof(paths[0]), "%s/containers/auth.json", xr);
-	if (xc && *xc)
-		snprintf(paths[n++], sizeof(paths[0]), "%s/containers/auth.json", xc);
-	else if (home && *home)
-		snprintf(paths[n++], sizeof(paths[0]), "%s/.config/containers/auth.json", home);
-	if (dc && *dc)
-		snprintf(paths[n++], sizeof(paths[0]), "%s/config.json", dc);
-	else if (home && *home)
-		snprintf(paths[n++], sizeof(paths[0]), "%s/.docker/config.json", home);
 	for (size_t i = 0; i < n; i++) {
 		int rc = auth_file_get(cli, paths[i], host, &a->user, &a->pass);
 		if (rc == 0)

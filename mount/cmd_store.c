@@ -1063,6 +1063,7 @@ static const char *problem_word(enum ix_problem_kind k)
 	case IX_PROBLEM_ORPHAN: return "orphan";
 	case IX_PROBLEM_WORKINGSET: return "working set";
 	case IX_PROBLEM_LAZY: return "unchecked";
+	case IX_PROBLEM_CHUNK: return "bad chunk";
 	}
 	return "problem";
 }
@@ -1085,7 +1086,9 @@ static int json_problem(const struct ix_problem *p, json_t *arr)
 	json_t *o = json_object();
 
 	json_object_set_new(o, "kind", json_string(problem_word(p->kind)));
-	json_object_set_new(o, "object", json_string(p->kind == IX_PROBLEM_LAZY ? "layer" :
+	bool layer = p->kind == IX_PROBLEM_LAZY || p->kind == IX_PROBLEM_CHUNK;
+
+	json_object_set_new(o, "object", json_string(layer ? "layer" :
 						     problem_is_blob(p->kind) ? "blob" : "snapshot"));
 	json_object_set_new(o, "id", id_json(&p->id));
 	json_object_set_new(o, "error", json_boolean(p->error));
@@ -1109,6 +1112,9 @@ static int print_problem(const struct ix_problem *p, void *arg)
 	st_id_format(&p->id, hex);
 	if (p->kind == IX_PROBLEM_LAZY) /* always shown: what fsck could not check */
 		printf("%s: layer %s: %s\n", problem_word(p->kind), hex, cli_esc(p->detail));
+	else if (p->kind == IX_PROBLEM_CHUNK)
+		printf("%s: layer %s: %s%s%s\n", problem_word(p->kind), hex, cli_esc(p->detail),
+		       p->action ? " -> " : "", p->action ? cli_esc(p->action) : "");
 	else if (p->error)
 		printf("%s: %s %s: %s%s%s\n", problem_word(p->kind), blob ? "blob" : "snapshot", hex,
 		       cli_esc(p->detail), p->action ? " -> " : "", p->action ? cli_esc(p->action) : "");
@@ -1176,9 +1182,10 @@ static int report_lacking(struct cli *cli, struct open_store *o, json_t *json)
 /* fsck's and verify's counts, for --json (docs/cli.md). */
 static json_t *fsck_json(const struct ix_fsck_stats *st, json_t *problems)
 {
-	return json_pack("{sIsIsIsIsIsIso}", "snapshots", (json_int_t)st->snapshots, "blobs", (json_int_t)st->blobs,
-			 "bytes_hashed", (json_int_t)st->bytes_hashed, "orphans", (json_int_t)st->orphans, "lazy",
-			 (json_int_t)st->lazy, "errors", (json_int_t)st->errors, "problems", problems);
+	return json_pack("{sIsIsIsIsIsIsIso}", "snapshots", (json_int_t)st->snapshots, "blobs",
+			 (json_int_t)st->blobs, "bytes_hashed", (json_int_t)st->bytes_hashed, "orphans",
+			 (json_int_t)st->orphans, "lazy", (json_int_t)st->lazy, "lazy_chunks_hashed",
+			 (json_int_t)st->lazy_chunks, "errors", (json_int_t)st->errors, "problems", problems);
 }
 
 static int run_repair(struct cli *cli, unsigned flags, bool json)
@@ -1272,8 +1279,11 @@ static int run_check(struct cli *cli, unsigned flags, bool verify_only, bool jso
 		return st.errors ? CLI_CORRUPT : CLI_OK;
 	}
 	fmt_size(sz, sizeof(sz), st.bytes_hashed);
-	char lazy[96] = "";
-	if (st.lazy)
+	char lazy[160] = "";
+	if (st.lazy && (flags & IX_FSCK_HASH))
+		snprintf(lazy, sizeof(lazy), " (%" PRIu64 " lazy, not yet checked against their ids), %" PRIu64
+			 " present chunk(s) of them re-hashed against their chunk indexes", st.lazy, st.lazy_chunks);
+	else if (st.lazy)
 		snprintf(lazy, sizeof(lazy), " (%" PRIu64 " lazy, not yet checked against their ids)", st.lazy);
 	printf("%" PRIu64 " snapshot(s), %" PRIu64 " referenced blob(s)%s, %s hashed, %" PRIu64
 	       " orphan blob(s): %" PRIu64 " problem(s)\n",
@@ -1294,16 +1304,43 @@ static void verify_usage(FILE *f)
 		"references and check it is present with the right size. With arguments:\n"
 		"only those snapshots' layers, or a snapshot directory (an export, a copy,\n"
 		"a mount's snapshots/NAME: its manifest is parsed strictly and every layer\n"
-		"file is hashed against its name). Names each bad blob or file; exit status\n"
-		"4 if any, 3 if a snapshot or directory does not exist.\n"
+		"file is hashed against its name). A lazy layer's present chunks are\n"
+		"re-hashed against its chunk index. Names each bad blob, chunk or file;\n"
+		"exit status 4 if any, 3 if a snapshot or directory does not exist.\n"
 		"\n"
 		"  --json  print one JSON object (docs/cli.md)\n");
 }
 
+struct vchunk {
+	const char *ref;
+	const char *hex;
+	const struct ix_lazy_check *chk;
+	json_t *probs;   /* --json: the target's problems */
+	uint64_t *bad;
+};
+
+/* A present chunk of a lazy layer that does not match its chunk index. */
+static int verify_bad_chunk(void *ctx, const struct ix_lazy_bad *b)
+{
+	struct vchunk *v = ctx;
+
+	(*v->bad)++;
+	if (v->probs)
+		return json_array_append_new(v->probs, json_pack("{sssssIsIsI}", "layer", v->hex, "problem", "bad chunk",
+								 "chunk", (json_int_t)b->chunk, "offset",
+								 (json_int_t)b->off, "length", (json_int_t)b->len)) < 0
+			       ? -ENOMEM : 0;
+	printf("%s: layer %s: chunk %" PRIu64 " (bytes %" PRIu64 "-%" PRIu64 ") does not match the layer's chunk "
+	       "index from %s: corrupt ('strata fsck --repair' marks it missing, to be fetched again)\n",
+	       cli_esc(v->ref), v->hex, b->chunk, b->off, b->off + b->len - 1, cli_esc(v->chk->origin));
+	return 0;
+}
+
 /* Verify one snapshot of the store: every layer present, right size, right
- * hash; a lazy layer is reported as lazy, with what of it is present (each
- * chunk was checked against the layer's chunk index when it was fetched;
- * the whole layer is checked against its id when it is complete). */
+ * hash; a lazy layer is reported as lazy, with what of it is present, each
+ * present chunk re-hashed against the layer's chunk index (it was checked
+ * so when fetched; the whole layer is checked against its id when it is
+ * complete). */
 static int verify_snapshot(struct cli *cli, struct open_store *o, const char *ref, uint64_t *bad, json_t *json)
 {
 	json_t *probs = json ? json_array() : NULL, *lazies = json ? json_array() : NULL;
@@ -1332,16 +1369,32 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 		st_id_format(&m->layers[i].id, hex);
 		rc = st_blob_size(o->s, &m->layers[i].id, &size);
 		if (rc == -ENOENT && lazy_layer(lz, &m->layers[i].id, &li) == 1) {
+			struct ix_lazy_check chk = { 0 };
+			struct vchunk vc = { .ref = ref, .hex = hex, .chk = &chk, .probs = probs, .bad = bad };
 			nlazy++;
-			if (json) {
-				json_array_append_new(lazies, json_pack("{sssIsIss}", "layer", hex, "chunks",
-									(json_int_t)li.chunks, "present",
-									(json_int_t)li.present, "origin", li.origin));
+			int crc = ix_lazy_check(o->ix, &m->layers[i].id, verify_bad_chunk, &vc, &chk);
+			if (crc < 0 && crc != IX_ENOTFOUND) {
+				const char *what = crc == -ENOENT ? "its lazy files are missing" : cli_store_strerror(crc);
+				(*bad)++;
+				if (json)
+					json_array_append_new(probs, json_pack("{ssss}", "layer", hex, "problem", what));
+				else
+					printf("%s: layer %s: lazy, and %s\n", cli_esc(ref), hex, what);
 				continue;
 			}
-			fmt_lazy(lazy, sizeof(lazy), li.present, li.chunks);
-			printf("%s: layer %s: %s from %s (each checked against its chunk index when fetched)\n",
-			       cli_esc(ref), hex, lazy, cli_esc(li.origin));
+			if (json) {
+				json_array_append_new(lazies, json_pack("{sssIsIsIsIssss}", "layer", hex, "chunks",
+									(json_int_t)li.chunks, "present",
+									(json_int_t)chk.present, "checked",
+									(json_int_t)chk.present, "bad", (json_int_t)chk.bad,
+									"origin", li.origin, "chunk_index",
+									chk.chunks_digest));
+				continue;
+			}
+			fmt_lazy(lazy, sizeof(lazy), chk.present, li.chunks);
+			printf("%s: layer %s: %s from %s, each re-hashed against the layer's chunk index (XXH3-128%s%s)%s\n",
+			       cli_esc(ref), hex, lazy, cli_esc(li.origin), chk.chunks_digest[0] ? ", " : "",
+			       chk.chunks_digest, chk.bad ? "" : ": all match");
 			continue;
 		}
 		if (rc == 0 && size != m->layers[i].pages * ST_PAGE_SIZE)
@@ -1460,6 +1513,7 @@ static void fsck_usage(FILE *f)
 		"  --quick   do not re-hash blob contents\n"
 		"  --repair  repair what can be repaired without losing anything: damaged\n"
 		"            blob files and snapshot records are moved to STORE/lost+found,\n"
+		"            a lazy layer's bad chunks are marked missing (fetched again),\n"
 		"            refcounts, children lists and dangling tags are fixed, exposed\n"
 		"            paths get the store's mode; then\n"
 		"            lists the snapshots lacking layers ('strata import' of a copy\n"

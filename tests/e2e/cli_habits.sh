@@ -7,7 +7,7 @@ BIN=${STRATA_BIN:?}
 SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 G="${STRATA_BUILD:-$SRC/build}/vmm/guest/simpleguest.elf"
 
-N=54
+N=64
 n=0
 fails=0
 echo "1..$N"
@@ -96,6 +96,29 @@ MOUNTS+=("$T/mp")
 check "umount MOUNTPOINT -l" 0 '^unmounted$' -- \
 	bash -c '"$0" umount "$1" -l && ! mountpoint -q "$1" && echo unmounted' "$BIN" "$T/mp"
 
+check "ls --tree (options after the name)" 0 '^base ' -- st "$S" ls --tree
+check "verify TAG --json" 0 '"errors": *0' -- st "$S" verify base --json
+check "fsck --quick --json" 0 '"errors": *0' -- st "$S" fsck --quick --json
+check "help CMD" 0 '^usage: strata .*gc' -- "$BIN" help gc
+check "bench GROUP --list" 0 '' -- "$BIN" bench store --list
+check "calibrate --backend B (no operands; an unknown backend is named, not the option)" 2 "^strata: --backend wants auto, kvm or process, not 'qemu'" -- \
+	"$BIN" calibrate --backend qemu
+if [ -e "${STRATA_BUILD:-$SRC/build}/vmm/guest/wasm/libstrata-wasm.a" ] && command -v wat2wasm >/dev/null &&
+	command -v wasm2c >/dev/null; then
+	printf '(module (memory (export "memory") 1) (func (export "f") (param i32 i32) (result i32) local.get 1))' >"$T/f.wat"
+	wat2wasm "$T/f.wat" -o "$T/f.wasm"
+	check "wasm build MODULE.wasm --sig NAME=SIG -o GUEST.elf (every option after the module)" 0 '^built$' -- \
+		bash -c '"$0" wasm build "$1" --sig "f=i(ii)" -o "$2" && [ -s "$2" ] && echo built' "$BIN" "$T/f.wasm" "$T/f.elf"
+	check_kvm "... a guest that runs" 0 '^41$' -- "$BIN" run "$T/f.elf" --call f 1 41 --heap 1M
+else
+	skip "wasm build MODULE.wasm --sig NAME=SIG -o GUEST.elf" "no libstrata-wasm.a, wat2wasm or wasm2c (Debian's wabt)"
+	skip "... a guest that runs" "no libstrata-wasm.a, wat2wasm or wasm2c (Debian's wabt)"
+fi
+# Every command strata --help lists has its case above or below (push and pull with the registry).
+covered="init ls show tag rm gc verify fsck export import push pull debug run wasm pool calibrate doctor mount umount bench help"
+missing=$("$BIN" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z0-9]*\) .*/\1/p' |
+	while read -r c; do case " $covered " in *" $c "*) ;; *) printf '%s ' "$c" ;; esac; done)
+is "every command strata --help lists is run here with its options after its operands" "$missing" ""
 if ! command -v docker-registry >/dev/null; then
 	skip_rest "registry" "docker-registry not installed"
 	exit 0
@@ -107,6 +130,8 @@ if ! start_registry reg; then
 fi
 R=127.0.0.1:$REG_PORT
 check "push TAG REF --insecure (the issue's 'options last')" 0 '^sha256:' -- st "$S" push base "$R/c/img:v1" --insecure
+check "push TAG REF --plain-http --annotation K=V" 0 '^sha256:' -- \
+	st "$S" push base "$R/c/img:v2" --plain-http --annotation org.example.k=v
 check "pull REF --insecure --tag NAME into a missing store: made, pulled, tagged" 0 "created store $T/p/new" -- \
 	st "$T/p/new" pull "$R/c/img:v1" --insecure --tag got
 is "... the snapshot is the one pushed" "$(st "$T/p/new" show got --json | jq -r .id)" "$(st "$S" show base --json | jq -r .id)"

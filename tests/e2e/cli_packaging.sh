@@ -8,7 +8,7 @@ SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${STRATA_BUILD:-$SRC/build}
 G="$BUILD/vmm/guest/simpleguest.elf"
 
-N=81
+N=85
 n=0
 fails=0
 echo "1..$N"
@@ -118,6 +118,24 @@ check "doctor names the auth file and its registries" 0 \
 echo '{"auths": ' >"$T/bad.json"
 check "... and says a broken one breaks push and pull" 0 "^registry: +auth file $T/bad.json cannot be read" -- \
 	env REGISTRY_AUTH_FILE="$T/bad.json" "$BIN" doctor
+# Without $REGISTRY_AUTH_FILE: the files push and pull read, in their order, with their helpers.
+H=$T/home
+mkdir -p "$H/.config/containers" "$H/.docker" "$T/bin"
+printf '{"auths": {"a.example": {"auth": "dTpw"}}}' >"$H/.config/containers/auth.json"
+printf '{"credHelpers": {"b.example": "strata-test"}, "credsStore": "strata-test"}' >"$H/.docker/config.json"
+printf '#!/bin/sh\necho "credentials not found"; exit 1\n' >"$T/bin/docker-credential-strata-test"
+chmod +x "$T/bin/docker-credential-strata-test"
+check "doctor lists every auth file pull reads, in its order, with credHelpers and credsStore" 0 \
+	"^registry: +credentials from $H/.config/containers/auth.json for 1 registry \\(a.example\\); then $H/.docker/config.json for 0 registries, credHelpers b.example: docker-credential-strata-test, credsStore docker-credential-strata-test \\(looked up in order: --creds, --authfile, \\\$REGISTRY_AUTH_FILE, \\\$XDG_RUNTIME_DIR/containers/auth.json, ~/.config/containers/auth.json, ~/.docker/config.json; in each, credHelpers, auths, then credsStore\\)" -- \
+	env -u REGISTRY_AUTH_FILE -u XDG_RUNTIME_DIR -u XDG_CONFIG_HOME -u DOCKER_CONFIG HOME="$H" PATH="$T/bin:$PATH" "$BIN" doctor
+check "... and says a helper that is not on PATH fails push and pull" 0 \
+	"^registry: +docker-credential-strata-test, named by credHelpers in $H/.docker/config.json, is not on PATH" -- \
+	env -u REGISTRY_AUTH_FILE -u XDG_RUNTIME_DIR -u XDG_CONFIG_HOME -u DOCKER_CONFIG HOME="$H" "$BIN" doctor
+env -u REGISTRY_AUTH_FILE -u XDG_RUNTIME_DIR -u XDG_CONFIG_HOME -u DOCKER_CONFIG HOME="$H" "$BIN" doctor --json >"$T/doc.json"
+is "... doctor --json: the registry check fails" "$(jq -r '.checks.registry.ok' "$T/doc.json")" false
+check "... and that a \$REGISTRY_AUTH_FILE naming no file fails them" 0 \
+	"^registry: +\\\$REGISTRY_AUTH_FILE names $T/none.json, which does not exist" -- \
+	env REGISTRY_AUTH_FILE="$T/none.json" "$BIN" doctor
 check "doctor shows the store and that you may write it" 0 "^store: +$S, readable by its owner only; you may write it" -- \
 	st "$S" doctor
 

@@ -1,4 +1,4 @@
-/* test_lazyrec.c: lazy records stand only for the source they were recorded from, and fsck lists their layers as unchecked. */
+/* test_lazyrec.c: lazy records stand only for the source they were recorded from; fsck lists their layers as unchecked and re-hashes their present chunks. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -165,6 +165,74 @@ Test(lazyrec, fsck_lists_a_lazy_layer_as_unchecked_not_as_a_problem)
 	cr_assert(strstr(detail, "from http://127.0.0.1:5000/evil/img"), "names the source: %s", detail);
 	cr_assert(strstr(detail, "0 of 1 chunks here"), "%s", detail);
 	cr_assert(strstr(detail, "not yet against the layer's id"), "%s", detail);
+	st_manifest_free(m);
+	ix_chunks_free(c);
+}
+
+struct chunk_probs {
+	unsigned bad;
+	char action[256];
+};
+
+static int chunk_cb(const struct ix_problem *p, void *ctx)
+{
+	struct chunk_probs *cp = ctx;
+
+	if (p->kind == IX_PROBLEM_CHUNK && p->error) {
+		cp->bad++;
+		snprintf(cp->action, sizeof(cp->action), "%s", p->action ? p->action : "");
+	}
+	return 0;
+}
+
+/* Write the lazy layer's partial file and mark its one chunk present. */
+static void part_put(const st_id *layer, const uint8_t *page)
+{
+	char hex[ST_ID_HEX_LEN + 1];
+
+	st_id_format(layer, hex);
+	cr_assert_eq(sh("printf '\\001' | dd of=%s/lazy/%s.map conv=notrunc status=none", T.path, hex), 0);
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/lazy/%s.part", T.path, hex);
+	FILE *f = fopen(path, "r+");
+	cr_assert(f);
+	cr_assert_eq(fwrite(page, 1, 4096, f), 4096u);
+	fclose(f);
+}
+
+Test(lazyrec, fsck_rehashes_present_chunks_and_repair_marks_a_bad_one_missing)
+{
+	unsigned seeds[] = { 5 };
+	struct st_manifest *m = mk_manifest(T.s, seeds, 1, NULL);
+	struct ix_chunks *c;
+	struct ix_fsck_stats st;
+	struct chunk_probs cp = { 0 };
+	uint8_t page[4096];
+	st_id layer;
+
+	c = one_page(5, &layer);
+	cr_assert_eq(sh("find %s/blobs -type f -delete", T.path), 0);
+	record(c, &layer, "127.0.0.1:5000/ok/img", false);
+	cr_assert_eq(ix_lazy_files_make(T.ix, &layer, 4096, 1), 0);
+	cr_assert_eq(ix_snap_commit(T.ix, m, "lz", 0, NULL), 0);
+	page_fill(page, 5);
+	part_put(&layer, page);
+	cr_assert_eq(ix_fsck(T.ix, IX_FSCK_HASH, chunk_cb, &cp, &st), 0, "the chunk matches");
+	cr_assert_eq(st.lazy_chunks, 1);
+	cr_assert_eq(cp.bad, 0);
+
+	page[100] ^= 0xff;
+	part_put(&layer, page);
+	cr_assert_eq(ix_fsck(T.ix, 0, chunk_cb, &cp, &st), 0, "not hashing: not seen");
+	cr_assert_eq(ix_fsck(T.ix, IX_FSCK_HASH, chunk_cb, &cp, &st), 1, "a rotted chunk is a problem");
+	cr_assert_eq(cp.bad, 1);
+	cr_assert_eq(ix_fsck(T.ix, IX_FSCK_HASH | IX_FSCK_REPAIR, chunk_cb, &cp, &st), 0, "repaired");
+	cr_assert(strstr(cp.action, "marked missing"), "%s", cp.action);
+	cr_assert_eq(st.repaired, 1);
+	struct ix_lazy_check chk;
+	cr_assert_eq(ix_lazy_check(T.ix, &layer, NULL, NULL, &chk), 0);
+	cr_assert_eq(chk.present, 0, "its mark is cleared: fetched again when read");
+	cr_assert_eq(ix_fsck(T.ix, IX_FSCK_HASH, chunk_cb, &cp, &st), 0, "consistent afterwards");
 	st_manifest_free(m);
 	ix_chunks_free(c);
 }
