@@ -22,7 +22,8 @@ __attribute__((constructor)) static void fs_errors_add(void)
 }
 
 /* st_strerror under the mount's name: it names the registry's and lazy
- * layers' codes a lazy read ends in as well as the mount's own. */
+ * layers' codes a lazy read ends in as well as the mount's own. session.c
+ * (fs_serve, fs_umount) calls it, so linking the mount links its table. */
 const char *fs_strerror(int err)
 {
 	return st_strerror(err);
