@@ -269,13 +269,11 @@ int ix_export(struct ix *ix, const char *ref, const char *dir);
  * load: get, read, parse and check the record (IX_EMISSING if its blob
  * file is gone; ST_EFORMAT, ST_EVERSION, ST_ELAYOUT with why); *out is the
  * caller's (st_ws_free); blob may be NULL.
- * del: remove the link (IX_ENOTFOUND if none); the blob goes at the next gc.
  * Every out-parameter is written only on success.
  */
 int ix_ws_put(struct ix *ix, const st_id *snap, const void *buf, size_t len, st_id *out, char *why, size_t whylen);
 int ix_ws_get(struct ix_txn *t, const st_id *snap, st_id *blob, uint64_t *size);
 int ix_ws_load(struct ix *ix, const st_id *snap, struct st_ws **out, st_id *blob, char *why, size_t whylen);
-int ix_ws_del(struct ix *ix, const st_id *snap);
 
 /* ---- garbage collection and checks ---- */
 
