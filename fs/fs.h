@@ -39,8 +39,8 @@
  *   why a request was refused) or reads environment variables.
  */
 
-/* Errors: -errno or one of these (range -1300..-1399); fs_strerror covers
- * both and falls back to the index's and the store's messages. */
+/* Errors: -errno, the index's and store's codes, or one of these (range
+ * -1300..-1399); st_strerror names every code strata returns. */
 enum {
 	FS_ESTALE_MOUNT = -1300, /* mountpoint is a dead FUSE mount (ENOTCONN) */
 	FS_EMOUNTED = -1301,     /* mountpoint already has a live FUSE mount */
@@ -49,8 +49,7 @@ enum {
 	FS_EOPTION = -1304,      /* libfuse rejected a -o option */
 };
 
-/* Message for an FS_E* code, else ix_strerror's (index, store, -errno).
- * Never fails, never NULL; static storage. */
+/* st_strerror under the mount's name. */
 const char *fs_strerror(int err);
 
 /* How the daemon reads backing blobs to answer FUSE reads (docs/fs.md has

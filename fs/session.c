@@ -132,7 +132,7 @@ static void *poll_main(void *arg)
 		struct fs_tags *old = NULL;
 		int rc = fs_view_refresh(fs, false, &old);
 		if (rc < 0)
-			fs_log(fs, FS_LOG_ERR, "index: cannot read the generation: %s", ix_strerror(rc));
+			fs_log(fs, FS_LOG_ERR, "index: cannot read the generation: %s", fs_strerror(rc));
 		fs_tags_put(fs, old);
 		struct fs_tags *cur = fs_tags_get(fs);
 		if (cur != seen)

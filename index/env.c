@@ -1,4 +1,4 @@
-/* env.c: the index's LMDB environment: open, meta records, transactions, map growth, errors. */
+/* env.c: the index's LMDB environment: open, meta records, transactions, map growth. */
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -53,43 +53,6 @@ int ix_why(char *why, size_t whylen, int code, const char *fmt, ...)
 				*p = ' ';
 	}
 	return code;
-}
-
-const char *ix_strerror(int err)
-{
-	switch (err) {
-	case IX_ENOTFOUND: return "not found in the index";
-	case IX_EEXIST: return "the tag already names another snapshot";
-	case IX_EMISSING: return "a layer blob the snapshot needs is missing from the store";
-	case IX_EVERSION: return "the index was written by an unknown version of strata";
-	case IX_ECORRUPT: return "the index database is damaged";
-	case IX_EBUSY: return "the index has too many readers";
-	case IX_ELMDB: return "the index database failed";
-	case IX_EAMBIGUOUS: return "more than one snapshot id starts with that prefix";
-	default: return st_strerror(err);
-	}
-}
-
-int ix_err(int rc)
-{
-	if (rc < MDB_KEYEXIST || rc > MDB_LAST_ERRCODE)
-		return rc; /* not an LMDB code (LMDB's range is -30799..-30780) */
-	switch (rc) {
-	case MDB_NOTFOUND: return IX_ENOTFOUND;
-	case MDB_CORRUPTED:
-	case MDB_PAGE_NOTFOUND:
-	case MDB_INVALID:
-	case MDB_BAD_DBI:
-	case MDB_INCOMPATIBLE:
-		return IX_ECORRUPT;
-	case MDB_VERSION_MISMATCH: return IX_EVERSION;
-	case MDB_READERS_FULL:
-	case MDB_TLS_FULL:
-	case MDB_TXN_FULL:
-		return IX_EBUSY;
-	case MDB_MAP_FULL: return -ENOSPC;
-	default: return IX_ELMDB;
-	}
 }
 
 static void blob_rec_decode(const MDB_val *v, struct ix_blob_rec *r)

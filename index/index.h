@@ -49,9 +49,10 @@
 
 #define IX_FORMAT_VERSION 1
 
-/* Errors: -errno or one of these (range -1100..-1199); ix_strerror() covers
- * both and the store's codes (it falls back to st_strerror). A write on an
- * index opened read-only (or on a read-only filesystem) -> ST_EREADONLY. */
+/* Errors: -errno or one of these (range -1100..-1199, with the registry's
+ * codes at -1150 and lazy layers' at -1160); st_strerror names every code
+ * strata returns. A write on an index opened read-only (or on a read-only
+ * filesystem) -> ST_EREADONLY. */
 enum {
 	IX_ENOTFOUND = -1100,  /* no such snapshot, tag or record */
 	IX_EEXIST = -1101,     /* the tag already names another snapshot */
@@ -63,8 +64,7 @@ enum {
 	IX_EAMBIGUOUS = -1107, /* an id prefix matches more than one snapshot */
 };
 
-/* Message for an IX_E* code, else st_strerror's (store codes, -errno).
- * Never fails, never NULL; static storage. */
+/* st_strerror under the index's name. */
 const char *ix_strerror(int err);
 
 struct ix;      /* an open index (opaque) */
@@ -269,13 +269,11 @@ int ix_export(struct ix *ix, const char *ref, const char *dir);
  * load: get, read, parse and check the record (IX_EMISSING if its blob
  * file is gone; ST_EFORMAT, ST_EVERSION, ST_ELAYOUT with why); *out is the
  * caller's (st_ws_free); blob may be NULL.
- * del: remove the link (IX_ENOTFOUND if none); the blob goes at the next gc.
  * Every out-parameter is written only on success.
  */
 int ix_ws_put(struct ix *ix, const st_id *snap, const void *buf, size_t len, st_id *out, char *why, size_t whylen);
 int ix_ws_get(struct ix_txn *t, const st_id *snap, st_id *blob, uint64_t *size);
 int ix_ws_load(struct ix *ix, const st_id *snap, struct st_ws **out, st_id *blob, char *why, size_t whylen);
-int ix_ws_del(struct ix *ix, const st_id *snap);
 
 /* ---- garbage collection and checks ---- */
 

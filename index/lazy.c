@@ -36,16 +36,6 @@ static const char chunks_magic[8] = { 'S', 'T', 'R', 'C', 'H', 'K', '1', '\n' };
 #define REC_HEAD_1 36u
 #define REC_HEAD 100u
 
-const char *ix_lazy_strerror(int err)
-{
-	switch (err) {
-	case IX_ELAZY_BADCHUNK: return "a chunk does not match the chunk index";
-	case IX_ELAZY_OFFLINE: return "the registry could not be reached";
-	case IX_ELAZY_NOINDEX: return "the snapshot was pushed without chunk indexes (push it again to pull it lazily)";
-	default: return ix_registry_strerror(err);
-	}
-}
-
 /* -------------------------------------------------------- chunk indexes */
 
 void ix_chunks_free(struct ix_chunks *c)

@@ -96,6 +96,7 @@ enum {
 	IX_ELAZY_OFFLINE = -1161,   /* the registry could not be reached within the retries */
 	IX_ELAZY_NOINDEX = -1162,   /* the artifact carries no chunk index (pushed by an older strata) */
 };
+/* st_strerror under the lazy layers' name. */
 const char *ix_lazy_strerror(int err);
 
 struct ix_lazy;

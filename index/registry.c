@@ -110,20 +110,6 @@ struct req {
 };
 
 
-const char *ix_registry_strerror(int err)
-{
-	switch (err) {
-	case IX_EREF: return "not a registry reference (REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST])";
-	case IX_ENET: return "network error";
-	case IX_ETLS: return "TLS error";
-	case IX_EAUTH: return "authentication failed";
-	case IX_EREMOTE_MISSING: return "not found in the registry";
-	case IX_EHTTP: return "unexpected answer from the registry";
-	case IX_EDEADLINE: return "the deadline passed";
-	default: return ix_strerror(err);
-	}
-}
-
 uint64_t ix_registry_now_ns(void)
 {
 	struct timespec t;

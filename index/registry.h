@@ -43,8 +43,7 @@ enum {
 	IX_EHTTP = -1155,      /* any other unexpected HTTP answer (why has the status) */
 	IX_EDEADLINE = -1156,  /* the caller's deadline (ix_registry_opts.deadline_ns) passed */
 };
-/* Message for an IX_E* registry code, else ix_strerror's. Never fails,
- * never NULL; static storage. */
+/* st_strerror under the registry's name. */
 const char *ix_registry_strerror(int err);
 
 /* A parsed reference. Strings point into buf (the default tag "latest" is

@@ -123,25 +123,6 @@ int ix_ws_get(struct ix_txn *t, const st_id *snap, st_id *blob, uint64_t *size)
 	return 0;
 }
 
-static int unlink_fn(struct ix *ix, MDB_txn *txn, void *arg)
-{
-	MDB_val k = ix_val(((const st_id *)arg)->b, 16), v;
-	int rc = ix_mdb(mdb_get(txn, ix->ws, &k, &v));
-
-	if (rc == MDB_NOTFOUND)
-		return IX_ENOTFOUND;
-	if (rc < 0)
-		return rc;
-	return ix_ws_del_txn(ix, txn, arg);
-}
-
-int ix_ws_del(struct ix *ix, const st_id *snap)
-{
-	if (ix->rdonly || !ix->has_ws)
-		return ST_EREADONLY;
-	return ix_write(ix, unlink_fn, (void *)snap);
-}
-
 int ix_ws_refs_add(struct ix *ix, MDB_txn *txn, struct ix_pairs *refs, uint64_t *dangling)
 {
 	MDB_cursor *cur;

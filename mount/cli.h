@@ -69,7 +69,6 @@ bool cli_backend_use(struct cli *cli, const char *name);
 typedef struct json_t json_t;
 long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags, json_t *json);
 
-/* Report an error once, as "strata: <message>" on stderr. */
 /* Registry credentials for host, found as push and pull find them (an
  * ix_lazy_opts creds callback; ctx is the struct cli). */
 int cli_registry_creds(void *ctx, const char *host, char **user, char **pass);
@@ -88,6 +87,7 @@ size_t cli_auth_files(char paths[][CLI_AUTH_PATH], bool *explicit);
 const char *const *cli_certs_d(void);
 /* An ix_lazy_opts log callback printing each line as an error (ctx: struct cli). */
 void cli_lazy_log(void *ctx, const char *msg);
+/* Report an error once, as "strata: <message>" on stderr. */
 void cli_err(const struct cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* From now on cli_err also writes each error to f as a JSON line
@@ -136,18 +136,37 @@ bool cli_parse_u64(const char *s, unsigned long long *out);
  * followed); 0 or -errno of the first failure. */
 int cli_rm_tree(const char *path);
 
-/* Subcommands, one file per group. Each owner adds its own lines here
- * and in the table in main.c. */
+/* Subcommands (main.c's table runs them), one file per group. */
 int cmd_bench(struct cli *cli, int argc, char **argv);        /* cmd_bench.c: runs strata-bench */
 int cmd_run(struct cli *cli, int argc, char **argv);          /* cmd_run.c */
+int cmd_pool(struct cli *cli, int argc, char **argv);         /* cmd_pool.c */
+int cmd_wasm(struct cli *cli, int argc, char **argv);         /* cmd_wasm.c: wasm build */
+int cmd_calibrate(struct cli *cli, int argc, char **argv);    /* cmd_calibrate.c */
+int cmd_doctor(struct cli *cli, int argc, char **argv);       /* cmd_doctor.c */
+int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
+int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
+int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
+int cmd_tag(struct cli *cli, int argc, char **argv);          /* cmd_store.c */
+int cmd_rm(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
+int cmd_gc(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
+int cmd_verify(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
+int cmd_fsck(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
+int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
+int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
+int cmd_debug(struct cli *cli, int argc, char **argv);        /* cmd_store.c */
+int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */
+int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */
+int cmd_pull(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */
+int cmd_umount(struct cli *cli, int argc, char **argv);       /* cmd_mount.c */
 /* guest_debug.c: where guest address addr is in the ELF at elf_path:
  * "FUNC (FILE:LINE)" into buf. 0, 1 if the ELF has no symbols or lines for
  * it, -1 if elf_path is no ELF file (a snapshot). */
 int cli_guest_where(const char *elf_path, uint64_t addr, char *buf, size_t len);
-/* cmd_snap.c: `strata run` from a guest ELF, a snapshot directory or a
- * tag/id in the store (reports errors; returns an exit status), and
- * --snapshot TAG (capture, commit, continue on it). snapdir_flags: more
- * vmm_snapdir_open flags for a directory target (VMM_SNAPDIR_VIA_FUSE). */
+/* cmd_snap.c: the sandbox of what `strata run` (cmd_run.c) names, a guest
+ * ELF, a snapshot directory or a tag/id in the store (reports errors;
+ * returns an exit status), and its --snapshot TAG (capture, commit,
+ * continue on it). snapdir_flags: more vmm_snapdir_open flags for a
+ * directory target (VMM_SNAPDIR_VIA_FUSE). */
 struct vmm_config;
 struct vmm_sandbox;
 struct vmm_error;
@@ -201,22 +220,6 @@ const struct vmm_signature *cli_function_find(const struct vmm_sandbox *sb, cons
 void cli_sig_format(const struct vmm_signature *sig, char *buf, size_t len);
 /* raw: an 's' or 'b' result's bytes as they are, no newline (run --raw). */
 void cli_print_result(const struct vmm_result *r, bool raw);
-int cmd_pool(struct cli *cli, int argc, char **argv);         /* cmd_pool.c */
-int cmd_wasm(struct cli *cli, int argc, char **argv);         /* cmd_wasm.c: wasm build */
-int cmd_calibrate(struct cli *cli, int argc, char **argv);    /* cmd_calibrate.c */
-int cmd_doctor(struct cli *cli, int argc, char **argv);       /* cmd_doctor.c */
-int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
-int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
-int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
-int cmd_tag(struct cli *cli, int argc, char **argv);          /* cmd_store.c */
-int cmd_rm(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
-int cmd_gc(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
-int cmd_verify(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
-int cmd_fsck(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
-int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
-int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
-int cmd_debug(struct cli *cli, int argc, char **argv);        /* cmd_store.c */
-int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */
 /* store_open.c: open the store (for writing if write) and its index;
  * reports errors and returns an exit status. */
 struct st_store;
@@ -239,11 +242,8 @@ int cli_store_create(const struct cli *cli, const struct st_store_opts *so);
 int cli_pull_tag_check(const struct cli *cli, struct ix *ix, const char *tag, const char *origin, bool force);
 /* Plain words for an error while working on the store (store_open.c). */
 const char *cli_store_strerror(int rc);
-int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */
-int cmd_pull(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */
 /* cmd_oci.c: `export --oci DIR [REF...]` (argv[0] = DIR) and import of an OCI layout. */
 int cli_oci_export(struct cli *cli, int argc, char **argv);
 int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned flags);
-int cmd_umount(struct cli *cli, int argc, char **argv);       /* cmd_mount.c */
 
 #endif

@@ -239,7 +239,9 @@ static int snapshot_find(const struct cli *cli, const char *what, const char *ta
 	memset(out, 0, sizeof(*out));
 	/* A snapshot directory (a mount's snapshots/NAME, an export, a copy):
 	 * on a strata mount its layers are mapped from their backing blobs
-	 * (vmm/snapdir.c). A path names a directory; a bare word a tag or id. */
+	 * (vmm/snapdir.c), a lazy one read through the mount. A target with a
+	 * '/' or naming an existing directory is a directory; any other a tag
+	 * or id in the store. */
 	if (strchr(target, '/') || kind == TARGET_DIR) {
 		rc = vmm_snapdir_open(cli->host, target, flags, &out->dir, &err);
 		if (rc < 0) {

@@ -12,14 +12,16 @@
 #include "index/index.h"
 #include "store/store.h"
 
-/* Plain words for an error while working on the store. */
+/* Plain words for an error while working on the store: the few a person
+ * acts on said for the store, every other code st_strerror's (it names
+ * the registry's and lazy layers' codes a store command can end in too). */
 const char *cli_store_strerror(int rc)
 {
 	switch (rc) {
 	case -ENOSPC: return "no space left on the store's filesystem";
 	case ST_EREADONLY: return "the store is read-only";
 	case -EACCES: case -EPERM: return "permission denied";
-	default: return ix_strerror(rc);
+	default: return st_strerror(rc);
 	}
 }
 

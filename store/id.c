@@ -168,22 +168,3 @@ bool st_name_valid(const char *name)
 	}
 	return true;
 }
-
-const char *st_strerror(int err)
-{
-	switch (err) {
-	case ST_ECORRUPT: return "content does not match its id (corrupt blob or layer)";
-	case ST_EFORMAT: return "malformed manifest or store file";
-	case ST_EVERSION: return "unknown format version";
-	case ST_ELAYOUT: return "invalid snapshot layout (ranges or layer sizes)";
-	case ST_ENOTSTORE: return "not a strata store";
-	case ST_EBADNAME: return "invalid name (allowed: [A-Za-z0-9_][A-Za-z0-9._-]{0,127})";
-	case ST_EBADID: return "invalid id (expected 32 lowercase hex characters)";
-	case ST_EREADONLY: return "store is read-only";
-	default:
-		break;
-	}
-	if (err < 0 && err > -4096)
-		return strerror(-err);
-	return "unknown error";
-}

@@ -68,8 +68,11 @@ enum {
 	ST_EREADONLY = -1007, /* store opened read-only, or its filesystem refuses writes */
 };
 
-/* Message for an st_ error code or a -errno value (strerror's words; "Unknown
- * error N" for any other code). Never fails, never NULL; static storage. */
+/* Message for any code strata returns: -errno (strerror's words), the
+ * store's codes above and those of every other module of the library (the
+ * index -1100..-1199, the vmm -1200..-1299, fs -1300..-1399; docs/library.md
+ * has the table). ix_strerror, vmm_strerror and fs_strerror are the same
+ * function. Never fails, never NULL; static storage. */
 const char *st_strerror(int err);
 
 /* ------------------------------------------------------------------ ids */

@@ -177,9 +177,10 @@ void vmm_snap_set_current(struct vmm_snap *s, const struct vmm_snap_alt *n, bool
 
 /*
  * Warm sandboxes (warm.c): a healthy sandbox being freed whose current
- * snapshot is known is restored to it and kept, up to the shell cache's
- * limit and if it holds at most WARM_MAX_PAGES private pages; park returns
- * true if it was kept (the caller then owns nothing). take hands one out
+ * snapshot is known is restored to it and kept by its host if it holds at
+ * most WARM_MAX_PAGES private pages and the host's warm limit is not 0
+ * (vmm_host_limits_set; at the limit the one kept longest makes room);
+ * park returns true if it was kept (the caller then owns nothing). take hands one out
  * for a manifest with the same content key whose layers open to the very
  * same files (device and inode), that the calling thread can run
  * (backend.h usable_here), with cfg applied and nothing of its last

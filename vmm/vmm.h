@@ -50,7 +50,8 @@
 /* Guest-physical address (identity-mapped: also the guest-virtual address). */
 typedef uint64_t vmm_gpa_t;
 
-/* Error codes: the vmm range -1200..-1299 (plus -errno). vmm_strerror() names both. */
+/* Error codes: the vmm range -1200..-1299 (plus -errno and the store's codes);
+ * st_strerror (vmm_strerror is the same function) names every code strata returns. */
 enum {
 	VMM_E_POISONED = -1200,       /* an earlier guest error poisoned the sandbox */
 	VMM_E_GUEST_FAULT = -1201,    /* CPU exception in the guest: vector, rip, fault address */
@@ -368,6 +369,7 @@ int vmm_backend_parse(const char *name, enum vmm_backend_kind *out);
 enum vmm_backend_kind vmm_backend_resolve(const struct vmm_host *host, enum vmm_backend_kind want);
 
 void vmm_result_clear(struct vmm_result *res);
+/* st_strerror under the vmm's name. */
 const char *vmm_strerror(int code);
 
 /* ==== snapshots (capture, restore; vmm/capture.c reset.c restore.c dirty.c policy.c) ==== */

@@ -34,8 +34,9 @@ struct vmm_dtable {
 	uint16_t limit;
 };
 
-/* Everything KVM needs to resume the vCPU where it stopped. Issue 4
- * (capture/restore) serialises this struct as is; `version` guards it. */
+/* Everything KVM needs to resume the vCPU where it stopped. A snapshot
+ * holds it as its manifest's "vcpu" object, field by field (vcpu.c), with
+ * `version`: a manifest of another version is refused. */
 #define VMM_VCPU_STATE_VERSION 1u
 struct vmm_vcpu_state {
 	uint32_t version;

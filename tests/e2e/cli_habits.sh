@@ -7,7 +7,7 @@ BIN=${STRATA_BIN:?}
 SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 G="${STRATA_BUILD:-$SRC/build}/vmm/guest/simpleguest.elf"
 
-N=64
+N=65
 n=0
 fails=0
 echo "1..$N"
@@ -179,6 +179,9 @@ for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 PIDS=()
 check "export of a lazy snapshot whose registry is gone: 'lazy ... pull it first', exit 1" 1 \
 	"'lz' is lazy and its missing chunks could not be fetched: .*pull it first" -- st "$L2" export lz "$T/lz2dir"
+# the CLI's messages come from the one table of codes (st_strerror): a registry's code in its words
+check "a pull from a port nobody listens on names the registry's code: 'network error'" 1 \
+	"^strata: pull of 127.0.0.1:1/x/y:z failed: network error: .*127.0.0.1" -- st "$L2" pull --insecure 127.0.0.1:1/x/y:z
 
 [ "$n" -eq "$N" ] || { echo "not ok $((n + 1)) - planned $N cases, ran $n"; exit 1; }
 [ "$fails" -eq 0 ]

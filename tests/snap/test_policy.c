@@ -1,4 +1,4 @@
-/* test_policy.c: the reset-policy file (reader and writer), vmm_strerror's chain and a host's limits, without KVM. */
+/* test_policy.c: the reset-policy file (reader and writer), vmm_strerror's words and a host's limits, without KVM. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -136,8 +136,9 @@ Test(policy, what_the_writer_writes_the_reader_reads_back)
 	rmdir(dir);
 }
 
-/* vmm_strerror names its own codes and hands every other to the store's
- * chain: a capture into a read-only store once printed "Unknown error 1007". */
+/* vmm_strerror (st_strerror under the vmm's name) names its own codes and
+ * the store's: a capture into a read-only store once printed "Unknown error
+ * 1007". tests/errors walks every module's codes. */
 Test(policy, vmm_strerror_falls_back_to_the_store)
 {
 	cr_assert_str_eq(vmm_strerror(ST_EREADONLY), st_strerror(ST_EREADONLY));
