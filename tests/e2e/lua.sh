@@ -12,7 +12,7 @@ cleanup() {
 }
 trap cleanup EXIT
 corpus=("$SRC"/tests/lua/corpus/*.lua)
-echo "1..$((2 * ${#corpus[@]} + 13))"
+echo "1..$((2 * ${#corpus[@]} + 15))"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 G=$B/vmm/guest/lua/lua.elf
@@ -69,6 +69,9 @@ for be in process kvm; do
 		st run "$G" --backend "$be" --call eval "$deep"
 	check_kvm "$be: a pool of 100 from the snapshot serves eval" 0 "^restored 100 sandboxes" -- \
 		st pool app -n 100 --backend "$be" --call eval "return handle('$req')"
+	check_kvm "$be: a pool's sandboxes have run's host functions; a chunk opening with a comment is an ARG" 0 \
+		"^sandbox 1: eval -> 7	POOL	true	16\$" -- st pool app -n 3 --backend "$be" --call eval "-- the host's functions, as under run
+return strata.call('host_add', 3, 4), strata.call('host_upper', 'pool'), os.time() > 0, #strata.call('random_get', 16)"
 	check_kvm "$be: restored from an export (a copy), handle() answers" 0 "^${want}\$" -- \
 		sh -c "'$S' --store '$T/store' export app '$T/copy-$be' >/dev/null && '$S' run '$T/copy-$be' --backend $be --call eval \"return handle('$req')\""
 done
