@@ -30,7 +30,7 @@ void cli_err(const struct cli *cli, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	if (err_json) {
-		char msg[2048];
+		char msg[VMM_MESSAGE_MAX + 512];
 		va_start(ap, fmt);
 		vsnprintf(msg, sizeof(msg), fmt, ap);
 		va_end(ap);

@@ -214,6 +214,23 @@ int cli_build_args(const struct cli *cli, const char *fn, const struct vmm_signa
 		   struct vmm_value *vals, void **owned);
 /* The type of the guest's function fn (NULL: none by that name). */
 const struct vmm_signature *cli_function_find(const struct vmm_sandbox *sb, const char *fn);
+
+/* Register the host functions run and pool give every sandbox (host_fns.c):
+ * host_add i(ii), host_upper s(s), random_get b(i), clock_gettime i(i).
+ * Returns 0 or <0 with err filled. */
+int cli_host_fns_register(struct vmm_sandbox *sb, struct vmm_error *err);
+
+/*
+ * getopt_long (shortopts starting with '+') for a command whose operands
+ * may come anywhere: options anywhere, `--` ends them, an argument starting
+ * with '-' goes after `--` unless it is a negative number or text whose
+ * name (up to an '=') holds a space, tab or newline. Each non-option is
+ * appended to pos[*npos] in order (pos may be argv + 1: the slots getopt
+ * has passed). Returns the next option, or -1 when argv is used up.
+ */
+struct option;
+int cli_getopt_operands(int argc, char **argv, const char *shortopts, const struct option *opts, char **pos,
+			int *npos);
 /* sig as the guest SDK writes it, "r(aa..)" with letters v i b s, in buf
  * (CLI_SIG_LEN bytes hold any). */
 #define CLI_SIG_LEN 16

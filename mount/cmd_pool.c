@@ -30,7 +30,12 @@ static void pool_usage(FILE *f)
 		"  --via-fuse      on a strata mount, map the FUSE files instead of the backing blobs\n"
 		"  --map-files     map a plain directory's layer files directly instead of a private\n"
 		"                  copy (only for files nobody will truncate while sandboxes run)\n"
-		"  --backend B     kvm, process or auto (default: strata's --backend, else auto)\n",
+		"  --backend B     kvm, process or auto (default: strata's --backend, else auto)\n"
+		"\n"
+		"Each sandbox has the host functions strata run registers: host_add(i,i)->i,\n"
+		"host_upper(s)->s, clock_gettime(i)->i and random_get(i)->b. An ARG that starts\n"
+		"with '-' goes after --, unless it is a negative number or its name (up to an\n"
+		"'=') holds a space, tab or newline (a Lua chunk that starts with a comment).\n",
 		VMM_POOL_MAX);
 }
 
@@ -120,7 +125,11 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 	const char *fn = NULL;
 	int c, status;
 
-	while ((c = getopt_long(argc, argv, "n:c:h", opts, NULL)) != -1) {
+	/* Options anywhere and run's operand rule (cli_getopt_operands): a
+	 * chunk such as `--call eval "-- a comment ..."` is an ARG. */
+	char **pos = argv + 1;
+	int npos = 0;
+	while ((c = cli_getopt_operands(argc, argv, "+n:c:h", opts, pos, &npos)) != -1) {
 		switch (c) {
 		case 'n':
 			if (!cli_parse_u64(optarg, &n) || n == 0 || n > VMM_POOL_MAX) {
@@ -146,13 +155,13 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		default: return cli_usage_hint(argv[0]);
 		}
 	}
-	if (optind >= argc) {
+	if (npos == 0) {
 		cli_err(cli, "pool: which snapshot? (strata pool SNAPSHOT -n N)");
 		return CLI_USAGE;
 	}
-	const char *target = argv[optind++];
-	char **args = argv + optind;
-	int nargs = argc - optind;
+	const char *target = pos[0];
+	char **args = pos + 1;
+	int nargs = npos - 1;
 	if (!fn && nargs > 0) {
 		cli_err(cli, "pool: unexpected argument '%s'", args[0]);
 		return CLI_USAGE;
@@ -199,6 +208,13 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		if (rc < 0) {
 			cli_err(cli, "pool: restore %u of %llu failed: %s", made + 1, n, err.message);
 			status = CLI_FAIL;
+			goto out;
+		}
+		/* The host functions strata run gives a guest, in each sandbox. */
+		if ((rc = cli_host_fns_register(sb[made], &err)) < 0) {
+			cli_err(cli, "pool: cannot register host functions: %s", err.message);
+			status = CLI_FAIL;
+			made++;
 			goto out;
 		}
 		if (made == 0)

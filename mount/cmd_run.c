@@ -1,5 +1,4 @@
 /* cmd_run.c: `strata run`: load a guest ELF into a sandbox and call its functions. */
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -7,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "store/array.h"
@@ -72,71 +70,6 @@ static void guest_log(void *ctx, enum vmm_log_level level, const char *msg, size
 
 	fprintf(stderr, "guest %s: %s\n", lv[level & 3], e ? e : "(out of memory)");
 	free(e);
-}
-
-static int host_add(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
-{
-	(void)ctx;
-	(void)n;
-	ret->type = VMM_I64;
-	ret->i64 = (int64_t)((uint64_t)a[0].i64 + (uint64_t)a[1].i64);
-	return 0;
-}
-
-static int host_upper(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
-{
-	static char buf[4096];
-	size_t len = a[0].len < sizeof(buf) - 1 ? a[0].len : sizeof(buf) - 1;
-
-	(void)ctx;
-	(void)n;
-	for (size_t i = 0; i < len; i++)
-		buf[i] = (char)toupper(((const unsigned char *)a[0].data)[i]);
-	buf[len] = 0;
-	ret->type = VMM_STR;
-	ret->data = buf;
-	ret->len = len;
-	return 0;
-}
-
-/* b(i): n random bytes (n at most 4096) from the kernel: WASI's random_get
- * in a wasm guest (docs/wasm.md) asks for it. */
-static int host_random(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
-{
-	static unsigned char buf[4096];
-	size_t len = a[0].i64 < 0 ? 0 : (size_t)a[0].i64;
-
-	(void)ctx;
-	(void)n;
-	if (len > sizeof(buf) || getrandom(buf, len, 0) != (ssize_t)len)
-		return -1;
-	ret->type = VMM_BYTES;
-	ret->data = buf;
-	ret->len = len;
-	return 0;
-}
-
-/* clock_gettime(i) -> i: the guest C library's clock (vmm/guest/sys.c:
- * time(), clock_gettime, clock()), in nanoseconds, from this process's
- * clock of that id. The CPU-time clocks are this process's (on the process
- * backend the guest's child is not counted); another id is a host error,
- * which the guest sees as EINVAL. */
-static int host_clock(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
-{
-	static const clockid_t ids[] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_PROCESS_CPUTIME_ID,
-					 CLOCK_THREAD_CPUTIME_ID, CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE,
-					 CLOCK_MONOTONIC_COARSE, CLOCK_BOOTTIME };
-	struct timespec ts;
-
-	(void)ctx;
-	(void)n;
-	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
-		if (a[0].i64 == ids[i] && clock_gettime(ids[i], &ts) == 0 && ts.tv_sec >= 0) {
-			ret->type = VMM_I64;
-			ret->i64 = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-			return 0;
-		}
-	return -EINVAL;
 }
 
 /* After a guest failure: where it faulted, and the core file asked for. */
@@ -524,45 +457,22 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	int ncalls = 0;
 	int c, rc = 0, status = CLI_OK;
 
-	/* The usual convention: options anywhere (`run G --call f 1 2
-	 * --snapshot s`), `--` ends them, and an argument that starts with '-'
-	 * goes after `--`; a negative number needs no `--` (no option is a
-	 * digit), nor does text whose name (up to an '=') has a space, tab or
-	 * newline in it (no option's has: `--call load "$(cat app.lua)"` with a
-	 * Lua comment first). The non-options, in order, are the target and
-	 * the ARGS; they are gathered at argv[1..] (slots getopt has passed
-	 * already). */
+	/* Options anywhere (`run G --call f 1 2 --snapshot s`) and the
+	 * operand rule of cli_getopt_operands; the non-options, in order, are
+	 * the target and the ARGS, gathered at argv[1..]. */
 	char **pos = argv + 1;
 	int npos = 0;
-	for (;;) {
-		if (optind < argc && argv[optind][0] == '-' &&
-		    ((argv[optind][1] >= '0' && argv[optind][1] <= '9') ||
-		     strcspn(argv[optind], " \t\n") < strcspn(argv[optind], "="))) {
-			pos[npos++] = argv[optind++];
-			continue;
-		}
-		int at = optind;
-		c = getopt_long(argc, argv, "+c:lH:S:I:O:t:r:P:B:hWFC:f", opts, NULL);
-		if (c != -1) {
-			if ((rc = run_opt(cli, c, &o)) >= 0)
-				return rc;
-			if (c == 'c') {
-				if (ncalls == RUN_CALLS_MAX) {
-					cli_err(cli, "run: at most %d --call options", RUN_CALLS_MAX);
-					return CLI_USAGE;
-				}
-				calls[ncalls].fn = optarg;
-				calls[ncalls++].first = npos;
+	while ((c = cli_getopt_operands(argc, argv, "+c:lH:S:I:O:t:r:P:B:hWFC:f", opts, pos, &npos)) != -1) {
+		if ((rc = run_opt(cli, c, &o)) >= 0)
+			return rc;
+		if (c == 'c') {
+			if (ncalls == RUN_CALLS_MAX) {
+				cli_err(cli, "run: at most %d --call options", RUN_CALLS_MAX);
+				return CLI_USAGE;
 			}
-			continue;
+			calls[ncalls].fn = optarg;
+			calls[ncalls++].first = npos;
 		}
-		if (optind > at && strcmp(argv[optind - 1], "--") == 0) {
-			while (optind < argc)
-				pos[npos++] = argv[optind++];
-		}
-		if (optind >= argc)
-			break;
-		pos[npos++] = argv[optind++];
 	}
 	if (npos == 0) {
 		cli_err(cli, "run: which guest? (strata run GUEST.elf --call FN [ARGS...])");
@@ -638,14 +548,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	}
 	if ((status = cli_sandbox_open(cli, path, &cfg, o.via_fuse ? VMM_SNAPDIR_VIA_FUSE : 0, &sb, &err)) != CLI_OK)
 		return status;
-	static const struct vmm_signature add_sig = { VMM_I64, 2, { VMM_I64, VMM_I64 } },
-					  upper_sig = { VMM_STR, 1, { VMM_STR } },
-					  random_sig = { VMM_BYTES, 1, { VMM_I64 } },
-					  clock_sig = { VMM_I64, 1, { VMM_I64 } };
-	if (vmm_sandbox_register(sb, "host_add", &add_sig, host_add, NULL, &err) < 0 ||
-	    vmm_sandbox_register(sb, "host_upper", &upper_sig, host_upper, NULL, &err) < 0 ||
-	    vmm_sandbox_register(sb, "random_get", &random_sig, host_random, NULL, &err) < 0 ||
-	    vmm_sandbox_register(sb, "clock_gettime", &clock_sig, host_clock, NULL, &err) < 0) {
+	if (cli_host_fns_register(sb, &err) < 0) {
 		cli_err(cli, "run: cannot register host functions: %s", err.message);
 		status = CLI_FAIL;
 		goto out_free;

@@ -144,8 +144,12 @@ struct strata_result_frame {
 	uint64_t seq;        /* the call frame's seq */
 	struct strata_value ret;  /* BYTES/STR may point anywhere in guest memory */
 	uint64_t msg_addr;   /* status != OK: guest address of a message */
-	uint64_t msg_len;
+	uint64_t msg_len;    /* the host keeps at most STRATA_MSG_MAX bytes of it */
 };
+
+/* The longest guest error message the host keeps (strata_fail's, whole: a
+ * Lua error's message and its traceback); a longer one is cut there. */
+#define STRATA_MSG_MAX 4096
 
 enum strata_status {
 	STRATA_OK = 0,

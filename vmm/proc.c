@@ -102,6 +102,12 @@ struct vmm_proc {
 	uint64_t *written; /* bitmap of guest pages */
 	uint64_t *known;   /* bitmap: pages of the memfd that held data and are protected */
 	struct vmm_runs fresh; /* pages found with data since: protect at the next reset */
+	/* The memfd's st_blocks when `known` last covered all its data (-1:
+	 * unknown). Pages get data only by allocation, which grows it, and
+	 * lose it only by a punched hole, which resets this to -1: while it is
+	 * unchanged no page has got data, and data_protect need not walk the
+	 * data extents (two lseeks each, every reset). */
+	blkcnt_t data_blocks;
 	uint64_t pages;
 };
 
@@ -483,6 +489,13 @@ static int data_protect(struct vmm_sandbox *sb, bool all)
 {
 	struct vmm_proc *p = sb->proc;
 	struct vmm_runs runs = { 0 };
+	struct stat st;
+	/* Taken before the walk: a page that got data after it makes the
+	 * next look walk again. */
+	blkcnt_t blocks = st_sys_fstat(p->memfd, &st) == 0 ? st.st_blocks : -1;
+
+	if (!all && blocks >= 0 && blocks == p->data_blocks)
+		return 0;
 	int rc = data_runs(sb, &runs);
 
 	for (size_t i = 0; rc == 0 && i < runs.n; i++) {
@@ -502,6 +515,7 @@ static int data_protect(struct vmm_sandbox *sb, bool all)
 		}
 	}
 	vmm_runs_free(&runs);
+	p->data_blocks = rc == 0 ? blocks : -1;
 	return rc;
 }
 
@@ -647,6 +661,7 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	/* Every page with data is protected in both mappings from here on; a
 	 * page that gets data later is found by the next scan (data_fresh). */
 	memset(p->known, 0, (p->pages / 64 + 1) * sizeof(*p->known));
+	p->data_blocks = -1;
 	vmm_runs_clear(&p->fresh);
 	if (p->tracked && (rc = data_protect(sb, true)) < 0)
 		p->tracked = false;
@@ -1103,6 +1118,7 @@ static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, in
 		/* A hole again: if it gets data later, that is new (data_protect). */
 		for (uint64_t g = gpage; p->known && g < gpage + n && g < p->pages; g++)
 			p->known[g / 64] &= ~(1ull << (g % 64));
+		p->data_blocks = -1;
 		return st_sys_punch_hole(p->memfd, (off_t)(gpage * VMM_PAGE), (off_t)len);
 	}
 	while (done < len) {

@@ -476,7 +476,7 @@ int vmm_snap_reset(struct vmm_sandbox *sb, struct vmm_snap *s)
 	if ((rc = sb->be->stage_state(sb, &s->vcpu)) < 0)
 		return rc;
 	sb->poisoned = false;
-	memset(&sb->err, 0, sizeof(sb->err));
+	vmm_error_clear(&sb->err);
 	s->stats.restores++;
 	sb->ws_fresh = false;
 	if (s->debug)

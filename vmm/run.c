@@ -56,6 +56,8 @@ static bool poisons(int code)
 	}
 }
 
+_Static_assert(VMM_MESSAGE_MAX >= STRATA_MSG_MAX + 128, "a guest's whole error message fits vmm_error.message");
+
 int vmm_run_fail(struct vmm_sandbox *sb, int code, const char *fmt, ...)
 {
 	va_list ap;
@@ -508,13 +510,12 @@ static int result_read(struct vmm_sandbox *sb, const struct vmm_fn *f, uint32_t 
 	if (r.magic != STRATA_RESULT_MAGIC || r.seq != sb->seq || r.status != status)
 		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "%s: the guest returned a malformed result frame", f->name);
 	if (status == STRATA_ERR_FUNCTION) {
-		char msg[200] = "";
-		uint64_t len = r.msg_len < sizeof(msg) - 1 ? r.msg_len : sizeof(msg) - 1;
+		/* At most STRATA_MSG_MAX bytes, and only from inside guest
+		 * memory: the length is the guest's word. */
+		uint64_t len = r.msg_len < STRATA_MSG_MAX ? r.msg_len : STRATA_MSG_MAX;
 		const char *m = vmm_run_guest_ptr(sb, r.msg_addr, len);
-		if (m)
-			memcpy(msg, m, len);
-		msg[len] = 0;
-		return vmm_run_fail(sb, VMM_E_GUEST_ERROR, "the guest function reported an error: %s", msg);
+		return vmm_run_fail(sb, VMM_E_GUEST_ERROR, "the guest function reported an error: %.*s", m ? (int)len : 0,
+				    m ? m : "");
 	}
 	if (status != STRATA_OK)
 		return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "%s: the guest rejected a valid call frame (status %u)",
@@ -567,7 +568,7 @@ int vmm_sandbox_call_timeout(struct vmm_sandbox *sb, const char *fn, const struc
 		rc = VMM_E_POISONED;
 		goto out_release;
 	}
-	memset(&sb->err, 0, sizeof(sb->err));
+	vmm_error_clear(&sb->err);
 	if (!fn || !(f = fn_find(sb, fn, &idx))) {
 		rc = vmm_run_fail(sb, VMM_E_NO_FUNCTION, "the guest has no function '%s'", fn ? fn : "(null)");
 		goto out_release;

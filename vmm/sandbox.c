@@ -172,7 +172,7 @@ int vmm_sandbox_new_mem(const void *elf, size_t size, const struct vmm_config *c
 		vmm_sandbox_destroy(sb);
 		return rc;
 	}
-	memset(&sb->err, 0, sizeof(sb->err));
+	vmm_error_clear(&sb->err);
 	vmm_sandbox_held(sb);
 	*out = sb;
 	return 0;

@@ -174,6 +174,11 @@ struct vmm_result {
 	size_t len;
 };
 
+/* The size of vmm_error.message: room for a guest's whole error message (up
+ * to 4096 bytes: vmm/abi.h's STRATA_MSG_MAX, a Lua error's traceback) and
+ * the host's words around it. */
+#define VMM_MESSAGE_MAX 4352
+
 /* What went wrong in the last failed call or creation. */
 struct vmm_error {
 	int code;              /* VMM_E_* or -errno; 0 none */
@@ -183,7 +188,7 @@ struct vmm_error {
 	uint64_t fault_addr;   /* #PF: CR2; BAD_ADDRESS: the address */
 	int64_t abort_code;    /* ABORT: the guest's code */
 	uint32_t port;         /* BAD_HYPERCALL: the port */
-	char message[256];     /* plain words, always NUL-terminated */
+	char message[VMM_MESSAGE_MAX];  /* plain words, always NUL-terminated */
 };
 
 struct vmm_sandbox;

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "vmm/abi.h"
@@ -118,6 +119,14 @@ int vmm_kvm_open(struct vmm_kvm *k);
 void vmm_kvm_close(struct vmm_kvm *k);
 /* Make a VM that ran another guest ready for a new one (kvm.c). */
 int vmm_kvm_recycle(struct vmm_kvm *k);
+
+/* No error: the fields zeroed and the message empty, without writing all
+ * of its VMM_MESSAGE_MAX bytes (each call and restore clears it). */
+static inline void vmm_error_clear(struct vmm_error *err)
+{
+	memset(err, 0, offsetof(struct vmm_error, message));
+	err->message[0] = 0;
+}
 
 /* Fill *err (if not NULL) with code and a formatted message; returns code. */
 int vmm_fail(struct vmm_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

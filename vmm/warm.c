@@ -101,7 +101,7 @@ bool vmm_warm_park(struct vmm_sandbox *sb)
 	free(sb->hfns);
 	sb->hfns = NULL;
 	sb->nhfns = sb->hfns_cap = 0;
-	memset(&sb->err, 0, sizeof(sb->err));
+	vmm_error_clear(&sb->err);
 	atomic_store(&sb->kill_pending, false);
 	memset(&s->stats, 0, sizeof(s->stats));
 	vmm_snap_settings_reset(s, h); /* policy and debug mode as a new sandbox's */

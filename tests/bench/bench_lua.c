@@ -242,6 +242,30 @@ static int newstate_iter(void *state, struct bench_timer *t)
 	return rc;
 }
 
+/* What one request makes a restore put back: the pages the restore before
+ * each eval rewrote (Lua's allocator and collector, its C stack, the call's
+ * buffers), averaged over 50 requests. */
+static void lua_pages_per_request(struct bench *b, enum vmm_backend_kind backend, const char *prefix)
+{
+	enum { REQUESTS = 50 };
+	char name[128];
+	void *state = NULL;
+	struct vmm_snap_stats st0, st1;
+
+	snprintf(name, sizeof(name), "lua/%spages_rewritten_per_request", prefix);
+	if (!bench_selected(b, name) || restore_eval_setup(&state, &backend) < 0)
+		return;
+	struct luasnap *s = state;
+	vmm_sandbox_snap_stats(s->sb, &st0);
+	for (int i = 0; i < REQUESTS; i++)
+		if (vmm_sandbox_restore(s->sb) < 0 || call_str(s->sb, "eval", LUA_REQUEST) < 0)
+			goto out;
+	vmm_sandbox_snap_stats(s->sb, &st1);
+	bench_note(b, name, (double)(st1.pages_rewritten - st0.pages_rewritten) / REQUESTS, "pages");
+out:
+	luasnap_free(s);
+}
+
 /* The snapshot's layers, and the PSS each of n sandboxes from it adds once
  * it has served one request. */
 static void lua_density(struct bench *b, enum vmm_backend_kind backend, const char *prefix, unsigned n)
@@ -311,6 +335,9 @@ void bench_lua(struct bench *b)
 		.iter = forkexec_iter, .teardown = forkexec_free, .iters = bench_quick(b) ? 20 : 200 });
 	bench_run(b, &(struct bench_case){ .name = "lua/host_newstate", .setup = newstate_setup,
 		.iter = newstate_iter, .teardown = free });
+	if (have_kvm)
+		lua_pages_per_request(b, VMM_BACKEND_KVM, "");
+	lua_pages_per_request(b, VMM_BACKEND_PROCESS, "process/");
 	unsigned n = bench_quick(b) ? 100 : 1000;
 	if (have_kvm)
 		lua_density(b, VMM_BACKEND_KVM, "", n);

@@ -1380,13 +1380,13 @@ static void *host_work(void *arg)
 		struct vmm_error err;
 		if (vmm_sandbox_from_snapshot(fx.m, vmm_layer_open_store, fx.st, &cfg, &sb, &err) < 0) {
 			w->errors++;
-			snprintf(w->why, sizeof(w->why), "%s", err.message);
+			snprintf(w->why, sizeof(w->why), "%.299s", err.message);
 			continue;
 		}
 		w->made++;
 		if (vmm_sandbox_call(sb, "counter_next", NULL, 0, &r) < 0) {
 			w->errors++;
-			snprintf(w->why, sizeof(w->why), "%s", vmm_sandbox_error(sb)->message);
+			snprintf(w->why, sizeof(w->why), "%.299s", vmm_sandbox_error(sb)->message);
 		} else if (r.i64 != 4) {
 			w->wrong++;
 		}

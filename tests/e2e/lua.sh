@@ -12,7 +12,7 @@ cleanup() {
 }
 trap cleanup EXIT
 corpus=("$SRC"/tests/lua/corpus/*.lua)
-echo "1..$((2 * ${#corpus[@]} + 11))"
+echo "1..$((2 * ${#corpus[@]} + 17))"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 G=$B/vmm/guest/lua/lua.elf
@@ -57,11 +57,29 @@ check_kvm "each restore starts from the loaded state (served counts from 0)" 0 '
 	st run app --call eval "handle('$req') local first = served handle('$req') return first, served"
 check_kvm "a Lua error in the snapshot's sandbox comes back with its message and traceback (exit 5)" 5 \
 	"load:7: attempt to index a nil value .local .req..*stack traceback" -- st run app --call eval "return handle(nil)"
+# math.random from one snapshot: seeded per call from run's random_get, so
+# two requests draw apart; a request that sets its seed draws what lua5.4 does.
+draw='return math.random(1, 1 << 40), math.random(1, 1 << 40)'
+check_kvm "two requests from one snapshot draw different math.random numbers" 0 '^differ$' -- \
+	sh -c "out=\$(\"\$0\" --store '$T/store' run app --call eval '$draw') && again=\$(\"\$0\" --store '$T/store' run app --call eval '$draw') && [ \"\$out\" != \"\$again\" ] && echo differ" "$S"
+seeded=$(lua5.4 -e 'math.randomseed(7) print(math.random(1, 1 << 40), math.random(1, 1 << 40))')
+check_kvm "a request that calls math.randomseed(7) draws what lua5.4 draws" 0 "^${seeded}\$" -- \
+	st run app --call eval 'math.randomseed(7) return math.random(1, 1 << 40), math.random(1, 1 << 40)'
+# Lua's traceback of a deep error is 21 levels and a skip line: well past
+# the 199 bytes the host once kept. All of it, to the outermost frame.
+deep='local function deep(n) if n == 0 then error("bottom of the recursion") end return (deep(n - 1)) end
+local r = deep(40) return r'
 for be in process kvm; do
 	SANDBOX_WHY=
 	[ "$be" = kvm ] && SANDBOX_WHY=$kvm_why
+	check_kvm "$be: a deep Lua error's message and traceback arrive whole (exit 5)" 5 \
+		"error: eval:1: bottom of the recursion.*(in upvalue 'deep'.*){9}skipping 21 levels.*(in upvalue 'deep'.*){9}in local 'deep'.n.teval:2: in main chunk$" -- \
+		st run "$G" --backend "$be" --call eval "$deep"
 	check_kvm "$be: a pool of 100 from the snapshot serves eval" 0 "^restored 100 sandboxes" -- \
 		st pool app -n 100 --backend "$be" --call eval "return handle('$req')"
+	check_kvm "$be: a pool's sandboxes have run's host functions; a chunk opening with a comment is an ARG" 0 \
+		"^sandbox 1: eval -> 7	POOL	true	16\$" -- st pool app -n 3 --backend "$be" --call eval "-- the host's functions, as under run
+return strata.call('host_add', 3, 4), strata.call('host_upper', 'pool'), os.time() > 0, #strata.call('random_get', 16)"
 	check_kvm "$be: restored from an export (a copy), handle() answers" 0 "^${want}\$" -- \
 		sh -c "'$S' --store '$T/store' export app '$T/copy-$be' >/dev/null && '$S' run '$T/copy-$be' --backend $be --call eval \"return handle('$req')\""
 done

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "helpers.h"
 
@@ -143,4 +144,68 @@ Test(lua, an_eval_result_keeps_its_nul_bytes)
 	cr_assert_eq(memcmp(res.data, "a\0b\tc", 5), 0);
 	vmm_result_clear(&res);
 	vmm_sandbox_free(sb);
+}
+
+/* random_get b(i) from the kernel, as the CLI registers it. */
+static int host_random(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
+{
+	static unsigned char buf[64];
+
+	(void)ctx;
+	(void)n;
+	if (a[0].i64 < 0 || (size_t)a[0].i64 > sizeof(buf) || getrandom(buf, (size_t)a[0].i64, 0) != a[0].i64)
+		return -1;
+	*ret = (struct vmm_value){ .type = VMM_BYTES, .data = buf, .len = (size_t)a[0].i64 };
+	return 0;
+}
+
+static char *eval_dup(struct vmm_sandbox *sb, const char *chunk)
+{
+	struct vmm_result res;
+
+	cr_assert_eq(call_str(sb, "eval", chunk, &res), 0, "eval %s: %s", chunk, vmm_sandbox_error(sb)->message);
+	char *s = strdup(res.data);
+	vmm_result_clear(&res);
+	return s;
+}
+
+static const char draw[] = "return math.random(1, 1 << 40), math.random(1, 1 << 40)";
+
+/* A host that registers no random_get gets the state as it was made:
+ * every sandbox draws the same (determinism, for replay and tests). */
+Test(lua, math_random_without_random_get_draws_the_same_in_every_sandbox)
+{
+	struct vmm_sandbox *a = guest_new_at(lua_elf(), NULL), *b = guest_new_at(lua_elf(), NULL);
+	char *x = eval_dup(a, draw), *y = eval_dup(b, draw);
+
+	cr_assert_str_eq(x, y);
+	free(x);
+	free(y);
+	vmm_sandbox_free(a);
+	vmm_sandbox_free(b);
+}
+
+/* With random_get, each call's first draw seeds from it: sandboxes made
+ * alike draw apart; a call that sets math.randomseed keeps its sequence. */
+Test(lua, math_random_is_seeded_per_call_from_random_get)
+{
+	static const struct vmm_signature random_sig = { VMM_BYTES, 1, { VMM_I64 } };
+	struct vmm_sandbox *sb[2];
+	char *got[2], *seeded[2];
+	struct vmm_error err;
+
+	for (int i = 0; i < 2; i++) {
+		sb[i] = guest_new_at(lua_elf(), NULL);
+		cr_assert_eq(vmm_sandbox_register(sb[i], "random_get", &random_sig, host_random, NULL, &err), 0, "%s",
+			     err.message);
+		got[i] = eval_dup(sb[i], draw);
+		seeded[i] = eval_dup(sb[i], "math.randomseed(7) return math.random(1, 1 << 40), math.random(1, 1 << 40)");
+	}
+	cr_assert_str_neq(got[0], got[1], "both sandboxes drew %s", got[0]);
+	cr_assert_str_eq(seeded[0], seeded[1]);
+	for (int i = 0; i < 2; i++) {
+		free(got[i]);
+		free(seeded[i]);
+		vmm_sandbox_free(sb[i]);
+	}
 }

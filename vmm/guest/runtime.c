@@ -22,7 +22,7 @@ void strata_stdout_flush(void);
 static const struct strata_boot_info *boot;
 static struct strata_fn_desc descs[STRATA_MAX_FUNCTIONS];
 static struct strata_fn_table table;
-static char fail_msg[256];
+static char fail_msg[STRATA_MSG_MAX + 1];
 
 const struct strata_boot_info *strata_boot_info(void)
 {

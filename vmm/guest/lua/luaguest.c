@@ -2,6 +2,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,66 @@ static int strata_call_lua(lua_State *l)
 	}
 }
 
+/* ---- math.random: seeded per call from the host's randomness ---- */
+
+/*
+ * Every sandbox restored from one snapshot holds the same random state, so
+ * each would draw the same numbers. A call's first math.random seeds the
+ * state from the host function random_get (b(i)) when the host registers
+ * one: each request draws its own numbers. A call that sets
+ * math.randomseed itself keeps its sequence; without random_get the state
+ * is the snapshot's (deterministic). Nothing is asked of the host by a call
+ * that draws no number.
+ */
+static bool random_fresh;  /* this call has seeded math.random, or set its seed */
+
+static int random_call(lua_State *l)
+{
+	if (!random_fresh) {
+		struct strata_value arg = strata_val_i64(16), ret;
+		uint64_t seed[2];
+
+		random_fresh = true;
+		if (strata_host_call("random_get", &arg, 1, &ret, seed, sizeof(seed)) == STRATA_HOST_OK &&
+		    ret.type == STRATA_T_BYTES && ret.len == sizeof(seed)) {
+			lua_pushvalue(l, lua_upvalueindex(2));
+			lua_pushinteger(l, (lua_Integer)seed[0]);
+			lua_pushinteger(l, (lua_Integer)seed[1]);
+			lua_call(l, 2, 0);
+		}
+	}
+	int n = lua_gettop(l);
+	lua_pushvalue(l, lua_upvalueindex(1));
+	lua_insert(l, 1);
+	lua_call(l, n, LUA_MULTRET);
+	return lua_gettop(l);
+}
+
+static int randomseed_call(lua_State *l)
+{
+	int n = lua_gettop(l);
+
+	random_fresh = true;
+	lua_pushvalue(l, lua_upvalueindex(1));
+	lua_insert(l, 1);
+	lua_call(l, n, LUA_MULTRET);
+	return lua_gettop(l);
+}
+
+/* math.random and math.randomseed through random_call and randomseed_call. */
+static void random_wrap(lua_State *l)
+{
+	lua_getglobal(l, LUA_MATHLIBNAME);
+	lua_getfield(l, -1, "random");
+	lua_getfield(l, -2, "randomseed");
+	lua_pushcclosure(l, random_call, 2);
+	lua_setfield(l, -2, "random");
+	lua_getfield(l, -1, "randomseed");
+	lua_pushcclosure(l, randomseed_call, 1);
+	lua_setfield(l, -2, "randomseed");
+	lua_pop(l, 1);
+}
+
 /* ---- the libraries: Lua's, less what reaches outside the state ---- */
 
 /* load() with the mode forced to text: a binary chunk is refused (Lua does
@@ -199,6 +260,7 @@ static void libs_open(lua_State *l)
 	lua_pushboolean(l, 0);
 	lua_setfield(l, -2, "__metatable");
 	lua_pop(l, 2);
+	random_wrap(l);
 	luaL_newlib(l, strata_lib);
 	lua_setglobal(l, "strata");
 }
@@ -254,6 +316,7 @@ static int chunk_run(struct strata_call *c, const char *name)
 	const char *chunk = strata_arg_str(c, 0);
 
 	lua_settop(L, 0);
+	random_fresh = false;
 	lua_pushcfunction(L, with_traceback);
 	int st = luaL_loadbufferx(L, chunk, strlen(chunk), name, "t");
 	if (st == LUA_OK)
