@@ -529,6 +529,8 @@ static void density_cgroup(struct bench *b, enum vmm_backend_kind backend, const
 	}
 	snprintf(name, sizeof(name), "%s/pss_per_sandbox", base);
 	bench_note(b, name, ((double)pss1 - (double)pss0) / made, "KiB (this process, same run)");
+	snprintf(name, sizeof(name), "%s/snapshot_layers", base);
+	bench_note(b, name, (double)st_manifest_layer_pages(c->m) * ST_PAGE_SIZE / 1024.0, "KiB (+ 64 KiB written each)");
 out:
 	free(sb);
 	cold_free(c);
