@@ -143,6 +143,7 @@ void bench_lazy(struct bench *b);     /* bench_lazy.c: first result from a delay
 void bench_alloc(struct bench *b);    /* bench_alloc.c: the guest heap's malloc+free */
 void bench_wasm(struct bench *b);     /* bench_wasm.c: a wasm module as a guest, natively, as a C guest */
 void bench_lua(struct bench *b);      /* bench_lua.c: one Lua request: restore + eval, lua5.4 per request, a host Lua state */
+void bench_checkpoint(struct bench *b); /* bench_checkpoint.c: a durable checkpoint after every call, one chain */
 void bench_start(struct bench *b);    /* bench_start.c: whole processes, strata's own start beside libc and lua5.4 */
 /* bench_oci.c: is prog on PATH; start docker-registry on a free loopback
  * port with its storage under dir (port_s gets the port, *pid the process). */
