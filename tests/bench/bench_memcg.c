@@ -91,7 +91,8 @@ static int self_cgroup(const char *want, char *out, size_t len)
 		if (!c2)
 			continue;
 		*c2 = 0;
-		bool match = *want ? false : strcmp(line, "0") == 0 && c1[1] == 0;
+		/* v2's line is "0::PATH": hierarchy 0, no controllers. */
+		bool match = *want ? false : c1 - line == 1 && line[0] == '0' && c1 + 1 == c2;
 		for (char *t = strtok(c1 + 1, ","); *want && t; t = strtok(NULL, ","))
 			match |= strcmp(t, want) == 0;
 		if (!match)
