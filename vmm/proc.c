@@ -81,8 +81,11 @@ struct vmm_proc {
 	/* The signal stack as the first report left it, before any guest code
 	 * ran: a restore puts it back. The stub is stopped in the same place at
 	 * every report (SS_AUTODISARM: the frame is always at the stack's top),
-	 * so its live part, [tmpl_off, PROC_ALT_SIZE), is this image. */
-	uint8_t tmpl[PROC_ALT_SIZE];
+	 * so its live part, [tmpl_off, PROC_ALT_SIZE), is this image (tmpl
+	 * holds that part only: TMPL(p, off) is the byte at offset off). The
+	 * pages below it are never touched unless the guest writes there, so
+	 * the memfd holds none of them (pages_zero). */
+	uint8_t *tmpl;
 	uint32_t tmpl_off; /* where the stub's stack begins (the return address its calls push, below the frame) */
 	uint64_t uc;       /* the frame's ucontext (PROC_ALT_LO + ...): every report has it */
 	uint32_t fp_off, xsize; /* the frame's XSAVE image: offset in the stack, size */
@@ -110,6 +113,9 @@ struct vmm_proc {
 	blkcnt_t data_blocks;
 	uint64_t pages;
 };
+
+/* The first report's signal stack byte at offset off (>= tmpl_off). */
+#define TMPL(p, off) ((p)->tmpl + ((off) - (p)->tmpl_off))
 
 static _Atomic uint32_t *ctl_state(struct vmm_proc *p)
 {
@@ -556,7 +562,11 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	pid_t pid;
 	int rc;
 
-	memset(p->ctl, 0, PROC_SHARED_SIZE);
+	/* Zero, as holes: a page the child and the stub never touch (the
+	 * control page's second half, the signal stack below the frame) is
+	 * never allocated. */
+	if ((rc = st_sys_punch_hole(p->memfd, (off_t)sb->mem_size, PROC_SHARED_SIZE)) < 0)
+		return vmm_fail(err, rc, "cannot clear the guest process's control pages: %s", strerror(-rc));
 	atomic_store(ctl_state(p), STATE_GUEST);
 	p->uc = 0;  /* known at its first report */
 	p->dead = false;
@@ -610,12 +620,17 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	p->fp_off = (uint32_t)(fp - PROC_ALT_LO);
 	p->xsize = xsize;
 	p->tmpl_off = (uint32_t)(uc - PROC_ALT_LO - 16);
-	memcpy(p->tmpl, p->alt, PROC_ALT_SIZE);
+	free(p->tmpl);
+	if (!(p->tmpl = malloc(PROC_ALT_SIZE - p->tmpl_off))) {
+		proc_kill(p);
+		return vmm_fail(err, -ENOMEM, "out of memory");
+	}
+	memcpy(p->tmpl, p->alt + p->tmpl_off, PROC_ALT_SIZE - p->tmpl_off);
 	/* Its signal number 0 (none the stub reports): if a guest that
 	 * stopped itself had a signal delivered on the way (a kick racing its
 	 * stop), it resumes in the stub's handler on this image, which then
 	 * reports a bad report, not the first report's signal. */
-	memset(p->tmpl + (si - PROC_ALT_LO), 0, 4);
+	memset(TMPL(p, si - PROC_ALT_LO), 0, 4);
 	uint32_t wp;
 	memcpy(&wp, p->ctl + CTL_WP, 4);
 	if (p->pm_child >= 0)
@@ -713,6 +728,7 @@ static void proc_destroy(struct vmm_sandbox *sb)
 			st_sys_close(p->uffd_child);
 		free(p->written);
 		free(p->known);
+		free(p->tmpl);
 		vmm_runs_free(&p->fresh);
 		free(p);
 		sb->proc = NULL;
@@ -733,6 +749,35 @@ static bool proc_usable_here(const struct vmm_sandbox *sb)
 }
 
 /*
+ * Zero [at, at + len) of the host's mapping of the memfd's shared pages
+ * without allocating the pages that are holes (a shared memfd page is
+ * allocated even when only read): whole pages are cleared only where the
+ * memfd has data (SEEK_DATA: swapped-out pages count), the partial last
+ * page always. The stub and the kernel touch only the top of the signal
+ * stack and the control page's first words; only a guest writes
+ * anywhere else.
+ */
+static void pages_zero(struct vmm_sandbox *sb, uint8_t *at, size_t len)
+{
+	struct vmm_proc *p = sb->proc;
+	off_t base = (off_t)sb->mem_size + (at - p->ctl), end = base + (off_t)(len / VMM_PAGE * VMM_PAGE);
+
+	for (off_t o = base; o < end;) {
+		off_t d = st_sys_lseek(p->memfd, o, SEEK_DATA), h;
+		if (d == -ENXIO || d >= end)
+			break;
+		h = d < 0 ? end : st_sys_lseek(p->memfd, d, SEEK_HOLE);
+		if (d < 0 || h < 0 || h > end)
+			h = end;  /* unknown: clear it all */
+		if (d < 0)
+			d = o;
+		memset(at + (d - base), 0, (size_t)(h - d));
+		o = h;
+	}
+	memset(at + (end - base), 0, len - (size_t)(end - base));
+}
+
+/*
  * Everything of the child the guest could write, but guest memory, as it
  * was before any guest code ran: the control pages (only what the stub
  * reads, from the host's own copy) and the signal stack (its image from
@@ -744,12 +789,13 @@ static bool proc_usable_here(const struct vmm_sandbox *sb)
  * can change it). Called only
  * on a stopped child.
  */
-static void child_reset(struct vmm_proc *p)
+static void child_reset(struct vmm_sandbox *sb)
 {
+	struct vmm_proc *p = sb->proc;
 	uint8_t *fp = p->alt + p->fp_off;
 	uint64_t xstate_bv = 3;
 
-	memset(p->ctl, 0, PROC_CTL_SIZE);
+	pages_zero(sb, p->ctl, PROC_CTL_SIZE);
 	uint32_t fsgs = (p->fsgs ? FSGS_HAVE : 0) | FSGS_LOAD;
 	uint64_t pid = (uint64_t)p->pid;
 	memcpy(p->ctl + CTL_FSGS, &fsgs, 4);
@@ -762,10 +808,10 @@ static void child_reset(struct vmm_proc *p)
 	/* The first report's registers (the segment selectors are the
 	 * kernel's) and FXSAVE image (MXCSR_MASK and the software bytes too):
 	 * the caller writes the guest's registers over them. */
-	memcpy(p->ctl + CTL_GREGS, p->tmpl + (p->uc - PROC_ALT_LO) + UC_GREGS, NGREGS * 8);
-	memcpy(p->ctl + CTL_FX, p->tmpl + p->fp_off, 512);
-	memset(p->alt, 0, p->tmpl_off);
-	memcpy(p->alt + p->tmpl_off, p->tmpl + p->tmpl_off, PROC_ALT_SIZE - p->tmpl_off);
+	memcpy(p->ctl + CTL_GREGS, TMPL(p, p->uc - PROC_ALT_LO) + UC_GREGS, NGREGS * 8);
+	memcpy(p->ctl + CTL_FX, TMPL(p, p->fp_off), 512);
+	pages_zero(sb, p->alt, p->tmpl_off);
+	memcpy(p->alt + p->tmpl_off, p->tmpl, PROC_ALT_SIZE - p->tmpl_off);
 	/* The XSAVE header (SDM Vol. 1 13.4.2): XSTATE_BV x87|SSE, XCOMP_BV 0
 	 * (the standard form a signal frame uses); no other component's data. */
 	memset(fp + 512, 0, p->xsize - 512);
@@ -793,7 +839,7 @@ static int proc_set_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *s
 			return rc;
 		g = ctl_gregs(p);
 	}
-	child_reset(p);
+	child_reset(sb);
 	/* Registers and flags map one to one; segments, descriptor tables
 	 * and control registers are the host-built ones on both backends and
 	 * have no counterpart in a process (docs/vmm.md). */
@@ -1221,16 +1267,16 @@ static int proc_check(struct vmm_sandbox *sb, const struct vmm_vcpu_state *want,
 	}
 	if (!all_zero(p->ctl + CTL_NOPS, CTL_FSGS - CTL_NOPS) ||
 	    !all_zero(p->ctl + CTL_SI, CTL_FX - CTL_SI) || !all_zero(p->ctl + CTL_RUNS, PROC_CTL_SIZE - CTL_RUNS) ||
-	    memcmp(fx + 416, p->tmpl + p->fp_off + 416, 96) != 0 || memcmp(fx + 28, p->tmpl + p->fp_off + 28, 4) != 0) {
+	    memcmp(fx + 416, TMPL(p, p->fp_off) + 416, 96) != 0 || memcmp(fx + 28, TMPL(p, p->fp_off) + 28, 4) != 0) {
 		snprintf(why, len, "a control page byte the stub does not read is not zero");
 		goto out_free;
 	}
 	uint64_t bv;
 	memcpy(&bv, fp + 512, 8);
 	if (!all_zero(p->alt, p->tmpl_off) ||
-	    memcmp(p->alt + p->tmpl_off, p->tmpl + p->tmpl_off, p->fp_off - p->tmpl_off) != 0 ||
-	    memcmp(fp, p->tmpl + p->fp_off, 512) != 0 || bv != 3 || !all_zero(fp + 520, p->xsize - 520) ||
-	    memcmp(fp + p->xsize, p->tmpl + p->fp_off + p->xsize, PROC_ALT_SIZE - p->fp_off - p->xsize) != 0) {
+	    memcmp(p->alt + p->tmpl_off, p->tmpl, p->fp_off - p->tmpl_off) != 0 ||
+	    memcmp(fp, TMPL(p, p->fp_off), 512) != 0 || bv != 3 || !all_zero(fp + 520, p->xsize - 520) ||
+	    memcmp(fp + p->xsize, TMPL(p, p->fp_off) + p->xsize, PROC_ALT_SIZE - p->fp_off - p->xsize) != 0) {
 		snprintf(why, len, "the signal stack is not as the child started (or its XSAVE image loads more than x87/SSE)");
 		goto out_free;
 	}

@@ -70,6 +70,7 @@ static const struct bench_group groups[] = {
 	{ "alloc", bench_alloc, false },
 	{ "wasm", bench_wasm, true },
 	{ "lua", bench_lua, false },
+	{ "checkpoint", bench_checkpoint, true },
 	{ "start", bench_start, false },
 	{ NULL, NULL, false },
 };

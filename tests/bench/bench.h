@@ -112,11 +112,38 @@ void bench_cold(struct bench *b);     /* bench_cold.c */
 void bench_density(struct bench *b);  /* bench_cold.c */
 /* This process's PSS (smaps_rollup), KiB (bench_cold.c). */
 unsigned long long bench_pss_kib(void);
+/*
+ * A memory cgroup of its own for this process (bench_memcg.c): made under
+ * the one it is in (cgroup v2 where the memory controller is there, else
+ * v1), and the process moved into it, so that what it allocates from then
+ * on (its children's too, and the kernel's memory for both) is charged
+ * there. Leave moves it back and removes the cgroup.
+ */
+struct bench_memcg {
+	int version;              /* 2 or 1 */
+	char home[4096];          /* the cgroup the process was in */
+	char dir[4096 + 64];      /* the one made for it */
+	bool entered;
+};
+/* Bytes. v2: memory.current, memory.peak and memory.stat; v1:
+ * memory.usage_in_bytes, memory.max_usage_in_bytes,
+ * memory.kmem.usage_in_bytes and rss + cache, with the kernel's parts
+ * (stacks, page tables, slab, percpu) host-wide from /proc/meminfo, as v1
+ * breaks none of them down per cgroup. */
+struct bench_memcg_stat {
+	long long current, peak, kernel, user;
+	long long kernel_stack, pagetables, sec_pagetables, slab, percpu;
+};
+/* 0, or -errno with why (no controller, no permission) filled. */
+int bench_memcg_enter(struct bench_memcg *cg, const char *name, char *why, size_t len);
+void bench_memcg_read(const struct bench_memcg *cg, struct bench_memcg_stat *st);
+void bench_memcg_leave(struct bench_memcg *cg);
 void bench_oci(struct bench *b);      /* bench_oci.c: push / pull through a loopback registry */
 void bench_lazy(struct bench *b);     /* bench_lazy.c: first result from a delayed registry, lazy or not */
 void bench_alloc(struct bench *b);    /* bench_alloc.c: the guest heap's malloc+free */
 void bench_wasm(struct bench *b);     /* bench_wasm.c: a wasm module as a guest, natively, as a C guest */
 void bench_lua(struct bench *b);      /* bench_lua.c: one Lua request: restore + eval, lua5.4 per request, a host Lua state */
+void bench_checkpoint(struct bench *b); /* bench_checkpoint.c: a durable checkpoint after every call, one chain */
 void bench_start(struct bench *b);    /* bench_start.c: whole processes, strata's own start beside libc and lua5.4 */
 /* bench_oci.c: is prog on PATH; start docker-registry on a free loopback
  * port with its storage under dir (port_s gets the port, *pid the process). */

@@ -436,9 +436,118 @@ void bench_cold(struct bench *b)
 			cold_case(b, full[k].name, 64ull << 20, full[k].flags, (64 << 20) / 4096);
 }
 
+/*
+ * Density as the machine pays it: the same n sandboxes (each after the
+ * 64 KiB call) made on one backend with this process in a memory cgroup
+ * of its own, which charges what they allocate from then on, the kernel's
+ * memory for them included (VMs and vCPUs, the process backend's children
+ * with their page tables and task structures). The snapshot is made
+ * before, outside it: its pages in the page cache are shared by every
+ * sandbox, as the PSS figures share them. Per sandbox, beside the PSS this
+ * process gains in the same run.
+ */
+static void density_cgroup(struct bench *b, enum vmm_backend_kind backend, const char *prefix, unsigned n)
+{
+	struct vmm_config cfg = { .backend = backend };
+	char name[160], base[96], why[256], unit[64];
+	struct vmm_sandbox **sb = NULL;
+	struct bench_memcg cg;
+	struct bench_memcg_stat s0, s1;
+	struct cold *c = NULL;
+	struct rlimit rl;
+	unsigned made = 0;
+
+	snprintf(base, sizeof(base), "%sdensity/%u/medium/cgroup", prefix, n);
+	if (!bench_selected_under(b, base))
+		return;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	sb = calloc(n, sizeof(*sb));
+	if (!sb || cold_new(64ull << 20, 0, false, &c) < 0) {
+		fprintf(stderr, "bench: %s: setup failed\n", base);
+		goto out;
+	}
+	if (bench_memcg_enter(&cg, "strata-bench-density", why, sizeof(why)) < 0) {
+		fprintf(stderr, "bench: %s: skipped (%s)\n", base, why);
+		snprintf(name, sizeof(name), "%s/skipped_no_memcg", base);
+		bench_note(b, name, 1, why);
+		goto out;
+	}
+	bench_memcg_read(&cg, &s0);
+	unsigned long long pss0 = bench_pss_kib();
+	for (made = 0; made < n; made++) {
+		struct vmm_value a = { .type = VMM_I64, .i64 = 16 };
+		struct vmm_result r = { 0 };
+		if (vmm_sandbox_from_snapshot(c->m, vmm_layer_open_store, c->st, &cfg, &sb[made], NULL) < 0)
+			break;
+		if (vmm_sandbox_call(sb[made], "touch_pages", &a, 1, &r) < 0) {
+			made++;
+			break;
+		}
+	}
+	bench_memcg_read(&cg, &s1);
+	unsigned long long pss1 = bench_pss_kib();
+	for (unsigned i = 0; i < made; i++)
+		vmm_sandbox_free(sb[i]);
+	bench_memcg_leave(&cg);
+	if (made < n) {
+		fprintf(stderr, "bench: %s: only %u of %u sandboxes could be made\n", base, made, n);
+		snprintf(name, sizeof(name), "%s/sandboxes_made", base);
+		bench_note(b, name, made, "sandboxes");
+	}
+	if (!made)
+		goto out;
+	/* The kernel's parts: v2's are this cgroup's; v1's host-wide. */
+	long long kernel = s1.kernel - s0.kernel, stack = s1.kernel_stack - s0.kernel_stack;
+	long long pt = s1.pagetables - s0.pagetables, spt = s1.sec_pagetables - s0.sec_pagetables;
+	long long slab = s1.slab - s0.slab, percpu = s1.percpu - s0.percpu;
+	const struct {
+		const char *what;
+		long long bytes;
+		bool kernel_part;
+	} rows[] = {
+		{ "all_in", s1.current - s0.current, false },
+		{ "peak", s1.peak, false },
+		{ "user_pages", s1.user - s0.user, false },
+		{ "kernel", kernel, false },
+		{ "kernel_stack", stack, true },
+		{ "pagetables", pt, true },
+		{ "sec_pagetables", spt, true },
+		{ "slab", slab, true },
+		{ "percpu", percpu, true },
+		/* What the kernel keeps besides (KVM's per-VM and per-vCPU
+		 * pages, vmalloc'd structures): the rest of its charge. */
+		{ "kernel_other", kernel - stack - pt - spt - slab - percpu, false },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		snprintf(name, sizeof(name), "%s/%s_per_sandbox", base, rows[i].what);
+		snprintf(unit, sizeof(unit), "KiB (cgroup v%d%s)", cg.version,
+			 rows[i].kernel_part && cg.version == 1 ? ", host-wide /proc/meminfo" : "");
+		bench_note(b, name, (double)rows[i].bytes / 1024.0 / made, unit);
+	}
+	snprintf(name, sizeof(name), "%s/pss_per_sandbox", base);
+	bench_note(b, name, ((double)pss1 - (double)pss0) / made, "KiB (this process, same run)");
+	snprintf(name, sizeof(name), "%s/snapshot_layers", base);
+	bench_note(b, name, (double)st_manifest_layer_pages(c->m) * ST_PAGE_SIZE / 1024.0, "KiB (+ 64 KiB written each)");
+out:
+	free(sb);
+	cold_free(c);
+}
+
 void bench_density(struct bench *b)
 {
+	unsigned n = bench_quick(b) ? 100 : 1000;
+
 	density(b, 100);
 	if (!bench_quick(b))
 		density(b, 1000);
+	if (vmm_kvm_check(NULL) == 0) {
+		bench_backend_note(b, VMM_BACKEND_KVM);
+		density_cgroup(b, VMM_BACKEND_KVM, "", n);
+	}
+	bench_backend_note(b, VMM_BACKEND_PROCESS);
+	density_cgroup(b, VMM_BACKEND_PROCESS, "process/", n);
+	bench_backend_note(b, VMM_BACKEND_AUTO);
 }

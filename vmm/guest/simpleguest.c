@@ -90,6 +90,27 @@ STRATA_FUNCTION(touch_pages, "i(i)")
 	return strata_ret_i64(c, pages);
 }
 
+/* Fill heap pages [first, first + pages) whole with a xorshift sequence
+ * from seed: content no other seed gives (the checkpoint benchmark writes
+ * 64 KiB of new pages per call with it). Returns pages. */
+STRATA_FUNCTION(fill_pages, "i(iii)")
+{
+	int64_t pages = strata_arg_i64(c, 0), first = strata_arg_i64(c, 1);
+	uint64_t x = (uint64_t)strata_arg_i64(c, 2) * 0x9E3779B97F4A7C15ull | 1;
+	const struct strata_boot_info *bi = strata_boot_info();
+	uint64_t heap_pages = bi->heap_size / 4096;
+	if (pages < 0 || first < 0 || (uint64_t)first > heap_pages || (uint64_t)pages > heap_pages - (uint64_t)first)
+		return strata_fail(c, "pages %lld..%lld are not in the heap", (long long)first, (long long)(first + pages));
+	volatile uint64_t *w = (volatile uint64_t *)(uintptr_t)(bi->heap_addr + (uint64_t)first * 4096);
+	for (uint64_t i = 0; i < (uint64_t)pages * 512; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		w[i] = x;
+	}
+	return strata_ret_i64(c, pages);
+}
+
 /* Touch one word in `pages` heap pages `stride` pages apart: scattered
  * writes, one run per page (the capture benchmarks use it). */
 STRATA_FUNCTION(touch_strided, "i(ii)")
