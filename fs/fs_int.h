@@ -38,6 +38,7 @@ enum fs_kind {
 	FS_K_STAGEFILE,   /* a file (or an ignored extra dir) being copied in (key: file serial) */
 	FS_K_IMPORTS,     /* imports/: one status file per unfinished import */
 	FS_K_IMPORTFILE,  /* imports/NAME (key: stage serial) */
+	FS_K_COUNT        /* not a kind: one more than the last (the size of fs_kinds, kinds.h) */
 };
 
 /* What identifies a node: kind, a 16-byte id and, for tagged dirs, the tag. */

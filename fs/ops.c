@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "store/array.h"
-#include "fs/fs_int.h"
+#include "fs/kinds.h"
 #include "index/lazy.h"
 #include "fs/ops.h"
 #include "store/mountabi.h"
@@ -123,12 +123,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	rc = fs_ns_lookup(fs, dir, name, &n);
-	if (rc == -ENOENT && (dir->kind == FS_K_SNAPSHOTS || dir->kind == FS_K_MEMORY) && sync_tags(fs))
+	if (rc == -ENOENT && (fs_kind(dir->kind)->flags & FS_KF_TAGGED) && sync_tags(fs))
 		rc = fs_ns_lookup(fs, dir, name, &n);
 	if (rc == -ENOENT) {
 		/* a negative entry: cached briefly only where names never appear */
 		struct fuse_entry_param e = { 0 };
-		e.entry_timeout = (dir->kind == FS_K_LAYERS || dir->kind == FS_K_SNAPDIR) ? fs->entry_timeout : 0;
+		e.entry_timeout = (fs_kind(dir->kind)->flags & FS_KF_NEG_CACHE) ? fs->entry_timeout : 0;
 		fuse_reply_entry(req, &e);
 		return;
 	}
@@ -173,41 +173,24 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static bool is_stage(const struct fs_node *n)
 {
-	return n->kind == FS_K_STAGEDIR || n->kind == FS_K_STAGELAYERS || n->kind == FS_K_STAGEFILE;
+	return fs_kind(n->kind)->flags & FS_KF_STAGE;
 }
 
 /* A node of a committed snapshot's directory (a layer is a blob node). */
 static bool in_snapshot(const struct fs_node *n)
 {
-	return n->kind == FS_K_SNAPDIR || n->kind == FS_K_LAYERS || n->kind == FS_K_MANIFEST || n->kind == FS_K_BLOB;
-}
-
-static const char *kind_name(enum fs_kind k)
-{
-	switch (k) {
-	case FS_K_ROOT: return "/";
-	case FS_K_SNAPSHOTS: return "snapshots/";
-	case FS_K_BLOBS: return "blobs/";
-	case FS_K_MEMORY: return "memory/";
-	case FS_K_SNAPDIR: return "a committed snapshot";
-	case FS_K_LAYERS: return "a committed snapshot's layers/";
-	case FS_K_MANIFEST: return "a committed manifest.json";
-	case FS_K_BLOB: return "a blob";
-	case FS_K_MEMFILE: return "a memory file";
-	case FS_K_IMPORTS: return "imports/";
-	case FS_K_IMPORTFILE: return "an import's status file";
-	default: return "an import";
-	}
+	return fs_kind(n->kind)->flags & FS_KF_SNAPSHOT;
 }
 
 /* What a write gets where nothing may be written, with the log line saying so. */
 static int refuse(struct fs *fs, const struct fs_node *n, const char *op, const char *name)
 {
-	int rc = n->kind == FS_K_ROOT || n->kind == FS_K_SNAPSHOTS || n->kind == FS_K_IMPORTS ? -EPERM : -EROFS;
+	const struct fs_kind_ops *k = fs_kind(n->kind);
+	int rc = k->refuse;
 
 	fs_log(fs, FS_LOG_WARNING, "%s%s%s in %s: refused (%s): snapshots are immutable; "
 	       "import by copying a snapshot directory into snapshots/", op, name ? " " : "",
-	       name ? name : "", kind_name(n->kind), rc == -EPERM ? "EPERM" : "EROFS");
+	       name ? name : "", k->name, rc == -EPERM ? "EPERM" : "EROFS");
 	return rc;
 }
 
@@ -248,7 +231,6 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	struct fs *fs = req_fs(req);
 	struct fs_node *dir = node_of(fs, parent), *n;
-	struct fs_stage *s;
 	int rc;
 
 	if (!dir) {
@@ -260,42 +242,43 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		reply_err(req, rc);
 		return;
 	}
-	switch (dir->kind) {
-	case FS_K_SNAPSHOTS:
-		rc = fs_stage_mkdir(fs, name, &s);
-		if (rc < 0)
-			break;
-		rc = fs_ns_lookup(fs, dir, name, &n);
-		fs_stage_unref(fs, s);
-		if (rc >= 0) {
-			reply_node(req, fs, n);
-			return;
-		}
-		break;
-	case FS_K_STAGEDIR:
-	case FS_K_STAGELAYERS:
-	case FS_K_STAGEFILE: {
-		bool in_layers;
-		struct fs_sfile *sdir, *f;
-		if (!fs_ns_stage_place(dir, &in_layers, &sdir)) {
-			rc = -ENOTDIR;
-			break;
-		}
-		if (dir->kind == FS_K_STAGEDIR && strcmp(name, "layers") == 0)
-			rc = fs_stage_mkdir_layers(fs, dir->stage);
-		else
-			rc = fs_stage_mkdir_extra(fs, dir->stage, in_layers, sdir, name, &f);
-		if (rc >= 0 && (rc = fs_ns_lookup(fs, dir, name, &n)) >= 0) {
-			reply_node(req, fs, n);
-			return;
-		}
-		break;
-	}
-	default:
+	const struct fs_kind_ops *k = fs_kind(dir->kind);
+	if (!k->mkdir)
 		rc = refuse(fs, dir, "mkdir", name);
-		break;
+	else if ((rc = k->mkdir(fs, dir, name, &n)) >= 0) {
+		reply_node(req, fs, n);
+		return;
 	}
 	reply_err(req, rc);
+}
+
+int fs_snapshots_mkdir(struct fs *fs, struct fs_node *dir, const char *name, struct fs_node **out)
+{
+	struct fs_stage *s;
+	int rc = fs_stage_mkdir(fs, name, &s);
+
+	if (rc < 0)
+		return rc;
+	rc = fs_ns_lookup(fs, dir, name, out);
+	fs_stage_unref(fs, s);
+	return rc;
+}
+
+int fs_stageplace_mkdir(struct fs *fs, struct fs_node *dir, const char *name, struct fs_node **out)
+{
+	bool in_layers;
+	struct fs_sfile *sdir, *f;
+	int rc;
+
+	if (!fs_ns_stage_place(dir, &in_layers, &sdir))
+		return -ENOTDIR;
+	if (dir->kind == FS_K_STAGEDIR && strcmp(name, "layers") == 0)
+		rc = fs_stage_mkdir_layers(fs, dir->stage);
+	else
+		rc = fs_stage_mkdir_extra(fs, dir->stage, in_layers, sdir, name, &f);
+	if (rc < 0)
+		return rc;
+	return fs_ns_lookup(fs, dir, name, out);
 }
 
 /* The snapshot dir node of a tag (for the `rm -r` bookkeeping); counted. */
@@ -408,7 +391,7 @@ static int remove_tag_of(struct fs *fs, struct fs_node *dn, const char *file)
 	pthread_mutex_unlock(&fs->stage_lock);
 	return 0;
 }
-static int unlink_committed(struct fs *fs, struct fs_node *dir, const char *name)
+int fs_committed_unlink(struct fs *fs, struct fs_node *dir, const char *name)
 {
 	const struct fs_snap *snap;
 	struct fs_node *dn = dir;
@@ -465,145 +448,143 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		reply_err(req, -ESTALE);
 		return;
 	}
-	switch (dir->kind) {
-	case FS_K_STAGEDIR:
-	case FS_K_STAGELAYERS:
-	case FS_K_STAGEFILE: {
-		bool in_layers;
-		struct fs_sfile *sdir;
-		rc = fs_ns_stage_place(dir, &in_layers, &sdir) ? fs_stage_unlink(fs, dir->stage, in_layers, sdir, name)
-							     : -ENOTDIR;
-		break;
-	}
-	case FS_K_IMPORTS: {
-		/* rm imports/NAME drops an unfinished import at once */
-		struct fs_stage *s = fs_stage_find_any(fs, name);
-		if (!s) {
-			rc = -ENOENT;
-			break;
-		}
-		fs_stage_drop(fs, s);
-		fs_stage_unref(fs, s);
-		rc = 0;
-		break;
-	}
-	case FS_K_SNAPDIR:
-	case FS_K_LAYERS:
-		rc = unlink_committed(fs, dir, name);
-		break;
-	default:
-		rc = refuse(fs, dir, "unlink", name);
-		break;
-	}
+	const struct fs_kind_ops *k = fs_kind(dir->kind);
+	rc = k->unlink ? k->unlink(fs, dir, name) : refuse(fs, dir, "unlink", name);
 	reply_err(req, rc);
+}
+
+int fs_stageplace_unlink(struct fs *fs, struct fs_node *dir, const char *name)
+{
+	bool in_layers;
+	struct fs_sfile *sdir;
+
+	if (!fs_ns_stage_place(dir, &in_layers, &sdir))
+		return -ENOTDIR;
+	return fs_stage_unlink(fs, dir->stage, in_layers, sdir, name);
+}
+
+/* rm imports/NAME drops an unfinished import at once */
+int fs_imports_unlink(struct fs *fs, struct fs_node *dir, const char *name)
+{
+	struct fs_stage *s = fs_stage_find_any(fs, name);
+
+	if (!s)
+		return -ENOENT;
+	fs_stage_drop(fs, s);
+	fs_stage_unref(fs, s);
+	return 0;
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = req_fs(req);
-	struct fs_node *dir = node_of(fs, parent), *dn;
-	int rc = 0;
+	struct fs_node *dir = node_of(fs, parent);
 
 	if (!dir) {
 		reply_err(req, -ESTALE);
 		return;
 	}
-	switch (dir->kind) {
-	case FS_K_SNAPSHOTS: {
-		struct fs_stage *s = fs_stage_find(fs, name);
-		if (s) {
-			rc = fs_stage_rmdir(fs, s);
-			fs_stage_unref(fs, s);
-			break;
-		}
-		struct fs_tags *t = fs_tags_get(fs);
-		const struct fs_tag *tag = fs_tags_find(t, name);
-		st_id rid;
-		if (!tag) {
-			fs_tags_put(fs, t);
-			if (!fs_ns_removing_find(fs, name, &rid, true)) {
-				rc = -ENOENT;
-				break;
-			}
-			/* the end of an `rm -r` whose first unlink removed the tag */
-			if ((rc = snapdir_node(fs, &rid, name, &dn)) < 0)
-				break;
-			pthread_mutex_lock(&fs->stage_lock);
-			bool gone = dn->rm && dn->rm->manifest && dn->rm->layers_dir;
-			pthread_mutex_unlock(&fs->stage_lock);
-			if (gone)
-				rm_clear(fs, dn);
-			fs_itable_forget(fs->itable, dn->ino, 1);
-			if (!gone)
-				rc = -ENOTEMPTY;
-			else
-				removing_del(fs, name);
-			break;
-		}
-		rc = snapdir_node(fs, &tag->id, tag->name, &dn);
+	const struct fs_kind_ops *k = fs_kind(dir->kind);
+	reply_err(req, k->rmdir ? k->rmdir(fs, dir, name) : refuse(fs, dir, "rmdir", name));
+}
+
+/* The end of an `rm -r` whose first unlink removed the tag of snapshots/NAME. */
+static int rmdir_removed(struct fs *fs, const char *name)
+{
+	struct fs_node *dn;
+	st_id rid;
+	int rc;
+
+	if (!fs_ns_removing_find(fs, name, &rid, true))
+		return -ENOENT;
+	if ((rc = snapdir_node(fs, &rid, name, &dn)) < 0)
+		return rc;
+	pthread_mutex_lock(&fs->stage_lock);
+	bool gone = dn->rm && dn->rm->manifest && dn->rm->layers_dir;
+	pthread_mutex_unlock(&fs->stage_lock);
+	if (gone)
+		rm_clear(fs, dn);
+	fs_itable_forget(fs->itable, dn->ino, 1);
+	if (!gone)
+		return -ENOTEMPTY;
+	removing_del(fs, name);
+	return 0;
+}
+
+int fs_snapshots_rmdir(struct fs *fs, struct fs_node *dir, const char *name)
+{
+	struct fs_node *dn;
+	int rc;
+
+	struct fs_stage *s = fs_stage_find(fs, name);
+	if (s) {
+		rc = fs_stage_rmdir(fs, s);
+		fs_stage_unref(fs, s);
+		return rc;
+	}
+	struct fs_tags *t = fs_tags_get(fs);
+	const struct fs_tag *tag = fs_tags_find(t, name);
+	if (!tag) {
 		fs_tags_put(fs, t);
-		if (rc < 0)
-			break;
-		pthread_mutex_lock(&fs->stage_lock);
-		bool empty = dn->rm && dn->rm->manifest && dn->rm->layers_dir;
-		pthread_mutex_unlock(&fs->stage_lock);
-		if (empty)
-			rm_clear(fs, dn);
-		fs_itable_forget(fs->itable, dn->ino, 1);
-		if (!empty) {
-			rc = -ENOTEMPTY;
-			break;
-		}
-		bool pruned = false;
-		rc = ix_tag_del(fs->ix, name, IX_TAG_PRUNE, &pruned);
-		if (rc >= 0) {
-			struct fs_tags *old;
-			fs_log(fs, FS_LOG_INFO, "rm snapshots/%s: tag removed%s", name,
-			       pruned ? " with its snapshot (gc reclaims its blobs)" : "");
-			if (fs_view_refresh(fs, true, &old) >= 0)
-				fs_tags_put(fs, old);
-		}
-		break;
+		return rmdir_removed(fs, name);
 	}
-	case FS_K_SNAPDIR: {
-		if (strcmp(name, "layers") != 0) {
-			rc = -ENOENT;
-			break;
-		}
-		pthread_mutex_lock(&fs->stage_lock);
-		struct fs_rm *rm = rm_state(fs, dir);
-		if (!rm) {
-			rc = -ENOMEM;
-		} else if (rm->layers_dir) {
-			rc = -ENOENT;
-		} else {
-			for (size_t i = 0; i < rm->nlayers && rc == 0; i++)
-				if (!rm->layer[i])
-					rc = -ENOTEMPTY;
-			if (rc == 0)
-				rm->layers_dir = true;
-		}
-		pthread_mutex_unlock(&fs->stage_lock);
-		break;
+	rc = snapdir_node(fs, &tag->id, tag->name, &dn);
+	fs_tags_put(fs, t);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&fs->stage_lock);
+	bool empty = dn->rm && dn->rm->manifest && dn->rm->layers_dir;
+	pthread_mutex_unlock(&fs->stage_lock);
+	if (empty)
+		rm_clear(fs, dn);
+	fs_itable_forget(fs->itable, dn->ino, 1);
+	if (!empty)
+		return -ENOTEMPTY;
+	bool pruned = false;
+	rc = ix_tag_del(fs->ix, name, IX_TAG_PRUNE, &pruned);
+	if (rc >= 0) {
+		struct fs_tags *old;
+		fs_log(fs, FS_LOG_INFO, "rm snapshots/%s: tag removed%s", name,
+		       pruned ? " with its snapshot (gc reclaims its blobs)" : "");
+		if (fs_view_refresh(fs, true, &old) >= 0)
+			fs_tags_put(fs, old);
 	}
-	case FS_K_STAGEDIR:
-	case FS_K_STAGELAYERS:
-	case FS_K_STAGEFILE: {
-		bool in_layers;
-		struct fs_sfile *sdir;
-		if (!fs_ns_stage_place(dir, &in_layers, &sdir))
-			rc = -ENOTDIR;
-		else if (dir->kind == FS_K_STAGEDIR && strcmp(name, "layers") == 0)
-			rc = fs_stage_rmdir_layers(fs, dir->stage);
-		else
-			rc = fs_stage_rmdir_extra(fs, dir->stage, in_layers, sdir, name);
-		break;
+	return rc;
+}
+
+int fs_snapdir_rmdir(struct fs *fs, struct fs_node *dir, const char *name)
+{
+	int rc = 0;
+
+	if (strcmp(name, "layers") != 0)
+		return -ENOENT;
+	pthread_mutex_lock(&fs->stage_lock);
+	struct fs_rm *rm = rm_state(fs, dir);
+	if (!rm) {
+		rc = -ENOMEM;
+	} else if (rm->layers_dir) {
+		rc = -ENOENT;
+	} else {
+		for (size_t i = 0; i < rm->nlayers && rc == 0; i++)
+			if (!rm->layer[i])
+				rc = -ENOTEMPTY;
+		if (rc == 0)
+			rm->layers_dir = true;
 	}
-	default:
-		rc = refuse(fs, dir, "rmdir", name);
-		break;
-	}
-	reply_err(req, rc);
+	pthread_mutex_unlock(&fs->stage_lock);
+	return rc;
+}
+
+int fs_stageplace_rmdir(struct fs *fs, struct fs_node *dir, const char *name)
+{
+	bool in_layers;
+	struct fs_sfile *sdir;
+
+	if (!fs_ns_stage_place(dir, &in_layers, &sdir))
+		return -ENOTDIR;
+	if (dir->kind == FS_K_STAGEDIR && strcmp(name, "layers") == 0)
+		return fs_stage_rmdir_layers(fs, dir->stage);
+	return fs_stage_rmdir_extra(fs, dir->stage, in_layers, sdir, name);
 }
 
 static bool tag_exists(struct fs *fs, const char *name)
@@ -686,7 +667,7 @@ static void refuse_node(fuse_req_t req, fuse_ino_t parent, const char *op, const
 	struct fs_node *dir = node_of(fs, parent);
 
 	fs_log(fs, FS_LOG_WARNING, "%s %s in %s: refused (EPERM): a snapshot holds only manifest.json and "
-	       "layer files", op, name, dir ? kind_name(dir->kind) : "a directory gone since");
+	       "layer files", op, name, dir ? fs_kind(dir->kind)->name : "a directory gone since");
 	reply_err(req, -EPERM);
 }
 
@@ -882,31 +863,32 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, -ESTALE);
 		return;
 	}
-	if (wr && n->kind != FS_K_STAGEFILE) {
+	enum fs_open_as as = fs_kind(n->kind)->open;
+	if (wr && as != FS_OPEN_STAGE) {
 		reply_err(req, refuse(fs, n, "open for writing", NULL));
 		return;
 	}
-	switch (n->kind) {
-	case FS_K_MANIFEST:
-	case FS_K_MEMFILE:
-		if (!(fh = fh_new(n->kind == FS_K_MANIFEST ? FH_BUF : FH_MEM))) {
+	switch (as) {
+	case FS_OPEN_MANIFEST:
+	case FS_OPEN_MEMORY:
+		if (!(fh = fh_new(as == FS_OPEN_MANIFEST ? FH_BUF : FH_MEM))) {
 			rc = -ENOMEM;
 			break;
 		}
 		rc = fs_snap_get(fs, &n->id, &fh->snap);
-		if (rc >= 0 && n->kind == FS_K_MEMFILE) {
+		if (rc >= 0 && as == FS_OPEN_MEMORY) {
 			size_t nl = fh->snap->m->nlayers ? fh->snap->m->nlayers : 1;
 			if (!(fh->layers = st_sys_calloc(nl, sizeof(*fh->layers))))
 				rc = -ENOMEM;
 		}
 		fi->keep_cache = 1;
 		break;
-	case FS_K_BLOB:
+	case FS_OPEN_BLOB:
 		rc = blob_fh(fs, &n->id, &fh);
 		/* Immutable: every opener and every mapping shares one page cache. */
 		fi->keep_cache = 1;
 		break;
-	case FS_K_IMPORTFILE:
+	case FS_OPEN_STATUS:
 		if (!(fh = fh_new(FH_BUF))) {
 			rc = -ENOMEM;
 			break;
@@ -914,7 +896,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = fs_stage_status(fs, n->stage, &fh->text, &fh->textlen);
 		fi->direct_io = 1; /* the text changes as the import goes on */
 		break;
-	case FS_K_STAGEFILE: {
+	case FS_OPEN_STAGE: {
 		if (fs_sfile_is_dir(n->sfile)) {
 			rc = -EISDIR;
 			break;
@@ -943,7 +925,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = 1; /* bytes go straight to the hasher, in order */
 		break;
 	}
-	default:
+	case FS_OPEN_NONE:
 		rc = -EISDIR;
 		break;
 	}
@@ -1320,7 +1302,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	bool keep = true;
-	if (n->kind == FS_K_SNAPSHOTS || n->kind == FS_K_MEMORY) {
+	enum fs_listing_cache listing = fs_kind(n->kind)->listing;
+	if (listing == FS_LIST_TAGS) {
 		/* The kernel may keep this listing only while the tags it shows
 		 * are the current ones (whoever changed them: us, the CLI). */
 		sync_tags(fs);
@@ -1341,19 +1324,17 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	/* Listings of immutable dirs are cached by the kernel (`ls -lR` again
 	 * costs no daemon round trip per directory); imports, blobs/ and a
 	 * snapshot being removed are always listed afresh. */
-	switch (n->kind) {
-	case FS_K_ROOT:
-	case FS_K_LAYERS:
-	case FS_K_SNAPSHOTS:
-	case FS_K_MEMORY:
+	switch (listing) {
+	case FS_LIST_KEEP:
+	case FS_LIST_TAGS:
 		fi->cache_readdir = 1;
 		fi->keep_cache = keep;
 		break;
-	case FS_K_SNAPDIR:
+	case FS_LIST_UNLESS_RM:
 		fi->cache_readdir = 1;
 		fi->keep_cache = n->rm == NULL;
 		break;
-	default:
+	case FS_LIST_FRESH:
 		fi->cache_readdir = 0;
 		fi->keep_cache = 0;
 		break;
