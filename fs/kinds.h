@@ -53,7 +53,8 @@ struct fs_kind_ops {
 	/* FS_KF_* */
 	unsigned flags;
 	/* What a write gets where the kind takes none (-EPERM where a name
-	 * may appear by other means, -EROFS in a committed snapshot); logged. */
+	 * may appear by other means, -EROFS in a committed snapshot; anything
+	 * else is -EROFS); logged with the name. */
 	int refuse;
 	enum fs_open_as open;
 	enum fs_listing_cache listing;

@@ -186,11 +186,11 @@ static bool in_snapshot(const struct fs_node *n)
 static int refuse(struct fs *fs, const struct fs_node *n, const char *op, const char *name)
 {
 	const struct fs_kind_ops *k = fs_kind(n->kind);
-	int rc = k->refuse;
+	int rc = k->refuse == -EPERM ? -EPERM : -EROFS;
 
 	fs_log(fs, FS_LOG_WARNING, "%s%s%s in %s: refused (%s): snapshots are immutable; "
 	       "import by copying a snapshot directory into snapshots/", op, name ? " " : "",
-	       name ? name : "", k->name, rc == -EPERM ? "EPERM" : "EROFS");
+	       name ? name : "", k->name ? k->name : "a node", rc == -EPERM ? "EPERM" : "EROFS");
 	return rc;
 }
 
