@@ -11,11 +11,11 @@
 
 struct fs_itable {
 	pthread_mutex_t lock;
-	struct fs_node **by_ino, **by_key;
-	size_t nbuckets, count;
-	uint64_t next_ino;
-	void (*release)(struct fs_node *n, void *ctx);
-	void *release_ctx;
+	struct fs_node **by_ino, **by_key; /* protected by lock (and every node's chains and nlookup) */
+	size_t nbuckets, count;            /* protected by lock */
+	uint64_t next_ino;                 /* protected by lock */
+	void (*release)(struct fs_node *n, void *ctx); /* fixed; called outside lock */
+	void *release_ctx;                 /* fixed */
 };
 
 static uint64_t key_hash(const struct fs_key *k)

@@ -22,17 +22,22 @@
 
 enum fh_kind { FH_BUF, FH_BLOB, FH_MEM, FH_STAGE };
 
+/*
+ * An open file. Several FUSE workers may read through one handle at once:
+ * every field is fixed when open makes it, except those under lock (the
+ * lazily opened parts) and the list links (fs->open_lock).
+ */
 struct fs_fh {
 	enum fh_kind kind;
 	int fd;                    /* FH_BLOB: the backing blob (O_DIRECT in FS_READ_DIRECT) */
-	int fd_buffered;           /* FH_BLOB: a plain fd for reads O_DIRECT cannot do (-1 until needed) */
+	int fd_buffered;           /* FH_BLOB: a plain fd for reads O_DIRECT cannot do (-1 until needed; lock) */
 	char *map;                 /* FH_BLOB, FS_READ_DIRECT: the backing blob mapped, MADV_RANDOM */
 	bool lazy;                 /* FH_BLOB: fd is a lazy layer's partial file; fetch before reading */
 	st_id id;                  /* FH_BLOB: the blob */
 	size_t maplen;
 	const struct fs_snap *snap;/* FH_BUF (manifest.json), FH_MEM */
-	pthread_mutex_t lock;      /* FH_MEM: lazily opened layers */
-	struct fs_fh **layers;     /* FH_MEM: one FH_BLOB handle per layer, NULL until read */
+	pthread_mutex_t lock;      /* FH_MEM's layers, FH_BLOB's fd_buffered: opened on first need */
+	struct fs_fh **layers;     /* FH_MEM: one FH_BLOB handle per layer, NULL until read (lock) */
 	struct fs_stage *stage;    /* FH_STAGE: counted reference */
 	struct fs_sfile *sfile;
 	bool writing;
