@@ -255,6 +255,10 @@ struct fs_dirlist {
 int fs_dirlist_add(struct fs_dirlist *l, const char *name, const struct fs_key *key, mode_t type);
 /* Free l and its entries; accepts NULL. */
 void fs_dirlist_free(struct fs_dirlist *l);
+/* An empty listing into *out. -ENOMEM. */
+int fs_dirlist_new(struct fs_dirlist **out);
+/* The end of filling l: on rc >= 0 it is handed out in *out (0), else freed (rc). */
+int fs_dirlist_done(struct fs_dirlist *l, int rc, struct fs_dirlist **out);
 int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out);
 /* xattrs: value of name for n into buf (size 0: just the length). */
 int fs_ns_getxattr(struct fs *fs, struct fs_node *n, const char *name, char *buf, size_t size);

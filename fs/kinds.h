@@ -101,7 +101,19 @@ static inline const struct fs_kind_ops *fs_kind(enum fs_kind k)
 	return &fs_kinds[k];
 }
 
-/* ---- the operations, by kind (ns.c: the namespace; ops.c: changes) ---- */
+/* ---- what the kinds' files share (ns.c) ---- */
+/* Acquire the node of an import (s), its layers/ or one of its files (f):
+ * counts one lookup and, on a new node, a reference on s. */
+int fs_ns_acquire_stage(struct fs *fs, enum fs_kind kind, struct fs_stage *s, struct fs_sfile *f,
+			struct fs_node **out);
+/* Set all three times of st to ns (clamped at 0). */
+void fs_attr_time(struct stat *st, int64_t ns);
+/* A directory's mode, link count and size. */
+void fs_attr_dir(struct stat *st, mode_t perm, nlink_t nlink);
+
+/* ---- the operations, by room: kinds/top.c (/, snapshots/, blobs/,
+ * memory/), kinds/snapshot.c (a committed snapshot and its removal),
+ * kinds/import.c (an import and imports/) ---- */
 int fs_root_attr(struct fs *fs, struct fs_node *n, struct stat *st);
 int fs_root_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs_node **out);
 int fs_root_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out);
