@@ -38,3 +38,20 @@ void fs_dirlist_free(struct fs_dirlist *l)
 	free(l->v);
 	free(l);
 }
+
+/* An empty listing to fill. */
+int fs_dirlist_new(struct fs_dirlist **out)
+{
+	return (*out = st_sys_calloc(1, sizeof(**out))) ? 0 : -ENOMEM;
+}
+
+/* Hand l out, or free it on failure. */
+int fs_dirlist_done(struct fs_dirlist *l, int rc, struct fs_dirlist **out)
+{
+	if (rc < 0) {
+		fs_dirlist_free(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}

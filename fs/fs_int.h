@@ -38,6 +38,7 @@ enum fs_kind {
 	FS_K_STAGEFILE,   /* a file (or an ignored extra dir) being copied in (key: file serial) */
 	FS_K_IMPORTS,     /* imports/: one status file per unfinished import */
 	FS_K_IMPORTFILE,  /* imports/NAME (key: stage serial) */
+	FS_K_COUNT        /* not a kind: one more than the last (the size of fs_kinds, kinds.h) */
 };
 
 /* What identifies a node: kind, a 16-byte id and, for tagged dirs, the tag. */
@@ -51,21 +52,37 @@ struct fs_stage;
 struct fs_sfile;
 struct fs_rm;
 
+/*
+ * A node the kernel holds. Every FUSE worker thread may use one at once;
+ * the fields say what protects them. "Fixed" fields are written once, in
+ * fs_itable_acquire under the table's lock before the node is published,
+ * and read without a lock after; the node lives until its last forget.
+ */
 struct fs_node {
-	uint64_t ino;      /* FUSE node id: unique for the session, never reused */
-	uint64_t st_ino;   /* the inode number stat shows: stable across mounts */
-	enum fs_kind kind;
-	st_id id;
-	char *name;        /* tag for SNAPDIR/LAYERS, else NULL */
-	uint64_t nlookup;  /* kernel references (lookup/readdirplus/create minus forget) */
-	bool pinned;       /* the fixed top dirs: never freed */
-	struct fs_stage *stage; /* STAGE*: a counted reference */
-	struct fs_sfile *sfile; /* STAGEFILE: owned by stage */
-	struct fs_rm *rm;       /* SNAPDIR: entries `rm -r` has unlinked so far */
-	bool attr_known;   /* BLOB: size/blocks/mtime below are filled */
+	uint64_t ino;      /* fixed: FUSE node id, unique for the session, never reused */
+	uint64_t st_ino;   /* fixed: the inode number stat shows, stable across mounts */
+	enum fs_kind kind; /* fixed */
+	st_id id;          /* fixed */
+	char *name;        /* fixed: tag for SNAPDIR/LAYERS, else NULL */
+	uint64_t nlookup;  /* protected by the itable's lock: kernel references
+	                    * (lookup/readdirplus/create minus forget) */
+	bool pinned;       /* fixed: the fixed top dirs, never freed */
+	struct fs_stage *stage; /* fixed (set by the init under the table lock): STAGE*, IMPORTFILE: a
+	                         * counted reference, dropped when the node is freed */
+	struct fs_sfile *sfile; /* fixed: STAGEFILE: owned by stage (its fields under stage's lock) */
+	/* SNAPDIR: entries `rm -r` has unlinked so far. Set and changed under
+	 * fs->stage_lock (never freed before the node: rm_clear resets it);
+	 * lookups, listings and opendir read its flags without a lock, as hints
+	 * the kernel re-asks for. */
+	struct fs_rm *rm;
+	/* BLOB: the backing blob's stat, filled by the first getattr that
+	 * finds it (attr_known after). Not locked: concurrent getattrs store
+	 * the same values of one immutable blob (a lazy layer, never known,
+	 * is re-read each time and its block count follows its fetches). */
+	bool attr_known;
 	uint64_t size, blocks;
 	int64_t mtime_ns;
-	struct fs_node *next_ino, *next_key; /* hash chains */
+	struct fs_node *next_ino, *next_key; /* protected by the itable's lock: hash chains */
 };
 
 /* ---- inode.c: the node table (pure logic, unit tested) ---- */
@@ -118,6 +135,7 @@ int fs_mem_seek(const struct st_manifest *m, uint64_t off, bool data, uint64_t *
 uint64_t fs_mem_data_pages(const struct st_manifest *m);
 
 /* ---- view.c: cached tags and manifests, refreshed by generation ---- */
+/* A parsed manifest: immutable once in fs->snaps (next: under view_lock). */
 struct fs_snap {
 	st_id id;
 	char *raw;      /* canonical manifest + "\n" */
@@ -130,54 +148,59 @@ struct fs_tag {
 	char *name;
 	st_id id;
 };
+/* A tag set: immutable once published in fs->tags but for refs. */
 struct fs_tags {
-	unsigned refs;
+	unsigned refs;  /* protected by fs->view_lock (fs_tags_get/put) */
 	uint64_t gen;
 	size_t n;
 	struct fs_tag *v; /* sorted by name */
 };
 
-/* ---- the daemon's state ---- */
+/*
+ * The daemon's state, shared by every FUSE worker and the poller thread.
+ * The fields up to view_lock are fixed before the session starts (read
+ * without a lock); the others say what protects them.
+ */
 struct fs {
 	const struct fs_config *cfg;
-	struct st_store *store;
-	struct ix *ix;
-	struct ix_lazy *lazy;  /* chunks of lazy layers, fetched on read */
-	struct fs_itable *itable;
+	struct st_store *store;  /* used by every thread at once, as store.h allows */
+	struct ix *ix;           /* used by every thread at once, as index.h allows */
+	struct ix_lazy *lazy;  /* chunks of lazy layers, fetched on read (as lazy.h allows) */
+	struct fs_itable *itable; /* its own lock (inode.c) */
 	enum fs_read_mode read_mode;
 	int64_t start_ns;     /* mount time: times of the fixed dirs */
 	double entry_timeout; /* immutable content */
 	/* view */
 	pthread_mutex_t view_lock;
-	struct fs_tags *tags;
-	struct fs_snap **snaps; /* hash table of parsed manifests (immutable) */
-	size_t nsnapbuckets;
-	uint64_t listed_gen[2]; /* tags generation last listed in snapshots/, memory/ */
-	size_t listed_n[2];
+	struct fs_tags *tags;   /* protected by view_lock (swapped whole; readers take a counted reference) */
+	struct fs_snap **snaps; /* protected by view_lock: hash table of parsed manifests (immutable) */
+	size_t nsnapbuckets;    /* fixed */
+	uint64_t listed_gen[2]; /* protected by view_lock: tags generation last listed in snapshots/, memory/ */
+	size_t listed_n[2];     /* protected by view_lock */
 	/* Every tag the kernel was given a positive entry for under snapshots/
 	 * or memory/ (it may cache it for a day), with the snapshot it named;
 	 * checked against the index whenever its generation moves (view_lock). */
-	struct fs_tag *handed;
-	size_t nhanded, caphanded;
+	struct fs_tag *handed;     /* protected by view_lock */
+	size_t nhanded, caphanded; /* protected by view_lock */
 	/* imports; lock order: stage_lock, then a stage's own lock, then view_lock */
 	pthread_mutex_t stage_lock;
-	struct fs_stage *stages;
-	uint64_t next_serial;
+	struct fs_stage *stages; /* protected by stage_lock: the imports not dead */
+	uint64_t next_serial;    /* atomic (no lock): serials of imports and their files */
 	/* The stage budget (docs/fs.md, "Memory"): bytes imports hold in the
 	 * daemon's memory, charged before each allocation (atomic, no lock),
 	 * and the most they may hold (cfg->stage_memory, else the default). */
-	uint64_t stage_mem;
-	uint64_t stage_mem_max;
+	uint64_t stage_mem;      /* atomic (no lock) */
+	uint64_t stage_mem_max;  /* fixed */
 	/* Snapshots whose tag a file unlink removed and whose directory an
 	 * `rm -r` is still taking apart (stage_lock): name -> id, last use. */
-	struct fs_removing *removing;
-	size_t nremoving, capremoving;
-	void *session; /* struct fuse_session *, for invalidation (ops.c/session.c only) */
+	struct fs_removing *removing; /* protected by stage_lock */
+	size_t nremoving, capremoving; /* protected by stage_lock */
+	void *session; /* fixed: struct fuse_session *, for invalidation (ops.c/session.c only) */
 	/* Every file handle the kernel holds (opened, not yet released), so
 	 * that the ones a session ends with (a lazy unmount, a killed reader:
 	 * the kernel sends no release then) are freed too (open_lock). */
 	pthread_mutex_t open_lock;
-	struct fs_fh *open;
+	struct fs_fh *open; /* protected by open_lock */
 };
 
 void fs_log(struct fs *fs, int prio, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -232,6 +255,10 @@ struct fs_dirlist {
 int fs_dirlist_add(struct fs_dirlist *l, const char *name, const struct fs_key *key, mode_t type);
 /* Free l and its entries; accepts NULL. */
 void fs_dirlist_free(struct fs_dirlist *l);
+/* An empty listing into *out. -ENOMEM. */
+int fs_dirlist_new(struct fs_dirlist **out);
+/* The end of filling l: on rc >= 0 it is handed out in *out (0), else freed (rc). */
+int fs_dirlist_done(struct fs_dirlist *l, int rc, struct fs_dirlist **out);
 int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out);
 /* xattrs: value of name for n into buf (size 0: just the length). */
 int fs_ns_getxattr(struct fs *fs, struct fs_node *n, const char *name, char *buf, size_t size);
@@ -245,8 +272,10 @@ struct fs_removing {
 };
 /* The snapshot dir name whose tag an unlink removed (still answering for
  * `rm -r` for 2 s after its last unlink or rmdir: renew); false if none.
- * Takes stage_lock. */
+ * Takes stage_lock. (ns.c) */
 bool fs_ns_removing_find(struct fs *fs, const char *name, st_id *id, bool renew);
+/* What an `rm -r` took from a committed snapshot's directory: written
+ * under fs->stage_lock (read as hints without it, see struct fs_node). */
 struct fs_rm {
 	bool tag_removed;   /* the first unlink removed the tag */
 	bool manifest;      /* manifest.json unlinked */

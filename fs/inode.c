@@ -4,18 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/fs_int.h"
+#include "fs/kinds.h"
 #include "store/sys.h"
 
 #define ITABLE_MIN_BUCKETS 1024
 
 struct fs_itable {
 	pthread_mutex_t lock;
-	struct fs_node **by_ino, **by_key;
-	size_t nbuckets, count;
-	uint64_t next_ino;
-	void (*release)(struct fs_node *n, void *ctx);
-	void *release_ctx;
+	struct fs_node **by_ino, **by_key; /* protected by lock (and every node's chains and nlookup) */
+	size_t nbuckets, count;            /* protected by lock */
+	uint64_t next_ino;                 /* protected by lock */
+	void (*release)(struct fs_node *n, void *ctx); /* fixed; called outside lock */
+	void *release_ctx;                 /* fixed */
 };
 
 static uint64_t key_hash(const struct fs_key *k)
@@ -44,14 +44,10 @@ void fs_key_serial(struct fs_key *k, enum fs_kind kind, uint64_t serial)
 
 uint64_t fs_ino_stable(const struct fs_key *key)
 {
-	switch (key->kind) {
-	case FS_K_ROOT: return FS_INO_ROOT;
-	case FS_K_SNAPSHOTS: return FS_INO_SNAPSHOTS;
-	case FS_K_BLOBS: return FS_INO_BLOBS;
-	case FS_K_MEMORY: return FS_INO_MEMORY;
-	case FS_K_IMPORTS: return FS_INO_IMPORTS;
-	default: break;
-	}
+	uint64_t fixed = fs_kind(key->kind)->fixed_ino;
+
+	if (fixed)
+		return fixed;
 	uint64_t v = key_hash(key) & ((1ull << 63) - 1);
 	return v < FS_INO_FIRST_DYNAMIC ? v + FS_INO_FIRST_DYNAMIC : v;
 }
@@ -189,14 +185,11 @@ int fs_itable_acquire(struct fs_itable *t, const struct fs_key *key,
 	n->kind = key->kind;
 	n->id = key->id;
 	n->st_ino = fs_ino_stable(key);
-	switch (key->kind) {
-	case FS_K_ROOT: n->ino = FS_INO_ROOT; n->pinned = true; break;
-	case FS_K_SNAPSHOTS: n->ino = FS_INO_SNAPSHOTS; n->pinned = true; break;
-	case FS_K_BLOBS: n->ino = FS_INO_BLOBS; n->pinned = true; break;
-	case FS_K_MEMORY: n->ino = FS_INO_MEMORY; n->pinned = true; break;
-	case FS_K_IMPORTS: n->ino = FS_INO_IMPORTS; n->pinned = true; break;
-	default: n->ino = t->next_ino++; break;
-	}
+	/* the top dirs have fixed numbers and are never freed */
+	n->ino = fs_kind(key->kind)->fixed_ino;
+	n->pinned = n->ino != 0;
+	if (!n->pinned)
+		n->ino = t->next_ino++;
 	n->nlookup = 1;
 	if (init)
 		init(n, ctx);

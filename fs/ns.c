@@ -1,4 +1,4 @@
-/* ns.c: the namespace: what each directory holds, node attributes, listings and xattrs. */
+/* ns.c: the namespace: each request on a node through its kind's row (kinds.c), the attributes every node shares, xattrs. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -6,11 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs/fs_int.h"
+#include "fs/kinds.h"
 #include "index/lazy.h"
 #include "store/mountabi.h"
 #include "store/sys.h"
-
 
 struct stage_init {
 	struct fs_stage *stage;
@@ -30,7 +29,7 @@ int fs_ns_acquire(struct fs *fs, const struct fs_key *key, struct fs_node **out)
 	return fs_itable_acquire(fs->itable, key, NULL, NULL, out);
 }
 
-static int acquire_stage(struct fs *fs, enum fs_kind kind, struct fs_stage *s, struct fs_sfile *f,
+int fs_ns_acquire_stage(struct fs *fs, enum fs_kind kind, struct fs_stage *s, struct fs_sfile *f,
 			 struct fs_node **out)
 {
 	struct fs_key k;
@@ -40,218 +39,31 @@ static int acquire_stage(struct fs *fs, enum fs_kind kind, struct fs_stage *s, s
 	return fs_itable_acquire(fs->itable, &k, init_stage_node, &si, out);
 }
 
-/* Is layer id named by manifest m (and not unlinked by an `rm -r` in progress)? */
-static int layer_index(const struct st_manifest *m, const st_id *id)
-{
-	for (uint32_t i = 0; i < m->nlayers; i++)
-		if (st_id_equal(&m->layers[i].id, id))
-			return (int)i;
-	return -1;
-}
-
-/* How long a removed snapshot's directory keeps answering for the `rm -r`
- * taking it apart, after its last use. */
-#define REMOVING_LINGER_NS (2ll * 1000000000ll)
-
-bool fs_ns_removing_find(struct fs *fs, const char *name, st_id *id, bool renew)
-{
-	int64_t now = fs_now_ns();
-	bool found = false;
-
-	pthread_mutex_lock(&fs->stage_lock);
-	for (size_t i = 0; i < fs->nremoving;) {
-		struct fs_removing *r = &fs->removing[i];
-		if (now - r->last_ns > REMOVING_LINGER_NS) {
-			free(r->name);
-			*r = fs->removing[--fs->nremoving];
-			continue;
-		}
-		if (strcmp(r->name, name) == 0) {
-			*id = r->id;
-			if (renew)
-				r->last_ns = now;
-			found = true;
-		}
-		i++;
-	}
-	pthread_mutex_unlock(&fs->stage_lock);
-	return found;
-}
-
 bool fs_ns_stage_place(const struct fs_node *n, bool *in_layers, struct fs_sfile **dir)
 {
-	switch (n->kind) {
-	case FS_K_STAGEDIR:
-	case FS_K_STAGELAYERS:
-		*in_layers = n->kind == FS_K_STAGELAYERS;
-		*dir = NULL;
-		return true;
-	case FS_K_STAGEFILE:
-		if (!fs_sfile_is_dir(n->sfile))
-			return false;
-		*in_layers = fs_sfile_in_layers(n->sfile);
-		*dir = n->sfile;
-		return true;
-	default:
-		return false;
-	}
+	const struct fs_kind_ops *k = fs_kind(n->kind);
+
+	return k->place && k->place(n, in_layers, dir);
 }
 
 int fs_ns_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs_node **out)
 {
-	struct fs_key k = { 0 };
-	const struct fs_snap *snap;
+	const struct fs_kind_ops *k = fs_kind(dir->kind);
 	int rc = fs_name_check(name);
 
 	if (rc < 0)
 		return rc;
-	switch (dir->kind) {
-	case FS_K_ROOT:
-		if (strcmp(name, "snapshots") == 0)
-			k.kind = FS_K_SNAPSHOTS;
-		else if (strcmp(name, "blobs") == 0)
-			k.kind = FS_K_BLOBS;
-		else if (strcmp(name, "memory") == 0)
-			k.kind = FS_K_MEMORY;
-		else if (strcmp(name, "imports") == 0)
-			k.kind = FS_K_IMPORTS;
-		else
-			return -ENOENT;
-		return fs_ns_acquire(fs, &k, out);
-	case FS_K_IMPORTS: {
-		struct fs_stage *s = fs_stage_find_any(fs, name);
-		if (!s)
-			return -ENOENT;
-		rc = acquire_stage(fs, FS_K_IMPORTFILE, s, NULL, out);
-		fs_stage_unref(fs, s);
-		return rc;
-	}
-	case FS_K_SNAPSHOTS:
-	case FS_K_MEMORY: {
-		if (dir->kind == FS_K_SNAPSHOTS) {
-			struct fs_stage *s = fs_stage_find(fs, name);
-			if (s) {
-				rc = acquire_stage(fs, FS_K_STAGEDIR, s, NULL, out);
-				fs_stage_unref(fs, s);
-				return rc;
-			}
-		}
-		struct fs_tags *t = fs_tags_get(fs);
-		const struct fs_tag *tag = fs_tags_find(t, name);
-		if (tag) {
-			k.kind = dir->kind == FS_K_SNAPSHOTS ? FS_K_SNAPDIR : FS_K_MEMFILE;
-			k.id = tag->id;
-			k.name = dir->kind == FS_K_SNAPSHOTS ? tag->name : NULL;
-			rc = fs_ns_acquire(fs, &k, out);
-			if (rc >= 0)
-				fs_view_handed(fs, tag->name, &tag->id);
-		} else if (dir->kind == FS_K_SNAPSHOTS && fs_ns_removing_find(fs, name, &k.id, false)) {
-			k.kind = FS_K_SNAPDIR;
-			k.name = name;
-			rc = fs_ns_acquire(fs, &k, out);
-		} else {
-			rc = -ENOENT;
-		}
-		fs_tags_put(fs, t);
-		return rc;
-	}
-	case FS_K_SNAPDIR:
-		if (strcmp(name, "manifest.json") == 0 && !(dir->rm && dir->rm->manifest)) {
-			k.kind = FS_K_MANIFEST;
-			k.id = dir->id;
-			return fs_ns_acquire(fs, &k, out);
-		}
-		if (strcmp(name, "layers") == 0 && !(dir->rm && dir->rm->layers_dir)) {
-			k.kind = FS_K_LAYERS;
-			k.id = dir->id;
-			k.name = dir->name;
-			return fs_ns_acquire(fs, &k, out);
-		}
-		return -ENOENT;
-	case FS_K_LAYERS: {
-		st_id id;
-		if (st_id_parse(name, &id) < 0)
-			return -ENOENT;
-		if ((rc = fs_snap_get(fs, &dir->id, &snap)) < 0)
-			return rc;
-		int li = layer_index(snap->m, &id);
-		if (li < 0)
-			return -ENOENT;
-		/* the snapdir node carries the rm -r state; find it by key */
-		struct fs_key dk = { FS_K_SNAPDIR, dir->id, dir->name };
-		struct fs_node *dn;
-		if (fs_ns_acquire(fs, &dk, &dn) == 0) {
-			bool hidden = dn->rm && dn->rm->layer && dn->rm->layer[li];
-			fs_itable_forget(fs->itable, dn->ino, 1);
-			if (hidden)
-				return -ENOENT;
-		}
-		k.kind = FS_K_BLOB;
-		k.id = id;
-		return fs_ns_acquire(fs, &k, out);
-	}
-	case FS_K_BLOBS: {
-		st_id id;
-		struct ix_lazy_info li;
-		/* A lazy layer is reachable by name (not listed): what a
-		 * restore from the store maps (docs/lazy.md). */
-		if (st_id_parse(name, &id) < 0 ||
-		    (!st_blob_has(fs->store, &id) && ix_lazy_layer_info(fs->lazy, &id, &li) != 1))
-			return -ENOENT;
-		k.kind = FS_K_BLOB;
-		k.id = id;
-		return fs_ns_acquire(fs, &k, out);
-	}
-	case FS_K_STAGEDIR:
-	case FS_K_STAGELAYERS:
-	case FS_K_STAGEFILE: {
-		bool in_layers;
-		struct fs_sfile *sdir;
-		if (!fs_ns_stage_place(dir, &in_layers, &sdir))
-			return -ENOTDIR;
-		if (dir->kind == FS_K_STAGEDIR && strcmp(name, "layers") == 0) {
-			if (!fs_stage_has_layers(dir->stage))
-				return -ENOENT;
-			return acquire_stage(fs, FS_K_STAGELAYERS, dir->stage, NULL, out);
-		}
-		struct fs_sfile *f = fs_stage_file_find(dir->stage, in_layers, sdir, name);
-		if (!f)
-			return -ENOENT;
-		return acquire_stage(fs, FS_K_STAGEFILE, dir->stage, f, out);
-	}
-	default:
-		return -ENOTDIR;
-	}
+	return k->lookup ? k->lookup(fs, dir, name, out) : -ENOTDIR;
 }
 
 double fs_node_timeout(struct fs *fs, const struct fs_node *n)
 {
-	switch (n->kind) {
-	case FS_K_STAGEDIR:
-	case FS_K_STAGELAYERS:
-	case FS_K_STAGEFILE:
-	case FS_K_IMPORTS:
-	case FS_K_IMPORTFILE:
-		return 0;
-	case FS_K_SNAPDIR: {
-		/* Cached for a day only while its tag names it: a snapshot an
-		 * unlink removed is seen by the rm -r taking it apart alone. */
-		struct fs_tags *t = fs_tags_get(fs);
-		const struct fs_tag *tag = n->name ? fs_tags_find(t, n->name) : NULL;
-		bool current = tag && st_id_equal(&tag->id, &n->id);
-		fs_tags_put(fs, t);
-		return current ? fs->entry_timeout : 0;
-	}
-	case FS_K_SNAPSHOTS:
-	case FS_K_MEMORY:
-	case FS_K_BLOBS:
-		return 1.0; /* link counts and times follow the tag set */
-	default:
-		return fs->entry_timeout;
-	}
+	const struct fs_kind_ops *k = fs_kind(n->kind);
+
+	return k->timeout ? k->timeout(fs, n) : fs->entry_timeout;
 }
 
-static void set_time(struct stat *st, int64_t ns)
+void fs_attr_time(struct stat *st, int64_t ns)
 {
 	if (ns < 0)
 		ns = 0;
@@ -261,7 +73,7 @@ static void set_time(struct stat *st, int64_t ns)
 	st->st_ctim = st->st_mtim;
 }
 
-static void dir_attr(struct stat *st, mode_t perm, nlink_t nlink)
+void fs_attr_dir(struct stat *st, mode_t perm, nlink_t nlink)
 {
 	st->st_mode = S_IFDIR | perm;
 	st->st_nlink = nlink;
@@ -269,233 +81,24 @@ static void dir_attr(struct stat *st, mode_t perm, nlink_t nlink)
 	st->st_blocks = 8;
 }
 
-static int blob_attr(struct fs *fs, struct fs_node *n)
-{
-	char path[4096];
-	struct stat bs;
-	int rc;
-
-	if (n->attr_known)
-		return 0;
-	rc = st_blob_path(fs->store, &n->id, path, sizeof(path));
-	if (rc < 0)
-		return rc;
-	if ((rc = st_sys_fstatat(AT_FDCWD, path, &bs, 0)) < 0) {
-		struct ix_lazy_info li;
-		if (rc != -ENOENT || ix_lazy_layer_info(fs->lazy, &n->id, &li) != 1)
-			return rc;
-		/* A lazy layer: its full size, the chunks it holds so far. */
-		n->size = li.size;
-		n->blocks = li.present * li.chunk_size / 512;
-		n->mtime_ns = fs->start_ns;
-		return 0;
-	}
-	n->size = (uint64_t)bs.st_size;
-	n->blocks = (uint64_t)bs.st_blocks;
-	n->mtime_ns = (int64_t)bs.st_mtim.tv_sec * 1000000000ll + bs.st_mtim.tv_nsec;
-	n->attr_known = true;
-	return 0;
-}
-
 int fs_ns_attr(struct fs *fs, struct fs_node *n, struct stat *st)
 {
-	const struct fs_snap *snap;
-	int rc;
+	const struct fs_kind_ops *k = fs_kind(n->kind);
 
 	memset(st, 0, sizeof(*st));
 	st->st_ino = n->st_ino;
 	st->st_uid = getuid();
 	st->st_gid = getgid();
 	st->st_blksize = FS_MAX_REQUEST; /* cp and friends size their buffers by it */
-	set_time(st, fs->start_ns);
-	switch (n->kind) {
-	case FS_K_ROOT:
-		dir_attr(st, 0555, 6);
-		return 0;
-	case FS_K_IMPORTS:
-		dir_attr(st, 0555, 2);
-		return 0;
-	case FS_K_IMPORTFILE: {
-		char *text;
-		size_t len;
-		if ((rc = fs_stage_status(fs, n->stage, &text, &len)) < 0)
-			return rc;
-		free(text);
-		st->st_mode = S_IFREG | 0444;
-		st->st_nlink = 1;
-		st->st_size = (off_t)len;
-		st->st_blocks = (blkcnt_t)((len + 511) / 512);
-		set_time(st, fs_now_ns());
-		return 0;
-	}
-	case FS_K_SNAPSHOTS: {
-		struct fs_tags *t = fs_tags_get(fs);
-		dir_attr(st, 0755, 2 + t->n);
-		fs_tags_put(fs, t);
-		return 0;
-	}
-	case FS_K_BLOBS:
-	case FS_K_MEMORY:
-		dir_attr(st, 0555, 2);
-		return 0;
-	case FS_K_SNAPDIR:
-	case FS_K_LAYERS:
-	case FS_K_MANIFEST:
-	case FS_K_MEMFILE:
-		if ((rc = fs_snap_get(fs, &n->id, &snap)) < 0)
-			return rc;
-		set_time(st, snap->m->created);
-		if (n->kind == FS_K_SNAPDIR) {
-			dir_attr(st, 0555, 3);
-		} else if (n->kind == FS_K_LAYERS) {
-			dir_attr(st, 0555, 2);
-		} else if (n->kind == FS_K_MANIFEST) {
-			st->st_mode = S_IFREG | 0444;
-			st->st_nlink = 1;
-			st->st_size = (off_t)snap->rawlen;
-			st->st_blocks = (blkcnt_t)((snap->rawlen + 511) / 512);
-		} else {
-			st->st_mode = S_IFREG | 0444;
-			st->st_nlink = 1;
-			st->st_size = (off_t)snap->m->mem_size;
-			st->st_blocks = (blkcnt_t)(snap->data_pages * (ST_PAGE_SIZE / 512));
-		}
-		return 0;
-	case FS_K_BLOB:
-		if ((rc = blob_attr(fs, n)) < 0)
-			return rc;
-		set_time(st, n->mtime_ns);
-		st->st_mode = S_IFREG | 0444;
-		/* One inode under blobs/ and under every snapshot using it, but a
-		 * link count of 1: above 1, tar and cp -a would record the later
-		 * paths as hard links, which no import can take (docs/fs.md). */
-		st->st_nlink = 1;
-		st->st_size = (off_t)n->size;
-		st->st_blocks = (blkcnt_t)n->blocks;
-		return 0;
-	case FS_K_STAGEDIR:
-	case FS_K_STAGELAYERS:
-	case FS_K_STAGEFILE:
-		fs_stage_attr(n->stage, n->sfile, n->kind == FS_K_STAGELAYERS, st);
-		st->st_ino = n->st_ino;
-		st->st_uid = getuid();
-		st->st_gid = getgid();
-		return 0;
-	}
-	return -EIO;
-}
-
-static int list_blob(const st_id *id, uint64_t size, int64_t mtime_ns, void *ctx)
-{
-	struct fs_dirlist *l = ctx;
-	char hex[ST_ID_HEX_LEN + 1];
-	struct fs_key k = { .kind = FS_K_BLOB, .id = *id };
-
-	st_id_format(id, hex);
-	return fs_dirlist_add(l, hex, &k, S_IFREG);
+	fs_attr_time(st, fs->start_ns);
+	return k->attr ? k->attr(fs, n, st) : -EIO;
 }
 
 int fs_ns_list(struct fs *fs, struct fs_node *dir, struct fs_dirlist **out)
 {
-	struct fs_dirlist *l = st_sys_calloc(1, sizeof(*l));
-	const struct fs_snap *snap;
-	int rc = 0;
+	const struct fs_kind_ops *k = fs_kind(dir->kind);
 
-	if (!l)
-		return -ENOMEM;
-	switch (dir->kind) {
-	case FS_K_ROOT: {
-		struct fs_key k = { 0 };
-		k.kind = FS_K_SNAPSHOTS;
-		rc = fs_dirlist_add(l, "snapshots", &k, S_IFDIR);
-		k.kind = FS_K_BLOBS;
-		if (rc >= 0)
-			rc = fs_dirlist_add(l, "blobs", &k, S_IFDIR);
-		k.kind = FS_K_MEMORY;
-		if (rc >= 0)
-			rc = fs_dirlist_add(l, "memory", &k, S_IFDIR);
-		k.kind = FS_K_IMPORTS;
-		if (rc >= 0)
-			rc = fs_dirlist_add(l, "imports", &k, S_IFDIR);
-		break;
-	}
-	case FS_K_SNAPSHOTS:
-	case FS_K_MEMORY: {
-		/* Only committed snapshots: an import in progress is never listed. */
-		struct fs_tags *t = fs_tags_get(fs);
-		for (size_t i = 0; i < t->n && rc >= 0; i++) {
-			struct fs_key k = { .id = t->v[i].id };
-			if (dir->kind == FS_K_SNAPSHOTS) {
-				k.kind = FS_K_SNAPDIR;
-				k.name = t->v[i].name;
-				rc = fs_dirlist_add(l, t->v[i].name, &k, S_IFDIR);
-			} else {
-				k.kind = FS_K_MEMFILE;
-				rc = fs_dirlist_add(l, t->v[i].name, &k, S_IFREG);
-			}
-		}
-		fs_tags_put(fs, t);
-		break;
-	}
-	case FS_K_SNAPDIR: {
-		/* layers/ before manifest.json: a cp -r out of a mount into
-		 * another mount then sends the manifest last, so its close()
-		 * commits the snapshot and reports any problem to cp. */
-		struct fs_key k = { .kind = FS_K_LAYERS, .id = dir->id, .name = dir->name };
-		if (!(dir->rm && dir->rm->layers_dir))
-			rc = fs_dirlist_add(l, "layers", &k, S_IFDIR);
-		k.kind = FS_K_MANIFEST;
-		k.name = NULL;
-		if (rc >= 0 && !(dir->rm && dir->rm->manifest))
-			rc = fs_dirlist_add(l, "manifest.json", &k, S_IFREG);
-		break;
-	}
-	case FS_K_LAYERS: {
-		if ((rc = fs_snap_get(fs, &dir->id, &snap)) < 0)
-			break;
-		struct fs_key dk = { FS_K_SNAPDIR, dir->id, dir->name };
-		struct fs_node *dn = NULL;
-		if (fs_ns_acquire(fs, &dk, &dn) < 0)
-			dn = NULL;
-		for (uint32_t i = 0; i < snap->m->nlayers && rc >= 0; i++) {
-			char hex[ST_ID_HEX_LEN + 1];
-			struct fs_key k = { .kind = FS_K_BLOB, .id = snap->m->layers[i].id };
-			if (dn && dn->rm && dn->rm->layer && dn->rm->layer[i])
-				continue;
-			st_id_format(&k.id, hex);
-			rc = fs_dirlist_add(l, hex, &k, S_IFREG);
-		}
-		if (dn)
-			fs_itable_forget(fs->itable, dn->ino, 1);
-		break;
-	}
-	case FS_K_BLOBS: {
-		rc = st_blob_foreach(fs->store, list_blob, l);
-		break;
-	}
-	case FS_K_IMPORTS:
-		fs_dirlist_free(l);
-		return fs_stage_list_imports(fs, out);
-	case FS_K_STAGEDIR:
-	case FS_K_STAGELAYERS:
-	case FS_K_STAGEFILE: {
-		bool in_layers;
-		struct fs_sfile *sdir;
-		fs_dirlist_free(l);
-		if (!fs_ns_stage_place(dir, &in_layers, &sdir))
-			return -ENOTDIR;
-		return fs_stage_list(dir->stage, in_layers, sdir, out);
-	}
-	default:
-		rc = -ENOTDIR;
-		break;
-	}
-	if (rc < 0) {
-		fs_dirlist_free(l);
-		return rc;
-	}
-	*out = l;
-	return 0;
+	return k->list ? k->list(fs, dir, out) : -ENOTDIR;
 }
 
 static int put_value(const char *v, size_t len, char *buf, size_t size)
@@ -511,24 +114,9 @@ static int put_value(const char *v, size_t len, char *buf, size_t size)
 /* The id a node carries in user.strata.id, if any. */
 static bool node_id(struct fs_node *n, st_id *id)
 {
-	const char *buf;
-	size_t len;
+	const struct fs_kind_ops *k = fs_kind(n->kind);
 
-	switch (n->kind) {
-	case FS_K_SNAPDIR:
-	case FS_K_LAYERS:
-	case FS_K_MANIFEST:
-	case FS_K_MEMFILE:
-	case FS_K_BLOB:
-		*id = n->id;
-		return true;
-	case FS_K_STAGEFILE:
-		return fs_sfile_blob(n->stage, n->sfile, id, &buf, &len) == 0 && !buf;
-	case FS_K_STAGEDIR:
-		return fs_stage_committed_id(n->stage, id);
-	default:
-		return false;
-	}
+	return k->id && k->id(n, id);
 }
 
 /*

@@ -13,8 +13,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "store/array.h"
-#include "fs/fs_int.h"
+#include "fs/kinds.h"
 #include "index/lazy.h"
 #include "fs/ops.h"
 #include "store/mountabi.h"
@@ -22,17 +21,22 @@
 
 enum fh_kind { FH_BUF, FH_BLOB, FH_MEM, FH_STAGE };
 
+/*
+ * An open file. Several FUSE workers may read through one handle at once:
+ * every field is fixed when open makes it, except those under lock (the
+ * lazily opened parts) and the list links (fs->open_lock).
+ */
 struct fs_fh {
 	enum fh_kind kind;
 	int fd;                    /* FH_BLOB: the backing blob (O_DIRECT in FS_READ_DIRECT) */
-	int fd_buffered;           /* FH_BLOB: a plain fd for reads O_DIRECT cannot do (-1 until needed) */
+	int fd_buffered;           /* FH_BLOB: a plain fd for reads O_DIRECT cannot do (-1 until needed; lock) */
 	char *map;                 /* FH_BLOB, FS_READ_DIRECT: the backing blob mapped, MADV_RANDOM */
 	bool lazy;                 /* FH_BLOB: fd is a lazy layer's partial file; fetch before reading */
 	st_id id;                  /* FH_BLOB: the blob */
 	size_t maplen;
 	const struct fs_snap *snap;/* FH_BUF (manifest.json), FH_MEM */
-	pthread_mutex_t lock;      /* FH_MEM: lazily opened layers */
-	struct fs_fh **layers;     /* FH_MEM: one FH_BLOB handle per layer, NULL until read */
+	pthread_mutex_t lock;      /* FH_MEM's layers, FH_BLOB's fd_buffered: opened on first need */
+	struct fs_fh **layers;     /* FH_MEM: one FH_BLOB handle per layer, NULL until read (lock) */
 	struct fs_stage *stage;    /* FH_STAGE: counted reference */
 	struct fs_sfile *sfile;
 	bool writing;
@@ -123,12 +127,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	rc = fs_ns_lookup(fs, dir, name, &n);
-	if (rc == -ENOENT && (dir->kind == FS_K_SNAPSHOTS || dir->kind == FS_K_MEMORY) && sync_tags(fs))
+	if (rc == -ENOENT && (fs_kind(dir->kind)->flags & FS_KF_TAGGED) && sync_tags(fs))
 		rc = fs_ns_lookup(fs, dir, name, &n);
 	if (rc == -ENOENT) {
 		/* a negative entry: cached briefly only where names never appear */
 		struct fuse_entry_param e = { 0 };
-		e.entry_timeout = (dir->kind == FS_K_LAYERS || dir->kind == FS_K_SNAPDIR) ? fs->entry_timeout : 0;
+		e.entry_timeout = (fs_kind(dir->kind)->flags & FS_KF_NEG_CACHE) ? fs->entry_timeout : 0;
 		fuse_reply_entry(req, &e);
 		return;
 	}
@@ -173,41 +177,24 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static bool is_stage(const struct fs_node *n)
 {
-	return n->kind == FS_K_STAGEDIR || n->kind == FS_K_STAGELAYERS || n->kind == FS_K_STAGEFILE;
+	return fs_kind(n->kind)->flags & FS_KF_STAGE;
 }
 
 /* A node of a committed snapshot's directory (a layer is a blob node). */
 static bool in_snapshot(const struct fs_node *n)
 {
-	return n->kind == FS_K_SNAPDIR || n->kind == FS_K_LAYERS || n->kind == FS_K_MANIFEST || n->kind == FS_K_BLOB;
-}
-
-static const char *kind_name(enum fs_kind k)
-{
-	switch (k) {
-	case FS_K_ROOT: return "/";
-	case FS_K_SNAPSHOTS: return "snapshots/";
-	case FS_K_BLOBS: return "blobs/";
-	case FS_K_MEMORY: return "memory/";
-	case FS_K_SNAPDIR: return "a committed snapshot";
-	case FS_K_LAYERS: return "a committed snapshot's layers/";
-	case FS_K_MANIFEST: return "a committed manifest.json";
-	case FS_K_BLOB: return "a blob";
-	case FS_K_MEMFILE: return "a memory file";
-	case FS_K_IMPORTS: return "imports/";
-	case FS_K_IMPORTFILE: return "an import's status file";
-	default: return "an import";
-	}
+	return fs_kind(n->kind)->flags & FS_KF_SNAPSHOT;
 }
 
 /* What a write gets where nothing may be written, with the log line saying so. */
 static int refuse(struct fs *fs, const struct fs_node *n, const char *op, const char *name)
 {
-	int rc = n->kind == FS_K_ROOT || n->kind == FS_K_SNAPSHOTS || n->kind == FS_K_IMPORTS ? -EPERM : -EROFS;
+	const struct fs_kind_ops *k = fs_kind(n->kind);
+	int rc = k->refuse == -EPERM ? -EPERM : -EROFS;
 
 	fs_log(fs, FS_LOG_WARNING, "%s%s%s in %s: refused (%s): snapshots are immutable; "
 	       "import by copying a snapshot directory into snapshots/", op, name ? " " : "",
-	       name ? name : "", kind_name(n->kind), rc == -EPERM ? "EPERM" : "EROFS");
+	       name ? name : "", k->name ? k->name : "a node", rc == -EPERM ? "EPERM" : "EROFS");
 	return rc;
 }
 
@@ -248,7 +235,6 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	struct fs *fs = req_fs(req);
 	struct fs_node *dir = node_of(fs, parent), *n;
-	struct fs_stage *s;
 	int rc;
 
 	if (!dir) {
@@ -260,199 +246,14 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		reply_err(req, rc);
 		return;
 	}
-	switch (dir->kind) {
-	case FS_K_SNAPSHOTS:
-		rc = fs_stage_mkdir(fs, name, &s);
-		if (rc < 0)
-			break;
-		rc = fs_ns_lookup(fs, dir, name, &n);
-		fs_stage_unref(fs, s);
-		if (rc >= 0) {
-			reply_node(req, fs, n);
-			return;
-		}
-		break;
-	case FS_K_STAGEDIR:
-	case FS_K_STAGELAYERS:
-	case FS_K_STAGEFILE: {
-		bool in_layers;
-		struct fs_sfile *sdir, *f;
-		if (!fs_ns_stage_place(dir, &in_layers, &sdir)) {
-			rc = -ENOTDIR;
-			break;
-		}
-		if (dir->kind == FS_K_STAGEDIR && strcmp(name, "layers") == 0)
-			rc = fs_stage_mkdir_layers(fs, dir->stage);
-		else
-			rc = fs_stage_mkdir_extra(fs, dir->stage, in_layers, sdir, name, &f);
-		if (rc >= 0 && (rc = fs_ns_lookup(fs, dir, name, &n)) >= 0) {
-			reply_node(req, fs, n);
-			return;
-		}
-		break;
-	}
-	default:
+	const struct fs_kind_ops *k = fs_kind(dir->kind);
+	if (!k->mkdir)
 		rc = refuse(fs, dir, "mkdir", name);
-		break;
+	else if ((rc = k->mkdir(fs, dir, name, &n)) >= 0) {
+		reply_node(req, fs, n);
+		return;
 	}
 	reply_err(req, rc);
-}
-
-/* The snapshot dir node of a tag (for the `rm -r` bookkeeping); counted. */
-static int snapdir_node(struct fs *fs, const st_id *id, const char *tag, struct fs_node **out)
-{
-	struct fs_key k = { FS_K_SNAPDIR, *id, tag };
-
-	return fs_ns_acquire(fs, &k, out);
-}
-
-/* The rm -r ended: the same snapshot imported again under the name shows whole. */
-static void rm_clear(struct fs *fs, struct fs_node *snapdir)
-{
-	/* reset, not freed: lookups read the state without stage_lock */
-	pthread_mutex_lock(&fs->stage_lock);
-	struct fs_rm *rm = snapdir->rm;
-	if (rm) {
-		rm->tag_removed = rm->manifest = rm->layers_dir = false;
-		memset(rm->layer, 0, (rm->nlayers ? rm->nlayers : 1) * sizeof(bool));
-	}
-	pthread_mutex_unlock(&fs->stage_lock);
-}
-
-static struct fs_rm *rm_state(struct fs *fs, struct fs_node *snapdir)
-{
-	const struct fs_snap *snap;
-
-	if (snapdir->rm)
-		return snapdir->rm;
-	if (fs_snap_get(fs, &snapdir->id, &snap) < 0)
-		return NULL;
-	struct fs_rm *rm = st_sys_calloc(1, sizeof(*rm));
-	if (!rm || !(rm->layer = st_sys_calloc(snap->m->nlayers ? snap->m->nlayers : 1, sizeof(bool)))) {
-		free(rm);
-		return NULL;
-	}
-	rm->nlayers = snap->m->nlayers;
-	snapdir->rm = rm;
-	return rm;
-}
-
-/* Remember a removed snapshot's dir for the rest of its `rm -r` (stage_lock held). */
-static void removing_add(struct fs *fs, const char *name, const st_id *id)
-{
-	for (size_t i = 0; i < fs->nremoving; i++) {
-		if (strcmp(fs->removing[i].name, name) == 0) {
-			fs->removing[i].id = *id;
-			fs->removing[i].last_ns = fs_now_ns();
-			return;
-		}
-	}
-	if (ST_ARRAY_RESERVE(fs->removing, fs->capremoving, fs->nremoving + 1) < 0)
-		return; /* then the rmdir ending the rm -r says ENOENT: nothing is lost */
-	char *dup = st_sys_strdup(name);
-	if (!dup)
-		return;
-	fs->removing[fs->nremoving++] = (struct fs_removing){ dup, *id, fs_now_ns() };
-}
-
-/* Forget a removed snapshot's dir (its rmdir came); true if it was there. */
-static bool removing_del(struct fs *fs, const char *name)
-{
-	bool found = false;
-
-	pthread_mutex_lock(&fs->stage_lock);
-	for (size_t i = 0; i < fs->nremoving; i++) {
-		if (strcmp(fs->removing[i].name, name) == 0) {
-			free(fs->removing[i].name);
-			fs->removing[i] = fs->removing[--fs->nremoving];
-			found = true;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&fs->stage_lock);
-	return found;
-}
-
-/*
- * Removing a file of a committed snapshot removes the snapshot: a snapshot
- * is whole or not at all, so the first unlink of its manifest.json or a
- * layer removes the tag (the snapshot too when no other tag names it;
- * `strata gc` reclaims its blobs), exactly as `strata rm NAME` would, and
- * the CLI agrees at once. What is left of the directory stays visible to
- * the `rm -r` taking it apart (files it unlinked are hidden) until its
- * rmdir, or 2 s after its last use.
- */
-static int remove_tag_of(struct fs *fs, struct fs_node *dn, const char *file)
-{
-	struct fs_tags *t = fs_tags_get(fs), *old;
-	const struct fs_tag *tag = fs_tags_find(t, dn->name);
-	bool ours = tag && st_id_equal(&tag->id, &dn->id);
-	bool pruned = false;
-	int rc = 0;
-
-	fs_tags_put(fs, t);
-	if (ours)
-		rc = ix_tag_del(fs->ix, dn->name, IX_TAG_PRUNE, &pruned);
-	if (rc == IX_ENOTFOUND)
-		rc = 0;
-	if (rc < 0)
-		return rc;
-	if (ours) {
-		fs_log(fs, FS_LOG_INFO, "rm snapshots/%s/%s: a snapshot is whole or not at all: tag %s removed%s",
-		       dn->name, file, dn->name, pruned ? " with its snapshot (gc reclaims its blobs)" : "");
-		if (fs_view_refresh(fs, true, &old) >= 0)
-			fs_tags_put(fs, old);
-	}
-	pthread_mutex_lock(&fs->stage_lock);
-	removing_add(fs, dn->name, &dn->id);
-	pthread_mutex_unlock(&fs->stage_lock);
-	return 0;
-}
-static int unlink_committed(struct fs *fs, struct fs_node *dir, const char *name)
-{
-	const struct fs_snap *snap;
-	struct fs_node *dn = dir;
-	st_id id;
-	int rc = 0;
-
-	if (dir->kind == FS_K_LAYERS && (rc = snapdir_node(fs, &dir->id, dir->name, &dn)) < 0)
-		return rc;
-	pthread_mutex_lock(&fs->stage_lock); /* serialises rm bookkeeping */
-	struct fs_rm *rm = rm_state(fs, dn);
-	if (!rm) {
-		rc = -ENOMEM;
-	} else if (dir->kind == FS_K_SNAPDIR) {
-		if (strcmp(name, "manifest.json") == 0 && !rm->manifest)
-			rm->manifest = true;
-		else
-			rc = strcmp(name, "layers") == 0 ? -EISDIR : -ENOENT;
-	} else if (st_id_parse(name, &id) < 0 || fs_snap_get(fs, &dir->id, &snap) < 0) {
-		rc = -ENOENT;
-	} else {
-		rc = -ENOENT;
-		for (uint32_t i = 0; i < snap->m->nlayers; i++) {
-			if (st_id_equal(&snap->m->layers[i].id, &id) && !rm->layer[i]) {
-				rm->layer[i] = true;
-				rc = 0;
-			}
-		}
-	}
-	bool first = rc == 0 && rm && !rm->tag_removed;
-	if (first)
-		rm->tag_removed = true;
-	pthread_mutex_unlock(&fs->stage_lock);
-	if (first && (rc = remove_tag_of(fs, dn, name)) < 0) {
-		pthread_mutex_lock(&fs->stage_lock);
-		rm->tag_removed = false;
-		pthread_mutex_unlock(&fs->stage_lock);
-	}
-	if (rc >= 0 && !first) {
-		st_id rid;
-		fs_ns_removing_find(fs, dn->name, &rid, true); /* renews it for the rest of the rm -r */
-	}
-	if (dn != dir)
-		fs_itable_forget(fs->itable, dn->ino, 1);
-	return rc;
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -465,145 +266,22 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		reply_err(req, -ESTALE);
 		return;
 	}
-	switch (dir->kind) {
-	case FS_K_STAGEDIR:
-	case FS_K_STAGELAYERS:
-	case FS_K_STAGEFILE: {
-		bool in_layers;
-		struct fs_sfile *sdir;
-		rc = fs_ns_stage_place(dir, &in_layers, &sdir) ? fs_stage_unlink(fs, dir->stage, in_layers, sdir, name)
-							     : -ENOTDIR;
-		break;
-	}
-	case FS_K_IMPORTS: {
-		/* rm imports/NAME drops an unfinished import at once */
-		struct fs_stage *s = fs_stage_find_any(fs, name);
-		if (!s) {
-			rc = -ENOENT;
-			break;
-		}
-		fs_stage_drop(fs, s);
-		fs_stage_unref(fs, s);
-		rc = 0;
-		break;
-	}
-	case FS_K_SNAPDIR:
-	case FS_K_LAYERS:
-		rc = unlink_committed(fs, dir, name);
-		break;
-	default:
-		rc = refuse(fs, dir, "unlink", name);
-		break;
-	}
+	const struct fs_kind_ops *k = fs_kind(dir->kind);
+	rc = k->unlink ? k->unlink(fs, dir, name) : refuse(fs, dir, "unlink", name);
 	reply_err(req, rc);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = req_fs(req);
-	struct fs_node *dir = node_of(fs, parent), *dn;
-	int rc = 0;
+	struct fs_node *dir = node_of(fs, parent);
 
 	if (!dir) {
 		reply_err(req, -ESTALE);
 		return;
 	}
-	switch (dir->kind) {
-	case FS_K_SNAPSHOTS: {
-		struct fs_stage *s = fs_stage_find(fs, name);
-		if (s) {
-			rc = fs_stage_rmdir(fs, s);
-			fs_stage_unref(fs, s);
-			break;
-		}
-		struct fs_tags *t = fs_tags_get(fs);
-		const struct fs_tag *tag = fs_tags_find(t, name);
-		st_id rid;
-		if (!tag) {
-			fs_tags_put(fs, t);
-			if (!fs_ns_removing_find(fs, name, &rid, true)) {
-				rc = -ENOENT;
-				break;
-			}
-			/* the end of an `rm -r` whose first unlink removed the tag */
-			if ((rc = snapdir_node(fs, &rid, name, &dn)) < 0)
-				break;
-			pthread_mutex_lock(&fs->stage_lock);
-			bool gone = dn->rm && dn->rm->manifest && dn->rm->layers_dir;
-			pthread_mutex_unlock(&fs->stage_lock);
-			if (gone)
-				rm_clear(fs, dn);
-			fs_itable_forget(fs->itable, dn->ino, 1);
-			if (!gone)
-				rc = -ENOTEMPTY;
-			else
-				removing_del(fs, name);
-			break;
-		}
-		rc = snapdir_node(fs, &tag->id, tag->name, &dn);
-		fs_tags_put(fs, t);
-		if (rc < 0)
-			break;
-		pthread_mutex_lock(&fs->stage_lock);
-		bool empty = dn->rm && dn->rm->manifest && dn->rm->layers_dir;
-		pthread_mutex_unlock(&fs->stage_lock);
-		if (empty)
-			rm_clear(fs, dn);
-		fs_itable_forget(fs->itable, dn->ino, 1);
-		if (!empty) {
-			rc = -ENOTEMPTY;
-			break;
-		}
-		bool pruned = false;
-		rc = ix_tag_del(fs->ix, name, IX_TAG_PRUNE, &pruned);
-		if (rc >= 0) {
-			struct fs_tags *old;
-			fs_log(fs, FS_LOG_INFO, "rm snapshots/%s: tag removed%s", name,
-			       pruned ? " with its snapshot (gc reclaims its blobs)" : "");
-			if (fs_view_refresh(fs, true, &old) >= 0)
-				fs_tags_put(fs, old);
-		}
-		break;
-	}
-	case FS_K_SNAPDIR: {
-		if (strcmp(name, "layers") != 0) {
-			rc = -ENOENT;
-			break;
-		}
-		pthread_mutex_lock(&fs->stage_lock);
-		struct fs_rm *rm = rm_state(fs, dir);
-		if (!rm) {
-			rc = -ENOMEM;
-		} else if (rm->layers_dir) {
-			rc = -ENOENT;
-		} else {
-			for (size_t i = 0; i < rm->nlayers && rc == 0; i++)
-				if (!rm->layer[i])
-					rc = -ENOTEMPTY;
-			if (rc == 0)
-				rm->layers_dir = true;
-		}
-		pthread_mutex_unlock(&fs->stage_lock);
-		break;
-	}
-	case FS_K_STAGEDIR:
-	case FS_K_STAGELAYERS:
-	case FS_K_STAGEFILE: {
-		bool in_layers;
-		struct fs_sfile *sdir;
-		if (!fs_ns_stage_place(dir, &in_layers, &sdir))
-			rc = -ENOTDIR;
-		else if (dir->kind == FS_K_STAGEDIR && strcmp(name, "layers") == 0)
-			rc = fs_stage_rmdir_layers(fs, dir->stage);
-		else
-			rc = fs_stage_rmdir_extra(fs, dir->stage, in_layers, sdir, name);
-		break;
-	}
-	default:
-		rc = refuse(fs, dir, "rmdir", name);
-		break;
-	}
-	reply_err(req, rc);
+	const struct fs_kind_ops *k = fs_kind(dir->kind);
+	reply_err(req, k->rmdir ? k->rmdir(fs, dir, name) : refuse(fs, dir, "rmdir", name));
 }
 
 static bool tag_exists(struct fs *fs, const char *name)
@@ -686,7 +364,7 @@ static void refuse_node(fuse_req_t req, fuse_ino_t parent, const char *op, const
 	struct fs_node *dir = node_of(fs, parent);
 
 	fs_log(fs, FS_LOG_WARNING, "%s %s in %s: refused (EPERM): a snapshot holds only manifest.json and "
-	       "layer files", op, name, dir ? kind_name(dir->kind) : "a directory gone since");
+	       "layer files", op, name, dir ? fs_kind(dir->kind)->name : "a directory gone since");
 	reply_err(req, -EPERM);
 }
 
@@ -882,31 +560,32 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, -ESTALE);
 		return;
 	}
-	if (wr && n->kind != FS_K_STAGEFILE) {
+	enum fs_open_as as = fs_kind(n->kind)->open;
+	if (wr && as != FS_OPEN_STAGE) {
 		reply_err(req, refuse(fs, n, "open for writing", NULL));
 		return;
 	}
-	switch (n->kind) {
-	case FS_K_MANIFEST:
-	case FS_K_MEMFILE:
-		if (!(fh = fh_new(n->kind == FS_K_MANIFEST ? FH_BUF : FH_MEM))) {
+	switch (as) {
+	case FS_OPEN_MANIFEST:
+	case FS_OPEN_MEMORY:
+		if (!(fh = fh_new(as == FS_OPEN_MANIFEST ? FH_BUF : FH_MEM))) {
 			rc = -ENOMEM;
 			break;
 		}
 		rc = fs_snap_get(fs, &n->id, &fh->snap);
-		if (rc >= 0 && n->kind == FS_K_MEMFILE) {
+		if (rc >= 0 && as == FS_OPEN_MEMORY) {
 			size_t nl = fh->snap->m->nlayers ? fh->snap->m->nlayers : 1;
 			if (!(fh->layers = st_sys_calloc(nl, sizeof(*fh->layers))))
 				rc = -ENOMEM;
 		}
 		fi->keep_cache = 1;
 		break;
-	case FS_K_BLOB:
+	case FS_OPEN_BLOB:
 		rc = blob_fh(fs, &n->id, &fh);
 		/* Immutable: every opener and every mapping shares one page cache. */
 		fi->keep_cache = 1;
 		break;
-	case FS_K_IMPORTFILE:
+	case FS_OPEN_STATUS:
 		if (!(fh = fh_new(FH_BUF))) {
 			rc = -ENOMEM;
 			break;
@@ -914,7 +593,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = fs_stage_status(fs, n->stage, &fh->text, &fh->textlen);
 		fi->direct_io = 1; /* the text changes as the import goes on */
 		break;
-	case FS_K_STAGEFILE: {
+	case FS_OPEN_STAGE: {
 		if (fs_sfile_is_dir(n->sfile)) {
 			rc = -EISDIR;
 			break;
@@ -943,7 +622,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = 1; /* bytes go straight to the hasher, in order */
 		break;
 	}
-	default:
+	case FS_OPEN_NONE:
 		rc = -EISDIR;
 		break;
 	}
@@ -1320,7 +999,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	bool keep = true;
-	if (n->kind == FS_K_SNAPSHOTS || n->kind == FS_K_MEMORY) {
+	enum fs_listing_cache listing = fs_kind(n->kind)->listing;
+	if (listing == FS_LIST_TAGS) {
 		/* The kernel may keep this listing only while the tags it shows
 		 * are the current ones (whoever changed them: us, the CLI). */
 		sync_tags(fs);
@@ -1341,19 +1021,17 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	/* Listings of immutable dirs are cached by the kernel (`ls -lR` again
 	 * costs no daemon round trip per directory); imports, blobs/ and a
 	 * snapshot being removed are always listed afresh. */
-	switch (n->kind) {
-	case FS_K_ROOT:
-	case FS_K_LAYERS:
-	case FS_K_SNAPSHOTS:
-	case FS_K_MEMORY:
+	switch (listing) {
+	case FS_LIST_KEEP:
+	case FS_LIST_TAGS:
 		fi->cache_readdir = 1;
 		fi->keep_cache = keep;
 		break;
-	case FS_K_SNAPDIR:
+	case FS_LIST_UNLESS_RM:
 		fi->cache_readdir = 1;
 		fi->keep_cache = n->rm == NULL;
 		break;
-	default:
+	case FS_LIST_FRESH:
 		fi->cache_readdir = 0;
 		fi->keep_cache = 0;
 		break;

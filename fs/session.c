@@ -105,7 +105,7 @@ struct poller {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool stop;
+	bool stop; /* protected by lock (cond signals it) */
 };
 
 /* Follow the index: when the generation moves, re-read the tags and tell the

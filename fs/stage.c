@@ -34,6 +34,12 @@
 enum sf_state { SF_WRITING, SF_CLOSED, SF_DONE, SF_FAILED, SF_REMOVED };
 enum stg_state { STG_OPEN, STG_COMMITTED, STG_DEAD };
 
+/*
+ * A file (or extra directory) of an import. serial, in_layers, dir and
+ * is_dir are fixed when it is made, before its import's lock is dropped
+ * (read without a lock after, by nodes that point at it); every other
+ * field is protected by its import's lock (struct fs_stage.lock).
+ */
 struct fs_sfile {
 	uint64_t serial;
 	char *name;
@@ -59,10 +65,18 @@ struct fs_sfile {
 	struct fs_sfile *next;
 };
 
+/*
+ * An import. fs, serial and created_ns are fixed at fs_stage_mkdir; refs
+ * is atomic; next is protected by fs->stage_lock; name is written under
+ * both fs->stage_lock and lock (read under either); every other field is
+ * protected by lock. fs_stage_has_layers and fs_stage_alive read
+ * layers_dir and state without it, as hints for a lookup the kernel
+ * re-asks (a later change is seen by the next request).
+ */
 struct fs_stage {
 	struct fs *fs;             /* the mount whose stage budget its memory is charged to */
 	pthread_mutex_t lock;
-	unsigned refs;             /* under fs->stage_lock */
+	unsigned refs;             /* atomic: counted references (nodes, handles, lookups) */
 	uint64_t serial;
 	char *name;
 	enum stg_state state;
@@ -77,7 +91,7 @@ struct fs_stage {
 	                            * goes back to the budget at its last release */
 	st_id snap_id;
 	int64_t created_ns, last_ns;
-	struct fs_stage *next;     /* fs->stages, while not dead */
+	struct fs_stage *next;     /* fs->stages, while not dead (fs->stage_lock) */
 };
 
 int fs_errno(int rc)
