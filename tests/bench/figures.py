@@ -695,9 +695,7 @@ def block_vmm_hypercalls(c):
 
 
 def block_lua(c):
-    """`strata bench lua`: one request three ways, and what a loaded Lua costs (docs/lua.md).
-    Not in BLOCKS until a quiet machine's run of the group is merged: then
-    docs/lua.md gets the markers and BLOCKS the entry."""
+    """`strata bench lua`: one request three ways, and what a loaded Lua costs (docs/lua.md)."""
     rows = [("restore + eval, KVM", "lua/restore_eval"), ("restore + eval, process backend", "lua/process/restore_eval"),
             ("new sandbox from the store + first eval, KVM", "lua/first_eval_from_store"),
             ("new sandbox from the store + first eval, process backend", "lua/process/first_eval_from_store"),
@@ -723,7 +721,47 @@ def block_lua(c):
     return out
 
 
-GROUPS = ("floor", "store", "vmm", "index", "fs", "snapshots", "cold", "density", "oci", "lazy", "alloc")
+def block_wasm(c):
+    """`strata bench wasm`: one function as a wasm guest, natively, and as a C guest (docs/wasm.md)."""
+    out = ["Run %s (median, p10–p90; `work` of tests/bench/wasm_bench_logic.h):" % c.when("wasm/restore_and_call"), "",
+           "| way | KVM | process backend |", "|---|---|---|"]
+    for label, case in (("the wasm guest: restore + call", "wasm/restore_and_call"),
+                        ("the same logic as a C guest: restore + call", "wasm/c_guest_restore_and_call"),
+                        ("the module natively (wasm2c's C in the bench, no isolation)", "wasm/native_call")):
+        cells = [c.lat(n) if c.has(n) else "—" for n in (case, "process/" + case)]
+        out.append("| %s | %s | %s |" % (label, cells[0], cells[1]))
+    out.append("")
+    for label, case in (("the wasm guest against the C guest", "wasm/restore_and_call_vs_c_guest"),
+                        ("the wasm guest against the module natively (the cost of isolation)",
+                         "wasm/restore_and_call_vs_native")):
+        vals = ["%s %s" % (be, c.val(n)) for be, n in (("KVM", case), ("process", "process/" + case)) if c.has(n)]
+        out.append("- %s (`%s`): %s" % (label, case, ", ".join(vals)))
+    for label, case in (("the initialised module's first snapshot", "wasm/snapshot_bytes"),
+                        ("the C guest's", "wasm/c_guest_snapshot_bytes"),
+                        ("PSS per sandbox, 1,000 from the snapshot (KVM)", "wasm/density/1000/pss_per_sandbox")):
+        if c.has(case):
+            out.append("- %s (`%s`): %s" % (label, case, c.val(case)))
+    return out
+
+
+def block_start(c):
+    """`strata bench start`: whole processes, spawn to exit (docs/library.md)."""
+    out = ["Run %s (median, p10–p90 of 20 processes each):" % c.when("start/strata_version"), "",
+           "| process | case | time | × its floor |", "|---|---|---|---|"]
+    for label, case in (("a C program linked only against libc", "start/floor/libc_process"),
+                        ("`strata --version`", "start/strata_version"),
+                        ("`lua5.4 -e` of a one-line script", "start/floor/lua5.4_e"),
+                        ("`strata run DIR --call F`, KVM", "start/strata_run_call/kvm"),
+                        ("`strata run DIR --call F`, process backend", "start/strata_run_call/process")):
+        if c.has(case):
+            r = c.get(case)
+            floor = " (`%s`)" % r["floor"] if "floor" in r else ""
+            out.append("| %s | `%s` | %s | %s%s |" % (label, case, c.lat(case), c.ratio(case), floor))
+    return out
+
+
+GROUPS = ("floor", "store", "vmm", "index", "fs", "snapshots", "cold", "density", "oci", "lazy", "alloc", "lua",
+          "wasm", "start")
 
 
 def block_bench_durations(c):
@@ -761,6 +799,9 @@ BLOCKS = {
     "restore-write-fault": block_restore_write_fault,
     "restore-modes": block_restore_modes,
     "restore-give-back": block_restore_give_back,
+    "lua": block_lua,
+    "wasm": block_wasm,
+    "start": block_start,
 }
 
 BLOCK_RE = re.compile(r"<!-- figures:begin ([\w-]+) -->\n(.*?)<!-- figures:end ([\w-]+) -->\n", re.S)
