@@ -58,13 +58,14 @@ static int run_tool(const struct cli *cli, char **argv)
 }
 
 /* Where strata-wasm.pc is: the build tree's (its -uninstalled.pc) when this
- * binary is the build tree's, else the installed one. */
+ * binary is the build tree's (the same file, by device and inode: the path
+ * it was run by may be a link or a bind mount), else the installed one. */
 static void sdk_pkgconfig_dir(char *buf, size_t len)
 {
-	char self[PATH_MAX], built[PATH_MAX];
+	struct stat self, built;
 
-	if (realpath("/proc/self/exe", self) && realpath(STRATA_BUILD_ROOT "/mount/strata", built) &&
-	    !strcmp(self, built))
+	if (stat("/proc/self/exe", &self) == 0 && stat(STRATA_BUILD_ROOT "/mount/strata", &built) == 0 &&
+	    self.st_dev == built.st_dev && self.st_ino == built.st_ino)
 		snprintf(buf, len, "%s", STRATA_BUILD_ROOT "/vmm/guest/wasm");
 	else
 		snprintf(buf, len, "%s", STRATA_PKGCONFIG_DIR);

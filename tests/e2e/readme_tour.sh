@@ -31,16 +31,27 @@ fi
 root=$SRC
 if ! [ "$BUILD" -ef "$SRC/build" ]; then
 	root=$T/root
-	mkdir -p "$root/build" "$root/docs" "$root/vmm"
+	mkdir -p "$root/build" "$root/docs" "$root/vmm" "$root/tests"
 fi
 # cd before /tmp is covered: the working directory stays reachable whatever
 # is mounted over its path, and so does what lies below it. Another build
 # dir is bind-mounted at build/ there (a link to it would be resolved from
 # /, into the tmpfs, when the build is under /tmp).
+# A source or build dir under /tmp or /mnt is put back at its own path on the
+# new tmpfs (through a descriptor opened before, not canonicalized: its
+# path is the covered one): the build tree names
+# itself by absolute path (its .pc files, strata wasm build's SDK), as it
+# does for a user whose /tmp is not covered.
 TOUR=$tour BUILD_DIR=$(cd "$BUILD" && pwd) SRC_DIR=$(cd "$SRC" && pwd) timeout 240 unshare --mount --net --pid --fork --mount-proc --propagation private bash -c '
 	cd "$0" && { [ "$BUILD_DIR" -ef build ] || mount --bind "$BUILD_DIR" build; } &&
-	{ [ "$SRC_DIR/docs" -ef docs ] || { mount --bind "$SRC_DIR/docs" docs && mount --bind "$SRC_DIR/vmm" vmm; }; } &&
+	{ [ "$SRC_DIR/docs" -ef docs ] || { mount --bind "$SRC_DIR/docs" docs && mount --bind "$SRC_DIR/vmm" vmm && mount --bind "$SRC_DIR/tests" tests; }; } &&
+	exec 7<"$SRC_DIR" 8<"$BUILD_DIR" &&
 	ip link set lo up && mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /mnt &&
+	for kept in "7:$SRC_DIR" "8:$BUILD_DIR"; do
+		case ${kept#*:} in /tmp/* | /mnt/*)
+			mkdir -p "${kept#*:}" && mount --no-canonicalize --bind "/proc/self/fd/${kept%%:*}" "${kept#*:}" || exit 1 ;;
+		esac
+	done && exec 7<&- 8<&- &&
 	exec bash -e -c "$TOUR"' "$root" >"$T/out" 2>"$T/err"
 rc=$?
 if [ "$rc" = 0 ]; then echo "ok 2 - the tour runs verbatim"
