@@ -330,7 +330,7 @@ static bool find_sig(const struct module *m, const char *const *sigs, int nsigs,
 			return true;
 		}
 	}
-	const char *p = m->sigsec.p, *end = p + m->sigsec.n;
+	const char *p = m->sigsec.p, *end = p ? p + m->sigsec.n : NULL; /* no strata.sig section: p NULL */
 	while (p && p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *le = nl ? nl : end;

@@ -13,6 +13,10 @@
 /* One sandbox from a snapshot of lua.elf after init, restored after each
  * input (the first input pays for the store and the snapshot). */
 static struct vmm_sandbox *sb;
+/* What sb was made from, freed at exit (before its directory goes). */
+static struct st_store *store_of;
+static struct ix *ix_of;
+static struct st_manifest *snap_of;
 static char dir[] = "/tmp/strata-fuzz-lua.XXXXXX";
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -23,6 +27,14 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 static void dir_remove(void)
 {
 	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void sandbox_drop(void)
+{
+	vmm_sandbox_free(sb);
+	st_manifest_free(snap_of);
+	ix_close(ix_of);
+	st_store_close(store_of);
 }
 
 static const char *lua_elf(void)
@@ -38,9 +50,6 @@ static void sandbox_make(void)
 {
 	char store[sizeof(dir) + 8];
 	struct vmm_config cfg = { .timeout_ns = 2000000000ull };
-	struct st_store *st;
-	struct ix *ix;
-	struct st_manifest *m;
 	struct vmm_sandbox *first;
 	struct vmm_error err;
 	st_id id;
@@ -48,13 +57,14 @@ static void sandbox_make(void)
 	FUZZ_CHECK(mkdtemp(dir), "mkdtemp");
 	atexit(dir_remove);
 	snprintf(store, sizeof(store), "%s/store", dir);
-	FUZZ_CHECK(st_store_init(store, NULL) == 0 && st_store_open(store, 0, &st) == 0 && ix_open(st, NULL, &ix) == 0,
+	FUZZ_CHECK(st_store_init(store, NULL) == 0 && st_store_open(store, 0, &store_of) == 0 && ix_open(store_of, NULL, &ix_of) == 0,
 		   "a store in %s", store);
 	FUZZ_CHECK(vmm_sandbox_new(lua_elf(), &cfg, &first, &err) == 0, "%s: %s", lua_elf(), err.message);
-	FUZZ_CHECK(vmm_sandbox_capture(first, st, &m) == 0 && ix_snap_commit(ix, m, "lua", 0, &id) == 0, "capture");
+	FUZZ_CHECK(vmm_sandbox_capture(first, store_of, &snap_of) == 0 && ix_snap_commit(ix_of, snap_of, "lua", 0, &id) == 0, "capture");
 	vmm_sandbox_free(first);
-	FUZZ_CHECK(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, st, &cfg, &sb, &err) == 0, "%s", err.message);
+	FUZZ_CHECK(vmm_sandbox_from_snapshot(snap_of, vmm_layer_open_store, store_of, &cfg, &sb, &err) == 0, "%s", err.message);
 	/* sb keeps what it maps; the store, index and manifest live as long. */
+	atexit(sandbox_drop);
 }
 
 static int eval(const char *chunk, size_t len, struct vmm_result *res)

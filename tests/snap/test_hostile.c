@@ -263,7 +263,7 @@ static bool on_process(void);
 Test(hostile, arch_prctl_with_another_fs_base_kills_the_child, .init = sh_setup, .fini = sh_teardown)
 {
 	if (!on_process())
-		cr_skip_test("the process backend's child only (on KVM nothing is mapped at the stub's site)");
+		cr_skip_test("the process backend's child only (the other backend maps nothing at the stub's site)");
 	struct vmm_sandbox *sb = hostile_snap(NULL, NULL);
 	struct vmm_result r = { 0 };
 
