@@ -111,9 +111,7 @@ static void bench_backend_default(enum vmm_backend_kind kind)
 	vmm_host_default_set(kind == VMM_BACKEND_AUTO ? NULL : bare_hosts[kind]);
 }
 
-/* REL from the directory of this program (build/tests/bench/) in buf, if
- * that file exists. */
-static const char *beside_self(const char *rel, char *buf, size_t len)
+const char *bench_beside_self(const char *rel, char *buf, size_t len)
 {
 	char self[4096];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -141,7 +139,7 @@ const char *bench_guest_path(void)
 		return env;
 	if (build && *build && snprintf(buf, sizeof(buf), "%s/vmm/guest/simpleguest.elf", build) < (int)sizeof(buf))
 		return buf;
-	if ((p = beside_self("../../vmm/guest/simpleguest.elf", buf, sizeof(buf))))
+	if ((p = bench_beside_self("../../vmm/guest/simpleguest.elf", buf, sizeof(buf))))
 		return p;
 	return "simpleguest.elf";
 }
@@ -154,7 +152,7 @@ const char *bench_strata_path(void)
 
 	if (env && *env)
 		return env;
-	if ((p = beside_self("../../mount/strata", buf, sizeof(buf))))
+	if ((p = bench_beside_self("../../mount/strata", buf, sizeof(buf))))
 		return p;
 	return "strata";
 }

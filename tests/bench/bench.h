@@ -68,6 +68,9 @@ extern const struct bench_size bench_sizes[4];
  * freed after the run), so they measure what a program with a host sees;
  * NULL without memory. */
 struct vmm_host *bench_host(void);
+/* REL from the directory of this program (build/tests/bench/) in buf, if
+ * that file exists; else NULL. */
+const char *bench_beside_self(const char *rel, char *buf, size_t len);
 /* The simpleguest ELF: $STRATA_GUEST, else the build tree's (found from
  * $STRATA_BUILD or from where strata-bench is). */
 const char *bench_guest_path(void);

@@ -17,24 +17,6 @@
 #define FLOOR "floor/kvm_run_roundtrip"
 #define HEAP (4ull << 20)
 
-/* The guests the build puts beside strata-bench (tests/bench/meson.build). */
-static const char *beside(const char *file, char *buf, size_t len)
-{
-	char self[4096];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	char *slash;
-
-	if (n <= 0)
-		return NULL;
-	self[n] = 0;
-	if (!(slash = strrchr(self, '/')))
-		return NULL;
-	*slash = 0;
-	if (snprintf(buf, len, "%s/%s", self, file) >= (int)len || access(buf, R_OK) != 0)
-		return NULL;
-	return buf;
-}
-
 struct wstate {
 	char dir[64];
 	struct st_store *st;
@@ -227,8 +209,8 @@ static void density(struct bench *b, const char *elf, unsigned n)
 void bench_wasm(struct bench *b)
 {
 	char wbuf[4096], cbuf[4096];
-	const char *wasm_elf = beside("wasm_bench.elf", wbuf, sizeof(wbuf));
-	const char *c_elf = beside("wasm_bench_guest.elf", cbuf, sizeof(cbuf));
+	const char *wasm_elf = bench_beside_self("wasm_bench.elf", wbuf, sizeof(wbuf));
+	const char *c_elf = bench_beside_self("wasm_bench_guest.elf", cbuf, sizeof(cbuf));
 
 	if (!wasm_elf || !c_elf) {
 		fprintf(stderr, "bench: wasm: the wasm guests were not built (Debian's wabt, clang's wasm32 target and "
