@@ -1,14 +1,17 @@
 /* bench.c: strata-bench, the benchmark program behind `strata bench`: warm-up, iterations, median and spread, table and JSON. */
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,6 +112,25 @@ static void bench_backend_default(enum vmm_backend_kind kind)
 	if (kind != VMM_BACKEND_AUTO && !bare_hosts[kind] && vmm_host_new(&hc, &bare_hosts[kind], NULL) < 0)
 		bare_hosts[kind] = NULL;
 	vmm_host_default_set(kind == VMM_BACKEND_AUTO ? NULL : bare_hosts[kind]);
+}
+
+int bench_run_quiet(char *const argv[])
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int st, rc;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc)
+		return -rc;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
 const char *bench_beside_self(const char *rel, char *buf, size_t len)

@@ -68,6 +68,9 @@ extern const struct bench_size bench_sizes[4];
  * freed after the run), so they measure what a program with a host sees;
  * NULL without memory. */
 struct vmm_host *bench_host(void);
+/* Run argv (a name looked up in PATH, or a path) with stdout and stderr
+ * on /dev/null: its exit status, 128 if a signal ended it, or -errno. */
+int bench_run_quiet(char *const argv[]);
 /* REL from the directory of this program (build/tests/bench/) in buf, if
  * that file exists; else NULL. */
 const char *bench_beside_self(const char *rel, char *buf, size_t len);

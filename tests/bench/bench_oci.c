@@ -52,25 +52,6 @@ struct oci_bench {
 	uint64_t last_moved;    /* blob bytes the last push / pull moved */
 };
 
-/* Run argv, output to /dev/null; its exit status or -errno. */
-static int run_quiet(char *const argv[])
-{
-	posix_spawn_file_actions_t fa;
-	pid_t pid;
-	int st, rc;
-
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	if (rc)
-		return -rc;
-	if (waitpid(pid, &st, 0) < 0)
-		return -errno;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
 bool bench_have(const char *prog)
 {
 	char *argv[] = { "sh", "-c", NULL, NULL };
@@ -78,7 +59,7 @@ bool bench_have(const char *prog)
 
 	snprintf(cmd, sizeof(cmd), "command -v %s", prog);
 	argv[2] = cmd;
-	return run_quiet(argv) == 0;
+	return bench_run_quiet(argv) == 0;
 }
 
 static int free_port(void)
@@ -487,7 +468,7 @@ static int iter_curl_put(void *state, struct bench_timer *t)
 		snprintf(url, sizeof(url), "%s&digest=%s", loc, ob->layer_digest);
 	char *argv[] = { "curl", "-sf", "-o", "/dev/null", "-H", "Content-Type: application/octet-stream", "-H", "Expect:",
 			 "-T", ob->layer_path, url, NULL };
-	int rc = run_quiet(argv);
+	int rc = bench_run_quiet(argv);
 	if (t)
 		bench_timer_stop(t);
 	return rc == 0 ? 0 : -EIO;
@@ -503,7 +484,7 @@ static int iter_curl(void *state, struct bench_timer *t)
 	char *argv[] = { "curl", "-sf", "-o", out, ob->layer_url, NULL };
 	if (t)
 		bench_timer_start(t);
-	int rc = run_quiet(argv);
+	int rc = bench_run_quiet(argv);
 	if (t)
 		bench_timer_stop(t);
 	unlink(out);
@@ -524,7 +505,7 @@ static int skopeo_push(struct oci_bench *ob, struct bench_timer *t)
 	char *argv[] = { "skopeo", "copy", "--preserve-digests", "--dest-tls-verify=false", src, dst, NULL };
 	if (t)
 		bench_timer_start(t);
-	rc = run_quiet(argv);
+	rc = bench_run_quiet(argv);
 	if (t)
 		bench_timer_stop(t);
 	return rc == 0 ? 0 : -EIO;
@@ -550,7 +531,7 @@ static int iter_skopeo_pull(void *state, struct bench_timer *t)
 	snprintf(dst, sizeof(dst), "oci:%s:mem", dir);
 	char *argv[] = { "skopeo", "copy", "--preserve-digests", "--src-tls-verify=false", src, dst, NULL };
 	bench_timer_start(t);
-	int rc = run_quiet(argv);
+	int rc = bench_run_quiet(argv);
 	bench_timer_stop(t);
 	bench_rm_rf(dir);
 	return rc == 0 ? 0 : -EIO;

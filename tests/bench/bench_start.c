@@ -20,24 +20,12 @@ struct proc_case {
 	char bufs[3][4096];
 };
 
-/* Spawn argv with stdout and stderr on /dev/null and wait for it: 0 if it exited 0. */
+/* argv run quietly (bench_run_quiet): 0 if it exited 0. */
 static int spawn_wait(char *const argv[])
 {
-	posix_spawn_file_actions_t fa;
-	pid_t pid;
-	int st, rc;
+	int rc = bench_run_quiet(argv);
 
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	if (rc)
-		return -rc;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ECHILD;
+	return rc == 0 ? 0 : rc < 0 ? rc : -ECHILD;
 }
 
 static int proc_setup(void **state, const void *arg)
