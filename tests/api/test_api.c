@@ -6,7 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <strata.h>
@@ -665,6 +670,95 @@ Test(api, registry_settings_and_unreachable_registries)
 	strata_sandbox_free(sb);
 	strata_registry_free(reg);
 	strata_registry_free(NULL);
+	strata_store_close(st);
+	strata_host_free(h);
+}
+
+extern char **environ;
+
+/* Debian's docker-registry on a free loopback port (its files in the test's
+ * directory): its pid, the port in *port; 0 (and the test skipped) where
+ * it is not installed. */
+static pid_t registry_start(int *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	char yml[4300], dir[4300];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (system("command -v docker-registry >/dev/null") != 0)
+		cr_skip_test("docker-registry is missing (Debian's docker-registry; .ci/deps installs it)");
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	close(fd);
+	snprintf(dir, sizeof(dir), "%s/registry", tmp);
+	snprintf(yml, sizeof(yml), "%s/registry.yml", tmp);
+	FILE *f = fopen(yml, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: %s}}\n"
+		   "http: {addr: 127.0.0.1:%d}\n", dir, *port);
+	fclose(f);
+	pid_t pid;
+	char *argv[] = { "docker-registry", "serve", yml, NULL }, log[4300];
+	posix_spawn_file_actions_t fa;
+	snprintf(log, sizeof(log), "%s/registry.log", tmp);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	cr_assert_eq(posix_spawnp(&pid, "docker-registry", &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	for (int i = 0; i < 200; i++) {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		a.sin_port = htons((uint16_t)*port);
+		int up = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+		close(fd);
+		if (up)
+			return pid;
+		usleep(50 * 1000);
+	}
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	cr_assert_fail("docker-registry did not listen on 127.0.0.1:%d", *port);
+	return 0;
+}
+
+Test(api, push_pull_and_a_sandbox_from_a_registry)
+{
+	strata_host *h = host();
+	strata_store *st = store("store"), *other = store("other"), *third = store("third");
+	strata_registry *reg = NULL;
+	strata_sandbox *sb = sandbox(h), *pulled = NULL;
+	char id[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], ref[128];
+	int port;
+	pid_t pid = registry_start(&port);
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "v1", 0, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_registry_new(&reg), 0);
+	cr_assert_eq(strata_registry_set_plain_http(reg, 1), 0);
+	cr_assert_eq(strata_registry_set_timeout(reg, 60), 0);
+	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/counter:v1", port);
+	cr_assert_eq(strata_store_push(st, reg, "v1", ref), 0, "%s", strata_errmsg());
+	/* Pulled into another store, tagged: the same snapshot id. */
+	cr_assert_eq(strata_store_pull(other, reg, ref, "mine", 0, got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, id);
+	cr_assert_eq(strata_store_pull(other, reg, ref, "mine", 0, got), 0, "pulling again: %s", strata_errmsg());
+	cr_assert_eq(strata_store_verify(other, STRATA_VERIFY_HASH, NULL, NULL), 0);
+	/* Pull then restore in one call: the counter goes on from the capture. */
+	cr_assert_eq(strata_sandbox_pull(h, third, reg, ref, &pulled), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(pulled, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_store_resolve(third, id, got), 0, "%s", strata_errmsg());
+	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/absent:v1", port);
+	cr_assert_eq(strata_store_pull(other, reg, ref, NULL, 0, got), STRATA_E_REMOTE_MISSING);
+	cr_assert(strstr(strata_errmsg(), "absent"), "%s", strata_errmsg());
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	strata_sandbox_free(pulled);
+	strata_sandbox_free(sb);
+	strata_registry_free(reg);
+	strata_store_close(third);
+	strata_store_close(other);
 	strata_store_close(st);
 	strata_host_free(h);
 }
