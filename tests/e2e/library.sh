@@ -77,16 +77,20 @@ check "nothing installed holds the benchmarks (strata-bench, bench_run, vmm_bare
 	sh -c "! find '$I' -name 'strata-bench*' | grep -q . && ! grep -rlE 'vmm_bare|bench_run' '$I' && echo none"
 check "an installed strata bench says the benchmarks run from a build tree" 1 \
 	'strata-bench is not beside .*build tree' -- "$(find "$I" -path '*/bin/strata' | head -1)" bench --list
+# check_cxx: as check where g++ is installed, else the case is skipped.
+check_cxx() {
+	if ! command -v g++ >/dev/null; then
+		n=$((n + 1))
+		echo "ok $n - $1 # SKIP no g++ (.ci/deps installs it)"
+		return 0
+	fi
+	check "$@"
+}
 # The header alone, as C (the oldest standard it promises) and as C++.
 check "strata.h compiles alone as C99 (gcc -std=c99 -Wall -Wextra -Werror -pedantic)" 0 '^ok$' -- \
 	sh -c "echo '#include <strata.h>' | gcc -std=c99 -Wall -Wextra -Werror -pedantic -I'$inc' -fsyntax-only -x c - && echo ok"
-if command -v g++ >/dev/null; then
-	check "strata.h compiles alone as C++11 (g++ -std=c++11 -Wall -Wextra -Werror -pedantic)" 0 '^ok$' -- \
-		sh -c "echo '#include <strata.h>' | g++ -std=c++11 -Wall -Wextra -Werror -pedantic -I'$inc' -fsyntax-only -x c++ - && echo ok"
-else
-	n=$((n + 1))
-	echo "ok $n - strata.h compiles alone as C++11 # SKIP no g++ (.ci/deps installs it)"
-fi
+check_cxx "strata.h compiles alone as C++11 (g++ -std=c++11 -Wall -Wextra -Werror -pedantic)" 0 '^ok$' -- \
+	sh -c "echo '#include <strata.h>' | g++ -std=c++11 -Wall -Wextra -Werror -pedantic -I'$inc' -fsyntax-only -x c++ - && echo ok"
 
 # A sanitizer build installs an instrumented library: link its runtime too.
 cflags="-Wall -Wextra -Werror -O2"
@@ -100,14 +104,8 @@ for e in restore_loop host_function thread_pool capture_store; do
 	check "docs/examples/$e.c compiles against the installed library" 0 "^built $e\$" -- build "$e"
 done
 # A C++ host links the C library through extern "C".
-if command -v g++ >/dev/null; then
-	# shellcheck disable=SC2046,SC2086
-	check "docs/examples/host.cpp (a C++ host) compiles and links against the installed library" 0 '^built$' -- \
-		sh -c "g++ -std=c++11 $cflags -o '$T/host_cpp' '$SRC/docs/examples/host.cpp' \$(pkg-config --cflags --libs strata) && echo built"
-else
-	n=$((n + 1))
-	echo "ok $n - docs/examples/host.cpp compiles # SKIP no g++ (.ci/deps installs it)"
-fi
+check_cxx "docs/examples/host.cpp (a C++ host) compiles and links against the installed library" 0 '^built$' -- \
+	sh -c "g++ -std=c++11 $cflags -o '$T/host_cpp' '$SRC/docs/examples/host.cpp' \$(pkg-config --cflags --libs strata) && echo built"
 # The static archive, with the system libraries shared, as most packagers link
 # it: pkg-config --static names what it needs.
 # shellcheck disable=SC2086
@@ -135,8 +133,7 @@ if command -v g++ >/dev/null; then
 	check_kvm "host.cpp: the C++ host's lambda answers the guest" 0 '^libstrata 1\.0\.0: HELLO$' -- \
 		"$T/host_cpp" "$G" hello
 else
-	n=$((n + 1))
-	echo "ok $n - host.cpp runs # SKIP no g++ (.ci/deps installs it)"
+	check_cxx "host.cpp: the C++ host's lambda answers the guest"
 fi
 check_kvm "the statically linked restore_loop runs too" 0 'call 2: 3' -- \
 	sh -c "'$T/restore_loop_static' '$T/snap' counter_next 2 | tr '\n' ' '"
