@@ -114,8 +114,7 @@ int strata_store_push(strata_store *st, const strata_registry *reg, const char *
 	struct ix_oci_sink sink;
 	uint8_t sha[ST_SHA256_LEN];
 	uint64_t size;
-	char why[ST_WHY_LEN] = "";
-	st_id id;
+	char why[ST_WHY_LEN] = "", hex[STRATA_ID_LEN + 1];
 	int rc;
 
 	if (!ref)
@@ -126,11 +125,11 @@ int strata_store_push(strata_store *st, const strata_registry *reg, const char *
 		ix_registry_close(r);
 		return api_fail(IX_EREF, "push: '%s' names a digest: push to a tag (REGISTRY/REPOSITORY:TAG)", reference);
 	}
-	if ((rc = strata_store_resolve(st, ref, (char[STRATA_ID_LEN + 1]){ 0 })) < 0) {
+	/* ix_oci_push resolves ref too; this says which store lacks it. */
+	if ((rc = strata_store_resolve(st, ref, hex)) < 0) {
 		ix_registry_close(r);
 		return rc;
 	}
-	(void)id;
 	ix_registry_sink(r, &sink);
 	rc = ix_oci_push(st->ix, ref, rr.tag, &sink, NULL, NULL, sha, &size, why, sizeof(why));
 	if (rc == 0)
