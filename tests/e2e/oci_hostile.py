@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """oci_hostile.py: a hostile OCI registry for the poisoning tests: it serves crafted manifests and blobs (tests only).
 
-usage: oci_hostile.py craft LIBSTRATA REGISTRY REPO DIGEST EVIL_LAYER OUT_DIR TAG [--new-config=N] [--bad-sha]
+usage: oci_hostile.py craft REGISTRY REPO DIGEST EVIL_LAYER OUT_DIR TAG [--new-config=N] [--bad-sha]
        oci_hostile.py serve OUT_DIR PORT_FILE
 craft takes the victim's snapshot (manifest DIGEST of REPO on the plain-HTTP
 REGISTRY host:port), and writes into OUT_DIR what an attacker publishes under
@@ -38,7 +38,7 @@ def get(url, accept=None):
         return r.read()
 
 
-def craft(lib, reg, repo, digest, evil_path, out, tag, new_config, bad_sha=False):
+def craft(reg, repo, digest, evil_path, out, tag, new_config, bad_sha=False):
     # A strata id is XXH3-128 in canonical (big-endian: high, then low
     # half) byte order (store/id.c); libstrata exports only its API, so
     # the ids come from libxxhash itself.
@@ -151,8 +151,8 @@ def serve(root, port_file):
 
 if __name__ == "__main__":
     if len(sys.argv) >= 8 and sys.argv[1] == "craft":
-        n = [int(a.split("=", 1)[1]) for a in sys.argv[9:] if a.startswith("--new-config=")]
-        craft(*sys.argv[2:9], new_config=n[0] if n else 0, bad_sha="--bad-sha" in sys.argv[9:])
+        n = [int(a.split("=", 1)[1]) for a in sys.argv[8:] if a.startswith("--new-config=")]
+        craft(*sys.argv[2:8], new_config=n[0] if n else 0, bad_sha="--bad-sha" in sys.argv[8:])
     elif len(sys.argv) == 4 and sys.argv[1] == "serve":
         serve(sys.argv[2], sys.argv[3])
     else:
