@@ -33,6 +33,10 @@ extern "C" {
  *   or stores; it may make new ones.
  * - Signals: SIGRTMIN+1 is installed at the first call and sent to the
  *   calling thread to stop a KVM call (kill, timeout): leave it alone.
+ *   A process-backend sandbox is a child process that reports by
+ *   stopping: a host that reaps any child (waitpid(-1), SIGCHLD set to
+ *   SIG_IGN) takes its reports, and the child ends with the thread that
+ *   made the sandbox (its next call fails with STRATA_E_SHUTDOWN).
  */
 
 /* The version of this header; strata_version() gives the library's. */
