@@ -218,6 +218,9 @@ int strata_sandbox_capture(strata_sandbox *sb, strata_store *st, const char *tag
 
 	if (flags & ~(unsigned)STRATA_TAG_FORCE)
 		return api_fail(-EINVAL, "capture: unknown flags 0x%x", flags);
+	if (sb->pool)
+		return api_fail(-EINVAL, "capture: the sandbox is a pool's, which puts it back to the pool's snapshot: "
+				"capture a sandbox of its own (strata_sandbox_open_dir, _open_store)");
 	if (tag && !st_name_valid(tag))
 		return api_fail(ST_EBADNAME, "capture: '%s' is not a valid tag name", tag);
 	if ((rc = vmm_sandbox_capture(sb->vs, st->st, &m)) < 0) {
@@ -309,8 +312,12 @@ static int pool_open(strata_host *h, struct vmm_snapdir *d, struct st_manifest *
 	p->dir = d;
 	p->m = m;
 	p->st = st;
+	pthread_condattr_t ca;
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->back, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);  /* a get's wait does not follow the wall clock */
+	pthread_cond_init(&p->back, &ca);
+	pthread_condattr_destroy(&ca);
 	for (p->n = 0; p->n < n; p->n++)
 		if ((rc = pool_make_one(p, &p->sbs[p->n])) < 0)
 			break;
@@ -373,7 +380,7 @@ int strata_pool_get(strata_pool *p, uint64_t wait_ns, strata_sandbox **out)
 {
 	struct timespec until;
 
-	clock_gettime(CLOCK_REALTIME, &until);
+	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += (time_t)(wait_ns / 1000000000u);
 	until.tv_nsec += (long)(wait_ns % 1000000000u);
 	if (until.tv_nsec >= 1000000000L) {

@@ -340,7 +340,8 @@ enum {
  * goes back to this point. id (may be NULL) gets the snapshot's id, 32 hex
  * digits and a NUL. st must hold the sandbox's snapshot's layers (a
  * sandbox opened from a directory outside st: import it first) and outlive
- * the sandbox. Errors: STRATA_E_POISONED, STRATA_E_BUSY, STRATA_E_EXISTS
+ * the sandbox. -EINVAL for a pool's sandbox (a put takes it back to the
+ * pool's snapshot). Errors: STRATA_E_POISONED, STRATA_E_BUSY, STRATA_E_EXISTS
  * (tag names another snapshot, without STRATA_TAG_FORCE), STRATA_E_BAD_NAME,
  * STRATA_E_MISSING, STRATA_E_READ_ONLY, -ENOSPC: nothing is committed and
  * the sandbox keeps its snapshot (a layer blob may stay for gc).

@@ -621,6 +621,8 @@ Test(api, pool_from_a_store_with_host_functions)
 	cr_assert_eq(strata_pool_open_store(h, st, "snap", 1, &p), 0, "%s", strata_errmsg());
 	cr_assert_eq(strata_pool_get(p, 0, &a), 0);
 	cr_assert_eq(call_i(a, "add", 2, 20, 22), 42);
+	cr_assert_eq(strata_sandbox_capture(a, st, "from_pool", 0, NULL), -EINVAL);
+	cr_assert(strstr(strata_errmsg(), "pool's"), "%s", strata_errmsg());
 	/* A sandbox poisoned and given back comes out usable again. */
 	cr_assert_eq(strata_sandbox_call(a, "null_write", NULL, 0, 0, &r), STRATA_E_GUEST_FAULT);
 	strata_sandbox_free(a); /* a pool's: nothing happens */
