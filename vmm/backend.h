@@ -3,6 +3,7 @@
 #define STRATA_VMM_BACKEND_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "vmm/vmm.h"
@@ -20,7 +21,13 @@ struct vmm_runs;
  */
 struct vmm_backend {
 	enum vmm_backend_kind kind;
-	const char *name;
+	const char *name;  /* vmm_backend_name's, and what vmm_backend_parse and --backend take */
+	/* 0 if it can run here, else <0 with why in err (may be NULL). */
+	int (*check)(struct vmm_error *err);
+	/* What the error of a sandbox that asked for it and cannot have it
+	 * adds in parentheses: chosen by name (hint), or by AUTO (auto_hint:
+	 * AUTO chose it because none before it in vmm/backend.c's list runs). */
+	const char *hint, *auto_hint;
 	/* Guest memory of sb->mem_size bytes at sb->mem, all zero. *ready: it
 	 * came with a VM that needs no start_memory (a recycled shell). */
 	int (*mem_new)(struct vmm_sandbox *sb, bool *ready);
@@ -78,6 +85,11 @@ struct vmm_backend {
 
 extern const struct vmm_backend vmm_backend_kvm;
 extern const struct vmm_backend vmm_backend_process;
+
+/* The backend of that kind (vmm/backend.c's list), NULL for AUTO or unknown. */
+const struct vmm_backend *vmm_backend_of(enum vmm_backend_kind kind);
+/* "auto, kvm or process" (every name vmm_backend_parse takes) in buf. */
+const char *vmm_backend_names(char *buf, size_t len);
 
 /* The backend for a sandbox of `host` (already resolved; NULL: none) that
  * asks for `want`, as vmm_backend_resolve says; VMM_E_NO_BACKEND with the

@@ -366,13 +366,14 @@ struct vmm_host_fn {
 	void *ctx;
 };
 
-struct vmm_proc;
 struct vmm_backend;
 struct vmm_sandbox {
 	struct vmm_config cfg;
 	const struct vmm_backend *be;  /* where the guest runs (backend.h) */
-	struct vmm_kvm kvm;            /* KVM backend */
-	struct vmm_proc *proc;         /* process backend (proc.c) */
+	/* The backend's own state, which only its room reads (struct vmm_kvm
+	 * in vmm/kvm/, struct vmm_proc in vmm/proc/): NULL until be->mem_new,
+	 * NULL again after be->destroy. */
+	void *priv;
 	struct vmm_layout layout;
 	uint8_t *mem;             /* one host range = one KVM slot at GPA 0 */
 	uint64_t mem_size;

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vmm/proc_abi.h"
+#include "vmm/proc/proc_abi.h"
 #include "store/sys.h"
 #include "vmm/snap_int.h"
 
@@ -113,6 +113,12 @@ struct vmm_proc {
 	blkcnt_t data_blocks;
 	uint64_t pages;
 };
+
+/* The sandbox's process-backend state (its backend-private pointer). */
+static inline struct vmm_proc *proc_of(const struct vmm_sandbox *sb)
+{
+	return sb->priv;
+}
 
 /* The first report's signal stack byte at offset off (>= tmpl_off). */
 #define TMPL(p, off) ((p)->tmpl + ((off) - (p)->tmpl_off))
@@ -309,6 +315,15 @@ int vmm_proc_probe(char *why, size_t whylen)
 	return 0;
 }
 
+int vmm_process_check(struct vmm_error *err)
+{
+	char why[160];
+
+	if (vmm_proc_probe(why, sizeof(why)) < 0)
+		return vmm_fail(err, VMM_E_NO_BACKEND, "%s", why);
+	return 0;
+}
+
 /* Start the child program with guest memory as fd 3, nothing else open,
  * no environment, in a removed directory, every signal at its default and
  * unblocked. */
@@ -388,7 +403,7 @@ static int proc_mem_new(struct vmm_sandbox *sb, bool *ready)
 		goto out_unmap;
 	p->alt = p->ctl + PROC_CTL_SIZE;
 	p->maps = -1;
-	sb->proc = p;
+	sb->priv = p;
 	*ready = false;
 	return 0;
 out_unmap:
@@ -424,7 +439,7 @@ static int map_run(void *ctx, uint64_t va, uint64_t len, unsigned perm)
 /* The page tables' user protections, for the child to apply as it starts. */
 static int proc_map(struct vmm_sandbox *sb)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	/* Pages below the boot info are supervisor-only (page tables, GDT,
 	 * IDT, exception stacks): never reachable from CPL 3, never mapped. */
 	const uint64_t lo = STRATA_BOOT_INFO_GPA;
@@ -436,7 +451,7 @@ static int proc_map(struct vmm_sandbox *sb)
 /* Every run of the memfd that holds data (the rest reads as zero). */
 static int data_runs(struct vmm_sandbox *sb, struct vmm_runs *out)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	off_t end = (off_t)sb->mem_size, at = 0;
 	int rc;
 
@@ -475,7 +490,7 @@ static void bit_set(uint64_t *b, uint64_t g)
  * info up: nothing below it is mapped there). */
 static int protect(struct vmm_sandbox *sb, uint64_t g0, uint64_t n)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	uint64_t lo = STRATA_BOOT_INFO_GPA / VMM_PAGE, c0 = g0 < lo ? lo : g0;
 	int rc = vmm_wp_protect(p->uffd, (uint64_t)(uintptr_t)(sb->mem + g0 * VMM_PAGE), n * VMM_PAGE);
 
@@ -493,7 +508,7 @@ static int protect(struct vmm_sandbox *sb, uint64_t g0, uint64_t n)
  */
 static int data_protect(struct vmm_sandbox *sb, bool all)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	struct vmm_runs runs = { 0 };
 	struct stat st;
 	/* Taken before the walk: a page that got data after it makes the
@@ -557,7 +572,7 @@ static int maps_read(struct vmm_proc *p, char **out)
  * give it the page tables' protections. */
 static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	char path[64], how[64];
 	pid_t pid;
 	int rc;
@@ -685,7 +700,7 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 
 static int proc_start(struct vmm_sandbox *sb, bool ready, struct vmm_error *err)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	const struct vmm_snap *s = sb->snap;
 
 	(void)ready;
@@ -708,7 +723,7 @@ static int proc_start(struct vmm_sandbox *sb, bool ready, struct vmm_error *err)
 
 static void proc_destroy(struct vmm_sandbox *sb)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 
 	if (p) {
 		proc_kill(p);
@@ -731,7 +746,7 @@ static void proc_destroy(struct vmm_sandbox *sb)
 		free(p->tmpl);
 		vmm_runs_free(&p->fresh);
 		free(p);
-		sb->proc = NULL;
+		sb->priv = NULL;
 	}
 	if (sb->mem)
 		st_sys_munmap(sb->mem, sb->mem_size);
@@ -740,12 +755,14 @@ static void proc_destroy(struct vmm_sandbox *sb)
 
 static bool proc_live(const struct vmm_sandbox *sb)
 {
-	return sb->proc && sb->proc->pid > 0 && !sb->proc->dead;
+	const struct vmm_proc *p = proc_of(sb);
+
+	return p && p->pid > 0 && !p->dead;
 }
 
 static bool proc_usable_here(const struct vmm_sandbox *sb)
 {
-	return proc_live(sb) && sb->proc->owner == (pid_t)syscall(SYS_gettid);
+	return proc_live(sb) && proc_of(sb)->owner == (pid_t)syscall(SYS_gettid);
 }
 
 /*
@@ -759,7 +776,7 @@ static bool proc_usable_here(const struct vmm_sandbox *sb)
  */
 static void pages_zero(struct vmm_sandbox *sb, uint8_t *at, size_t len)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	off_t base = (off_t)sb->mem_size + (at - p->ctl), end = base + (off_t)(len / VMM_PAGE * VMM_PAGE);
 
 	for (off_t o = base; o < end;) {
@@ -791,7 +808,7 @@ static void pages_zero(struct vmm_sandbox *sb, uint8_t *at, size_t len)
  */
 static void child_reset(struct vmm_sandbox *sb)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	uint8_t *fp = p->alt + p->fp_off;
 	uint64_t xstate_bv = 3;
 
@@ -820,7 +837,7 @@ static void child_reset(struct vmm_sandbox *sb)
 
 static int proc_set_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	uint64_t *g = ctl_gregs(p);
 
 	/* fs base: the thread block, which the child loads (a restore's
@@ -857,7 +874,7 @@ static int proc_set_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *s
 
 static int proc_get_state(struct vmm_sandbox *sb, struct vmm_vcpu_state *st)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	const uint64_t *g = ctl_gregs(p);
 
 	if (p->running)
@@ -877,7 +894,7 @@ static int proc_get_state(struct vmm_sandbox *sb, struct vmm_vcpu_state *st)
 
 static int proc_get_cr2(struct vmm_sandbox *sb, uint64_t *cr2)
 {
-	*cr2 = sb->proc->cr2;
+	*cr2 = proc_of(sb)->cr2;
 	return 0;
 }
 
@@ -926,7 +943,7 @@ static void decode_store(const uint8_t *b, size_t avail, unsigned *len, unsigned
 /* Turn the child's report into an exit. *again: nothing for the VMM (a stale kick). */
 static void report_decode(struct vmm_sandbox *sb, struct vmm_exit *ex, bool *again)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	uint64_t *g = ctl_gregs(p);
 	int32_t signo, code;
 	uint32_t arch;
@@ -1004,7 +1021,7 @@ static void report_decode(struct vmm_sandbox *sb, struct vmm_exit *ex, bool *aga
 
 static int proc_run(struct vmm_sandbox *sb, struct vmm_exit *ex)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	bool kicked;
 
 	memset(ex, 0, sizeof(*ex));
@@ -1038,7 +1055,7 @@ static int proc_run(struct vmm_sandbox *sb, struct vmm_exit *ex)
 
 static void proc_kick(struct vmm_sandbox *sb, bool on)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 
 	/* The kick signal interrupts the host's wait; this stops the guest
 	 * too, so a kick that lands just before the wait is not lost.
@@ -1049,7 +1066,7 @@ static void proc_kick(struct vmm_sandbox *sb, bool on)
 
 static void proc_halt(struct vmm_sandbox *sb)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 
 	if (!p || !p->running || p->dead)
 		return;
@@ -1063,7 +1080,7 @@ static void proc_halt(struct vmm_sandbox *sb)
 
 static int written_add(void *ctx, uint64_t lo, uint64_t hi)
 {
-	struct vmm_proc *p = ((struct vmm_sandbox *)ctx)->proc;
+	struct vmm_proc *p = proc_of((struct vmm_sandbox *)ctx);
 	uint64_t base = (uint64_t)(uintptr_t)((struct vmm_sandbox *)ctx)->mem;
 
 	/* Host addresses (the host mapping) or guest addresses (the child's). */
@@ -1078,7 +1095,7 @@ static int written_add(void *ctx, uint64_t lo, uint64_t hi)
 
 static int proc_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigned *ioctls)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	int rc;
 
 	vmm_runs_clear(out);
@@ -1113,7 +1130,7 @@ static int proc_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigne
 
 static void proc_dirty_clear(struct vmm_sandbox *sb)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 
 	/* Pages that got data since: from now on their writes are tracked. */
 	for (size_t i = 0; p->tracked && i < p->fresh.n; i++)
@@ -1129,7 +1146,7 @@ static void proc_dirty_clear(struct vmm_sandbox *sb)
  * mapping is guest memory at the guest addresses themselves. */
 static int proc_touched_scan(struct vmm_sandbox *sb, struct vmm_runs *out)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	char path[64];
 	int fd, m, rc;
 
@@ -1155,7 +1172,7 @@ static int proc_touched_scan(struct vmm_sandbox *sb, struct vmm_runs *out)
  * punch a hole, which reads as zero in both mappings). */
 static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage, bool random)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	uint8_t *dst = sb->mem + gpage * VMM_PAGE;
 	uint64_t len = n * VMM_PAGE, done = 0;
 
@@ -1179,7 +1196,7 @@ static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, in
 /* pread of the memfd: a hole reads as zero and stays a hole. */
 static const uint8_t *proc_page_read(struct vmm_sandbox *sb, uint64_t gpage, uint8_t *buf)
 {
-	ssize_t r = st_sys_pread(sb->proc->memfd, buf, VMM_PAGE, (off_t)(gpage * VMM_PAGE));
+	ssize_t r = st_sys_pread(proc_of(sb)->memfd, buf, VMM_PAGE, (off_t)(gpage * VMM_PAGE));
 
 	return r == (ssize_t)VMM_PAGE ? buf : NULL;
 }
@@ -1206,7 +1223,7 @@ static bool all_zero(const uint8_t *b, size_t n)
  */
 static int proc_check(struct vmm_sandbox *sb, const struct vmm_vcpu_state *want, char *why, size_t len)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	const uint64_t *g = ctl_gregs(p);
 	const uint8_t *fx = p->ctl + CTL_FX, *fp = p->alt + p->fp_off;
 	struct stat st;
@@ -1289,6 +1306,9 @@ out_free:
 const struct vmm_backend vmm_backend_process = {
 	.kind = VMM_BACKEND_PROCESS,
 	.name = "process",
+	.check = vmm_process_check,
+	.hint = "the kvm backend, --backend kvm, may",
+	.auto_hint = "and /dev/kvm, for the kvm backend, is missing",
 	.mem_new = proc_mem_new,
 	.start = proc_start,
 	.destroy = proc_destroy,

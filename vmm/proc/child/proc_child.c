@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "vmm/abi.h"
-#include "vmm/proc_abi.h"
+#include "vmm/proc/proc_abi.h"
 
 /*
  * Built without libc and linked at PROC_BASE (vmm/meson.build): the host
