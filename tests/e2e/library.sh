@@ -7,7 +7,7 @@ T=$(mktemp -d /tmp/strata-e2e-lib.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..16"
+echo "1..17"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 
@@ -59,6 +59,20 @@ else
 		echo "ok $n - libstrata.so exports $what # SKIP needs gcc (-aux-info lists the declarations)"
 	done
 fi
+# The host library's folders define no C library name (memcpy, strlen...):
+# only the freestanding guest SDK and the process backend's child program
+# (built apart, vmm/guest/ and vmm/proc/child/) bring their own.
+libc_names_defined() {
+	libc=$(cc -print-file-name=libc.so.6) && [ -f "$libc" ] || { echo "no libc.so.6 found"; return 1; }
+	nm -D --defined-only "$libc" | awk '{ sub(/@.*/, "", $3); print $3 }' | sort -u >"$T/libc_names"
+	[ -s "$T/libc_names" ] || { echo "libc.so.6 lists no names"; return 1; }
+	for f in "$libdir/libstrata.a" "$libdir/libstrata.so"; do
+		nm --defined-only "$f" 2>/dev/null | awk 'NF == 3 && $2 ~ /^[TDBRVWi]$/ { sub(/@.*/, "", $3); print $3 }'
+	done | sort -u | comm -12 - "$T/libc_names" >"$T/libc_defined"
+	[ -s "$T/libc_defined" ] && { echo "defined: $(head -20 "$T/libc_defined" | tr '\n' ' ')"; return 1; }
+	echo "none ($(wc -l <"$T/libc_names") C library names checked)"
+}
+check "libstrata.a and libstrata.so define no C library name" 0 '^none ' -- libc_names_defined
 check "nothing installed holds the benchmarks (strata-bench, bench_run, vmm_bare_*)" 0 '^none$' -- \
 	sh -c "! find '$I' -name 'strata-bench*' | grep -q . && ! grep -rlE 'vmm_bare|bench_run' '$I' && echo none"
 check "an installed strata bench says the benchmarks run from a build tree" 1 \
