@@ -123,9 +123,8 @@ struct vmm_config {
 	 * (vmm_host_config.backend), as vmm_backend_resolve says. */
 	enum vmm_backend_kind backend;
 	/* The host whose caches and settings the sandbox uses (vmm_host_new);
-	 * NULL: the process's default host (vmm_host_default_set), and if
-	 * none is set, nothing is cached and the reset policy is the
-	 * defaults. The host must outlive the sandbox. */
+	 * NULL: none (vmm_host_default), so nothing is cached and the reset
+	 * policy is the defaults. The host must outlive the sandbox. */
 	struct vmm_host *host;
 };
 
@@ -365,7 +364,7 @@ const char *vmm_backend_name(enum vmm_backend_kind kind);
 int vmm_backend_parse(const char *name, enum vmm_backend_kind *out);
 /*
  * The backend a sandbox made with `host` (NULL: the default host,
- * vmm_host_default_set) and vmm_config.backend `want` runs on: `want`
+ * vmm_host_default) and vmm_config.backend `want` runs on: `want`
  * unless it is AUTO; else the host's vmm_host_config.backend unless that is
  * AUTO (or there is no host); else KVM if /dev/kvm opens (vmm_kvm_check),
  * else PROCESS. Never AUTO. It does not say the backend works here:
@@ -637,10 +636,8 @@ struct vmm_host_stats {
 void vmm_host_stats(struct vmm_host *h, struct vmm_host_stats *out);
 /* The policy new sandboxes of this host start with. */
 const struct vmm_policy *vmm_host_policy(const struct vmm_host *h);
-/* The host of sandboxes whose vmm_config.host is NULL (NULL: none, as at
- * start). The caller keeps owning h (vmm_host_free of it unsets it). Not
- * while sandboxes are being made. */
-void vmm_host_default_set(struct vmm_host *h);
+/* The host of sandboxes whose vmm_config.host is NULL: none unless
+ * strata's own programs set one (an internal call, vmm_int.h). */
 struct vmm_host *vmm_host_default(void);
 /* ==== end host ==== */
 
