@@ -39,10 +39,6 @@ struct vmm_backend {
 	void (*destroy)(struct vmm_sandbox *sb);
 	/* Could the sandbox run (its VM or child exists)? */
 	bool (*live)(const struct vmm_sandbox *sb);
-	/* Could the calling thread run it for as long as the thread lives?
-	 * NULL: whenever it is live (KVM). The process backend's child dies
-	 * with the thread that started it (PR_SET_PDEATHSIG). */
-	bool (*usable_here)(const struct vmm_sandbox *sb);
 	int (*set_state)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st);
 	/* set_state for a restore; may defer the work to the next run. */
 	int (*stage_state)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st);
@@ -103,7 +99,8 @@ int vmm_backend_pick(const struct vmm_host *host, enum vmm_backend_kind want, co
 /* Can this machine run the process backend? 0, or <0 with why. */
 int vmm_proc_probe(char *why, size_t whylen);
 /* How the child ended, in words ("exited with code 120", "was killed by
- * signal 31 (SYS)"), from a wait status as VMM_EXIT_DEAD's reason has it. */
+ * signal 31 (SYS)"), from a wait status as VMM_EXIT_DEAD's reason has it
+ * (-1: unknown, the host reaped it on a kernel that keeps no status). */
 const char *vmm_proc_end_str(int status, char *buf, size_t len);
 
 #endif
