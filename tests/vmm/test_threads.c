@@ -275,6 +275,11 @@ Test(vmm_threads, a_host_killed_with_sigkill_leaves_no_child_behind)
 	int fds[2];
 	char buf[512] = "";
 
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)gettid());
+	if (access(path, R_OK) != 0)
+		cr_skip_test("the kernel lists no children per thread (%s: %s): the host could not name its own", path,
+			     strerror(errno));
 	/* Orphans come to this process, which can then wait for them. */
 	cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
 	cr_assert_eq(pipe(fds), 0);
