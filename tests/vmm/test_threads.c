@@ -1,4 +1,4 @@
-/* test_threads.c: sandboxes outlive the thread that made them; the host's SIGCHLD and waitpid(-1) take nothing of the backend's; a host killed with -9 leaves no child. */
+/* test_threads.c: sandboxes outlive the thread that made them; a host that ignores SIGCHLD or reaps with waitpid(-1) gets every report right; a host killed with -9 leaves no child. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -199,7 +199,7 @@ static void *reaper(void *arg)
 	return NULL;
 }
 
-Test(vmm_threads, a_host_thread_in_waitpid_any_takes_nothing_of_the_backend)
+Test(vmm_threads, a_host_thread_in_waitpid_any_leaves_every_report_right)
 {
 	pthread_t t;
 
