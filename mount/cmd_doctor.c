@@ -308,9 +308,8 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		say(&d, "process", true, "usable (sandboxes in locked-down child processes, no KVM needed)");
 	else
 		say(&d, "process", false, "unusable: %s", perr.message);
-	enum vmm_backend_kind pick = cli->backend != VMM_BACKEND_AUTO ? cli->backend
-				     : krc == 0			 ? VMM_BACKEND_KVM
-								 : VMM_BACKEND_PROCESS;
+	/* No host: auto is the machine's choice (vmm/backend.c's list). */
+	enum vmm_backend_kind pick = vmm_backend_resolve(NULL, cli->backend);
 	bool runs = pick == VMM_BACKEND_KVM ? krc == 0 : prc == 0;
 	say(&d, "backend", runs, "%s%s%s", vmm_backend_name(pick),
 	    cli->backend != VMM_BACKEND_AUTO ? " (chosen by --backend or STRATA_BACKEND)" : " (what auto picks here)",

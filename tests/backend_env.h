@@ -8,6 +8,7 @@
 
 #include "tests/harness/harness.h"
 #include "vmm/vmm.h"
+#include "vmm/vmm_int.h"  /* vmm_host_default_set */
 
 /* The backend this run of the suite asked for (AUTO: none); hosts a test
  * makes take it (vmm_host_config.backend) as the default host does. */

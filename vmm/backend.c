@@ -1,203 +1,68 @@
-/* backend.c: choosing a backend, and the KVM backend's side of the seam (VM shells, vCPU state, KVM_RUN). */
+/* backend.c: choosing a backend (vmm/kvm/ and vmm/proc/ hold the backends themselves). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 
-#include "store/sys.h"
-#include "vmm/snap_int.h"
+#include "vmm/vmm_int.h"
 
-static int kvm_mem_new(struct vmm_sandbox *sb, bool *ready)
+/*
+ * The backends, in the order AUTO prefers them: the one list that names,
+ * parses, chooses and validates backends. AUTO takes the first whose check
+ * passes; the last is what it falls back to unchecked (its check runs when
+ * a sandbox picks it).
+ */
+static const struct vmm_backend *const backends[] = { &vmm_backend_kvm, &vmm_backend_process };
+#define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
+
+const struct vmm_backend *vmm_backend_of(enum vmm_backend_kind kind)
 {
-	/* A recycled shell (shell.c) brings a wiped range and a ready VM. */
-	if (vmm_shell_take(sb->cfg.host, sb->mem_size, &sb->kvm, &sb->mem) == 1) {
-		*ready = true;
-		return 0;
-	}
-	/* One private anonymous range: pages appear on first touch, so
-	 * creation cost does not grow with the heap; snapshots map layer
-	 * files over it. */
-	int rc;
-	sb->mem = st_sys_mmap(NULL, sb->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-			      -1, 0, &rc);
-	if (!sb->mem)
-		return rc;
-	*ready = false;
-	return 0;
+	for (size_t i = 0; i < NBACKENDS; i++)
+		if (backends[i]->kind == kind)
+			return backends[i];
+	return NULL;
 }
-
-static int kvm_start(struct vmm_sandbox *sb, bool ready, struct vmm_error *err)
-{
-	int rc;
-
-	if (ready)
-		return 0;
-	if ((rc = vmm_kvm_open(&sb->kvm)) < 0)
-		return vmm_kvm_open_failed(rc, err);
-	if ((rc = vmm_kvm_set_memory(&sb->kvm, 0, sb->mem, sb->mem_size)) < 0)
-		return vmm_fail(err, rc, "cannot register guest memory with KVM: %s", strerror(-rc));
-	return 0;
-}
-
-static void kvm_destroy(struct vmm_sandbox *sb)
-{
-	/* A healthy sandbox's VM and range go back to the shell cache; a
-	 * poisoned one (faulted, killed, shut down) is destroyed. */
-	if (!sb->poisoned && vmm_shell_give(sb->cfg.host, &sb->kvm, sb->mem, sb->mem_size)) {
-		sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
-		sb->kvm.run = NULL;
-		sb->kvm.xsave = NULL;
-		sb->mem = NULL;
-	}
-	vmm_kvm_close(&sb->kvm);
-	if (sb->mem)
-		st_sys_munmap(sb->mem, sb->mem_size);
-	sb->mem = NULL;
-}
-
-static bool kvm_live(const struct vmm_sandbox *sb)
-{
-	return sb->kvm.vcpu_fd >= 0;
-}
-
-static int kvm_set_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st)
-{
-	return vmm_kvm_set_state(&sb->kvm, st);
-}
-
-static int kvm_stage_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st)
-{
-	return vmm_kvm_stage_state(&sb->kvm, st);
-}
-
-static int kvm_get_state(struct vmm_sandbox *sb, struct vmm_vcpu_state *st)
-{
-	return vmm_kvm_get_state(&sb->kvm, st);
-}
-
-static int kvm_check_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st, char *why, size_t whylen)
-{
-	struct vmm_vcpu_state live;
-	char name[64];
-	const char *f;
-	int rc;
-
-	/* The vector state first: it names the component that differs. */
-	if ((rc = vmm_kvm_check_vector_state(&sb->kvm, st->fxsave, why, whylen)) < 0)
-		return rc;
-	if ((rc = vmm_kvm_get_state(&sb->kvm, &live)) < 0)
-		return rc;
-	if ((f = vmm_x86_state_differs(&live, st, name, sizeof(name)))) {
-		snprintf(why, whylen, "register %s differs from the snapshot's", f);
-		return VMM_E_LEAK;
-	}
-	return 0;
-}
-
-static int kvm_get_cr2(struct vmm_sandbox *sb, uint64_t *cr2)
-{
-	return vmm_kvm_get_cr2(&sb->kvm, cr2);
-}
-
-static int kvm_run(struct vmm_sandbox *sb, struct vmm_exit *ex)
-{
-	return vmm_kvm_run(&sb->kvm, ex);
-}
-
-static void kvm_kick(struct vmm_sandbox *sb, bool on)
-{
-	vmm_kvm_set_immediate_exit(&sb->kvm, on);
-}
-
-/* Guest memory is this process's range: a guest access faults it in here. */
-static int kvm_touched_scan(struct vmm_sandbox *sb, struct vmm_runs *out)
-{
-	return vmm_touched_scan(sb->mem, sb->mem_size, out);
-}
-
-static int kvm_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigned *ioctls)
-{
-	return vmm_dirty_scan(sb->mem, sb->mem_size, sb->snap->policy.dirty, out, ioctls);
-}
-
-/* A layer's pages copy-on-write into the one memory slot (or fresh zero
- * pages): KVM's MMU notifier follows the mapping change. */
-static int kvm_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage, bool random)
-{
-	void *at = sb->mem + gpage * VMM_PAGE;
-	int rc = 0;
-
-	if (fd < 0)
-		st_sys_mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-			    -1, 0, &rc);
-	else
-		st_sys_mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)(lpage * VMM_PAGE),
-			    &rc);
-	/* A lazy layer's fault asks the mount for its page alone: the kernel's
-	 * read-around would fetch absent chunks nobody touches, one round trip
-	 * each. The mount fills the page cache around it from present chunks
-	 * instead (fs/ops.c, docs/lazy.md). */
-	if (rc == 0 && fd >= 0 && random)
-		st_sys_madvise(at, n * VMM_PAGE, MADV_RANDOM);
-	return rc;
-}
-
-const struct vmm_backend vmm_backend_kvm = {
-	.kind = VMM_BACKEND_KVM,
-	.name = "kvm",
-	.mem_new = kvm_mem_new,
-	.start = kvm_start,
-	.destroy = kvm_destroy,
-	.live = kvm_live,
-	.set_state = kvm_set_state,
-	.stage_state = kvm_stage_state,
-	.check_state = kvm_check_state,
-	.get_state = kvm_get_state,
-	.get_cr2 = kvm_get_cr2,
-	.run = kvm_run,
-	.kick = kvm_kick,
-	.dirty_scan = kvm_dirty_scan,
-	.touched_scan = kvm_touched_scan,
-	.map_pages = kvm_map_pages,
-	.private_pages = true,
-};
 
 const char *vmm_backend_name(enum vmm_backend_kind kind)
 {
-	switch (kind) {
-	case VMM_BACKEND_AUTO: return "auto";
-	case VMM_BACKEND_KVM: return "kvm";
-	case VMM_BACKEND_PROCESS: return "process";
-	}
-	return "unknown";
+	const struct vmm_backend *be = vmm_backend_of(kind);
+
+	return kind == VMM_BACKEND_AUTO ? "auto" : be ? be->name : "unknown";
 }
 
 int vmm_backend_parse(const char *name, enum vmm_backend_kind *out)
 {
-	static const enum vmm_backend_kind all[] = { VMM_BACKEND_AUTO, VMM_BACKEND_KVM, VMM_BACKEND_PROCESS };
-
-	for (size_t i = 0; name && i < sizeof(all) / sizeof(all[0]); i++) {
-		if (strcmp(name, vmm_backend_name(all[i])) == 0) {
-			*out = all[i];
+	if (!name)
+		return -EINVAL;
+	if (strcmp(name, "auto") == 0) {
+		*out = VMM_BACKEND_AUTO;
+		return 0;
+	}
+	for (size_t i = 0; i < NBACKENDS; i++) {
+		if (strcmp(name, backends[i]->name) == 0) {
+			*out = backends[i]->kind;
 			return 0;
 		}
 	}
 	return -EINVAL;
 }
 
-int vmm_process_check(struct vmm_error *err)
+const char *vmm_backend_names(char *buf, size_t len)
 {
-	char why[160];
+	size_t at = (size_t)snprintf(buf, len, "auto");
 
-	if (vmm_proc_probe(why, sizeof(why)) < 0)
-		return vmm_fail(err, VMM_E_NO_BACKEND, "%s", why);
-	return 0;
+	for (size_t i = 0; i < NBACKENDS && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%s", i + 1 == NBACKENDS ? " or " : ", ", backends[i]->name);
+	return buf;
 }
 
-/* What AUTO means with no host choosing: KVM where /dev/kvm works. */
-static enum vmm_backend_kind machine_kind(void)
+/* What AUTO means with no host choosing: the first backend that can run
+ * here, else the last. */
+static const struct vmm_backend *machine_backend(void)
 {
-	return vmm_kvm_check(NULL) == 0 ? VMM_BACKEND_KVM : VMM_BACKEND_PROCESS;
+	for (size_t i = 0; i + 1 < NBACKENDS; i++)
+		if (backends[i]->check(NULL) == 0)
+			return backends[i];
+	return backends[NBACKENDS - 1];
 }
 
 enum vmm_backend_kind vmm_backend_resolve(const struct vmm_host *host, enum vmm_backend_kind want)
@@ -206,40 +71,30 @@ enum vmm_backend_kind vmm_backend_resolve(const struct vmm_host *host, enum vmm_
 		host = vmm_host_default();
 	if (want == VMM_BACKEND_AUTO && host)
 		want = host->backend;
-	return want != VMM_BACKEND_AUTO ? want : machine_kind();
+	return want != VMM_BACKEND_AUTO ? want : machine_backend()->kind;
 }
 
 int vmm_backend_pick(const struct vmm_host *host, enum vmm_backend_kind want, const struct vmm_backend **out,
 		     struct vmm_error *err)
 {
-	char why[160];
+	const struct vmm_backend *be;
+	struct vmm_error why;
 
 	/* host is the sandbox's, already resolved: NULL means none. */
 	if (want == VMM_BACKEND_AUTO && host)
 		want = host->backend;
-	switch (want != VMM_BACKEND_AUTO ? want : machine_kind()) {
-	case VMM_BACKEND_KVM: {
-		struct vmm_error why_kvm;
-		if (want == VMM_BACKEND_KVM && vmm_kvm_check(&why_kvm) < 0)
-			return vmm_fail(err, VMM_E_NO_BACKEND,
-					"the kvm backend cannot run here: %s (the process backend, --backend process, "
-					"needs no KVM)", why_kvm.message);
-		*out = &vmm_backend_kvm;
-		return 0;
-	}
-	case VMM_BACKEND_PROCESS:
-		if (vmm_proc_probe(why, sizeof(why)) < 0)
-			return vmm_fail(err, VMM_E_NO_BACKEND, "the process backend cannot run here: %s%s", why,
-					want == VMM_BACKEND_AUTO ? " (and /dev/kvm, for the kvm backend, is missing)"
-								 : " (the kvm backend, --backend kvm, may)");
-		*out = &vmm_backend_process;
-		return 0;
-	default:
+	be = want != VMM_BACKEND_AUTO ? vmm_backend_of(want) : machine_backend();
+	if (!be)
 		return vmm_fail(err, -EINVAL, "unknown backend %d", (int)want);
-	}
+	/* AUTO took any backend but the last because its check passed. */
+	if ((want != VMM_BACKEND_AUTO || be == backends[NBACKENDS - 1]) && be->check(&why) < 0)
+		return vmm_fail(err, VMM_E_NO_BACKEND, "the %s backend cannot run here: %s (%s)", be->name, why.message,
+				want == VMM_BACKEND_AUTO ? be->auto_hint : be->hint);
+	*out = be;
+	return 0;
 }
 
 enum vmm_backend_kind vmm_sandbox_backend(const struct vmm_sandbox *sb)
 {
-	return sb->be ? sb->be->kind : VMM_BACKEND_KVM;
+	return sb->be ? sb->be->kind : backends[0]->kind;
 }

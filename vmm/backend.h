@@ -3,6 +3,7 @@
 #define STRATA_VMM_BACKEND_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "vmm/vmm.h"
@@ -20,7 +21,13 @@ struct vmm_runs;
  */
 struct vmm_backend {
 	enum vmm_backend_kind kind;
-	const char *name;
+	const char *name;  /* vmm_backend_name's, and what vmm_backend_parse and --backend take */
+	/* 0 if it can run here, else <0 with why in err (may be NULL). */
+	int (*check)(struct vmm_error *err);
+	/* What the error of a sandbox that asked for it and cannot have it
+	 * adds in parentheses: chosen by name (hint), or by AUTO (auto_hint:
+	 * AUTO chose it because none before it in vmm/backend.c's list runs). */
+	const char *hint, *auto_hint;
 	/* Guest memory of sb->mem_size bytes at sb->mem, all zero. *ready: it
 	 * came with a VM that needs no start_memory (a recycled shell). */
 	int (*mem_new)(struct vmm_sandbox *sb, bool *ready);
@@ -32,10 +39,6 @@ struct vmm_backend {
 	void (*destroy)(struct vmm_sandbox *sb);
 	/* Could the sandbox run (its VM or child exists)? */
 	bool (*live)(const struct vmm_sandbox *sb);
-	/* Could the calling thread run it for as long as the thread lives?
-	 * NULL: whenever it is live (KVM). The process backend's child dies
-	 * with the thread that started it (PR_SET_PDEATHSIG). */
-	bool (*usable_here)(const struct vmm_sandbox *sb);
 	int (*set_state)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st);
 	/* set_state for a restore; may defer the work to the next run. */
 	int (*stage_state)(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st);
@@ -79,6 +82,11 @@ struct vmm_backend {
 extern const struct vmm_backend vmm_backend_kvm;
 extern const struct vmm_backend vmm_backend_process;
 
+/* The backend of that kind (vmm/backend.c's list), NULL for AUTO or unknown. */
+const struct vmm_backend *vmm_backend_of(enum vmm_backend_kind kind);
+/* "auto, kvm or process" (every name vmm_backend_parse takes) in buf. */
+const char *vmm_backend_names(char *buf, size_t len);
+
 /* The backend for a sandbox of `host` (already resolved; NULL: none) that
  * asks for `want`, as vmm_backend_resolve says; VMM_E_NO_BACKEND with the
  * reason (naming the other backend) in err. */
@@ -91,7 +99,8 @@ int vmm_backend_pick(const struct vmm_host *host, enum vmm_backend_kind want, co
 /* Can this machine run the process backend? 0, or <0 with why. */
 int vmm_proc_probe(char *why, size_t whylen);
 /* How the child ended, in words ("exited with code 120", "was killed by
- * signal 31 (SYS)"), from a wait status as VMM_EXIT_DEAD's reason has it. */
+ * signal 31 (SYS)"), from a wait status as VMM_EXIT_DEAD's reason has it
+ * (-1: unknown, the host reaped it on a kernel that keeps no status). */
 const char *vmm_proc_end_str(int status, char *buf, size_t len);
 
 #endif

@@ -33,7 +33,6 @@ static int bare_process_new(const struct vmm_layout *l, const uint8_t *mem, uint
 	if (!sb)
 		return -ENOMEM;
 	pthread_mutex_init(&sb->lock, NULL);
-	sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
 	sb->be = &vmm_backend_process;
 	sb->layout = *l;
 	sb->mem_size = l->mem_size;

@@ -47,8 +47,9 @@ int vmm_host_new(const struct vmm_host_config *cfg, struct vmm_host **out, struc
 		return rc;
 	if (cfg->policy && (rc = vmm_policy_check(cfg->policy, why, sizeof(why))) < 0)
 		return vmm_fail(err, VMM_E_BAD_CONFIG, "reset policy: %s", why);
-	if (cfg->backend != VMM_BACKEND_AUTO && cfg->backend != VMM_BACKEND_KVM && cfg->backend != VMM_BACKEND_PROCESS)
-		return vmm_fail(err, VMM_E_BAD_CONFIG, "unknown backend %d (auto, kvm or process)", (int)cfg->backend);
+	if (cfg->backend != VMM_BACKEND_AUTO && !vmm_backend_of(cfg->backend))
+		return vmm_fail(err, VMM_E_BAD_CONFIG, "unknown backend %d (%s)", (int)cfg->backend,
+				vmm_backend_names(why, sizeof(why)));
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return vmm_fail(err, -ENOMEM, "out of memory");

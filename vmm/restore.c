@@ -262,7 +262,6 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 	}
 	sb->layout = *l;
 	vmm_sandbox_cfg_apply(sb, cfg);
-	sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
 	sb->mem_size = l->mem_size;
 	sb->fns = p.fns;

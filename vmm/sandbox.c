@@ -159,7 +159,6 @@ int vmm_sandbox_new_mem(const void *elf, size_t size, const struct vmm_config *c
 	if (cfg)
 		sb->cfg = *cfg;
 	sb->cfg.host = vmm_host_resolve(cfg);
-	sb->kvm.vm_fd = sb->kvm.vcpu_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
 	if ((rc = vmm_backend_pick(sb->cfg.host, sb->cfg.backend, &sb->be, err)) < 0) {
 		pthread_mutex_destroy(&sb->lock);

@@ -182,8 +182,7 @@ void vmm_snap_set_current(struct vmm_snap *s, const struct vmm_snap_alt *n, bool
  * (vmm_host_limits_set; at the limit the one kept longest makes room);
  * park returns true if it was kept (the caller then owns nothing). take hands one out
  * for a manifest with the same content key whose layers open to the very
- * same files (device and inode), that the calling thread can run
- * (backend.h usable_here), with cfg applied and nothing of its last
+ * same files (device and inode), with cfg applied and nothing of its last
  * user left; NULL otherwise.
  */
 bool vmm_warm_park(struct vmm_sandbox *sb);

@@ -26,13 +26,17 @@
  * - Signals: SIGRTMIN+1 is installed (no SA_RESTART) at the first call and
  *   sent to the calling thread to stop KVM_RUN for kills and timeouts
  *   (timer_create per call with a timeout): leave it alone. The process
- *   backend's children report by stopping (waitid on their pid,
- *   WSTOPPED): a host that reaps any child (waitpid(-1), SIGCHLD set to
- *   SIG_IGN) steals their reports, and a SIGCHLD handler runs at every
- *   guest exit. Each child dies with the host thread that started it
- *   (PR_SET_PDEATHSIG): a sandbox whose creating thread ended fails its
- *   next call with VMM_E_SHUTDOWN until restored. SIGUSR1, SIGSTOP and
- *   SIGCONT go to the children only.
+ *   backend's children report by stopping (waitid through their pidfd,
+ *   WSTOPPED), so a SIGCHLD handler runs at every guest exit. A host that
+ *   reaps any child (waitpid(-1), SIGCHLD set to SIG_IGN) may reap one
+ *   that ended: its report stays right (the pidfd keeps how it ended,
+ *   Linux 6.15; older kernels say it was reaped elsewhere), but a
+ *   waitpid(-1, WUNTRACED) would take its stops. Children are started by
+ *   one thread of the library's, kept for the process's life with every
+ *   signal blocked: each dies with the host process (PR_SET_PDEATHSIG,
+ *   kill -9 included), not with the thread that made its sandbox, so any
+ *   thread may call a sandbox made on a thread that has ended. SIGUSR1,
+ *   SIGSTOP and SIGCONT go to the children only.
  * - Caches, each with its limit: a host's idle VM shells and warm
  *   sandboxes (vmm_host_config: 8 and 8 by default, at most 1024 and 64),
  *   and the parsed manifests (8) and private layer copies (32, 256 MiB in
@@ -83,12 +87,13 @@ enum {
  * Where guest code runs (docs/vmm.md, "Backends"; docs/security.md).
  *
  * Caveats of the process backend: each sandbox has a child process of the
- * host. The child is killed when the host thread that started it exits
- * (PR_SET_PDEATHSIG): a sandbox whose creating thread ended fails its next
- * call with VMM_E_SHUTDOWN, and a restore starts a new child. The host
- * waits for its children by pid (waitid WSTOPPED): a host that reaps any
- * child (waitpid(-1)) steals their reports, and a SIGCHLD handler is called
- * at every guest exit. It uses SIGUSR1 inside the child only.
+ * host, started by a thread the library keeps for the process's life: the
+ * child is killed when the host process ends (PR_SET_PDEATHSIG), whichever
+ * thread made or calls its sandbox. The host waits for its children
+ * through their pidfds (waitid WSTOPPED), so a SIGCHLD handler is called
+ * at every guest exit; a host's waitpid(-1) or SIGCHLD set to SIG_IGN may
+ * reap a child that ended, and the report still names how (Linux 6.15).
+ * It uses SIGUSR1 inside the child only.
  */
 enum vmm_backend_kind {
 	VMM_BACKEND_AUTO = 0,    /* KVM when /dev/kvm opens, else the process backend */
@@ -123,9 +128,8 @@ struct vmm_config {
 	 * (vmm_host_config.backend), as vmm_backend_resolve says. */
 	enum vmm_backend_kind backend;
 	/* The host whose caches and settings the sandbox uses (vmm_host_new);
-	 * NULL: the process's default host (vmm_host_default_set), and if
-	 * none is set, nothing is cached and the reset policy is the
-	 * defaults. The host must outlive the sandbox. */
+	 * NULL: none (vmm_host_default), so nothing is cached and the reset
+	 * policy is the defaults. The host must outlive the sandbox. */
 	struct vmm_host *host;
 };
 
@@ -365,7 +369,7 @@ const char *vmm_backend_name(enum vmm_backend_kind kind);
 int vmm_backend_parse(const char *name, enum vmm_backend_kind *out);
 /*
  * The backend a sandbox made with `host` (NULL: the default host,
- * vmm_host_default_set) and vmm_config.backend `want` runs on: `want`
+ * vmm_host_default) and vmm_config.backend `want` runs on: `want`
  * unless it is AUTO; else the host's vmm_host_config.backend unless that is
  * AUTO (or there is no host); else KVM if /dev/kvm opens (vmm_kvm_check),
  * else PROCESS. Never AUTO. It does not say the backend works here:
@@ -637,10 +641,8 @@ struct vmm_host_stats {
 void vmm_host_stats(struct vmm_host *h, struct vmm_host_stats *out);
 /* The policy new sandboxes of this host start with. */
 const struct vmm_policy *vmm_host_policy(const struct vmm_host *h);
-/* The host of sandboxes whose vmm_config.host is NULL (NULL: none, as at
- * start). The caller keeps owning h (vmm_host_free of it unsets it). Not
- * while sandboxes are being made. */
-void vmm_host_default_set(struct vmm_host *h);
+/* The host of sandboxes whose vmm_config.host is NULL: none unless
+ * strata's own programs set one (an internal call, vmm_int.h). */
 struct vmm_host *vmm_host_default(void);
 /* ==== end host ==== */
 

@@ -173,6 +173,11 @@ struct vmm_host {
 int vmm_shell_take(struct vmm_host *h, uint64_t mem_size, struct vmm_kvm *kvm, uint8_t **mem);
 bool vmm_shell_give(struct vmm_host *h, struct vmm_kvm *kvm, uint8_t *mem, uint64_t mem_size);
 void vmm_shell_trim(struct vmm_host *h, unsigned max);
+/* Make h the host of sandboxes whose vmm_config.host is NULL (NULL: none,
+ * as at start); vmm_host_free of it unsets it. Not while sandboxes are
+ * being made. Not in the installed header: strata's own test and bench
+ * programs set it; a host program passes its host in vmm_config. */
+void vmm_host_default_set(struct vmm_host *h);
 /* cfg's host, else the process default (host_default.c); NULL: none. */
 struct vmm_host *vmm_host_resolve(const struct vmm_config *cfg);
 /* Free a sandbox for good (vmm_sandbox_free first offers it to warm.c). */
@@ -366,13 +371,14 @@ struct vmm_host_fn {
 	void *ctx;
 };
 
-struct vmm_proc;
 struct vmm_backend;
 struct vmm_sandbox {
 	struct vmm_config cfg;
 	const struct vmm_backend *be;  /* where the guest runs (backend.h) */
-	struct vmm_kvm kvm;            /* KVM backend */
-	struct vmm_proc *proc;         /* process backend (proc.c) */
+	/* The backend's own state, which only its room reads (struct vmm_kvm
+	 * in vmm/kvm/, struct vmm_proc in vmm/proc/): NULL until be->mem_new,
+	 * NULL again after be->destroy. */
+	void *priv;
 	struct vmm_layout layout;
 	uint8_t *mem;             /* one host range = one KVM slot at GPA 0 */
 	uint64_t mem_size;

@@ -155,15 +155,13 @@ struct vmm_sandbox *vmm_warm_take(const struct st_manifest *m, vmm_layer_open_fn
 	pthread_mutex_unlock(&h->warm_lock);
 	/* The same content key and the very same layer files: the state it
 	 * was restored to is exactly what a new sandbox would be built from.
-	 * The id is recomputed: labels are not in the key. A process-backend
-	 * one only for the thread that started its child: the child dies with
-	 * that thread, and would with a thread that ended since. */
+	 * The id is recomputed: labels are not in the key. Any thread may
+	 * take any of them (a process-backend child lives as long as the
+	 * process, proc.c). */
 	enum vmm_backend_kind kind = vmm_backend_resolve(h, cfg ? cfg->backend : VMM_BACKEND_AUTO);
 	bool usable = n > 0 && vmm_sandbox_cfg_fits(&cand[0]->layout, cfg);
 	for (unsigned i = 0; i < n; i++) {
-		if (!sb && usable && cand[i]->be->kind == kind &&
-		    (!cand[i]->be->usable_here || cand[i]->be->usable_here(cand[i])) &&
-		    same_files(cand[i]->snap, m, open, ctx))
+		if (!sb && usable && cand[i]->be->kind == kind && same_files(cand[i]->snap, m, open, ctx))
 			sb = cand[i];
 		else if (!warm_push(h, cand[i])) /* back: no more than were there, unless the limit fell */
 			vmm_sandbox_destroy(cand[i]);

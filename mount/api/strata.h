@@ -23,8 +23,9 @@ extern "C" {
  *   it after its _new (as libkrun's contexts are). A setter's value holds
  *   for what is made or done after it; a failed setter changes nothing.
  * - Threads: a host, a store, a registry's settings and a pool may be used
- *   from any thread. A sandbox runs one call at a time (STRATA_E_BUSY
- *   otherwise); strata_sandbox_kill may come from any thread.
+ *   from any thread. A sandbox may be used from any thread, one call at a
+ *   time (STRATA_E_BUSY otherwise); strata_sandbox_kill may come from any
+ *   thread.
  * - Lifetimes: a host outlives every sandbox and pool made with it
  *   (strata_host_free says -EBUSY before); a store outlives the sandboxes
  *   and pools opened from it and every call given it. Strings given to a
@@ -33,10 +34,14 @@ extern "C" {
  *   or stores; it may make new ones.
  * - Signals: SIGRTMIN+1 is installed at the first call and sent to the
  *   calling thread to stop a KVM call (kill, timeout): leave it alone.
- *   A process-backend sandbox is a child process that reports by
- *   stopping: a host that reaps any child (waitpid(-1), SIGCHLD set to
- *   SIG_IGN) takes its reports, and the child ends with the thread that
- *   made the sandbox (its next call fails with STRATA_E_SHUTDOWN).
+ *   A process-backend sandbox is a child process started by one library
+ *   thread that lives as long as the process: it outlives the thread that
+ *   made it, and dies with the host process. Its signals and waits go
+ *   through its pidfd, so SIGCHLD set to SIG_IGN or a waitpid(-1) of the
+ *   host's does not disturb it (a child the host reaps first is reported
+ *   with its real exit status on Linux 6.15+). Do not wait for any
+ *   child's stops (waitpid(-1, ..., WUNTRACED)): the children report by
+ *   stopping.
  */
 
 /* The version of this header; strata_version() gives the library's. */

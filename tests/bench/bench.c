@@ -18,6 +18,7 @@
 #include "bench.h"
 #include "store/array.h"
 #include "vmm/vmm.h"
+#include "vmm/vmm_int.h"  /* vmm_host_default_set */
 
 #define BENCH_DEFAULT_WARMUP 5
 #define BENCH_DEFAULT_ITERS 200

@@ -7,7 +7,7 @@ T=$(mktemp -d /tmp/strata-e2e-lib.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..26"
+echo "1..27"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 
@@ -73,6 +73,20 @@ fi
 check "every export is strata_-named, of the version node STRATA_1.0" 0 '^[1-9][0-9]* strata_@STRATA_1.0$' -- \
 	sh -c "nm -D --defined-only '$libdir/libstrata.so' | awk '\$2 != \"A\"' >'$T/dyn' &&
 		! grep -v ' strata_[a-z_0-9]*@@STRATA_1\.0\$' '$T/dyn' && echo \"\$(wc -l <'$T/dyn') strata_@STRATA_1.0\""
+# The host library's folders define no C library name (memcpy, strlen...):
+# only the freestanding guest SDK and the process backend's child program
+# (built apart, vmm/guest/ and vmm/proc/child/) bring their own.
+libc_names_defined() {
+	libc=$(cc -print-file-name=libc.so.6) && [ -f "$libc" ] || { echo "no libc.so.6 found"; return 1; }
+	nm -D --defined-only "$libc" | awk '{ sub(/@.*/, "", $3); print $3 }' | sort -u >"$T/libc_names"
+	[ -s "$T/libc_names" ] || { echo "libc.so.6 lists no names"; return 1; }
+	for f in "$libdir/libstrata.a" "$libdir/libstrata.so"; do
+		nm --defined-only "$f" 2>/dev/null | awk 'NF == 3 && $2 ~ /^[TDBRVWi]$/ { sub(/@.*/, "", $3); print $3 }'
+	done | sort -u | comm -12 - "$T/libc_names" >"$T/libc_defined"
+	[ -s "$T/libc_defined" ] && { echo "defined: $(head -20 "$T/libc_defined" | tr '\n' ' ')"; return 1; }
+	echo "none ($(wc -l <"$T/libc_names") C library names checked)"
+}
+check "libstrata.a and libstrata.so define no C library name" 0 '^none ' -- libc_names_defined
 check "nothing installed holds the benchmarks (strata-bench, bench_run, vmm_bare_*)" 0 '^none$' -- \
 	sh -c "! find '$I' -name 'strata-bench*' | grep -q . && ! grep -rlE 'vmm_bare|bench_run' '$I' && echo none"
 check "an installed strata bench says the benchmarks run from a build tree" 1 \

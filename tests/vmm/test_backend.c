@@ -10,7 +10,7 @@
 
 #include "helpers.h"
 #include "tests/kvm_check.h"
-#include "vmm/proc_abi.h"
+#include "vmm/proc/proc_abi.h"
 
 Test(vmm_backend, names_round_trip_and_junk_is_refused)
 {

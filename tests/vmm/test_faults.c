@@ -13,7 +13,7 @@
 #include "store/sys.h"
 #include "tests/kvm_check.h"
 #include "vmm/abi.h"
-#include "vmm/proc_abi.h"
+#include "vmm/proc/proc_abi.h"
 
 static uint64_t now_ns(void)
 {

@@ -25,11 +25,11 @@ STRATA_FUNCTION(memory_next, "i()")
 /*
  * The process backend's channels. There the guest runs inside a child
  * process whose own program, control pages and stacks sit at PROC_BASE
- * (vmm/proc_abi.h), and whose one allowed `syscall` instruction is the
+ * (vmm/proc/proc_abi.h), and whose one allowed `syscall` instruction is the
  * stub's. On KVM nothing is mapped there: each of these functions faults
  * on its first access (a guest fault, which closes the channel too).
  */
-#include "vmm/proc_abi.h"
+#include "vmm/proc/proc_abi.h"
 
 /* Linux x86-64 system call numbers and flags (uapi asm/unistd_64.h, mman). */
 #define NR_mmap 9

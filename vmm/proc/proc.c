@@ -4,11 +4,12 @@
 #include <linux/audit.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -17,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vmm/proc_abi.h"
+#include "vmm/proc/proc_abi.h"
 #include "store/sys.h"
 #include "vmm/snap_int.h"
 
@@ -28,7 +29,13 @@
  *   protections the guest's page tables give (so the same ELF runs
  *   unchanged, and the host reads and writes guest memory directly).
  * - The child is a small program of its own (proc_child.c, proc_stub.S),
- *   started with posix_spawn from a memfd: it holds nothing of the host.
+ *   started from a memfd: it holds nothing of the host. One thread per
+ *   process starts every child (spawner()), so a child dies with the
+ *   process (PR_SET_PDEATHSIG) and not with the thread that made its
+ *   sandbox. The host signals and waits for it through its pidfd: a host
+ *   that reaps it first (waitpid(-1), SIGCHLD ignored) can neither make a
+ *   signal reach another process nor hide how it ended (the pidfd keeps
+ *   its exit status, child_end_status()).
  *   Every guest exit is a signal (a store to the unmapped
  *   hypercall page, a CPU exception, a system call refused by the seccomp
  *   filter, a kick) taken on the stub's signal stack: the stub copies the
@@ -71,7 +78,7 @@ static const unsigned x86reg_to_greg[16] = { G_RAX, G_RCX, G_RDX, G_RBX, G_RSP, 
 
 struct vmm_proc {
 	pid_t pid;
-	pid_t owner;       /* the host thread that started the child: it dies with it */
+	int pidfd;         /* the child's, from its clone (-1: none, or reaped) */
 	int memfd;
 	uint8_t *ctl;      /* host mapping of the control pages, then the signal stack (PROC_SHARED_SIZE) */
 	uint8_t *alt;      /* = ctl + PROC_CTL_SIZE: the signal stack */
@@ -114,6 +121,12 @@ struct vmm_proc {
 	uint64_t pages;
 };
 
+/* The sandbox's process-backend state (its backend-private pointer). */
+static inline struct vmm_proc *proc_of(const struct vmm_sandbox *sb)
+{
+	return sb->priv;
+}
+
 /* The first report's signal stack byte at offset off (>= tmpl_off). */
 #define TMPL(p, off) ((p)->tmpl + ((off) - (p)->tmpl_off))
 
@@ -135,14 +148,64 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Record how the child ended (si from waitid). */
-static void child_ended(struct vmm_proc *p, const siginfo_t *si)
+/* The child is gone (reaped, or not ours to wait for any more). */
+static void child_gone(struct vmm_proc *p)
 {
 	p->dead = true;
 	p->running = false;
+	p->pid = -1;  /* reaped: the number may name another process soon */
+	if (p->pidfd >= 0)
+		st_sys_close(p->pidfd);
+	p->pidfd = -1;
+}
+
+/*
+ * How a child that is gone ended when the host reaped it before us (a
+ * waitpid(-1) of its own, or SIGCHLD set to SIG_IGN): its pidfd keeps the
+ * wait status (PIDFD_GET_INFO with PIDFD_INFO_EXIT, Linux 6.15). -1 where
+ * the kernel cannot say.
+ */
+#define PIDFD_INFO_EXIT_ (1ull << 3)
+struct pidfd_info_ {  /* <linux/pidfd.h>'s struct pidfd_info, its first version (64 bytes) */
+	uint64_t mask;
+	uint64_t cgroupid;
+	uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+	int32_t exit_code;
+};
+#define PIDFD_GET_INFO_ _IOWR(0xFF, 11, struct pidfd_info_)
+
+static int child_end_status(const struct vmm_proc *p)
+{
+	struct pidfd_info_ info = { .mask = PIDFD_INFO_EXIT_ };
+
+	if (p->pidfd < 0 || ioctl(p->pidfd, PIDFD_GET_INFO_, &info) < 0 || !(info.mask & PIDFD_INFO_EXIT_))
+		return -1;
+	return info.exit_code;
+}
+
+/* Signal the child through its pidfd: if the host reaped it, its number
+ * may name another process by now. Async-signal-safe. */
+static void child_signal(const struct vmm_proc *p, int sig)
+{
+	if (p->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0);
+	else
+		kill(p->pid, sig);
+}
+
+/* Record how the child ended (si from waitid). */
+static void child_ended(struct vmm_proc *p, const siginfo_t *si)
+{
 	p->end_signal = si->si_code == CLD_EXITED ? (si->si_status & 0xff) << 8
 		        : (si->si_status & 0x7f) | (si->si_code == CLD_DUMPED ? 0x80 : 0);
-	p->pid = -1;  /* reaped: the number may name another process soon */
+	child_gone(p);
+}
+
+/* waitid for the child, through its pidfd. */
+static int child_wait(struct vmm_proc *p, siginfo_t *si, int flags)
+{
+	return p->pidfd >= 0 ? waitid(P_PIDFD, (id_t)p->pidfd, si, flags | __WALL)
+			     : waitid(P_PID, (id_t)p->pid, si, flags | __WALL);
 }
 
 /*
@@ -162,7 +225,7 @@ static void resume(struct vmm_proc *p)
 		memcpy(p->ctl + CTL_UC, &p->uc, 8);
 		memcpy(p->ctl + CTL_SP, &sp, 8);
 	}
-	kill(p->pid, SIGCONT);
+	child_signal(p, SIGCONT);
 }
 
 /*
@@ -177,13 +240,16 @@ static int wait_stop(struct vmm_proc *p, bool nohang)
 	for (;;) {
 		siginfo_t si;
 		memset(&si, 0, sizeof(si));
-		if (waitid(P_PID, (id_t)p->pid, &si, WSTOPPED | WEXITED | (nohang ? WNOHANG : 0)) < 0) {
+		if (child_wait(p, &si, WSTOPPED | WEXITED | (nohang ? WNOHANG : 0)) < 0) {
 			if (errno == EINTR)
 				return 0;
 			int rc = -errno;
-			p->dead = true;
-			p->running = false;
-			p->pid = -1;
+			if (rc == -ECHILD) {
+				/* Reaped by the host: how it ended is the pidfd's to say. */
+				p->end_signal = child_end_status(p);
+				rc = -ESRCH;
+			}
+			child_gone(p);
 			return rc;
 		}
 		if (si.si_pid == 0)
@@ -205,12 +271,12 @@ static void proc_kill(struct vmm_proc *p)
 {
 	if (p->pid <= 0)
 		return;
-	kill(p->pid, SIGKILL);
-	while (waitpid(p->pid, NULL, __WALL) < 0 && errno == EINTR)
+	siginfo_t si;
+
+	child_signal(p, SIGKILL);
+	while (child_wait(p, &si, WEXITED) < 0 && errno == EINTR)
 		;
-	p->pid = -1;
-	p->dead = true;
-	p->running = false;
+	child_gone(p);
 }
 
 /* Tell the stopped child what to do next (state `to`) and resume it. */
@@ -309,56 +375,227 @@ int vmm_proc_probe(char *why, size_t whylen)
 	return 0;
 }
 
+int vmm_process_check(struct vmm_error *err)
+{
+	char why[160];
+
+	if (vmm_proc_probe(why, sizeof(why)) < 0)
+		return vmm_fail(err, VMM_E_NO_BACKEND, "%s", why);
+	return 0;
+}
+
+/*
+ * Starting children. Every child is cloned by one thread of the process,
+ * started at the first spawn and never ended, with every signal blocked:
+ * a child's PR_SET_PDEATHSIG fires when the thread that cloned it ends, and
+ * that thread ends only with the process (exit, exec, any fatal signal,
+ * SIGKILL included). A sandbox thus outlives the host thread that made it,
+ * and its child still dies with the host. The clone gives the child's
+ * pidfd (CLONE_PIDFD), which every later signal and wait goes through.
+ * (An exit signal other than SIGCHLD would not help: exec resets it.)
+ */
+struct spawn_req {
+	/* in */
+	int memfd;
+	const char *path;
+	char *const *argv;
+	/* out */
+	pid_t pid;
+	int pidfd;
+	int rc;
+	int child_errno;       /* written by the child before it exits, if exec failed */
+	bool done;
+	struct spawn_req *next;
+};
+
+static pthread_mutex_t spawn_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t spawn_cond = PTHREAD_COND_INITIALIZER; /* spawn_lock: a request queued, or one done */
+static struct spawn_req *spawn_queue;                      /* spawn_lock */
+static bool spawner_up;                                    /* spawn_lock: the spawner thread runs in this process */
+static pthread_once_t spawn_once = PTHREAD_ONCE_INIT;
+/* The cloned child's stack until it execs (CLONE_VFORK: the spawner waits,
+ * so one is enough); used only by the spawner thread. */
+static uint8_t spawn_stack[64 * 1024] __attribute__((aligned(64)));
+
+/* The kernel's struct sigaction for rt_sigaction. */
+struct k_sigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	uint64_t mask;
+};
+
+/*
+ * The child, between clone and exec: it shares the spawner's memory
+ * (CLONE_VM), so it makes raw system calls only and writes nothing but
+ * req->child_errno. Every signal to its default, guest memory as fd 3,
+ * nothing else open, no stdio, in the removed directory, then exec with
+ * every signal unblocked (the spawner had all blocked).
+ */
+__attribute__((no_sanitize("address", "undefined"))) static int spawn_child(void *arg)
+{
+	struct spawn_req *req = arg;
+	const struct k_sigaction dfl = { 0 };
+	const uint64_t none = 0;
+	char *const envp[] = { NULL };
+	long rc;
+
+	for (int sig = 1; sig <= 64; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(uint64_t));
+	if (child_cwd >= 0)
+		rc = syscall(SYS_fchdir, child_cwd);
+	else
+		rc = syscall(SYS_chdir, "/");
+	if (rc == 0)
+		rc = req->memfd == 3 ? syscall(SYS_fcntl, 3, F_SETFD, 0) : syscall(SYS_dup3, req->memfd, 3, 0);
+	if (rc >= 0)
+		rc = syscall(SYS_close_range, 4u, ~0u, 0u);
+	if (rc == 0) {
+		syscall(SYS_close, 0);
+		syscall(SYS_close, 1);
+		syscall(SYS_close, 2);
+		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(uint64_t));
+		syscall(SYS_execve, req->path, req->argv, envp);
+	}
+	req->child_errno = errno ? errno : EINVAL;
+	syscall(SYS_exit_group, 127);
+	return 0;
+}
+
+/* Clone one child for req (on the spawner thread). */
+static void spawn_one(struct spawn_req *req)
+{
+	siginfo_t si;
+	int pidfd = -1;
+
+	req->child_errno = 0;
+	pid_t pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack), CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD,
+			  req, &pidfd);
+	if (pid < 0) {
+		req->rc = -errno;
+		return;
+	}
+	if (pidfd < 0) {
+		/* A kernel without CLONE_PIDFD (older than 5.2) ignored the flag. */
+		kill(pid, SIGKILL);
+		waitid(P_PID, (id_t)pid, &si, WEXITED | __WALL);
+		req->rc = -ENOSYS;
+		return;
+	}
+	if (req->child_errno) {
+		/* The child is gone already: it failed before exec. */
+		waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED | __WALL);
+		st_sys_close(pidfd);
+		req->rc = -req->child_errno;
+		return;
+	}
+	req->pid = pid;
+	req->pidfd = pidfd;
+	req->rc = 0;
+}
+
+static void *spawner(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&spawn_lock);
+	for (;;) {
+		while (!spawn_queue)
+			pthread_cond_wait(&spawn_cond, &spawn_lock);
+		struct spawn_req *req = spawn_queue;
+		spawn_queue = req->next;
+		pthread_mutex_unlock(&spawn_lock);
+		spawn_one(req);
+		pthread_mutex_lock(&spawn_lock);
+		req->done = true;
+		pthread_cond_broadcast(&spawn_cond);
+	}
+	return NULL;
+}
+
+/* A forked child of the host has no spawner thread (only the forking
+ * thread is copied): its first spawn starts its own. */
+static void spawn_prepare(void)
+{
+	pthread_mutex_lock(&spawn_lock);
+}
+
+static void spawn_parent(void)
+{
+	pthread_mutex_unlock(&spawn_lock);
+}
+
+static void spawn_child_after_fork(void)
+{
+	spawner_up = false;
+	spawn_queue = NULL;  /* the parent's requests are the parent's */
+	pthread_mutex_unlock(&spawn_lock);
+}
+
+static void spawn_atfork(void)
+{
+	pthread_atfork(spawn_prepare, spawn_parent, spawn_child_after_fork);
+}
+
+/* Queue req for the spawner (started if need be) and wait until it is done. */
+static int spawn_request(struct spawn_req *req)
+{
+	int rc = 0;
+
+	pthread_once(&spawn_once, spawn_atfork);
+	pthread_mutex_lock(&spawn_lock);
+	if (!spawner_up) {
+		pthread_attr_t at;
+		pthread_t t;
+		sigset_t all, old;
+		sigfillset(&all);
+		/* It takes none of the host's signals: created with all blocked. */
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		rc = -pthread_create(&t, &at, spawner, NULL);
+		pthread_attr_destroy(&at);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		spawner_up = rc == 0;
+	}
+	if (rc == 0) {
+		req->done = false;
+		req->next = NULL;
+		struct spawn_req **tail = &spawn_queue;
+		while (*tail)
+			tail = &(*tail)->next;
+		*tail = req;
+		pthread_cond_broadcast(&spawn_cond);
+		while (!req->done)
+			pthread_cond_wait(&spawn_cond, &spawn_lock);
+		rc = req->rc;
+	}
+	pthread_mutex_unlock(&spawn_lock);
+	return rc;
+}
+
 /* Start the child program with guest memory as fd 3, nothing else open,
  * no environment, in a removed directory, every signal at its default and
- * unblocked. */
-static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid)
+ * unblocked; *pidfd is its pidfd. */
+static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid, int *pidfd)
 {
 	char path[64], size[32];
 	char host[32];
 	char *argv[] = { "strata-guest", size, host, NULL };
-	char *envp[] = { NULL };
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	sigset_t all, none;
-	int rc, tmp = -1;
+	int rc;
 
 	if ((rc = child_load()) < 0)
 		return rc;
-	/* dup2 onto itself would keep FD_CLOEXEC: move fd 3 out of the way. */
-	if (memfd == 3) {
-		if ((tmp = st_sys_dup_above(memfd, 4)) < 0)
-			return tmp;
-		memfd = tmp;
-	}
 	/* The host's own fd: the child closes all of its own but 3 before exec. */
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), child_fd);
 	snprintf(size, sizeof(size), "%llu", (unsigned long long)mem_size);
 	snprintf(host, sizeof(host), "%d", (int)getpid());
-	sigfillset(&all);
-	sigemptyset(&none);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&at);
-	/* First: the descriptor is closed with the rest. */
-	if (child_cwd >= 0)
-		posix_spawn_file_actions_addfchdir_np(&fa, child_cwd);
-	else
-		posix_spawn_file_actions_addchdir_np(&fa, "/");
-	posix_spawn_file_actions_adddup2(&fa, memfd, 3);
-	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-	/* Not even stdio: a child that outlived a command would hold its pipes. */
-	posix_spawn_file_actions_addclose(&fa, 0);
-	posix_spawn_file_actions_addclose(&fa, 1);
-	posix_spawn_file_actions_addclose(&fa, 2);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
-	rc = -posix_spawn(pid, path, &fa, &at, argv, envp);
-	posix_spawnattr_destroy(&at);
-	posix_spawn_file_actions_destroy(&fa);
-	if (tmp >= 0)
-		st_sys_close(tmp);
-	return rc;
+	struct spawn_req req = { .memfd = memfd, .path = path, .argv = argv, .pid = -1, .pidfd = -1 };
+	if ((rc = spawn_request(&req)) < 0)
+		return rc;
+	*pid = req.pid;
+	*pidfd = req.pidfd;
+	return 0;
 }
 
 /* ---- the backend ---- */
@@ -371,6 +608,7 @@ static int proc_mem_new(struct vmm_sandbox *sb, bool *ready)
 	if (!p)
 		return -ENOMEM;
 	p->pid = -1;
+	p->pidfd = -1;
 	p->uffd = p->uffd_child = p->pm_self = p->pm_child = -1;
 	if ((p->memfd = st_sys_memfd_create("strata-guest", 0)) < 0) {
 		rc = p->memfd;
@@ -388,7 +626,7 @@ static int proc_mem_new(struct vmm_sandbox *sb, bool *ready)
 		goto out_unmap;
 	p->alt = p->ctl + PROC_CTL_SIZE;
 	p->maps = -1;
-	sb->proc = p;
+	sb->priv = p;
 	*ready = false;
 	return 0;
 out_unmap:
@@ -424,7 +662,7 @@ static int map_run(void *ctx, uint64_t va, uint64_t len, unsigned perm)
 /* The page tables' user protections, for the child to apply as it starts. */
 static int proc_map(struct vmm_sandbox *sb)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	/* Pages below the boot info are supervisor-only (page tables, GDT,
 	 * IDT, exception stacks): never reachable from CPL 3, never mapped. */
 	const uint64_t lo = STRATA_BOOT_INFO_GPA;
@@ -436,7 +674,7 @@ static int proc_map(struct vmm_sandbox *sb)
 /* Every run of the memfd that holds data (the rest reads as zero). */
 static int data_runs(struct vmm_sandbox *sb, struct vmm_runs *out)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	off_t end = (off_t)sb->mem_size, at = 0;
 	int rc;
 
@@ -475,7 +713,7 @@ static void bit_set(uint64_t *b, uint64_t g)
  * info up: nothing below it is mapped there). */
 static int protect(struct vmm_sandbox *sb, uint64_t g0, uint64_t n)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	uint64_t lo = STRATA_BOOT_INFO_GPA / VMM_PAGE, c0 = g0 < lo ? lo : g0;
 	int rc = vmm_wp_protect(p->uffd, (uint64_t)(uintptr_t)(sb->mem + g0 * VMM_PAGE), n * VMM_PAGE);
 
@@ -493,7 +731,7 @@ static int protect(struct vmm_sandbox *sb, uint64_t g0, uint64_t n)
  */
 static int data_protect(struct vmm_sandbox *sb, bool all)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	struct vmm_runs runs = { 0 };
 	struct stat st;
 	/* Taken before the walk: a page that got data after it makes the
@@ -557,7 +795,7 @@ static int maps_read(struct vmm_proc *p, char **out)
  * give it the page tables' protections. */
 static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	char path[64], how[64];
 	pid_t pid;
 	int rc;
@@ -576,10 +814,9 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 				"cannot map guest memory in the guest's process: %s",
 				rc == -E2BIG ? "its page tables give more protection runs than the control page holds"
 					     : strerror(-rc));
-	if ((rc = child_spawn(p->memfd, sb->mem_size, &pid)) < 0)
+	if ((rc = child_spawn(p->memfd, sb->mem_size, &pid, &p->pidfd)) < 0)
 		return vmm_fail(err, rc, "cannot start the guest's process: %s", strerror(-rc));
 	p->pid = pid;
-	p->owner = (pid_t)syscall(SYS_gettid);
 	/* The child reports once it is locked down. */
 	rc = wait_stop_for(p, SPAWN_WAIT_NS);
 	if (rc <= 0) {
@@ -650,11 +887,7 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 		p->maps = -1;
 	if (wp && p->uffd >= 0) {
 		/* The child's userfaultfd: the host protects its pages directly. */
-		int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-		if (pidfd >= 0) {
-			p->uffd_child = (int)syscall(SYS_pidfd_getfd, pidfd, 4, 0);
-			st_sys_close(pidfd);
-		}
+		p->uffd_child = (int)syscall(SYS_pidfd_getfd, p->pidfd, 4, 0);
 	}
 	int64_t locked = -1;
 	hand_over(p, STATE_LOCK);
@@ -685,7 +918,7 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 
 static int proc_start(struct vmm_sandbox *sb, bool ready, struct vmm_error *err)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	const struct vmm_snap *s = sb->snap;
 
 	(void)ready;
@@ -708,7 +941,7 @@ static int proc_start(struct vmm_sandbox *sb, bool ready, struct vmm_error *err)
 
 static void proc_destroy(struct vmm_sandbox *sb)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 
 	if (p) {
 		proc_kill(p);
@@ -731,7 +964,7 @@ static void proc_destroy(struct vmm_sandbox *sb)
 		free(p->tmpl);
 		vmm_runs_free(&p->fresh);
 		free(p);
-		sb->proc = NULL;
+		sb->priv = NULL;
 	}
 	if (sb->mem)
 		st_sys_munmap(sb->mem, sb->mem_size);
@@ -740,12 +973,9 @@ static void proc_destroy(struct vmm_sandbox *sb)
 
 static bool proc_live(const struct vmm_sandbox *sb)
 {
-	return sb->proc && sb->proc->pid > 0 && !sb->proc->dead;
-}
+	const struct vmm_proc *p = proc_of(sb);
 
-static bool proc_usable_here(const struct vmm_sandbox *sb)
-{
-	return proc_live(sb) && sb->proc->owner == (pid_t)syscall(SYS_gettid);
+	return p && p->pid > 0 && !p->dead;
 }
 
 /*
@@ -759,7 +989,7 @@ static bool proc_usable_here(const struct vmm_sandbox *sb)
  */
 static void pages_zero(struct vmm_sandbox *sb, uint8_t *at, size_t len)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	off_t base = (off_t)sb->mem_size + (at - p->ctl), end = base + (off_t)(len / VMM_PAGE * VMM_PAGE);
 
 	for (off_t o = base; o < end;) {
@@ -791,7 +1021,7 @@ static void pages_zero(struct vmm_sandbox *sb, uint8_t *at, size_t len)
  */
 static void child_reset(struct vmm_sandbox *sb)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	uint8_t *fp = p->alt + p->fp_off;
 	uint64_t xstate_bv = 3;
 
@@ -820,7 +1050,7 @@ static void child_reset(struct vmm_sandbox *sb)
 
 static int proc_set_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *st)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	uint64_t *g = ctl_gregs(p);
 
 	/* fs base: the thread block, which the child loads (a restore's
@@ -857,7 +1087,7 @@ static int proc_set_state(struct vmm_sandbox *sb, const struct vmm_vcpu_state *s
 
 static int proc_get_state(struct vmm_sandbox *sb, struct vmm_vcpu_state *st)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	const uint64_t *g = ctl_gregs(p);
 
 	if (p->running)
@@ -877,7 +1107,7 @@ static int proc_get_state(struct vmm_sandbox *sb, struct vmm_vcpu_state *st)
 
 static int proc_get_cr2(struct vmm_sandbox *sb, uint64_t *cr2)
 {
-	*cr2 = sb->proc->cr2;
+	*cr2 = proc_of(sb)->cr2;
 	return 0;
 }
 
@@ -926,7 +1156,7 @@ static void decode_store(const uint8_t *b, size_t avail, unsigned *len, unsigned
 /* Turn the child's report into an exit. *again: nothing for the VMM (a stale kick). */
 static void report_decode(struct vmm_sandbox *sb, struct vmm_exit *ex, bool *again)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	uint64_t *g = ctl_gregs(p);
 	int32_t signo, code;
 	uint32_t arch;
@@ -1004,7 +1234,7 @@ static void report_decode(struct vmm_sandbox *sb, struct vmm_exit *ex, bool *aga
 
 static int proc_run(struct vmm_sandbox *sb, struct vmm_exit *ex)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	bool kicked;
 
 	memset(ex, 0, sizeof(*ex));
@@ -1020,7 +1250,7 @@ static int proc_run(struct vmm_sandbox *sb, struct vmm_exit *ex)
 	/* A kill whose kick landed before the guest was resumed (it saw
 	 * running false) must still stop it: the request is sticky. */
 	if (atomic_load(&sb->kill_pending))
-		kill(p->pid, SIGUSR1);
+		child_signal(p, SIGUSR1);
 	int rc = wait_stop(p, false);
 	if (rc == 0 || rc < 0) {
 		ex->kind = rc == 0 ? VMM_EXIT_INTR : VMM_EXIT_DEAD;
@@ -1038,22 +1268,22 @@ static int proc_run(struct vmm_sandbox *sb, struct vmm_exit *ex)
 
 static void proc_kick(struct vmm_sandbox *sb, bool on)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 
 	/* The kick signal interrupts the host's wait; this stops the guest
 	 * too, so a kick that lands just before the wait is not lost.
 	 * Async-signal-safe (kill). */
 	if (on && p && p->pid > 0 && p->running && !p->dead)
-		kill(p->pid, SIGUSR1);
+		child_signal(p, SIGUSR1);
 }
 
 static void proc_halt(struct vmm_sandbox *sb)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 
 	if (!p || !p->running || p->dead)
 		return;
-	kill(p->pid, SIGUSR1);
+	child_signal(p, SIGUSR1);
 	if (wait_stop_for(p, HALT_WAIT_NS) == 1) {
 		p->running = false;
 		return;
@@ -1063,7 +1293,7 @@ static void proc_halt(struct vmm_sandbox *sb)
 
 static int written_add(void *ctx, uint64_t lo, uint64_t hi)
 {
-	struct vmm_proc *p = ((struct vmm_sandbox *)ctx)->proc;
+	struct vmm_proc *p = proc_of((struct vmm_sandbox *)ctx);
 	uint64_t base = (uint64_t)(uintptr_t)((struct vmm_sandbox *)ctx)->mem;
 
 	/* Host addresses (the host mapping) or guest addresses (the child's). */
@@ -1078,7 +1308,7 @@ static int written_add(void *ctx, uint64_t lo, uint64_t hi)
 
 static int proc_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigned *ioctls)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	int rc;
 
 	vmm_runs_clear(out);
@@ -1113,7 +1343,7 @@ static int proc_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigne
 
 static void proc_dirty_clear(struct vmm_sandbox *sb)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 
 	/* Pages that got data since: from now on their writes are tracked. */
 	for (size_t i = 0; p->tracked && i < p->fresh.n; i++)
@@ -1129,7 +1359,7 @@ static void proc_dirty_clear(struct vmm_sandbox *sb)
  * mapping is guest memory at the guest addresses themselves. */
 static int proc_touched_scan(struct vmm_sandbox *sb, struct vmm_runs *out)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	char path[64];
 	int fd, m, rc;
 
@@ -1155,7 +1385,7 @@ static int proc_touched_scan(struct vmm_sandbox *sb, struct vmm_runs *out)
  * punch a hole, which reads as zero in both mappings). */
 static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int fd, uint64_t lpage, bool random)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	uint8_t *dst = sb->mem + gpage * VMM_PAGE;
 	uint64_t len = n * VMM_PAGE, done = 0;
 
@@ -1179,7 +1409,7 @@ static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, in
 /* pread of the memfd: a hole reads as zero and stays a hole. */
 static const uint8_t *proc_page_read(struct vmm_sandbox *sb, uint64_t gpage, uint8_t *buf)
 {
-	ssize_t r = st_sys_pread(sb->proc->memfd, buf, VMM_PAGE, (off_t)(gpage * VMM_PAGE));
+	ssize_t r = st_sys_pread(proc_of(sb)->memfd, buf, VMM_PAGE, (off_t)(gpage * VMM_PAGE));
 
 	return r == (ssize_t)VMM_PAGE ? buf : NULL;
 }
@@ -1206,7 +1436,7 @@ static bool all_zero(const uint8_t *b, size_t n)
  */
 static int proc_check(struct vmm_sandbox *sb, const struct vmm_vcpu_state *want, char *why, size_t len)
 {
-	struct vmm_proc *p = sb->proc;
+	struct vmm_proc *p = proc_of(sb);
 	const uint64_t *g = ctl_gregs(p);
 	const uint8_t *fx = p->ctl + CTL_FX, *fp = p->alt + p->fp_off;
 	struct stat st;
@@ -1289,11 +1519,13 @@ out_free:
 const struct vmm_backend vmm_backend_process = {
 	.kind = VMM_BACKEND_PROCESS,
 	.name = "process",
+	.check = vmm_process_check,
+	.hint = "the kvm backend, --backend kvm, may",
+	.auto_hint = "and /dev/kvm, for the kvm backend, is missing",
 	.mem_new = proc_mem_new,
 	.start = proc_start,
 	.destroy = proc_destroy,
 	.live = proc_live,
-	.usable_here = proc_usable_here,
 	.set_state = proc_set_state,
 	.stage_state = proc_set_state,
 	.get_state = proc_get_state,
@@ -1312,7 +1544,10 @@ const struct vmm_backend vmm_backend_process = {
 
 const char *vmm_proc_end_str(int status, char *buf, size_t len)
 {
-	if (status >> 8)
+	if (status < 0)
+		snprintf(buf, len, "ended, reaped by another waiter of the host (its waitpid(-1), or SIGCHLD ignored) "
+			 "on a kernel that keeps no exit status for strata (Linux 6.15 does)");
+	else if (status >> 8)
 		snprintf(buf, len, "exited with code %d", status >> 8);
 	else if (status & 0x7f)
 		snprintf(buf, len, "was killed by signal %d (SIG%s)%s", status & 0x7f,

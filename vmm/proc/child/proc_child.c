@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "vmm/abi.h"
-#include "vmm/proc_abi.h"
+#include "vmm/proc/proc_abi.h"
 
 /*
  * Built without libc and linked at PROC_BASE (vmm/meson.build): the host
@@ -336,8 +336,9 @@ uint64_t stub_main(const uint64_t *sp)
 
 	if (mem_size <= STRATA_BOOT_INFO_GPA || mem_size > (4ull << 30) || mem_size % 4096)
 		fail(120);
-	/* Die with the host thread that started us (a stopped child would
-	 * otherwise outlive a host that never freed it); it may be gone already. */
+	/* Die with the host thread that cloned us, the host's spawner, which
+	 * ends only with the host process (a stopped child would otherwise
+	 * outlive a host that never freed it); it may be gone already. */
 	if (sys3(NR_prctl, PR_SET_PDEATHSIG, SIGKILL_, 0) < 0 || (uint64_t)sys3(NR_getppid, 0, 0, 0) != host)
 		fail(121);
 	/* No core, even before the lock: it would hold guest memory. */

@@ -1,5 +1,5 @@
 /* proc_stub.S: the process backend's child stub: reports each guest exit to the host (and stops), and puts back what it asks for. */
-#include "vmm/proc_abi.h"
+#include "vmm/proc/proc_abi.h"
 #include "vmm/abi.h"
 
 #define SYS_rt_sigreturn 15
