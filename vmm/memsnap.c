@@ -155,6 +155,16 @@ out_free:
 	return rc;
 }
 
+/* The checks both calls start with: arguments, the snapshot state, no call running. */
+static int begin(struct vmm_sandbox *sb, const void *arg, struct vmm_snap **s)
+{
+	if (!sb || !arg)
+		return -EINVAL;
+	if (!(*s = vmm_snap_of(sb)))
+		return -ENOMEM;
+	return sb->in_call ? VMM_E_BUSY : 0;
+}
+
 int vmm_sandbox_snapshot_mem(struct vmm_sandbox *sb, struct vmm_memsnap **out)
 {
 	struct vmm_snap *s;
@@ -164,12 +174,8 @@ int vmm_sandbox_snapshot_mem(struct vmm_sandbox *sb, struct vmm_memsnap **out)
 	struct vmm_snap_alt n = { .valid = true };
 	int rc;
 
-	if (!sb || !out)
-		return -EINVAL;
-	if (!(s = vmm_snap_of(sb)))
-		return -ENOMEM;
-	if (sb->in_call)
-		return VMM_E_BUSY;
+	if ((rc = begin(sb, out, &s)) < 0)
+		return rc;
 	if (sb->poisoned)
 		return VMM_E_POISONED;
 	if (!s->mem_owner)
@@ -288,12 +294,8 @@ int vmm_sandbox_restore_mem(struct vmm_sandbox *sb, const struct vmm_memsnap *ms
 	struct vmm_snap_alt built;
 	int rc;
 
-	if (!sb || !ms)
-		return -EINVAL;
-	if (!(s = vmm_snap_of(sb)))
-		return -ENOMEM;
-	if (sb->in_call)
-		return VMM_E_BUSY;
+	if ((rc = begin(sb, ms, &s)) < 0)
+		return rc;
 	if (!s->mem_owner || ms->owner != s->mem_owner) {
 		/* Refused before anything changed: poisoned or not, as it was. */
 		sb->err.code = VMM_E_FOREIGN;

@@ -528,9 +528,9 @@ bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, st_id *id);
  * A snapshot stays valid, whatever the sandbox does, until its last
  * reference is dropped (vmm_memsnap_ref adds one; vmm_memsnap_free drops
  * one, accepts NULL), even after the sandbox is freed; the sandbox keeps
- * its own hold on the snapshot it runs on. Both are thread-safe; a
- * snapshot may be restored by one thread while another frees its
- * reference. vmm_sandbox_capture of a sandbox on an in-memory snapshot
+ * its own hold on the snapshot it runs on. Both are thread-safe: a
+ * snapshot may be restored by one thread while another drops a reference
+ * of its own (each holding one). vmm_sandbox_capture of a sandbox on an in-memory snapshot
  * stores every page it maps (the new manifest's layers are all in the
  * store; its parent is the store snapshot the in-memory one was taken on).
  */
@@ -539,8 +539,9 @@ int vmm_sandbox_snapshot_mem(struct vmm_sandbox *sb, struct vmm_memsnap **out);
 int vmm_sandbox_restore_mem(struct vmm_sandbox *sb, const struct vmm_memsnap *snap);
 struct vmm_memsnap *vmm_memsnap_ref(struct vmm_memsnap *snap);
 void vmm_memsnap_free(struct vmm_memsnap *snap);
-/* Guest pages the snapshot holds in memory of its own (its memfd layers'
- * pages; the rest is shared with the store snapshot it was taken on). */
+/* Guest pages the snapshot keeps in memfd layers (its own, and those of the
+ * in-memory snapshots it was taken on); the rest it shares with the store
+ * snapshot below them, or are zero. 0 for NULL. */
 uint64_t vmm_memsnap_pages(const struct vmm_memsnap *snap);
 
 /* ==== end snapshots ==== */
