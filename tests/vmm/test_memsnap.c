@@ -489,3 +489,53 @@ Test(memsnap, a_capture_on_an_in_memory_snapshot_stands_alone)
 	point_free(&a);
 	vmm_sandbox_free(sb);
 }
+
+/* Past range_cap ranges a snapshot is compacted into one flat memfd layer,
+ * and still restores exactly. */
+Test(memsnap, a_compacted_point_restores_exactly)
+{
+	struct vmm_sandbox *sb = simple_new(4 << 20);
+	struct vmm_snap_stats st;
+	struct vmm_value v[2] = { { .type = VMM_I64, .i64 = 200 }, { .type = VMM_I64, .i64 = 2 } };
+	struct vmm_result r = { 0 };
+	struct point a, b;
+
+	point_take(sb, &a);
+	cr_assert_eq(vmm_sandbox_call(sb, "touch_strided", v, 2, &r), 0, "%s", vmm_sandbox_error(sb)->message);
+	point_take(sb, &b);
+	vmm_sandbox_snap_stats(sb, &st);
+	cr_assert_geq(st.compactions, 1, "200 separate runs are past the default range cap");
+	sh_call_i(sb, "touch_pages", 1, 300);
+	point_restore(sb, &b, "the compacted point");
+	point_restore(sb, &a, "the one before");
+	point_restore(sb, &b, "the compacted point again");
+	point_free(&a);
+	point_free(&b);
+	vmm_sandbox_free(sb);
+}
+
+/* A pool's sandbox put back goes to the pool's snapshot, not to an
+ * in-memory one its user took. */
+Test(memsnap, a_pool_sandbox_goes_back_to_the_pool_s_snapshot)
+{
+	struct vmm_sandbox *sb = simple_new(0), *got = NULL;
+	struct st_manifest *m = NULL;
+	struct vmm_memsnap *snap = NULL;
+	struct vmm_pool *pool = NULL;
+	struct vmm_error err;
+
+	cr_assert_eq(sh_snap(sb, &m), 0);
+	vmm_sandbox_free(sb);
+	cr_assert_eq(vmm_pool_new(m, vmm_layer_open_store, sh_store, NULL, 1, &pool, &err), 0, "%s", err.message);
+	cr_assert_eq(vmm_pool_get(pool, &got), 0);
+	cr_assert_eq(sh_call_i(got, "counter_next", 0, 0), 1);
+	cr_assert_eq(vmm_sandbox_snapshot_mem(got, &snap), 0);
+	cr_assert_eq(sh_call_i(got, "counter_next", 0, 0), 2);
+	cr_assert_eq(vmm_pool_put(pool, got), 0);
+	cr_assert_eq(vmm_pool_get(pool, &got), 0);
+	cr_assert_eq(sh_call_i(got, "counter_next", 0, 0), 1, "the pool's snapshot, not the user's point");
+	cr_assert_eq(vmm_pool_put(pool, got), 0);
+	vmm_memsnap_free(snap);
+	vmm_pool_free(pool);
+	st_manifest_free(m);
+}
