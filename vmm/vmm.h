@@ -611,8 +611,9 @@ unsigned vmm_pool_size(const struct vmm_pool *p);
 struct vmm_sandbox *vmm_pool_at(const struct vmm_pool *p, unsigned i);
 /* Take an idle sandbox (-EAGAIN if all are out, *out untouched); thread-safe. */
 int vmm_pool_get(struct vmm_pool *p, struct vmm_sandbox **out);
-/* Give it back: restored in place to the snapshot (replaced by a fresh one
- * if that fails), then idle again; thread-safe. -EINVAL if it is not this
+/* Give it back: restored in place to the snapshot (the pool's, also when
+ * its user moved it onto an in-memory one; replaced by a fresh one if that
+ * fails), then idle again; thread-safe. -EINVAL if it is not this
  * pool's or not checked out (nothing changes). If the restore and the
  * replacement both fail, it stays checked out, still the caller's, and
  * the replacement's error is returned. */
