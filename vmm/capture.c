@@ -8,16 +8,8 @@
 #include "store/array.h"
 #include "vmm/snap_int.h"
 
-/* Placeholder layer index for "the new layer" while segments are built. */
-#define NEW_LAYER INT32_MAX
-
-struct segv {
-	struct vmm_seg *v;
-	size_t n, cap;
-};
-
 /* Append, merging with the last segment when it continues it. */
-static int segv_add(struct segv *s, struct vmm_seg g)
+static int segv_add(struct vmm_segv *s, struct vmm_seg g)
 {
 	if (g.npages == 0)
 		return 0;
@@ -37,7 +29,7 @@ static int segv_add(struct segv *s, struct vmm_seg g)
 
 /* old segments (cover all pages) overlaid with `ov` (sorted, disjoint). */
 static int overlay(const struct vmm_seg *old, size_t nold, const struct vmm_seg *ov, size_t nov, uint64_t total,
-		   struct segv *out)
+		   struct vmm_segv *out)
 {
 	size_t i = 0, j = 0;
 	uint64_t p = 0;
@@ -80,9 +72,9 @@ static int64_t now_ns(void)
  * `cap` runs remain. Guest memory holds exactly the new snapshot's content,
  * so the layer is read from it.
  */
-static int compact(const struct segv *segs, unsigned cap, struct segv *runs)
+static int compact(const struct vmm_segv *segs, unsigned cap, struct vmm_segv *runs)
 {
-	struct segv spans = { 0 };
+	struct vmm_segv spans = { 0 };
 	int rc = 0;
 
 	for (size_t i = 0; i < segs->n; i++) {
@@ -148,7 +140,6 @@ out_free:
 	return rc;
 }
 
-/* Layers of the new manifest: the old layers still used, then the new one. */
 /* Put a description object into the manifest as canonical text, and drop it. */
 static int set_object(struct st_manifest *m, const char *key, json_t *obj)
 {
@@ -158,9 +149,12 @@ static int set_object(struct st_manifest *m, const char *key, json_t *obj)
 	return rc;
 }
 
-static int build_manifest(struct vmm_sandbox *sb, struct vmm_snap *s, struct segv *segs, bool has_new,
-			  const st_id *new_id, uint64_t new_pages, struct st_manifest **out)
+int vmm_changes_manifest(struct vmm_sandbox *sb, const struct vmm_snap *s, const struct vmm_changes *c,
+			 const st_id *new_id, bool describe, struct st_manifest **out)
 {
+	const struct vmm_segv *segs = vmm_changes_segs(c);
+	bool has_new = c->new_pages > 0;
+	uint64_t new_pages = c->new_pages;
 	struct st_manifest *m = NULL;
 	uint32_t nold = s->m ? s->m->nlayers : 0;
 	int32_t *remap = NULL;
@@ -182,7 +176,7 @@ static int build_manifest(struct vmm_sandbox *sb, struct vmm_snap *s, struct seg
 		remap[i] = -1;
 	for (size_t i = 0; i < segs->n; i++) {
 		int32_t l = segs->v[i].layer;
-		if (l >= 0 && l != NEW_LAYER && remap[l] < 0) {
+		if (l >= 0 && l != VMM_NEW_LAYER && remap[l] < 0) {
 			remap[l] = 0;
 		}
 	}
@@ -198,16 +192,23 @@ static int build_manifest(struct vmm_sandbox *sb, struct vmm_snap *s, struct seg
 		const struct vmm_seg *g = &segs->v[i];
 		if (g->layer < 0)
 			continue;
-		uint32_t l = g->layer == NEW_LAYER ? new_index : (uint32_t)remap[g->layer];
+		uint32_t l = g->layer == VMM_NEW_LAYER ? new_index : (uint32_t)remap[g->layer];
 		m->ranges[m->nranges++] = (struct st_range){ g->gpage, g->npages, l, g->lpage };
 	}
 	m->mem_size = sb->mem_size;
-	m->has_parent = s->has_id;
-	if (s->has_id)
-		m->parent = s->id;
+	/* The parent is a snapshot of a store: an in-memory one's own parent. */
+	if (s->has_id && vmm_memsnap_id(&s->id)) {
+		m->has_parent = s->m && s->m->has_parent;
+		if (m->has_parent)
+			m->parent = s->m->parent;
+	} else {
+		m->has_parent = s->has_id;
+		if (s->has_id)
+			m->parent = s->id;
+	}
 	m->created = now_ns();
 	m->abi_version = STRATA_ABI_VERSION;
-	if ((rc = set_object(m, "guest", vmm_guest_object(sb))) < 0)
+	if (describe && (rc = set_object(m, "guest", vmm_guest_object(sb))) < 0)
 		goto out_free;
 	free(remap);
 	*out = m;
@@ -218,17 +219,132 @@ out_free:
 	return rc;
 }
 
+/*
+ * The runs to look at for a capture into a store on a snapshot with
+ * in-memory layers: the scanned pages and every page such a layer maps (no
+ * store has that layer: its pages are changes whatever they hold). Both
+ * lists are sorted and disjoint; *out gets their union.
+ */
+static int runs_with_memory(const struct vmm_snap *s, struct vmm_runs *out)
+{
+	size_t i = 0, k = 0;
+	uint64_t lo = 0, hi = 0;
+	int rc;
+
+	vmm_runs_clear(out);
+	for (;;) {
+		while (k < s->nsegs && (s->segs[k].layer < 0 || !vmm_memsnap_id(&s->layers[s->segs[k].layer].id)))
+			k++;
+		bool scan = i < s->scan.n, seg = k < s->nsegs;
+		if (!scan && !seg)
+			break;
+		struct vmm_run r;
+		if (scan && (!seg || s->scan.v[i].gpage <= s->segs[k].gpage))
+			r = s->scan.v[i++];
+		else
+			r = (struct vmm_run){ s->segs[k].gpage, s->segs[k].npages }, k++;
+		if (hi > lo && r.gpage <= hi) {
+			if (r.gpage + r.npages > hi)
+				hi = r.gpage + r.npages;
+			continue;
+		}
+		if (hi > lo && (rc = vmm_runs_add(out, lo, hi - lo)) < 0)
+			return rc;
+		lo = r.gpage;
+		hi = r.gpage + r.npages;
+	}
+	return hi > lo ? vmm_runs_add(out, lo, hi - lo) : 0;
+}
+
+void vmm_changes_free(struct vmm_changes *c)
+{
+	free(c->ov.v);
+	free(c->segs.v);
+	free(c->flat.v);
+	memset(c, 0, sizeof(*c));
+}
+
+int vmm_changes_find(struct vmm_sandbox *sb, struct vmm_snap *s, bool store, struct vmm_changes *c)
+{
+	struct vmm_runs look = { 0 };
+	const struct vmm_runs *runs = &s->scan;
+	uint64_t total = sb->mem_size / VMM_PAGE;
+	unsigned ioctls = 0;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	/* 1. Pages of their own that differ from the snapshot. */
+	rc = sb->be->dirty_scan(sb, &s->scan, &ioctls);
+	s->stats.scan_ioctls += ioctls;
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < s->scan.n; i++)
+		s->stats.pages_scanned += s->scan.v[i].npages;
+	bool memory = false;
+	for (uint32_t i = 0; store && s->m && i < s->m->nlayers; i++)
+		memory |= vmm_memsnap_id(&s->layers[i].id);
+	if (memory) {
+		if ((rc = runs_with_memory(s, &look)) < 0)
+			goto out_free;
+		runs = &look;
+	}
+	size_t k = 0;  /* the segment holding p: runs are sorted */
+	for (size_t i = 0; i < runs->n; i++) {
+		uint64_t p = runs->v[i].gpage, end = p + runs->v[i].npages;
+		for (; p < end; p++) {
+			while (s->segs[k].gpage + s->segs[k].npages <= p)
+				k++;
+			const struct vmm_seg *g = &s->segs[k];
+			const uint8_t *src = g->layer < 0 ? NULL : s->layers[g->layer].src + (g->lpage + p - g->gpage) * VMM_PAGE;
+			const uint8_t *cur = sb->mem + p * VMM_PAGE;
+			bool must = memory && g->layer >= 0 && vmm_memsnap_id(&s->layers[g->layer].id);
+			if (!must && (src ? memcmp(cur, src, VMM_PAGE) == 0 : vmm_page_is_zero(cur)))
+				continue;
+			struct vmm_seg ng = { p, 1, -1, 0 };
+			if (!vmm_page_is_zero(cur)) {
+				ng.layer = VMM_NEW_LAYER;
+				ng.lpage = c->new_pages++;
+			}
+			if ((rc = segv_add(&c->ov, ng)) < 0)
+				goto out_free;
+		}
+	}
+
+	/* 2. The new snapshot's segments: the old ones overlaid with the changes. */
+	if ((rc = overlay(s->segs, s->nsegs, c->ov.v, c->ov.n, total, &c->segs)) < 0)
+		goto out_free;
+	size_t nranges = 0;
+	for (size_t i = 0; i < c->segs.n; i++)
+		nranges += c->segs.v[i].layer >= 0;
+	if (nranges > s->policy.range_cap) {
+		if ((rc = compact(&c->segs, s->policy.range_cap, &c->flat)) < 0)
+			goto out_free;
+		/* every flat run is in the new layer */
+		c->new_pages = 0;
+		for (size_t i = 0; i < c->flat.n; i++) {
+			c->flat.v[i].layer = VMM_NEW_LAYER;
+			c->new_pages += c->flat.v[i].npages;
+		}
+		c->flat_used = true;
+		s->stats.compactions++;
+	}
+	vmm_runs_free(&look);
+	return 0;
+out_free:
+	vmm_runs_free(&look);
+	vmm_changes_free(c);
+	return rc;
+}
+
 int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_manifest **out)
 {
 	struct vmm_snap *s = vmm_snap_of(sb);
-	struct segv ov = { 0 }, segs = { 0 }, flat = { 0 }, *final = &segs;
+	struct vmm_changes c = { 0 };
 	struct st_manifest *m = NULL, *mine = NULL;
 	struct st_blob_writer *w = NULL;
 	struct vmm_snap_layer nl = { .fd = -1 };
 	struct vmm_vcpu_state vcpu;
 	st_id new_id;
-	uint64_t total = sb->mem_size / VMM_PAGE, new_pages = 0;
-	unsigned ioctls = 0;
 	int rc;
 
 	if (!s)
@@ -247,57 +363,19 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 	 * host-built ones whatever the vCPU holds (vmm_x86_state_check refuses
 	 * any other in a manifest). */
 	vmm_x86_user_state(&sb->layout, &vcpu, &vcpu);
-	/* 1. Pages of their own that differ from the snapshot. */
-	rc = sb->be->dirty_scan(sb, &s->scan, &ioctls);
-	s->stats.scan_ioctls += ioctls;
-	if (rc < 0)
+	/* 1, 2. What changed, as the new snapshot's segments. */
+	if ((rc = vmm_changes_find(sb, s, true, &c)) < 0)
 		return rc;
-	for (size_t i = 0; i < s->scan.n; i++) {
-		uint64_t p = s->scan.v[i].gpage, end = p + s->scan.v[i].npages;
-		s->stats.pages_scanned += end - p;
-		for (; p < end; p++) {
-			const uint8_t *src = vmm_snap_page(s, p);
-			const uint8_t *cur = sb->mem + p * VMM_PAGE;
-			if (src ? memcmp(cur, src, VMM_PAGE) == 0 : vmm_page_is_zero(cur))
-				continue;
-			struct vmm_seg g = { p, 1, -1, 0 };
-			if (!vmm_page_is_zero(cur)) {
-				g.layer = NEW_LAYER;
-				g.lpage = new_pages++;
-			}
-			if ((rc = segv_add(&ov, g)) < 0)
-				goto out_free;
-		}
-	}
-
-	/* 2. The new snapshot's segments: the old ones overlaid with the changes. */
-	if ((rc = overlay(s->segs, s->nsegs, ov.v, ov.n, total, &segs)) < 0)
-		goto out_free;
-	size_t nranges = 0;
-	for (size_t i = 0; i < segs.n; i++)
-		nranges += segs.v[i].layer >= 0;
-	bool flatten = nranges > s->policy.range_cap;
-	if (flatten) {
-		if ((rc = compact(&segs, s->policy.range_cap, &flat)) < 0)
-			goto out_free;
-		/* every flat run is in the new layer */
-		new_pages = 0;
-		for (size_t i = 0; i < flat.n; i++) {
-			flat.v[i].layer = NEW_LAYER;
-			new_pages += flat.v[i].npages;
-		}
-		final = &flat;
-		s->stats.compactions++;
-	}
+	uint64_t new_pages = c.new_pages;
 
 	/* 3. The layer blob: the new pages in guest order. */
 	if (new_pages) {
 		if ((rc = st_blob_writer_new(st, &w)) < 0)
 			goto out_free;
-		const struct segv *src = flatten ? &flat : &ov;
+		const struct vmm_segv *src = vmm_changes_new(&c);
 		for (size_t i = 0; i < src->n && rc >= 0; i++) {
 			const struct vmm_seg *g = &src->v[i];
-			if (g->layer == NEW_LAYER)
+			if (g->layer == VMM_NEW_LAYER)
 				rc = st_blob_writer_write(w, sb->mem + g->gpage * VMM_PAGE, g->npages * VMM_PAGE);
 		}
 		if (rc < 0) {
@@ -320,7 +398,7 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 	}
 
 	/* 4. The manifest. */
-	if ((rc = build_manifest(sb, s, final, new_pages > 0, &new_id, new_pages, &m)) < 0)
+	if ((rc = vmm_changes_manifest(sb, s, &c, &new_id, true, &m)) < 0)
 		goto out_free;
 	if ((rc = set_object(m, "vcpu", vmm_vcpu_object(&vcpu))) < 0)
 		goto out_free;
@@ -342,9 +420,7 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 out_free:
 	vmm_snap_layer_close(&nl);
 	st_manifest_free(m);
-	free(ov.v);
-	free(segs.v);
-	free(flat.v);
+	vmm_changes_free(&c);
 	return rc;
 }
 

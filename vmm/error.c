@@ -41,6 +41,7 @@ static const struct st_errcode vmm_codes[] = {
 	 "no way to find written pages (/proc/self/pagemap unreadable, or "
 	 "PAGEMAP_SCAN asked for on a kernel before 6.7)"},
 	{VMM_E_STALE, "VMM_E_STALE", "not the sandbox's pending capture"},
+	{VMM_E_FOREIGN, "VMM_E_FOREIGN", "the in-memory snapshot belongs to another sandbox"},
 };
 
 static const struct st_errtable vmm_table = {

@@ -109,8 +109,12 @@ int vmm_pool_put(struct vmm_pool *p, struct vmm_sandbox *sb)
 	pthread_mutex_unlock(&p->lock);
 	if (!out)
 		return -EINVAL; /* not this pool's, or not checked out */
-	/* Restore outside the lock: other sandboxes stay available meanwhile. */
-	int rc = vmm_sandbox_restore(sb);
+	/* Restore outside the lock: other sandboxes stay available meanwhile.
+	 * One its user moved onto an in-memory snapshot (no store id) goes
+	 * back to the pool's. */
+	st_id cur;
+	int rc = vmm_sandbox_snapshot_id(sb, &cur) ? vmm_sandbox_restore(sb)
+						   : vmm_sandbox_restore_to(sb, p->m, p->open, p->ctx);
 	if (rc < 0) {
 		/* A sandbox that cannot be restored is replaced by a fresh one. */
 		struct vmm_sandbox *fresh;

@@ -558,7 +558,7 @@ bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, st_id *id)
 {
 	struct vmm_snap *s = vmm_snap_of(sb);
 
-	if (!s || !s->has_id)
+	if (!s || !s->has_id || vmm_memsnap_id(&s->id))
 		return false;
 	*id = s->id;
 	return true;

@@ -161,6 +161,22 @@ out_free:
 	return rc;
 }
 
+int vmm_snap_switch(struct vmm_sandbox *sb, struct vmm_snap *s, struct vmm_snap_alt *a)
+{
+	unsigned maps = 0;
+	struct vmm_snap_alt n = *a;
+	int rc = vmm_snap_remap(sb, s->segs, s->nsegs, s->layers, n.segs, n.nsegs, n.layers, &maps);
+
+	s->stats.maps += maps;
+	if (rc < 0) {
+		sb->poisoned = true;
+		return rc;
+	}
+	a->valid = false;  /* a kept one's contents move to the current snapshot */
+	vmm_snap_set_current(s, &n, true);
+	return vmm_snap_reset(sb, s);
+}
+
 int vmm_sandbox_restore_to(struct vmm_sandbox *sb, const struct st_manifest *m, vmm_layer_open_fn open, void *ctx)
 {
 	struct vmm_snap *s = vmm_snap_of(sb);
@@ -179,19 +195,8 @@ int vmm_sandbox_restore_to(struct vmm_sandbox *sb, const struct st_manifest *m, 
 	if (s->has_key && st_id_equal(&key, &s->key))
 		return vmm_snap_reset(sb, s);
 	struct vmm_snap_alt *kept = vmm_snap_alt_find(s, &key);
-	if (kept) {
-		unsigned maps = 0;
-		struct vmm_snap_alt a = *kept;
-		rc = vmm_snap_remap(sb, s->segs, s->nsegs, s->layers, a.segs, a.nsegs, a.layers, &maps);
-		s->stats.maps += maps;
-		if (rc < 0) {
-			sb->poisoned = true;
-			return rc;
-		}
-		kept->valid = false;  /* its contents move to the current snapshot */
-		vmm_snap_set_current(s, &a, true);
-		return vmm_snap_reset(sb, s);
-	}
+	if (kept)
+		return vmm_snap_switch(sb, s, kept);
 	if ((rc = parse(m, &p, why, sizeof(why))) < 0) {
 		/* Refused before anything changed: poisoned or not, as it was. */
 		bool poisoned = sb->poisoned;

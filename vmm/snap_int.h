@@ -159,6 +159,9 @@ struct vmm_snap {
 	st_id key;                      /* vmm_snap_key of m */
 	struct vmm_snap_alt alt[VMM_SNAP_ALTS];
 	uint64_t switches;              /* counter behind vmm_snap_alt.left */
+	/* This sandbox life's mark on its in-memory snapshots (memsnap.c);
+	 * 0 until the first, and again once a warm park hands it on. */
+	uint64_t mem_owner;
 };
 
 /* Content key of a manifest (everything that shapes the sandbox), cheaper
@@ -215,5 +218,52 @@ int vmm_snap_remap(struct vmm_sandbox *sb, const struct vmm_seg *old, size_t nol
 		   const struct vmm_snap_layer *layers, unsigned *maps);
 /* Put back every page that differs from the snapshot and the vCPU state. */
 int vmm_snap_reset(struct vmm_sandbox *sb, struct vmm_snap *s);
+/* Switch to a (a kept alternate, or one built for the switch: valid, its
+ * layers open, owned by s once this succeeds): remap the runs that differ,
+ * keep the snapshot left as an alternate, make a current, then reset. A
+ * failed remap poisons the sandbox and leaves a to the caller (restore.c). */
+int vmm_snap_switch(struct vmm_sandbox *sb, struct vmm_snap *s, struct vmm_snap_alt *a);
+
+/* ---- what changed since the current snapshot (capture.c; memsnap.c too) ---- */
+
+/* A growable list of segments. */
+struct vmm_segv {
+	struct vmm_seg *v;
+	size_t n, cap;
+};
+/* Layer index of "the new layer" while segments are built. */
+#define VMM_NEW_LAYER INT32_MAX
+struct vmm_changes {
+	struct vmm_segv ov;     /* changed pages: to the new layer (consecutive lpage), or holes */
+	struct vmm_segv segs;   /* the new snapshot's segments, covering every page */
+	struct vmm_segv flat;   /* past range_cap: one flat new layer instead (flat_used) */
+	bool flat_used;
+	uint64_t new_pages;     /* pages of the new layer */
+};
+/* The pages whose content differs from s's (scanned: guest and host
+ * writes; all-zero pages become holes) and the new snapshot's segments,
+ * compacted past range_cap. store: for a store, so every page an
+ * in-memory layer maps is a change too. c is the caller's
+ * (vmm_changes_free), cleared on failure. */
+int vmm_changes_find(struct vmm_sandbox *sb, struct vmm_snap *s, bool store, struct vmm_changes *c);
+void vmm_changes_free(struct vmm_changes *c);
+static inline const struct vmm_segv *vmm_changes_segs(const struct vmm_changes *c)
+{
+	return c->flat_used ? &c->flat : &c->segs;
+}
+/* The runs of the new layer's pages (layer VMM_NEW_LAYER), in its order. */
+static inline const struct vmm_segv *vmm_changes_new(const struct vmm_changes *c)
+{
+	return c->flat_used ? &c->flat : &c->ov;
+}
+/* The manifest of c over s (every layer still used, then the new one,
+ * new_id, if c has pages; parent: s's, or an in-memory snapshot's own
+ * parent), unsealed and without vcpu; with the guest description if
+ * describe. */
+int vmm_changes_manifest(struct vmm_sandbox *sb, const struct vmm_snap *s, const struct vmm_changes *c,
+			 const st_id *new_id, bool describe, struct st_manifest **out);
+/* Is id one memsnap.c made (an in-memory snapshot's or layer's: no store
+ * has it)? */
+bool vmm_memsnap_id(const st_id *id);
 
 #endif

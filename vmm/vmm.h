@@ -390,6 +390,7 @@ enum {
 	VMM_E_BAD_POLICY = -1253,    /* malformed policy file */
 	VMM_E_NO_PAGEMAP = -1254,    /* the kernel lacks PAGEMAP_SCAN (Linux 6.7+) */
 	VMM_E_STALE = -1255,         /* rebase with a manifest that is not the pending capture */
+	VMM_E_FOREIGN = -1256,       /* an in-memory snapshot of another sandbox (or of this one's earlier life) */
 };
 
 struct st_store;
@@ -498,8 +499,54 @@ int vmm_sandbox_set_reset(struct vmm_sandbox *sb, enum vmm_reset_mode mode, unsi
 int vmm_sandbox_set_dirty(struct vmm_sandbox *sb, enum vmm_dirty_mech mech);
 /* Counters since creation. */
 void vmm_sandbox_snap_stats(struct vmm_sandbox *sb, struct vmm_snap_stats *out);
-/* Id of the current snapshot (false if none). */
+/* Id of the current snapshot (false if none, or if it is an in-memory
+ * snapshot: no store has it). */
 bool vmm_sandbox_snapshot_id(struct vmm_sandbox *sb, st_id *id);
+
+/*
+ * In-memory snapshots (vmm/memsnap.c, docs/restore.md): a restore point
+ * with no store, index or file.
+ *
+ * vmm_sandbox_snapshot_mem takes one of the sandbox as it is now: what a
+ * capture into a store would record (every guest page, and the vCPU's
+ * user-mode state: general registers, rip, flags, x87/SSE; the rest is
+ * rebuilt at restore), with the pages that differ from its current
+ * snapshot copied into a sealed anonymous memfd and the current
+ * snapshot's layers for the rest. The sandbox then runs on it (it is its
+ * current snapshot: vmm_sandbox_restore goes back to it, and the next
+ * restore puts back only pages written since). *out is the caller's
+ * (vmm_memsnap_free). VMM_E_BUSY during a call, VMM_E_POISONED on a
+ * poisoned sandbox, -ENOMEM or -errno of the memfd; nothing changes then.
+ * A pending capture (vmm_sandbox_capture without its rebase) is dropped.
+ *
+ * vmm_sandbox_restore_mem makes the sandbox exactly that point again,
+ * memory and vCPU, as vmm_sandbox_restore does for its current snapshot
+ * (and it is that when snap is the current one); another of its in-memory
+ * snapshots costs the remapping of the ranges that differ as well, as
+ * vmm_sandbox_restore_to. A poisoned sandbox becomes usable. Its host
+ * functions stay registered. VMM_E_FOREIGN (nothing changes) for a
+ * snapshot of another sandbox, or of this one before a host kept it warm
+ * (vmm_sandbox_free); VMM_E_BUSY during a call; other failures as
+ * vmm_sandbox_restore_to's.
+ *
+ * A snapshot stays valid, whatever the sandbox does, until its last
+ * reference is dropped (vmm_memsnap_ref adds one; vmm_memsnap_free drops
+ * one, accepts NULL), even after the sandbox is freed; the sandbox keeps
+ * its own hold on the snapshot it runs on. Both are thread-safe: a
+ * snapshot may be restored by one thread while another drops a reference
+ * of its own (each holding one). vmm_sandbox_capture of a sandbox on an in-memory snapshot
+ * stores every page it maps (the new manifest's layers are all in the
+ * store; its parent is the store snapshot the in-memory one was taken on).
+ */
+struct vmm_memsnap;
+int vmm_sandbox_snapshot_mem(struct vmm_sandbox *sb, struct vmm_memsnap **out);
+int vmm_sandbox_restore_mem(struct vmm_sandbox *sb, const struct vmm_memsnap *snap);
+struct vmm_memsnap *vmm_memsnap_ref(struct vmm_memsnap *snap);
+void vmm_memsnap_free(struct vmm_memsnap *snap);
+/* Guest pages the snapshot keeps in memfd layers (its own, and those of the
+ * in-memory snapshots it was taken on); the rest it shares with the store
+ * snapshot below them, or are zero. 0 for NULL. */
+uint64_t vmm_memsnap_pages(const struct vmm_memsnap *snap);
 
 /* ==== end snapshots ==== */
 
@@ -568,8 +615,9 @@ unsigned vmm_pool_size(const struct vmm_pool *p);
 struct vmm_sandbox *vmm_pool_at(const struct vmm_pool *p, unsigned i);
 /* Take an idle sandbox (-EAGAIN if all are out, *out untouched); thread-safe. */
 int vmm_pool_get(struct vmm_pool *p, struct vmm_sandbox **out);
-/* Give it back: restored in place to the snapshot (replaced by a fresh one
- * if that fails), then idle again; thread-safe. -EINVAL if it is not this
+/* Give it back: restored in place to the snapshot (the pool's, also when
+ * its user moved it onto an in-memory one; replaced by a fresh one if that
+ * fails), then idle again; thread-safe. -EINVAL if it is not this
  * pool's or not checked out (nothing changes). If the restore and the
  * replacement both fail, it stays checked out, still the caller's, and
  * the replacement's error is returned. */

@@ -87,8 +87,9 @@ bool vmm_warm_park(struct vmm_sandbox *sb)
 	struct vmm_snap *s = sb->snap;
 	struct vmm_host *h = sb->cfg.host;
 
+	/* A sandbox on an in-memory snapshot: no manifest asks for it again. */
 	if (!h || warm_cap(h) == 0 || sb->poisoned || sb->in_call || !sb->be || !sb->be->live(sb) || !sb->mem || !s || !s->have_vcpu ||
-	    !s->has_key || s->pending)
+	    !s->has_key || s->pending || (s->has_id && vmm_memsnap_id(&s->id)))
 		return false;
 	/* Back to the snapshot now, so a take needs no restore; the scan
 	 * also says how many private pages it would keep. */
@@ -105,6 +106,7 @@ bool vmm_warm_park(struct vmm_sandbox *sb)
 	atomic_store(&sb->kill_pending, false);
 	memset(&s->stats, 0, sizeof(s->stats));
 	vmm_snap_settings_reset(s, h); /* policy and debug mode as a new sandbox's */
+	s->mem_owner = 0;              /* its in-memory snapshots are not the next user's */
 	/* Uncounted before it is published: once in the list, another thread's
 	 * warm_push or trim may destroy it at any time. */
 	vmm_sandbox_unheld(sb);

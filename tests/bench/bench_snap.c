@@ -1,4 +1,4 @@
-/* bench_snap.c: the "snapshots" benchmark group: capture, restore in place, restore_to, memory reset, give-back. */
+/* bench_snap.c: the "snapshots" benchmark group: capture, restore in place, restore_to, in-memory snapshots, memory reset, give-back. */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <ftw.h>
@@ -168,6 +168,85 @@ static int restore_iter(void *state, struct bench_timer *t)
 	bench_timer_start(t);
 	rc = vmm_sandbox_restore(s->sb);
 	bench_timer_stop(t);
+	return rc;
+}
+
+/* ---- snapshots/{restore_mem,take_mem}: in-memory snapshots, no store ---- */
+
+/* A sandbox of that size with no store at all: made from the ELF, an
+ * in-memory snapshot taken right away (the point snapshots/restore's
+ * sandbox is captured at; the memfd holds every page the load wrote), and
+ * running on it. */
+struct mem_state {
+	struct snap_state *s;
+	struct vmm_memsnap *snap;
+};
+
+static void mem_free(void *state)
+{
+	struct mem_state *ms = state;
+
+	if (!ms)
+		return;
+	vmm_memsnap_free(ms->snap);
+	state_free(ms->s);
+	free(ms);
+}
+
+static int mem_setup(void **state, const void *arg)
+{
+	struct mem_state *ms = calloc(1, sizeof(*ms));
+	struct vmm_config cfg = { .heap_size = ((const struct bench_size *)arg)->heap };
+	struct vmm_error err;
+	int rc;
+
+	if (!ms || !(ms->s = calloc(1, sizeof(*ms->s)))) {
+		free(ms);
+		return -ENOMEM;
+	}
+	if ((rc = vmm_sandbox_new(bench_guest_path(), &cfg, &ms->s->sb, &err)) < 0)
+		fprintf(stderr, "bench: snapshots: %s\n", err.message);
+	else
+		rc = vmm_sandbox_snapshot_mem(ms->s->sb, &ms->snap);
+	if (rc < 0) {
+		mem_free(ms);
+		return rc;
+	}
+	*state = ms;
+	return 0;
+}
+
+/* snapshots/restore's iteration with the in-memory snapshot as target. */
+static int restore_mem_iter(void *state, struct bench_timer *t)
+{
+	struct mem_state *ms = state;
+	int rc = echo(ms->s->sb);
+
+	if (rc < 0)
+		return rc;
+	bench_timer_start(t);
+	rc = vmm_sandbox_restore_mem(ms->s->sb, ms->snap);
+	bench_timer_stop(t);
+	return rc;
+}
+
+/* A call, then one in-memory snapshot taken (timed) and the previous one
+ * let go. */
+static int take_mem_iter(void *state, struct bench_timer *t)
+{
+	struct mem_state *ms = state;
+	struct vmm_memsnap *snap = NULL;
+	int rc = echo(ms->s->sb);
+
+	if (rc < 0)
+		return rc;
+	bench_timer_start(t);
+	rc = vmm_sandbox_snapshot_mem(ms->s->sb, &snap);
+	bench_timer_stop(t);
+	if (rc == 0) {
+		vmm_memsnap_free(ms->snap);
+		ms->snap = snap;
+	}
 	return rc;
 }
 
@@ -427,19 +506,22 @@ void bench_snap(struct bench *b)
 		const char *fmt;
 		int (*setup)(void **state, const void *arg);
 		int (*iter)(void *state, struct bench_timer *t);
+		void (*teardown)(void *state);
 	} per_size[] = {
-		{ "snapshots/create/%s", size_setup, create_iter },
-		{ "snapshots/restore/%s", size_setup, restore_iter },
-		{ "snapshots/restore_alternate/%s", alternate_setup, switch_iter },
-		{ "snapshots/restore_cycle5/%s", cycle_setup, switch_iter },
-		{ "snapshots/call_and_create/%s", size_setup, call_and_create_iter },
+		{ "snapshots/create/%s", size_setup, create_iter, state_free },
+		{ "snapshots/restore/%s", size_setup, restore_iter, state_free },
+		{ "snapshots/restore_mem/%s", mem_setup, restore_mem_iter, mem_free },
+		{ "snapshots/take_mem/%s", mem_setup, take_mem_iter, mem_free },
+		{ "snapshots/restore_alternate/%s", alternate_setup, switch_iter, state_free },
+		{ "snapshots/restore_cycle5/%s", cycle_setup, switch_iter, state_free },
+		{ "snapshots/call_and_create/%s", size_setup, call_and_create_iter, state_free },
 	};
 	for (unsigned i = 0; i < nsizes; i++) {
 		for (size_t k = 0; k < sizeof(per_size) / sizeof(per_size[0]); k++) {
 			snprintf(name, sizeof(name), per_size[k].fmt, bench_sizes[i].name);
 			bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name,
 							   .setup = per_size[k].setup, .iter = per_size[k].iter,
-							   .teardown = state_free, .arg = &bench_sizes[i] });
+							   .teardown = per_size[k].teardown, .arg = &bench_sizes[i] });
 		}
 	}
 	/* 4 MiB stored per iteration: few iterations keep the store small. */

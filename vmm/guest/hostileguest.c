@@ -23,6 +23,44 @@ STRATA_FUNCTION(memory_next, "i()")
 }
 
 /*
+ * Every page the guest may write, overwritten with a sequence from seed:
+ * its own data (a 64 KiB array and the counter above), the stack below
+ * this frame, the input buffer, the output buffer past the result frame's
+ * header, the whole heap (its allocator's state too: the next call that
+ * allocates is undefined until a restore). In-memory snapshot tests run
+ * it between a snapshot and its restore. Returns the pages written.
+ */
+static uint64_t scribble_data[16 * 512];
+
+static int64_t scribble(uint64_t lo, uint64_t hi, uint64_t *x)
+{
+	lo = (lo + 7) & ~7ull;
+	for (volatile uint64_t *w = (volatile uint64_t *)(uintptr_t)lo; (uint64_t)(uintptr_t)w + 8 <= hi; w++) {
+		*x ^= *x << 13;
+		*x ^= *x >> 7;
+		*x ^= *x << 17;
+		*w = *x;
+	}
+	return hi > lo ? (int64_t)((hi - lo + 4095) / 4096) : 0;
+}
+
+STRATA_FUNCTION(scribble_all, "i(i)")
+{
+	uint64_t x = (uint64_t)strata_arg_i64(c, 0) * 0x9E3779B97F4A7C15ull | 1, sp;
+	const struct strata_boot_info *bi = strata_boot_info();
+	int64_t pages = 0;
+
+	__asm__ volatile("mov %%rsp, %0" : "=r"(sp));
+	pages += scribble((uint64_t)(uintptr_t)scribble_data, (uint64_t)(uintptr_t)(scribble_data + 16 * 512), &x);
+	memory_counter = (int64_t)x;
+	pages += scribble(bi->stack_lo, sp - 512, &x);
+	pages += scribble(bi->in_addr, bi->in_addr + bi->in_size, &x);
+	pages += scribble(bi->out_addr + 256, bi->out_addr + bi->out_size, &x);
+	pages += scribble(bi->heap_addr, bi->heap_addr + bi->heap_size, &x);
+	return strata_ret_i64(c, pages);
+}
+
+/*
  * The process backend's channels. There the guest runs inside a child
  * process whose own program, control pages and stacks sit at PROC_BASE
  * (vmm/proc/proc_abi.h), and whose one allowed `syscall` instruction is the
