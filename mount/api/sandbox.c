@@ -209,6 +209,60 @@ int strata_sandbox_restore(strata_sandbox *sb)
 	return 0;
 }
 
+/* An in-memory snapshot: the vmm's, which refuses another sandbox's. */
+struct strata_snapshot {
+	struct vmm_memsnap *ms;
+};
+
+int strata_sandbox_snapshot(strata_sandbox *sb, strata_snapshot **out)
+{
+	strata_snapshot *snap;
+	int rc;
+
+	if (!sb || !out)
+		return api_fail(-EINVAL, "snapshot: no sandbox or no place for the snapshot");
+	if (sb->pool)
+		return api_fail(-EINVAL, "snapshot: the sandbox is a pool's (strata_pool_put takes it back to the "
+				"pool's snapshot)");
+	if (!(snap = calloc(1, sizeof(*snap))))
+		return api_fail(-ENOMEM, "snapshot: out of memory");
+	if ((rc = vmm_sandbox_snapshot_mem(sb->vs, &snap->ms)) < 0) {
+		free(snap);
+		if (rc == VMM_E_BUSY)
+			return api_fail(rc, "snapshot: a call is running on the sandbox");
+		if (rc == VMM_E_POISONED)
+			return api_fail(rc, "snapshot: the sandbox is poisoned (restore it first)");
+		return api_fail(rc, "snapshot: %s", st_strerror(rc));
+	}
+	*out = snap;
+	return 0;
+}
+
+int strata_sandbox_restore_to(strata_sandbox *sb, const strata_snapshot *snap)
+{
+	int rc;
+
+	if (!sb || !snap)
+		return api_fail(-EINVAL, "restore: no sandbox or no snapshot");
+	if ((rc = vmm_sandbox_restore_mem(sb->vs, snap->ms)) < 0) {
+		const struct vmm_error *err = vmm_sandbox_error(sb->vs);
+		if (rc == VMM_E_FOREIGN)
+			return api_fail(rc, "restore: the snapshot is another sandbox's");
+		if (rc == VMM_E_BUSY)
+			return api_fail(rc, "restore: a call is running on the sandbox");
+		return api_fail(rc, "restore: %s", err->code == rc && err->message[0] ? err->message : st_strerror(rc));
+	}
+	return 0;
+}
+
+void strata_snapshot_free(strata_snapshot *snap)
+{
+	if (!snap)
+		return;
+	vmm_memsnap_free(snap->ms);
+	free(snap);
+}
+
 int strata_sandbox_capture(strata_sandbox *sb, strata_store *st, const char *tag, unsigned flags,
 			   char id[STRATA_ID_LEN + 1])
 {

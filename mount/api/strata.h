@@ -57,6 +57,7 @@ typedef struct strata_sandbox strata_sandbox;   /* one micro-VM running a guest 
 typedef struct strata_pool strata_pool;         /* sandboxes restored from one snapshot, to get and put */
 typedef struct strata_store strata_store;       /* an open store of snapshots (and its index) */
 typedef struct strata_registry strata_registry; /* how to reach OCI registries: transport, TLS, credentials */
+typedef struct strata_snapshot strata_snapshot; /* an in-memory restore point of one sandbox */
 
 /* Error codes (negative; -errno values are above -1000). Each names its
  * condition; strata_errmsg() says which file, function or rule. */
@@ -120,6 +121,7 @@ enum {
 	STRATA_E_BAD_POLICY = -1253,     /* a malformed policy file */
 	STRATA_E_NO_PAGEMAP = -1254,     /* the kernel cannot say which pages were written */
 	STRATA_E_STALE = -1255,          /* a rebase on a manifest that is not the pending capture */
+	STRATA_E_FOREIGN = -1256,        /* an in-memory snapshot of another sandbox */
 	/* the mount (-1300..-1399) */
 	STRATA_E_STALE_MOUNT = -1300,    /* a dead FUSE mount */
 	STRATA_E_MOUNTED = -1301,        /* the mountpoint already has a live mount */
@@ -332,6 +334,34 @@ int strata_sandbox_kill(strata_sandbox *sb);
  * on another error the memory may be partly restored: restore again or free.
  */
 int strata_sandbox_restore(strata_sandbox *sb);
+/*
+ * In-memory snapshots: a restore point with no store, index or file, as
+ * cheap to go back to as strata_sandbox_restore.
+ *
+ * strata_sandbox_snapshot takes one of sb as it is now (every guest page
+ * and the vCPU: what a capture into a store would record; the pages that
+ * differ from its snapshot are copied into sealed anonymous memory) and
+ * makes it sb's snapshot: strata_sandbox_restore goes back to it from now
+ * on. *out is the caller's (strata_snapshot_free). Errors: STRATA_E_BUSY,
+ * STRATA_E_POISONED, -EINVAL for a pool's sandbox (a put takes it back to
+ * the pool's snapshot), -ENOMEM; nothing changes then.
+ *
+ * strata_sandbox_restore_to makes sb exactly snap again (memory and
+ * vCPU), resetting only the pages that differ; snap becomes sb's snapshot.
+ * Any of sb's in-memory snapshots may be restored in any order. A
+ * poisoned sandbox becomes usable; host functions stay. Errors:
+ * STRATA_E_FOREIGN (a snapshot of another sandbox), STRATA_E_BUSY; on
+ * another error restore again or free the sandbox.
+ *
+ * A snapshot stays valid until freed, even after its sandbox is freed
+ * (then it can only be freed). strata_sandbox_capture of a sandbox on an
+ * in-memory snapshot stores every page (its parent is the store snapshot
+ * below the in-memory ones).
+ */
+int strata_sandbox_snapshot(strata_sandbox *sb, strata_snapshot **out);
+int strata_sandbox_restore_to(strata_sandbox *sb, const strata_snapshot *snap);
+/* Accepts NULL. */
+void strata_snapshot_free(strata_snapshot *snap);
 /* strata_sandbox_capture and strata_store_tag flags. */
 enum {
 	STRATA_TAG_FORCE = 1u << 0, /* move the tag if it names another snapshot */

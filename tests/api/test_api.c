@@ -475,6 +475,74 @@ Test(api, capture_in_one_call_then_restore_goes_there)
 	strata_host_free(h);
 }
 
+/* In-memory snapshots: taken, restored in any order, refused across
+ * sandboxes and for a pool's, outliving their sandbox, host functions
+ * kept, and a capture on top storing every page. */
+Test(api, in_memory_snapshots)
+{
+	strata_host *h = host();
+	int calls = 0;
+
+	cr_assert_eq(strata_host_register(h, "host_add", "i(ii)", host_add, &calls), 0, "%s", strata_errmsg());
+	strata_sandbox *sb = sandbox(h), *other = sandbox(h);
+	strata_snapshot *a = NULL, *b = NULL, *o = NULL;
+
+	cr_assert_eq(strata_sandbox_snapshot(sb, NULL), -EINVAL);
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_snapshot(sb, &a), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 3);
+	cr_assert_eq(strata_sandbox_snapshot(sb, &b), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 4);
+	/* A restore goes back to the newest snapshot taken. */
+	cr_assert_eq(strata_sandbox_restore(sb), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 4);
+	/* Back to the older one, then the newer, then the older again. */
+	cr_assert_eq(strata_sandbox_restore_to(sb, a), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_restore_to(sb, b), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 4);
+	cr_assert_eq(strata_sandbox_restore_to(sb, a), 0, "%s", strata_errmsg());
+	/* restore_to makes it the sandbox's snapshot: a plain restore comes back here. */
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_restore(sb), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	/* Host functions stay across them. */
+	cr_assert_eq(call_i(sb, "add", 2, 20, 22), 42);
+	cr_assert_eq(calls, 1);
+	/* A poisoned sandbox cannot be snapshotted, and restore_to mends it. */
+	struct strata_result r = { 0 };
+	cr_assert_eq(strata_sandbox_call(sb, "null_write", NULL, 0, 0, &r), STRATA_E_GUEST_FAULT);
+	cr_assert_eq(strata_sandbox_snapshot(sb, &o), STRATA_E_POISONED);
+	cr_assert_null(o);
+	cr_assert_eq(strata_sandbox_restore_to(sb, b), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 4);
+	/* Another sandbox's snapshot is refused, and names why. */
+	cr_assert_eq(strata_sandbox_snapshot(other, &o), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_restore_to(sb, o), STRATA_E_FOREIGN);
+	cr_assert(strstr(strata_errmsg(), "another sandbox"), "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_restore_to(sb, NULL), -EINVAL);
+	/* A capture on top of an in-memory snapshot stores every page: the
+	 * store's snapshot opens on its own and goes on from there. */
+	strata_store *st = store("store");
+	char id[STRATA_ID_LEN + 1];
+	cr_assert_eq(strata_sandbox_restore_to(sb, a), 0);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "from-memory", 0, id), 0, "%s", strata_errmsg());
+	strata_sandbox *again = NULL;
+	cr_assert_eq(strata_sandbox_open_store(h, st, "from-memory", &again), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(again, "counter_next", 0, 0, 0), 2);
+	strata_sandbox_free(again);
+	/* A snapshot outlives its sandbox (it can only be freed then). */
+	strata_sandbox_free(sb);
+	strata_sandbox_free(other);
+	strata_snapshot_free(a);
+	strata_snapshot_free(b);
+	strata_snapshot_free(o);
+	strata_snapshot_free(NULL);
+	strata_store_close(st);
+	cr_assert_eq(strata_host_free(h), 0);
+}
+
 static void on_problem(void *ctx, const char *id, const char *what)
 {
 	(void)id;
@@ -583,6 +651,9 @@ Test(api, sandbox_and_pool_from_a_snapshot_directory)
 	cr_assert_eq(strata_pool_open_dir(h, dir, 0, 0, &p), -EINVAL);
 	cr_assert_eq(strata_pool_open_dir(h, dir, 0, 2, &p), 0, "%s", strata_errmsg());
 	cr_assert_eq(strata_pool_get(p, 0, &a), 0);
+	strata_snapshot *ps = NULL;
+	cr_assert_eq(strata_sandbox_snapshot(a, &ps), -EINVAL);
+	cr_assert(strstr(strata_errmsg(), "pool"), "%s", strata_errmsg());
 	cr_assert_eq(strata_pool_get(p, 0, &b), 0);
 	cr_assert_neq(a, b);
 	cr_assert_eq(strata_pool_get(p, 1000 * 1000, &c), -EAGAIN);

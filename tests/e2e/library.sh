@@ -7,7 +7,7 @@ T=$(mktemp -d /tmp/strata-e2e-lib.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..27"
+echo "1..29"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 
@@ -114,7 +114,7 @@ build() {  # build NAME: one example against the installed library (shared)
 	cc $cflags -o "$T/$1" "$SRC/docs/examples/$1.c" $(pkg-config --cflags --libs strata) -pthread &&
 		echo "built $1"
 }
-for e in restore_loop host_function thread_pool capture_store; do
+for e in restore_loop host_function thread_pool capture_store memory_snapshot; do
 	check "docs/examples/$e.c compiles against the installed library" 0 "^built $e\$" -- build "$e"
 done
 # A C++ host links the C library through extern "C".
@@ -143,6 +143,9 @@ check_kvm "thread_pool: 4 threads over 2 sandboxes, every call from the snapshot
 check_kvm "capture_store: one capture call, then restore goes back to it (1; 2, 3, then 2)" 0 \
 	'counter 1 captured as first .*after 2, 3 and a restore: 2 tag first -> [0-9a-f]{32}' -- \
 	sh -c "'$T/capture_store' '$T/capstore' '$G' first | tr '\\n' ' '"
+check_kvm "memory_snapshot: a checkpoint in memory after each step, each gone back to (1 2 3; 4 3 2)" 0 \
+	'step 1: 1 step 2: 2 step 3: 3 from step 3: 4 from step 2: 3 from step 1: 2 $' -- \
+	sh -c "'$T/memory_snapshot' '$G' counter_next | tr '\\n' ' '"
 if command -v g++ >/dev/null; then
 	check_kvm "host.cpp: the C++ host's lambda answers the guest" 0 '^libstrata 1\.0\.0: HELLO$' -- \
 		"$T/host_cpp" "$G" hello
