@@ -3,7 +3,12 @@
 #define STRATA_FS_FS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "store/store.h"
+
+struct ix;
 
 /*
  * Namespace (docs/fs.md):
@@ -141,5 +146,105 @@ int fs_mountpoint_state(const char *path);
  * -EPERM (fusermount3 failed or is missing), fs_mountpoint_state's errors,
  * other -errno: the mount stays as it was. */
 int fs_umount(const char *path, bool lazy);
+
+/*
+ * The private server: a store served by this process on a FUSE mount that
+ * no path reaches, so a host program can map the layers of a snapshot
+ * whose layers are lazy (docs/lazy.md, "Sandboxes on a lazy snapshot").
+ * fs_private_layer_open is a vmm_layer_open_fn: give it, with the handle
+ * as ctx, to vmm_sandbox_from_snapshot, vmm_sandbox_restore_to or
+ * vmm_pool_new.
+ *
+ * Caveats:
+ * - Mount: made by the first fs_private_start (or layer open of a lazy
+ *   layer) and never attached to a directory (fsopen/fsmount; needs
+ *   CAP_SYS_ADMIN): reachable only through fs_private_root and the files
+ *   opened from it, gone with the last of them, so a kill -9 leaves no
+ *   mount point. Without the privilege, libfuse mounts on a temporary
+ *   directory (fusermount3) that is detached (MNT_DETACH) and removed at
+ *   once; a kill -9 in between leaves that directory mounted.
+ * - Threads: start runs `threads` serving threads (every signal blocked)
+ *   until stop; they read the store, the index (read transactions), the
+ *   lazy layers' files and the registries, call cfg->log, and never touch
+ *   a sandbox's memory or take a lock of the caller's. So a thread of the
+ *   caller may fault on a mapping of a lazy layer (a vCPU, the host writing
+ *   a call frame, the process backend copying pages at restore) while the
+ *   request it causes is served here; cfg->log must not wait for such a
+ *   thread either (nor call stop or free). Do not touch a lazy sandbox's
+ *   memory from a thread holding an ix write transaction on the same index
+ *   if cfg->log may write to that index. The calls are thread safe.
+ * - Fork: the device and the mount are close-on-exec; a fork()ed child
+ *   (without exec) shares the device and must not outlive the parent's
+ *   use of the mount (the process backend's children are spawned with
+ *   nothing but their guest memory and map no layer file).
+ * - Lifetime: the mount lives until stop; a file or mapping opened from it
+ *   that is still in use then reads EIO (a mapping: SIGBUS) for any page
+ *   not yet cached. Free every sandbox and pool restored through it
+ *   first. When the process exits, the kernel ends the mount with it.
+ * - Memory: per serving thread a receive buffer of about 1 MiB; fs_serve's
+ *   caches; per lazy layer touched, what ix_lazy keeps (index/lazy.h).
+ * - Errors: -errno or the codes above; a reason (a refused chunk, a
+ *   registry that could not be reached, a mount the kernel refused) is
+ *   kept for fs_private_why and passed to cfg->log; nothing is printed.
+ */
+#define FS_PRIVATE_THREADS 4
+
+struct fs_private;
+
+struct fs_private_config {
+	struct st_store *store; /* an open store (writable: chunks are stored), outliving the handle */
+	struct ix *ix;          /* its open index, outliving the handle */
+	unsigned threads;       /* serving threads (0: FS_PRIVATE_THREADS; at most 64) */
+	/* Lazy layers' registries: as in struct fs_config (strings outlive the handle). */
+	const char *cacert;
+	const char *const *certs_d;
+	int (*creds)(void *ctx, const char *host, char **user, char **pass);
+	void *creds_ctx;
+	/* Every line the server logs (may be NULL); any serving thread calls it. */
+	void (*log)(void *ctx, int prio, const char *msg);
+	void *log_ctx;
+};
+
+/* A handle serving cfg->store; nothing is mounted and no thread started
+ * yet. cfg is copied. -EINVAL (cfg, store, ix or out NULL), -ENOMEM. */
+int fs_private_new(const struct fs_private_config *cfg, struct fs_private **out);
+
+/* Mount and start serving, unless already started (then 0 at once: every
+ * later open reuses the same mount and threads). Needs /dev/fuse.
+ * Errors: -EINVAL (p NULL), -ENOENT/-EACCES (/dev/fuse), FS_EMOUNT (the
+ * kernel or fusermount3 refused the mount; fs_private_why says why),
+ * FS_EOPTION, -ENOMEM, the index's read errors, pthread_create's -errno;
+ * nothing is left mounted or running then, and a later call tries again. */
+int fs_private_start(struct fs_private *p);
+
+/* The mount's root (an O_PATH directory fd, open for openat), or -1 before
+ * start and after stop. Owned by the handle: do not close it. */
+int fs_private_root(const struct fs_private *p);
+
+/* A vmm_layer_open_fn (ctx: struct fs_private *): the store's blob of id
+ * if it has one, else (a lazy layer) starts the server if needed and
+ * opens blobs/<id> in the mount, whose reads fetch the chunks they touch.
+ * 0 and *fd (O_RDONLY, close-on-exec, the caller's). -ENOENT (neither a
+ * blob nor a lazy layer), fs_private_start's errors, st_blob_open's and
+ * openat's -errno. */
+int fs_private_layer_open(void *ctx, const st_id *id, int *fd);
+
+/* The reasons kept so far (the last 8 distinct error lines, oldest first,
+ * each ending in '\n'; e.g. "chunk 3 of layer X (bytes A-B) from
+ * HOST/REPO does not match the chunk index: refused", "layer X bytes A-B
+ * from HOST/REPO: ... (gave up after the retries)") copied into buf
+ * (NUL-terminated, cut to len). Returns the bytes written (0: none, or p
+ * NULL). Takes no lock and allocates nothing: safe in a signal handler,
+ * e.g. the SIGBUS of a thread that touched a page that could not be read. */
+size_t fs_private_why(const struct fs_private *p, char *buf, size_t len);
+
+/* Stop serving: wake and join the serving threads (one in a request
+ * finishes it first, bounded by the fetch retries), close the root and the
+ * device (the kernel ends the mount), drop the node table and caches. The
+ * reasons are kept; a later start mounts again. Not from cfg->log. */
+void fs_private_stop(struct fs_private *p);
+
+/* fs_private_stop, then free the handle. Accepts NULL. */
+void fs_private_free(struct fs_private *p);
 
 #endif
