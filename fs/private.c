@@ -1,4 +1,4 @@
-/* private.c: a store served in-process on a private, detached mount (lazy layers for the VMM, docs/lazy.md). */
+/* private.c: a store served for this process on a private, detached FUSE mount by a helper process the library forks (lazy layers for the VMM, docs/lazy.md). */
 #define FUSE_USE_VERSION 35
 #include <errno.h>
 #include <fcntl.h>
@@ -10,13 +10,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
-#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <linux/close_range.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fs/fs_int.h"
 #include "fs/ops.h"
+#include "index/index.h"
 #include "store/mountabi.h"
 #include "store/sys.h"
 
@@ -26,39 +30,41 @@
 #define WHY_LEN 1024
 
 /*
- * Locks: `lock` orders start, stop and free (held while a mount is made or
- * taken down, never while a request is served, so a serving thread never
- * waits on it); `why_lock` orders writers of the reasons, which readers
- * follow by `why_seq` alone (odd while a slot is written), without a lock:
- * fs_private_why may run in a signal handler of a thread that faulted.
+ * What the helper and the caller share (a MAP_SHARED anonymous page set,
+ * made before the fork): the reasons. The helper's serving threads write
+ * them under the helper's why_lock inside an odd seq; the caller reads
+ * them by seq alone, without a lock: fs_private_why may run in a signal
+ * handler of a thread that faulted.
+ */
+struct why_ring {
+	_Atomic unsigned seq;   /* odd while a writer fills a slot */
+	_Atomic unsigned count; /* reasons recorded in all (the last WHY_SLOTS kept) */
+	char slot[WHY_SLOTS][WHY_LEN];
+};
+
+/*
+ * Locks: `lock` orders start, stop and free in the caller (held while the
+ * helper starts or is stopped). In the helper (its own copy of the
+ * struct), why_lock orders the writers of the ring.
  */
 struct fs_private {
-	struct st_store *store; /* fixed: the caller's */
-	struct ix *ix;          /* fixed: the caller's */
+	struct st_store *store; /* fixed: the caller's (the helper opens its own) */
+	char *store_path;       /* fixed */
 	unsigned nthreads;      /* fixed */
 	void (*user_log)(void *ctx, int prio, const char *msg); /* fixed */
 	void *user_log_ctx;                                     /* fixed */
 	struct fs_config cfg;   /* fixed: what struct fs reads (log: private_log) */
+	struct why_ring *why;   /* fixed: shared with every helper this handle starts */
 	pthread_mutex_t lock;
 	bool started;           /* protected by lock */
-	bool fallback;          /* protected by lock: mounted on a temporary directory */
-	struct fs fs;           /* set up under lock, then used by the serving threads */
-	struct fuse_session *se; /* protected by lock */
-	int dev;                /* protected by lock: /dev/fuse, non-blocking */
-	bool dev_in_se;         /* protected by lock: the session owns dev (and closes it) */
-	int stopfd;             /* protected by lock: an eventfd, readable once a stop began */
+	pid_t pid;              /* protected by lock: the helper */
+	int sock;               /* protected by lock: the caller's end of the helper's socket */
 	_Atomic int root;       /* written under lock, read by openers: O_PATH root of the mount, or -1 */
-	pthread_t sup;          /* protected by lock: the supervisor (supervise_main) */
-	pthread_cond_t sup_cond; /* signals sup_ready (with lock) */
-	bool sup_ready;         /* protected by lock: the supervisor has its table and fs */
-	int sup_rc;             /* protected by lock: its setup's result */
-	pthread_t *threads;     /* the supervisor's: the workers it started */
-	unsigned running;       /* the supervisor's: workers started */
-	/* The reasons. */
+	/* The helper's own (meaningful in the helper process only). */
 	pthread_mutex_t why_lock;
-	_Atomic unsigned why_seq;   /* odd while a writer (why_lock) fills a slot */
-	_Atomic unsigned why_count; /* reasons recorded in all (the last WHY_SLOTS kept) */
-	char why[WHY_SLOTS][WHY_LEN]; /* written under why_lock inside an odd why_seq */
+	struct fuse_session *se;
+	struct fs fs;
+	int stopfd; /* the helper's end of the socket: readable (EOF) once the caller stops or exits */
 };
 
 /* Keep an error line as a reason (unless it repeats the last one) and
@@ -66,16 +72,17 @@ struct fs_private {
 static void private_log(void *ctx, int prio, const char *msg)
 {
 	struct fs_private *p = ctx;
+	struct why_ring *w = p->why;
 
 	if (prio <= FS_LOG_ERR) {
 		pthread_mutex_lock(&p->why_lock);
-		unsigned n = atomic_load_explicit(&p->why_count, memory_order_relaxed);
-		if (n == 0 || strncmp(p->why[(n - 1) % WHY_SLOTS], msg, WHY_LEN - 1) != 0) {
-			atomic_fetch_add_explicit(&p->why_seq, 1, memory_order_acq_rel);
+		unsigned n = atomic_load_explicit(&w->count, memory_order_relaxed);
+		if (n == 0 || strncmp(w->slot[(n - 1) % WHY_SLOTS], msg, WHY_LEN - 1) != 0) {
+			atomic_fetch_add_explicit(&w->seq, 1, memory_order_acq_rel);
 			atomic_thread_fence(memory_order_release);
-			snprintf(p->why[n % WHY_SLOTS], WHY_LEN, "%s", msg);
-			atomic_store_explicit(&p->why_count, n + 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&p->why_seq, 1, memory_order_release);
+			snprintf(w->slot[n % WHY_SLOTS], WHY_LEN, "%s", msg);
+			atomic_store_explicit(&w->count, n + 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&w->seq, 1, memory_order_release);
 		}
 		pthread_mutex_unlock(&p->why_lock);
 	}
@@ -85,7 +92,6 @@ static void private_log(void *ctx, int prio, const char *msg)
 
 size_t fs_private_why(const struct fs_private *p, char *buf, size_t len)
 {
-	struct fs_private *q = (struct fs_private *)p; /* the atomics are read only */
 	size_t out = 0;
 
 	if (!len)
@@ -93,14 +99,15 @@ size_t fs_private_why(const struct fs_private *p, char *buf, size_t len)
 	buf[0] = '\0';
 	if (!p)
 		return 0;
+	struct why_ring *w = p->why;
 	for (int tries = 0; tries < 64; tries++) {
-		unsigned s1 = atomic_load_explicit(&q->why_seq, memory_order_acquire);
+		unsigned s1 = atomic_load_explicit(&w->seq, memory_order_acquire);
 		if (s1 & 1)
 			continue;
-		unsigned n = atomic_load_explicit(&q->why_count, memory_order_relaxed);
+		unsigned n = atomic_load_explicit(&w->count, memory_order_relaxed);
 		out = 0;
 		for (unsigned i = n > WHY_SLOTS ? n - WHY_SLOTS : 0; i < n && out + 1 < len; i++) {
-			const volatile char *s = q->why[i % WHY_SLOTS];
+			const volatile char *s = w->slot[i % WHY_SLOTS];
 			for (size_t k = 0; k < WHY_LEN && s[k] && out + 1 < len; k++)
 				buf[out++] = s[k];
 			if (out + 1 < len)
@@ -108,7 +115,7 @@ size_t fs_private_why(const struct fs_private *p, char *buf, size_t len)
 		}
 		buf[out] = '\0';
 		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&q->why_seq, memory_order_relaxed) == s1)
+		if (atomic_load_explicit(&w->seq, memory_order_relaxed) == s1)
 			break;
 	}
 	return out;
@@ -118,43 +125,48 @@ int fs_private_new(const struct fs_private_config *cfg, struct fs_private **out)
 {
 	struct fs_private *p;
 
-	if (!cfg || !cfg->store || !cfg->ix || !out)
+	if (!cfg || !cfg->store || !out)
 		return -EINVAL;
 	if (!(p = st_sys_calloc(1, sizeof(*p))))
 		return -ENOMEM;
+	p->why = mmap(NULL, sizeof(*p->why), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p->why == MAP_FAILED || !(p->store_path = strdup(st_store_path(cfg->store)))) {
+		if (p->why != MAP_FAILED)
+			munmap(p->why, sizeof(*p->why));
+		free(p);
+		return -ENOMEM;
+	}
 	p->store = cfg->store;
-	p->ix = cfg->ix;
 	p->nthreads = cfg->threads ? cfg->threads : FS_PRIVATE_THREADS;
 	if (p->nthreads > 64)
 		p->nthreads = 64;
 	p->user_log = cfg->log;
 	p->user_log_ctx = cfg->log_ctx;
-	p->cfg.store = st_store_path(cfg->store);
+	p->cfg.store = p->store_path;
 	p->cfg.cacert = cfg->cacert;
 	p->cfg.certs_d = cfg->certs_d;
 	p->cfg.creds = cfg->creds;
 	p->cfg.creds_ctx = cfg->creds_ctx;
 	p->cfg.log = private_log;
 	p->cfg.log_ctx = p;
-	p->dev = p->stopfd = -1;
+	p->sock = p->stopfd = -1;
+	p->pid = -1;
 	atomic_init(&p->root, -1);
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->sup_cond, NULL);
 	pthread_mutex_init(&p->why_lock, NULL);
 	*out = p;
 	return 0;
 }
 
+/* ---- the helper process ---- */
+
 /* One serving thread: wait for a request or the stop, answer the request.
  * The device is non-blocking, so a thread that lost the race for a request
- * to another goes back to waiting; none ever blocks where a stop cannot
- * reach it. Every signal is blocked here (the caller's handlers run on the
- * caller's threads), and nothing here touches a sandbox's memory. */
+ * goes back to waiting; none blocks where the stop cannot reach it. */
 static void *serve_main(void *arg)
 {
 	struct fs_private *p = arg;
 	struct fuse_buf buf = { .mem = NULL };
-	/* The session's device and the stop, both in the serving threads' table. */
 	struct pollfd pf[2] = { { .fd = fuse_session_fd(p->se), .events = POLLIN }, { .fd = p->stopfd, .events = POLLIN } };
 
 	while (!fuse_session_exited(p->se)) {
@@ -204,7 +216,7 @@ static int mount_detached(struct fs_private *p, int dev, int *root)
 		rc = fsconfig_str(fsfd, "group_id", v);
 	if (rc == 0 && fsconfig(fsfd, FSCONFIG_SET_FLAG, "default_permissions", NULL, 0) < 0)
 		rc = -errno;
-	if (rc == 0 && snprintf(src, sizeof(src), ST_MOUNT_SOURCE "%s", st_store_path(p->store)) < (int)sizeof(src))
+	if (rc == 0 && snprintf(src, sizeof(src), ST_MOUNT_SOURCE "%s", p->store_path) < (int)sizeof(src))
 		fsconfig_str(fsfd, "source", src); /* a name only: nothing depends on it */
 	if (rc == 0)
 		fsconfig_str(fsfd, "subtype", ST_MOUNT_SUBTYPE);
@@ -228,7 +240,7 @@ static int mount_detached(struct fs_private *p, int dev, int *root)
 static int mount_fallback(struct fs_private *p, int *root)
 {
 	char mp[] = "/tmp/strata-lazy.XXXXXX";
-	int rc = 0, fd;
+	int rc = 0, fd, dev;
 
 	if (!mkdtemp(mp))
 		return -errno;
@@ -243,174 +255,192 @@ static int mount_fallback(struct fs_private *p, int *root)
 	rmdir(mp);
 	if (rc < 0)
 		return rc;
-	p->dev = fuse_session_fd(p->se);
-	p->dev_in_se = true;
-	if (fcntl(p->dev, F_SETFL, fcntl(p->dev, F_GETFL) | O_NONBLOCK) < 0) {
+	dev = fuse_session_fd(p->se);
+	if (fcntl(dev, F_SETFL, fcntl(dev, F_GETFL) | O_NONBLOCK) < 0) {
 		rc = -errno;
 		close(fd);
 		return rc;
 	}
-	p->fallback = true;
 	*root = fd;
 	return 0;
 }
 
-/*
- * The supervisor: the first serving thread. It gives itself (and the
- * workers it starts, which share it) a descriptor table of its own
- * (unshare(CLONE_FILES)): a copy of the process's, from which the caller's
- * copy of the device is then closed. So the device is open only in the
- * serving threads' table, and when they die — a kill -9 of the process, or
- * an exit with a request in flight — the kernel closes it and ends the
- * connection, which wakes a caller's thread waiting on a page of the mount
- * (a FUSE request already read by its server is otherwise waited for
- * uninterruptibly: the process could never exit). Everything the serving
- * threads open (backing blobs, lazy layers' files, registry connections)
- * stays in that table, and is closed there (fs_core_close) before it
- * ends.
- */
-static void *supervise_main(void *arg)
+/* Send the start's result, and the root on success, to the caller. */
+static int send_result(int sock, int rc, int fd)
 {
-	struct fs_private *p = arg;
-	int rc = unshare(CLONE_FILES) < 0 ? -errno : 0;
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec io = { .iov_base = &rc, .iov_len = sizeof(rc) };
+	struct msghdr mh = { .msg_iov = &io, .msg_iovlen = 1 };
 
-	if (rc == 0 && (rc = fs_core_open(&p->fs, &p->cfg, p->store, p->ix)) == 0)
-		p->fs.session = p->se;
-	pthread_mutex_lock(&p->lock);
-	p->sup_rc = rc;
-	p->sup_ready = true;
-	pthread_cond_broadcast(&p->sup_cond);
-	pthread_mutex_unlock(&p->lock);
-	if (rc < 0)
-		return NULL;
-	/* The root is the caller's; this table needs none of it. */
-	close(atomic_load(&p->root));
-	for (p->running = 0; p->running + 1 < p->nthreads; p->running++)
-		if (pthread_create(&p->threads[p->running], NULL, serve_main, p) != 0)
-			break;
-	serve_main(p);
-	for (unsigned i = 0; i < p->running; i++)
-		pthread_join(p->threads[i], NULL);
-	p->running = 0;
-	/* Closes the device (in this table, its only one): the kernel ends
-	 * the connection, so a mapping still in use reads EIO (SIGBUS). */
-	fuse_session_destroy(p->se);
-	p->fs.session = NULL;
-	fs_core_close(&p->fs);
-	close(p->stopfd);
-	return NULL;
-}
-
-/* Take down what start built before the supervisor took it over; p->lock held. */
-static void teardown(struct fs_private *p)
-{
-	int root = atomic_exchange(&p->root, -1);
-
-	if (root >= 0)
-		close(root);
-	if (p->se) {
-		fuse_session_destroy(p->se);
-		p->se = NULL;
-		p->fs.session = NULL;
+	if (fd >= 0) {
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
 	}
-	if (!p->dev_in_se && p->dev >= 0)
-		close(p->dev);
-	p->dev = -1;
-	p->dev_in_se = false;
-	if (p->stopfd >= 0)
-		close(p->stopfd);
-	p->stopfd = -1;
-	free(p->threads);
-	p->threads = NULL;
-	p->fallback = false;
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
 }
 
-static int start_locked(struct fs_private *p)
+/*
+ * The helper: mount, hand the root to the caller, serve until the caller
+ * stops it or ends (its end of the socket closes), then unmount and exit.
+ * A process of its own, so that serving a page never waits on the
+ * caller's memory map: a thread of the caller faulting on a lazy layer
+ * holds its process's mmap lock (for reading) while the kernel waits for
+ * the page, and a serving thread in the same process that grows its heap
+ * (mprotect, mmap, munmap: malloc does) would wait on that lock forever.
+ * It ignores the signals that stop a command (SIGINT, SIGTERM, SIGHUP,
+ * SIGQUIT, SIGPIPE), so that a caller's thread waiting on a page is still
+ * answered while the caller dies, and exits once the caller has.
+ */
+static void helper_main(struct fs_private *p, int sock)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct st_store *store = NULL;
+	struct ix *ix = NULL;
+	pthread_t *threads = NULL;
+	unsigned running = 0;
+	int rc, root = -1, dev = -1;
 	char devpath[32];
-	int rc, root = -1;
-	sigset_t all, old;
-	struct ix_txn *t;
+	sigset_t none;
 
-	/* This process's reader lock on the index is taken by a thread of the
-	 * caller's table (LMDB takes it with the first read; a POSIX lock is
-	 * owned by a descriptor table), not by a serving thread's. */
-	if ((rc = ix_txn_begin(p->ix, &t)) < 0)
-		return rc;
-	ix_txn_end(t);
-	p->fs.cfg = &p->cfg; /* fs_log before fs_core_open */
-	if (!(p->threads = st_sys_calloc(p->nthreads, sizeof(*p->threads)))) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	if ((p->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-		rc = -errno;
-		goto out;
-	}
+	static const int ignored[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM };
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		signal(ignored[i], SIG_IGN);
+	sigemptyset(&none);
+	pthread_sigmask(SIG_SETMASK, &none, NULL);
+	prctl(PR_SET_NAME, "strata-lazy", 0, 0, 0);
+	/* Nothing of the caller's but stdio: its sandboxes' descriptors, its
+	 * index (opened again below) and the sockets of other helpers (whose
+	 * end must close when the caller ends) stay the caller's alone. */
+	if (sock > 3)
+		close_range(3, (unsigned)sock - 1, 0);
+	close_range((unsigned)sock + 1, ~0u, 0);
+	p->stopfd = sock;
+	pthread_mutex_init(&p->why_lock, NULL);
+	if ((rc = st_store_open(p->store_path, 0, &store)) < 0 || (rc = ix_open(store, NULL, &ix)) < 0)
+		goto out_send;
+	if ((rc = fs_core_open(&p->fs, &p->cfg, store, ix)) < 0)
+		goto out_send;
 	if (fuse_opt_add_arg(&args, "strata") != 0) {
 		rc = -ENOMEM;
-		goto out;
+		goto out_core;
 	}
 	p->se = fuse_session_new(&args, fs_ops(), sizeof(struct fuse_lowlevel_ops), &p->fs);
 	fuse_opt_free_args(&args);
 	if (!p->se) {
 		rc = FS_EOPTION;
-		goto out;
+		goto out_core;
 	}
 	p->fs.session = p->se;
-	if ((p->dev = open("/dev/fuse", O_RDWR | O_CLOEXEC | O_NONBLOCK)) < 0) {
+	if ((dev = open("/dev/fuse", O_RDWR | O_CLOEXEC | O_NONBLOCK)) < 0) {
 		rc = -errno;
-		fs_log(&p->fs, FS_LOG_ERR, "private mount of %s: cannot open /dev/fuse: %s", p->cfg.store,
-		       strerror(-rc));
-		goto out;
+		fs_log(&p->fs, FS_LOG_ERR, "private mount of %s: cannot open /dev/fuse: %s", p->store_path, strerror(-rc));
+		goto out_session;
 	}
-	rc = mount_detached(p, p->dev, &root);
+	rc = mount_detached(p, dev, &root);
 	if (rc == 0) {
-		snprintf(devpath, sizeof(devpath), "/dev/fd/%d", p->dev);
+		snprintf(devpath, sizeof(devpath), "/dev/fd/%d", dev);
 		if (fuse_session_mount(p->se, devpath) != 0) {
-			close(root);
+			close(dev);
 			rc = FS_EMOUNT;
-			goto out;
+			goto out_session;
 		}
-		p->dev_in_se = true;
 	} else if (rc == -EPERM || rc == -ENOSYS || rc == -EINVAL) {
-		close(p->dev);
-		p->dev = -1;
+		close(dev);
 		if ((rc = mount_fallback(p, &root)) < 0) {
-			fs_log(&p->fs, FS_LOG_ERR, "private mount of %s: the kernel refused the mount: %s", p->cfg.store,
+			fs_log(&p->fs, FS_LOG_ERR, "private mount of %s: the kernel refused the mount: %s", p->store_path,
 			       rc == FS_EMOUNT ? "see libfuse's message" : strerror(-rc));
-			goto out;
+			goto out_session;
 		}
 	} else {
-		fs_log(&p->fs, FS_LOG_ERR, "private mount of %s: the kernel refused the mount: %s", p->cfg.store,
+		close(dev);
+		fs_log(&p->fs, FS_LOG_ERR, "private mount of %s: the kernel refused the mount: %s", p->store_path,
 		       strerror(-rc));
 		rc = FS_EMOUNT;
-		goto out;
+		goto out_session;
 	}
-	atomic_store(&p->root, root);
-	/* Serving threads start with every signal blocked. */
-	p->sup_ready = false;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(&p->sup, NULL, supervise_main, p);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!(threads = st_sys_calloc(p->nthreads, sizeof(*threads)))) {
+		rc = -ENOMEM;
+		goto out_session;
+	}
+	if ((rc = send_result(sock, 0, root)) < 0)
+		goto out_session;
+	close(root);
+	root = -1;
+	for (; running + 1 < p->nthreads; running++)
+		if (pthread_create(&threads[running], NULL, serve_main, p) != 0)
+			break;
+	serve_main(p);
+	for (unsigned i = 0; i < running; i++)
+		pthread_join(threads[i], NULL);
+	rc = 0;
+out_session:
+	if (root >= 0)
+		close(root);
+	free(threads);
+	if (p->se)
+		fuse_session_destroy(p->se); /* closes the device: the kernel ends the connection */
+	p->fs.session = NULL;
+out_core:
+	fs_core_close(&p->fs);
+out_send:
 	if (rc < 0)
-		goto out;
-	while (!p->sup_ready)
-		pthread_cond_wait(&p->sup_cond, &p->lock);
-	if ((rc = p->sup_rc) < 0) {
-		pthread_join(p->sup, NULL);
-		goto out;
+		send_result(sock, rc, -1);
+	ix_close(ix);
+	st_store_close(store);
+	_exit(rc < 0 ? 1 : 0);
+}
+
+/* ---- the caller's side ---- */
+
+static int start_locked(struct fs_private *p)
+{
+	int sv[2], rc, fd = -1;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec io = { .iov_base = &rc, .iov_len = sizeof(rc) };
+	struct msghdr mh = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	if ((pid = fork()) < 0) {
+		rc = -errno;
+		close(sv[0]);
+		close(sv[1]);
+		return rc;
 	}
-	/* The device now lives in the serving threads' table only. */
-	close(p->dev);
-	p->dev = -1;
+	if (pid == 0) {
+		close(sv[0]);
+		helper_main(p, sv[1]);
+	}
+	close(sv[1]);
+	ssize_t n;
+	while ((n = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(int))
+		rc = -EIO; /* the helper died before it said */
+	for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	if (rc == 0 && fd < 0)
+		rc = -EIO;
+	if (rc < 0) {
+		if (fd >= 0)
+			close(fd);
+		close(sv[0]);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		return rc;
+	}
+	p->pid = pid;
+	p->sock = sv[0];
+	atomic_store(&p->root, fd);
 	p->started = true;
 	return 0;
-out:
-	teardown(p);
-	return rc;
 }
 
 int fs_private_start(struct fs_private *p)
@@ -446,7 +476,6 @@ int fs_private_layer_open(void *ctx, const st_id *id, int *fd)
 		return rc;
 	memcpy(name, "blobs/", 6);
 	st_id_format(id, name + 6);
-	/* Not under p->lock: the open is a FUSE request the serving threads answer. */
 	if ((f = openat(atomic_load(&p->root), name, O_RDONLY | O_CLOEXEC)) < 0)
 		return -errno;
 	*fd = f;
@@ -459,22 +488,15 @@ void fs_private_stop(struct fs_private *p)
 		return;
 	pthread_mutex_lock(&p->lock);
 	if (p->started) {
-		uint64_t one = 1;
 		int root = atomic_exchange(&p->root, -1);
-		/* An eventfd write of 1 cannot fail here; the serving threads
-		 * see it in their poll, finish the request they serve, and the
-		 * supervisor closes all they opened before it returns. */
-		if (write(p->stopfd, &one, sizeof(one)) != sizeof(one))
-			fuse_session_exit(p->se);
-		pthread_join(p->sup, NULL);
+		/* The helper's threads see the socket close, finish the request
+		 * each serves, and the helper unmounts and exits. */
+		close(p->sock);
+		p->sock = -1;
+		while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		p->pid = -1;
 		close(root);
-		close(p->stopfd); /* this table's copy */
-		p->stopfd = -1;
-		p->se = NULL;
-		free(p->threads);
-		p->threads = NULL;
-		p->fallback = false;
-		p->dev_in_se = false;
 		p->started = false;
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -486,7 +508,8 @@ void fs_private_free(struct fs_private *p)
 		return;
 	fs_private_stop(p);
 	pthread_mutex_destroy(&p->lock);
-	pthread_cond_destroy(&p->sup_cond);
 	pthread_mutex_destroy(&p->why_lock);
+	munmap(p->why, sizeof(*p->why));
+	free(p->store_path);
 	free(p);
 }
