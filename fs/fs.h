@@ -8,8 +8,6 @@
 
 #include "store/store.h"
 
-struct ix;
-
 /*
  * Namespace (docs/fs.md):
  *   MOUNT/snapshots/NAME/manifest.json   canonical manifest of the tagged snapshot
@@ -148,7 +146,7 @@ int fs_mountpoint_state(const char *path);
 int fs_umount(const char *path, bool lazy);
 
 /*
- * The private server: a store served by this process on a FUSE mount that
+ * The private server: a store served for this process on a FUSE mount that
  * no path reaches, so a host program can map the layers of a snapshot
  * whose layers are lazy (docs/lazy.md, "Sandboxes on a lazy snapshot").
  * fs_private_layer_open is a vmm_layer_open_fn: give it, with the handle
@@ -156,33 +154,37 @@ int fs_umount(const char *path, bool lazy);
  * vmm_pool_new.
  *
  * Caveats:
- * - Mount: made by the first fs_private_start (or layer open of a lazy
- *   layer) and never attached to a directory (fsopen/fsmount; needs
- *   CAP_SYS_ADMIN): reachable only through fs_private_root and the files
- *   opened from it, gone with the last of them, so a kill -9 leaves no
- *   mount point. Without the privilege, libfuse mounts on a temporary
- *   directory (fusermount3) that is detached (MNT_DETACH) and removed at
- *   once; a kill -9 in between leaves that directory mounted.
- * - Threads: start runs `threads` serving threads (every signal blocked)
- *   until stop; they read the store, the index (read transactions), the
- *   lazy layers' files and the registries, call cfg->log, and never touch
- *   a sandbox's memory or take a lock of the caller's. So a thread of the
- *   caller may fault on a mapping of a lazy layer (a vCPU, the host writing
- *   a call frame, the process backend copying pages at restore) while the
- *   request it causes is served here; cfg->log must not wait for such a
- *   thread either (nor call stop or free). Do not touch a lazy sandbox's
- *   memory from a thread holding an ix write transaction on the same index
- *   if cfg->log may write to that index. The calls are thread safe.
- * - Fork: the device and the mount are close-on-exec; a fork()ed child
- *   (without exec) shares the device and must not outlive the parent's
- *   use of the mount (the process backend's children are spawned with
- *   nothing but their guest memory and map no layer file).
- * - Lifetime: the mount lives until stop; a file or mapping opened from it
- *   that is still in use then reads EIO (a mapping: SIGBUS) for any page
- *   not yet cached. Free every sandbox and pool restored through it
- *   first. When the process exits, the kernel ends the mount with it.
- * - Memory: per serving thread a receive buffer of about 1 MiB; fs_serve's
- *   caches; per lazy layer touched, what ix_lazy keeps (index/lazy.h).
+ * - Process: fs_private_start forks a helper process (no exec) that opens
+ *   the store and its index again, mounts and serves on `threads` threads
+ *   of its own, and exits when stopped or when this process ends (its end
+ *   of a socket closes). Not a thread of the caller: a caller's thread
+ *   that faults on a lazy page (a vCPU, the host writing a call frame, the
+ *   process backend copying pages at restore) can hold the process's mmap
+ *   lock while the kernel waits for the page, and a serving thread in the
+ *   same process whose malloc grows its heap would wait on that lock
+ *   forever (measured: `strata pool -n 8` of a lazy snapshot hung so). The
+ *   helper closes every descriptor but stdio and its socket, ignores
+ *   SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1/2 and SIGALRM (so a
+ *   page a dying caller waits on is still answered), and is not waited
+ *   for by anyone but fs_private_stop: do not reap it with waitpid(-1).
+ *   It is a copy of the caller at start (memory copy-on-write): start
+ *   before making large sandboxes to keep that small.
+ * - Mount: made by the helper and never attached to a directory
+ *   (fsopen/fsmount; needs CAP_SYS_ADMIN): reachable only through
+ *   fs_private_root and the files opened from it, so a kill -9 of either
+ *   process leaves no mount point. Without the privilege, libfuse mounts on
+ *   a temporary directory (fusermount3) that is detached (MNT_DETACH) and
+ *   removed at once; a kill -9 in between leaves that directory mounted.
+ * - Threads: the calls are thread safe; cfg->log and cfg->creds are called
+ *   in the helper (a copy of the caller's memory: what they write there
+ *   stays there, except stdio).
+ * - Lifetime: the mount lives until stop (or the helper's death); a file
+ *   or mapping opened from it that is still in use then reads EIO (a
+ *   mapping: SIGBUS) for any page not yet cached. Free every sandbox and
+ *   pool restored through it first.
+ * - Memory: the helper's copy of the caller; per serving thread a receive
+ *   buffer of about 1 MiB; fs_serve's caches; per lazy layer touched, what
+ *   ix_lazy keeps (index/lazy.h). The reasons: 8 KiB shared with it.
  * - Errors: -errno or the codes above; a reason (a refused chunk, a
  *   registry that could not be reached, a mount the kernel refused) is
  *   kept for fs_private_why and passed to cfg->log; nothing is printed.
@@ -192,8 +194,8 @@ int fs_umount(const char *path, bool lazy);
 struct fs_private;
 
 struct fs_private_config {
-	struct st_store *store; /* an open store (writable: chunks are stored), outliving the handle */
-	struct ix *ix;          /* its open index, outliving the handle */
+	struct st_store *store; /* an open store, outliving the handle (blobs are opened from it;
+	                         * the helper opens the store and its index again, read-write) */
 	unsigned threads;       /* serving threads (0: FS_PRIVATE_THREADS; at most 64) */
 	/* Lazy layers' registries: as in struct fs_config (strings outlive the handle). */
 	const char *cacert;
@@ -205,16 +207,18 @@ struct fs_private_config {
 	void *log_ctx;
 };
 
-/* A handle serving cfg->store; nothing is mounted and no thread started
- * yet. cfg is copied. -EINVAL (cfg, store, ix or out NULL), -ENOMEM. */
+/* A handle serving cfg->store; nothing is mounted and no process started
+ * yet. cfg is copied. -EINVAL (cfg, store or out NULL), -ENOMEM. */
 int fs_private_new(const struct fs_private_config *cfg, struct fs_private **out);
 
-/* Mount and start serving, unless already started (then 0 at once: every
- * later open reuses the same mount and threads). Needs /dev/fuse.
- * Errors: -EINVAL (p NULL), -ENOENT/-EACCES (/dev/fuse), FS_EMOUNT (the
- * kernel or fusermount3 refused the mount; fs_private_why says why),
- * FS_EOPTION, -ENOMEM, the index's read errors, pthread_create's -errno;
- * nothing is left mounted or running then, and a later call tries again. */
+/* Fork the helper, mount and start serving, unless already started (then
+ * 0 at once: every later open reuses the same mount and helper). Needs
+ * /dev/fuse. Errors: -EINVAL (p NULL), -ENOENT/-EACCES (/dev/fuse),
+ * FS_EMOUNT (the kernel or fusermount3 refused the mount; fs_private_why
+ * says why), FS_EOPTION, -ENOMEM, st_store_open's and ix_open's codes (in
+ * the helper), fork's and socketpair's -errno, -EIO (the helper died
+ * before it answered); nothing is left mounted or running then, and a
+ * later call tries again. */
 int fs_private_start(struct fs_private *p);
 
 /* The mount's root (an O_PATH directory fd, open for openat), or -1 before
@@ -238,10 +242,10 @@ int fs_private_layer_open(void *ctx, const st_id *id, int *fd);
  * e.g. the SIGBUS of a thread that touched a page that could not be read. */
 size_t fs_private_why(const struct fs_private *p, char *buf, size_t len);
 
-/* Stop serving: wake and join the serving threads (one in a request
- * finishes it first, bounded by the fetch retries), close the root and the
- * device (the kernel ends the mount), drop the node table and caches. The
- * reasons are kept; a later start mounts again. Not from cfg->log. */
+/* Stop serving: close the helper's socket; its threads finish the request
+ * each serves (bounded by the fetch retries), it closes the device (the
+ * kernel ends the mount) and exits; wait for it; close the root. The
+ * reasons are kept; a later start forks a new helper. */
 void fs_private_stop(struct fs_private *p);
 
 /* fs_private_stop, then free the handle. Accepts NULL. */

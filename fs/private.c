@@ -234,13 +234,13 @@ static int mount_detached(struct fs_private *p, int dev, int *root)
 }
 
 /* Without the privilege for that: libfuse mounts on a temporary directory
- * (fusermount3 when unprivileged), the root is opened, the mount detached
- * and the directory removed at once. A kill -9 between the mount and the
- * detach would leave that mount point (the detached mount has none). */
-static int mount_fallback(struct fs_private *p, int *root)
+ * (fusermount3 when unprivileged). Once the serving threads answer, the
+ * root is opened, the mount detached and the directory removed
+ * (fallback_detach). A kill -9 between the mount and the detach would
+ * leave that mount point (the detached mount has none). */
+static int mount_fallback(struct fs_private *p, char *mp)
 {
-	char mp[] = "/tmp/strata-lazy.XXXXXX";
-	int rc = 0, fd, dev;
+	int dev;
 
 	if (!mkdtemp(mp))
 		return -errno;
@@ -248,21 +248,25 @@ static int mount_fallback(struct fs_private *p, int *root)
 		rmdir(mp);
 		return FS_EMOUNT;
 	}
-	fd = open(mp, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		rc = -errno;
-	fs_umount(mp, true);
-	rmdir(mp);
-	if (rc < 0)
-		return rc;
 	dev = fuse_session_fd(p->se);
 	if (fcntl(dev, F_SETFL, fcntl(dev, F_GETFL) | O_NONBLOCK) < 0) {
-		rc = -errno;
-		close(fd);
+		int rc = -errno;
+		fs_umount(mp, true);
+		rmdir(mp);
 		return rc;
 	}
-	*root = fd;
 	return 0;
+}
+
+static int fallback_detach(const char *mp, int *root)
+{
+	int fd = open(mp, O_PATH | O_DIRECTORY | O_CLOEXEC), rc = fd < 0 ? -errno : 0;
+
+	fs_umount(mp, true);
+	rmdir(mp);
+	if (rc == 0)
+		*root = fd;
+	return rc;
 }
 
 /* Send the start's result, and the root on success, to the caller. */
@@ -304,7 +308,8 @@ static void helper_main(struct fs_private *p, int sock)
 	pthread_t *threads = NULL;
 	unsigned running = 0;
 	int rc, root = -1, dev = -1;
-	char devpath[32];
+	char devpath[32], mp[] = "/tmp/strata-lazy.XXXXXX";
+	bool fallback = false, sent = false;
 	sigset_t none;
 
 	static const int ignored[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM };
@@ -351,7 +356,9 @@ static void helper_main(struct fs_private *p, int sock)
 		}
 	} else if (rc == -EPERM || rc == -ENOSYS || rc == -EINVAL) {
 		close(dev);
-		if ((rc = mount_fallback(p, &root)) < 0) {
+		if ((rc = mount_fallback(p, mp)) == 0)
+			fallback = true;
+		else {
 			fs_log(&p->fs, FS_LOG_ERR, "private mount of %s: the kernel refused the mount: %s", p->store_path,
 			       rc == FS_EMOUNT ? "see libfuse's message" : strerror(-rc));
 			goto out_session;
@@ -365,19 +372,39 @@ static void helper_main(struct fs_private *p, int sock)
 	}
 	if (!(threads = st_sys_calloc(p->nthreads, sizeof(*threads)))) {
 		rc = -ENOMEM;
-		goto out_session;
+		goto out_threads;
 	}
-	if ((rc = send_result(sock, 0, root)) < 0)
-		goto out_session;
-	close(root);
-	root = -1;
-	for (; running + 1 < p->nthreads; running++)
+	/* At least one thread serves before anything reaches the mount. */
+	for (; running < p->nthreads; running++)
 		if (pthread_create(&threads[running], NULL, serve_main, p) != 0)
 			break;
-	serve_main(p);
+	if (!running) {
+		rc = -EAGAIN;
+		goto out_threads;
+	}
+	if (fallback && (rc = fallback_detach(mp, &root)) < 0) {
+		fs_log(&p->fs, FS_LOG_ERR, "private mount of %s: cannot open its root: %s", p->store_path, strerror(-rc));
+		goto out_threads;
+	}
+	fallback = false;
+	if ((rc = send_result(sock, 0, root)) < 0)
+		goto out_threads;
+	close(root);
+	root = -1;
+out_threads:
+	if (fallback) {
+		fs_umount(mp, true);
+		rmdir(mp);
+	}
+	/* The stop (or the caller's end) wakes every thread; an error above
+	 * comes with the socket closed, so they end at once too. */
+	if (rc < 0) {
+		send_result(sock, rc, -1);
+		sent = true;
+		shutdown(sock, SHUT_RD);
+	}
 	for (unsigned i = 0; i < running; i++)
 		pthread_join(threads[i], NULL);
-	rc = 0;
 out_session:
 	if (root >= 0)
 		close(root);
@@ -388,7 +415,7 @@ out_session:
 out_core:
 	fs_core_close(&p->fs);
 out_send:
-	if (rc < 0)
+	if (rc < 0 && !sent)
 		send_result(sock, rc, -1);
 	ix_close(ix);
 	st_store_close(store);

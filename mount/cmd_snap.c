@@ -58,7 +58,7 @@ static void private_report(void)
 
 static struct fs_private *private_get(const struct cli *cli)
 {
-	struct fs_private_config pc = { .store = run_store, .ix = run_index, .threads = FS_PRIVATE_THREADS,
+	struct fs_private_config pc = { .store = run_store, .threads = FS_PRIVATE_THREADS,
 					.creds = cli_registry_creds, .creds_ctx = (void *)cli,
 					.certs_d = cli_certs_d() };
 
@@ -236,6 +236,16 @@ static int snapshot_find(const struct cli *cli, const char *what, const char *ta
 			struct fs_private *p = private_get(cli);
 			if (!p) {
 				cli_err(cli, "%s: out of memory", what);
+				return CLI_FAIL;
+			}
+			/* Started now, before any sandbox exists: the helper is a
+			 * fork of this process, best made while it is small. */
+			if ((rc = fs_private_start(p)) < 0) {
+				char why[2048];
+				fs_private_why(p, why, sizeof(why));
+				cli_err(cli, "%s: cannot serve the lazy layers of '%s': %s%s%s", what, target,
+					fs_strerror(rc), why[0] ? ": " : "", why);
+				private_reported = true;
 				return CLI_FAIL;
 			}
 			out->open = fs_private_layer_open;

@@ -86,7 +86,7 @@ static void lazy_open(struct lazy *lz, const char *name, unsigned threads)
 	memset(lz, 0, sizeof(*lz));
 	snprintf(lz->dir, sizeof(lz->dir), "%s/%s", env("STRATA_PRIVATE_DIR"), name);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s' && '%s' --store '%s' init >/dev/null && "
-		 "'%s' --store '%s' pull --lazy --insecure --tag big '%s' >/dev/null",
+		 "'%s' --store '%s' pull --lazy --insecure --tag big '%s' >/dev/null 2>&1",
 		 lz->dir, lz->dir, env("STRATA_BIN"), lz->dir, env("STRATA_BIN"), lz->dir, env("STRATA_PRIVATE_REF"));
 	cr_assert_eq(sh(cmd), 0, "%s", cmd);
 	cr_assert_eq(st_store_open(lz->dir, 0, &lz->store), 0);
@@ -96,7 +96,7 @@ static void lazy_open(struct lazy *lz, const char *name, unsigned threads)
 	cr_assert_eq(ix_snap_get(t, &id, &lz->m), 0);
 	ix_txn_end(t);
 	cr_assert(!st_blob_has(lz->store, &lz->m->layers[0].id), "the layer is lazy: no blob");
-	struct fs_private_config pc = { .store = lz->store, .ix = lz->ix, .threads = threads };
+	struct fs_private_config pc = { .store = lz->store, .threads = threads };
 	cr_assert_eq(fs_private_new(&pc, &lz->priv), 0);
 	cr_assert_eq(vmm_host_new(NULL, &lz->host, &err), 0, "%s", err.message);
 }
@@ -118,7 +118,7 @@ static int lazy_reopen(struct lazy *lz, const char *dir)
 	if ((rc = ix_resolve(t, "big", &id)) == 0)
 		rc = ix_snap_get(t, &id, &lz->m);
 	ix_txn_end(t);
-	struct fs_private_config pc = { .store = lz->store, .ix = lz->ix };
+	struct fs_private_config pc = { .store = lz->store };
 	if (rc < 0 || (rc = fs_private_new(&pc, &lz->priv)) < 0 || (rc = vmm_host_new(NULL, &lz->host, &err)) < 0)
 		return rc;
 	return 0;
@@ -259,13 +259,13 @@ Test(private, reuse_restart_and_two_stores)
 
 	lazy_open(&a, "reuse-a", 2);
 	cr_assert_eq(restore(&a, VMM_BACKEND_AUTO, &s1, &err), 0, "%s", err.message);
+	cr_assert_eq(call(s1, "counter_next", -1, &rc), 1);
 	int root = fs_private_root(a.priv), threads = threads_now();
 	unsigned r1 = ranges(false);
 	cr_assert_eq(restore(&a, VMM_BACKEND_AUTO, &s2, &err), 0, "%s", err.message);
 	cr_assert_eq(fs_private_root(a.priv), root, "the second open reuses the mount");
-	cr_assert_eq(threads_now(), threads, "... and its threads");
+	cr_assert_eq(threads_now(), threads, "... and starts no thread here");
 	cr_assert_eq(call(s2, "counter_next", -1, &rc), 1);
-	cr_assert_eq(call(s1, "counter_next", -1, &rc), 1);
 	cr_assert_eq(ranges(false), r1, "the second sandbox read the chunks the first fetched (page cache)");
 	/* A second store, its own server, at the same time. */
 	lazy_open(&b, "reuse-b", 0);
@@ -321,6 +321,7 @@ Test(private, kvm_registry_gone_mid_run)
  * going away fails the restore (the copy meets the page as SIGBUS, or as
  * an error), and the library says why. */
 static struct fs_private *g_priv;
+static const char *g_want;
 
 static void bus_why(int sig)
 {
@@ -328,34 +329,47 @@ static void bus_why(int sig)
 
 	(void)sig;
 	fs_private_why(g_priv, buf, sizeof(buf));
-	_exit(strstr(buf, "gave up after the retries") ? 10 : 11);
+	_exit(strstr(buf, g_want) ? 10 : 11);
 }
 
-Test(private, process_registry_gone_at_restore)
+/* In a child (a page that cannot be had may meet the host as SIGBUS, as
+ * the CLI's guard catches it): restore on be and call fn(arg); exit 10 if
+ * the library's reasons then say want, whichever way it failed. */
+static int child_fails_saying(const char *dir, enum vmm_backend_kind be, const char *fn, long long arg,
+			      const char *want)
 {
-	struct lazy lz;
 	int status;
 	pid_t pid;
 
-	lazy_open(&lz, "gone-proc", 0);
-	setmode("offline");
 	fflush(NULL);
 	if ((pid = fork()) == 0) {
 		struct vmm_sandbox *sb = NULL;
 		struct vmm_error err;
 		struct lazy c;
 		static char why[4096];
-		if (lazy_reopen(&c, lz.dir) < 0)
+		int rc;
+		if (lazy_reopen(&c, dir) < 0)
 			_exit(12);
 		g_priv = c.priv;
+		g_want = want;
 		signal(SIGBUS, bus_why);
-		int rc = restore(&c, VMM_BACKEND_PROCESS, &sb, &err);
+		if (restore(&c, be, &sb, &err) == 0)
+			call(sb, fn, arg, &rc);
 		fs_private_why(c.priv, why, sizeof(why));
-		_exit(rc < 0 && strstr(why, "gave up after the retries") ? 10 : 13);
+		_exit(strstr(why, want) ? 10 : 13);
 	}
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 10,
-		  "the restore failed and the library gave the reason (status %d)", status);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+Test(private, process_registry_gone_at_restore)
+{
+	struct lazy lz;
+
+	lazy_open(&lz, "gone-proc", 0);
+	setmode("offline");
+	cr_assert_eq(child_fails_saying(lz.dir, VMM_BACKEND_PROCESS, "counter_next", -1, "gave up after the retries"), 10,
+		     "the restore failed and the library gave the reason");
 	lazy_close(&lz);
 }
 
@@ -363,18 +377,12 @@ Test(private, process_registry_gone_at_restore)
 Test(private, refused_chunk_reason)
 {
 	struct lazy lz;
-	struct vmm_sandbox *sb = NULL;
-	struct vmm_error err;
-	char why[4096];
-	int rc = 0;
 
 	lazy_open(&lz, "corrupt", 0);
 	setmode("corrupt");
-	enum vmm_backend_kind be = vmm_backend_resolve(NULL, VMM_BACKEND_AUTO);
-	if (restore(&lz, be, &sb, &err) == 0)
-		call(sb, "touch_pages", 8000, &rc);
-	cr_assert(why_has(lz.priv, "does not match the chunk index: refused", why, sizeof(why)), "%s", why);
-	vmm_sandbox_free(sb);
+	cr_assert_eq(child_fails_saying(lz.dir, vmm_backend_resolve(NULL, VMM_BACKEND_AUTO), "touch_pages", 8000,
+					"does not match the chunk index: refused"), 10,
+		     "the library names the refused chunk");
 	lazy_close(&lz);
 }
 
