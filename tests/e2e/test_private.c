@@ -68,6 +68,30 @@ static unsigned ranges(bool clear)
 	return n;
 }
 
+/* Range requests the proxy logged twice for the same bytes. */
+static unsigned ranges_repeated(void)
+{
+	char path[600], line[1024], seen[256][64];
+	unsigned n = 0, dup = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.log", env("STRATA_PRIVATE_MODE"));
+	if (!(f = fopen(path, "r")))
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *b = strstr(line, " bytes=");
+		if (!b)
+			continue;
+		b[strcspn(b, "\n")] = '\0';
+		for (unsigned i = 0; i < n; i++)
+			dup += strcmp(seen[i], b + 1) == 0;
+		if (n < 256)
+			snprintf(seen[n++], sizeof(seen[0]), "%s", b + 1);
+	}
+	fclose(f);
+	return dup;
+}
+
 static int sh(const char *cmd)
 {
 	int st = system(cmd);
@@ -261,12 +285,12 @@ Test(private, reuse_restart_and_two_stores)
 	cr_assert_eq(restore(&a, VMM_BACKEND_AUTO, &s1, &err), 0, "%s", err.message);
 	cr_assert_eq(call(s1, "counter_next", -1, &rc), 1);
 	int root = fs_private_root(a.priv), threads = threads_now();
-	unsigned r1 = ranges(false);
 	cr_assert_eq(restore(&a, VMM_BACKEND_AUTO, &s2, &err), 0, "%s", err.message);
 	cr_assert_eq(fs_private_root(a.priv), root, "the second open reuses the mount");
 	cr_assert_eq(threads_now(), threads, "... and starts no thread here");
 	cr_assert_eq(call(s2, "counter_next", -1, &rc), 1);
-	cr_assert_eq(ranges(false), r1, "the second sandbox read the chunks the first fetched (page cache)");
+	cr_assert_gt(ranges(false), 0);
+	cr_assert_eq(ranges_repeated(), 0, "no chunk fetched twice: the second sandbox read what the first fetched");
 	/* A second store, its own server, at the same time. */
 	lazy_open(&b, "reuse-b", 0);
 	cr_assert_eq(restore(&b, VMM_BACKEND_AUTO, &s3, &err), 0, "%s", err.message);
