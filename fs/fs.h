@@ -3,7 +3,10 @@
 #define STRATA_FS_FS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "store/store.h"
 
 /*
  * Namespace (docs/fs.md):
@@ -141,5 +144,111 @@ int fs_mountpoint_state(const char *path);
  * -EPERM (fusermount3 failed or is missing), fs_mountpoint_state's errors,
  * other -errno: the mount stays as it was. */
 int fs_umount(const char *path, bool lazy);
+
+/*
+ * The private server: a store served for this process on a FUSE mount that
+ * no path reaches, so a host program can map the layers of a snapshot
+ * whose layers are lazy (docs/lazy.md, "Sandboxes on a lazy snapshot").
+ * fs_private_layer_open is a vmm_layer_open_fn: give it, with the handle
+ * as ctx, to vmm_sandbox_from_snapshot, vmm_sandbox_restore_to or
+ * vmm_pool_new.
+ *
+ * Caveats:
+ * - Process: fs_private_start forks a helper process (no exec) that opens
+ *   the store and its index again, mounts and serves on `threads` threads
+ *   of its own, and exits when stopped or when this process ends (its end
+ *   of a socket closes). Not a thread of the caller: a caller's thread
+ *   that faults on a lazy page (a vCPU, the host writing a call frame, the
+ *   process backend copying pages at restore) can hold the process's mmap
+ *   lock while the kernel waits for the page, and a serving thread in the
+ *   same process whose malloc grows its heap would wait on that lock
+ *   forever (measured: `strata pool -n 8` of a lazy snapshot hung so). The
+ *   helper closes every descriptor but stdio and its socket, ignores
+ *   SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1/2 and SIGALRM (so a
+ *   page a dying caller waits on is still answered), and is not waited
+ *   for by anyone but fs_private_stop: do not reap it with waitpid(-1).
+ *   It is a copy of the caller at start (memory copy-on-write): start
+ *   before making large sandboxes to keep that small.
+ * - Mount: made by the helper and never attached to a directory
+ *   (fsopen/fsmount; needs CAP_SYS_ADMIN): reachable only through
+ *   fs_private_root and the files opened from it, so a kill -9 of either
+ *   process leaves no mount point. Without the privilege, libfuse mounts on
+ *   a temporary directory (fusermount3) that is detached (MNT_DETACH) and
+ *   removed at once; a kill -9 in between leaves that directory mounted.
+ * - Threads: the calls are thread safe; cfg->log and cfg->creds are called
+ *   in the helper (a copy of the caller's memory: what they write there
+ *   stays there, except stdio).
+ * - Lifetime: the mount lives until stop (or the helper's death); a file
+ *   or mapping opened from it that is still in use then reads EIO (a
+ *   mapping: SIGBUS) for any page not yet cached. Free every sandbox and
+ *   pool restored through it first.
+ * - Memory: the helper's copy of the caller; per serving thread a receive
+ *   buffer of about 1 MiB; fs_serve's caches; per lazy layer touched, what
+ *   ix_lazy keeps (index/lazy.h). The reasons: 8 KiB shared with it.
+ * - Errors: -errno or the codes above; a reason (a refused chunk, a
+ *   registry that could not be reached, a mount the kernel refused) is
+ *   kept for fs_private_why and passed to cfg->log; nothing is printed.
+ */
+#define FS_PRIVATE_THREADS 4
+
+struct fs_private;
+
+struct fs_private_config {
+	struct st_store *store; /* an open store, outliving the handle (blobs are opened from it;
+	                         * the helper opens the store and its index again, read-write) */
+	unsigned threads;       /* serving threads (0: FS_PRIVATE_THREADS; at most 64) */
+	/* Lazy layers' registries: as in struct fs_config (strings outlive the handle). */
+	const char *cacert;
+	const char *const *certs_d;
+	int (*creds)(void *ctx, const char *host, char **user, char **pass);
+	void *creds_ctx;
+	/* Every line the server logs (may be NULL); any serving thread calls it. */
+	void (*log)(void *ctx, int prio, const char *msg);
+	void *log_ctx;
+};
+
+/* A handle serving cfg->store; nothing is mounted and no process started
+ * yet. cfg is copied. -EINVAL (cfg, store or out NULL), -ENOMEM. */
+int fs_private_new(const struct fs_private_config *cfg, struct fs_private **out);
+
+/* Fork the helper, mount and start serving, unless already started (then
+ * 0 at once: every later open reuses the same mount and helper). Needs
+ * /dev/fuse. Errors: -EINVAL (p NULL), -ENOENT/-EACCES (/dev/fuse),
+ * FS_EMOUNT (the kernel or fusermount3 refused the mount; fs_private_why
+ * says why), FS_EOPTION, -ENOMEM, st_store_open's and ix_open's codes (in
+ * the helper), fork's and socketpair's -errno, -EIO (the helper died
+ * before it answered); nothing is left mounted or running then, and a
+ * later call tries again. */
+int fs_private_start(struct fs_private *p);
+
+/* The mount's root (an O_PATH directory fd, open for openat), or -1 before
+ * start and after stop. Owned by the handle: do not close it. */
+int fs_private_root(const struct fs_private *p);
+
+/* A vmm_layer_open_fn (ctx: struct fs_private *): the store's blob of id
+ * if it has one, else (a lazy layer) starts the server if needed and
+ * opens blobs/<id> in the mount, whose reads fetch the chunks they touch.
+ * 0 and *fd (O_RDONLY, close-on-exec, the caller's). -ENOENT (neither a
+ * blob nor a lazy layer), fs_private_start's errors, st_blob_open's and
+ * openat's -errno. */
+int fs_private_layer_open(void *ctx, const st_id *id, int *fd);
+
+/* The reasons kept so far (the last 8 distinct error lines, oldest first,
+ * each ending in '\n'; e.g. "chunk 3 of layer X (bytes A-B) from
+ * HOST/REPO does not match the chunk index: refused", "layer X bytes A-B
+ * from HOST/REPO: ... (gave up after the retries)") copied into buf
+ * (NUL-terminated, cut to len). Returns the bytes written (0: none, or p
+ * NULL). Takes no lock and allocates nothing: safe in a signal handler,
+ * e.g. the SIGBUS of a thread that touched a page that could not be read. */
+size_t fs_private_why(const struct fs_private *p, char *buf, size_t len);
+
+/* Stop serving: close the helper's socket; its threads finish the request
+ * each serves (bounded by the fetch retries), it closes the device (the
+ * kernel ends the mount) and exits; wait for it; close the root. The
+ * reasons are kept; a later start forks a new helper. */
+void fs_private_stop(struct fs_private *p);
+
+/* fs_private_stop, then free the handle. Accepts NULL. */
+void fs_private_free(struct fs_private *p);
 
 #endif

@@ -206,6 +206,13 @@ struct fs {
 void fs_log(struct fs *fs, int prio, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int64_t fs_now_ns(void);
 
+/* ---- session.c: what fs_serve and the private server (private.c) share ---- */
+/* Fill fs for serving store and ix (the caller's, which outlive fs) under
+ * cfg (outlives fs): the lazy handle, the node table, the view. -ENOMEM,
+ * ix_lazy_open's and the index's read errors; nothing kept then. */
+int fs_core_open(struct fs *fs, const struct fs_config *cfg, struct st_store *store, struct ix *ix);
+/* Undo fs_core_open once no request is served any more (imports dropped). */
+void fs_core_close(struct fs *fs);
 /* Free the file handles still open when the session ended (ops.c). */
 void fs_ops_release_open(struct fs *fs);
 

@@ -100,9 +100,10 @@ int fs_umount(const char *path, bool lazy)
 	return run_fusermount(path, lazy);
 }
 
-struct poller {
-	struct fs *fs;
-	pthread_t thread;
+/* The thread following the index generation (tags, abandoned imports). */
+struct fs_poller {
+	struct fs *fs;      /* fixed */
+	pthread_t thread;   /* fixed */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop; /* protected by lock (cond signals it) */
@@ -112,7 +113,7 @@ struct poller {
  * kernel what changed; drop imports that were abandoned. */
 static void *poll_main(void *arg)
 {
-	struct poller *p = arg;
+	struct fs_poller *p = arg;
 	struct fs *fs = p->fs;
 	unsigned ms = fs->cfg->poll_ms ? fs->cfg->poll_ms : DEFAULT_POLL_MS;
 	struct fs_tags *seen = fs_tags_get(fs);
@@ -162,6 +163,32 @@ static void *poll_main(void *arg)
 	return NULL;
 }
 
+static int fs_poller_start(struct fs *fs, struct fs_poller *p)
+{
+	int rc;
+
+	p->fs = fs;
+	p->stop = false;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	if ((rc = -pthread_create(&p->thread, NULL, poll_main, p)) < 0) {
+		pthread_cond_destroy(&p->cond);
+		pthread_mutex_destroy(&p->lock);
+	}
+	return rc;
+}
+
+static void fs_poller_stop(struct fs_poller *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	pthread_join(p->thread, NULL);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+}
+
 static void release_node(struct fs_node *n, void *ctx)
 {
 	if (n->stage)
@@ -202,12 +229,61 @@ static void lazy_log(void *ctx, const char *msg)
 	fs_log(ctx, FS_LOG_ERR, "%s", msg);
 }
 
+int fs_core_open(struct fs *fs, const struct fs_config *cfg, struct st_store *store, struct ix *ix)
+{
+	int rc;
+
+	memset(fs, 0, sizeof(*fs));
+	fs->cfg = cfg;
+	fs->store = store;
+	fs->ix = ix;
+	fs->read_mode = cfg->read_mode ? cfg->read_mode : FS_READ_DIRECT;
+	fs->entry_timeout = ENTRY_TIMEOUT_S;
+	fs->start_ns = fs_now_ns();
+	pthread_mutex_init(&fs->stage_lock, NULL);
+	pthread_mutex_init(&fs->open_lock, NULL);
+	fs->stage_mem_max = cfg->stage_memory ? cfg->stage_memory : FS_STAGE_MEMORY_DEFAULT;
+	struct ix_lazy_opts lo = { .cacert = cfg->cacert, .certs_d = cfg->certs_d, .creds = cfg->creds, .creds_ctx = cfg->creds_ctx,
+				   .log = lazy_log, .log_ctx = fs };
+	if ((rc = ix_lazy_open(fs->ix, &lo, &fs->lazy)) < 0)
+		goto out;
+	if ((rc = fs_itable_new(release_node, fs, &fs->itable)) < 0)
+		goto out_lazy;
+	if ((rc = fs_view_init(fs)) < 0)
+		goto out_view;
+	if ((rc = pin_top(fs)) < 0)
+		goto out_view;
+	return 0;
+out_view:
+	fs_view_fini(fs);
+	fs_itable_free(fs->itable);
+out_lazy:
+	ix_lazy_close(fs->lazy);
+out:
+	pthread_mutex_destroy(&fs->stage_lock);
+	pthread_mutex_destroy(&fs->open_lock);
+	return rc;
+}
+
+void fs_core_close(struct fs *fs)
+{
+	fs_ops_release_open(fs);
+	fs_stage_sweep(fs, true);
+	fs_itable_free(fs->itable);
+	fs_view_fini(fs);
+	ix_lazy_close(fs->lazy);
+	pthread_mutex_destroy(&fs->stage_lock);
+	pthread_mutex_destroy(&fs->open_lock);
+}
+
 int fs_serve(const struct fs_config *cfg)
 {
-	struct fs fs = { .cfg = cfg };
+	struct fs fs;
+	struct st_store *store = NULL;
+	struct ix *ix = NULL;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se = NULL;
-	struct poller p = { .fs = &fs };
+	struct fs_poller p;
 	int rc = fs_mountpoint_state(cfg->mountpoint);
 
 	if (rc == FS_MP_STALE)
@@ -216,30 +292,12 @@ int fs_serve(const struct fs_config *cfg)
 		return FS_EMOUNTED;
 	if (rc < 0)
 		return rc;
-	fs.read_mode = cfg->read_mode ? cfg->read_mode : FS_READ_DIRECT;
-	fs.entry_timeout = ENTRY_TIMEOUT_S;
-	fs.start_ns = fs_now_ns();
-	pthread_mutex_init(&fs.stage_lock, NULL);
-	pthread_mutex_init(&fs.open_lock, NULL);
-	fs.stage_mem_max = cfg->stage_memory ? cfg->stage_memory : FS_STAGE_MEMORY_DEFAULT;
-	rc = st_store_open(cfg->store, 0, &fs.store);
-	if (rc < 0)
-		goto out;
-	rc = ix_open(fs.store, NULL, &fs.ix);
-	if (rc < 0)
+	if ((rc = st_store_open(cfg->store, 0, &store)) < 0)
+		return rc;
+	if ((rc = ix_open(store, NULL, &ix)) < 0)
 		goto out_close_store;
-	struct ix_lazy_opts lo = { .cacert = cfg->cacert, .certs_d = cfg->certs_d, .creds = cfg->creds, .creds_ctx = cfg->creds_ctx,
-				   .log = lazy_log, .log_ctx = &fs };
-	if ((rc = ix_lazy_open(fs.ix, &lo, &fs.lazy)) < 0)
+	if ((rc = fs_core_open(&fs, cfg, store, ix)) < 0)
 		goto out_close_index;
-	rc = fs_itable_new(release_node, &fs, &fs.itable);
-	if (rc < 0)
-		goto out_close_index;
-	rc = fs_view_init(&fs);
-	if (rc < 0)
-		goto out_free_view;
-	if ((rc = pin_top(&fs)) < 0)
-		goto out_free_view;
 	if ((rc = make_args(cfg, st_store_path(fs.store), &args)) < 0)
 		goto out_free_args;
 	se = fuse_session_new(&args, fs_ops(), sizeof(struct fuse_lowlevel_ops), &fs);
@@ -257,9 +315,7 @@ int fs_serve(const struct fs_config *cfg)
 		goto out_signals;
 	}
 	fs_log(&fs, FS_LOG_NOTICE, "mounted %s at %s", st_store_path(fs.store), cfg->mountpoint);
-	pthread_mutex_init(&p.lock, NULL);
-	pthread_cond_init(&p.cond, NULL);
-	if ((rc = -pthread_create(&p.thread, NULL, poll_main, &p)) < 0)
+	if ((rc = fs_poller_start(&fs, &p)) < 0)
 		goto out_unmount;
 	if (cfg->ready)
 		cfg->ready(cfg->ready_ctx);
@@ -278,15 +334,9 @@ int fs_serve(const struct fs_config *cfg)
 		fuse_loop_cfg_destroy(lc);
 		rc = rc < 0 ? rc : 0; /* > 0: a signal ended the loop: a clean stop */
 	}
-	pthread_mutex_lock(&p.lock);
-	p.stop = true;
-	pthread_cond_signal(&p.cond);
-	pthread_mutex_unlock(&p.lock);
-	pthread_join(p.thread, NULL);
+	fs_poller_stop(&p);
 	fs_log(&fs, FS_LOG_NOTICE, "unmounting %s", cfg->mountpoint);
 out_unmount:
-	pthread_cond_destroy(&p.cond);
-	pthread_mutex_destroy(&p.lock);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
@@ -295,18 +345,10 @@ out_destroy:
 	fs.session = NULL;
 out_free_args:
 	fuse_opt_free_args(&args);
-out_free_view:
-	fs_ops_release_open(&fs);
-	fs_stage_sweep(&fs, true);
-	fs_itable_free(fs.itable);
-	fs_view_fini(&fs);
+	fs_core_close(&fs);
 out_close_index:
-	ix_lazy_close(fs.lazy);
-	ix_close(fs.ix);
+	ix_close(ix);
 out_close_store:
-	st_store_close(fs.store);
-out:
-	pthread_mutex_destroy(&fs.stage_lock);
-	pthread_mutex_destroy(&fs.open_lock);
+	st_store_close(store);
 	return rc;
 }

@@ -2,11 +2,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -26,82 +26,60 @@ static int store_need(const struct cli *cli, bool write)
 	return run_index ? CLI_OK : cli_store_open(cli, write, &run_store, &run_index);
 }
 
+/*
+ * Lazy layers of a snapshot restored from the store (docs/lazy.md) have no
+ * blob file to map: they are mapped from the library's private server of
+ * the store (fs_private, fs/fs.h), a FUSE mount served by threads of this
+ * process that no path reaches, whose reads fetch their chunks. It starts
+ * with the first lazy layer opened, serves every sandbox of the command,
+ * and stops in cli_snap_close once they are freed. Its reasons (refused
+ * chunks, a registry that cannot be reached) are printed on stderr when
+ * the command ends, and by the SIGBUS guard below.
+ */
+static struct fs_private *run_private;
+/* What the SIGBUS guard reads: the server, once made (never freed before
+ * the guard's process ends or the pointer is cleared). */
+static struct fs_private *_Atomic guard_private;
+static bool private_reported;
+
+/* Print each reason once, as the kernel may ask for a failed page again. */
+static void private_report(void)
+{
+	char buf[8192];
+
+	if (private_reported || !fs_private_why(run_private, buf, sizeof(buf)))
+		return;
+	private_reported = true;
+	for (char *line = buf, *nl; *line && (nl = strchr(line, '\n')); line = nl + 1) {
+		*nl = '\0';
+		fprintf(stderr, "strata: %s\n", line);
+	}
+}
+
+static struct fs_private *private_get(const struct cli *cli)
+{
+	struct fs_private_config pc = { .store = run_store, .threads = FS_PRIVATE_THREADS,
+					.creds = cli_registry_creds, .creds_ctx = (void *)cli,
+					.certs_d = cli_certs_d() };
+
+	if (!run_private && fs_private_new(&pc, &run_private) == 0) {
+		atomic_store(&guard_private, run_private);
+		atexit(private_report);
+	}
+	return run_private;
+}
+
 void cli_snap_close(void)
 {
+	/* The sandboxes are freed: nothing maps the private mount any more. */
+	private_report();
+	atomic_store(&guard_private, NULL);
+	fs_private_free(run_private);
+	run_private = NULL;
 	ix_close(run_index);
 	st_store_close(run_store);
 	run_index = NULL;
 	run_store = NULL;
-}
-
-/*
- * Lazy layers of a snapshot restored from the store (docs/lazy.md) have no
- * blob file to map: they are mapped from a private mount of the store,
- * whose reads fetch their chunks. The mount is made once per process by a
- * `strata mount` daemon, then detached at once (MNT_DETACH): it stays
- * reachable through lazy_root and the files opened from it, lives as long
- * as the last of them (the sandboxes' mappings), and leaves no mount point
- * behind, even after a kill -9. Its log (refused chunks, a registry that
- * cannot be reached) is printed on stderr when the process exits.
- */
-static int lazy_root = -1;
-static char lazy_log[64];
-
-static void lazy_log_report(void)
-{
-	char line[2048];
-	FILE *f;
-
-	if (!lazy_log[0] || !(f = fopen(lazy_log, "r")))
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		char *e = strstr(line, " error: ");
-		if (e)
-			fprintf(stderr, "strata: %s", e + 8);
-	}
-	fclose(f);
-	unlink(lazy_log);
-}
-
-static int lazy_mount(const struct cli *cli)
-{
-	char mp[] = "/tmp/strata-lazy.XXXXXX";
-	int status, fd;
-	pid_t pid;
-
-	if (lazy_root >= 0)
-		return 0;
-	if (!mkdtemp(mp))
-		return -errno;
-	snprintf(lazy_log, sizeof(lazy_log), "%s.log", mp);
-	if ((pid = fork()) < 0) {
-		rmdir(mp);
-		return -errno;
-	}
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDWR);
-		if (null >= 0) {
-			dup2(null, 0);
-			dup2(null, 1);
-		}
-		execl("/proc/self/exe", "strata", "--store", cli->store, "mount", mp, "--threads", "4", "--log", lazy_log,
-		      (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		rmdir(mp);
-		return -EIO;
-	}
-	fd = open(mp, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	fs_umount(mp, true);
-	rmdir(mp);
-	if (fd < 0)
-		return -EIO;
-	lazy_root = fd;
-	atexit(lazy_log_report);
-	return 0;
 }
 
 /*
@@ -111,7 +89,7 @@ static int lazy_mount(const struct cli *cli)
  * instead of returning an error. What the guest itself touches comes back
  * as a guest error (KVM: "Bad address"). So a run or pool of a snapshot
  * says why and exits with the guest-error status instead of dying.
- * Async-signal-safe: open, read, write, _exit.
+ * Async-signal-safe: fs_private_why, write, _exit.
  */
 static void say(const char *s)
 {
@@ -127,35 +105,23 @@ static void say(const char *s)
 
 static void on_sigbus(int sig)
 {
-	char buf[4096];
-	ssize_t n;
-	int fd;
+	static char buf[8192];
+	struct fs_private *p = atomic_load(&guard_private);
 
 	(void)sig;
 	say("strata: a page of the snapshot could not be read: it is in a lazy layer whose chunk was "
 	    "refused or could not be fetched (docs/lazy.md)");
-	if (!lazy_log[0] || (fd = open(lazy_log, O_RDONLY | O_CLOEXEC)) < 0) {
-		say("; the mount's log says which chunk and which registry\n");
+	if (!p || !fs_private_why(p, buf, sizeof(buf))) {
+		say(p ? "; no reason was recorded\n" : "; the mount's log says which chunk and which registry\n");
 		_exit(CLI_GUEST);
 	}
 	say(":\n");
-	n = read(fd, buf, sizeof(buf) - 1);
-	buf[n > 0 ? n : 0] = '\0';
-	const char *last = "";
-	for (char *line = buf, *nl; *line; line = nl + 1) {
-		char *e;
-		if (!(nl = strchr(line, '\n')))
-			break;
+	for (char *line = buf, *nl; *line && (nl = strchr(line, '\n')); line = nl + 1) {
 		*nl = '\0';
-		/* The kernel retries a failed page read: say each reason once. */
-		if ((e = strstr(line, " error: ")) && strcmp(e + 8, last) != 0) {
-			say("strata: ");
-			say(e + 8);
-			say("\n");
-			last = e + 8;
-		}
+		say("strata: ");
+		say(line);
+		say("\n");
 	}
-	unlink(lazy_log);
 	_exit(CLI_GUEST);
 }
 
@@ -166,29 +132,6 @@ void cli_lazy_guard(void)
 	sa.sa_handler = on_sigbus;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGBUS, &sa, NULL);
-}
-
-struct lazy_open_ctx {
-	const struct cli *cli;
-};
-static struct lazy_open_ctx lazy_ctx;
-
-/* A layer from the store: its blob, else (a lazy layer) its file in the private mount. */
-static int layer_open_lazy(void *ctx, const st_id *id, int *fd)
-{
-	const struct lazy_open_ctx *c = ctx;
-	char name[8 + ST_ID_HEX_LEN + 1];
-	int rc = st_blob_open(run_store, id, fd);
-
-	if (rc != -ENOENT)
-		return rc;
-	if ((rc = lazy_mount(c->cli)) < 0)
-		return rc;
-	memcpy(name, "blobs/", 6);
-	st_id_format(id, name + 6);
-	if ((*fd = openat(lazy_root, name, O_RDONLY | O_CLOEXEC)) < 0)
-		return -errno;
-	return 0;
 }
 
 /* What a target on the command line names, from its one stat(2): a
@@ -290,9 +233,23 @@ static int snapshot_find(const struct cli *cli, const char *what, const char *ta
 	out->ctx = run_store;
 	for (uint32_t i = 0; i < out->m->nlayers; i++)
 		if (!st_blob_has(run_store, &out->m->layers[i].id)) {
-			lazy_ctx.cli = cli;
-			out->open = layer_open_lazy;
-			out->ctx = &lazy_ctx;
+			struct fs_private *p = private_get(cli);
+			if (!p) {
+				cli_err(cli, "%s: out of memory", what);
+				return CLI_FAIL;
+			}
+			/* Started now, before any sandbox exists: the helper is a
+			 * fork of this process, best made while it is small. */
+			if ((rc = fs_private_start(p)) < 0) {
+				char why[2048];
+				fs_private_why(p, why, sizeof(why));
+				cli_err(cli, "%s: cannot serve the lazy layers of '%s': %s%s%s", what, target,
+					fs_strerror(rc), why[0] ? ": " : "", why);
+				private_reported = true;
+				return CLI_FAIL;
+			}
+			out->open = fs_private_layer_open;
+			out->ctx = p;
 			cli_lazy_guard();
 			break;
 		}
