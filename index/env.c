@@ -205,6 +205,11 @@ void ix_txn_end(struct ix_txn *t)
 		return;
 	mdb_txn_abort(t->txn);
 	pthread_rwlock_unlock(&t->ix->resize);
+	while (t->owned) {
+		struct ix_owned *o = t->owned;
+		t->owned = o->next;
+		free(o);
+	}
 	free(t);
 }
 
@@ -391,6 +396,11 @@ int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out)
 		free(ix);
 		return -rc;
 	}
+	if ((rc = pthread_mutex_init(&ix->cache_lock, NULL)) != 0) {
+		pthread_rwlock_destroy(&ix->resize);
+		free(ix);
+		return -rc;
+	}
 	ix->rdonly = (oflags & IX_OPEN_RDONLY) || st_store_rdonly(s);
 	if ((oflags & IX_OPEN_NOSYNC) || st_store_sync(s) == ST_SYNC_NONE)
 		envf |= MDB_NOSYNC;
@@ -439,6 +449,7 @@ int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out)
 out_close_env:
 	mdb_env_close(ix->env);
 out_free:
+	pthread_mutex_destroy(&ix->cache_lock);
 	pthread_rwlock_destroy(&ix->resize);
 	free(ix);
 	return ix_err(rc);
@@ -449,6 +460,8 @@ void ix_close(struct ix *ix)
 	if (!ix)
 		return;
 	mdb_env_close(ix->env);
+	st_manifest_free(ix->cache_m);
+	pthread_mutex_destroy(&ix->cache_lock);
 	pthread_rwlock_destroy(&ix->resize);
 	free(ix);
 }

@@ -48,6 +48,14 @@
  */
 
 #define IX_FORMAT_VERSION 1
+/* A snapshot whose parent is in the index is stored as a manifest delta
+ * (docs/formats.md, "Manifest deltas") unless its parent's record already
+ * needs this many deltas to rebuild: then in full, so rebuilding any
+ * snapshot reads at most IX_DELTA_DEPTH_MAX + 1 records. A record that
+ * would need more (a cycle, or an index strata did not write) is
+ * IX_ECORRUPT. Added within index format 1: an older strata reading such a
+ * record refuses it as a manifest of version 3. */
+#define IX_DELTA_DEPTH_MAX 32u
 
 /* Errors: -errno or one of these (range -1100..-1199, with the registry's
  * codes at -1150 and lazy layers' at -1160); st_strerror names every code
@@ -126,8 +134,10 @@ enum {
  * bumped and, if tag is not NULL, the tag is set (IX_EEXIST if it names
  * another snapshot and flags lacks IX_TAG_FORCE; then nothing is committed).
  * Committing a snapshot that already exists only sets the tag (idempotent).
- * The manifest is validated and stored in canonical form; *out_id (may be
- * NULL) gets its id. Errors also: ST_EFORMAT/ST_ELAYOUT/ST_EVERSION (m),
+ * The manifest is validated and stored in canonical form, as a delta of
+ * its parent's when the parent is in the index and the delta is the
+ * shorter (IX_DELTA_DEPTH_MAX); *out_id (may be NULL) gets its id, the hash
+ * of its full canonical encoding either way. Errors also: ST_EFORMAT/ST_ELAYOUT/ST_EVERSION (m),
  * ST_EBADNAME (tag or a label), and the write errors above; on any error
  * nothing is committed (no refcount, child link or tag changes).
  */
@@ -136,12 +146,13 @@ int ix_snap_commit(struct ix *ix, const struct st_manifest *m, const char *tag,
 
 /* True if the snapshot exists in t's view (false on any error). */
 bool ix_snap_has(struct ix_txn *t, const st_id *id);
-/* Parse a snapshot's manifest into *out; the caller frees it with
- * st_manifest_free. IX_ENOTFOUND, IX_ECORRUPT (a record that does not
- * parse), -ENOMEM: *out untouched. */
+/* Parse a snapshot's manifest into *out (rebuilt from its parent's when
+ * stored as a delta); the caller frees it with st_manifest_free.
+ * IX_ENOTFOUND, IX_ECORRUPT (a record that does not parse, or a delta that
+ * does not rebuild its id), -ENOMEM: *out untouched. */
 int ix_snap_get(struct ix_txn *t, const st_id *id, struct st_manifest **out);
-/* The stored canonical manifest bytes (no trailing newline) into *buf,
- * *len; valid until the txn ends. manifest.json on disk is these bytes
+/* The canonical manifest bytes (no trailing newline) into *buf, *len,
+ * rebuilt when the record is a delta; valid until the txn ends. manifest.json on disk is these bytes
  * plus "\n". IX_ENOTFOUND: *buf, *len untouched. */
 int ix_snap_get_raw(struct ix_txn *t, const st_id *id, const void **buf, size_t *len);
 
