@@ -93,6 +93,10 @@ int ix_blob_rec_put(struct ix *ix, MDB_txn *txn, const st_id *id, const struct i
 int ix_snap_load(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out);
 int ix_snap_load_why(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out, unsigned *depth,
 		     char *why, size_t whylen);
+/* ix_snap_load_why that rebuilds id's own record even when the cache
+ * holds its manifest (fsck). */
+int ix_snap_load_check(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out, char *why,
+		       size_t whylen);
 /* The record as stored (a full manifest or a delta) into *v; IX_ENOTFOUND. */
 int ix_snap_rec_get(struct ix *ix, MDB_txn *txn, const st_id *id, MDB_val *v);
 /* Delete a snapshot inside a write txn (refcounts, children, tags). */

@@ -47,7 +47,7 @@ int ix_snap_rec_check(struct ix *ix, MDB_txn *txn, const MDB_val *k, const MDB_v
 			snprintf(why, whylen, "the stored manifest delta names another snapshot");
 			return IX_ECORRUPT;
 		}
-		int rc = ix_snap_load_why(ix, txn, id, m, NULL, pwhy, sizeof(pwhy));
+		int rc = ix_snap_load_check(ix, txn, id, m, pwhy, sizeof(pwhy));
 		if (rc < 0) {
 			snprintf(why, whylen, "the stored manifest delta does not rebuild the snapshot: %s", pwhy);
 			return rc == -ENOMEM ? rc : IX_ECORRUPT;

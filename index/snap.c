@@ -58,8 +58,10 @@ static void cache_put(struct ix *ix, const st_id *id, const struct st_manifest *
 	pthread_mutex_unlock(&ix->cache_lock);
 }
 
-int ix_snap_load_why(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out, unsigned *depth,
-		     char *why, size_t whylen)
+/* check: id's own record is rebuilt even when the cache holds id (fsck
+ * checks the record, not only the manifest it names). */
+static int load(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out, unsigned *depth,
+		bool check, char *why, size_t whylen)
 {
 	st_id chain[IX_DELTA_DEPTH_MAX + 1], cur = *id;
 	MDB_val recs[IX_DELTA_DEPTH_MAX + 1];
@@ -81,7 +83,7 @@ int ix_snap_load_why(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_man
 			return ix_why(why, whylen, IX_ECORRUPT, "snapshot %s is stored as a delta of %s, which is not in the index",
 				      hex, hex2);
 		}
-		if ((m = cache_get(ix, &cur, &base_depth)))
+		if ((n > 0 || !check) && (m = cache_get(ix, &cur, &base_depth)))
 			break;
 		if (!rec_is_delta(&v)) {
 			rc = st_manifest_parse(v.mv_data, v.mv_size, &m, inner, sizeof(inner));
@@ -121,6 +123,18 @@ int ix_snap_load_why(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_man
 		*depth = n + base_depth;
 	*out = m;
 	return 0;
+}
+
+int ix_snap_load_why(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out, unsigned *depth,
+		     char *why, size_t whylen)
+{
+	return load(ix, txn, id, out, depth, false, why, whylen);
+}
+
+int ix_snap_load_check(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out, char *why,
+		       size_t whylen)
+{
+	return load(ix, txn, id, out, NULL, true, why, whylen);
 }
 
 int ix_snap_load(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out)
