@@ -97,6 +97,10 @@ int ix_snap_load_why(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_man
  * holds its manifest (fsck). */
 int ix_snap_load_check(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out, char *why,
 		       size_t whylen);
+/* True if a snapshot record or OCI config is, by its canonical form, a
+ * manifest delta (docs/formats.md): a dispatch only, the text is then
+ * checked in full. */
+bool ix_snap_text_is_delta(const void *p, size_t len);
 /* The record as stored (a full manifest or a delta) into *v; IX_ENOTFOUND. */
 int ix_snap_rec_get(struct ix *ix, MDB_txn *txn, const st_id *id, MDB_val *v);
 /* Delete a snapshot inside a write txn (refcounts, children, tags). */

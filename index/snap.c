@@ -17,7 +17,7 @@ int ix_snap_rec_get(struct ix *ix, MDB_txn *txn, const st_id *id, MDB_val *v)
 /* A record strata wrote as a delta: its canonical text ends with the
  * delta's version (a full manifest's ends with version 1 or 2). Only a
  * dispatch: either form is then parsed and checked in full. */
-static bool text_is_delta(const void *p, size_t len)
+bool ix_snap_text_is_delta(const void *p, size_t len)
 {
 	static const char tail[] = ",\"version\":3}";
 	size_t n = sizeof(tail) - 1;
@@ -27,7 +27,7 @@ static bool text_is_delta(const void *p, size_t len)
 
 static bool rec_is_delta(const MDB_val *v)
 {
-	return text_is_delta(v->mv_data, v->mv_size);
+	return ix_snap_text_is_delta(v->mv_data, v->mv_size);
 }
 
 /* The one-entry cache (index_int.h): a copy of id's manifest, or NULL. */
@@ -435,7 +435,7 @@ static int staged_one(struct ix *ix, MDB_txn *txn, const struct staged_ctx *sc, 
 	}
 	st_id parent;
 	char *full = NULL;
-	if (text_is_delta(buf, l->len) && st_manifest_delta_peek(buf, l->len, &id, &parent, NULL, 0) == 0) {
+	if (ix_snap_text_is_delta(buf, l->len) && st_manifest_delta_peek(buf, l->len, &id, &parent, NULL, 0) == 0) {
 		/* A delta: its parent is older in the chain (committed before it)
 		 * or was in the store; the rebuilt manifest must be l->id. */
 		struct st_manifest *pm = NULL;
