@@ -466,6 +466,11 @@ struct ix_oci_sink {
 	/* "KEY=VALUE" annotations of the top manifest (NULL-terminated; may be
 	 * NULL), beside org.opencontainers.image.created every manifest has. */
 	const char *const *annotations;
+	/* Every config a full strata manifest, each artifact complete on its
+	 * own (a copy of one tag alone, as skopeo makes, still pulls); else a
+	 * snapshot stored as a delta of its parent goes out as that delta
+	 * (docs/oci.md). OCI layouts are written whole. */
+	bool whole_configs;
 };
 
 /*

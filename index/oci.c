@@ -149,8 +149,8 @@ out_close:
 }
 
 /* Fill o from snapshot id: manifest, canonical config, every digest. */
-static int out_snap_load(struct ix *ix, const st_id *id, uint32_t cs, struct out_snap *o, struct sha_list *l,
-			 struct ix_oci_stats *st, uint8_t *buf, char *why, size_t whylen)
+static int out_snap_load(struct ix *ix, const st_id *id, uint32_t cs, bool whole, struct out_snap *o,
+			 struct sha_list *l, struct ix_oci_stats *st, uint8_t *buf, char *why, size_t whylen)
 {
 	struct ix_txn *t;
 	int rc;
@@ -165,7 +165,7 @@ static int out_snap_load(struct ix *ix, const st_id *id, uint32_t cs, struct out
 	/* A snapshot stored as a delta of its parent goes out as that delta
 	 * (docs/oci.md): its parent is in the store, so it is pushed too, as
 	 * the subject. */
-	if (rc == 0 && (rc = ix_snap_rec_get(ix, t->txn, id, &rec)) == 0 &&
+	if (rc == 0 && !whole && (rc = ix_snap_rec_get(ix, t->txn, id, &rec)) == 0 &&
 	    ix_snap_text_is_delta(rec.mv_data, rec.mv_size)) {
 		if ((o->config = malloc(rec.mv_size + 1))) {
 			memcpy(o->config, rec.mv_data, rec.mv_size);
@@ -318,7 +318,7 @@ static int push_id(struct ix *ix, const st_id *top, const char *tag, const struc
 		size_t len;
 		uint8_t sha[ST_SHA256_LEN];
 
-		if ((rc = out_snap_load(ix, &chain[k], sink->chunk_size, &o, &l, st, buf, why, whylen)) < 0)
+		if ((rc = out_snap_load(ix, &chain[k], sink->chunk_size, sink->whole_configs, &o, &l, st, buf, why, whylen)) < 0)
 			goto out_snap;
 		/* Record new digests before sending, so an interrupted push
 		 * does not hash them again. */
@@ -335,8 +335,14 @@ static int push_id(struct ix *ix, const st_id *top, const char *tag, const struc
 				goto out_snap;
 			st->bytes_chunks += cst.bytes_moved;
 		}
-		if ((rc = push_blob(ix, sink, &o.om.config, o.config, IX_OCI_CONFIG, prog, o.om.nlayers, count, st,
-				     why, whylen)) < 0)
+		/* A delta config is a blob of its own bytes: the sink files it
+		 * (origins, mounts) under their XXH3-128, not the snapshot id its
+		 * annotation names. */
+		struct st_oci_desc cdesc = o.om.config;
+		if (ix_snap_text_is_delta(o.config, o.config_len))
+			st_id_hash(o.config, o.config_len, &cdesc.id);
+		if ((rc = push_blob(ix, sink, &cdesc, o.config, IX_OCI_CONFIG, prog, o.om.nlayers, count, st, why,
+				     whylen)) < 0)
 			goto out_snap;
 		o.om.has_subject = has_subject;
 		o.om.subject = subject;
@@ -829,6 +835,8 @@ struct pull {
 		st_id layers;
 	} *defer;
 	size_t ndefer, capdefer;
+	st_id *dkeys;             /* delta configs' own ids: their origin is recorded with the layers' */
+	size_t ndkeys, capdkeys;
 	char *why;
 	size_t whylen;
 };
@@ -1200,8 +1208,12 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 		if ((rc = fetch_config(ix, src, om, &m, &config, &clen, &base, &delta, why, whylen)) < 0)
 			goto out_link;
 		/* A delta's sha256 is filed under the delta's own XXH3-128 (as a push does). */
-		if (delta)
+		if (delta) {
 			st_id_hash(config, clen, &key);
+			if ((rc = ST_ARRAY_RESERVE(p.dkeys, p.capdkeys, p.ndkeys + 1)) < 0)
+				goto out_link;
+			p.dkeys[p.ndkeys++] = key;
+		}
 		if ((rc = sha_list_add(&p.l, &key, om->config.sha256)) < 0)
 			goto out_link;
 		if (!m && !om->has_subject) {
@@ -1263,6 +1275,9 @@ out_link:
 		goto out_rollback;
 	for (size_t i = 0; i < p.nstale; i++)
 		ix_lazy_rec_drop(ix, &p.stale[i]);
+	/* Best effort, as the registry's own record of what it served. */
+	if (src->origin && p.ndkeys && !ix->rdonly)
+		ix_origin_put(ix, p.dkeys, p.ndkeys, src->origin);
 	if (out_id)
 		*out_id = top;
 	goto out_free;
@@ -1274,6 +1289,7 @@ out_free:
 		close(p.stage_fd);
 	free(p.links);
 	free(p.defer);
+	free(p.dkeys);
 	free(p.added);
 	free(p.stale);
 	sha_list_free(&p.l);

@@ -201,7 +201,7 @@ int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const ch
 		rc = -ENOMEM;
 		goto out_rm;
 	}
-	struct ix_oci_sink sink = { &ds, dir_blob_has, dir_blob_put, dir_manifest_put, 0, NULL };
+	struct ix_oci_sink sink = { &ds, dir_blob_has, dir_blob_put, dir_manifest_put, 0, NULL, true };
 	for (size_t i = 0; i < nrefs; i++) {
 		struct ix_oci_stats one;
 		struct ix_txn *t;
