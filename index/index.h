@@ -469,7 +469,7 @@ struct ix_oci_sink {
 	/* Every config a full strata manifest, each artifact complete on its
 	 * own (a copy of one tag alone, as skopeo makes, still pulls); else a
 	 * snapshot stored as a delta of its parent goes out as that delta
-	 * (docs/oci.md). OCI layouts are written whole. */
+	 * (docs/oci.md). */
 	bool whole_configs;
 };
 
@@ -574,6 +574,10 @@ bool ix_oci_is_layout(const char *dir);
  */
 int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const char *dir,
 		  const struct ix_oci_progress *prog, struct ix_oci_stats *stats, char *why, size_t whylen);
+/* ix_oci_export with whole_configs (struct ix_oci_sink's): every config a
+ * full manifest instead of the delta a snapshot may be stored as. */
+int ix_oci_export_opts(struct ix *ix, const char *const *refs, size_t nrefs, const char *dir, bool whole_configs,
+		       const struct ix_oci_progress *prog, struct ix_oci_stats *stats, char *why, size_t whylen);
 /*
  * Import every manifest index.json of the OCI layout at dir lists (each a
  * strata snapshot, else ST_EFORMAT), tagged with its ref name when it is

@@ -833,6 +833,7 @@ struct pull {
 	struct deferred {
 		size_t link;
 		st_id layers;
+		uint32_t nlayers;
 	} *defer;
 	size_t ndefer, capdefer;
 	st_id *dkeys;             /* delta configs' own ids: their origin is recorded with the layers' */
@@ -922,9 +923,14 @@ static int resolve_deferred(struct pull *p)
 		if (rc == 0 && d > 0 && p->defer[d - 1].link == k) {
 			st_id got;
 			layers_digest_m(m, &got);
-			if (!st_id_equal(&got, &p->defer[d - 1].layers))
+			if (p->defer[d - 1].nlayers != m->nlayers)
 				rc = ix_why(p->why, p->whylen, ST_EFORMAT,
-					    "snapshot %s: the layers its OCI manifest carries are not the snapshot's", hex);
+					    "snapshot %s: the OCI manifest carries %" PRIu32 " layer(s), the snapshot lists %" PRIu32,
+					    hex, p->defer[d - 1].nlayers, m->nlayers);
+			else if (!st_id_equal(&got, &p->defer[d - 1].layers))
+				rc = ix_why(p->why, p->whylen, ST_EFORMAT,
+					    "snapshot %s: a layer of the snapshot is not carried by its OCI manifest (or not "
+					    "with its size)", hex);
 			d--;
 		}
 		st_manifest_free(prev);
@@ -1235,6 +1241,7 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 				goto out_link;
 			p.defer[p.ndefer].link = p.n - 1;
 			layers_digest_om(om, &p.defer[p.ndefer].layers);
+			p.defer[p.ndefer].nlayers = om->nlayers;
 			p.ndefer++;
 			parent = base;
 			last = false;

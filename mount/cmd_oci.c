@@ -226,7 +226,7 @@ static void stats_json(FILE *f, const char *event, const struct ix_oci_stats *st
 
 /* ------------------------------------------------------ layout commands */
 
-int cli_oci_export(struct cli *cli, int argc, char **argv)
+int cli_oci_export(struct cli *cli, int argc, char **argv, bool whole_configs)
 {
 	struct progress p = { .tty = isatty(2), .out = stdout };
 	struct ix_oci_progress prog = { progress_cb, &p };
@@ -243,7 +243,8 @@ int cli_oci_export(struct cli *cli, int argc, char **argv)
 	/* Writable (if the store is) for the sha256 table. */
 	if ((rc = cli_store_open(cli, true, &s, &ix)) != CLI_OK)
 		return rc;
-	rc = ix_oci_export(ix, (const char *const *)argv + 1, (size_t)argc - 1, argv[0], &prog, &st, why, sizeof(why));
+	rc = ix_oci_export_opts(ix, (const char *const *)argv + 1, (size_t)argc - 1, argv[0], whole_configs, &prog, &st, why,
+			       sizeof(why));
 	ix_close(ix);
 	st_store_close(s);
 	if (rc == -EEXIST) {
