@@ -15,10 +15,14 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <ftw.h>
 
 #include "bench.h"
 #include "index/registry.h"
 #include "index/index.h"
+#ifdef IX_DELTA_DEPTH_MAX
+#include "index/index_int.h" /* the record as stored: a manifest delta or the whole text */
+#endif
 #include "store/store.h"
 
 extern char **environ;
@@ -50,6 +54,9 @@ struct oci_bench {
 	unsigned npair;
 	uint64_t last_sha;      /* sha256 bytes of the last push */
 	uint64_t last_moved;    /* blob bytes the last push / pull moved */
+	/* What committing the child added to the store: its new layers'
+	 * bytes, and its record in the index. */
+	uint64_t store_pages, store_record, child_ranges, child_manifest;
 };
 
 bool bench_have(const char *prog)
@@ -217,6 +224,122 @@ static int hyperlight_layout(struct oci_bench *ob, unsigned seq)
 }
 
 /* base: 256 MiB, 64 MiB of it random; child: 1,024 pages changed at random places in it. */
+/* The store side of the child: the bytes of its layers base lacks, and of
+ * its index record (the whole manifest, or the delta it is stored as). */
+static void child_added(struct oci_bench *ob, const struct st_manifest *base, const struct st_manifest *child,
+			const st_id *cid)
+{
+	struct ix_txn *t;
+
+	ob->store_pages = 0;
+	for (uint32_t i = 0; i < child->nlayers; i++) {
+		bool old = false;
+		for (uint32_t j = 0; j < base->nlayers && !old; j++)
+			old = st_id_equal(&child->layers[i].id, &base->layers[j].id);
+		if (!old)
+			ob->store_pages += child->layers[i].pages * ST_PAGE_SIZE;
+	}
+	ob->child_ranges = child->nranges;
+	if (ix_txn_begin(ob->ix, &t) < 0)
+		return;
+	struct ix_snap_info info;
+	if (ix_snap_info(t, cid, &info) == 0)
+		ob->child_manifest = ob->store_record = info.manifest_len;
+#ifdef IX_DELTA_DEPTH_MAX
+	MDB_val v;
+	if (ix_snap_rec_get(ob->ix, t->txn, cid, &v) == 0)
+		ob->store_record = v.mv_size;
+#endif
+	ix_txn_end(t);
+}
+
+/* The blob files of the registry's filesystem storage
+ * (ROOT/docker/registry/v2/blobs/sha256/ab/HEX/data): digest and size. */
+struct reg_blob {
+	char hex[65];
+	uint64_t size;
+};
+static struct reg_blob *walk_v;
+static size_t walk_n, walk_cap;
+
+static int walk_one(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	size_t len = strlen(path);
+
+	(void)f;
+	if (type != FTW_F || len < 70 || strcmp(path + len - 5, "/data") != 0)
+		return 0;
+	if (walk_n == walk_cap) {
+		size_t cap = walk_cap ? 2 * walk_cap : 64;
+		struct reg_blob *v = realloc(walk_v, cap * sizeof(*v));
+		if (!v)
+			return -1;
+		walk_v = v;
+		walk_cap = cap;
+	}
+	memcpy(walk_v[walk_n].hex, path + len - 69, 64);
+	walk_v[walk_n].hex[64] = '\0';
+	walk_v[walk_n++].size = (uint64_t)st->st_size;
+	return 0;
+}
+
+static struct reg_blob *reg_blobs(const struct oci_bench *ob, size_t *n)
+{
+	char root[400];
+
+	snprintf(root, sizeof(root), "%s/registry/docker/registry/v2/blobs", ob->dir);
+	walk_v = NULL;
+	walk_n = walk_cap = 0;
+	nftw(root, walk_one, 16, FTW_PHYS);
+	*n = walk_n;
+	return walk_v;
+}
+
+/* The registry side of pushing the child next to its parent: bytes of the
+ * new blob files that are the child's layers (pages) and of the others
+ * (config, chunk indexes, the OCI manifest). */
+static void note_child_added(struct bench *b, struct oci_bench *ob, const struct reg_blob *before, size_t nbefore)
+{
+	struct st_manifest *m = NULL;
+	struct ix_txn *t;
+	size_t nafter;
+	struct reg_blob *after = reg_blobs(ob, &nafter);
+	uint64_t pages = 0, other = 0;
+	st_id cid;
+
+	if (ix_txn_begin(ob->ix, &t) < 0)
+		goto out;
+	int rc = ix_tag_get(t, "child", &cid) == 0 && ix_snap_get(t, &cid, &m) == 0 ? 0 : -ENOENT;
+	ix_txn_end(t);
+	if (rc < 0)
+		goto out;
+	for (size_t i = 0; i < nafter; i++) {
+		bool old = false, layer = false;
+		for (size_t j = 0; j < nbefore && !old; j++)
+			old = strcmp(before[j].hex, after[i].hex) == 0;
+		if (old)
+			continue;
+		for (uint32_t k = 0; k < m->nlayers && !layer; k++) {
+			uint8_t sha[ST_SHA256_LEN];
+			char dg[ST_DIGEST_LEN + 1];
+			if (ix_sha256_get(ob->ix, &m->layers[k].id, sha) == 0) {
+				st_digest_format(sha, dg);
+				layer = strcmp(dg + 7, after[i].hex) == 0;
+			}
+		}
+		*(layer ? &pages : &other) += after[i].size;
+	}
+	bench_note(b, "oci/push_child_4MiB/registry_pages_added", (double)pages, "B");
+	bench_note(b, "oci/push_child_4MiB/registry_other_added", (double)other, "B");
+	bench_note(b, "oci/push_child_4MiB/store_pages_added", (double)ob->store_pages, "B");
+	bench_note(b, "oci/push_child_4MiB/store_record_bytes", (double)ob->store_record, "B");
+	bench_note(b, "oci/push_child_4MiB/full_manifest_bytes", (double)ob->child_manifest, "B");
+	bench_note(b, "oci/push_child_4MiB/child_ranges", (double)ob->child_ranges, "ranges");
+out:
+	st_manifest_free(m);
+	free(after);
+}
+
 static int make_snapshots(struct oci_bench *ob)
 {
 	struct st_manifest *base = NULL, *child = NULL;
@@ -246,9 +369,11 @@ static int make_snapshots(struct oci_bench *ob)
 		hit[page] = 1;
 		bench_fill(img + page * ST_PAGE_SIZE, ST_PAGE_SIZE, 1000 + i++);
 	}
+	st_id cid;
 	if ((rc = st_ingest_image(ob->s, img, IMAGE, base, &child, NULL)) < 0 ||
-	    (rc = ix_snap_commit(ob->ix, child, "child", IX_TAG_FORCE, NULL)) < 0)
+	    (rc = ix_snap_commit(ob->ix, child, "child", IX_TAG_FORCE, &cid)) < 0)
 		goto out_free;
+	child_added(ob, base, child, &cid);
 out_free:
 	st_manifest_free(base);
 	st_manifest_free(child);
@@ -634,8 +759,16 @@ void bench_oci(struct bench *b)
 	if (push(ob, "base", "full0") < 0)
 		goto out;
 	uint64_t first_sha = ob->last_sha;
-	if (push(ob, "child", "full0") < 0)
+	/* The child's first push, next to its parent: what it adds to the
+	 * registry's storage (every later push finds its blobs there). */
+	size_t nbefore;
+	struct reg_blob *before = reg_blobs(ob, &nbefore);
+	if (push(ob, "child", "full0") < 0) {
+		free(before);
 		goto out;
+	}
+	note_child_added(b, ob, before, nbefore);
+	free(before);
 	ob->last_sha = first_sha;
 	bench_note(b, "oci/first_push/sha256_bytes", (double)ob->last_sha, "B");
 	{
