@@ -54,9 +54,11 @@ struct oci_bench {
 	unsigned npair;
 	uint64_t last_sha;      /* sha256 bytes of the last push */
 	uint64_t last_moved;    /* blob bytes the last push / pull moved */
-	/* What committing the child added to the store: its new layers'
-	 * bytes, and its record in the index. */
-	uint64_t store_pages, store_record, child_ranges, child_manifest;
+	/* What committing a child added to the store: its new layers' bytes,
+	 * and its record in the index; [0] "child", [1] "schild". */
+	struct added {
+		uint64_t store_pages, store_record, ranges, manifest;
+	} add[2];
 };
 
 bool bench_have(const char *prog)
@@ -226,29 +228,29 @@ static int hyperlight_layout(struct oci_bench *ob, unsigned seq)
 /* base: 256 MiB, 64 MiB of it random; child: 1,024 pages changed at random places in it. */
 /* The store side of the child: the bytes of its layers base lacks, and of
  * its index record (the whole manifest, or the delta it is stored as). */
-static void child_added(struct oci_bench *ob, const struct st_manifest *base, const struct st_manifest *child,
-			const st_id *cid)
+static void child_added(struct oci_bench *ob, struct added *a, const struct st_manifest *base,
+			const struct st_manifest *child, const st_id *cid)
 {
 	struct ix_txn *t;
 
-	ob->store_pages = 0;
+	a->store_pages = 0;
 	for (uint32_t i = 0; i < child->nlayers; i++) {
 		bool old = false;
 		for (uint32_t j = 0; j < base->nlayers && !old; j++)
 			old = st_id_equal(&child->layers[i].id, &base->layers[j].id);
 		if (!old)
-			ob->store_pages += child->layers[i].pages * ST_PAGE_SIZE;
+			a->store_pages += child->layers[i].pages * ST_PAGE_SIZE;
 	}
-	ob->child_ranges = child->nranges;
+	a->ranges = child->nranges;
 	if (ix_txn_begin(ob->ix, &t) < 0)
 		return;
 	struct ix_snap_info info;
 	if (ix_snap_info(t, cid, &info) == 0)
-		ob->child_manifest = ob->store_record = info.manifest_len;
+		a->manifest = a->store_record = info.manifest_len;
 #ifdef IX_DELTA_DEPTH_MAX
 	MDB_val v;
 	if (ix_snap_rec_get(ob->ix, t->txn, cid, &v) == 0)
-		ob->store_record = v.mv_size;
+		a->store_record = v.mv_size;
 #endif
 	ix_txn_end(t);
 }
@@ -298,18 +300,20 @@ static struct reg_blob *reg_blobs(const struct oci_bench *ob, size_t *n)
 /* The registry side of pushing the child next to its parent: bytes of the
  * new blob files that are the child's layers (pages) and of the others
  * (config, chunk indexes, the OCI manifest). */
-static void note_child_added(struct bench *b, struct oci_bench *ob, const struct reg_blob *before, size_t nbefore)
+static void note_child_added(struct bench *b, struct oci_bench *ob, const char *name, const char *tag,
+			     const struct added *a, const struct reg_blob *before, size_t nbefore)
 {
 	struct st_manifest *m = NULL;
 	struct ix_txn *t;
 	size_t nafter;
 	struct reg_blob *after = reg_blobs(ob, &nafter);
 	uint64_t pages = 0, other = 0;
+	char n[160];
 	st_id cid;
 
 	if (ix_txn_begin(ob->ix, &t) < 0)
 		goto out;
-	int rc = ix_tag_get(t, "child", &cid) == 0 && ix_snap_get(t, &cid, &m) == 0 ? 0 : -ENOENT;
+	int rc = ix_tag_get(t, tag, &cid) == 0 && ix_snap_get(t, &cid, &m) == 0 ? 0 : -ENOENT;
 	ix_txn_end(t);
 	if (rc < 0)
 		goto out;
@@ -329,15 +333,68 @@ static void note_child_added(struct bench *b, struct oci_bench *ob, const struct
 		}
 		*(layer ? &pages : &other) += after[i].size;
 	}
-	bench_note(b, "oci/push_child_4MiB/registry_pages_added", (double)pages, "B");
-	bench_note(b, "oci/push_child_4MiB/registry_other_added", (double)other, "B");
-	bench_note(b, "oci/push_child_4MiB/store_pages_added", (double)ob->store_pages, "B");
-	bench_note(b, "oci/push_child_4MiB/store_record_bytes", (double)ob->store_record, "B");
-	bench_note(b, "oci/push_child_4MiB/full_manifest_bytes", (double)ob->child_manifest, "B");
-	bench_note(b, "oci/push_child_4MiB/child_ranges", (double)ob->child_ranges, "ranges");
+	snprintf(n, sizeof(n), "%s/registry_pages_added", name);
+	bench_note(b, n, (double)pages, "B");
+	snprintf(n, sizeof(n), "%s/registry_other_added", name);
+	bench_note(b, n, (double)other, "B");
+	snprintf(n, sizeof(n), "%s/store_pages_added", name);
+	bench_note(b, n, (double)a->store_pages, "B");
+	snprintf(n, sizeof(n), "%s/store_record_bytes", name);
+	bench_note(b, n, (double)a->store_record, "B");
+	snprintf(n, sizeof(n), "%s/full_manifest_bytes", name);
+	bench_note(b, n, (double)a->manifest, "B");
+	snprintf(n, sizeof(n), "%s/child_ranges", name);
+	bench_note(b, n, (double)a->ranges, "ranges");
 out:
 	st_manifest_free(m);
 	free(after);
+}
+
+/* The issue's case: a parent of 64 MiB of pages scattered over 256 MiB
+ * (16,384 random pages), and a child that changes 1,024 of them (4 MiB),
+ * 12,813 ranges in all: tagged "sbase" and "schild". */
+static int make_scattered(struct oci_bench *ob)
+{
+	struct st_manifest *base = NULL, *child = NULL;
+	uint8_t *img = mmap(NULL, IMAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	static uint32_t at[NONZERO / ST_PAGE_SIZE];
+	static uint8_t hit[IMAGE / ST_PAGE_SIZE];
+	uint64_t x = 0x2545f4914f6cdd1dull;
+	st_id cid;
+	int rc;
+
+	if (img == MAP_FAILED)
+		return -ENOMEM;
+	memset(hit, 0, sizeof(hit));
+	for (unsigned i = 0; i < NONZERO / ST_PAGE_SIZE;) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint64_t page = x % (IMAGE / ST_PAGE_SIZE);
+		if (hit[page])
+			continue;
+		hit[page] = 1;
+		at[i] = (uint32_t)page;
+		bench_fill(img + page * ST_PAGE_SIZE, ST_PAGE_SIZE, 5000000 + i++);
+	}
+	if ((rc = st_ingest_image(ob->s, img, IMAGE, NULL, &base, NULL)) < 0 ||
+	    (rc = ix_snap_commit(ob->ix, base, "sbase", IX_TAG_FORCE, NULL)) < 0)
+		goto out_free;
+	for (unsigned i = 0; i < CHANGE_PAGES;) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint32_t page = at[x % (NONZERO / ST_PAGE_SIZE)];
+		if (hit[page] == 2)
+			continue;
+		hit[page] = 2;
+		bench_fill(img + (uint64_t)page * ST_PAGE_SIZE, ST_PAGE_SIZE, 7000000 + i++);
+	}
+	if ((rc = st_ingest_image(ob->s, img, IMAGE, base, &child, NULL)) < 0 ||
+	    (rc = ix_snap_commit(ob->ix, child, "schild", IX_TAG_FORCE, &cid)) < 0)
+		goto out_free;
+	child_added(ob, &ob->add[1], base, child, &cid);
+out_free:
+	st_manifest_free(base);
+	st_manifest_free(child);
+	munmap(img, IMAGE);
+	return rc;
 }
 
 static int make_snapshots(struct oci_bench *ob)
@@ -373,7 +430,7 @@ static int make_snapshots(struct oci_bench *ob)
 	if ((rc = st_ingest_image(ob->s, img, IMAGE, base, &child, NULL)) < 0 ||
 	    (rc = ix_snap_commit(ob->ix, child, "child", IX_TAG_FORCE, &cid)) < 0)
 		goto out_free;
-	child_added(ob, base, child, &cid);
+	child_added(ob, &ob->add[0], base, child, &cid);
 out_free:
 	st_manifest_free(base);
 	st_manifest_free(child);
@@ -395,7 +452,8 @@ static int ob_setup(void **state, const void *arg)
 	}
 	snprintf(ob->src, sizeof(ob->src), "%s/src", ob->dir);
 	if ((rc = ix_registry_global_init()) < 0 || (rc = open_store(ob->src, &ob->s, &ob->ix)) < 0 ||
-	    (rc = bench_registry_start(ob->dir, ob->reg_port, &ob->reg)) < 0 || (rc = make_snapshots(ob)) < 0) {
+	    (rc = bench_registry_start(ob->dir, ob->reg_port, &ob->reg)) < 0 || (rc = make_snapshots(ob)) < 0 ||
+	    (rc = make_scattered(ob)) < 0) {
 		ob_free(ob);
 		return rc;
 	}
@@ -767,7 +825,19 @@ void bench_oci(struct bench *b)
 		free(before);
 		goto out;
 	}
-	note_child_added(b, ob, before, nbefore);
+	note_child_added(b, ob, "oci/push_child_4MiB", "child", &ob->add[0], before, nbefore);
+	free(before);
+	/* The case, the same way: the parent first, then the child. */
+	if (push(ob, "sbase", "scattered") < 0)
+		goto out;
+	before = reg_blobs(ob, &nbefore);
+	if (push(ob, "schild", "scattered") < 0) {
+		free(before);
+		goto out;
+	}
+	note_child_added(b, ob, "oci/push_child_4MiB_scattered", "schild", &ob->add[1], before, nbefore);
+	bench_note(b, "oci/push_child_4MiB_scattered/wire_up", (double)ob->last.up, "B");
+	bench_note(b, "oci/push_child_4MiB_scattered/wire_down", (double)ob->last.down, "B");
 	free(before);
 	ob->last_sha = first_sha;
 	bench_note(b, "oci/first_push/sha256_bytes", (double)ob->last_sha, "B");
