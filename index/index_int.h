@@ -242,6 +242,9 @@ struct ix_stage_link {
 	uint64_t off;
 	size_t len;
 };
+/* Link l's bytes from the stage fd, malloc'd and NUL-terminated, into
+ * *out. -ENOMEM, -errno, ST_ECORRUPT (the stage is shorter). */
+int ix_stage_read(int fd, const struct ix_stage_link *l, char **out);
 /* Commit a chain staged in fd: links[n-1] (the oldest) first, links[0]
  * (with tag) last. Each manifest is read back, checked against its id and
  * parsed inside the transaction, one at a time, and each transaction takes

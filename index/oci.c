@@ -842,30 +842,6 @@ struct pull {
 	size_t whylen;
 };
 
-/* Link k's staged bytes, malloc'd. */
-static int stage_get(const struct pull *p, size_t k, char **out)
-{
-	const struct ix_stage_link *l = &p->links[k];
-	char *buf = malloc(l->len + 1);
-	size_t got = 0;
-
-	if (!buf)
-		return -ENOMEM;
-	while (got < l->len) {
-		ssize_t r = pread(p->stage_fd, buf + got, l->len - got, (off_t)(l->off + got));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			free(buf);
-			return r < 0 ? -errno : -EIO;
-		}
-		got += (size_t)r;
-	}
-	buf[l->len] = '\0';
-	*out = buf;
-	return 0;
-}
-
 /*
  * Rebuild every deferred delta now that its parent is here: oldest link
  * first, each from the one before it (or the store), one manifest in
@@ -886,7 +862,7 @@ static int resolve_deferred(struct pull *p)
 		char *buf = NULL, inner[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1];
 		st_id id, base;
 
-		if ((rc = stage_get(p, k, &buf)) < 0)
+		if ((rc = ix_stage_read(p->stage_fd, &p->links[k], &buf)) < 0)
 			break;
 		st_id_format(&p->links[k].id, hex);
 		if (ix_snap_text_is_delta(buf, p->links[k].len) &&

@@ -410,31 +410,41 @@ struct staged_ctx {
 	size_t nrecs;             /* 0 but in the first transaction */
 };
 
+int ix_stage_read(int fd, const struct ix_stage_link *l, char **out)
+{
+	char *buf = malloc(l->len + 1);
+	size_t got = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	while (got < l->len) {
+		ssize_t r = pread(fd, buf + got, l->len - got, (off_t)(l->off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int rc = r < 0 ? -errno : ST_ECORRUPT;
+			free(buf);
+			return rc;
+		}
+		got += (size_t)r;
+	}
+	buf[l->len] = '\0';
+	*out = buf;
+	return 0;
+}
+
 /* Read back, check and commit one staged manifest. */
 static int staged_one(struct ix *ix, MDB_txn *txn, const struct staged_ctx *sc, size_t k)
 {
 	const struct ix_stage_link *l = &sc->links[k];
 	struct commit_ctx c = { .tag = k == 0 ? sc->tag : NULL, .flags = sc->flags, .id = l->id, .len = l->len };
 	struct st_manifest *m = NULL;
-	char *buf = malloc(l->len ? l->len : 1);
-	size_t got = 0;
-	st_id id;
+	char *buf = NULL, *full = NULL;
+	st_id id, parent;
 	int rc;
 
-	if (!buf)
-		return -ENOMEM;
-	while (got < l->len) {
-		ssize_t r = pread(sc->fd, buf + got, l->len - got, (off_t)(l->off + got));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			rc = r < 0 ? -errno : ST_ECORRUPT;
-			goto out_free;
-		}
-		got += (size_t)r;
-	}
-	st_id parent;
-	char *full = NULL;
+	if ((rc = ix_stage_read(sc->fd, l, &buf)) < 0)
+		return rc;
 	if (ix_snap_text_is_delta(buf, l->len) && st_manifest_delta_peek(buf, l->len, &id, &parent, NULL, 0) == 0) {
 		/* A delta: its parent is older in the chain (committed before it)
 		 * or was in the store; the rebuilt manifest must be l->id. */

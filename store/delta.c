@@ -117,12 +117,17 @@ static int overrides_make(const struct st_manifest *p, const struct st_manifest 
 	return 0;
 }
 
+static bool same(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
 int st_manifest_delta_encode(const struct st_manifest *parent, const st_id *parent_id,
 			     const struct st_manifest *child, const st_id *child_id, char **json, size_t *len,
 			     char *why, size_t whylen)
 {
 	char hex[ST_ID_HEX_LEN + 1];
-	struct st_mf_texts t = { 0 };
+	struct st_mf_texts t = { 0 }, pt = { 0 };
 	struct st_mf_out o = { 0 };
 	struct id_at *pidx = NULL;
 	uint64_t *next = NULL;
@@ -144,6 +149,8 @@ int st_manifest_delta_encode(const struct st_manifest *parent, const st_id *pare
 		return rc;
 	if ((rc = st_manifest_validate(child, why, whylen)) < 0 || (rc = st_mf_texts_make(child, &t, why, whylen)) < 0)
 		return rc;
+	if ((rc = st_mf_texts_make(parent, &pt, why, whylen)) < 0)
+		goto out_free;
 	if ((rc = id_index(parent->layers, parent->nlayers, &pidx)) < 0 || (rc = overrides_make(parent, child, &ov, &nov)) < 0)
 		goto out_free;
 	if (!(next = st_sys_calloc(child->nlayers ? child->nlayers : 1, sizeof(*next)))) {
@@ -157,11 +164,12 @@ int st_manifest_delta_encode(const struct st_manifest *parent, const st_id *pare
 	}
 	st_id_format(&cid, hex);
 	st_mf_put(&o, "{\"abi_version\":%" PRIu32 ",\"created\":%s", child->abi_version, t.created);
+	/* A nested value equal to the parent's is written "parent". */
 	if (t.guest)
-		st_mf_put(&o, ",\"guest\":%s", t.guest);
+		st_mf_put(&o, ",\"guest\":%s", same(t.guest, pt.guest) ? "\"parent\"" : t.guest);
 	st_mf_put(&o, ",\"id\":\"%s\"", hex);
 	if (t.labels)
-		st_mf_put(&o, ",\"labels\":%s", t.labels);
+		st_mf_put(&o, ",\"labels\":%s", same(t.labels, pt.labels) ? "\"parent\"" : t.labels);
 	/* Layers: runs of the parent's list where the child keeps its order,
 	 * each other layer written out. */
 	st_mf_put(&o, ",\"layers\":[");
@@ -203,7 +211,7 @@ int st_manifest_delta_encode(const struct st_manifest *parent, const st_id *pare
 	}
 	st_mf_put(&o, "]");
 	if (t.vcpu)
-		st_mf_put(&o, ",\"vcpu\":%s", t.vcpu);
+		st_mf_put(&o, ",\"vcpu\":%s", same(t.vcpu, pt.vcpu) ? "\"parent\"" : t.vcpu);
 	st_mf_put(&o, ",\"version\":%u}", ST_MANIFEST_DELTA_VERSION);
 	*json = o.p;
 	*len = o.len;
@@ -215,6 +223,7 @@ out_free:
 	free(ov);
 	free(pidx);
 	st_mf_texts_free(&t);
+	st_mf_texts_free(&pt);
 	return rc;
 }
 
@@ -477,6 +486,45 @@ out_free:
 	return rc;
 }
 
+/* labels, guest or vcpu of the child: its own, or "parent" (the parent's,
+ * which must have one). */
+static int nested(const json_t *root, const char *key, const struct st_manifest *p, struct st_manifest *c, char *why,
+		  size_t whylen)
+{
+	const json_t *v = json_object_get(root, key);
+	bool labels = strcmp(key, "labels") == 0, guest = strcmp(key, "guest") == 0;
+
+	if (!v)
+		return 0;
+	if (json_is_string(v)) {
+		if (strcmp(json_string_value(v), "parent") != 0)
+			return st_why(why, whylen, ST_EFORMAT, "%s: expected an object or \"parent\"", key);
+		if (labels) {
+			if (!p->nlabels)
+				return st_why(why, whylen, ST_EFORMAT, "labels: \"parent\", but the parent has none");
+			if (!(c->labels = st_sys_calloc(p->nlabels, sizeof(*c->labels))))
+				return -ENOMEM;
+			for (size_t i = 0; i < p->nlabels; i++) {
+				c->nlabels = i + 1;
+				if (!(c->labels[i].key = st_sys_strdup(p->labels[i].key)) ||
+				    !(c->labels[i].value = st_sys_strdup(p->labels[i].value)))
+					return -ENOMEM;
+			}
+			return 0;
+		}
+		const char *pt = guest ? p->guest : p->vcpu;
+		if (!pt)
+			return st_why(why, whylen, ST_EFORMAT, "%s: \"parent\", but the parent has none", key);
+		/* Sealed with the child: the text is checked and made canonical there. */
+		char **slot = guest ? &c->guest : &c->vcpu;
+		return (*slot = st_sys_strdup(pt)) ? 0 : -ENOMEM;
+	}
+	if (labels)
+		return st_mf_parse_labels(v, c, why, whylen);
+	return st_mf_parse_object(v, key, guest ? &c->guest : &c->vcpu, guest ? &c->guest_canon : &c->vcpu_canon, why,
+				  whylen);
+}
+
 int st_manifest_delta_apply(const struct st_manifest *parent, const st_id *parent_id, const char *json, size_t len,
 			    struct st_manifest **out, st_id *id, char *why, size_t whylen)
 {
@@ -484,7 +532,7 @@ int st_manifest_delta_apply(const struct st_manifest *parent, const st_id *paren
 	char hex[ST_ID_HEX_LEN + 1], hex2[ST_ID_HEX_LEN + 1], *again = NULL;
 	struct ov *ov = NULL;
 	size_t nov = 0, alen;
-	json_t *root, *v;
+	json_t *root;
 	st_id claim, got;
 	uint64_t u;
 	int rc;
@@ -515,13 +563,8 @@ int st_manifest_delta_apply(const struct st_manifest *parent, const st_id *paren
 	if ((rc = st_mf_get_uint(json_object_get(root, "abi_version"), "abi_version", UINT32_MAX, &u, why, whylen)) < 0)
 		goto out_free;
 	c->abi_version = (uint32_t)u;
-	if ((v = json_object_get(root, "labels")) && (rc = st_mf_parse_labels(v, c, why, whylen)) < 0)
-		goto out_free;
-	if ((v = json_object_get(root, "guest")) &&
-	    (rc = st_mf_parse_object(v, "guest", &c->guest, &c->guest_canon, why, whylen)) < 0)
-		goto out_free;
-	if ((v = json_object_get(root, "vcpu")) &&
-	    (rc = st_mf_parse_object(v, "vcpu", &c->vcpu, &c->vcpu_canon, why, whylen)) < 0)
+	if ((rc = nested(root, "labels", parent, c, why, whylen)) < 0 || (rc = nested(root, "guest", parent, c, why, whylen)) < 0 ||
+	    (rc = nested(root, "vcpu", parent, c, why, whylen)) < 0)
 		goto out_free;
 	if ((rc = delta_layers(json_object_get(root, "layers"), parent, c, why, whylen)) < 0 ||
 	    (rc = delta_overrides(json_object_get(root, "ranges"), c, &ov, &nov, why, whylen)) < 0 ||

@@ -577,3 +577,50 @@ Test(delta, peek_tells_a_full_manifest_from_a_delta)
 	free(full);
 	fixture_free(&f);
 }
+
+Test(delta, nested_values_equal_to_the_parents_are_written_parent)
+{
+	struct fixture f;
+	char why[ST_WHY_LEN] = "", *d = NULL;
+	size_t len;
+
+	fixture(&f);
+	/* Parent and child: the same guest and labels, another vcpu. */
+	struct st_manifest *ms[2] = { f.p, f.c };
+	for (int i = 0; i < 2; i++) {
+		struct st_manifest *m = ms[i];
+		m->guest = strdup("{\"name\":\"echo\",\"entry\":4096}");
+		m->vcpu = strdup(i ? "{\"rip\":2}" : "{\"rip\":1}");
+		m->labels = calloc(1, sizeof(*m->labels));
+		m->labels[0].key = strdup("app");
+		m->labels[0].value = strdup("web");
+		m->nlabels = 1;
+		cr_assert_eq(st_manifest_seal(m, why, sizeof(why)), 0, "%s", why);
+	}
+	cr_assert_eq(st_manifest_id(f.p, &f.pid, NULL, 0), 0);
+	f.c->parent = f.pid;
+	round_trip(f.p, f.c, NULL);
+	cr_assert_eq(st_manifest_delta_encode(f.p, &f.pid, f.c, NULL, &d, &len, why, sizeof(why)), 0, "%s", why);
+	cr_assert(strstr(d, "\"guest\":\"parent\"") && strstr(d, "\"labels\":\"parent\"") && strstr(d, "\"vcpu\":{\"rip\":2}"),
+		  "%s", d);
+	free(f.d);
+	f.d = d;
+	f.len = len;
+	/* "parent" where the parent has none, or any other string. */
+	struct st_manifest *bare = NULL;
+	cr_assert_eq(st_manifest_dup(f.p, &bare), 0);
+	free(bare->guest);
+	bare->guest = NULL;
+	bare->guest_canon = 0;
+	st_id bid;
+	cr_assert_eq(st_manifest_id(bare, &bid, NULL, 0), 0);
+	struct st_manifest *m = NULL;
+	cr_assert_eq(st_manifest_delta_apply(bare, &f.pid, d, len, &m, NULL, why, sizeof(why)), ST_EFORMAT);
+	cr_assert(strstr(why, "the parent has none"), "%s", why);
+	char *t = with(&f, "guest", "\"mine\"");
+	cr_assert_eq(apply(&f, t, why), ST_EFORMAT);
+	cr_assert(strstr(why, "expected an object or"), "%s", why);
+	free(t);
+	st_manifest_free(bare);
+	fixture_free(&f);
+}
