@@ -33,7 +33,11 @@
  *   libcurl not to use signals (CURLOPT_NOSIGNAL); SIGPIPE is the caller's
  *   to ignore if it writes to registries over plain sockets.
  * - Caches: the LMDB map (64 MiB at first, grown on demand, address space
- *   only) and LMDB's reader table; nothing else is kept between calls.
+ *   only), LMDB's reader table, and one snapshot manifest (the last one a
+ *   commit wrote or a read rebuilt from a manifest delta: a copy, as large
+ *   as that manifest, so the next checkpoint of a chain does not rebuild
+ *   its parent; kept by id, so never stale; freed by ix_close); nothing
+ *   else is kept between calls.
  * - Lifetimes: the store must outlive the index; pointers a read
  *   transaction hands out (ix_snap_get_raw) live until ix_txn_end.
  * - Errors: each write is one transaction: on failure nothing of it is
