@@ -51,14 +51,17 @@
  *   that takes a struct ix_txn needs it open (ix_txn_begin, not yet ended).
  */
 
-#define IX_FORMAT_VERSION 1
+#define IX_FORMAT_VERSION 2     /* written: snapshot records may be manifest deltas */
+#define IX_FORMAT_VERSION_MIN 1 /* read: a version 1 index (records all whole) becomes version 2 at its
+				 * first writable open, so no strata that cannot read a delta ever sees one */
 /* A snapshot whose parent is in the index is stored as a manifest delta
  * (docs/formats.md, "Manifest deltas") unless its parent's record already
  * needs this many deltas to rebuild: then in full, so rebuilding any
  * snapshot reads at most IX_DELTA_DEPTH_MAX + 1 records. A record that
  * would need more (a cycle, or an index strata did not write) is
- * IX_ECORRUPT. Added within index format 1: an older strata reading such a
- * record refuses it as a manifest of version 3. */
+ * IX_ECORRUPT. Index format 2: an older strata refuses the whole index
+ * (IX_EVERSION, nothing touched) rather than take a delta record for a
+ * damaged one. */
 #define IX_DELTA_DEPTH_MAX 32u
 
 /* Errors: -errno or one of these (range -1100..-1199, with the registry's

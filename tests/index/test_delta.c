@@ -328,3 +328,60 @@ Test(delta, a_delta_of_itself_is_refused)
 	st_manifest_free(c);
 	st_manifest_free(c2);
 }
+
+struct meta_ver {
+	uint32_t set, got;
+};
+
+static int meta_ver_fn(struct ix *ix, MDB_txn *txn, void *arg)
+{
+	struct meta_ver *mv = arg;
+	MDB_val k = ix_val("version", 7), v;
+	uint8_t b[4] = { (uint8_t)mv->set, 0, 0, 0 };
+
+	if (mv->set) {
+		v = ix_val(b, 4);
+		return ix_mdb(mdb_put(txn, ix->meta, &k, &v, 0));
+	}
+	int rc = ix_mdb(mdb_get(txn, ix->meta, &k, &v));
+	if (rc == 0 && v.mv_size == 4)
+		mv->got = ((const uint8_t *)v.mv_data)[0];
+	return rc < 0 ? rc : IX_NOCHANGE;
+}
+
+static uint32_t meta_version(struct ix *ix)
+{
+	struct meta_ver mv = { 0, 0 };
+	int rc = ix_write(ix, meta_ver_fn, &mv);
+
+	cr_assert(rc == 0 || rc == IX_NOCHANGE, "%d", rc);
+	return mv.got;
+}
+
+/* Delta records came with index format 2: a version 1 index (every record
+ * whole, as an older strata wrote it) is read, and marked version 2 at its
+ * first writable open, before any delta is written; an older strata then
+ * refuses the index instead of taking deltas for damage. */
+Test(delta, a_version_1_index_is_read_and_becomes_version_2)
+{
+	struct st_manifest *p;
+	st_id pid = commit_version(0, NULL, &p);
+	struct meta_ver set1 = { 1, 0 }, set3 = { 3, 0 };
+	struct ix *ix = NULL;
+
+	cr_assert_eq(meta_version(T.ix), IX_FORMAT_VERSION);
+	cr_assert_eq(ix_write(T.ix, meta_ver_fn, &set1), 0);
+	ix_close(T.ix);
+	cr_assert_eq(ix_open(T.s, NULL, &T.ix), 0, "a version 1 index opens");
+	cr_assert_eq(meta_version(T.ix), 2, "and is version 2 from then on");
+	struct st_manifest *c;
+	st_id cid = commit_version(1, p, &c);
+	cr_assert(is_delta(&cid));
+	reads_back(&pid, p);
+	cr_assert_eq(ix_write(T.ix, meta_ver_fn, &set3), 0);
+	cr_assert_eq(ix_open(T.s, NULL, &ix), IX_EVERSION, "a newer index is refused");
+	cr_assert_null(ix);
+	st_manifest_free(p);
+	st_manifest_free(c);
+	cr_assert_eq(ix_write(T.ix, meta_ver_fn, &(struct meta_ver){ 2, 0 }), 0);
+}
