@@ -205,6 +205,11 @@ void ix_txn_end(struct ix_txn *t)
 		return;
 	mdb_txn_abort(t->txn);
 	pthread_rwlock_unlock(&t->ix->resize);
+	while (t->owned) {
+		struct ix_owned *o = t->owned;
+		t->owned = o->next;
+		free(o);
+	}
 	free(t);
 }
 
@@ -307,9 +312,23 @@ static int open_dbs(struct ix *ix, bool create)
 		goto out_abort;
 	}
 	const uint8_t *p = v.mv_data;
-	if ((p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24) != IX_FORMAT_VERSION) {
+	uint32_t ver = p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
+	if (ver < IX_FORMAT_VERSION_MIN || ver > IX_FORMAT_VERSION) {
 		rc = IX_EVERSION;
 		goto out_abort;
+	}
+	/* Version 1 holds whole records only; a writer may add deltas, which a
+	 * strata of version 1 would take for damage (and fsck --repair would
+	 * move away): mark the index version 2 before anything is written. */
+	if (ver < IX_FORMAT_VERSION && !create && !ix->rdonly) {
+		rc = MDB_NOTFOUND; /* the caller opens again writing (below) */
+		goto out_abort;
+	}
+	if (ver < IX_FORMAT_VERSION && create) {
+		uint8_t nv[4] = { IX_FORMAT_VERSION, 0, 0, 0 };
+		v = ix_val(nv, sizeof(nv));
+		if ((rc = ix_mdb(mdb_put(txn, ix->meta, &k, &v, 0))) < 0)
+			goto out_abort;
 	}
 	k = ix_val(KEY_UUID, sizeof(KEY_UUID) - 1);
 	if ((rc = ix_mdb(mdb_get(txn, ix->meta, &k, &v))) < 0)
@@ -391,6 +410,11 @@ int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out)
 		free(ix);
 		return -rc;
 	}
+	if ((rc = pthread_mutex_init(&ix->cache_lock, NULL)) != 0) {
+		pthread_rwlock_destroy(&ix->resize);
+		free(ix);
+		return -rc;
+	}
 	ix->rdonly = (oflags & IX_OPEN_RDONLY) || st_store_rdonly(s);
 	if ((oflags & IX_OPEN_NOSYNC) || st_store_sync(s) == ST_SYNC_NONE)
 		envf |= MDB_NOSYNC;
@@ -423,6 +447,7 @@ int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out)
 	/* Reader slots left by processes that died (kill -9) pin old pages. */
 	mdb_reader_check(ix->env, &dead);
 
+	/* A new index, or one of an older format to mark (open_dbs): again, writing. */
 	rc = open_dbs(ix, false);
 	if (rc == MDB_NOTFOUND && !ix->rdonly)
 		rc = open_dbs(ix, true);
@@ -439,6 +464,7 @@ int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out)
 out_close_env:
 	mdb_env_close(ix->env);
 out_free:
+	pthread_mutex_destroy(&ix->cache_lock);
 	pthread_rwlock_destroy(&ix->resize);
 	free(ix);
 	return ix_err(rc);
@@ -449,6 +475,8 @@ void ix_close(struct ix *ix)
 	if (!ix)
 		return;
 	mdb_env_close(ix->env);
+	st_manifest_free(ix->cache_m);
+	pthread_mutex_destroy(&ix->cache_lock);
 	pthread_rwlock_destroy(&ix->resize);
 	free(ix);
 }

@@ -188,7 +188,7 @@ static int check_snapshots(struct fsck *f, MDB_txn *txn)
 		st_id id = { 0 };
 
 		f->st.snapshots++;
-		if (ix_snap_rec_check(&k, &v, &id, &m, why, sizeof(why)) < 0) {
+		if (ix_snap_rec_check(f->ix, txn, &k, &v, &id, &m, why, sizeof(why)) < 0) {
 			problem(f, IX_PROBLEM_SNAPSHOT, k.mv_size == sizeof(id.b) ? &id : NULL, NULL, "%s", why);
 			if ((f->flags & IX_FSCK_REPAIR) && (rc = save_record(f, &k, &v)) < 0)
 				break;

@@ -33,7 +33,11 @@
  *   libcurl not to use signals (CURLOPT_NOSIGNAL); SIGPIPE is the caller's
  *   to ignore if it writes to registries over plain sockets.
  * - Caches: the LMDB map (64 MiB at first, grown on demand, address space
- *   only) and LMDB's reader table; nothing else is kept between calls.
+ *   only), LMDB's reader table, and one snapshot manifest (the last one a
+ *   commit wrote or a read rebuilt from a manifest delta: a copy, as large
+ *   as that manifest, so the next checkpoint of a chain does not rebuild
+ *   its parent; kept by id, so never stale; freed by ix_close); nothing
+ *   else is kept between calls.
  * - Lifetimes: the store must outlive the index; pointers a read
  *   transaction hands out (ix_snap_get_raw) live until ix_txn_end.
  * - Errors: each write is one transaction: on failure nothing of it is
@@ -47,7 +51,18 @@
  *   that takes a struct ix_txn needs it open (ix_txn_begin, not yet ended).
  */
 
-#define IX_FORMAT_VERSION 1
+#define IX_FORMAT_VERSION 2     /* written: snapshot records may be manifest deltas */
+#define IX_FORMAT_VERSION_MIN 1 /* read: a version 1 index (records all whole) becomes version 2 at its
+				 * first writable open, so no strata that cannot read a delta ever sees one */
+/* A snapshot whose parent is in the index is stored as a manifest delta
+ * (docs/formats.md, "Manifest deltas") unless its parent's record already
+ * needs this many deltas to rebuild: then in full, so rebuilding any
+ * snapshot reads at most IX_DELTA_DEPTH_MAX + 1 records. A record that
+ * would need more (a cycle, or an index strata did not write) is
+ * IX_ECORRUPT. Index format 2: an older strata refuses the whole index
+ * (IX_EVERSION, nothing touched) rather than take a delta record for a
+ * damaged one. */
+#define IX_DELTA_DEPTH_MAX 32u
 
 /* Errors: -errno or one of these (range -1100..-1199, with the registry's
  * codes at -1150 and lazy layers' at -1160); st_strerror names every code
@@ -126,8 +141,10 @@ enum {
  * bumped and, if tag is not NULL, the tag is set (IX_EEXIST if it names
  * another snapshot and flags lacks IX_TAG_FORCE; then nothing is committed).
  * Committing a snapshot that already exists only sets the tag (idempotent).
- * The manifest is validated and stored in canonical form; *out_id (may be
- * NULL) gets its id. Errors also: ST_EFORMAT/ST_ELAYOUT/ST_EVERSION (m),
+ * The manifest is validated and stored in canonical form, as a delta of
+ * its parent's when the parent is in the index and the delta is the
+ * shorter (IX_DELTA_DEPTH_MAX); *out_id (may be NULL) gets its id, the hash
+ * of its full canonical encoding either way. Errors also: ST_EFORMAT/ST_ELAYOUT/ST_EVERSION (m),
  * ST_EBADNAME (tag or a label), and the write errors above; on any error
  * nothing is committed (no refcount, child link or tag changes).
  */
@@ -136,12 +153,13 @@ int ix_snap_commit(struct ix *ix, const struct st_manifest *m, const char *tag,
 
 /* True if the snapshot exists in t's view (false on any error). */
 bool ix_snap_has(struct ix_txn *t, const st_id *id);
-/* Parse a snapshot's manifest into *out; the caller frees it with
- * st_manifest_free. IX_ENOTFOUND, IX_ECORRUPT (a record that does not
- * parse), -ENOMEM: *out untouched. */
+/* Parse a snapshot's manifest into *out (rebuilt from its parent's when
+ * stored as a delta); the caller frees it with st_manifest_free.
+ * IX_ENOTFOUND, IX_ECORRUPT (a record that does not parse, or a delta that
+ * does not rebuild its id), -ENOMEM: *out untouched. */
 int ix_snap_get(struct ix_txn *t, const st_id *id, struct st_manifest **out);
-/* The stored canonical manifest bytes (no trailing newline) into *buf,
- * *len; valid until the txn ends. manifest.json on disk is these bytes
+/* The canonical manifest bytes (no trailing newline) into *buf, *len,
+ * rebuilt when the record is a delta; valid until the txn ends. manifest.json on disk is these bytes
  * plus "\n". IX_ENOTFOUND: *buf, *len untouched. */
 int ix_snap_get_raw(struct ix_txn *t, const st_id *id, const void **buf, size_t *len);
 
@@ -455,6 +473,11 @@ struct ix_oci_sink {
 	/* "KEY=VALUE" annotations of the top manifest (NULL-terminated; may be
 	 * NULL), beside org.opencontainers.image.created every manifest has. */
 	const char *const *annotations;
+	/* Every config a full strata manifest, each artifact complete on its
+	 * own (a copy of one tag alone, as skopeo makes, still pulls); else a
+	 * snapshot stored as a delta of its parent goes out as that delta
+	 * (docs/oci.md). */
+	bool whole_configs;
 };
 
 /*
@@ -558,6 +581,10 @@ bool ix_oci_is_layout(const char *dir);
  */
 int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const char *dir,
 		  const struct ix_oci_progress *prog, struct ix_oci_stats *stats, char *why, size_t whylen);
+/* ix_oci_export with whole_configs (struct ix_oci_sink's): every config a
+ * full manifest instead of the delta a snapshot may be stored as. */
+int ix_oci_export_opts(struct ix *ix, const char *const *refs, size_t nrefs, const char *dir, bool whole_configs,
+		       const struct ix_oci_progress *prog, struct ix_oci_stats *stats, char *why, size_t whylen);
 /*
  * Import every manifest index.json of the OCI layout at dir lists (each a
  * strata snapshot, else ST_EFORMAT), tagged with its ref name when it is

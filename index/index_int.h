@@ -23,11 +23,30 @@ struct ix {
 	 * (mdb_env_set_mapsize, which remaps) holds it exclusive, because LMDB
 	 * requires that no transaction of this process is active then. */
 	pthread_rwlock_t resize;
+	/* The last full manifest a commit wrote or a delta was rebuilt into
+	 * (snap.c), so the next checkpoint of a chain does not rebuild its
+	 * parent: cache_id's manifest (a fact about ids, never stale) and the
+	 * deltas its record needed then (an upper bound: records only ever go
+	 * from delta to full). All three guarded by cache_lock. */
+	pthread_mutex_t cache_lock;
+	bool cache_has;
+	st_id cache_id;
+	struct st_manifest *cache_m;
+	unsigned cache_depth;
+};
+
+/* Bytes a read transaction hands out that are not LMDB's (a manifest
+ * rebuilt from a delta): freed by ix_txn_end. */
+struct ix_owned {
+	struct ix_owned *next;
+	size_t len;
+	char bytes[];
 };
 
 struct ix_txn {
 	struct ix *ix;
 	MDB_txn *txn;
+	struct ix_owned *owned;
 };
 
 /* A blob record: blobs[id] (docs/formats.md "index records"). */
@@ -63,8 +82,27 @@ static inline MDB_val ix_val(const void *p, size_t len)
 int ix_blob_rec_get(struct ix *ix, MDB_txn *txn, const st_id *id, struct ix_blob_rec *out);
 int ix_blob_rec_put(struct ix *ix, MDB_txn *txn, const st_id *id, const struct ix_blob_rec *r);
 
-/* Parse the stored manifest of a snapshot in txn. IX_ENOTFOUND, IX_ECORRUPT. */
+/* The full manifest of a snapshot in txn: its record parsed, or (a delta
+ * record) rebuilt from its parent's, recursively, each step checked by
+ * st_manifest_delta_apply (the result hashes to its id). IX_ENOTFOUND;
+ * IX_ECORRUPT (a record that does not parse, a delta naming a parent not
+ * in the index, a delta that does not rebuild its id, more than
+ * IX_DELTA_DEPTH_MAX deltas: a cycle cannot be longer); -ENOMEM.
+ * ix_snap_load_why says which, and *depth (may be NULL) gets the deltas
+ * applied. */
 int ix_snap_load(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out);
+int ix_snap_load_why(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out, unsigned *depth,
+		     char *why, size_t whylen);
+/* ix_snap_load_why that rebuilds id's own record even when the cache
+ * holds its manifest (fsck). */
+int ix_snap_load_check(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest **out, char *why,
+		       size_t whylen);
+/* True if a snapshot record or OCI config is, by its canonical form, a
+ * manifest delta (docs/formats.md): a dispatch only, the text is then
+ * checked in full. */
+bool ix_snap_text_is_delta(const void *p, size_t len);
+/* The record as stored (a full manifest or a delta) into *v; IX_ENOTFOUND. */
+int ix_snap_rec_get(struct ix *ix, MDB_txn *txn, const st_id *id, MDB_val *v);
 /* Delete a snapshot inside a write txn (refcounts, children, tags). */
 int ix_snap_del_txn(struct ix *ix, MDB_txn *txn, const st_id *id);
 
@@ -92,8 +130,8 @@ int ix_pair_cmp(const void *x, const void *y);
 
 /* Check one snapshot record (key k, value v): 0 and *m (caller frees) if it
  * is named by its hash and parses; else IX_ECORRUPT with why filled. */
-int ix_snap_rec_check(const MDB_val *k, const MDB_val *v, st_id *id, struct st_manifest **m,
-		      char *why, size_t whylen);
+int ix_snap_rec_check(struct ix *ix, MDB_txn *txn, const MDB_val *k, const MDB_val *v, st_id *id,
+		      struct st_manifest **m, char *why, size_t whylen);
 /* Add m's distinct layers to refs (layer, id, bytes) and its parent edge to edges. */
 int ix_refs_add(struct ix_pairs *refs, struct ix_pairs *edges, const st_id *id,
 		const struct st_manifest *m);
@@ -204,6 +242,9 @@ struct ix_stage_link {
 	uint64_t off;
 	size_t len;
 };
+/* Link l's bytes from the stage fd, malloc'd and NUL-terminated, into
+ * *out. -ENOMEM, -errno, ST_ECORRUPT (the stage is shorter). */
+int ix_stage_read(int fd, const struct ix_stage_link *l, char **out);
 /* Commit a chain staged in fd: links[n-1] (the oldest) first, links[0]
  * (with tag) last. Each manifest is read back, checked against its id and
  * parsed inside the transaction, one at a time, and each transaction takes

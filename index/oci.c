@@ -150,29 +150,49 @@ out_close:
 }
 
 /* Fill o from snapshot id: manifest, canonical config, every digest. */
-static int out_snap_load(struct ix *ix, const st_id *id, uint32_t cs, struct out_snap *o, struct sha_list *l,
-			 struct ix_oci_stats *st, uint8_t *buf, char *why, size_t whylen)
+static int out_snap_load(struct ix *ix, const st_id *id, uint32_t cs, bool whole, struct out_snap *o,
+			 struct sha_list *l, struct ix_oci_stats *st, uint8_t *buf, char *why, size_t whylen)
 {
 	struct ix_txn *t;
 	int rc;
+
+	MDB_val rec;
+	st_id key = *id;
 
 	o->id = *id;
 	if ((rc = ix_txn_begin(ix, &t)) < 0)
 		return rc;
 	rc = ix_snap_get(t, id, &o->m);
+	/* A snapshot stored as a delta of its parent goes out as that delta
+	 * (docs/oci.md): its parent is in the store, so it is pushed too, as
+	 * the subject. */
+	if (rc == 0 && !whole && (rc = ix_snap_rec_get(ix, t->txn, id, &rec)) == 0 &&
+	    ix_snap_text_is_delta(rec.mv_data, rec.mv_size)) {
+		if ((o->config = malloc(rec.mv_size + 1))) {
+			memcpy(o->config, rec.mv_data, rec.mv_size);
+			o->config[rec.mv_size] = '\0';
+			o->config_len = rec.mv_size;
+		} else {
+			rc = -ENOMEM;
+		}
+	}
 	ix_txn_end(t);
 	if (rc < 0)
 		return rc;
-	if ((rc = st_manifest_encode(o->m, &o->config, &o->config_len, why, whylen)) < 0)
+	if (!o->config && (rc = st_manifest_encode(o->m, &o->config, &o->config_len, why, whylen)) < 0)
 		return rc;
+	/* The config's sha256 is a fact about its bytes: a delta's is filed
+	 * under the XXH3-128 of the delta, a full manifest's under its id. */
+	if (ix_snap_text_is_delta(o->config, o->config_len))
+		st_id_hash(o->config, o->config_len, &key);
 	o->om.config.size = o->config_len;
 	o->om.config.has_id = true;
 	o->om.config.id = *id;
-	rc = ix_sha256_get(ix, id, o->om.config.sha256);
+	rc = ix_sha256_get(ix, &key, o->om.config.sha256);
 	if (rc == IX_ENOTFOUND) {
 		st_sha256_hash(o->config, o->config_len, o->om.config.sha256);
 		st->bytes_sha256 += o->config_len;
-		rc = sha_list_add(l, id, o->om.config.sha256);
+		rc = sha_list_add(l, &key, o->om.config.sha256);
 	}
 	if (rc < 0)
 		return rc;
@@ -299,7 +319,7 @@ static int push_id(struct ix *ix, const st_id *top, const char *tag, const struc
 		size_t len;
 		uint8_t sha[ST_SHA256_LEN];
 
-		if ((rc = out_snap_load(ix, &chain[k], sink->chunk_size, &o, &l, st, buf, why, whylen)) < 0)
+		if ((rc = out_snap_load(ix, &chain[k], sink->chunk_size, sink->whole_configs, &o, &l, st, buf, why, whylen)) < 0)
 			goto out_snap;
 		/* Record new digests before sending, so an interrupted push
 		 * does not hash them again. */
@@ -316,8 +336,14 @@ static int push_id(struct ix *ix, const st_id *top, const char *tag, const struc
 				goto out_snap;
 			st->bytes_chunks += cst.bytes_moved;
 		}
-		if ((rc = push_blob(ix, sink, &o.om.config, o.config, IX_OCI_CONFIG, prog, o.om.nlayers, count, st,
-				     why, whylen)) < 0)
+		/* A delta config is a blob of its own bytes: the sink files it
+		 * (origins, mounts) under their XXH3-128, not the snapshot id its
+		 * annotation names. */
+		struct st_oci_desc cdesc = o.om.config;
+		if (ix_snap_text_is_delta(o.config, o.config_len))
+			st_id_hash(o.config, o.config_len, &cdesc.id);
+		if ((rc = push_blob(ix, sink, &cdesc, o.config, IX_OCI_CONFIG, prog, o.om.nlayers, count, st, why,
+				     whylen)) < 0)
 			goto out_snap;
 		o.om.has_subject = has_subject;
 		o.om.subject = subject;
@@ -401,10 +427,86 @@ static int mem_sink_fn(void *sctx, const void *buf, size_t len)
 	return 0;
 }
 
+/* The XXH3-128 of a snapshot's layer list as (id, bytes) pairs: what an
+ * OCI manifest carries, checked against the snapshot once it is rebuilt. */
+static void layers_digest_om(const struct st_oci_manifest *om, st_id *out)
+{
+	struct st_hasher *h;
+
+	memset(out, 0, sizeof(*out));
+	if (st_hasher_new(&h) < 0)
+		return;
+	for (uint32_t i = 0; i < om->nlayers; i++) {
+		st_hasher_update(h, om->layers[i].id.b, 16);
+		st_hasher_update(h, &om->layers[i].size, sizeof(om->layers[i].size));
+	}
+	st_hasher_final(h, out);
+	st_hasher_free(h);
+}
+
+static void layers_digest_m(const struct st_manifest *m, st_id *out)
+{
+	struct st_hasher *h;
+
+	memset(out, 0, sizeof(*out));
+	if (st_hasher_new(&h) < 0)
+		return;
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		uint64_t size = m->layers[i].pages * ST_PAGE_SIZE;
+		st_hasher_update(h, m->layers[i].id.b, 16);
+		st_hasher_update(h, &size, sizeof(size));
+	}
+	st_hasher_final(h, out);
+	st_hasher_free(h);
+}
+
+/* A config that is a manifest delta (docs/oci.md): for the snapshot its
+ * descriptor names, and rebuilt at once if its parent is in the store
+ * (*out), else left for the pull to rebuild once it has the parent
+ * (*out NULL, *base the parent). */
+static int config_delta(struct ix *ix, const struct st_oci_manifest *om, const char *buf, size_t len,
+			struct st_manifest **out, st_id *base, char *why, size_t whylen)
+{
+	char inner[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1];
+	struct st_manifest *pm = NULL;
+	struct ix_txn *t;
+	st_id id;
+	int rc;
+
+	if ((rc = st_manifest_delta_peek(buf, len, &id, base, inner, sizeof(inner))) < 0)
+		return ix_why(why, whylen, ST_EFORMAT, "the config is not a strata manifest delta: %s", inner);
+	if (!st_id_equal(&id, &om->config.id)) {
+		st_id_format(&id, hex);
+		return ix_why(why, whylen, ST_EFORMAT, "the config is a delta for snapshot %s, its annotation says otherwise",
+			      hex);
+	}
+	if ((rc = ix_txn_begin(ix, &t)) < 0)
+		return rc;
+	rc = ix_snap_get(t, base, &pm);
+	ix_txn_end(t);
+	if (rc == IX_ENOTFOUND) {
+		*out = NULL;
+		return 0;
+	}
+	if (rc < 0)
+		return rc;
+	rc = st_manifest_delta_apply(pm, base, buf, len, out, NULL, inner, sizeof(inner));
+	st_manifest_free(pm);
+	if (rc < 0)
+		return rc == -ENOMEM ? rc : ix_why(why, whylen, rc, "the config's manifest delta: %s", inner);
+	if ((rc = st_oci_manifest_check(om, *out, why, whylen)) < 0) {
+		st_manifest_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
 /* Fetch, verify and parse the config of om; *bytes (malloc'd) gets its
- * canonical bytes, *len their length. */
+ * canonical bytes, *len their length. A delta config whose parent the
+ * store lacks gives *out NULL and *delta_base that parent. */
 static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const struct st_oci_manifest *om,
-			struct st_manifest **out, char **bytes, size_t *len, char *why, size_t whylen)
+			struct st_manifest **out, char **bytes, size_t *len, st_id *delta_base, bool *is_delta,
+			char *why, size_t whylen)
 {
 	struct mem_sink ms = { .max = om->config.size };
 	uint8_t sha[ST_SHA256_LEN];
@@ -427,6 +529,14 @@ static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const st
 		rc = ix_why(why, whylen, ST_ECORRUPT, "the config's bytes do not match its sha256 digest");
 		goto out_free;
 	}
+	*is_delta = ix_snap_text_is_delta(ms.buf, ms.len);
+	if (*is_delta) {
+		if ((rc = config_delta(ix, om, ms.buf, ms.len, out, delta_base, why, whylen)) < 0)
+			goto out_free;
+		*bytes = ms.buf;
+		*len = ms.len;
+		return 0;
+	}
 	char inner[ST_WHY_LEN];
 	if ((rc = st_manifest_parse(ms.buf, ms.len, out, inner, sizeof(inner))) < 0) {
 		rc = ix_why(why, whylen, ST_EFORMAT, "the config is not a strata manifest: %s", inner);
@@ -443,7 +553,6 @@ static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const st
 	free(canon);
 	*bytes = ms.buf;
 	*len = ms.len;
-	(void)ix;
 	return 0;
 out_manifest:
 	st_manifest_free(*out);
@@ -847,9 +956,95 @@ struct pull {
 	uint64_t stage_off;
 	struct ix_stage_link *links;
 	size_t n, caplinks;
+	/* Links whose config is a delta of a parent the store lacked when it
+	 * came: rebuilt and checked (layers: the XXH3-128 of the OCI
+	 * manifest's list) once the chain is here, before any commit. */
+	struct deferred {
+		size_t link;
+		st_id layers;
+		uint32_t nlayers;
+	} *defer;
+	size_t ndefer, capdefer;
+	st_id *dkeys;             /* delta configs' own ids: their origin is recorded with the layers' */
+	size_t ndkeys, capdkeys;
 	char *why;
 	size_t whylen;
 };
+
+/*
+ * Rebuild every deferred delta now that its parent is here: oldest link
+ * first, each from the one before it (or the store), one manifest in
+ * memory at a time. Each result hashes to its id (st_manifest_delta_apply)
+ * and carries exactly the layers its OCI manifest listed.
+ */
+static int resolve_deferred(struct pull *p)
+{
+	struct st_manifest *prev = NULL;
+	st_id prev_id = { 0 };
+	size_t d = p->ndefer;
+	int rc = 0;
+
+	if (!p->ndefer)
+		return 0;
+	for (size_t k = p->n; k-- > 0 && rc == 0;) {
+		struct st_manifest *m = NULL;
+		char *buf = NULL, inner[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1];
+		st_id id, base;
+
+		if ((rc = ix_stage_read(p->stage_fd, &p->links[k], &buf)) < 0)
+			break;
+		st_id_format(&p->links[k].id, hex);
+		if (ix_snap_text_is_delta(buf, p->links[k].len) &&
+		    st_manifest_delta_peek(buf, p->links[k].len, &id, &base, NULL, 0) == 0) {
+			struct st_manifest *pm = NULL;
+			if (prev && st_id_equal(&prev_id, &base)) {
+				pm = prev;
+			} else {
+				struct ix_txn *t;
+				if ((rc = ix_txn_begin(p->ix, &t)) == 0) {
+					rc = ix_snap_get(t, &base, &pm);
+					ix_txn_end(t);
+				}
+				if (rc < 0) {
+					char bhex[ST_ID_HEX_LEN + 1];
+					st_id_format(&base, bhex);
+					rc = rc == IX_ENOTFOUND ? ix_why(p->why, p->whylen, IX_ENOTFOUND,
+									"snapshot %s is a delta of %s, which is neither in "
+									"this store nor in the chain pulled", hex, bhex)
+								: rc;
+					free(buf);
+					break;
+				}
+			}
+			rc = st_manifest_delta_apply(pm, &base, buf, p->links[k].len, &m, NULL, inner, sizeof(inner));
+			if (pm != prev)
+				st_manifest_free(pm);
+			if (rc < 0 && rc != -ENOMEM)
+				rc = ix_why(p->why, p->whylen, rc, "snapshot %s: the config's manifest delta: %s", hex, inner);
+		} else {
+			rc = st_manifest_parse(buf, p->links[k].len, &m, NULL, 0);
+		}
+		free(buf);
+		if (rc == 0 && d > 0 && p->defer[d - 1].link == k) {
+			st_id got;
+			layers_digest_m(m, &got);
+			if (p->defer[d - 1].nlayers != m->nlayers)
+				rc = ix_why(p->why, p->whylen, ST_EFORMAT,
+					    "snapshot %s: the OCI manifest carries %" PRIu32 " layer(s), the snapshot lists %" PRIu32,
+					    hex, p->defer[d - 1].nlayers, m->nlayers);
+			else if (!st_id_equal(&got, &p->defer[d - 1].layers))
+				rc = ix_why(p->why, p->whylen, ST_EFORMAT,
+					    "snapshot %s: a layer of the snapshot is not carried by its OCI manifest (or not "
+					    "with its size)", hex);
+			d--;
+		}
+		st_manifest_free(prev);
+		prev = m;
+		prev_id = p->links[k].id;
+	}
+	st_manifest_free(prev);
+	return rc;
+}
 
 static int stage_open(struct pull *p)
 {
@@ -1070,7 +1265,18 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 		rc = src->manifest_get(src->ctx, curref, &json, &len, why, whylen);
 		if (rc < 0 && depth > 0 && src->not_found && src->not_found(rc)) {
 			/* The parent's manifest is not there (a copy of the top
-			 * alone): the child is complete without it. */
+			 * alone): the child is complete without it, unless it came
+			 * as a delta of that parent. */
+			if (p.ndefer && p.defer[p.ndefer - 1].link == p.n - 1) {
+				char hex[ST_ID_HEX_LEN + 1], bhex[ST_ID_HEX_LEN + 1];
+				st_id_format(&p.links[p.n - 1].id, hex);
+				st_id_format(&parent, bhex);
+				rc = ix_why(why, whylen, IX_ENOTFOUND,
+					    "snapshot %s is sent as a delta of %s, whose manifest %s is not in the registry "
+					    "and which is not in this store: push the parent there, or pull it first",
+					    hex, bhex, curref);
+				goto out_rollback;
+			}
 			if (why && whylen)
 				why[0] = '\0';
 			break;
@@ -1108,14 +1314,46 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 				goto out_rollback;
 			break;
 		}
-		if ((rc = fetch_config(ix, src, om, &m, &config, &clen, why, whylen)) < 0)
+		st_id base, key = om->config.id;
+		bool delta = false;
+		if ((rc = fetch_config(ix, src, om, &m, &config, &clen, &base, &delta, why, whylen)) < 0)
 			goto out_link;
-		if ((rc = sha_list_add(&p.l, &om->config.id, om->config.sha256)) < 0)
+		/* A delta's sha256 is filed under the delta's own XXH3-128 (as a push does). */
+		if (delta) {
+			st_id_hash(config, clen, &key);
+			if ((rc = ST_ARRAY_RESERVE(p.dkeys, p.capdkeys, p.ndkeys + 1)) < 0)
+				goto out_link;
+			p.dkeys[p.ndkeys++] = key;
+		}
+		if ((rc = sha_list_add(&p.l, &key, om->config.sha256)) < 0)
 			goto out_link;
+		if (!m && !om->has_subject) {
+			char hex[ST_ID_HEX_LEN + 1], bhex[ST_ID_HEX_LEN + 1];
+			st_id_format(&om->config.id, hex);
+			st_id_format(&base, bhex);
+			rc = ix_why(why, whylen, IX_ENOTFOUND,
+				    "snapshot %s is sent as a delta of %s, which is not in this store and which its "
+				    "manifest names no subject for: pull %s first", hex, bhex, bhex);
+			goto out_link;
+		}
 		if ((rc = pull_layers(&p, om, sha, false)) < 0)
 			goto out_link;
 		if ((rc = stage_put(&p, &om->config.id, config, clen)) < 0)
 			goto out_link;
+		if (!m) {
+			/* Its parent comes next in the chain: rebuilt once it is here. */
+			if ((rc = ST_ARRAY_RESERVE(p.defer, p.capdefer, p.ndefer + 1)) < 0)
+				goto out_link;
+			p.defer[p.ndefer].link = p.n - 1;
+			layers_digest_om(om, &p.defer[p.ndefer].layers);
+			p.defer[p.ndefer].nlayers = om->nlayers;
+			p.ndefer++;
+			parent = base;
+			last = false;
+			st_digest_format(om->subject.sha256, cur);
+			curref = cur;
+			goto out_link;
+		}
 		last = !m->has_parent || !om->has_subject || snap_in_store(ix, &m->parent);
 		parent = m->parent;
 		if (!last) {
@@ -1132,6 +1370,8 @@ out_link:
 			break;
 	}
 
+	if ((rc = resolve_deferred(&p)) < 0)
+		goto out_rollback;
 	/* The whole chain in one transaction, oldest first: all or nothing. */
 	if ((rc = sha_list_commit(ix, &p.l)) < 0)
 		goto out_rollback;
@@ -1147,6 +1387,9 @@ out_link:
 		goto out_rollback;
 	for (size_t i = 0; i < p.nstale; i++)
 		ix_lazy_rec_drop(ix, &p.stale[i]);
+	/* Best effort, as the registry's own record of what it served. */
+	if (src->origin && p.ndkeys && !ix->rdonly)
+		ix_origin_put(ix, p.dkeys, p.ndkeys, src->origin);
 	if (out_id)
 		*out_id = top;
 	goto out_free;
@@ -1157,6 +1400,8 @@ out_free:
 	if (p.stage_fd >= 0)
 		close(p.stage_fd);
 	free(p.links);
+	free(p.defer);
+	free(p.dkeys);
 	free(p.added);
 	free(p.stale);
 	sha_list_free(&p.l);

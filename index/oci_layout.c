@@ -144,6 +144,12 @@ static int small_file(int dirfd, const char *name, const char *buf, size_t len, 
 int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const char *dir,
 		  const struct ix_oci_progress *prog, struct ix_oci_stats *stats, char *why, size_t whylen)
 {
+	return ix_oci_export_opts(ix, refs, nrefs, dir, false, prog, stats, why, whylen);
+}
+
+int ix_oci_export_opts(struct ix *ix, const char *const *refs, size_t nrefs, const char *dir, bool whole_configs,
+		       const struct ix_oci_progress *prog, struct ix_oci_stats *stats, char *why, size_t whylen)
+{
 	struct ix_oci_stats st = { 0 };
 	struct tag_names tags = { 0 };
 	struct st_oci_ref *entries = NULL;
@@ -201,7 +207,7 @@ int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const ch
 		rc = -ENOMEM;
 		goto out_rm;
 	}
-	struct ix_oci_sink sink = { &ds, dir_blob_has, dir_blob_put, dir_manifest_put, 0, NULL };
+	struct ix_oci_sink sink = { &ds, dir_blob_has, dir_blob_put, dir_manifest_put, 0, NULL, whole_configs };
 	for (size_t i = 0; i < nrefs; i++) {
 		struct ix_oci_stats one;
 		struct ix_txn *t;

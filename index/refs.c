@@ -29,17 +29,31 @@ void ix_pairs_sort(struct ix_pairs *p)
 		qsort(p->v, p->n, sizeof(*p->v), ix_pair_cmp);
 }
 
-int ix_snap_rec_check(const MDB_val *k, const MDB_val *v, st_id *id, struct st_manifest **m,
-		      char *why, size_t whylen)
+int ix_snap_rec_check(struct ix *ix, MDB_txn *txn, const MDB_val *k, const MDB_val *v, st_id *id,
+		      struct st_manifest **m, char *why, size_t whylen)
 {
 	char pwhy[ST_WHY_LEN];
-	st_id h;
+	st_id h, did, dparent;
 
 	if (k->mv_size != sizeof(id->b)) {
 		snprintf(why, whylen, "a snapshot key is %zu bytes, not 16", k->mv_size);
 		return IX_ECORRUPT;
 	}
 	memcpy(id->b, k->mv_data, sizeof(id->b));
+	/* A delta record names its id; it is rebuilt from its parent's and the
+	 * result checked against that id (docs/formats.md, "Manifest deltas"). */
+	if (st_manifest_delta_peek(v->mv_data, v->mv_size, &did, &dparent, NULL, 0) == 0) {
+		if (!st_id_equal(&did, id)) {
+			snprintf(why, whylen, "the stored manifest delta names another snapshot");
+			return IX_ECORRUPT;
+		}
+		int rc = ix_snap_load_check(ix, txn, id, m, pwhy, sizeof(pwhy));
+		if (rc < 0) {
+			snprintf(why, whylen, "the stored manifest delta does not rebuild the snapshot: %s", pwhy);
+			return rc == -ENOMEM ? rc : IX_ECORRUPT;
+		}
+		return 0;
+	}
 	st_id_hash(v->mv_data, v->mv_size, &h);
 	if (!st_id_equal(&h, id)) {
 		snprintf(why, whylen, "the stored manifest does not hash to the snapshot's id");

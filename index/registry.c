@@ -1070,7 +1070,7 @@ static int reg_manifest_put(void *ctx, const char *json, size_t len, const uint8
 
 void ix_registry_sink(struct ix_registry *r, struct ix_oci_sink *out)
 {
-	*out = (struct ix_oci_sink){ r, reg_blob_has, reg_blob_put, reg_manifest_put, 0, NULL };
+	*out = (struct ix_oci_sink){ r, reg_blob_has, reg_blob_put, reg_manifest_put, 0, NULL, false };
 }
 
 /* ---------------------------------------------------------------- source */

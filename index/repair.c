@@ -222,7 +222,7 @@ static int repair_snapshots(struct ix *ix, MDB_txn *txn, struct repair *r)
 		char why[ST_WHY_LEN];
 		st_id id = { 0 };
 
-		if (ix_snap_rec_check(&k, &v, &id, &m, why, sizeof(why)) == 0) {
+		if (ix_snap_rec_check(ix, txn, &k, &v, &id, &m, why, sizeof(why)) == 0) {
 			rc = ix_refs_add(&r->refs, &r->edges, &id, m);
 			st_manifest_free(m);
 		} else if ((sv = saved_find(r, &k, &v)) != NULL) {
@@ -478,7 +478,7 @@ int ix_snap_lacking_foreach(struct ix *ix,
 		uint32_t missing = 0;
 		st_id id;
 
-		if (ix_snap_rec_check(&k, &v, &id, &m, why, sizeof(why)) < 0)
+		if (ix_snap_rec_check(ix, t->txn, &k, &v, &id, &m, why, sizeof(why)) < 0)
 			continue; /* fsck reports (and repairs) damaged records */
 		for (uint32_t i = 0; i < m->nlayers; i++) {
 			uint64_t size;

@@ -260,7 +260,7 @@ int cli_pull_tag_check(const struct cli *cli, struct ix *ix, const char *tag, co
 /* Plain words for an error while working on the store (store_open.c). */
 const char *cli_store_strerror(int rc);
 /* cmd_oci.c: `export --oci DIR [REF...]` (argv[0] = DIR) and import of an OCI layout. */
-int cli_oci_export(struct cli *cli, int argc, char **argv);
+int cli_oci_export(struct cli *cli, int argc, char **argv, bool whole_configs);
 int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned flags);
 
 #endif

@@ -226,7 +226,7 @@ static void stats_json(FILE *f, const char *event, const struct ix_oci_stats *st
 
 /* ------------------------------------------------------ layout commands */
 
-int cli_oci_export(struct cli *cli, int argc, char **argv)
+int cli_oci_export(struct cli *cli, int argc, char **argv, bool whole_configs)
 {
 	struct progress p = { .tty = isatty(2), .out = stdout };
 	struct ix_oci_progress prog = { progress_cb, &p };
@@ -243,7 +243,8 @@ int cli_oci_export(struct cli *cli, int argc, char **argv)
 	/* Writable (if the store is) for the sha256 table. */
 	if ((rc = cli_store_open(cli, true, &s, &ix)) != CLI_OK)
 		return rc;
-	rc = ix_oci_export(ix, (const char *const *)argv + 1, (size_t)argc - 1, argv[0], &prog, &st, why, sizeof(why));
+	rc = ix_oci_export_opts(ix, (const char *const *)argv + 1, (size_t)argc - 1, argv[0], whole_configs, &prog, &st, why,
+			       sizeof(why));
 	ix_close(ix);
 	st_store_close(s);
 	if (rc == -EEXIST) {
@@ -529,7 +530,7 @@ void cli_lazy_log(void *ctx, const char *msg)
 }
 
 enum { OPT_INSECURE = 1000, OPT_CACERT, OPT_AUTHFILE, OPT_JSON, OPT_FROM, OPT_LAZY, OPT_CHUNK, OPT_TIMEOUT,
-       OPT_TLS_VERIFY, OPT_CERT_DIR, OPT_CREDS, OPT_ANNOTATION, OPT_SOURCE };
+       OPT_TLS_VERIFY, OPT_CERT_DIR, OPT_CREDS, OPT_ANNOTATION, OPT_SOURCE, OPT_WHOLE };
 
 /* An option push and pull share into a; false if it is not one. *status:
  * CLI_USAGE (reported) for a bad value. */
@@ -622,6 +623,9 @@ static void push_usage(FILE *f)
 		"                   blob's recorded origin)\n"
 		"  --chunk-size N   chunks of the chunk indexes a lazy pull fetches by (bytes,\n"
 		"                   a power of two, 4096..16777216; default 65536)\n"
+		"  --whole-configs  every config a full strata manifest, so each artifact is\n"
+		"                   complete on its own (default: a snapshot stored as a\n"
+		"                   delta of its parent is sent as that delta)\n"
 		"  --json           progress and result as JSON lines on stdout\n");
 }
 
@@ -663,6 +667,7 @@ static const struct option reg_opts[] = {
 	{ "from", required_argument, NULL, OPT_FROM }, { "tag", required_argument, NULL, 't' },
 	{ "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' },
 	{ "lazy", no_argument, NULL, OPT_LAZY }, { "chunk-size", required_argument, NULL, OPT_CHUNK },
+	{ "whole-configs", no_argument, NULL, OPT_WHOLE },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT }, { 0 } };
 
 /* Say why s is not a registry reference, with the fix (a usage error).
@@ -796,6 +801,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 	char why[ST_WHY_LEN] = "", dg[ST_DIGEST_LEN + 1];
 	uint8_t sha[ST_SHA256_LEN];
 	uint32_t chunk_size = 0;
+	bool whole = false;
 	/* --annotation KEY=VALUE and --source URL, in order, NULL-terminated. */
 	const char *ann[PUSH_ANNOTATIONS_MAX + 1] = { 0 };
 	char source[4200];
@@ -832,6 +838,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 			chunk_size = (uint32_t)v;
 			break;
 		}
+		case OPT_WHOLE: whole = true; break;
 		case 'h': push_usage(stdout); return CLI_OK;
 		default:
 			if (!reg_opt(cli, "push", c, &a, &status))
@@ -864,6 +871,7 @@ int cmd_push(struct cli *cli, int argc, char **argv)
 		goto out_close;
 	ix_registry_sink(r, &sink);
 	sink.chunk_size = chunk_size;
+	sink.whole_configs = whole;
 	sink.annotations = ann;
 	uint64_t msize = 0;
 	struct ix_ws_xfer wsx = { 0 };

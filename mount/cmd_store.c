@@ -1552,13 +1552,16 @@ static void export_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: strata [--store DIR] export TAG|ID DIR\n"
-		"       strata [--store DIR] export --oci DIR [TAG|ID...]\n"
+		"       strata [--store DIR] export --oci [--whole-configs] DIR [TAG|ID...]\n"
 		"\n"
 		"Write the snapshot as a snapshot directory DIR (DIR/manifest.json and\n"
 		"DIR/layers/<id>). DIR must not exist; it appears complete or not at all.\n"
 		"With --oci, write an OCI image layout holding each snapshot named (every\n"
 		"tagged one if none is) and its ancestors, one artifact per snapshot, tags\n"
-		"as ref names (docs/oci.md); 'strata import DIR' reads it back.\n");
+		"as ref names (docs/oci.md); 'strata import DIR' reads it back. A snapshot\n"
+		"stored as a delta of its parent is written as that delta, unless\n"
+		"--whole-configs: then every config is a full manifest, so a copy of one\n"
+		"tag alone (as skopeo makes) is still complete.\n");
 }
 
 /*
@@ -1619,21 +1622,22 @@ out_free:
 int cmd_export(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { "oci", no_argument, NULL, 'o' },
-					       { 0 } };
+					       { "whole-configs", no_argument, NULL, 'w' }, { 0 } };
 	struct open_store o;
-	bool oci = false;
+	bool oci = false, whole = false;
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h': export_usage(stdout); return CLI_OK;
 		case 'o': oci = true; break;
+		case 'w': whole = true; break;
 		default: return cli_usage_hint(argv[0]);
 		}
 	}
 	if (oci) {
 		if (argc - optind < 1)
-			return cli_oci_export(cli, 0, argv + optind); /* which says what is missing */
+			return cli_oci_export(cli, 0, argv + optind, whole); /* which says what is missing */
 		if ((rc = open_store(cli, false, &o)) != CLI_OK)
 			return rc;
 		/* The snapshots named, else every tagged one (what the layout holds). */
@@ -1653,7 +1657,11 @@ int cmd_export(struct cli *cli, int argc, char **argv)
 			rc = export_lazy(cli, &o, tags.v[i].name);
 		taglist_free(&tags);
 		close_store(&o);
-		return rc == CLI_OK ? cli_oci_export(cli, argc - optind, argv + optind) : rc;
+		return rc == CLI_OK ? cli_oci_export(cli, argc - optind, argv + optind, whole) : rc;
+	}
+	if (whole) {
+		cli_err(cli, "export: --whole-configs is an option of export --oci (a snapshot directory is always whole)");
+		return CLI_USAGE;
 	}
 	if (argc - optind != 2) {
 		cli_err(cli, "export: expected TAG|ID and DIR (see 'strata export --help')");

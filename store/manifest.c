@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "store/store_int.h"
+#include "store/manifest_int.h"
 #include "store/sys.h"
 
 #define MAX_PAGES (ST_MANIFEST_MAX_MEM / ST_PAGE_SIZE)
@@ -402,7 +403,7 @@ int st_manifest_seal(struct st_manifest *m, char *why, size_t whylen)
 
 /* ---- parsing */
 
-static const char *type_name(const json_t *j)
+const char *st_mf_type_name(const json_t *j)
 {
 	switch (json_typeof(j)) {
 	case JSON_OBJECT: return "an object";
@@ -417,12 +418,12 @@ static const char *type_name(const json_t *j)
 }
 
 /* A non-negative integer <= max. */
-static int get_uint(const json_t *j, const char *what, uint64_t max, uint64_t *out, char *why, size_t whylen)
+int st_mf_get_uint(const json_t *j, const char *what, uint64_t max, uint64_t *out, char *why, size_t whylen)
 {
 	json_int_t v;
 
 	if (!json_is_integer(j))
-		return st_why(why, whylen, ST_EFORMAT, "%s: expected a non-negative integer, got %s", what, type_name(j));
+		return st_why(why, whylen, ST_EFORMAT, "%s: expected a non-negative integer, got %s", what, st_mf_type_name(j));
 	v = json_integer_value(j);
 	if (v < 0)
 		return st_why(why, whylen, ST_EFORMAT, "%s: negative value %lld", what, (long long)v);
@@ -432,24 +433,48 @@ static int get_uint(const json_t *j, const char *what, uint64_t max, uint64_t *o
 	return 0;
 }
 
-static int get_id(const json_t *j, const char *what, st_id *out, char *why, size_t whylen)
+int st_mf_get_id(const json_t *j, const char *what, st_id *out, char *why, size_t whylen)
 {
 	if (!json_is_string(j))
-		return st_why(why, whylen, ST_EFORMAT, "%s: expected an id string, got %s", what, type_name(j));
+		return st_why(why, whylen, ST_EFORMAT, "%s: expected an id string, got %s", what, st_mf_type_name(j));
 	if (st_id_parse_n(json_string_value(j), json_string_length(j), out) < 0)
 		return st_why(why, whylen, ST_EFORMAT, "%s: '%.40s' is not a 32-char lowercase hex id", what,
 			      json_string_value(j));
 	return 0;
 }
 
-static int parse_layers(const json_t *arr, struct st_manifest *m, char *why, size_t whylen)
+int st_mf_layer_obj(const json_t *o, size_t i, struct st_layer_ref *out, char *why, size_t whylen)
 {
 	char what[64];
+	const json_t *v;
+	const char *key;
+	int rc;
+
+	snprintf(what, sizeof(what), "layers[%zu]", i);
+	if (!json_is_object(o))
+		return st_why(why, whylen, ST_EFORMAT, "%s: expected an object, got %s", what, st_mf_type_name(o));
+	json_object_foreach((json_t *)o, key, v) {
+		if (strcmp(key, "id") && strcmp(key, "pages"))
+			return st_why(why, whylen, ST_EFORMAT, "%s: unknown key '%.64s'", what, key);
+	}
+	if (!(v = json_object_get(o, "id")))
+		return st_why(why, whylen, ST_EFORMAT, "%s: missing 'id'", what);
+	snprintf(what, sizeof(what), "layers[%zu].id", i);
+	if ((rc = st_mf_get_id(v, what, &out->id, why, whylen)) < 0)
+		return rc;
+	snprintf(what, sizeof(what), "layers[%zu].pages", i);
+	if (!(v = json_object_get(o, "pages")))
+		return st_why(why, whylen, ST_EFORMAT, "%s: missing", what);
+	return st_mf_get_uint(v, what, INT64_MAX, &out->pages, why, whylen);
+}
+
+static int parse_layers(const json_t *arr, struct st_manifest *m, char *why, size_t whylen)
+{
 	size_t n;
 	int rc;
 
 	if (!json_is_array(arr))
-		return st_why(why, whylen, ST_EFORMAT, "layers: expected an array, got %s", type_name(arr));
+		return st_why(why, whylen, ST_EFORMAT, "layers: expected an array, got %s", st_mf_type_name(arr));
 	n = json_array_size(arr);
 	if (n > ST_MANIFEST_MAX_LAYERS)
 		return st_why(why, whylen, ST_EFORMAT, "layers: %zu entries, more than the limit of %u", n,
@@ -457,28 +482,9 @@ static int parse_layers(const json_t *arr, struct st_manifest *m, char *why, siz
 	if (n && !(m->layers = st_sys_calloc(n, sizeof(*m->layers))))
 		return -ENOMEM;
 	m->nlayers = (uint32_t)n;
-	for (size_t i = 0; i < n; i++) {
-		const json_t *o = json_array_get(arr, i), *v;
-		const char *key;
-
-		snprintf(what, sizeof(what), "layers[%zu]", i);
-		if (!json_is_object(o))
-			return st_why(why, whylen, ST_EFORMAT, "%s: expected an object, got %s", what, type_name(o));
-		json_object_foreach((json_t *)o, key, v) {
-			if (strcmp(key, "id") && strcmp(key, "pages"))
-				return st_why(why, whylen, ST_EFORMAT, "%s: unknown key '%.64s'", what, key);
-		}
-		if (!(v = json_object_get(o, "id")))
-			return st_why(why, whylen, ST_EFORMAT, "%s: missing 'id'", what);
-		snprintf(what, sizeof(what), "layers[%zu].id", i);
-		if ((rc = get_id(v, what, &m->layers[i].id, why, whylen)) < 0)
+	for (size_t i = 0; i < n; i++)
+		if ((rc = st_mf_layer_obj(json_array_get(arr, i), i, &m->layers[i], why, whylen)) < 0)
 			return rc;
-		snprintf(what, sizeof(what), "layers[%zu].pages", i);
-		if (!(v = json_object_get(o, "pages")))
-			return st_why(why, whylen, ST_EFORMAT, "%s: missing", what);
-		if ((rc = get_uint(v, what, INT64_MAX, &m->layers[i].pages, why, whylen)) < 0)
-			return rc;
-	}
 	return 0;
 }
 
@@ -490,7 +496,7 @@ static int parse_ranges(const json_t *arr, struct st_manifest *m, char *why, siz
 	int rc;
 
 	if (!json_is_array(arr))
-		return st_why(why, whylen, ST_EFORMAT, "ranges: expected an array, got %s", type_name(arr));
+		return st_why(why, whylen, ST_EFORMAT, "ranges: expected an array, got %s", st_mf_type_name(arr));
 	n = json_array_size(arr);
 	if (n > ST_MANIFEST_MAX_RANGES)
 		return st_why(why, whylen, ST_EFORMAT, "ranges: %zu entries, more than the limit of %u", n,
@@ -507,7 +513,7 @@ static int parse_ranges(const json_t *arr, struct st_manifest *m, char *why, siz
 				      "ranges[%zu]: expected [guest page, page count, layer, layer page]", i);
 		for (size_t k = 0; k < 4; k++) {
 			snprintf(what, sizeof(what), "ranges[%zu] %s", i, field[k]);
-			if ((rc = get_uint(json_array_get(r, k), what, k == 2 ? UINT32_MAX : INT64_MAX, &v[k], why,
+			if ((rc = st_mf_get_uint(json_array_get(r, k), what, k == 2 ? UINT32_MAX : INT64_MAX, &v[k], why,
 					   whylen)) < 0)
 				return rc;
 		}
@@ -516,14 +522,14 @@ static int parse_ranges(const json_t *arr, struct st_manifest *m, char *why, siz
 	return 0;
 }
 
-static int parse_labels(const json_t *obj, struct st_manifest *m, char *why, size_t whylen)
+int st_mf_parse_labels(const json_t *obj, struct st_manifest *m, char *why, size_t whylen)
 {
 	const char *key;
 	json_t *v;
 	size_t n, i = 0;
 
 	if (!json_is_object(obj))
-		return st_why(why, whylen, ST_EFORMAT, "labels: expected an object, got %s", type_name(obj));
+		return st_why(why, whylen, ST_EFORMAT, "labels: expected an object, got %s", st_mf_type_name(obj));
 	n = json_object_size(obj);
 	if (n > ST_MANIFEST_MAX_LABELS)
 		return st_why(why, whylen, ST_EFORMAT, "labels: %zu entries, more than the limit of %u", n,
@@ -534,7 +540,7 @@ static int parse_labels(const json_t *obj, struct st_manifest *m, char *why, siz
 		if (!st_name_valid(key))
 			return st_why(why, whylen, ST_EBADNAME, "labels: key '%.64s' is not a valid name", key);
 		if (!json_is_string(v))
-			return st_why(why, whylen, ST_EFORMAT, "labels.%s: expected a string, got %s", key, type_name(v));
+			return st_why(why, whylen, ST_EFORMAT, "labels.%s: expected a string, got %s", key, st_mf_type_name(v));
 		if (strlen(json_string_value(v)) != json_string_length(v))
 			return st_why(why, whylen, ST_EFORMAT, "labels.%s: contains a NUL character", key);
 		m->nlabels = i + 1;
@@ -556,10 +562,10 @@ static int parse_labels(const json_t *obj, struct st_manifest *m, char *why, siz
 }
 
 /* Keep a nested object as its canonical text, and remember it is. */
-static int parse_object(const json_t *j, const char *what, char **out, uint64_t *memo, char *why, size_t whylen)
+int st_mf_parse_object(const json_t *j, const char *what, char **out, uint64_t *memo, char *why, size_t whylen)
 {
 	if (!json_is_object(j))
-		return st_why(why, whylen, ST_EFORMAT, "%s: expected an object, got %s", what, type_name(j));
+		return st_why(why, whylen, ST_EFORMAT, "%s: expected an object, got %s", what, st_mf_type_name(j));
 	*out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!*out)
 		return -ENOMEM;
@@ -567,6 +573,25 @@ static int parse_object(const json_t *j, const char *what, char **out, uint64_t 
 	if (len > ST_MANIFEST_MAX_OBJECT)
 		return st_why(why, whylen, ST_EFORMAT, "%s: more than %u bytes", what, ST_MANIFEST_MAX_OBJECT);
 	*memo = canon_memo(*out, len);
+	return 0;
+}
+
+int st_mf_created_get(const json_t *v, uint32_t version, int64_t *out, char *why, size_t whylen)
+{
+	uint64_t u;
+	int rc;
+
+	if (version == 1) {
+		if ((rc = st_mf_get_uint(v, "created", INT64_MAX, &u, why, whylen)) < 0)
+			return rc;
+		*out = (int64_t)u;
+		return 0;
+	}
+	if (!json_is_string(v) || created_parse(json_string_value(v), json_string_length(v), out) < 0)
+		return st_why(why, whylen, ST_EFORMAT, "created: expected a UTC time such as "
+			      "\"2026-12-01T12:00:00.000000000Z\" (nine fractional digits), got %s%.40s%s",
+			      json_is_string(v) ? "'" : "", json_is_string(v) ? json_string_value(v) : st_mf_type_name(v),
+			      json_is_string(v) ? "'" : "");
 	return 0;
 }
 
@@ -582,12 +607,15 @@ static int parse_root(const json_t *root, struct st_manifest *m, char *why, size
 	int rc;
 
 	if (!json_is_object(root))
-		return st_why(why, whylen, ST_EFORMAT, "expected a JSON object at the top, got %s", type_name(root));
+		return st_why(why, whylen, ST_EFORMAT, "expected a JSON object at the top, got %s", st_mf_type_name(root));
 	/* Version first: a newer manifest may well have keys this code does not know. */
 	if (!(v = json_object_get(root, "version")))
 		return st_why(why, whylen, ST_EFORMAT, "missing 'version'");
 	if (!json_is_integer(v))
-		return st_why(why, whylen, ST_EFORMAT, "version: expected an integer, got %s", type_name(v));
+		return st_why(why, whylen, ST_EFORMAT, "version: expected an integer, got %s", st_mf_type_name(v));
+	if (json_integer_value(v) == ST_MANIFEST_DELTA_VERSION)
+		return st_why(why, whylen, ST_EVERSION, "version %u is a manifest delta, which is read with its parent "
+			      "snapshot (st_manifest_delta_apply), not on its own", ST_MANIFEST_DELTA_VERSION);
 	if (json_integer_value(v) < ST_MANIFEST_VERSION_MIN || json_integer_value(v) > ST_MANIFEST_VERSION)
 		return st_why(why, whylen, ST_EVERSION, "version %lld is not supported (this strata reads %u to %u)",
 			      (long long)json_integer_value(v), ST_MANIFEST_VERSION_MIN, ST_MANIFEST_VERSION);
@@ -603,20 +631,11 @@ static int parse_root(const json_t *root, struct st_manifest *m, char *why, size
 	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
 		if (!json_object_get(root, required[i]))
 			return st_why(why, whylen, ST_EFORMAT, "missing '%s'", required[i]);
-	if ((rc = get_uint(json_object_get(root, "mem_size"), "mem_size", INT64_MAX, &m->mem_size, why, whylen)) < 0)
+	if ((rc = st_mf_get_uint(json_object_get(root, "mem_size"), "mem_size", INT64_MAX, &m->mem_size, why, whylen)) < 0)
 		return rc;
-	v = json_object_get(root, "created");
-	if (m->version == 1) {
-		if ((rc = get_uint(v, "created", INT64_MAX, &u, why, whylen)) < 0)
-			return rc;
-		m->created = (int64_t)u;
-	} else if (!json_is_string(v) || created_parse(json_string_value(v), json_string_length(v), &m->created) < 0) {
-		return st_why(why, whylen, ST_EFORMAT, "created: expected a UTC time such as "
-			      "\"2026-12-01T12:00:00.000000000Z\" (nine fractional digits), got %s%.40s%s",
-			      json_is_string(v) ? "'" : "", json_is_string(v) ? json_string_value(v) : type_name(v),
-			      json_is_string(v) ? "'" : "");
-	}
-	if ((rc = get_uint(json_object_get(root, "abi_version"), "abi_version", UINT32_MAX, &u, why, whylen)) < 0)
+	if ((rc = st_mf_created_get(json_object_get(root, "created"), m->version, &m->created, why, whylen)) < 0)
+		return rc;
+	if ((rc = st_mf_get_uint(json_object_get(root, "abi_version"), "abi_version", UINT32_MAX, &u, why, whylen)) < 0)
 		return rc;
 	m->abi_version = (uint32_t)u;
 	if ((rc = parse_layers(json_object_get(root, "layers"), m, why, whylen)) < 0)
@@ -624,15 +643,15 @@ static int parse_root(const json_t *root, struct st_manifest *m, char *why, size
 	if ((rc = parse_ranges(json_object_get(root, "ranges"), m, why, whylen)) < 0)
 		return rc;
 	if ((v = json_object_get(root, "parent"))) {
-		if ((rc = get_id(v, "parent", &m->parent, why, whylen)) < 0)
+		if ((rc = st_mf_get_id(v, "parent", &m->parent, why, whylen)) < 0)
 			return rc;
 		m->has_parent = true;
 	}
-	if ((v = json_object_get(root, "labels")) && (rc = parse_labels(v, m, why, whylen)) < 0)
+	if ((v = json_object_get(root, "labels")) && (rc = st_mf_parse_labels(v, m, why, whylen)) < 0)
 		return rc;
-	if ((v = json_object_get(root, "guest")) && (rc = parse_object(v, "guest", &m->guest, &m->guest_canon, why, whylen)) < 0)
+	if ((v = json_object_get(root, "guest")) && (rc = st_mf_parse_object(v, "guest", &m->guest, &m->guest_canon, why, whylen)) < 0)
 		return rc;
-	if ((v = json_object_get(root, "vcpu")) && (rc = parse_object(v, "vcpu", &m->vcpu, &m->vcpu_canon, why, whylen)) < 0)
+	if ((v = json_object_get(root, "vcpu")) && (rc = st_mf_parse_object(v, "vcpu", &m->vcpu, &m->vcpu_canon, why, whylen)) < 0)
 		return rc;
 	return 0;
 }
@@ -675,12 +694,10 @@ static uint64_t tree_cost(const char *text, size_t len)
 	return cost;
 }
 
-int st_manifest_parse(const char *json, size_t len, struct st_manifest **out, char *why, size_t whylen)
+int st_mf_load(const char *json, size_t len, json_t **out, char *why, size_t whylen)
 {
-	struct st_manifest *m;
 	json_error_t err;
 	json_t *root;
-	int rc;
 
 	if (len > ST_MANIFEST_MAX_BYTES)
 		return st_why(why, whylen, ST_EFORMAT, "manifest is %zu bytes, more than the limit of %u", len,
@@ -699,6 +716,18 @@ int st_manifest_parse(const char *json, size_t len, struct st_manifest **out, ch
 	if (!root)
 		return st_why(why, whylen, ST_EFORMAT, "not valid JSON at line %d column %d: %s", err.line, err.column,
 			      err.text);
+	*out = root;
+	return 0;
+}
+
+int st_manifest_parse(const char *json, size_t len, struct st_manifest **out, char *why, size_t whylen)
+{
+	struct st_manifest *m;
+	json_t *root;
+	int rc;
+
+	if ((rc = st_mf_load(json, len, &root, why, whylen)) < 0)
+		return rc;
 	if ((rc = st_manifest_new(&m)) < 0)
 		goto out_decref;
 	if ((rc = parse_root(root, m, why, whylen)) < 0 || (rc = st_manifest_validate(m, why, whylen)) < 0) {
@@ -713,14 +742,7 @@ out_decref:
 
 /* ---- encoding */
 
-/* A bounded text buffer: the encoding's size is known before it is written. */
-struct out {
-	char *p;
-	size_t len, cap;
-};
-
-static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct out *o, const char *fmt, ...)
+void st_mf_put(struct st_mf_out *o, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -728,6 +750,53 @@ static void put(struct out *o, const char *fmt, ...)
 	int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
 	va_end(ap);
 	o->len += n > 0 ? (size_t)n : 0; /* cap is an upper bound: never truncated */
+}
+
+void st_mf_texts_free(struct st_mf_texts *t)
+{
+	free(t->guest);
+	free(t->vcpu);
+	free(t->labels);
+	*t = (struct st_mf_texts){ 0 };
+}
+
+int st_mf_texts_make(const struct st_manifest *m, struct st_mf_texts *t, char *why, size_t whylen)
+{
+	int rc;
+
+	*t = (struct st_mf_texts){ 0 };
+	if ((m->guest && (rc = check_object_text("guest", m->guest, m->guest_canon, &t->guest, why, whylen)) < 0) ||
+	    (m->vcpu && (rc = check_object_text("vcpu", m->vcpu, m->vcpu_canon, &t->vcpu, why, whylen)) < 0))
+		goto out_free;
+	if (m->nlabels) {
+		json_t *l = json_object();
+		rc = l ? 0 : -ENOMEM;
+		for (size_t i = 0; rc == 0 && i < m->nlabels; i++) {
+			json_t *v = json_string(m->labels[i].value);
+			rc = v && json_object_set_new(l, m->labels[i].key, v) == 0 ? 0 : -ENOMEM;
+		}
+		if (rc == 0 && !(t->labels = json_dumps(l, JSON_COMPACT | JSON_SORT_KEYS)))
+			rc = -ENOMEM;
+		json_decref(l);
+		if (rc < 0)
+			goto out_free;
+	}
+	if (m->version == 1) {
+		snprintf(t->created, sizeof(t->created), "%" PRId64, m->created);
+	} else {
+		char c[CREATED_LEN + 1];
+		if (created_format(m->created, c) < 0) {
+			rc = st_why(why, whylen, ST_EFORMAT, "created is out of range");
+			goto out_free;
+		}
+		snprintf(t->created, sizeof(t->created), "\"%s\"", c);
+	}
+	t->extra = 512 + (t->guest ? strlen(t->guest) : 0) + (t->vcpu ? strlen(t->vcpu) : 0) +
+		   (t->labels ? strlen(t->labels) : 0);
+	return 0;
+out_free:
+	st_mf_texts_free(t);
+	return rc;
 }
 
 /*
@@ -740,76 +809,51 @@ static void put(struct out *o, const char *fmt, ...)
  */
 int st_manifest_encode(const struct st_manifest *m, char **json, size_t *len, char *why, size_t whylen)
 {
-	char *guest = NULL, *vcpu = NULL, *labels = NULL, hex[ST_ID_HEX_LEN + 1];
-	struct out o = { 0 };
+	char hex[ST_ID_HEX_LEN + 1];
+	struct st_mf_texts t;
+	struct st_mf_out o = { 0 };
 	int rc;
 
 	if ((rc = st_manifest_validate(m, why, whylen)) < 0)
 		return rc;
-	if ((m->guest && (rc = check_object_text("guest", m->guest, m->guest_canon, &guest, why, whylen)) < 0) ||
-	    (m->vcpu && (rc = check_object_text("vcpu", m->vcpu, m->vcpu_canon, &vcpu, why, whylen)) < 0))
-		goto out_free;
-	if (m->nlabels) {
-		json_t *l = json_object();
-		rc = l ? 0 : -ENOMEM;
-		for (size_t i = 0; rc == 0 && i < m->nlabels; i++) {
-			json_t *v = json_string(m->labels[i].value);
-			rc = v && json_object_set_new(l, m->labels[i].key, v) == 0 ? 0 : -ENOMEM;
-		}
-		if (rc == 0 && !(labels = json_dumps(l, JSON_COMPACT | JSON_SORT_KEYS)))
-			rc = -ENOMEM;
-		json_decref(l);
-		if (rc < 0)
-			goto out_free;
-	}
+	if ((rc = st_mf_texts_make(m, &t, why, whylen)) < 0)
+		return rc;
 	/* Every integer fits in 20 digits; every fixed piece in 64 bytes. */
-	o.cap = 512 + (size_t)m->nlayers * (ST_ID_HEX_LEN + 64) + m->nranges * (4 * 21 + 8) +
-		(guest ? strlen(guest) : 0) + (vcpu ? strlen(vcpu) : 0) + (labels ? strlen(labels) : 0);
+	o.cap = t.extra + (size_t)m->nlayers * (ST_ID_HEX_LEN + 64) + m->nranges * (4 * 21 + 8);
 	if (!(o.p = st_sys_malloc(o.cap))) {
 		rc = -ENOMEM;
 		goto out_free;
 	}
-	if (m->version == 1) {
-		put(&o, "{\"abi_version\":%" PRIu32 ",\"created\":%" PRId64, m->abi_version, m->created);
-	} else {
-		char created[CREATED_LEN + 1];
-		if (created_format(m->created, created) < 0) {
-			rc = ST_EFORMAT;
-			goto out_free;
-		}
-		put(&o, "{\"abi_version\":%" PRIu32 ",\"created\":\"%s\"", m->abi_version, created);
-	}
-	if (guest)
-		put(&o, ",\"guest\":%s", guest);
-	if (labels)
-		put(&o, ",\"labels\":%s", labels);
-	put(&o, ",\"layers\":[");
+	st_mf_put(&o, "{\"abi_version\":%" PRIu32 ",\"created\":%s", m->abi_version, t.created);
+	if (t.guest)
+		st_mf_put(&o, ",\"guest\":%s", t.guest);
+	if (t.labels)
+		st_mf_put(&o, ",\"labels\":%s", t.labels);
+	st_mf_put(&o, ",\"layers\":[");
 	for (uint32_t i = 0; i < m->nlayers; i++) {
 		st_id_format(&m->layers[i].id, hex);
-		put(&o, "%s{\"id\":\"%s\",\"pages\":%" PRIu64 "}", i ? "," : "", hex, m->layers[i].pages);
+		st_mf_put(&o, "%s{\"id\":\"%s\",\"pages\":%" PRIu64 "}", i ? "," : "", hex, m->layers[i].pages);
 	}
-	put(&o, "],\"mem_size\":%" PRIu64, m->mem_size);
+	st_mf_put(&o, "],\"mem_size\":%" PRIu64, m->mem_size);
 	if (m->has_parent) {
 		st_id_format(&m->parent, hex);
-		put(&o, ",\"parent\":\"%s\"", hex);
+		st_mf_put(&o, ",\"parent\":\"%s\"", hex);
 	}
-	put(&o, ",\"ranges\":[");
+	st_mf_put(&o, ",\"ranges\":[");
 	for (uint64_t i = 0; i < m->nranges; i++) {
 		const struct st_range *r = &m->ranges[i];
-		put(&o, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu32 ",%" PRIu64 "]", i ? "," : "", r->gpage, r->npages,
-		    r->layer, r->lpage);
+		st_mf_put(&o, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu32 ",%" PRIu64 "]", i ? "," : "", r->gpage, r->npages,
+			  r->layer, r->lpage);
 	}
-	put(&o, "]");
-	if (vcpu)
-		put(&o, ",\"vcpu\":%s", vcpu);
-	put(&o, ",\"version\":%" PRIu32 "}", m->version);
+	st_mf_put(&o, "]");
+	if (t.vcpu)
+		st_mf_put(&o, ",\"vcpu\":%s", t.vcpu);
+	st_mf_put(&o, ",\"version\":%" PRIu32 "}", m->version);
 	*json = o.p;
 	*len = o.len;
 	rc = 0;
 out_free:
-	free(guest);
-	free(vcpu);
-	free(labels);
+	st_mf_texts_free(&t);
 	return rc;
 }
 

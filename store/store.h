@@ -49,6 +49,7 @@
 #define ST_PAGE_SIZE 4096u
 #define ST_MANIFEST_VERSION 2u  /* manifest.json "version" this code writes */
 #define ST_MANIFEST_VERSION_MIN 1u /* the oldest it reads: 1 has `created` as an integer */
+#define ST_MANIFEST_DELTA_VERSION 3u /* a manifest delta's "version": read with its parent (st_manifest_delta_*) */
 #define ST_STORE_VERSION 1u     /* STORE/format version this code writes and reads */
 #define ST_ID_HEX_LEN 32        /* an id's text form, without the terminating NUL */
 #define ST_NAME_MAX 128         /* longest tag / label key */
@@ -528,6 +529,62 @@ uint64_t st_manifest_layer_pages(const struct st_manifest *m);
  * layer; -ENOENT if the page is a hole (reads as zero; *layer and *lpage
  * untouched). m's ranges must be sorted (a valid manifest). O(log nranges). */
 int st_manifest_lookup(const struct st_manifest *m, uint64_t gpage, uint32_t *layer, uint64_t *lpage);
+
+/* --------------------------------------------------------- manifest deltas */
+
+/*
+ * A manifest delta (docs/formats.md, "Manifest deltas") is a child
+ * snapshot's manifest written against its parent's: the child's own fields,
+ * its layers as runs of the parent's layer list plus any new ones, and only
+ * the guest pages whose mapping differs from the parent's. It names the
+ * snapshot id it stands for, which is still the XXH3-128 of the child's
+ * canonical FULL encoding (st_manifest_id): a delta is a way to store and
+ * send a manifest, never a new meaning of an id. Only version 2 children
+ * are written as deltas; the parent may be any version.
+ */
+/* Most overrides one delta may list: a child's ranges and the holes
+ * between them. */
+#define ST_MANIFEST_DELTA_MAX_OVERRIDES (2u * ST_MANIFEST_MAX_RANGES + 1u)
+
+/*
+ * The canonical delta of child against parent (both valid; child->parent
+ * must be parent_id, the parent's id, which the caller knows and is not
+ * checked here against parent's bytes) into *json (malloc'd,
+ * NUL-terminated, *len without the NUL). child_id may be NULL (then it is
+ * computed). One pair (parent, child) has one delta. Errors: the
+ * manifests' validation errors, -EINVAL (child has no parent or another
+ * one), ST_EVERSION (child is not version 2), -ENOMEM; *json and *len
+ * untouched.
+ */
+int st_manifest_delta_encode(const struct st_manifest *parent, const st_id *parent_id,
+			     const struct st_manifest *child, const st_id *child_id, char **json, size_t *len,
+			     char *why, size_t whylen);
+/*
+ * Read which snapshot a delta stands for (*id) and which parent it needs
+ * (*parent), without the parent: parsed under the manifest's size and tree
+ * limits, its keys and these two checked, nothing else. 0; ST_EFORMAT (not
+ * JSON, not an object, an id missing or malformed), ST_EVERSION (version is
+ * not ST_MANIFEST_DELTA_VERSION: not a delta), -ENOMEM; *id and *parent
+ * untouched.
+ */
+int st_manifest_delta_peek(const char *json, size_t len, st_id *id, st_id *parent, char *why, size_t whylen);
+/*
+ * Rebuild the full manifest a delta stands for from parent (valid, with id
+ * parent_id) into *out (st_manifest_free; sealed) and its id into *id (may
+ * be NULL). Checked, each with why saying which: the text is a delta
+ * (ST_EVERSION), in canonical form (ST_EFORMAT: exactly what
+ * st_manifest_delta_encode writes for this parent and result), of this
+ * parent (ST_EFORMAT "a delta of X"), every layer run inside the parent's
+ * list, every override sorted, disjoint, inside memory and its layer
+ * (ST_ELAYOUT), counts under ST_MANIFEST_MAX_LAYERS and
+ * ST_MANIFEST_DELTA_MAX_OVERRIDES before anything is allocated for them,
+ * pages the child keeps from the parent lying in layers the child lists
+ * (ST_ELAYOUT), the result a valid manifest (its validation errors), and
+ * the result's canonical encoding hashing to the id the delta claims
+ * (ST_ECORRUPT). -ENOMEM. On failure *out and *id are untouched.
+ */
+int st_manifest_delta_apply(const struct st_manifest *parent, const st_id *parent_id, const char *json, size_t len,
+			    struct st_manifest **out, st_id *id, char *why, size_t whylen);
 
 /* ------------------------------------------------- snapshot directories */
 

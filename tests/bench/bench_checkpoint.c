@@ -14,6 +14,9 @@
 #include "index/index.h"
 #include "store/store.h"
 #include "vmm/vmm.h"
+#ifdef IX_DELTA_DEPTH_MAX
+#include "index/index_int.h" /* the record as stored: a manifest delta or the whole text */
+#endif
 
 /*
  * One sandbox (medium: a 64 MiB heap) in a store with the full sync
@@ -37,6 +40,8 @@ struct ckpt {
 	unsigned n;                 /* checkpoints made */
 	uint64_t pages_captured;    /* what the captures wrote to layers, pages */
 	int floor_fd;
+	st_id *ids;                 /* the chain's checkpoints, oldest first */
+	size_t nids, capids;
 };
 
 static struct ckpt *chain; /* the chain's state, kept for the restore cases after it */
@@ -61,6 +66,7 @@ static void ckpt_free(struct ckpt *c)
 		return;
 	vmm_sandbox_free(c->sb);
 	st_manifest_free(c->last);
+	free(c->ids);
 	ix_close(c->ix);
 	st_store_close(c->st);
 	if (c->floor_fd >= 0)
@@ -161,7 +167,40 @@ static int ckpt_iter(void *state, struct bench_timer *t)
 	c->last = m;
 	c->last_id = id;
 	c->n++;
+	if (c->nids == c->capids) {
+		size_t cap = c->capids ? 2 * c->capids : 256;
+		st_id *v = realloc(c->ids, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		c->ids = v;
+		c->capids = cap;
+	}
+	c->ids[c->nids++] = id;
 	return 0;
+}
+
+/* The index side of the chain: the bytes of its snapshot records as
+ * stored, beside the bytes of its manifests written whole. */
+static void chain_records(const struct ckpt *c, uint64_t *stored, uint64_t *whole)
+{
+	struct ix_txn *t;
+
+	*stored = *whole = 0;
+	if (ix_txn_begin(c->ix, &t) < 0)
+		return;
+	for (size_t i = 0; i < c->nids; i++) {
+		struct ix_snap_info info;
+		if (ix_snap_info(t, &c->ids[i], &info) < 0)
+			break;
+		*whole += info.manifest_len;
+		*stored += info.manifest_len;
+#ifdef IX_DELTA_DEPTH_MAX
+		MDB_val v;
+		if (ix_snap_rec_get(c->ix, t->txn, &c->ids[i], &v) == 0)
+			*stored += v.mv_size - info.manifest_len;
+#endif
+	}
+	ix_txn_end(t);
 }
 
 static uint64_t du_sum;
@@ -263,6 +302,10 @@ void bench_checkpoint(struct bench *b)
 		bench_note(b, "checkpoint/unique_per_checkpoint", PAGES * 4.0, "KiB (new pages each call writes)");
 		bench_note(b, "checkpoint/last_layers", chain->last->nlayers, "layers");
 		bench_note(b, "checkpoint/last_ranges", chain->last->nranges, "ranges");
+		uint64_t stored, whole;
+		chain_records(chain, &stored, &whole);
+		bench_note(b, "checkpoint/index_records_per_checkpoint", (double)stored / chain->nids, "B (snapshot records as stored)");
+		bench_note(b, "checkpoint/manifests_whole_per_checkpoint", (double)whole / chain->nids, "B (the same manifests whole)");
 	}
 	struct st_manifest *flat = NULL;
 	if (flat_new(chain, &flat) == 0) {

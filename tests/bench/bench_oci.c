@@ -15,10 +15,14 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <ftw.h>
 
 #include "bench.h"
 #include "index/registry.h"
 #include "index/index.h"
+#ifdef IX_DELTA_DEPTH_MAX
+#include "index/index_int.h" /* the record as stored: a manifest delta or the whole text */
+#endif
 #include "store/store.h"
 
 extern char **environ;
@@ -50,6 +54,11 @@ struct oci_bench {
 	unsigned npair;
 	uint64_t last_sha;      /* sha256 bytes of the last push */
 	uint64_t last_moved;    /* blob bytes the last push / pull moved */
+	/* What committing a child added to the store: its new layers' bytes,
+	 * and its record in the index; [0] "child", [1] "schild". */
+	struct added {
+		uint64_t store_pages, store_record, ranges, manifest;
+	} add[2];
 };
 
 bool bench_have(const char *prog)
@@ -217,6 +226,177 @@ static int hyperlight_layout(struct oci_bench *ob, unsigned seq)
 }
 
 /* base: 256 MiB, 64 MiB of it random; child: 1,024 pages changed at random places in it. */
+/* The store side of the child: the bytes of its layers base lacks, and of
+ * its index record (the whole manifest, or the delta it is stored as). */
+static void child_added(struct oci_bench *ob, struct added *a, const struct st_manifest *base,
+			const struct st_manifest *child, const st_id *cid)
+{
+	struct ix_txn *t;
+
+	a->store_pages = 0;
+	for (uint32_t i = 0; i < child->nlayers; i++) {
+		bool old = false;
+		for (uint32_t j = 0; j < base->nlayers && !old; j++)
+			old = st_id_equal(&child->layers[i].id, &base->layers[j].id);
+		if (!old)
+			a->store_pages += child->layers[i].pages * ST_PAGE_SIZE;
+	}
+	a->ranges = child->nranges;
+	if (ix_txn_begin(ob->ix, &t) < 0)
+		return;
+	struct ix_snap_info info;
+	if (ix_snap_info(t, cid, &info) == 0)
+		a->manifest = a->store_record = info.manifest_len;
+#ifdef IX_DELTA_DEPTH_MAX
+	MDB_val v;
+	if (ix_snap_rec_get(ob->ix, t->txn, cid, &v) == 0)
+		a->store_record = v.mv_size;
+#endif
+	ix_txn_end(t);
+}
+
+/* The blob files of the registry's filesystem storage
+ * (ROOT/docker/registry/v2/blobs/sha256/ab/HEX/data): digest and size. */
+struct reg_blob {
+	char hex[65];
+	uint64_t size;
+};
+static struct reg_blob *walk_v;
+static size_t walk_n, walk_cap;
+
+static int walk_one(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	size_t len = strlen(path);
+
+	(void)f;
+	if (type != FTW_F || len < 70 || strcmp(path + len - 5, "/data") != 0)
+		return 0;
+	if (walk_n == walk_cap) {
+		size_t cap = walk_cap ? 2 * walk_cap : 64;
+		struct reg_blob *v = realloc(walk_v, cap * sizeof(*v));
+		if (!v)
+			return -1;
+		walk_v = v;
+		walk_cap = cap;
+	}
+	memcpy(walk_v[walk_n].hex, path + len - 69, 64);
+	walk_v[walk_n].hex[64] = '\0';
+	walk_v[walk_n++].size = (uint64_t)st->st_size;
+	return 0;
+}
+
+static struct reg_blob *reg_blobs(const struct oci_bench *ob, size_t *n)
+{
+	char root[400];
+
+	snprintf(root, sizeof(root), "%s/registry/docker/registry/v2/blobs", ob->dir);
+	walk_v = NULL;
+	walk_n = walk_cap = 0;
+	nftw(root, walk_one, 16, FTW_PHYS);
+	*n = walk_n;
+	return walk_v;
+}
+
+/* The registry side of pushing the child next to its parent: bytes of the
+ * new blob files that are the child's layers (pages) and of the others
+ * (config, chunk indexes, the OCI manifest). */
+static void note_child_added(struct bench *b, struct oci_bench *ob, const char *name, const char *tag,
+			     const struct added *a, const struct reg_blob *before, size_t nbefore)
+{
+	struct st_manifest *m = NULL;
+	struct ix_txn *t;
+	size_t nafter;
+	struct reg_blob *after = reg_blobs(ob, &nafter);
+	uint64_t pages = 0, other = 0;
+	char n[160];
+	st_id cid;
+
+	if (ix_txn_begin(ob->ix, &t) < 0)
+		goto out;
+	int rc = ix_tag_get(t, tag, &cid) == 0 && ix_snap_get(t, &cid, &m) == 0 ? 0 : -ENOENT;
+	ix_txn_end(t);
+	if (rc < 0)
+		goto out;
+	for (size_t i = 0; i < nafter; i++) {
+		bool old = false, layer = false;
+		for (size_t j = 0; j < nbefore && !old; j++)
+			old = strcmp(before[j].hex, after[i].hex) == 0;
+		if (old)
+			continue;
+		for (uint32_t k = 0; k < m->nlayers && !layer; k++) {
+			uint8_t sha[ST_SHA256_LEN];
+			char dg[ST_DIGEST_LEN + 1];
+			if (ix_sha256_get(ob->ix, &m->layers[k].id, sha) == 0) {
+				st_digest_format(sha, dg);
+				layer = strcmp(dg + 7, after[i].hex) == 0;
+			}
+		}
+		*(layer ? &pages : &other) += after[i].size;
+	}
+	snprintf(n, sizeof(n), "%s/registry_pages_added", name);
+	bench_note(b, n, (double)pages, "B");
+	snprintf(n, sizeof(n), "%s/registry_other_added", name);
+	bench_note(b, n, (double)other, "B");
+	snprintf(n, sizeof(n), "%s/store_pages_added", name);
+	bench_note(b, n, (double)a->store_pages, "B");
+	snprintf(n, sizeof(n), "%s/store_record_bytes", name);
+	bench_note(b, n, (double)a->store_record, "B");
+	snprintf(n, sizeof(n), "%s/full_manifest_bytes", name);
+	bench_note(b, n, (double)a->manifest, "B");
+	snprintf(n, sizeof(n), "%s/child_ranges", name);
+	bench_note(b, n, (double)a->ranges, "ranges");
+out:
+	st_manifest_free(m);
+	free(after);
+}
+
+/* The issue's case: a parent of 64 MiB of pages scattered over 256 MiB
+ * (16,384 random pages), and a child that changes 1,024 of them (4 MiB),
+ * 12,813 ranges in all: tagged "sbase" and "schild". */
+static int make_scattered(struct oci_bench *ob)
+{
+	struct st_manifest *base = NULL, *child = NULL;
+	uint8_t *img = mmap(NULL, IMAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	static uint32_t at[NONZERO / ST_PAGE_SIZE];
+	static uint8_t hit[IMAGE / ST_PAGE_SIZE];
+	uint64_t x = 0x2545f4914f6cdd1dull;
+	st_id cid;
+	int rc;
+
+	if (img == MAP_FAILED)
+		return -ENOMEM;
+	memset(hit, 0, sizeof(hit));
+	for (unsigned i = 0; i < NONZERO / ST_PAGE_SIZE;) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint64_t page = x % (IMAGE / ST_PAGE_SIZE);
+		if (hit[page])
+			continue;
+		hit[page] = 1;
+		at[i] = (uint32_t)page;
+		bench_fill(img + page * ST_PAGE_SIZE, ST_PAGE_SIZE, 5000000 + i++);
+	}
+	if ((rc = st_ingest_image(ob->s, img, IMAGE, NULL, &base, NULL)) < 0 ||
+	    (rc = ix_snap_commit(ob->ix, base, "sbase", IX_TAG_FORCE, NULL)) < 0)
+		goto out_free;
+	for (unsigned i = 0; i < CHANGE_PAGES;) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint32_t page = at[x % (NONZERO / ST_PAGE_SIZE)];
+		if (hit[page] == 2)
+			continue;
+		hit[page] = 2;
+		bench_fill(img + (uint64_t)page * ST_PAGE_SIZE, ST_PAGE_SIZE, 7000000 + i++);
+	}
+	if ((rc = st_ingest_image(ob->s, img, IMAGE, base, &child, NULL)) < 0 ||
+	    (rc = ix_snap_commit(ob->ix, child, "schild", IX_TAG_FORCE, &cid)) < 0)
+		goto out_free;
+	child_added(ob, &ob->add[1], base, child, &cid);
+out_free:
+	st_manifest_free(base);
+	st_manifest_free(child);
+	munmap(img, IMAGE);
+	return rc;
+}
+
 static int make_snapshots(struct oci_bench *ob)
 {
 	struct st_manifest *base = NULL, *child = NULL;
@@ -246,9 +426,11 @@ static int make_snapshots(struct oci_bench *ob)
 		hit[page] = 1;
 		bench_fill(img + page * ST_PAGE_SIZE, ST_PAGE_SIZE, 1000 + i++);
 	}
+	st_id cid;
 	if ((rc = st_ingest_image(ob->s, img, IMAGE, base, &child, NULL)) < 0 ||
-	    (rc = ix_snap_commit(ob->ix, child, "child", IX_TAG_FORCE, NULL)) < 0)
+	    (rc = ix_snap_commit(ob->ix, child, "child", IX_TAG_FORCE, &cid)) < 0)
 		goto out_free;
+	child_added(ob, &ob->add[0], base, child, &cid);
 out_free:
 	st_manifest_free(base);
 	st_manifest_free(child);
@@ -270,7 +452,8 @@ static int ob_setup(void **state, const void *arg)
 	}
 	snprintf(ob->src, sizeof(ob->src), "%s/src", ob->dir);
 	if ((rc = ix_registry_global_init()) < 0 || (rc = open_store(ob->src, &ob->s, &ob->ix)) < 0 ||
-	    (rc = bench_registry_start(ob->dir, ob->reg_port, &ob->reg)) < 0 || (rc = make_snapshots(ob)) < 0) {
+	    (rc = bench_registry_start(ob->dir, ob->reg_port, &ob->reg)) < 0 || (rc = make_snapshots(ob)) < 0 ||
+	    (rc = make_scattered(ob)) < 0) {
 		ob_free(ob);
 		return rc;
 	}
@@ -634,8 +817,28 @@ void bench_oci(struct bench *b)
 	if (push(ob, "base", "full0") < 0)
 		goto out;
 	uint64_t first_sha = ob->last_sha;
-	if (push(ob, "child", "full0") < 0)
+	/* The child's first push, next to its parent: what it adds to the
+	 * registry's storage (every later push finds its blobs there). */
+	size_t nbefore;
+	struct reg_blob *before = reg_blobs(ob, &nbefore);
+	if (push(ob, "child", "full0") < 0) {
+		free(before);
 		goto out;
+	}
+	note_child_added(b, ob, "oci/push_child_4MiB", "child", &ob->add[0], before, nbefore);
+	free(before);
+	/* The case, the same way: the parent first, then the child. */
+	if (push(ob, "sbase", "scattered") < 0)
+		goto out;
+	before = reg_blobs(ob, &nbefore);
+	if (push(ob, "schild", "scattered") < 0) {
+		free(before);
+		goto out;
+	}
+	note_child_added(b, ob, "oci/push_child_4MiB_scattered", "schild", &ob->add[1], before, nbefore);
+	bench_note(b, "oci/push_child_4MiB_scattered/wire_up", (double)ob->last.up, "B");
+	bench_note(b, "oci/push_child_4MiB_scattered/wire_down", (double)ob->last.down, "B");
+	free(before);
 	ob->last_sha = first_sha;
 	bench_note(b, "oci/first_push/sha256_bytes", (double)ob->last_sha, "B");
 	{

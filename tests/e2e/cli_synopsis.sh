@@ -18,7 +18,7 @@ tested=(
 	'strata verify [--json] [TAG|ID|SNAPSHOT_DIR...]'
 	'strata fsck [--quick] [--repair] [--json]'
 	'strata export TAG|ID DIR'
-	'strata export --oci DIR [TAG|ID...]'
+	'strata export --oci [--whole-configs] DIR [TAG|ID...]'
 	'strata import DIR [--tag NAME] [--force]'
 	'strata push [OPTIONS] TAG|ID REGISTRY/REPOSITORY[:TAG]'
 	'strata pull [OPTIONS] REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]'
@@ -48,6 +48,8 @@ ok "export TAG DIR" st "$S" export base "$T/exp"
 ok "import DIR --tag NAME --force" st "$S" import "$T/exp" --tag again --force
 ok "export --oci DIR TAG, and import of it" bash -c \
 	"st '$S' export --oci '$T/oci' base >/dev/null && st '$S' import '$T/oci' --tag fromoci --force >/dev/null"
+ok "export --oci --whole-configs DIR TAG, and import of it" bash -c \
+	"st '$S' export --oci --whole-configs '$T/ociw' child >/dev/null && st '$S' import '$T/ociw' --tag fromociw --force >/dev/null"
 # push and pull as written, against a port nothing listens on: parsed (not a usage error, 2), refused for the connection (1)
 ok "push [OPTIONS] TAG REGISTRY/REPOSITORY:TAG parses and fails for the connection" bash -c \
 	"st '$S' push --insecure base 127.0.0.1:9/strata/x:t >/dev/null 2>&1; test \$? -eq 1"

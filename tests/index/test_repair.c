@@ -409,6 +409,35 @@ Test(repair, children_lists_are_rebuilt_from_the_parents)
 	cr_assert_eq(fsck_errors(T.ix), 0);
 }
 
+/* A record stored as a delta needs its parent's: damage to the parent's
+ * record is damage to it too, named and repaired like its own. */
+Test(repair, a_delta_child_of_a_damaged_record_is_reported_and_saved_too)
+{
+	unsigned s1[] = { 1, 2 }, s2[] = { 2, 3 };
+	st_id a = commit_seeds(&T, s1, 2, NULL, "a");
+	st_id b = commit_seeds(&T, s2, 2, &a, "b");
+	struct seen s = { 0 };
+	struct ix_txn *t;
+	MDB_val rec;
+	char hex[ST_ID_HEX_LEN + 1], want[64], path[600];
+
+	cr_assert_eq(ix_txn_begin(T.ix, &t), 0);
+	cr_assert_eq(ix_snap_rec_get(T.ix, t->txn, &b, &rec), 0);
+	cr_assert(ix_snap_text_is_delta(rec.mv_data, rec.mv_size), "b is stored as a delta of a");
+	ix_txn_end(t);
+	raw_put(3, a.b, 16, "{\"not\":\"a manifest\"}", 20);
+	cr_assert_geq(fsck_errors(T.ix), 2, "a, and b which is rebuilt from it");
+	cr_assert_eq(repair(&s, NULL), 0);
+	st_id_format(&b, hex);
+	snprintf(want, sizeof(want), "%s.record", hex);
+	cr_assert(lf_find(want, path, sizeof(path)), "b's delta is kept in lost+found");
+	cr_assert_eq(ix_txn_begin(T.ix, &t), 0);
+	cr_assert_not(ix_snap_has(t, &a));
+	cr_assert_not(ix_snap_has(t, &b));
+	ix_txn_end(t);
+	cr_assert_eq(fsck_errors(T.ix), 0);
+}
+
 Test(repair, a_damaged_snapshot_record_is_saved_then_removed_with_its_tags)
 {
 	unsigned s1[] = { 1, 2 }, s2[] = { 2, 3 };
@@ -421,6 +450,17 @@ Test(repair, a_damaged_snapshot_record_is_saved_then_removed_with_its_tags)
 	st_id got;
 
 	cr_assert_eq(ix_tag_set(T.ix, "a2", &a, 0), 0);
+	/* b stored whole (as strata wrote every record before deltas): it
+	 * needs nothing of a's record. */
+	const void *raw;
+	size_t rl;
+	cr_assert_eq(ix_txn_begin(T.ix, &t), 0);
+	cr_assert_eq(ix_snap_get_raw(t, &b, &raw, &rl), 0);
+	char *whole = malloc(rl);
+	memcpy(whole, raw, rl);
+	ix_txn_end(t);
+	raw_put(3, b.b, 16, whole, rl);
+	free(whole);
 	raw_put(3, a.b, 16, "{\"not\":\"a manifest\"}", 20);
 	cr_assert(fsck_kinds(T.ix, 0) & (1u << IX_PROBLEM_SNAPSHOT));
 
