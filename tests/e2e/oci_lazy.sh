@@ -295,7 +295,12 @@ setmode "delay 100"
 clearlog
 check "8 sandboxes of one lazy snapshot at once (pool) run" 0 'first call' -- st "$GL3" pool big -n 8 --call counter_next
 setmode pass
-is "... each chunk fetched once" "$(awk '$5 ~ /^bytes=/ && index($2, "/v2/lazy/guest/") == 1 { print $5 }' "$T/mode.log" | sort | uniq -d | wc -l) $(range_bytes lazy/guest)" "0 $gb"
+# No range twice; and what one sandbox fetches, or one chunk more: a
+# layer with no chunk present yet is mapped with the kernel's read-around
+# (vmm/reset.c, docs/lazy.md), so the first of eight faults at once may
+# reach into the next chunk, depending on which page faults first.
+pb=$(range_bytes lazy/guest)
+is "... each chunk fetched once" "$(awk '$5 ~ /^bytes=/ && index($2, "/v2/lazy/guest/") == 1 { print $5 }' "$T/mode.log" | sort | uniq -d | wc -l) $([ "$pb" -ge "$gb" ] && [ "$pb" -le $((gb + 262144)) ] && echo "$gb or one chunk more" || echo "$pb")" "0 $gb or one chunk more"
 GL5=$T/gl5
 newstore "$GL5"
 st "$GL5" pull --lazy --insecure --tag big "$P/lazy/guest:v1" >/dev/null
