@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "fs/fs_int.h"
-#include "index/lazy.h"
+#include "index/dist/dist.h"
 #include "fs/ops.h"
 #include "store/mountabi.h"
 #include "store/sys.h"

@@ -102,7 +102,7 @@ static int commit_fn(struct ix *ix, MDB_txn *txn, void *arg)
 		 * each checked against its record's chunk index, which is the
 		 * word of the registry that record came from. That holds for
 		 * this snapshot because only a pull from that same source
-		 * (ix_lazy_rec_match in oci.c) lets a pulled snapshot name the
+		 * (ix_lazy_rec_match, in index/dist/oci.c) lets a pulled snapshot name the
 		 * layer without its blob; imports bring every layer's bytes
 		 * and captures name their parent's layers. */
 		if (rc == -ENOENT && ix_lazy_rec_has(ix, txn, lid, &have))

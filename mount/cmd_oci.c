@@ -13,8 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "index/lazy.h"
-#include "index/registry.h"
+#include "index/dist/dist.h"
 #include "index/index.h"
 #include "store/store.h"
 

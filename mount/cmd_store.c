@@ -14,6 +14,7 @@
 
 #include "store/array.h"
 #include "cli.h"
+#include "index/dist/dist.h"
 #include "index/index.h"
 #include "index/lazy.h"
 #include "store/store.h"
@@ -109,7 +110,7 @@ static void fmt_count(char *buf, size_t len, uint64_t v)
 }
 
 /* What of a snapshot is lazy (pulled with --lazy, chunks fetched on
- * demand: index/lazy.h): its lazy layers, their chunks and how many of
+ * demand: index/dist/dist.h): its lazy layers, their chunks and how many of
  * them the store holds. */
 struct lazy_sum {
 	uint32_t layers;        /* lazy layers */

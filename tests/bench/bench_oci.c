@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "index/registry.h"
+#include "index/dist/dist.h"
 #include "index/index.h"
 #include "store/store.h"
 

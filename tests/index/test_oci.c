@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "index/dist/dist.h"
 #include "index/index.h"
 #include "store/sys.h"
 #include "tests/index/helpers.h"

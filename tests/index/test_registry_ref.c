@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "index/registry.h"
+#include "index/dist/dist.h"
 
 /* The parser works on a copy of its own and moves it into *out: every
  * string must read right from *out, not from the parser's stack. */

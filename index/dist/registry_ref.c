@@ -1,11 +1,11 @@
-/* ref.c: registry references (REGISTRY/REPO[:TAG|@DIGEST]) and credentials from docker-style auth files. */
+/* registry_ref.c: registry references (REGISTRY/REPO[:TAG|@DIGEST]) and credentials from docker-style auth files. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "index/registry.h"
+#include "index/dist/dist.h"
 
 /* A repository path component: [a-z0-9]+ joined by '.', '_', '__' or '-'s. */
 static bool component_valid(const char *s, size_t n)

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "index/index_int.h"
-#include "index/registry.h"
+#include "index/dist/dist.h"
 
 #define EMPTY_TYPE "application/vnd.oci.empty.v1+json"
 #define EMPTY_DIGEST "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"

@@ -11,6 +11,7 @@
 
 #include "store/array.h"
 #include "index/index_int.h"
+#include "index/dist/dist.h"
 #include "store/sys.h"
 
 #define LAYOUT_CHUNK (1u << 20)

@@ -11,6 +11,7 @@
 #include "store/array.h"
 #include "index/index_int.h"
 #include "index/lazy.h"
+#include "index/dist/dist.h"
 
 /* Blob bytes are hashed and copied in chunks of this size. */
 #define OCI_CHUNK (1u << 20)

@@ -14,12 +14,12 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include "index/curl_dl.h"
+#include "index/dist/curl_dl.h"
 #include <jansson.h>
 
 #include "store/array.h"
 #include "index/index_int.h"
-#include "index/registry.h"
+#include "index/dist/dist.h"
 
 /* An error body kept for the message (registries answer JSON errors). */
 #define ERRBODY_MAX 512
