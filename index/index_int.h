@@ -1,10 +1,12 @@
-/* index_int.h: not installed: declarations shared by index/ and index/dist/ (LMDB handles, records, the write loop). */
+/* index_int.h: not installed: shared by index/, index/dist/ and the index tests: LMDB handles, records, the write loop. */
 #ifndef STRATA_INDEX_INDEX_INT_H
 #define STRATA_INDEX_INDEX_INT_H
 
 #include <lmdb.h>
 #include <pthread.h>
 
+#include "store/error.h"
+#include "store/sys.h"
 #include "index/index.h"
 #include "index/dist/dist.h"
 
@@ -138,11 +140,9 @@ int ix_lf_rec_save(struct ix *ix, const MDB_val *k, const MDB_val *v, struct ix_
  * with what was changed (the caller frees fixes->v). */
 int ix_repair_index(struct ix *ix, const struct ix_saved_rec *saved, size_t nsaved, struct ix_fixes *fixes);
 
-/* Write a formatted one-line reason into why (if non-NULL) and return code (oci.c). */
 /* An import or pull that failed: delete the blobs it added that no snapshot
  * references by now (one write txn; best effort, gc reclaims leftovers). */
 void ix_blobs_rollback(struct ix *ix, const st_id *ids, size_t n);
-int ix_why(char *why, size_t whylen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* sha256.c: record n (id, sha256) pairs in one transaction (ST_EREADONLY without the table). */
 int ix_sha256_put(struct ix *ix, const st_id *ids, const uint8_t (*shas)[ST_SHA256_LEN], size_t n);
 

@@ -143,21 +143,21 @@ int ix_chunks_parse(const void *buf, size_t len, struct ix_chunks **out, char *w
 	int rc;
 
 	if (len < IX_CHUNKS_HEADER || memcmp(b, chunks_magic, sizeof(chunks_magic)) != 0)
-		return ix_why(why, whylen, ST_EFORMAT, "not a strata chunk index (no STRCHK1 header)");
+		return st_why(why, whylen, ST_EFORMAT, "not a strata chunk index (no STRCHK1 header)");
 	memcpy(layer.b, b + 8, 16);
 	size = get64(b + 24);
 	cs = get32(b + 32);
 	if (get32(b + 36) != 0)
-		return ix_why(why, whylen, ST_EFORMAT, "chunk index: reserved bytes are not zero");
+		return st_why(why, whylen, ST_EFORMAT, "chunk index: reserved bytes are not zero");
 	if (!chunk_size_ok(cs))
-		return ix_why(why, whylen, ST_EFORMAT, "chunk index: chunk size %" PRIu32 " is not a power of two in %u..%u",
+		return st_why(why, whylen, ST_EFORMAT, "chunk index: chunk size %" PRIu32 " is not a power of two in %u..%u",
 			      cs, IX_CHUNK_MIN, IX_CHUNK_MAX);
 	if (size == 0 || size % ST_PAGE_SIZE || size > ST_MANIFEST_MAX_MEM)
-		return ix_why(why, whylen, ST_EFORMAT, "chunk index: layer size %" PRIu64 " is not whole pages up to 4 GiB",
+		return st_why(why, whylen, ST_EFORMAT, "chunk index: layer size %" PRIu64 " is not whole pages up to 4 GiB",
 			      size);
 	n = (size + cs - 1) / cs;
 	if ((len - IX_CHUNKS_HEADER) % 16 || (len - IX_CHUNKS_HEADER) / 16 != n)
-		return ix_why(why, whylen, ST_EFORMAT, "chunk index: %zu bytes, a layer of %" PRIu64 " bytes in chunks of %"
+		return st_why(why, whylen, ST_EFORMAT, "chunk index: %zu bytes, a layer of %" PRIu64 " bytes in chunks of %"
 			      PRIu32 " needs %" PRIu64, len, size, cs, IX_CHUNKS_HEADER + n * 16);
 	if ((rc = chunks_alloc(&layer, size, cs, &c)) < 0)
 		return rc;

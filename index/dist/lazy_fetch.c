@@ -401,7 +401,7 @@ static int fetch_run(struct ix_lazy *lz, struct lz_layer *l, uint64_t first, uin
 		lz->st.bytes += rs.got;
 		pthread_mutex_unlock(&lz->lock);
 		if (rc == 0 && rs.got < rs.len)
-			rc = ix_why(inner, sizeof(inner), -EPIPE, "the answer ended after %" PRIu64 " of %" PRIu64 " bytes",
+			rc = st_why(inner, sizeof(inner), -EPIPE, "the answer ended after %" PRIu64 " of %" PRIu64 " bytes",
 				    rs.got, rs.len);
 		if (rc == 0 || !retryable(rc) || attempt + 1 >= lz->o.attempts)
 			break;
@@ -414,7 +414,7 @@ static int fetch_run(struct ix_lazy *lz, struct lz_layer *l, uint64_t first, uin
 	if (rc < 0) {
 		if (retryable(rc))
 			rc = IX_ELAZY_OFFLINE;
-		ix_why(why, whylen, rc, "layer %s bytes %" PRIu64 "-%" PRIu64 " from %s: %s%s", hex, off, end - 1,
+		st_why(why, whylen, rc, "layer %s bytes %" PRIu64 "-%" PRIu64 " from %s: %s%s", hex, off, end - 1,
 		       l->rec.origin, inner[0] ? inner : ix_lazy_strerror(rc),
 		       rc == IX_ELAZY_OFFLINE ? " (gave up after the retries)" : "");
 		logf_(lz, "%s", why ? why : "lazy fetch failed");
@@ -428,7 +428,7 @@ static int fetch_run(struct ix_lazy *lz, struct lz_layer *l, uint64_t first, uin
 			pthread_mutex_lock(&lz->lock);
 			lz->st.bad_chunks++;
 			pthread_mutex_unlock(&lz->lock);
-			rc = ix_why(why, whylen, IX_ELAZY_BADCHUNK,
+			rc = st_why(why, whylen, IX_ELAZY_BADCHUNK,
 				    "chunk %" PRIu64 " of layer %s (bytes %" PRIu64 "-%" PRIu64 ") from %s does not match "
 				    "the chunk index: refused", ci, hex, ix_chunk_off(c, ci), ix_chunk_off(c, ci) + clen - 1,
 				    l->rec.origin);
@@ -554,7 +554,7 @@ int ix_lazy_fetch(struct ix_lazy *lz, const st_id *layer, const struct ix_lazy_r
 		if (!missing)
 			break;
 		if (round >= LAZY_ROUNDS) {
-			rc = ix_why(why, whylen, IX_ELAZY_OFFLINE, "gave up waiting for chunks of a lazy layer");
+			rc = st_why(why, whylen, IX_ELAZY_OFFLINE, "gave up waiting for chunks of a lazy layer");
 			break;
 		}
 		/* Runs of adjacent chunks, one request each. */
@@ -629,7 +629,7 @@ int ix_lazy_complete(struct ix_lazy *lz, const st_id *layer, char *why, size_t w
 		pthread_mutex_unlock(&lz->lock);
 		if (ftruncate(l->map_fd, 0) == 0)
 			(void)ftruncate(l->map_fd, (off_t)l->rec.c->n);
-		rc = ix_why(why, whylen, ST_ECORRUPT,
+		rc = st_why(why, whylen, ST_ECORRUPT,
 			    "layer %s from %s: its chunks match the chunk index but the whole does not hash to the "
 			    "layer's id (a wrong chunk index): refused", hex, l->rec.origin);
 		logf_(lz, "%s", why ? why : "a completed layer was refused");

@@ -416,7 +416,7 @@ static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const st
 		return -ENOMEM;
 	rc = src->blob_get(src->ctx, &om->config, 0, mem_sink_fn, &ms, why, whylen);
 	if (rc == ST_ECORRUPT || (rc == 0 && ms.len != om->config.size)) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the config is not %" PRIu64 " bytes as its descriptor says",
+		rc = st_why(why, whylen, ST_ECORRUPT, "the config is not %" PRIu64 " bytes as its descriptor says",
 			    om->config.size);
 		goto out_free;
 	}
@@ -424,18 +424,18 @@ static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const st
 		goto out_free;
 	st_sha256_hash(ms.buf, ms.len, sha);
 	if (memcmp(sha, om->config.sha256, ST_SHA256_LEN) != 0) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the config's bytes do not match its sha256 digest");
+		rc = st_why(why, whylen, ST_ECORRUPT, "the config's bytes do not match its sha256 digest");
 		goto out_free;
 	}
 	char inner[ST_WHY_LEN];
 	if ((rc = st_manifest_parse(ms.buf, ms.len, out, inner, sizeof(inner))) < 0) {
-		rc = ix_why(why, whylen, ST_EFORMAT, "the config is not a strata manifest: %s", inner);
+		rc = st_why(why, whylen, ST_EFORMAT, "the config is not a strata manifest: %s", inner);
 		goto out_free;
 	}
 	if ((rc = st_manifest_encode(*out, &canon, &clen, why, whylen)) < 0)
 		goto out_manifest;
 	if (clen != ms.len || memcmp(canon, ms.buf, clen) != 0) {
-		rc = ix_why(why, whylen, ST_EFORMAT, "the config is a strata manifest but not in canonical form");
+		rc = st_why(why, whylen, ST_EFORMAT, "the config is a strata manifest but not in canonical form");
 		goto out_manifest;
 	}
 	if ((rc = st_oci_manifest_check(om, *out, why, whylen)) < 0)
@@ -525,12 +525,12 @@ static int fetch_layer(struct ix *ix, const struct ix_oci_source *src, const str
 	st->bytes_moved += b.have - start;
 	if (rc == ST_ECORRUPT) {
 		st_blob_writer_abort(b.w);
-		rc = ix_why(why, whylen, ST_ECORRUPT, "layer %s: the source sent more than its %" PRIu64 " bytes", hex,
+		rc = st_why(why, whylen, ST_ECORRUPT, "layer %s: the source sent more than its %" PRIu64 " bytes", hex,
 			    d->size);
 		goto out_sha;
 	}
 	if (rc == 0 && b.have < d->size)
-		rc = ix_why(why, whylen, -EPIPE, "layer %s: the transfer ended after %" PRIu64 " of %" PRIu64 " bytes",
+		rc = st_why(why, whylen, -EPIPE, "layer %s: the transfer ended after %" PRIu64 " of %" PRIu64 " bytes",
 			    hex, b.have, d->size);
 	if (rc < 0) {
 		/* Keep what arrived for the next attempt (verified at the end). */
@@ -543,12 +543,12 @@ static int fetch_layer(struct ix *ix, const struct ix_oci_source *src, const str
 	st_sha256_final(b.h, sha);
 	if (memcmp(sha, d->sha256, ST_SHA256_LEN) != 0) {
 		st_blob_writer_abort(b.w);
-		rc = ix_why(why, whylen, ST_ECORRUPT, "layer %s: the bytes received do not match digest %s", hex, dg);
+		rc = st_why(why, whylen, ST_ECORRUPT, "layer %s: the bytes received do not match digest %s", hex, dg);
 		goto out_sha;
 	}
 	rc = st_blob_writer_commit(b.w, &d->id, NULL, &dedup);
 	if (rc == ST_ECORRUPT)
-		rc = ix_why(why, whylen, ST_ECORRUPT, "layer %s: the bytes match their sha256 but not their strata id", hex);
+		rc = st_why(why, whylen, ST_ECORRUPT, "layer %s: the bytes match their sha256 but not their strata id", hex);
 	if (rc == 0) {
 		st->blobs_moved++;
 		emit(prog, IX_OCI_BLOB_END, d->sha256, d->size, d->size, index, count, IX_OCI_LAYER);
@@ -626,21 +626,21 @@ static int lazy_layer(struct ix *ix, const struct ix_oci_source *src, const stru
 		if (st_id_equal(&lz->v[k].layer, &d->id))
 			return 0; /* listed by two snapshots of the chain */
 	if (!src->origin)
-		return ix_why(why, whylen, -ENOTSUP, "a lazy pull needs a registry");
+		return st_why(why, whylen, -ENOTSUP, "a lazy pull needs a registry");
 	if (om->nchunks != om->nlayers)
-		return ix_why(why, whylen, IX_ELAZY_NOINDEX, "layer %s: %s", hex, ix_lazy_strerror(IX_ELAZY_NOINDEX));
+		return st_why(why, whylen, IX_ELAZY_NOINDEX, "layer %s: %s", hex, ix_lazy_strerror(IX_ELAZY_NOINDEX));
 	cd = &om->chunks[i];
 	/* At most one id per smallest chunk: anything larger is not an index of this layer. */
 	uint64_t max = IX_CHUNKS_HEADER + 16 * ((d->size + IX_CHUNK_MIN - 1) / IX_CHUNK_MIN);
 	if (cd->size > max || cd->size < IX_CHUNKS_HEADER)
-		return ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s is %" PRIu64 " bytes, not an index "
+		return st_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s is %" PRIu64 " bytes, not an index "
 			      "of a %" PRIu64 "-byte layer: refused", hex, cd->size, d->size);
 	ms.max = cd->size;
 	if (!(ms.buf = malloc(cd->size)))
 		return -ENOMEM;
 	rc = src->blob_get(src->ctx, cd, 0, mem_sink_fn, &ms, why, whylen);
 	if (rc == ST_ECORRUPT || (rc == 0 && ms.len != cd->size)) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s is not %" PRIu64 " bytes: refused", hex,
+		rc = st_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s is not %" PRIu64 " bytes: refused", hex,
 			    cd->size);
 		goto out_free;
 	}
@@ -650,16 +650,16 @@ static int lazy_layer(struct ix *ix, const struct ix_oci_source *src, const stru
 	st_sha256_hash(ms.buf, ms.len, sha);
 	st_id_hash(ms.buf, ms.len, &got);
 	if (memcmp(sha, cd->sha256, ST_SHA256_LEN) != 0 || !cd->has_id || !st_id_equal(&got, &cd->id)) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s does not match its digest in the "
+		rc = st_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s does not match its digest in the "
 			    "manifest (tampered?): refused", hex);
 		goto out_free;
 	}
 	if ((rc = ix_chunks_parse(ms.buf, ms.len, &c, inner, sizeof(inner))) < 0) {
-		rc = ix_why(why, whylen, rc, "the chunk index of layer %s: %s: refused", hex, inner);
+		rc = st_why(why, whylen, rc, "the chunk index of layer %s: %s: refused", hex, inner);
 		goto out_free;
 	}
 	if (!st_id_equal(&c->layer, &d->id) || c->size != d->size) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s describes another layer: refused", hex);
+		rc = st_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s describes another layer: refused", hex);
 		goto out_free;
 	}
 	if ((rc = ST_ARRAY_RESERVE(lz->v, lz->cap, lz->n + 1)) < 0)
@@ -748,7 +748,7 @@ static int stage_put(struct pull *p, const st_id *id, const char *json, size_t l
 	int rc;
 
 	if (p->stage_off + len > OCI_CHAIN_BYTES_MAX)
-		return ix_why(p->why, p->whylen, ST_ELAYOUT, "the chain's snapshot manifests are over %llu MiB: refused",
+		return st_why(p->why, p->whylen, ST_ELAYOUT, "the chain's snapshot manifests are over %llu MiB: refused",
 			      OCI_CHAIN_BYTES_MAX >> 20);
 	if (p->stage_fd < 0 && (rc = stage_open(p)) < 0)
 		return rc;
@@ -818,7 +818,7 @@ static int pull_layers(struct pull *p, const struct st_oci_manifest *om, const u
 		st_id_format(&d->id, hex);
 		rc = ix_sha256_get(ix, &d->id, known);
 		if (rc == 0 && memcmp(known, d->sha256, ST_SHA256_LEN) != 0)
-			return ix_why(p->why, p->whylen, ST_ECORRUPT,
+			return st_why(p->why, p->whylen, ST_ECORRUPT,
 				      "layer %s: its digest differs from the one this store recorded for those bytes", hex);
 		if (rc < 0 && rc != IX_ENOTFOUND)
 			return rc;
@@ -936,7 +936,7 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 		bool last = false;
 
 		if (depth >= OCI_CHAIN_MAX) {
-			rc = ix_why(why, whylen, ST_ELAYOUT, "the chain of parents is longer than %d", OCI_CHAIN_MAX);
+			rc = st_why(why, whylen, ST_ELAYOUT, "the chain of parents is longer than %d", OCI_CHAIN_MAX);
 			goto out_rollback;
 		}
 		rc = src->manifest_get(src->ctx, curref, &json, &len, why, whylen);
@@ -952,17 +952,17 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 		st_sha256_hash(json, len, sha);
 		if (st_digest_parse(curref, want) == 0 && memcmp(want, sha, ST_SHA256_LEN) != 0) {
 			free(json);
-			rc = ix_why(why, whylen, ST_ECORRUPT, "manifest %s: its bytes do not match the digest", curref);
+			rc = st_why(why, whylen, ST_ECORRUPT, "manifest %s: its bytes do not match the digest", curref);
 			goto out_rollback;
 		}
 		rc = st_oci_manifest_parse(json, len, &om, inner, sizeof(inner));
 		free(json);
 		if (rc < 0) {
-			ix_why(why, whylen, rc, "%s: %s", curref, inner);
+			st_why(why, whylen, rc, "%s: %s", curref, inner);
 			goto out_rollback;
 		}
 		if (depth > 0 && !st_id_equal(&om->config.id, &parent)) {
-			rc = ix_why(why, whylen, ST_EFORMAT, "manifest %s: its subject is not the snapshot's parent", curref);
+			rc = st_why(why, whylen, ST_EFORMAT, "manifest %s: its subject is not the snapshot's parent", curref);
 			goto out_link;
 		}
 		emit(prog, IX_OCI_MANIFEST, sha, len, len, 0, 0, IX_OCI_MANIFEST_BLOB);
