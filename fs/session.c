@@ -228,7 +228,7 @@ int fs_serve(const struct fs_config *cfg)
 	rc = ix_open(fs.store, NULL, &fs.ix);
 	if (rc < 0)
 		goto out_close_store;
-	struct ix_lazy_opts lo = { .cacert = cfg->cacert, .certs_d = cfg->certs_d, .creds = cfg->creds, .creds_ctx = cfg->creds_ctx,
+	struct ix_lazy_opts lo = { .cacert = cfg->cacert, .certs_d = cfg->certs_d, .auth = cfg->auth,
 				   .log = lazy_log, .log_ctx = &fs };
 	if ((rc = ix_lazy_open(fs.ix, &lo, &fs.lazy)) < 0)
 		goto out_close_index;

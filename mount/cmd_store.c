@@ -1596,7 +1596,7 @@ static int export_lazy(struct cli *cli, struct open_store *o, const char *ref)
 	fprintf(stderr, "strata: export: '%s' is %s; fetching the rest from %s\n", cli_esc(ref), lazy,
 		cli_esc(ls.origin));
 	close_store(o);
-	struct ix_lazy_opts lo = { .certs_d = cli_certs_d(), .creds = cli_registry_creds, .creds_ctx = cli, .log = cli_lazy_log, .log_ctx = cli };
+	struct ix_lazy_opts lo = { .certs_d = cli_certs_d(), .auth = cli_registry_auth(), .log = cli_lazy_log, .log_ctx = cli };
 	if ((rc = open_store(cli, true, o)) != CLI_OK)
 		goto out_free;
 	if ((rc = ix_lazy_open(o->ix, &lo, &lz)) < 0) {

@@ -223,13 +223,65 @@ int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flag
 		  const struct ix_oci_progress *prog, struct ix_oci_stats *stats, st_id *out_id, char *why,
 		  size_t whylen);
 
+/* ---- registry credentials (index/dist/auth.c) ---- */
+
+/*
+ * The one way credentials reach a registry client: a provider, handed as
+ * a struct ix_auth to everything that opens one (ix_registry_opts.auth,
+ * ix_lazy_opts.auth, fs_config.auth). get is asked for a registry's
+ * "host[:port]" (docker's server name) when a client for it is opened and
+ * answers 0 with *user and *pass (malloc'd, the caller's), or both NULL:
+ * nothing for that host, requests go anonymously; or a negative code with
+ * why (may be NULL) saying what failed: -ENOENT when a file it was told
+ * must exist does not, IX_EAUTH (a helper failed or gave no usable
+ * answer), ST_EFORMAT or -errno (an auth file that cannot be read),
+ * -ENOMEM. It may be called from any thread, one call at a time per
+ * provider unless the provider says otherwise (the ones below may be
+ * called at once from several).
+ */
+struct ix_auth {
+	int (*get)(void *ctx, const char *host, char **user, char **pass, char *why, size_t whylen);
+	void *ctx;
+};
+
+/*
+ * strata's providers, in one struct (its strings and arrays must outlive
+ * every use of p->auth):
+ * - ix_auth_creds: user and pass for every registry (both NULL: none).
+ * - ix_auth_files: the auth files files[0..n) (containers auth.json,
+ *   docker config.json), read at each ask: with explicit_file, files[0]
+ *   alone, which must exist (-ENOENT, why "the auth file ... does not
+ *   exist"); else the first that has anything for the host
+ *   (ix_registry_auth_lookup's order: credHelpers, auths, credsStore),
+ *   missing files skipped. A helper the file names runs as
+ *   docker-credential-NAME get (found on the process's PATH, run with the
+ *   environment envp, NULL: an empty one) with the host on its stdin; its
+ *   answer is parsed with ix_registry_helper_parse; "credentials not
+ *   found" from it is nothing for that host. SIGPIPE is blocked for the
+ *   calling thread while the host is written (no handler is installed).
+ * The library reads no environment: which files, and in which order, is
+ * the caller's (docs/oci.md lists the CLI's).
+ */
+struct ix_auth_provider {
+	struct ix_auth auth;       /* set by the init functions: hand on &p->auth */
+	const char *user, *pass;
+	const char *const *files;
+	size_t nfiles;
+	bool explicit_file;
+	char *const *envp;
+};
+void ix_auth_creds(struct ix_auth_provider *p, const char *user, const char *pass);
+void ix_auth_files(struct ix_auth_provider *p, const char *const *files, size_t n, bool explicit_file,
+		   char *const *envp);
+
 /* ---- the registry client (index/dist/registry.c, registry_ref.c, registry_ws.c) ---- */
 
 /*
  * One struct ix_registry talks to one repository of one registry over
  * one reused HTTP connection (libcurl), from one thread at a time. It
- * prints nothing and reads no environment variable: credentials, the CA
- * file and plain HTTP are the caller's choices (struct ix_registry_opts).
+ * prints nothing and reads no environment variable: credentials (a
+ * struct ix_auth provider), the CA file and plain HTTP are the caller's
+ * choices (struct ix_registry_opts).
  * ix_registry_global_init must run once per process before any other call
  * (libcurl's global init is not thread-safe).
  *
@@ -241,8 +293,9 @@ int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flag
  * libcurl where the platform allows, else the caller ignores SIGPIPE.
  * Caches: one HTTP connection and the last bearer token per handle, freed
  * by ix_registry_close. Lifetimes: ref is copied at open; the strings opts
- * points to (cacert, cert_dir, certs_d, user, pass) must stay valid until
- * ix_registry_close. The certificate directory is read at open.
+ * points to (cacert, cert_dir, certs_d) must stay valid until
+ * ix_registry_close. The certificate directory is read and the
+ * credentials asked for (opts->auth) at open.
  *
  * Authentication follows the registry's WWW-Authenticate answer: Basic
  * sends the credentials; Bearer fetches a token from the named realm (with
@@ -298,7 +351,10 @@ struct ix_registry_opts {
 	 * the first request with IX_ETLS saying which. */
 	const char *cert_dir;
 	const char *const *certs_d;
-	const char *user, *pass; /* credentials, or NULL */
+	/* Credentials: asked once, at open, for the registry's host (its
+	 * answer is copied; a failure fails the open with its code). NULL:
+	 * anonymous. */
+	const struct ix_auth *auth;
 	const char *mount_from;  /* push: try a cross-repository mount from this repository */
 	struct ix *ix;           /* for origins (ix_origin_get): where else on this registry a blob
 				  * is, to mount it; NULL: only mount_from */
@@ -440,8 +496,8 @@ int ix_registry_ws_pull(struct ix_registry *r, struct ix *ix, const st_id *snap,
  * never a path); 1 when the file has nothing for host; -ENOENT when the
  * file does not exist (other -errno if it cannot be read); ST_EFORMAT
  * (why) when it is not such a file; -ENOMEM. The out-parameters are
- * written only with their code. The library runs no helper: the caller
- * does (docs/oci.md), then parses its answer with ix_registry_helper_parse.
+ * written only with their code. It runs no helper: ix_auth_files does
+ * (above), then parses its answer with ix_registry_helper_parse.
  */
 int ix_registry_auth_lookup(const char *path, const char *host, char **user, char **pass, char **helper, char *why,
 			    size_t whylen);
@@ -466,7 +522,7 @@ int ix_registry_helper_parse(const char *out, size_t len, char **user, char **pa
  *   ix_lazy_close; and one idle HTTP client per registry repository per
  *   thread that fetched.
  * - It reads no environment variable and prints nothing: credentials come
- *   from the caller's callback, messages (which chunk, which registry) go
+ *   from the caller's provider (struct ix_auth), messages (which chunk, which registry) go
  *   to its log callback and to the why buffers.
  * - A fetch blocks its thread for at most the bounded retries with backoff
  *   (ix_lazy_opts), then fails: a lazy layer never hangs a reader.
@@ -502,9 +558,10 @@ struct ix_lazy_opts {
 	const char *const *certs_d;
 	const char *cert_dir;
 	bool tls_noverify;
-	/* Credentials for host (malloc'd strings, or NULLs); NULL: anonymous. */
-	int (*creds)(void *ctx, const char *host, char **user, char **pass);
-	void *creds_ctx;
+	/* Credentials, asked for a registry's host when a client for it is
+	 * first opened (a failure is logged, then the client goes anonymous);
+	 * NULL: anonymous. It must outlive the handle. */
+	const struct ix_auth *auth;
 	/* Attempts per Range request before a read fails (0: IX_LAZY_ATTEMPTS),
 	 * waiting backoff_ms, then twice that... between them (0: IX_LAZY_BACKOFF_MS). */
 	unsigned attempts, backoff_ms;

@@ -29,7 +29,6 @@ struct lz_client {
 	struct lz_client *next;
 	char origin[IX_ORIGIN_MAX + 1];
 	struct ix_registry *r;
-	char *user, *pass;  /* the client points at them */
 };
 
 struct lz_layer {
@@ -121,8 +120,6 @@ void ix_lazy_close(struct ix_lazy *lz)
 		struct lz_client *c = lz->idle;
 		lz->idle = c->next;
 		ix_registry_close(c->r);
-		free(c->user);
-		free(c->pass);
 		free(c);
 	}
 	pthread_cond_destroy(&lz->changed);
@@ -314,15 +311,21 @@ static int client_get(struct ix_lazy *lz, const struct lz_layer *l, struct lz_cl
 	if (!(c = calloc(1, sizeof(*c))))
 		return -ENOMEM;
 	snprintf(c->origin, sizeof(c->origin), "%s", l->rec.origin);
-	if (lz->o.creds)
-		lz->o.creds(lz->o.creds_ctx, ref.host, &c->user, &c->pass);
+	/* A provider that fails is logged: the client goes anonymously (a
+	 * registry that needs credentials then refuses it, saying so). */
+	char why[ST_WHY_LEN] = "", *user = NULL, *pass = NULL;
+	if (lz->o.auth && lz->o.auth->get(lz->o.auth->ctx, ref.host, &user, &pass, why, sizeof(why)) < 0 && why[0])
+		logf_(lz, "%s", why);
+	struct ix_auth_provider creds;
+	ix_auth_creds(&creds, user, pass);
 	struct ix_registry_opts o = { .insecure = l->rec.insecure, .cacert = lz->o.cacert, .certs_d = lz->o.certs_d,
-				      .cert_dir = lz->o.cert_dir, .tls_noverify = lz->o.tls_noverify, .user = c->user,
-				      .pass = c->pass, .connect_s = LAZY_CONNECT_S, .stall_s = LAZY_STALL_S,
-				      .low_speed = lz->o.low_speed, .deadline_ns = lz->o.deadline_ns };
-	if ((rc = ix_registry_open(&ref, &o, &c->r)) < 0) {
-		free(c->user);
-		free(c->pass);
+				      .cert_dir = lz->o.cert_dir, .tls_noverify = lz->o.tls_noverify, .auth = &creds.auth,
+				      .connect_s = LAZY_CONNECT_S, .stall_s = LAZY_STALL_S, .low_speed = lz->o.low_speed,
+				      .deadline_ns = lz->o.deadline_ns };
+	rc = ix_registry_open(&ref, &o, &c->r);
+	free(user);
+	free(pass);
+	if (rc < 0) {
 		free(c);
 		return rc;
 	}

@@ -60,6 +60,7 @@ struct ix_registry {
 	size_t nseen, capseen;
 	char *token;           /* bearer token, once fetched */
 	bool basic;            /* the registry asked for Basic: send credentials */
+	char *user, *pass;     /* from o.auth at open (NULL: none) */
 	struct ix_registry_wire wire;
 	const struct st_oci_desc *upload;  /* the blob being uploaded, for progress */
 	uint64_t upload_done;              /* its bytes reported so far */
@@ -179,6 +180,13 @@ int ix_registry_open(const struct ix_registry_ref *ref, const struct ix_registry
 		ix_registry_close(r);
 		return -ENOMEM;
 	}
+	/* Asked once, here; the provider's strings are not kept. */
+	int rc = r->o.auth ? r->o.auth->get(r->o.auth->ctx, ref->host, &r->user, &r->pass, NULL, 0) : 0;
+	r->o.auth = NULL;
+	if (rc < 0) {
+		ix_registry_close(r);
+		return rc;
+	}
 	*out = r;
 	return 0;
 }
@@ -196,6 +204,8 @@ void ix_registry_close(struct ix_registry *r)
 	free(r->ahead);
 	free(r->token);
 	free(r->seen);
+	free(r->user);
+	free(r->pass);
 	free(r);
 }
 
@@ -488,7 +498,7 @@ static int on_xfer(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t u
 /* Whether r has credentials to send (libcurl encodes them as Basic). */
 static bool has_creds(const struct ix_registry *r)
 {
-	return r->o.user && r->o.pass;
+	return r->user && r->pass;
 }
 
 
@@ -672,8 +682,8 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, bool 
 		/* Sent to this URL's host only: libcurl drops it on a redirect
 		 * elsewhere (CURLOPT_UNRESTRICTED_AUTH is off). */
 		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-		curl_easy_setopt(c, CURLOPT_USERNAME, r->o.user);
-		curl_easy_setopt(c, CURLOPT_PASSWORD, r->o.pass);
+		curl_easy_setopt(c, CURLOPT_USERNAME, r->user);
+		curl_easy_setopt(c, CURLOPT_PASSWORD, r->pass);
 	}
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 
@@ -869,14 +879,14 @@ static int request(struct ix_registry *r, struct req *q, char *why, size_t whyle
 			return 0;
 		if (attempt > 0 || !q->www_auth[0])
 			return st_why(why, whylen, IX_EAUTH, "%s %s: the registry refused the %s (HTTP 401)", q->method,
-				       q->url, r->o.user ? "credentials"
+				       q->url, r->user ? "credentials"
 							    : "request; no credentials were found for it (--creds USER:PASSWORD, "
 							      "an auth file or a docker-credential helper)");
 		if (strncasecmp(q->www_auth, "Bearer", 6) == 0) {
 			if ((rc = fetch_token(r, q->www_auth, why, whylen)) < 0)
 				return rc;
 		} else if (strncasecmp(q->www_auth, "Basic", 5) == 0) {
-			if (!r->o.user)
+			if (!r->user)
 				return st_why(why, whylen, IX_EAUTH,
 					       "the registry asks for credentials and none were found for it (--creds "
 					       "USER:PASSWORD, an auth file or a docker-credential helper)");
