@@ -246,7 +246,7 @@ struct ix_auth {
 
 /*
  * strata's providers, in one struct (its strings and arrays must outlive
- * every use of p->auth):
+ * every use of p->auth, and p is not copied: p->auth.ctx is p):
  * - ix_auth_creds: user and pass for every registry (both NULL: none).
  * - ix_auth_files: the auth files files[0..n) (containers auth.json,
  *   docker config.json), read at each ask: with explicit_file, files[0]
@@ -573,7 +573,8 @@ struct ix_lazy_opts {
 	 * under way then ends (IX_EDEADLINE, not retried): a pull's bound. */
 	unsigned low_speed;
 	uint64_t deadline_ns;
-	/* One line per refused chunk, failed fetch or completed layer (may be NULL). */
+	/* One line per refused chunk, failed fetch, failed credential lookup or
+	 * completed layer (may be NULL). */
 	void (*log)(void *ctx, const char *msg);
 	void *log_ctx;
 };
