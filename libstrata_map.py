@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 # libstrata_map.py: the linker version script of libstrata.so, made from the installed headers (their declarations are the public API).
-"""Usage: libstrata_map.py OUT HEADER...
+"""Usage: libstrata_map.py [--node NAME] [--prefix P] [--syms SYMS] OUT HEADER...
 
-Writes a GNU ld version script to OUT that exports, in the node STRATA_0,
-every function and every extern object the headers declare, and makes every
-other symbol local. The headers are the one list of what libstrata exports:
-adding a declaration to an installed header exports it, nothing else does.
+Writes a GNU ld version script to OUT that exports, in the node NAME
+(default STRATA_1.0), every function and every extern object the headers
+declare, and makes every other symbol local; with --syms, also the names
+alone, one a line, to SYMS (what objcopy --keep-global-symbols keeps in
+libstrata.a). With --prefix, a declared name that does not begin with P
+stops it. The header is the one list of what libstrata exports: adding a
+declaration to it exports it, nothing else does.
 
 The parser knows the C the public headers are written in (docs/library.md):
 comments, preprocessor lines, struct/union/enum bodies, typedefs, function
@@ -20,9 +23,12 @@ IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def strip(text):
-    """The header without comments and preprocessor lines, newlines kept."""
+    """The header without comments, C++ guards and preprocessor lines, newlines kept."""
     text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
+    # #ifdef __cplusplus / extern "C" { / #endif, and the closing } likewise
+    text = re.sub(r"^[ \t]*#[ \t]*ifdef[ \t]+__cplusplus\b.*?^[ \t]*#[ \t]*endif[^\n]*",
+                  lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S | re.M)
     text = re.sub(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", "", text, flags=re.M)
     return text
 
@@ -71,20 +77,33 @@ def declared(stmt, where):
 
 
 def main(argv):
-    if len(argv) < 3:
+    args = argv[1:]
+    opts = {"--node": "STRATA_1.0", "--prefix": "", "--syms": None}
+    while args and args[0] in opts:
+        if len(args) < 2:
+            raise SystemExit(__doc__)
+        opts[args[0]] = args[1]
+        args = args[2:]
+    if len(args) < 2:
         raise SystemExit(__doc__)
     names = {}
-    for header in argv[2:]:
+    for header in args[1:]:
         with open(header, encoding="utf-8") as f:
             for stmt in statements(strip(f.read()), header):
                 name = declared(stmt, header)
                 if name:
+                    if not name.startswith(opts["--prefix"]):
+                        raise SystemExit(f"{header}: '{name}' is not named {opts['--prefix']}...: "
+                                         "the library exports only its own namespace")
                     names.setdefault(name, header)
     body = "".join(f"\t\t{n};\n" for n in sorted(names))
-    text = ("/* libstrata.so's exports: made by libstrata_map.py from the installed headers. */\n"
-            f"STRATA_0 {{\n\tglobal:\n{body}\tlocal:\n\t\t*;\n}};\n")
-    with open(argv[1], "w", encoding="utf-8") as f:
+    text = ("/* libstrata.so's exports: made by libstrata_map.py from the installed header. */\n"
+            f"{opts['--node']} {{\n\tglobal:\n{body}\tlocal:\n\t\t*;\n}};\n")
+    with open(args[0], "w", encoding="utf-8") as f:
         f.write(text)
+    if opts["--syms"]:
+        with open(opts["--syms"], "w", encoding="utf-8") as f:
+            f.write("".join(f"{n}\n" for n in sorted(names)))
 
 
 if __name__ == "__main__":

@@ -771,7 +771,7 @@ static void read_mem(fuse_req_t req, struct fs *fs, struct fs_fh *fh, size_t siz
 	}
 	if ((uint64_t)off + size > m->mem_size)
 		size = (size_t)(m->mem_size - (uint64_t)off);
-	if (posix_memalign((void **)&buf, 4096, size ? size : 1) != 0) {
+	if (!(buf = st_sys_aligned_alloc(4096, size ? size : 1))) {
 		reply_err(req, -ENOMEM);
 		return;
 	}
@@ -918,7 +918,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	}
 	(void)n;
 	char *buf;
-	if (posix_memalign((void **)&buf, 4096, size ? size : 1) != 0) {
+	if (!(buf = st_sys_aligned_alloc(4096, size ? size : 1))) {
 		reply_err(req, -ENOMEM);
 		return;
 	}

@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "store/store_int.h"
+#include "store/sys.h"
 
 #define MAX_PAGES (ST_MANIFEST_MAX_MEM / ST_PAGE_SIZE)
 /* "2026-12-01T12:00:00.123456789Z": `created` from version 2 on. */
@@ -229,8 +230,8 @@ int st_manifest_validate(const struct st_manifest *m, char *why, size_t whylen)
 	if ((m->nlayers && !m->layers) || (m->nranges && !m->ranges) || (m->nlabels && !m->labels))
 		return st_why(why, whylen, ST_EFORMAT, "counts set but arrays missing");
 	if (m->nlayers) {
-		used = calloc(m->nlayers, sizeof(*used));
-		ids = malloc(m->nlayers * sizeof(*ids));
+		used = st_sys_calloc(m->nlayers, sizeof(*used));
+		ids = st_sys_malloc(m->nlayers * sizeof(*ids));
 		if (!used || !ids) {
 			rc = -ENOMEM;
 			goto out_free;

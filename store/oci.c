@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "store/store_int.h"
+#include "store/sys.h"
 
 void st_oci_manifest_free(struct st_oci_manifest *om)
 {
@@ -107,7 +108,7 @@ int st_oci_manifest_encode(const struct st_oci_manifest *om, char **json, size_t
 				json_decref(root);
 				return -EINVAL;
 			}
-			char *key = strndup(*e, (size_t)(eq - *e));
+			char *key = st_sys_strndup(*e, (size_t)(eq - *e));
 			if (!key || json_object_set_new(a, key, v)) {
 				free(key);
 				goto out_nomem;

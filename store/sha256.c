@@ -9,6 +9,7 @@
 
 #include "store/dl.h"
 #include "store/store_int.h"
+#include "store/sys.h"
 
 /* libcrypto is loaded on the first digest (store/dl.h): mapping and relocating
  * it at every process start costs more than a whole libc-only program */
@@ -124,7 +125,7 @@ int st_base64_decode(const char *s, char **out, size_t *len)
 	if ((got = evp_load(false)) < 0)
 		return got;
 	full = (n + 3) / 4 * 4;
-	if (!(in = malloc(full + 1)) || !(o = malloc(full / 4 * 3 + 1))) {
+	if (!(in = st_sys_malloc(full + 1)) || !(o = st_sys_malloc(full / 4 * 3 + 1))) {
 		free(in);
 		return -ENOMEM;
 	}

@@ -88,6 +88,22 @@ char *st_sys_strdup(const char *s)
 	return strdup(s);
 }
 
+char *st_sys_strndup(const char *s, size_t n)
+{
+	if (step() < 0)
+		return NULL;
+	return strndup(s, n);
+}
+
+void *st_sys_aligned_alloc(size_t align, size_t size)
+{
+	void *p;
+
+	if (step() < 0)
+		return NULL;
+	return posix_memalign(&p, align, size) == 0 ? p : NULL;
+}
+
 int st_sys_openat(int dirfd, const char *path, int flags, mode_t mode)
 {
 	int rc = step(), fd;

@@ -34,6 +34,10 @@ void *st_sys_malloc(size_t size);
 void *st_sys_calloc(size_t n, size_t size);
 void *st_sys_realloc(void *p, size_t size);
 char *st_sys_strdup(const char *s);
+char *st_sys_strndup(const char *s, size_t n);
+/* size bytes aligned to align (a power of two, a multiple of
+ * sizeof(void *)), freed with free(); NULL on failure. */
+void *st_sys_aligned_alloc(size_t align, size_t size);
 
 int st_sys_openat(int dirfd, const char *path, int flags, mode_t mode);
 /* Closes fd even on failure; returns -EIO (or the injected error) if the

@@ -7,6 +7,7 @@
 
 #include "store/array.h"
 #include "store/store.h"
+#include "store/sys.h"
 
 /*
  * Format version 1 (docs/formats.md, "working-set records"), little-endian:
@@ -128,14 +129,14 @@ int st_ws_parse(const void *buf, size_t len, struct st_ws **out, char *why, size
 	want = WS_HDR + (uint64_t)nlayers * WS_LAYER + nruns * WS_RUN;
 	if (len != want)
 		return why_set(why, whylen, ST_EFORMAT, "%zu bytes, the counts say %llu", len, (unsigned long long)want);
-	if (!(ws = calloc(1, sizeof(*ws))))
+	if (!(ws = st_sys_calloc(1, sizeof(*ws))))
 		return -ENOMEM;
 	memcpy(ws->snapshot.b, p + 16, sizeof(ws->snapshot.b));
 	ws->nlayers = nlayers;
 	ws->nruns = nruns;
 	ws->pages = get64(p + 40);
-	if ((nlayers && !(ws->layers = calloc(nlayers, sizeof(*ws->layers)))) ||
-	    (nruns && !(ws->runs = calloc(nruns, sizeof(*ws->runs))))) {
+	if ((nlayers && !(ws->layers = st_sys_calloc(nlayers, sizeof(*ws->layers)))) ||
+	    (nruns && !(ws->runs = st_sys_calloc(nruns, sizeof(*ws->runs))))) {
 		rc = -ENOMEM;
 		goto out_free;
 	}
@@ -170,7 +171,7 @@ int st_ws_encode(const struct st_ws *ws, void **buf, size_t *len, char *why, siz
 	if ((rc = ws_rules(ws, why, whylen)) < 0)
 		return rc;
 	n = WS_HDR + (size_t)ws->nlayers * WS_LAYER + (size_t)ws->nruns * WS_RUN;
-	if (!(b = calloc(1, n)))
+	if (!(b = st_sys_calloc(1, n)))
 		return -ENOMEM;
 	memcpy(b, WS_MAGIC, 8);
 	put32(b + 8, ST_WS_VERSION);
@@ -277,7 +278,7 @@ int st_ws_build(const struct st_manifest *m, const st_id *mid, const struct st_w
 		}
 	}
 	/* Layers in id order, then each layer's pieces sorted and merged. */
-	if (m->nlayers && (!(rank = calloc(m->nlayers, sizeof(*rank))) || !(order = calloc(m->nlayers, sizeof(*order)))))
+	if (m->nlayers && (!(rank = st_sys_calloc(m->nlayers, sizeof(*rank))) || !(order = st_sys_calloc(m->nlayers, sizeof(*order)))))
 		goto out_free;
 	for (uint32_t i = 0; i < m->nlayers; i++)
 		order[i] = i;
@@ -290,8 +291,8 @@ int st_ws_build(const struct st_manifest *m, const st_id *mid, const struct st_w
 	if (npc)
 		qsort(pc, npc, sizeof(*pc), piece_cmp);
 
-	if (!(ws = calloc(1, sizeof(*ws))) || (npc && !(ws->runs = calloc(npc, sizeof(*ws->runs)))) ||
-	    (m->nlayers && !(ws->layers = calloc(m->nlayers, sizeof(*ws->layers)))))
+	if (!(ws = st_sys_calloc(1, sizeof(*ws))) || (npc && !(ws->runs = st_sys_calloc(npc, sizeof(*ws->runs)))) ||
+	    (m->nlayers && !(ws->layers = st_sys_calloc(m->nlayers, sizeof(*ws->layers)))))
 		goto out_free;
 	ws->snapshot = *mid;
 	for (size_t i = 0; i < npc; i++) {

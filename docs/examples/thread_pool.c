@@ -1,16 +1,13 @@
 /* thread_pool.c: a pool of sandboxes from one snapshot, shared by threads; each call starts from the snapshot. */
-#include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
-#include <stdlib.h>
 
-#include <vmm/vmm.h>
+#include <strata.h>
 
 #define THREADS 4
 #define CALLS 25
 
-static struct vmm_pool *pool;
+static strata_pool *pool;
 static const char *fn;
 static long long first = -1;
 static int differ, failed;
@@ -20,17 +17,13 @@ static void *worker(void *arg)
 {
 	(void)arg;
 	for (int i = 0; i < CALLS; i++) {
-		struct vmm_sandbox *sb = NULL;
-		struct vmm_result res = { 0 };
-		int rc = vmm_pool_get(pool, &sb);
+		strata_sandbox *sb = NULL;
+		struct strata_result res = { 0 };
+		/* Wait up to a second for an idle sandbox. */
+		int rc = strata_pool_get(pool, 1000000000u, &sb);
 
-		if (rc == -EAGAIN) {  /* every sandbox is out: wait for one */
-			sched_yield();
-			i--;
-			continue;
-		}
 		if (rc == 0)
-			rc = vmm_sandbox_call(sb, fn, NULL, 0, &res);
+			rc = strata_sandbox_call(sb, fn, NULL, 0, 0, &res);
 		pthread_mutex_lock(&lock);
 		if (rc < 0)
 			failed++;
@@ -39,17 +32,16 @@ static void *worker(void *arg)
 		else if (res.i64 != first)
 			differ++;
 		pthread_mutex_unlock(&lock);
-		vmm_result_clear(&res);
+		strata_result_clear(&res);
 		if (sb)
-			vmm_pool_put(pool, sb);  /* restored in place, idle again */
+			strata_pool_put(pool, sb); /* restored in place, idle again */
 	}
 	return NULL;
 }
 
 int main(int argc, char **argv)
 {
-	struct vmm_snapdir *dir;
-	struct vmm_error err;
+	strata_host *host;
 	pthread_t t[THREADS];
 
 	if (argc != 3) {
@@ -57,35 +49,24 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	fn = argv[2];
-	/* The host owns what the pool's sandboxes share (VM shells, warm
-	 * sandboxes, parsed manifests: default limits) and the reset policy. */
-	struct vmm_host *host;
-	if (vmm_host_new(NULL, &host, &err) < 0) {
-		fprintf(stderr, "host: %s\n", err.message);
+	if (strata_host_new(&host) < 0) {
+		fprintf(stderr, "host: %s\n", strata_errmsg());
 		return 1;
 	}
-	if (vmm_snapdir_open(host, argv[1], 0, &dir, &err) < 0) {
-		fprintf(stderr, "%s: %s\n", argv[1], err.message);
-		vmm_host_free(host);
-		return 1;
-	}
-	struct vmm_config cfg = { .host = host };
 	/* Fewer sandboxes than threads: they are shared, and the pages of the
 	 * snapshot are shared by all of them. */
-	if (vmm_pool_new(vmm_snapdir_manifest(dir), vmm_snapdir_layer_open, dir, &cfg, THREADS / 2, &pool, &err) < 0) {
-		fprintf(stderr, "pool: %s\n", err.message);
-		vmm_host_free(host);
-		vmm_snapdir_close(dir);
+	if (strata_pool_open_dir(host, argv[1], 0, THREADS / 2, &pool) < 0) {
+		fprintf(stderr, "pool: %s\n", strata_errmsg());
+		strata_host_free(host);
 		return 1;
 	}
 	for (int i = 0; i < THREADS; i++)
 		pthread_create(&t[i], NULL, worker, NULL);
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(t[i], NULL);
-	printf("%d calls on %u sandboxes: every result %lld, %d differed, %d failed\n", THREADS * CALLS,
-	       vmm_pool_size(pool), first, differ, failed);
-	vmm_pool_free(pool);
-	vmm_host_free(host); /* after every sandbox made with it */
-	vmm_snapdir_close(dir);
+	printf("%d calls on %u sandboxes: every result %lld, %d differed, %d failed\n", THREADS * CALLS, THREADS / 2,
+	       first, differ, failed);
+	strata_pool_free(pool);
+	strata_host_free(host); /* after every sandbox and pool made with it */
 	return differ || failed ? 1 : 0;
 }

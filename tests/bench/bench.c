@@ -38,6 +38,11 @@ struct bench_result {
 	char *unit; /* NULL for latencies */
 	const char *backend; /* the sandbox backend the case ran on, or NULL */
 	const char *group;   /* the group (groups[].name) that recorded it */
+	unsigned run;        /* which of --runs recorded it (0-based) */
+	/* After the last run (runs > 1): each run's median and ratio to that
+	 * run's floor (0: no floor), for the spread across runs. */
+	double *run_median, *run_ratio;
+	unsigned nruns;
 };
 
 struct bench {
@@ -56,6 +61,8 @@ struct bench {
 	char **named;            /* the groups named on the command line (none: all) */
 	int nnamed;
 	double seconds[16];      /* wall time of each group that ran (groups[] order) */
+	unsigned runs;           /* --runs: how many times every named group runs */
+	unsigned run;            /* the run going on (0-based) */
 };
 
 /* Groups: each area adds one line. */
@@ -86,6 +93,36 @@ const struct bench_size bench_sizes[4] = {
 	{ "medium", 64ull << 20 },
 	{ "large", 256ull << 20 },
 };
+
+/*
+ * Goals a case is held to, as its ratio to the floor it stands beside
+ * (issue figures in docs/benchmarks.md): a name prefix, the most the
+ * ratio may be on KVM and on the process backend (0: no goal there).
+ * With --runs, the summary says for each whether every run met it, none
+ * did, or the spread across runs crosses it, so a goal is never judged
+ * on one run of a machine whose runs swing.
+ */
+static const struct bench_goal {
+	const char *prefix;
+	double kvm, process;
+} goals[] = {
+	{ "guest_calls/call_with_restore/", 1.5, 3.0 },
+	{ "snapshots/restore_alternate/", 1.0, 0 },
+	{ "sandboxes/create_initialized/", 5.0, 0 },
+	{ NULL, 0, 0 },
+};
+
+/* The goal of the result named name (its process/ prefix says the backend), or 0. */
+static double goal_of(const char *name)
+{
+	bool process = strncmp(name, "process/", 8) == 0;
+	const char *base = process ? name + 8 : name;
+
+	for (size_t i = 0; goals[i].prefix; i++)
+		if (strncmp(base, goals[i].prefix, strlen(goals[i].prefix)) == 0)
+			return process ? goals[i].process : goals[i].kvm;
+	return 0;
+}
 
 /* bench_host's, one per backend; and the default hosts (keeping nothing)
  * that put sandboxes naming no host on the backend being measured. */
@@ -294,9 +331,11 @@ static void fmt_time(char *buf, size_t len, double ns)
 		snprintf(buf, len, "%.2f s", ns / 1e9);
 }
 
+/* The latest result named name: under --runs, the run going on's (a
+ * case stands beside the floor measured in its own run). */
 static struct bench_result *find_result(struct bench *b, const char *name)
 {
-	for (size_t i = 0; i < b->nres; i++)
+	for (size_t i = b->nres; i-- > 0;)
 		if (strcmp(b->res[i].name, name) == 0)
 			return &b->res[i];
 	return NULL;
@@ -317,6 +356,7 @@ static struct bench_result *add_result(struct bench *b)
 	struct bench_result *r = &b->res[b->nres++];
 	memset(r, 0, sizeof(*r));
 	r->group = b->group;
+	r->run = b->run;
 	return r;
 }
 
@@ -441,6 +481,151 @@ void bench_note(struct bench *b, const char *name, double value, const char *uni
 	print_result(b, r);
 }
 
+/* The median of n values (sorted in place). */
+static double median_of(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return quantile(v, n, 0.5);
+}
+
+/*
+ * After --runs N > 1: one result per name, whose median is the median of
+ * the runs' medians (its p10/p90/min/max are those of the run nearest that
+ * median), keeping each run's median and ratio to that run's own floor.
+ */
+static int merge_runs(struct bench *b)
+{
+	struct bench_result *out = calloc(b->nres ? b->nres : 1, sizeof(*out));
+	size_t nout = 0;
+
+	if (!out)
+		return -ENOMEM;
+	for (size_t i = 0; i < b->nres; i++) {
+		struct bench_result *r = &b->res[i];
+		size_t j;
+		for (j = 0; j < nout && strcmp(out[j].name, r->name) != 0; j++)
+			;
+		if (j < nout)
+			continue;
+		/* The first of its name: gather every run's. */
+		double *med = calloc(b->runs, sizeof(*med)), *ratio = calloc(b->runs, sizeof(*ratio));
+		double *sorted = calloc(b->runs, sizeof(*sorted));
+		unsigned n = 0;
+		if (!med || !ratio || !sorted) {
+			free(med);
+			free(ratio);
+			free(sorted);
+			free(out);
+			return -ENOMEM;
+		}
+		const struct bench_result *runs[64] = { 0 };
+		for (size_t k = i; k < b->nres && n < b->runs && n < 64; k++) {
+			const struct bench_result *q = &b->res[k];
+			if (strcmp(q->name, r->name) != 0)
+				continue;
+			runs[n] = q;
+			med[n] = q->median;
+			ratio[n] = 0;
+			if (q->floor) {
+				for (size_t f = 0; f < b->nres; f++) {
+					const struct bench_result *fr = &b->res[f];
+					if (fr->run == q->run && strcmp(fr->name, q->floor) == 0 && fr->median > 0)
+						ratio[n] = q->median / fr->median;
+				}
+			}
+			n++;
+		}
+		memcpy(sorted, med, n * sizeof(*sorted));
+		double m = median_of(sorted, n);
+		unsigned near = 0;
+		for (unsigned k = 1; k < n; k++)
+			if (fabs(med[k] - m) < fabs(med[near] - m))
+				near = k;
+		out[nout] = *runs[near];
+		out[nout].median = m;
+		out[nout].run_median = med;
+		out[nout].run_ratio = ratio;
+		out[nout].nruns = n;
+		free(sorted);
+		nout++;
+	}
+	/* The merged results own the names; the others' strings go. */
+	for (size_t i = 0; i < b->nres; i++) {
+		bool kept = false;
+		for (size_t j = 0; j < nout && !kept; j++)
+			kept = out[j].name == b->res[i].name;
+		if (!kept) {
+			free(b->res[i].name);
+			free(b->res[i].floor);
+			free(b->res[i].unit);
+		}
+	}
+	free(b->res);
+	b->res = out;
+	b->nres = b->cap = nout;
+	return 0;
+}
+
+/* The median of a merged result's ratios to its runs' floors (0: none). */
+static double run_ratio_median(const struct bench_result *r)
+{
+	double v[64];
+	unsigned n = 0;
+
+	for (unsigned k = 0; k < r->nruns && n < 64; k++)
+		if (r->run_ratio[k] > 0)
+			v[n++] = r->run_ratio[k];
+	return n ? median_of(v, n) : 0;
+}
+
+/*
+ * What each case with a goal (goals[]) showed across the runs: met in
+ * every run, missed in every run, or a spread that crosses the goal (the
+ * verdict of one run would depend on which run it was).
+ */
+static void print_goals(const struct bench *b)
+{
+	bool head = false;
+
+	for (size_t i = 0; i < b->nres; i++) {
+		const struct bench_result *r = &b->res[i];
+		double goal = goal_of(r->name), lo = 0, hi = 0, mid;
+		unsigned n = 0;
+
+		if (goal <= 0 || r->unit)
+			continue;
+		if (r->nruns) {
+			for (unsigned k = 0; k < r->nruns; k++) {
+				double x = r->run_ratio[k];
+				if (x <= 0)
+					continue;
+				lo = n == 0 || x < lo ? x : lo;
+				hi = n == 0 || x > hi ? x : hi;
+				n++;
+			}
+			mid = run_ratio_median(r);
+		} else {
+			const struct bench_result *f = r->floor ? find_result((struct bench *)b, r->floor) : NULL;
+			if (!f || f->median <= 0)
+				continue;
+			lo = hi = mid = r->median / f->median;
+			n = 1;
+		}
+		if (!n)
+			continue;
+		if (!head) {
+			printf("\n%-58s %8s %17s %7s  %s\n", "goal (ratio to the floor)", "median", "runs min-max",
+			       "goal", b->runs > 1 ? "across the runs" : "in this one run");
+			head = true;
+		}
+		const char *verdict = hi <= goal ? "met" : lo > goal ? "missed" : "spread crosses the goal";
+		char span[40];
+		snprintf(span, sizeof(span), "%.2fx-%.2fx", lo, hi);
+		printf("%-58s %7.2fx %17s %6.2fx  %s (%u run%s)\n", r->name, mid, span, goal, verdict, n,
+		       n == 1 ? "" : "s");
+	}
+}
+
 static int write_json(struct bench *b)
 {
 	json_t *root = json_object(), *arr = json_array();
@@ -453,6 +638,7 @@ static int write_json(struct bench *b)
 	json_object_set_new(root, "version", json_integer(1));
 	json_object_set_new(root, "time", json_integer((json_int_t)time(NULL)));
 	json_object_set_new(root, "quick", json_boolean(b->quick));
+	json_object_set_new(root, "runs", json_integer(b->runs));
 	/* What was asked for, so tests/bench/figures.py can merge a partial
 	 * run into the kept one: the groups named (none: every group) and the
 	 * filter. The floor runs every time but counts as measured only when
@@ -463,11 +649,12 @@ static int write_json(struct bench *b)
 	json_object_set_new(root, "groups", named);
 	if (b->filter)
 		json_object_set_new(root, "filter", json_string(b->filter));
-	/* How long each group took, setup included: what a re-run costs. */
+	/* How long each group took, setup included: what a re-run costs (one run
+	 * of --runs). */
 	json_t *secs = json_object();
 	for (size_t i = 0; groups[i].name; i++)
 		if (b->seconds[i] > 0)
-			json_object_set_new(secs, groups[i].name, json_real(b->seconds[i]));
+			json_object_set_new(secs, groups[i].name, json_real(b->seconds[i] / b->runs));
 	json_object_set_new(root, "seconds", secs);
 	/* What the machine offered this run: results depend on it. */
 	struct vmm_error err;
@@ -502,10 +689,27 @@ static int write_json(struct bench *b)
 			if (r->bytes_per_iter)
 				json_object_set_new(o, "bytes_per_iter", json_integer((json_int_t)r->bytes_per_iter));
 			const struct bench_result *f = r->floor ? find_result(b, r->floor) : NULL;
-			if (f && f->median > 0) {
+			if (r->nruns && f && run_ratio_median(r) > 0) {
+				json_object_set_new(o, "floor", json_string(f->name));
+				json_object_set_new(o, "floor_ratio", json_real(run_ratio_median(r)));
+			} else if (f && f->median > 0) {
 				json_object_set_new(o, "floor", json_string(f->name));
 				json_object_set_new(o, "floor_ratio", json_real(r->median / f->median));
 			}
+			if (goal_of(r->name) > 0)
+				json_object_set_new(o, "goal_ratio", json_real(goal_of(r->name)));
+		}
+		if (r->nruns) {
+			/* Every run's median (and ratio to its own floor). */
+			json_t *runs = json_array();
+			for (unsigned k = 0; k < r->nruns; k++) {
+				json_t *one = json_object();
+				json_object_set_new(one, r->unit ? "value" : "median_ns", json_real(r->run_median[k]));
+				if (r->run_ratio[k] > 0)
+					json_object_set_new(one, "floor_ratio", json_real(r->run_ratio[k]));
+				json_array_append_new(runs, one);
+			}
+			json_object_set_new(o, "runs", runs);
 		}
 		json_array_append_new(arr, o);
 	}
@@ -531,7 +735,7 @@ static void bench_err(const char *fmt, ...)
 static void bench_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: strata bench [--filter TEXT] [--quick] [--json FILE] [--backend B] [--list] [GROUP...]\n"
+		"usage: strata bench [--filter TEXT] [--quick] [--runs N] [--json FILE] [--backend B] [--list] [GROUP...]\n"
 		"\n"
 		"Runs strata's benchmarks side by side in one process and prints, for each,\n"
 		"the median, p10 and p90 of its iterations, the iteration count and, where\n"
@@ -542,9 +746,50 @@ static void bench_usage(FILE *f)
 		"  --backend B    only this backend's sandbox cases (kvm or process; auto: both)\n"
 		"  --filter TEXT  run only cases whose name contains TEXT\n"
 		"  --quick        fewer iterations and sizes (a smoke run)\n"
+		"  --runs N       run the named groups N times, one after another (default 1):\n"
+		"                 each figure is the median of the runs' medians, the JSON keeps\n"
+		"                 every run's, and the cases held to a goal say whether the\n"
+		"                 spread across the runs crosses it\n"
 		"  --json FILE    where to write results (default: bench-results.json)\n"
 		"  --list         list the benchmark groups\n"
 		"  GROUP...       run only these groups (e.g. `strata bench density`)\n");
+}
+
+/* One run of the groups named (every group if none; the floor always). */
+static void run_groups(struct bench *b, enum vmm_backend_kind backend)
+{
+	printf("%-58s %11s %11s %11s %6s  %s\n", "benchmark", "median", "p10", "p90", "n", "floor  ratio");
+	for (size_t i = 0; groups[i].name; i++) {
+		bool run = b->nnamed == 0 || i == 0;
+		for (int a = 0; a < b->nnamed && !run; a++)
+			run = strcmp(groups[i].name, b->named[a]) == 0;
+		if (!run)
+			continue;
+		b->group = groups[i].name;
+		uint64_t t0 = bench_now_ns();
+		if (!groups[i].per_backend) {
+			groups[i].run(b);
+			b->seconds[i] += (double)(bench_now_ns() - t0) / 1e9;
+			continue;
+		}
+		/* VMM groups run once per backend this machine has, side by side:
+		 * kvm under their plain names, the process backend under process/. */
+		static const enum vmm_backend_kind kinds[] = { VMM_BACKEND_KVM, VMM_BACKEND_PROCESS };
+		for (size_t k = 0; k < 2; k++) {
+			if (kinds[k] == VMM_BACKEND_KVM && vmm_kvm_check(NULL) < 0 && backend != VMM_BACKEND_KVM)
+				continue;
+			if (backend != VMM_BACKEND_AUTO && backend != kinds[k])
+				continue;
+			bench_backend_note(b, kinds[k]);
+			b->prefix = kinds[k] == VMM_BACKEND_PROCESS ? "process/" : "";
+			bench_backend_default(kinds[k]);
+			groups[i].run(b);
+		}
+		bench_backend_note(b, VMM_BACKEND_AUTO);
+		b->prefix = NULL;
+		bench_backend_default(backend);
+		b->seconds[i] += (double)(bench_now_ns() - t0) / 1e9;
+	}
 }
 
 int main(int argc, char **argv)
@@ -552,20 +797,31 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "filter", required_argument, NULL, 'f' },
 		{ "quick", no_argument, NULL, 'q' },
+		{ "runs", required_argument, NULL, 'r' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "backend", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct bench b = { .json_path = "bench-results.json" };
+	struct bench b = { .json_path = "bench-results.json", .runs = 1 };
 	enum vmm_backend_kind backend = VMM_BACKEND_AUTO;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "f:qj:B:lh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:qr:j:B:lh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f': b.filter = optarg; break;
 		case 'q': b.quick = true; break;
+		case 'r': {
+			char *end;
+			unsigned long n = strtoul(optarg, &end, 10);
+			if (*optarg < '0' || *optarg > '9' || *end || n < 1 || n > 64) {
+				bench_err("--runs wants a count from 1 to 64, not '%s'", optarg);
+				return 2;
+			}
+			b.runs = (unsigned)n;
+			break;
+		}
 		case 'j': b.json_path = optarg; break;
 		case 'l':
 			for (size_t i = 0; groups[i].name; i++)
@@ -594,39 +850,15 @@ int main(int argc, char **argv)
 	}
 	b.named = argv + optind;
 	b.nnamed = argc - optind;
-	printf("%-58s %11s %11s %11s %6s  %s\n", "benchmark", "median", "p10", "p90", "n", "floor  ratio");
-	for (size_t i = 0; groups[i].name; i++) {
-		bool run = optind == argc || i == 0;
-		for (int a = optind; a < argc && !run; a++)
-			run = strcmp(groups[i].name, argv[a]) == 0;
-		if (!run)
-			continue;
-		b.group = groups[i].name;
-		uint64_t t0 = bench_now_ns();
-		if (!groups[i].per_backend) {
-			groups[i].run(&b);
-			b.seconds[i] = (double)(bench_now_ns() - t0) / 1e9;
-			continue;
-		}
-		/* VMM groups run once per backend this machine has, side by side:
-		 * kvm under their plain names, the process backend under process/. */
-		static const enum vmm_backend_kind kinds[] = { VMM_BACKEND_KVM, VMM_BACKEND_PROCESS };
-		for (size_t k = 0; k < 2; k++) {
-			if (kinds[k] == VMM_BACKEND_KVM && vmm_kvm_check(NULL) < 0 && backend != VMM_BACKEND_KVM)
-				continue;
-			if (backend != VMM_BACKEND_AUTO && backend != kinds[k])
-				continue;
-			bench_backend_note(&b, kinds[k]);
-			b.prefix = kinds[k] == VMM_BACKEND_PROCESS ? "process/" : "";
-			bench_backend_default(kinds[k]);
-			groups[i].run(&b);
-		}
-		bench_backend_note(&b, VMM_BACKEND_AUTO);
-		b.prefix = NULL;
-		bench_backend_default(backend);
-		b.seconds[i] = (double)(bench_now_ns() - t0) / 1e9;
+	for (b.run = 0; b.run < b.runs; b.run++) {
+		if (b.runs > 1)
+			printf("%srun %u of %u\n", b.run ? "\n" : "", b.run + 1, b.runs);
+		run_groups(&b, backend);
 	}
-	int rc = write_json(&b);
+	int rc = b.runs > 1 ? merge_runs(&b) : 0;
+	print_goals(&b);
+	if (rc == 0)
+		rc = write_json(&b);
 	if (rc < 0)
 		bench_err("cannot write %s: %s", b.json_path, strerror(-rc));
 	else
@@ -635,6 +867,8 @@ int main(int argc, char **argv)
 		free(b.res[i].name);
 		free(b.res[i].floor);
 		free(b.res[i].unit);
+		free(b.res[i].run_median);
+		free(b.res[i].run_ratio);
 	}
 	free(b.res);
 	vmm_host_default_set(NULL);

@@ -618,7 +618,7 @@ void bench_oci(struct bench *b)
 	void *state;
 	int rc;
 
-	if (!bench_selected(b, "oci/"))
+	if (!bench_selected_under(b, "oci/"))
 		return;
 	if (!bench_have("docker-registry")) {
 		bench_note(b, "oci/skipped_no_docker_registry", 1, "");

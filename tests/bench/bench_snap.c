@@ -509,6 +509,18 @@ void bench_snap(struct bench *b)
 								   .teardown = state_free, .arg = a,
 								   .max_seconds = dirty_writes[wi] >= 4096 ? 1.0 : 0 });
 			}
+	/* Restore against pages written: one curve from a page to 16 MiB (64
+	 * MiB guest, reset by rewrite, the machine's way of finding written
+	 * pages), the plot in docs/figures.md. */
+	static const int64_t sweep[] = { 1, 4, 16, 64, 256, 1024, 4096 };
+	static struct reset_arg sw[sizeof(sweep) / sizeof(sweep[0])];
+	for (size_t wi = 0; wi < sizeof(sweep) / sizeof(sweep[0]); wi++) {
+		sw[wi] = (struct reset_arg){ .heap = 64ull << 20, .pages = sweep[wi], .mode = "rewrite" };
+		snprintf(name, sizeof(name), "snapshots/restore_pages_written/64mib/%lld", (long long)sweep[wi]);
+		bench_run(b, &(struct bench_case){ .name = name, .floor = floor_name, .setup = reset_setup,
+						   .iter = restore_only_iter, .teardown = state_free, .arg = &sw[wi],
+						   .max_seconds = sweep[wi] >= 4096 ? 1.0 : 0 });
+	}
 	static struct reset_arg heavy[2];
 	for (int di = 0; di < 2; di++) {
 		heavy[di] = (struct reset_arg){ .heap = 64ull << 20, .pages = 0, .mode = modes[di] };

@@ -29,8 +29,10 @@ import argparse
 import datetime
 import glob
 import json
+import math
 import os
 import re
+import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -39,6 +41,10 @@ FIGURES_MD = os.path.join(ROOT, "docs", "figures.md")
 
 
 class Missing(Exception):
+    pass
+
+
+class PlotError(Exception):
     pass
 
 
@@ -241,7 +247,7 @@ class Cases:
 
 # ---------------------------------------------------------------- figures.md
 
-def figures_md(data):
+def figures_md(data, plots=None):
     out = [
         "# Figures",
         "",
@@ -260,6 +266,8 @@ def figures_md(data):
         "fs cases). These machines are shared and noisy: compare ratios, not absolute",
         "times. Other figures (bytes, PSS, counts) are single values.",
     ]
+    if plots:
+        out += plots_md(plots)
     sections, order = {}, []
     for r in data["results"]:
         parts = r["name"].split("/")
@@ -760,6 +768,202 @@ def block_start(c):
     return out
 
 
+# ------------------------------------------------------------------- plots
+# Curves a reader would rather look at than read: each PLOTS entry is a
+# function of Cases returning a Plot; figures.py draws it with gnuplot
+# (Debian's gnuplot-nox; .ci/deps installs it) as docs/figures/NAME.svg,
+# and the Plots section of docs/figures.md embeds them. The same results
+# give the same bytes: gnuplot's SVG carries no time, and the line naming
+# gnuplot's version is left out, so --check compares them like the tables.
+
+FIGURES_DIR = os.path.join(ROOT, "docs", "figures")
+
+
+class Series:
+    """One curve: (x, median, p10, p90) points, or (x, value) for single values."""
+
+    def __init__(self, label, points, style="lp"):
+        self.label, self.points, self.style = label, points, style
+
+
+class Plot:
+    def __init__(self, title, xlabel, ylabel, series, logx=False, logy=False, lines=(), caption="", cases=()):
+        self.title, self.xlabel, self.ylabel = title, xlabel, ylabel
+        self.series, self.logx, self.logy = series, logx, logy
+        self.lines = list(lines)      # (label, y): a floor, drawn flat across
+        self.caption, self.cases = caption, list(cases)
+
+
+def lat_points(c, xs, name_of, scale):
+    """(x, median, p10, p90) of the cases name_of(x), in units of scale ns; those the results lack left out."""
+    out = []
+    for x in xs:
+        n = name_of(x)
+        if c.has(n):
+            r = c.get(n)
+            out.append((x, r["median_ns"] / scale, r["p10_ns"] / scale, r["p90_ns"] / scale))
+    return out
+
+
+RESTORE_PAGES = (1, 4, 16, 64, 256, 1024, 4096)
+
+
+def plot_restore_pages(c):
+    name = lambda prefix: lambda p: "%ssnapshots/restore_pages_written/64mib/%d" % (prefix, p)
+    kvm, proc = lat_points(c, RESTORE_PAGES, name(""), 1e3), lat_points(c, RESTORE_PAGES, name("process/"), 1e3)
+    if not kvm and not proc:
+        raise Missing("snapshots/restore_pages_written/64mib/*")
+    # Each backend's floor as measured in the sweep's own run (median / ratio).
+    lines = []
+    for label, prefix in (("KVM floor: one bare KVM_RUN round trip", ""),
+                          ("process floor: one exit and resume", "process/")):
+        r = c.by.get(name(prefix)(RESTORE_PAGES[0]))
+        if r and r.get("floor_ratio"):
+            lines.append((label, r["median_ns"] / r["floor_ratio"] / 1e3))
+    return Plot("Restore against pages written (64 MiB guest, reset by rewrite)",
+                "pages written by the call before the restore (4 KiB each)", "restore (µs; median, p10–p90)",
+                [Series("KVM", kvm), Series("process backend", proc)], logx=True, logy=True, lines=lines,
+                caption="`snapshots/restore_pages_written/64mib/*` and `process/…`, run %s, beside each backend's floor in that run" % (
+                    c.when((name("") if kvm else name("process/"))(RESTORE_PAGES[0]))),
+                cases=["snapshots/restore_pages_written/64mib/%d" % p for p in RESTORE_PAGES])
+
+
+LAZY_RTT = (0, 2, 20, 60)
+
+
+def plot_lazy_rtt(c):
+    series = []
+    for label, kind in LAZY_KINDS:
+        pts = lat_points(c, LAZY_RTT, lambda ms: "lazy/%s/%dms" % (kind, ms), 1e6)
+        if pts:
+            series.append(Series(label, pts))
+    local = c.get("lazy/local_cold_start")["median_ns"] / 1e6
+    rtts = sorted({p[0] for s in series for p in s.points})
+    series.append(Series("goal: local cold start + 5 round trips", [(x, local + 5 * x) for x in rtts], style="goal"))
+    return Plot("Time to the first result against the registry's round trip (256 MiB snapshot)",
+                "round-trip time to the registry (ms, added by a delaying relay)",
+                "to the first result (ms; median, p10–p90)", series, logy=True,
+                lines=[("floor: local cold start from a complete store", local)],
+                caption="`lazy/*/{%s}` and `lazy/local_cold_start`, run %s" % (
+                    ",".join("%dms" % x for x in rtts), c.when("lazy/local_cold_start")),
+                cases=["lazy/local_cold_start"])
+
+
+DENSITY_COUNTS = (10, 30, 100, 300, 1000)
+
+
+def plot_density(c):
+    def vals(fmt):
+        return [(n, c.num(fmt % n)) for n in DENSITY_COUNTS if c.has(fmt % n)]
+    series = [Series("PSS of the host process (KVM)", vals("density/%d/medium/pss_per_sandbox"))]
+    for label, fmt in (("memory cgroup, all in (KVM)", "density/%d/medium/cgroup/all_in_per_sandbox"),
+                       ("memory cgroup, all in (process backend)", "process/density/%d/medium/cgroup/all_in_per_sandbox"),
+                       ("PSS of the host process (process backend)", "process/density/%d/medium/cgroup/pss_per_sandbox")):
+        pts = vals(fmt)
+        if pts:
+            series.append(Series(label, pts))
+    if not series[0].points:
+        raise Missing("density/*/medium/pss_per_sandbox")
+    return Plot("Memory per sandbox against sandbox count (64 MiB snapshot, 64 KiB written each)",
+                "sandboxes from one snapshot", "KiB per sandbox", series, logx=True, logy=True,
+                lines=[("goal: 100 KiB all in (process backend)", 100.0)],
+                caption="`density/*/medium/pss_per_sandbox` and `…/cgroup/all_in_per_sandbox`, run %s" % (
+                    c.when("density/%d/medium/pss_per_sandbox" % series[0].points[-1][0])),
+                cases=["density/%d/medium/pss_per_sandbox" % series[0].points[-1][0]])
+
+
+PLOTS = {
+    "restore-pages": plot_restore_pages,
+    "lazy-rtt": plot_lazy_rtt,
+    "density": plot_density,
+}
+
+
+def gp_str(s):
+    """s as a gnuplot string; markdown's code quotes dropped"""
+    return '"%s"' % s.replace("`", "").replace("\\", "\\\\").replace('"', '\\"')
+
+
+def gp_num(v):
+    return "%.6g" % v
+
+
+def gnuplot_script(p):
+    """The gnuplot program drawing p as SVG on its standard output."""
+    g = ['set terminal svg size 820,540 noenhanced font "sans,12" background rgb "white"',
+         "set encoding utf8", "set output", "set title %s" % gp_str(p.title),
+         "set xlabel %s" % gp_str(p.xlabel), "set ylabel %s" % gp_str(p.ylabel),
+         "set key below maxcols 2 Left reverse spacing 1.2 width 2",
+         "set grid xtics ytics mxtics mytics lc rgb '#dddddd'",
+         "set border 3", "set tics nomirror", "set format y '%g'", "set format x '%g'"]
+    xs = [pt[0] for s in p.series for pt in s.points]
+    ys = [v for s in p.series for pt in s.points for v in pt[1:]] + [y for _, y in p.lines]
+    # Tics at the measured x values; on a log y axis at 1, 2 and 5 of
+    # each decade (gnuplot labels only the decades).
+    g.append("set xtics (%s)" % ", ".join(gp_num(x) for x in sorted(set(xs))))
+    if p.logx:
+        g.append("set logscale x")
+        g.append("set xrange [%s:%s]" % (gp_num(min(xs) / 1.5), gp_num(max(xs) * 1.5)))
+    else:
+        span = max(xs) - min(xs) or 1
+        g.append("set xrange [%s:%s]" % (gp_num(min(xs) - span * 0.04), gp_num(max(xs) + span * 0.04)))
+    if p.logy:
+        lo, hi = min(ys) / 1.6, max(ys) * 1.6
+        tics = [m * 10 ** e for e in range(int(math.floor(math.log10(lo))), int(math.ceil(math.log10(hi))) + 1)
+                for m in (1, 2, 5) if lo <= m * 10 ** e <= hi]
+        g.append("set logscale y")
+        g.append("set yrange [%s:%s]" % (gp_num(lo), gp_num(hi)))
+        g.append("set ytics (%s)" % ", ".join(gp_num(t) for t in tics))
+    else:
+        g.append("set yrange [0:%s]" % gp_num(max(ys) * 1.15))
+    colors = ["#1f5fa8", "#c0392b", "#2e8b57", "#8e44ad", "#d68910", "#555555"]
+    plots, data = [], []
+    for i, s in enumerate(p.series):
+        col = colors[i % len(colors)]
+        if s.style == "goal":
+            plots.append("'-' using 1:2 with lines dt 3 lw 1.5 lc rgb '#777777' title %s" % gp_str(s.label))
+            data.append(["%s %s" % (gp_num(pt[0]), gp_num(pt[1])) for pt in s.points])
+            continue
+        bars = len(s.points[0]) == 4
+        if bars:
+            plots.append("'-' using 1:2:3:4 with yerrorbars pt 7 ps 0.6 lc rgb '%s' notitle" % col)
+            data.append(["%s %s %s %s" % tuple(gp_num(v) for v in pt) for pt in s.points])
+        plots.append("'-' using 1:2 with linespoints pt 7 ps 0.8 lw 2 lc rgb '%s' title %s" % (col, gp_str(s.label)))
+        data.append(["%s %s" % (gp_num(pt[0]), gp_num(pt[1])) for pt in s.points])
+    for j, (label, y) in enumerate(p.lines):
+        plots.append("%s with lines dt 2 lw 1.5 lc rgb '%s' title %s" % (
+            gp_num(y), ["#000000", "#7f4f00", "#777777"][j % 3], gp_str(label)))
+    g.append("plot " + ", \\\n     ".join(plots))
+    for rows in data:
+        g += rows + ["e"]
+    return "\n".join(g) + "\n"
+
+
+def render_svg(p):
+    """p drawn by gnuplot: the SVG's text, without the line naming gnuplot's version."""
+    try:
+        # -d: no gnuplotrc or ~/.gnuplot; one locale: the same bytes for everyone
+        r = subprocess.run(["gnuplot", "-d"], input=gnuplot_script(p), capture_output=True, text=True, check=False,
+                           env=dict(os.environ, LC_ALL="C.UTF-8"))
+    except OSError as e:
+        raise PlotError("gnuplot: %s (Debian's gnuplot-nox; .ci/deps installs it)" % e.strerror)
+    if r.returncode != 0:
+        raise PlotError("gnuplot failed: %s" % r.stderr.strip())
+    svg = re.sub(r"<desc>Produced by GNUPLOT[^<]*</desc>\n?", "", r.stdout)
+    title = p.title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return svg.replace("<title>Gnuplot</title>", "<title>%s</title>" % title, 1)
+
+
+def plots_md(plots):
+    """docs/figures.md's plots section: each image, with what it draws."""
+    out = ["", "## Plots", "",
+           "Drawn by tests/bench/figures.py with gnuplot from the same results (docs/figures/*.svg);",
+           "bars are p10–p90, dashed lines the floor or goal each stands beside."]
+    for name, p in plots.items():
+        out += ["", "### %s" % p.title, "", "![%s](figures/%s.svg)" % (p.title, name), "", "%s." % p.caption]
+    return out
+
+
 GROUPS = ("floor", "store", "vmm", "index", "fs", "snapshots", "cold", "density", "oci", "lazy", "alloc", "lua",
           "wasm", "start")
 
@@ -851,7 +1055,21 @@ def main():
     want, errors, used = {}, [], set()
     if a.merge:
         want[KEPT] = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    want[FIGURES_MD] = figures_md(data)
+    plots = {}
+    for name, fn in PLOTS.items():
+        try:
+            plots[name] = fn(cases)
+        except Missing as e:
+            errors.append("plot '%s' draws case %s, which the results lack" % (name, e.args[0]))
+    want[FIGURES_MD] = figures_md(data, plots)
+    for name, p in plots.items():
+        try:
+            want[os.path.join(FIGURES_DIR, name + ".svg")] = render_svg(p)
+        except PlotError as e:
+            errors.append("plot '%s': %s" % (name, e.args[0]))
+    for path in sorted(glob.glob(os.path.join(FIGURES_DIR, "*.svg"))):
+        if os.path.basename(path)[:-4] not in PLOTS:
+            errors.append("%s: no plot of that name in tests/bench/figures.py PLOTS" % os.path.relpath(path, ROOT))
     for path in doc_paths():
         with open(path) as f:
             text = f.read()
@@ -870,6 +1088,7 @@ def main():
         if old != text:
             stale.append(path)
             if not a.check:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "w") as f:
                     f.write(text)
     if a.check and stale:

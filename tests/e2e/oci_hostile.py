@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """oci_hostile.py: a hostile OCI registry for the poisoning tests: it serves crafted manifests and blobs (tests only).
 
-usage: oci_hostile.py craft LIBSTRATA REGISTRY REPO DIGEST EVIL_LAYER OUT_DIR TAG [--new-config=N] [--bad-sha]
+usage: oci_hostile.py craft REGISTRY REPO DIGEST EVIL_LAYER OUT_DIR TAG [--new-config=N] [--bad-sha]
        oci_hostile.py serve OUT_DIR PORT_FILE
 craft takes the victim's snapshot (manifest DIGEST of REPO on the plain-HTTP
 REGISTRY host:port), and writes into OUT_DIR what an attacker publishes under
@@ -12,7 +12,7 @@ of the layer's size), and those bytes served as the layer's blob. With
 --new-config=N the snapshot is another one (its created time moved by N ns),
 so the attacker's snapshot id differs from the victim's. With --bad-sha the
 layer's descriptor names it by a wrong sha256 (its id stays). The XXH3-128 ids
-come from libstrata's st_id_hash. It prints the crafted manifest's digest.
+come from libxxhash (XXH3-128, canonical byte order, as store/id.c). It prints the crafted manifest's digest.
 serve answers GET/HEAD of /v2/, manifests (by TAG or digest) and blobs (with
 Range) from OUT_DIR on 127.0.0.1 (a free port, written to PORT_FILE), as a
 registry would, except that it never checks a digest.
@@ -38,17 +38,20 @@ def get(url, accept=None):
         return r.read()
 
 
-def craft(lib, reg, repo, digest, evil_path, out, tag, new_config, bad_sha=False):
-    so = ctypes.CDLL(lib)
-    so.st_id_hash.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p]
-    so.st_id_format.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+def craft(reg, repo, digest, evil_path, out, tag, new_config, bad_sha=False):
+    # A strata id is XXH3-128 in canonical (big-endian: high, then low
+    # half) byte order (store/id.c); libstrata exports only its API, so
+    # the ids come from libxxhash itself.
+    class H128(ctypes.Structure):
+        _fields_ = [("low", ctypes.c_uint64), ("high", ctypes.c_uint64)]
+    xxh = ctypes.CDLL("libxxhash.so.0")
+    xxh.XXH3_128bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    xxh.XXH3_128bits.restype = H128
 
     def sid(data):
-        raw = ctypes.create_string_buffer(16)
-        so.st_id_hash(data, len(data), raw)
-        hexs = ctypes.create_string_buffer(33)
-        so.st_id_format(raw, hexs)
-        return raw.raw, hexs.value.decode()
+        h = xxh.XXH3_128bits(data, len(data))
+        raw = h.high.to_bytes(8, "big") + h.low.to_bytes(8, "big")
+        return raw, raw.hex()
 
     base = "http://%s/v2/%s" % (reg, repo)
     man = json.loads(get("%s/manifests/%s" % (base, digest), MANIFEST))
@@ -148,8 +151,8 @@ def serve(root, port_file):
 
 if __name__ == "__main__":
     if len(sys.argv) >= 8 and sys.argv[1] == "craft":
-        n = [int(a.split("=", 1)[1]) for a in sys.argv[9:] if a.startswith("--new-config=")]
-        craft(*sys.argv[2:9], new_config=n[0] if n else 0, bad_sha="--bad-sha" in sys.argv[9:])
+        n = [int(a.split("=", 1)[1]) for a in sys.argv[8:] if a.startswith("--new-config=")]
+        craft(*sys.argv[2:8], new_config=n[0] if n else 0, bad_sha="--bad-sha" in sys.argv[8:])
     elif len(sys.argv) == 4 and sys.argv[1] == "serve":
         serve(sys.argv[2], sys.argv[3])
     else:

@@ -9,6 +9,7 @@ read per request, picks what it does to layer blobs (GET of a blob over
 4 KiB, i.e. not a config):
   pass      forward unchanged
   corrupt   invert one byte in the middle
+  corrupt_end  invert the 100th byte from the end
   truncate  announce and send only the first half (a clean but short answer)
   long      announce and send 64 KiB more than the blob (the descriptor's size is the limit)
   escape500 answer 500 to every layer GET, the error message carrying a terminal escape
@@ -158,6 +159,9 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             if m == "corrupt":
                 mid = len(data) // 2
                 data = data[:mid] + bytes([data[mid] ^ 0xFF]) + data[mid + 1:]
+            elif m == "corrupt_end":
+                at = len(data) - 100
+                data = data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
             elif m == "truncate":
                 data = data[:len(data) // 2]
             elif m == "long":

@@ -1,0 +1,94 @@
+/* api_int.h: what the files of libstrata's public API (mount/api/) share: the handles' insides and the error helpers. */
+#ifndef STRATA_MOUNT_API_INT_H
+#define STRATA_MOUNT_API_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "index/index.h"
+#include "mount/api/strata.h"
+#include "vmm/vmm.h"
+
+/* A host function as registered: what the vmm's callback finds in its ctx.
+ * Entries are never moved or freed while a sandbox may call them. */
+struct api_fn {
+	char name[VMM_NAME_MAX + 1];
+	struct vmm_signature sig;
+	strata_host_fn fn;
+	void *ctx;
+};
+/* A table of host functions by name (the newest entry of a name wins). */
+struct api_fns {
+	struct api_fn **v;
+	size_t n, cap;
+};
+
+struct strata_host {
+	struct vmm_host *vh;
+	pthread_mutex_t lock;    /* the settings and fns below */
+	int backend;
+	uint64_t heap, stack, input, output, timeout_ns;
+	strata_log_fn log;
+	void *log_ctx;
+	struct api_fns fns;      /* every entry ever registered (replaced ones stay for older sandboxes) */
+	unsigned live;           /* sandboxes and pools made with it and not freed */
+};
+
+struct strata_sandbox {
+	strata_host *host;
+	struct vmm_sandbox *vs;
+	struct api_fns own;      /* registered on this sandbox (kept for a pool's replacement) */
+	strata_log_fn log;
+	void *log_ctx;
+	strata_pool *pool;       /* the pool it belongs to, or NULL */
+	bool out;                /* a pool's: taken by strata_pool_get */
+};
+
+struct strata_store {
+	struct st_store *st;
+	struct ix *ix;
+};
+
+struct strata_registry {
+	bool plain_http, noverify;
+	char *cacert, *user, *pass;
+	unsigned timeout_s;
+};
+
+/* Set the calling thread's message (printf-style; NULL fmt or an empty
+ * result: strata_strerror(code)) and return code. */
+int api_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* api_fail with a vmm_error's message (or the code's words if it has none). */
+int api_fail_vmm(int code, const char *what, const struct vmm_error *err);
+
+/* Parse a signature ("i(ii)") into *out; false if it is not one. */
+bool api_sig_parse(const char *sig, struct vmm_signature *out);
+/* Add a host function to a table (copying name and sig); 0, -EINVAL or
+ * -ENOMEM with the thread's message set. *added gets the entry. */
+int api_fns_add(struct api_fns *t, const char *name, const char *sig, strata_host_fn fn, void *ctx,
+		struct api_fn **added);
+/* Add a copy of *src named name (1..VMM_NAME_MAX bytes, checked by the caller). */
+int api_fns_push(struct api_fns *t, const struct api_fn *src, const char *name, struct api_fn **added);
+void api_fns_free(struct api_fns *t);
+/* Register every function of t (newest of each name) on vs. */
+int api_fns_apply(const struct api_fns *t, struct vmm_sandbox *vs);
+int api_fn_register(struct vmm_sandbox *vs, struct api_fn *f);
+
+/* A sandbox handle around a new vmm sandbox made with h's settings: make
+ * is called with the vmm_config to use (sizes only for ELF sandboxes). */
+struct api_make {
+	const char *path;                  /* an ELF file, or */
+	const void *elf;                   /* ELF bytes, size, or */
+	size_t size;
+	const struct vmm_snapdir *dir;     /* an open snapshot directory, or */
+	const struct st_manifest *m;       /* a manifest with its layer opener */
+	vmm_layer_open_fn open;
+	void *open_ctx;
+};
+int api_sandbox_make(strata_host *h, const struct api_make *how, strata_sandbox **out);
+/* Resolve ref in st and read its manifest (*m the caller's); checks every
+ * layer is a blob of the store. */
+int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m, st_id *id);
+
+#endif

@@ -1,0 +1,241 @@
+/* host.c: strata_host: the vmm host its sandboxes share, its settings, and host functions (signatures, tables, the vmm callback). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mount/api/api_int.h"
+
+/* One signature letter: a result (v allowed) or a parameter type. */
+static int sig_letter(char c, bool result)
+{
+	switch (c) {
+	case 'v':
+		return result ? VMM_VOID : -1;
+	case 'i':
+		return VMM_I64;
+	case 'b':
+		return VMM_BYTES;
+	case 's':
+		return VMM_STR;
+	default:
+		return -1;
+	}
+}
+
+bool api_sig_parse(const char *sig, struct vmm_signature *out)
+{
+	struct vmm_signature s = { 0 };
+	int t;
+
+	if (!sig || (t = sig_letter(sig[0], true)) < 0 || sig[1] != '(')
+		return false;
+	s.ret = (enum vmm_type)t;
+	const char *p = sig + 2;
+	for (; *p && *p != ')'; p++) {
+		if (s.nparams == VMM_MAX_PARAMS || (t = sig_letter(*p, false)) < 0)
+			return false;
+		s.params[s.nparams++] = (enum vmm_type)t;
+	}
+	if (*p != ')' || p[1] != '\0')
+		return false;
+	*out = s;
+	return true;
+}
+
+int api_fns_add(struct api_fns *t, const char *name, const char *sig, strata_host_fn fn, void *ctx,
+		struct api_fn **added)
+{
+	struct vmm_signature s;
+	size_t len = name ? strlen(name) : 0;
+
+	if (len == 0 || len > VMM_NAME_MAX)
+		return api_fail(-EINVAL, "host function name %s%s%s: it must be 1..%u bytes", name ? "'" : "",
+				name ? name : "NULL", name ? "'" : "", VMM_NAME_MAX);
+	if (!api_sig_parse(sig, &s))
+		return api_fail(-EINVAL, "host function %s: signature '%s' is not one (a result letter v, i, b or s, "
+				"then up to %u parameters of i, b, s in parentheses, e.g. \"i(ii)\")", name,
+				sig ? sig : "NULL", VMM_MAX_PARAMS);
+	if (!fn)
+		return api_fail(-EINVAL, "host function %s: the function pointer is NULL", name);
+	return api_fns_push(t, &(struct api_fn){ .sig = s, .fn = fn, .ctx = ctx }, name, added);
+}
+
+int api_fns_push(struct api_fns *t, const struct api_fn *src, const char *name, struct api_fn **added)
+{
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 8;
+		struct api_fn **v = realloc(t->v, cap * sizeof(*v));
+		if (!v)
+			return api_fail(-ENOMEM, "host function %s: out of memory", name);
+		t->v = v;
+		t->cap = cap;
+	}
+	struct api_fn *f = malloc(sizeof(*f));
+	if (!f)
+		return api_fail(-ENOMEM, "host function %s: out of memory", name);
+	*f = *src;
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	t->v[t->n++] = f;
+	if (added)
+		*added = f;
+	return 0;
+}
+
+void api_fns_free(struct api_fns *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->v[i]);
+	free(t->v);
+	memset(t, 0, sizeof(*t));
+}
+
+/* The vmm's callback: the arguments as strata_values, the result back. */
+static int fn_trampoline(void *ctx, const struct vmm_value *args, size_t nargs, struct vmm_value *ret)
+{
+	const struct api_fn *f = ctx;
+	struct strata_value a[VMM_MAX_PARAMS], r = { 0 };
+
+	if (nargs > VMM_MAX_PARAMS)
+		return -EINVAL;
+	for (size_t i = 0; i < nargs; i++)
+		a[i] = (struct strata_value){ .type = (int)args[i].type, .i64 = args[i].i64, .data = args[i].data,
+					      .len = args[i].len };
+	int rc = f->fn(f->ctx, a, nargs, &r);
+	if (rc < 0)
+		return rc;
+	*ret = (struct vmm_value){ .type = (enum vmm_type)r.type, .i64 = r.i64, .data = r.data, .len = r.len };
+	return 0;
+}
+
+int api_fn_register(struct vmm_sandbox *vs, struct api_fn *f)
+{
+	struct vmm_error err = { 0 };
+	int rc = vmm_sandbox_register(vs, f->name, &f->sig, fn_trampoline, f, &err);
+
+	return rc < 0 ? api_fail_vmm(rc, f->name, &err) : 0;
+}
+
+int api_fns_apply(const struct api_fns *t, struct vmm_sandbox *vs)
+{
+	/* In order: a later entry of a name replaces the earlier one. */
+	for (size_t i = 0; i < t->n; i++) {
+		int rc = api_fn_register(vs, t->v[i]);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int strata_host_new(strata_host **out)
+{
+	struct vmm_host_config cfg;
+	struct vmm_error err = { 0 };
+	strata_host *h = calloc(1, sizeof(*h));
+	int rc;
+
+	if (!h)
+		return api_fail(-ENOMEM, "host: out of memory");
+	vmm_host_config_defaults(&cfg);
+	if ((rc = vmm_host_new(&cfg, &h->vh, &err)) < 0) {
+		free(h);
+		return api_fail_vmm(rc, "host", &err);
+	}
+	pthread_mutex_init(&h->lock, NULL);
+	*out = h;
+	return 0;
+}
+
+int strata_host_free(strata_host *h)
+{
+	if (!h)
+		return 0;
+	pthread_mutex_lock(&h->lock);
+	unsigned live = h->live;
+	pthread_mutex_unlock(&h->lock);
+	if (live)
+		return api_fail(-EBUSY, "host: %u sandbox(es) or pool(s) made with it are not freed yet", live);
+	int rc = vmm_host_free(h->vh);
+	if (rc < 0)
+		return api_fail(rc, "host: its vmm host is still in use");
+	api_fns_free(&h->fns);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+	return 0;
+}
+
+int strata_host_set_backend(strata_host *h, int backend)
+{
+	struct vmm_error err = { 0 };
+	int rc = 0;
+
+	switch (backend) {
+	case STRATA_BACKEND_AUTO:
+		break;
+	case STRATA_BACKEND_KVM:
+		rc = vmm_kvm_check(&err);
+		break;
+	case STRATA_BACKEND_PROCESS:
+		rc = vmm_process_check(&err);
+		break;
+	default:
+		return api_fail(-EINVAL, "backend %d: not STRATA_BACKEND_AUTO, _KVM or _PROCESS", backend);
+	}
+	if (rc < 0)
+		return api_fail_vmm(rc, backend == STRATA_BACKEND_KVM ? "the kvm backend" : "the process backend", &err);
+	pthread_mutex_lock(&h->lock);
+	h->backend = backend;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+int strata_host_backend(const strata_host *h)
+{
+	return (int)vmm_backend_resolve(h->vh, (enum vmm_backend_kind)h->backend);
+}
+
+int strata_host_set_cache(strata_host *h, unsigned shells, unsigned warm)
+{
+	int rc = vmm_host_limits_set(h->vh, shells, warm);
+
+	if (rc < 0)
+		return api_fail(rc, "host cache: %u shells (at most %u), %u warm sandboxes (at most %u)", shells,
+				VMM_HOST_SHELLS_MAX, warm, VMM_HOST_WARM_MAX);
+	return 0;
+}
+
+int strata_host_set_sizes(strata_host *h, uint64_t heap, uint64_t stack, uint64_t input, uint64_t output)
+{
+	pthread_mutex_lock(&h->lock);
+	h->heap = heap;
+	h->stack = stack;
+	h->input = input;
+	h->output = output;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+int strata_host_set_timeout(strata_host *h, uint64_t timeout_ns)
+{
+	pthread_mutex_lock(&h->lock);
+	h->timeout_ns = timeout_ns;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+int strata_host_set_log(strata_host *h, strata_log_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&h->lock);
+	h->log = fn;
+	h->log_ctx = ctx;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+int strata_host_register(strata_host *h, const char *name, const char *sig, strata_host_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&h->lock);
+	int rc = api_fns_add(&h->fns, name, sig, fn, ctx, NULL);
+	pthread_mutex_unlock(&h->lock);
+	return rc;
+}

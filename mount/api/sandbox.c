@@ -1,0 +1,449 @@
+/* sandbox.c: strata_sandbox (made from an ELF, a snapshot directory, a store or a registry; calls, restore, capture in one step) and strata_pool. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mount/api/api_int.h"
+
+/* The vmm's log callback: the sandbox's copy of its host's setting. */
+static void log_trampoline(void *ctx, enum vmm_log_level level, const char *msg, size_t len)
+{
+	const strata_sandbox *sb = ctx;
+
+	if (sb->log)
+		sb->log(sb->log_ctx, (int)level, msg, len);
+}
+
+int api_sandbox_make(strata_host *h, const struct api_make *how, strata_sandbox **out)
+{
+	struct vmm_error err = { 0 };
+	strata_sandbox *sb = calloc(1, sizeof(*sb));
+	int rc;
+
+	if (!sb)
+		return api_fail(-ENOMEM, "sandbox: out of memory");
+	sb->host = h;
+	pthread_mutex_lock(&h->lock);
+	struct vmm_config cfg = { .timeout_ns = h->timeout_ns, .backend = (enum vmm_backend_kind)h->backend,
+				  .host = h->vh, .log = log_trampoline, .log_ctx = sb };
+	sb->log = h->log;
+	sb->log_ctx = h->log_ctx;
+	pthread_mutex_unlock(&h->lock);
+	if (how->path || how->elf) {
+		/* Sizes are an ELF sandbox's; a snapshot brings its own. */
+		pthread_mutex_lock(&h->lock);
+		cfg.heap_size = h->heap;
+		cfg.stack_size = h->stack;
+		cfg.input_size = h->input;
+		cfg.output_size = h->output;
+		pthread_mutex_unlock(&h->lock);
+		rc = how->path ? vmm_sandbox_new(how->path, &cfg, &sb->vs, &err)
+			       : vmm_sandbox_new_mem(how->elf, how->size, &cfg, &sb->vs, &err);
+	} else if (how->dir) {
+		rc = vmm_sandbox_from_snapdir(how->dir, &cfg, &sb->vs, &err);
+	} else {
+		rc = vmm_sandbox_from_snapshot(how->m, how->open, how->open_ctx, &cfg, &sb->vs, &err);
+	}
+	if (rc < 0) {
+		free(sb);
+		return api_fail_vmm(rc, how->path, &err);
+	}
+	/* The host's functions as they are now: every sandbox starts with them. */
+	pthread_mutex_lock(&h->lock);
+	rc = api_fns_apply(&h->fns, sb->vs);
+	if (rc == 0)
+		h->live++;
+	pthread_mutex_unlock(&h->lock);
+	if (rc < 0) {
+		vmm_sandbox_free(sb->vs);
+		free(sb);
+		return rc;
+	}
+	*out = sb;
+	return 0;
+}
+
+int strata_sandbox_new(strata_host *h, const char *path, strata_sandbox **out)
+{
+	if (!path)
+		return api_fail(-EINVAL, "sandbox: the ELF path is NULL");
+	return api_sandbox_make(h, &(struct api_make){ .path = path }, out);
+}
+
+int strata_sandbox_new_mem(strata_host *h, const void *elf, size_t size, strata_sandbox **out)
+{
+	if (!elf || !size)
+		return api_fail(-EINVAL, "sandbox: no ELF bytes given");
+	return api_sandbox_make(h, &(struct api_make){ .elf = elf, .size = size }, out);
+}
+
+static unsigned dir_flags(unsigned flags)
+{
+	return (flags & STRATA_DIR_VERIFY ? VMM_SNAPDIR_VERIFY : 0) |
+	       (flags & STRATA_DIR_MAP_FILES ? VMM_SNAPDIR_MAP_FILES : 0);
+}
+
+static int dir_open(strata_host *h, const char *dir, unsigned flags, struct vmm_snapdir **out)
+{
+	struct vmm_error err = { 0 };
+	int rc;
+
+	if (!dir)
+		return api_fail(-EINVAL, "snapshot directory: the path is NULL");
+	if (flags & ~(unsigned)(STRATA_DIR_VERIFY | STRATA_DIR_MAP_FILES))
+		return api_fail(-EINVAL, "%s: unknown flags 0x%x", dir, flags);
+	if ((rc = vmm_snapdir_open(h->vh, dir, dir_flags(flags), out, &err)) < 0)
+		return api_fail_vmm(rc, dir, &err);
+	return 0;
+}
+
+int strata_sandbox_open_dir(strata_host *h, const char *dir, unsigned flags, strata_sandbox **out)
+{
+	struct vmm_snapdir *d;
+	int rc = dir_open(h, dir, flags, &d);
+
+	if (rc < 0)
+		return rc;
+	rc = api_sandbox_make(h, &(struct api_make){ .dir = d }, out);
+	vmm_snapdir_close(d);
+	return rc;
+}
+
+int strata_sandbox_open_store(strata_host *h, strata_store *st, const char *ref, strata_sandbox **out)
+{
+	struct st_manifest *m;
+	int rc = api_store_manifest(st, ref, &m, NULL);
+
+	if (rc < 0)
+		return rc;
+	rc = api_sandbox_make(h, &(struct api_make){ .m = m, .open = vmm_layer_open_store, .open_ctx = st->st }, out);
+	st_manifest_free(m);
+	return rc;
+}
+
+int strata_sandbox_pull(strata_host *h, strata_store *st, const strata_registry *reg, const char *reference,
+			strata_sandbox **out)
+{
+	char id[STRATA_ID_LEN + 1];
+	int rc = strata_store_pull(st, reg, reference, NULL, 0, id);
+
+	return rc < 0 ? rc : strata_sandbox_open_store(h, st, id, out);
+}
+
+void strata_sandbox_free(strata_sandbox *sb)
+{
+	/* A pool's sandbox is the pool's to free. */
+	if (!sb || sb->pool)
+		return;
+	vmm_sandbox_free(sb->vs);
+	pthread_mutex_lock(&sb->host->lock);
+	sb->host->live--;
+	pthread_mutex_unlock(&sb->host->lock);
+	api_fns_free(&sb->own);
+	free(sb);
+}
+
+int strata_sandbox_register(strata_sandbox *sb, const char *name, const char *sig, strata_host_fn fn, void *ctx)
+{
+	struct api_fn *f;
+	int rc = api_fns_add(&sb->own, name, sig, fn, ctx, &f);
+
+	if (rc < 0)
+		return rc;
+	if ((rc = api_fn_register(sb->vs, f)) < 0) {
+		sb->own.n--;  /* the entry just added: the table is as before */
+		free(f);
+	}
+	return rc;
+}
+
+int strata_sandbox_call(strata_sandbox *sb, const char *fn, const struct strata_value *args, size_t nargs,
+			uint64_t timeout_ns, struct strata_result *res)
+{
+	struct vmm_value a[VMM_MAX_PARAMS];
+	struct vmm_result r = { 0 };
+
+	if (!fn || !res || (nargs && !args))
+		return api_fail(-EINVAL, "call: %s is NULL", !fn ? "the function name" : !res ? "the result" : "args");
+	if (nargs > VMM_MAX_PARAMS)
+		return api_fail(STRATA_E_BAD_ARGS, "call %s: %zu arguments (at most %u)", fn, nargs, VMM_MAX_PARAMS);
+	for (size_t i = 0; i < nargs; i++)
+		a[i] = (struct vmm_value){ .type = (enum vmm_type)args[i].type, .i64 = args[i].i64,
+					   .data = args[i].data, .len = args[i].len };
+	int rc = vmm_sandbox_call_timeout(sb->vs, fn, a, nargs, timeout_ns, &r);
+	if (rc < 0) {
+		const struct vmm_error *err = vmm_sandbox_error(sb->vs);
+		return api_fail(rc, "%s: %s", fn, err->code == rc && err->message[0] ? err->message : st_strerror(rc));
+	}
+	*res = (struct strata_result){ .type = (int)r.type, .i64 = r.i64, .data = r.data, .len = r.len };
+	return 0;
+}
+
+void strata_result_clear(struct strata_result *res)
+{
+	if (!res)
+		return;
+	free(res->data);
+	memset(res, 0, sizeof(*res));
+}
+
+int strata_sandbox_kill(strata_sandbox *sb)
+{
+	return vmm_sandbox_kill(sb->vs);
+}
+
+int strata_sandbox_restore(strata_sandbox *sb)
+{
+	int rc = vmm_sandbox_restore(sb->vs);
+
+	if (rc < 0) {
+		const struct vmm_error *err = vmm_sandbox_error(sb->vs);
+		if (rc == VMM_E_NO_SNAPSHOT)
+			return api_fail(rc, "restore: the sandbox has no snapshot (made from an ELF and never "
+					"captured: strata_sandbox_capture makes one)");
+		if (rc == VMM_E_BUSY)
+			return api_fail(rc, "restore: a call is running on the sandbox");
+		return api_fail(rc, "restore: %s", err->code == rc && err->message[0] ? err->message : st_strerror(rc));
+	}
+	return 0;
+}
+
+int strata_sandbox_capture(strata_sandbox *sb, strata_store *st, const char *tag, unsigned flags,
+			   char id[STRATA_ID_LEN + 1])
+{
+	struct st_manifest *m = NULL;
+	st_id sid;
+	int rc;
+
+	if (flags & ~(unsigned)STRATA_TAG_FORCE)
+		return api_fail(-EINVAL, "capture: unknown flags 0x%x", flags);
+	if (sb->pool)
+		return api_fail(-EINVAL, "capture: the sandbox is a pool's, which puts it back to the pool's snapshot: "
+				"capture a sandbox of its own (strata_sandbox_open_dir, _open_store)");
+	if (tag && !st_name_valid(tag))
+		return api_fail(ST_EBADNAME, "capture: '%s' is not a valid tag name", tag);
+	if ((rc = vmm_sandbox_capture(sb->vs, st->st, &m)) < 0) {
+		const struct vmm_error *err = vmm_sandbox_error(sb->vs);
+		return api_fail(rc, "capture: %s", err->code == rc && err->message[0] ? err->message : st_strerror(rc));
+	}
+	rc = ix_snap_commit(st->ix, m, tag, flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0, &sid);
+	if (rc < 0) {
+		st_manifest_free(m);
+		if (rc == IX_EEXIST)
+			return api_fail(rc, "capture: tag '%s' already names another snapshot (STRATA_TAG_FORCE moves it)",
+					tag);
+		if (rc == IX_EMISSING)
+			return api_fail(rc, "capture: the store lacks a layer of the sandbox's snapshot (opened from a "
+					"directory outside this store: import that directory into it first)");
+		return api_fail(rc, "capture: cannot commit the snapshot: %s", st_strerror(rc));
+	}
+	rc = vmm_sandbox_rebase(sb->vs, m, &sid);
+	st_manifest_free(m);
+	char hex[ST_ID_HEX_LEN + 1];
+	st_id_format(&sid, hex);
+	if (rc < 0)
+		return api_fail(rc, "capture: snapshot %s is committed, but the sandbox cannot continue on it: %s", hex,
+				st_strerror(rc));
+	if (id)
+		memcpy(id, hex, sizeof(hex));
+	return 0;
+}
+
+int strata_sandbox_backend(const strata_sandbox *sb)
+{
+	return (int)vmm_sandbox_backend(sb->vs);
+}
+
+/* ==== pools ==== */
+
+struct strata_pool {
+	strata_host *host;
+	pthread_mutex_t lock;
+	pthread_cond_t back;      /* a sandbox came back */
+	unsigned n, out;
+	strata_sandbox **sbs;
+	/* what a replacement is made from */
+	struct vmm_snapdir *dir;
+	struct st_manifest *m;
+	strata_store *st;
+};
+
+static int pool_make_one(strata_pool *p, strata_sandbox **out)
+{
+	struct api_make how = { .dir = p->dir };
+
+	if (!p->dir)
+		how = (struct api_make){ .m = p->m, .open = vmm_layer_open_store, .open_ctx = p->st->st };
+	int rc = api_sandbox_make(p->host, &how, out);
+	if (rc == 0)
+		(*out)->pool = p;
+	return rc;
+}
+
+static void pool_release(strata_pool *p)
+{
+	for (unsigned i = 0; i < p->n; i++)
+		if (p->sbs[i]) {
+			p->sbs[i]->pool = NULL;
+			strata_sandbox_free(p->sbs[i]);
+		}
+	free(p->sbs);
+	vmm_snapdir_close(p->dir);
+	st_manifest_free(p->m);
+	pthread_cond_destroy(&p->back);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+static int pool_open(strata_host *h, struct vmm_snapdir *d, struct st_manifest *m, strata_store *st, unsigned n,
+		     strata_pool **out)
+{
+	strata_pool *p = calloc(1, sizeof(*p));
+	int rc = 0;
+
+	if (!p || !(p->sbs = calloc(n, sizeof(*p->sbs)))) {
+		free(p);
+		vmm_snapdir_close(d);
+		st_manifest_free(m);
+		return api_fail(-ENOMEM, "pool: out of memory");
+	}
+	p->host = h;
+	p->dir = d;
+	p->m = m;
+	p->st = st;
+	pthread_condattr_t ca;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);  /* a get's wait does not follow the wall clock */
+	pthread_cond_init(&p->back, &ca);
+	pthread_condattr_destroy(&ca);
+	for (p->n = 0; p->n < n; p->n++)
+		if ((rc = pool_make_one(p, &p->sbs[p->n])) < 0)
+			break;
+	if (rc < 0) {
+		pool_release(p);
+		return rc;
+	}
+	pthread_mutex_lock(&h->lock);
+	h->live++;
+	pthread_mutex_unlock(&h->lock);
+	*out = p;
+	return 0;
+}
+
+static int pool_n_check(unsigned n)
+{
+	if (n == 0 || n > VMM_POOL_MAX)
+		return api_fail(-EINVAL, "pool: %u sandboxes (1..%u)", n, VMM_POOL_MAX);
+	return 0;
+}
+
+int strata_pool_open_dir(strata_host *h, const char *dir, unsigned flags, unsigned n, strata_pool **out)
+{
+	struct vmm_snapdir *d;
+	int rc;
+
+	if ((rc = pool_n_check(n)) < 0 || (rc = dir_open(h, dir, flags, &d)) < 0)
+		return rc;
+	return pool_open(h, d, NULL, NULL, n, out);
+}
+
+int strata_pool_open_store(strata_host *h, strata_store *st, const char *ref, unsigned n, strata_pool **out)
+{
+	struct st_manifest *m;
+	int rc;
+
+	if ((rc = pool_n_check(n)) < 0 || (rc = api_store_manifest(st, ref, &m, NULL)) < 0)
+		return rc;
+	return pool_open(h, NULL, m, st, n, out);
+}
+
+int strata_pool_free(strata_pool *p)
+{
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	unsigned out = p->out;
+	pthread_mutex_unlock(&p->lock);
+	if (out)
+		return api_fail(-EBUSY, "pool: %u of its sandboxes are out (strata_pool_put them first)", out);
+	strata_host *h = p->host;
+	pool_release(p);
+	pthread_mutex_lock(&h->lock);
+	h->live--;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+int strata_pool_get(strata_pool *p, uint64_t wait_ns, strata_sandbox **out)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += (time_t)(wait_ns / 1000000000u);
+	until.tv_nsec += (long)(wait_ns % 1000000000u);
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		for (unsigned i = 0; i < p->n; i++)
+			if (!p->sbs[i]->out) {
+				p->sbs[i]->out = true;
+				p->out++;
+				*out = p->sbs[i];
+				pthread_mutex_unlock(&p->lock);
+				return 0;
+			}
+		if (wait_ns == 0 || pthread_cond_timedwait(&p->back, &p->lock, &until) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return api_fail(-EAGAIN, "pool: all %u sandboxes are out", p->n);
+}
+
+int strata_pool_put(strata_pool *p, strata_sandbox *sb)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < p->n && p->sbs[i] != sb; i++)
+		;
+	bool ok = i < p->n && sb->out;
+	pthread_mutex_unlock(&p->lock);
+	if (!ok)
+		return api_fail(-EINVAL, "pool: the sandbox is not %s", i < p->n ? "out" : "this pool's");
+	if (vmm_sandbox_restore(sb->vs) < 0) {
+		/* A new one from the snapshot, with the old one's own functions. */
+		strata_sandbox *fresh;
+		int rc = pool_make_one(p, &fresh);
+		if (rc == 0) {
+			for (size_t k = 0; k < sb->own.n && rc == 0; k++) {
+				struct api_fn *f;
+				if ((rc = api_fns_push(&fresh->own, sb->own.v[k], sb->own.v[k]->name, &f)) == 0)
+					rc = api_fn_register(fresh->vs, f);
+			}
+			if (rc < 0) {
+				fresh->pool = NULL;
+				strata_sandbox_free(fresh);
+			}
+		}
+		if (rc < 0)
+			return rc;
+		fresh->out = true;
+		pthread_mutex_lock(&p->lock);
+		p->sbs[i] = fresh;
+		pthread_mutex_unlock(&p->lock);
+		sb->pool = NULL;
+		strata_sandbox_free(sb);
+		sb = fresh;
+	}
+	pthread_mutex_lock(&p->lock);
+	sb->out = false;
+	p->out--;
+	pthread_cond_signal(&p->back);
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}

@@ -1,0 +1,240 @@
+/* store.c: strata_store: a store and its index opened together, and the store-side calls a host program needs (resolve, list, tag, verify, gc). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "mount/api/api_int.h"
+
+int strata_store_open(const char *path, unsigned flags, strata_store **out)
+{
+	struct ix_opts io = { 0 };
+	strata_store *s;
+	int rc;
+
+	if (!path)
+		return api_fail(-EINVAL, "store: the path is NULL");
+	if (flags & ~(unsigned)(STRATA_STORE_CREATE | STRATA_STORE_RDONLY | STRATA_STORE_NOSYNC))
+		return api_fail(-EINVAL, "store %s: unknown flags 0x%x", path, flags);
+	if ((flags & STRATA_STORE_CREATE) && (flags & STRATA_STORE_RDONLY))
+		return api_fail(-EINVAL, "store %s: STRATA_STORE_CREATE and STRATA_STORE_RDONLY together", path);
+	if ((flags & STRATA_STORE_CREATE) && (rc = st_store_init(path, NULL)) < 0)
+		return api_fail(rc, "store %s: cannot create it: %s", path, st_strerror(rc));
+	if (!(s = calloc(1, sizeof(*s))))
+		return api_fail(-ENOMEM, "store %s: out of memory", path);
+	if ((rc = st_store_open(path, flags & STRATA_STORE_RDONLY ? ST_OPEN_RDONLY : 0, &s->st)) < 0) {
+		free(s);
+		return api_fail(rc, "store %s: %s", path, st_strerror(rc));
+	}
+	io.flags = (flags & STRATA_STORE_RDONLY ? IX_OPEN_RDONLY : 0) | (flags & STRATA_STORE_NOSYNC ? IX_OPEN_NOSYNC : 0);
+	if (flags & STRATA_STORE_NOSYNC)
+		st_store_set_sync(s->st, ST_SYNC_NONE);
+	if ((rc = ix_open(s->st, &io, &s->ix)) < 0) {
+		st_store_close(s->st);
+		free(s);
+		return api_fail(rc, "store %s: cannot open its index: %s", path, st_strerror(rc));
+	}
+	*out = s;
+	return 0;
+}
+
+void strata_store_close(strata_store *st)
+{
+	if (!st)
+		return;
+	ix_close(st->ix);
+	st_store_close(st->st);
+	free(st);
+}
+
+/* Resolve ref in a read transaction of its own. */
+static int resolve(strata_store *st, const char *ref, st_id *id)
+{
+	struct ix_txn *t;
+	int rc;
+
+	if (!ref)
+		return api_fail(-EINVAL, "store: the snapshot reference is NULL");
+	if ((rc = ix_txn_begin(st->ix, &t)) < 0)
+		return api_fail(rc, "store %s: cannot read its index: %s", st_store_path(st->st), st_strerror(rc));
+	rc = ix_resolve(t, ref, id);
+	ix_txn_end(t);
+	if (rc == IX_ENOTFOUND || rc == ST_EBADNAME)
+		return api_fail(rc, "store %s: no snapshot '%s' (no such tag, id or id prefix)", st_store_path(st->st),
+				ref);
+	if (rc == IX_EAMBIGUOUS)
+		return api_fail(rc, "store %s: '%s' is the prefix of more than one snapshot id", st_store_path(st->st),
+				ref);
+	if (rc < 0)
+		return api_fail(rc, "store %s: cannot look up '%s': %s", st_store_path(st->st), ref, st_strerror(rc));
+	return 0;
+}
+
+int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m, st_id *out)
+{
+	struct ix_txn *t;
+	st_id id;
+	int rc;
+
+	if ((rc = resolve(st, ref, &id)) < 0)
+		return rc;
+	if ((rc = ix_txn_begin(st->ix, &t)) < 0)
+		return api_fail(rc, "store %s: cannot read its index: %s", st_store_path(st->st), st_strerror(rc));
+	rc = ix_snap_get(t, &id, m);
+	ix_txn_end(t);
+	if (rc < 0)
+		return api_fail(rc, "snapshot %s: %s", ref, st_strerror(rc));
+	for (uint32_t i = 0; i < (*m)->nlayers; i++)
+		if (!st_blob_has(st->st, &(*m)->layers[i].id)) {
+			char hex[ST_ID_HEX_LEN + 1];
+			st_id_format(&(*m)->layers[i].id, hex);
+			st_manifest_free(*m);
+			return api_fail(IX_EMISSING, "snapshot %s: its layer %s is not in the store (a lazy pull's layer: "
+					"open it through a strata mount's snapshots/NAME)", ref, hex);
+		}
+	if (out)
+		*out = id;
+	return 0;
+}
+
+int strata_store_resolve(strata_store *st, const char *ref, char id[STRATA_ID_LEN + 1])
+{
+	st_id sid;
+	int rc = resolve(st, ref, &sid);
+
+	if (rc == 0)
+		st_id_format(&sid, id);
+	return rc;
+}
+
+struct walk {
+	strata_snapshot_fn snap;
+	strata_tag_fn tag;
+	void *ctx;
+	int count;
+};
+
+static int walk_snap(const st_id *id, void *ctx)
+{
+	struct walk *w = ctx;
+	char hex[ST_ID_HEX_LEN + 1];
+
+	st_id_format(id, hex);
+	w->count++;
+	return w->snap(w->ctx, hex);
+}
+
+static int walk_tag(const char *name, const st_id *id, void *ctx)
+{
+	struct walk *w = ctx;
+	char hex[ST_ID_HEX_LEN + 1];
+
+	st_id_format(id, hex);
+	w->count++;
+	return w->tag(w->ctx, name, hex);
+}
+
+static int walk(strata_store *st, struct walk *w)
+{
+	struct ix_txn *t;
+	int rc;
+
+	if ((rc = ix_txn_begin(st->ix, &t)) < 0)
+		return api_fail(rc, "store %s: cannot read its index: %s", st_store_path(st->st), st_strerror(rc));
+	rc = w->snap ? ix_snap_foreach(t, walk_snap, w) : ix_tag_foreach(t, walk_tag, w);
+	ix_txn_end(t);
+	if (rc < 0)
+		return api_fail(rc, "store %s: %s", st_store_path(st->st), st_strerror(rc));
+	/* A callback's positive return stops the walk and is returned as is. */
+	return rc > 0 ? rc : w->count;
+}
+
+int strata_store_snapshots(strata_store *st, strata_snapshot_fn cb, void *ctx)
+{
+	if (!cb)
+		return api_fail(-EINVAL, "store: the callback is NULL");
+	return walk(st, &(struct walk){ .snap = cb, .ctx = ctx });
+}
+
+int strata_store_tags(strata_store *st, strata_tag_fn cb, void *ctx)
+{
+	if (!cb)
+		return api_fail(-EINVAL, "store: the callback is NULL");
+	return walk(st, &(struct walk){ .tag = cb, .ctx = ctx });
+}
+
+int strata_store_tag(strata_store *st, const char *ref, const char *name, unsigned flags)
+{
+	st_id id;
+	int rc;
+
+	if (flags & ~(unsigned)STRATA_TAG_FORCE)
+		return api_fail(-EINVAL, "tag: unknown flags 0x%x", flags);
+	if (!name || !st_name_valid(name))
+		return api_fail(ST_EBADNAME, "tag: '%s' is not a valid tag name", name ? name : "NULL");
+	if ((rc = resolve(st, ref, &id)) < 0)
+		return rc;
+	rc = ix_tag_set(st->ix, name, &id, flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0);
+	if (rc == IX_EEXIST)
+		return api_fail(rc, "tag: '%s' already names another snapshot (STRATA_TAG_FORCE moves it)", name);
+	if (rc < 0)
+		return api_fail(rc, "tag %s: %s", name, st_strerror(rc));
+	return 0;
+}
+
+int strata_store_untag(strata_store *st, const char *name, unsigned flags)
+{
+	int rc;
+
+	if (flags & ~(unsigned)STRATA_TAG_PRUNE)
+		return api_fail(-EINVAL, "untag: unknown flags 0x%x", flags);
+	if (!name || !st_name_valid(name))
+		return api_fail(ST_EBADNAME, "untag: '%s' is not a valid tag name", name ? name : "NULL");
+	rc = ix_tag_del(st->ix, name, flags & STRATA_TAG_PRUNE ? IX_TAG_PRUNE : 0, NULL);
+	if (rc == IX_ENOTFOUND)
+		return api_fail(rc, "untag: no tag '%s' in store %s", name, st_store_path(st->st));
+	if (rc < 0)
+		return api_fail(rc, "untag %s: %s", name, st_strerror(rc));
+	return 0;
+}
+
+struct problems {
+	strata_problem_fn cb;
+	void *ctx;
+};
+
+static int problem(const struct ix_problem *p, void *ctx)
+{
+	struct problems *ps = ctx;
+	char hex[ST_ID_HEX_LEN + 1];
+
+	if (p->error && ps->cb) {
+		st_id_format(&p->id, hex);
+		ps->cb(ps->ctx, hex, p->detail ? p->detail : "");
+	}
+	return 0;
+}
+
+int strata_store_verify(strata_store *st, unsigned flags, strata_problem_fn cb, void *ctx)
+{
+	struct problems ps = { cb, ctx };
+
+	if (flags & ~(unsigned)STRATA_VERIFY_HASH)
+		return api_fail(-EINVAL, "verify: unknown flags 0x%x", flags);
+	int rc = ix_fsck(st->ix, flags & STRATA_VERIFY_HASH ? IX_FSCK_HASH : 0, problem, &ps, NULL);
+	if (rc < 0)
+		return api_fail(rc, "verify %s: %s", st_store_path(st->st), st_strerror(rc));
+	return rc;
+}
+
+int strata_store_gc(strata_store *st, unsigned grace_s, uint64_t *freed)
+{
+	struct ix_gc_stats gs = { 0 };
+	int rc = ix_gc(st->ix, grace_s, &gs);
+
+	if (rc < 0)
+		return api_fail(rc, "gc %s: %s", st_store_path(st->st), st_strerror(rc));
+	if (freed)
+		*freed = gs.bytes_removed;
+	return 0;
+}

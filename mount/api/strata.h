@@ -1,0 +1,478 @@
+/* strata.h: libstrata 1.0, the API a host program embeds: micro-VM sandboxes whose memory snapshots are files. */
+#ifndef STRATA_H
+#define STRATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * The rules every call follows (docs/library.md is the reference):
+ *
+ * - Errors: a call that can fail returns an int: 0 (or a count, >= 0) on
+ *   success, a negative code on failure: -errno (-ENOMEM, -EINVAL, ...)
+ *   or one of the STRATA_E_* codes below. strata_strerror() names every
+ *   code; strata_errmsg() says what went wrong in the calling thread's
+ *   last failed call, in plain words. Out-parameters are written only on
+ *   success, and a failed call keeps nothing it made, unless its comment
+ *   says otherwise. Nothing here prints, exits or reads the environment.
+ * - Configuration: every object is opaque and configured by setters on
+ *   it after its _new (as libkrun's contexts are). A setter's value holds
+ *   for what is made or done after it; a failed setter changes nothing.
+ * - Threads: a host, a store, a registry's settings and a pool may be used
+ *   from any thread. A sandbox runs one call at a time (STRATA_E_BUSY
+ *   otherwise); strata_sandbox_kill may come from any thread.
+ * - Lifetimes: a host outlives every sandbox and pool made with it
+ *   (strata_host_free says -EBUSY before); a store outlives the sandboxes
+ *   and pools opened from it and every call given it. Strings given to a
+ *   call are copied or used during the call only.
+ * - Fork: a forked child must not use the parent's hosts, sandboxes, pools
+ *   or stores; it may make new ones.
+ * - Signals: SIGRTMIN+1 is installed at the first call and sent to the
+ *   calling thread to stop a KVM call (kill, timeout): leave it alone.
+ *   A process-backend sandbox is a child process that reports by
+ *   stopping: a host that reaps any child (waitpid(-1), SIGCHLD set to
+ *   SIG_IGN) takes its reports, and the child ends with the thread that
+ *   made the sandbox (its next call fails with STRATA_E_SHUTDOWN).
+ */
+
+/* The version of this header; strata_version() gives the library's. */
+#define STRATA_VERSION_MAJOR 1
+#define STRATA_VERSION_MINOR 0
+#define STRATA_VERSION_PATCH 0
+/* 0xMMmmpp, as libcurl's LIBCURL_VERSION_NUM: compare with >=. */
+#define STRATA_VERSION_NUMBER ((STRATA_VERSION_MAJOR << 16) | (STRATA_VERSION_MINOR << 8) | STRATA_VERSION_PATCH)
+
+/* Opaque handles. */
+typedef struct strata_host strata_host;         /* what sandboxes share: caches, settings, host functions */
+typedef struct strata_sandbox strata_sandbox;   /* one micro-VM running a guest */
+typedef struct strata_pool strata_pool;         /* sandboxes restored from one snapshot, to get and put */
+typedef struct strata_store strata_store;       /* an open store of snapshots (and its index) */
+typedef struct strata_registry strata_registry; /* how to reach OCI registries: transport, TLS, credentials */
+
+/* Error codes (negative; -errno values are above -1000). Each names its
+ * condition; strata_errmsg() says which file, function or rule. */
+enum {
+	/* the store (-1000..-1099) */
+	STRATA_E_CORRUPT = -1000,        /* bytes do not hash to their name, or a size is wrong */
+	STRATA_E_FORMAT = -1001,         /* a malformed manifest or store file */
+	STRATA_E_VERSION = -1002,        /* an unknown manifest or store format version */
+	STRATA_E_LAYOUT = -1003,         /* a snapshot's ranges are out of bounds; a layer too short */
+	STRATA_E_NOT_STORE = -1004,      /* the directory is not a strata store */
+	STRATA_E_BAD_NAME = -1005,       /* a tag name breaks the name rule */
+	STRATA_E_BAD_ID = -1006,         /* text is not a 32-character lowercase hex id */
+	STRATA_E_READ_ONLY = -1007,      /* the store was opened read-only, or its filesystem refuses writes */
+	/* the index (-1100..-1199) */
+	STRATA_E_NOT_FOUND = -1100,      /* no such snapshot or tag */
+	STRATA_E_EXISTS = -1101,         /* the tag already names another snapshot */
+	STRATA_E_MISSING = -1102,        /* a layer the snapshot needs is not in the store */
+	STRATA_E_INDEX_VERSION = -1103,  /* the index was written by an unknown format version */
+	STRATA_E_INDEX_CORRUPT = -1104,  /* an index record is damaged */
+	STRATA_E_INDEX_BUSY = -1105,     /* too many readers of the index */
+	STRATA_E_LMDB = -1106,           /* any other failure of the index's database */
+	STRATA_E_AMBIGUOUS = -1107,      /* an id prefix matches more than one snapshot */
+	STRATA_E_BAD_REF = -1150,        /* not a REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST] reference */
+	STRATA_E_NET = -1151,            /* cannot connect to the registry, or the connection dropped */
+	STRATA_E_TLS = -1152,            /* the TLS handshake or certificate check failed */
+	STRATA_E_AUTH = -1153,           /* credentials missing or rejected, or access denied */
+	STRATA_E_REMOTE_MISSING = -1154, /* the manifest or blob is not in the repository */
+	STRATA_E_HTTP = -1155,           /* any other unexpected answer of the registry */
+	STRATA_E_DEADLINE = -1156,       /* the registry timeout (strata_registry_set_timeout) passed */
+	STRATA_E_LAZY_BAD_CHUNK = -1160, /* a fetched chunk of a lazy layer does not match its index */
+	STRATA_E_LAZY_OFFLINE = -1161,   /* a lazy layer's registry could not be reached */
+	STRATA_E_LAZY_NO_INDEX = -1162,  /* the artifact carries no chunk index */
+	/* sandboxes (-1200..-1299) */
+	STRATA_E_POISONED = -1200,       /* an earlier guest error poisoned the sandbox: restore it */
+	STRATA_E_GUEST_FAULT = -1201,    /* a CPU exception in the guest */
+	STRATA_E_STACK_OVERFLOW = -1202, /* the guest touched its stack guard page */
+	STRATA_E_ABORT = -1203,          /* the guest called strata_abort() */
+	STRATA_E_BAD_HYPERCALL = -1204,  /* the guest broke the ABI */
+	STRATA_E_TIMEOUT = -1205,        /* the call ran past its timeout */
+	STRATA_E_CANCELLED = -1206,      /* strata_sandbox_kill stopped the call */
+	STRATA_E_SHUTDOWN = -1207,       /* the guest triple-faulted (or its process ended) */
+	STRATA_E_BAD_ELF = -1208,        /* not a valid x86-64 strata guest ELF */
+	STRATA_E_ABI = -1209,            /* the guest was built for another ABI version */
+	STRATA_E_NO_FUNCTION = -1210,    /* no guest function by that name */
+	STRATA_E_BAD_ARGS = -1211,       /* the arguments do not match the function's signature */
+	STRATA_E_GUEST_ERROR = -1212,    /* the guest function returned an error (not poisoning) */
+	STRATA_E_TOO_BIG = -1213,        /* the arguments or the result do not fit the sandbox's buffers */
+	STRATA_E_NO_KVM = -1214,         /* /dev/kvm is missing */
+	STRATA_E_BAD_CONFIG = -1215,     /* a setting out of range */
+	STRATA_E_UNEXPECTED_EXIT = -1216,/* the vCPU stopped for a reason strata does not handle */
+	STRATA_E_BAD_ADDRESS = -1217,    /* the guest accessed an address outside its memory */
+	STRATA_E_BUSY = -1218,           /* a call is already running on this sandbox */
+	STRATA_E_KVM_DENIED = -1219,     /* /dev/kvm exists but this user may not open it */
+	STRATA_E_KVM_UNBOUND = -1220,    /* a kvm module is loaded but gave no /dev/kvm */
+	STRATA_E_KVM_API = -1221,        /* /dev/kvm is not KVM, or speaks another API version */
+	STRATA_E_KERNEL_OLD = -1222,     /* the kernel is older than strata needs */
+	STRATA_E_NO_BACKEND = -1223,     /* the backend asked for cannot run here */
+	STRATA_E_NO_SNAPSHOT = -1250,    /* the sandbox has no snapshot to restore to */
+	STRATA_E_BAD_SNAPSHOT = -1251,   /* the snapshot does not fit this strata */
+	STRATA_E_LEAK = -1252,           /* debug check: memory differs from the snapshot after a restore */
+	STRATA_E_BAD_POLICY = -1253,     /* a malformed policy file */
+	STRATA_E_NO_PAGEMAP = -1254,     /* the kernel cannot say which pages were written */
+	STRATA_E_STALE = -1255,          /* a rebase on a manifest that is not the pending capture */
+	/* the mount (-1300..-1399) */
+	STRATA_E_STALE_MOUNT = -1300,    /* a dead FUSE mount */
+	STRATA_E_MOUNTED = -1301,        /* the mountpoint already has a live mount */
+	STRATA_E_MOUNT = -1302,          /* the kernel refused the mount */
+	STRATA_E_NOT_MOUNTED = -1303,    /* nothing is mounted there */
+	STRATA_E_OPTION = -1304,         /* a mount option was refused */
+};
+
+/* ==== version and errors ==== */
+
+/* The library's version, "MAJOR.MINOR.PATCH"; each of major, minor, patch
+ * (any may be NULL) gets its number. Never fails. (LMDB's mdb_version.) */
+const char *strata_version(int *major, int *minor, int *patch);
+/* The name of any code a strata call returns: a STRATA_E_* code's
+ * words, a -errno in strerror's words, 0 "success"; a code no version of
+ * strata names says so. Static strings; never fails; thread-safe. */
+const char *strata_strerror(int code);
+/* What went wrong in the calling thread's last failed strata call, in
+ * one line: the code's words and the particulars (the file, the guest's
+ * message, the rule broken). "" if no call of this thread failed yet. The
+ * string is the thread's own, valid until its next failed call; a call
+ * that succeeds leaves it as it was (as errno). Never fails. */
+const char *strata_errmsg(void);
+
+/* ==== values ==== */
+
+/* The types of arguments and results (a function's signature letters:
+ * v, i, b, s). */
+enum {
+	STRATA_VOID = 0,
+	STRATA_I64 = 1,   /* int64_t: i */
+	STRATA_BYTES = 2, /* bytes with a length: b */
+	STRATA_STR = 3,   /* a string (its length without the NUL): s */
+};
+/* An argument, or a host function's result. For BYTES and STR, data and
+ * len are borrowed: the caller keeps them valid during the call. */
+struct strata_value {
+	int type;
+	int64_t i64;
+	const void *data;
+	size_t len;
+};
+/* A guest function's result. For BYTES and STR data is malloc'd (a STR is
+ * NUL-terminated) and the caller's: strata_result_clear frees it. */
+struct strata_result {
+	int type;
+	int64_t i64;
+	void *data;
+	size_t len;
+};
+/* Free what a result holds and zero it; accepts NULL and a zeroed result. */
+void strata_result_clear(struct strata_result *res);
+
+/*
+ * A host function the guest calls by name. args has the types of the
+ * signature it was registered with (checked before the call). Fill *ret
+ * with a value of the signature's result type (BYTES and STR: data valid
+ * until the function returns) and return 0, or return < 0 to tell the
+ * guest it failed (the sandbox is not poisoned). It runs on the thread
+ * that made the call.
+ */
+typedef int (*strata_host_fn)(void *ctx, const struct strata_value *args, size_t nargs, struct strata_value *ret);
+/* A guest log line (the guest's strata_log): level 0 error .. 3 debug. */
+typedef void (*strata_log_fn)(void *ctx, int level, const char *msg, size_t len);
+
+/* ==== the host ==== */
+
+enum {
+	STRATA_BACKEND_AUTO = 0,    /* KVM where /dev/kvm opens, else the process backend */
+	STRATA_BACKEND_KVM = 1,     /* a one-vCPU KVM virtual machine */
+	STRATA_BACKEND_PROCESS = 2, /* a locked-down child process (seccomp); no KVM needed */
+};
+
+/*
+ * Make a host: what every sandbox and pool made with it shares (idle VM
+ * shells and warm sandboxes, 8 of each; the parsed manifests and private
+ * layer copies of the snapshot directories it opens), its settings (the
+ * setters below) and its host functions. Returns 0 and *out, or -ENOMEM;
+ * *out untouched then. Free it with strata_host_free after its sandboxes.
+ */
+int strata_host_new(strata_host **out);
+/* Free the host and what it keeps. Needs every sandbox and pool made with
+ * it freed: -EBUSY otherwise, and nothing changes. Accepts NULL (0). */
+int strata_host_free(strata_host *h);
+/* Where the host's next sandboxes run: STRATA_BACKEND_AUTO (the default),
+ * _KVM or _PROCESS. -EINVAL for another value; STRATA_E_NO_KVM (and the
+ * other KVM codes) or STRATA_E_NO_BACKEND if that backend cannot run here,
+ * strata_errmsg saying why. */
+int strata_host_set_backend(strata_host *h, int backend);
+/* The backend the host's next sandbox runs on (_KVM or _PROCESS: AUTO
+ * resolved). Never fails. */
+int strata_host_backend(const strata_host *h);
+/* How many idle VM shells (0..1024) and warm sandboxes (0..64) the host
+ * keeps; what it keeps beyond them is freed now. STRATA_E_BAD_CONFIG over
+ * the maxima (nothing changes). */
+int strata_host_set_cache(strata_host *h, unsigned shells, unsigned warm);
+/* Sizes of the host's next sandboxes made from an ELF, in bytes: guest
+ * heap and stack, call input and output buffers; 0 keeps each default
+ * (the heap the ELF declares, else 128 KiB; 64 KiB; 16 KiB; 16 KiB).
+ * Sandboxes from snapshots have the snapshot's. Never fails: a size out
+ * of range fails the making of a sandbox (STRATA_E_BAD_CONFIG, strata_errmsg
+ * saying which). */
+int strata_host_set_sizes(strata_host *h, uint64_t heap, uint64_t stack, uint64_t input, uint64_t output);
+/* The timeout of every call on the host's next sandboxes that gives none
+ * (strata_sandbox_call's timeout_ns 0), in nanoseconds; 0: none (the
+ * default). Never fails. */
+int strata_host_set_timeout(strata_host *h, uint64_t timeout_ns);
+/* Where guest log lines of the host's next sandboxes go (fn NULL: dropped,
+ * the default). fn may run on any thread that calls a sandbox. Never fails. */
+int strata_host_set_log(strata_host *h, strata_log_fn fn, void *ctx);
+/*
+ * Register host function `name` (1..63 bytes) of signature `sig` for
+ * every sandbox this host makes from now on, or replace the one of that
+ * name. sig is the guest SDK's notation: the result letter, then the
+ * parameters in parentheses, "i(ii)" for (int64, int64) -> int64 (v: no
+ * result; at most 8 parameters of i, b, s). It lives on the host: each
+ * sandbox made afterwards (from an ELF, a directory, a store, a registry,
+ * a pool) has it from its start, and keeps it across restores, captures
+ * and pool returns; sandboxes made before keep the table they started
+ * with. A sandbox's own strata_sandbox_register of the same name wins.
+ * -EINVAL (a bad name, signature or NULL fn) or -ENOMEM, strata_errmsg
+ * saying which; the host's table is as before then.
+ */
+int strata_host_register(strata_host *h, const char *name, const char *sig, strata_host_fn fn, void *ctx);
+
+/* ==== sandboxes ==== */
+
+/*
+ * A new sandbox running the guest ELF at `path` (or the size bytes at
+ * `elf`, not kept after the call), its init run until it reports ready,
+ * with the host's settings and host functions. It has no snapshot:
+ * strata_sandbox_restore needs a capture first. Errors: -ENOENT and other
+ * -errno (path), STRATA_E_BAD_ELF, STRATA_E_ABI, STRATA_E_BAD_CONFIG, the
+ * backend's (STRATA_E_NO_KVM, ...), a fault of the init; *out untouched.
+ */
+int strata_sandbox_new(strata_host *h, const char *path, strata_sandbox **out);
+int strata_sandbox_new_mem(strata_host *h, const void *elf, size_t size, strata_sandbox **out);
+
+/* strata_sandbox_open_dir flags. */
+enum {
+	STRATA_DIR_VERIFY = 1u << 0,    /* hash every layer against its id before it is mapped */
+	STRATA_DIR_MAP_FILES = 1u << 1, /* plain directory: map its layer files (the caller promises never
+					 * to truncate them) instead of a private copy */
+};
+/*
+ * A new sandbox restored from the snapshot directory `dir`
+ * (DIR/manifest.json and DIR/layers/: a strata mount's snapshots/NAME, an
+ * export, a plain copy). On a strata mount the layers are mapped from the
+ * store's blobs; a plain directory's are copied once into private memory
+ * (kept by the host while the files are unchanged), unless
+ * STRATA_DIR_MAP_FILES. The sandbox keeps its mappings: the directory may
+ * go afterwards. Errors: -ENOENT, -ENOTDIR, STRATA_E_STALE_MOUNT,
+ * STRATA_E_BAD_SNAPSHOT (a bad manifest, a short or corrupted layer), the
+ * backend's; *out untouched.
+ */
+int strata_sandbox_open_dir(strata_host *h, const char *dir, unsigned flags, strata_sandbox **out);
+/*
+ * A new sandbox restored from snapshot `ref` of store st: a tag, an id or
+ * a unique prefix of one (6 hex digits at least). Its layers are mapped
+ * from the store's blobs; st must outlive the call only. Errors:
+ * STRATA_E_NOT_FOUND, STRATA_E_AMBIGUOUS, STRATA_E_BAD_NAME, STRATA_E_MISSING
+ * (a layer of it is not in the store, e.g. a lazy pull's: open it through
+ * a strata mount's snapshots/NAME), the backend's; *out untouched.
+ */
+int strata_sandbox_open_store(strata_host *h, strata_store *st, const char *ref, strata_sandbox **out);
+/*
+ * Pull `reference` (REGISTRY/REPOSITORY:TAG or @sha256:DIGEST) into st
+ * with reg's settings (NULL: HTTPS, the system's CAs, no credentials, no
+ * timeout), its whole chain of layers, then restore a sandbox from it as
+ * strata_sandbox_open_store. The pulled snapshot is left in st untagged
+ * (strata_store_pull tags). Errors: strata_store_pull's, then
+ * strata_sandbox_open_store's (the snapshot stays in st); *out untouched.
+ */
+int strata_sandbox_pull(strata_host *h, strata_store *st, const strata_registry *reg, const char *reference,
+			strata_sandbox **out);
+/* Free a sandbox; accepts NULL, and does nothing to a pool's sandbox (the
+ * pool frees it). No call may be running on it. A healthy one may be kept
+ * warm by its host (for the next open of the same snapshot), without its
+ * host functions. */
+void strata_sandbox_free(strata_sandbox *sb);
+/*
+ * Register host function `name` on this sandbox only (as
+ * strata_host_register, which see for name and sig), or replace the one
+ * of that name: kept across restores and captures and while the sandbox
+ * goes in and out of a pool. -EINVAL, -ENOMEM, STRATA_E_BUSY (a call is
+ * running); the sandbox's functions are as before then.
+ */
+int strata_sandbox_register(strata_sandbox *sb, const char *name, const char *sig, strata_host_fn fn, void *ctx);
+/*
+ * Call guest function `fn` with nargs typed arguments, within timeout_ns
+ * nanoseconds (0: the host's strata_host_set_timeout at the sandbox's
+ * making). Fills *res on success (strata_result_clear frees it). A guest
+ * fault, abort, bad hypercall, timeout or kill poisons the sandbox: later
+ * calls fail with STRATA_E_POISONED until strata_sandbox_restore succeeds.
+ * STRATA_E_NO_FUNCTION, STRATA_E_BAD_ARGS, STRATA_E_TOO_BIG and
+ * STRATA_E_GUEST_ERROR (the guest's message in strata_errmsg) do not
+ * poison. STRATA_E_BUSY while another call runs.
+ */
+int strata_sandbox_call(strata_sandbox *sb, const char *fn, const struct strata_value *args, size_t nargs,
+			uint64_t timeout_ns, struct strata_result *res);
+/* Stop the call running on sb, from any thread: it fails with
+ * STRATA_E_CANCELLED and poisons the sandbox. 1 if a call was stopped, 0
+ * if none ran. */
+int strata_sandbox_kill(strata_sandbox *sb);
+/*
+ * Put the sandbox back to its snapshot: the one it was opened from, or
+ * the last strata_sandbox_capture (exactly the pages that differ, and the
+ * vCPU). A poisoned sandbox becomes usable; host functions stay. Errors:
+ * STRATA_E_NO_SNAPSHOT (made from an ELF and never captured), STRATA_E_BUSY;
+ * on another error the memory may be partly restored: restore again or free.
+ */
+int strata_sandbox_restore(strata_sandbox *sb);
+/* strata_sandbox_capture and strata_store_tag flags. */
+enum {
+	STRATA_TAG_FORCE = 1u << 0, /* move the tag if it names another snapshot */
+	STRATA_TAG_PRUNE = 1u << 1, /* strata_store_untag: delete the snapshot too if no other tag names it */
+};
+/*
+ * Capture the sandbox into store st in one step: the pages that differ
+ * from its snapshot go into a new layer, written durably (per the store's
+ * sync setting), the snapshot is committed to the index and tagged `tag`
+ * (NULL: untagged), and the sandbox continues on it: the next restore
+ * goes back to this point. id (may be NULL) gets the snapshot's id, 32 hex
+ * digits and a NUL. st must hold the sandbox's snapshot's layers (a
+ * sandbox opened from a directory outside st: import it first) and outlive
+ * the sandbox. -EINVAL for a pool's sandbox (a put takes it back to the
+ * pool's snapshot). Errors: STRATA_E_POISONED, STRATA_E_BUSY, STRATA_E_EXISTS
+ * (tag names another snapshot, without STRATA_TAG_FORCE), STRATA_E_BAD_NAME,
+ * STRATA_E_MISSING, STRATA_E_READ_ONLY, -ENOSPC: nothing is committed and
+ * the sandbox keeps its snapshot (a layer blob may stay for gc).
+ */
+#define STRATA_ID_LEN 32
+int strata_sandbox_capture(strata_sandbox *sb, strata_store *st, const char *tag, unsigned flags,
+			   char id[STRATA_ID_LEN + 1]);
+/* The backend the sandbox runs on: STRATA_BACKEND_KVM or _PROCESS. */
+int strata_sandbox_backend(const strata_sandbox *sb);
+
+/* ==== pools ==== */
+
+/*
+ * n (1..100000) sandboxes restored from one snapshot, which share its
+ * pages: from a snapshot directory (flags as strata_sandbox_open_dir) or
+ * from ref in store st (st must outlive the pool). Each has the host's
+ * functions. Errors: those of strata_sandbox_open_dir / _open_store, and
+ * -EINVAL for n; nothing is left on failure, *out untouched.
+ */
+int strata_pool_open_dir(strata_host *h, const char *dir, unsigned flags, unsigned n, strata_pool **out);
+int strata_pool_open_store(strata_host *h, strata_store *st, const char *ref, unsigned n, strata_pool **out);
+/* Free the pool and its sandboxes. -EBUSY (nothing changes) while one is
+ * out (strata_pool_get without its put). Accepts NULL (0). */
+int strata_pool_free(strata_pool *p);
+/* Take an idle sandbox into *out, waiting up to wait_ns nanoseconds for
+ * one (0: not at all). -EAGAIN if none came back in time. */
+int strata_pool_get(strata_pool *p, uint64_t wait_ns, strata_sandbox **out);
+/* Give a sandbox back: restored to the snapshot (replaced by a new one if
+ * the restore fails), then idle again. -EINVAL if it is not this pool's
+ * or not out (nothing changes); if the replacement fails too, the
+ * sandbox stays out and the error is returned. */
+int strata_pool_put(strata_pool *p, strata_sandbox *sb);
+
+/* ==== stores ==== */
+
+/* strata_store_open flags. */
+enum {
+	STRATA_STORE_CREATE = 1u << 0,   /* make the store if the directory is absent (its parent must exist) or empty */
+	STRATA_STORE_RDONLY = 1u << 1,   /* never write: writes fail with STRATA_E_READ_ONLY */
+	STRATA_STORE_NOSYNC = 1u << 2,   /* no fsync: commits survive a crash of the program, not of the machine */
+};
+/*
+ * Open the store at `path` and its index. Errors: -ENOENT (no such
+ * directory, without STRATA_STORE_CREATE), STRATA_E_NOT_STORE,
+ * STRATA_E_VERSION, STRATA_E_INDEX_VERSION, -EACCES, -ENOMEM; *out untouched.
+ */
+int strata_store_open(const char *path, unsigned flags, strata_store **out);
+/* Close; accepts NULL. Needs every sandbox and pool opened from it, and
+ * every sandbox captured into it, freed. */
+void strata_store_close(strata_store *st);
+/* The id of snapshot ref (a tag, an id, a unique id prefix) into id (32
+ * hex digits and a NUL). STRATA_E_NOT_FOUND, STRATA_E_AMBIGUOUS,
+ * STRATA_E_BAD_NAME. */
+int strata_store_resolve(strata_store *st, const char *ref, char id[STRATA_ID_LEN + 1]);
+/* Called for each snapshot (id, 32 hex digits) or tag (name, id); a
+ * non-zero return stops the walk and is returned. */
+typedef int (*strata_snapshot_fn)(void *ctx, const char *id);
+typedef int (*strata_tag_fn)(void *ctx, const char *name, const char *id);
+/* Every snapshot of the store, in id order: the count seen (>= 0), or
+ * cb's non-zero return, or an index error. */
+int strata_store_snapshots(strata_store *st, strata_snapshot_fn cb, void *ctx);
+/* Every tag of the store, in name order: the count seen, as above. */
+int strata_store_tags(strata_store *st, strata_tag_fn cb, void *ctx);
+/* Point tag `name` at snapshot ref. STRATA_E_NOT_FOUND, STRATA_E_EXISTS
+ * (name names another snapshot, without STRATA_TAG_FORCE),
+ * STRATA_E_BAD_NAME, STRATA_E_READ_ONLY: the tag is as it was. */
+int strata_store_tag(strata_store *st, const char *ref, const char *name, unsigned flags);
+/* Remove tag `name`; with STRATA_TAG_PRUNE the snapshot goes too when no
+ * other tag names it (its layers then wait for gc). STRATA_E_NOT_FOUND,
+ * STRATA_E_BAD_NAME, STRATA_E_READ_ONLY: nothing changes. */
+int strata_store_untag(strata_store *st, const char *name, unsigned flags);
+/* strata_store_verify flags. */
+enum {
+	STRATA_VERIFY_HASH = 1u << 0, /* re-hash every blob against its id (reads every byte) */
+};
+/* A problem strata_store_verify found: id of the blob or snapshot, a line. */
+typedef void (*strata_problem_fn)(void *ctx, const char *id, const char *what);
+/*
+ * Check the store: every index record readable, every layer a snapshot
+ * needs present with its size (and, with STRATA_VERIFY_HASH, its hash),
+ * reference counts and tags consistent. cb (may be NULL) sees each error.
+ * Returns the number of errors found (0: consistent; orphan blobs are not
+ * errors), or a negative code if the check could not run. Changes nothing.
+ */
+int strata_store_verify(strata_store *st, unsigned flags, strata_problem_fn cb, void *ctx);
+/* Remove the blobs no snapshot references, older than grace_s seconds (so
+ * a capture or import still writing survives); *freed (may be NULL) gets
+ * the bytes removed. STRATA_E_READ_ONLY; on failure what was removed stays
+ * removed (it was garbage). */
+int strata_store_gc(strata_store *st, unsigned grace_s, uint64_t *freed);
+/*
+ * Push snapshot ref of st and its ancestors to `reference`
+ * (REGISTRY/REPOSITORY:TAG) with reg's settings (NULL: the defaults):
+ * every blob the registry lacks, then the OCI manifests. Errors:
+ * STRATA_E_BAD_REF, STRATA_E_NOT_FOUND, STRATA_E_MISSING, STRATA_E_NET,
+ * STRATA_E_TLS, STRATA_E_AUTH, STRATA_E_HTTP, STRATA_E_DEADLINE; what the
+ * registry received stays there (a retry skips it).
+ */
+int strata_store_push(strata_store *st, const strata_registry *reg, const char *ref, const char *reference);
+/*
+ * Pull `reference` (REGISTRY/REPOSITORY:TAG or @sha256:DIGEST) and the
+ * chain of its parents into st with reg's settings (NULL: the defaults),
+ * every layer fetched whole and checked, tagged `tag` (NULL: untagged;
+ * flags: STRATA_TAG_FORCE). id (may be NULL) gets its id. Errors:
+ * STRATA_E_BAD_REF, STRATA_E_REMOTE_MISSING, STRATA_E_NET, STRATA_E_TLS,
+ * STRATA_E_AUTH, STRATA_E_HTTP, STRATA_E_DEADLINE, STRATA_E_FORMAT (not a
+ * strata snapshot), STRATA_E_CORRUPT, STRATA_E_EXISTS, STRATA_E_READ_ONLY:
+ * no snapshot is committed and the blobs it fetched are removed.
+ */
+int strata_store_pull(strata_store *st, const strata_registry *reg, const char *reference, const char *tag,
+		      unsigned flags, char id[STRATA_ID_LEN + 1]);
+
+/* ==== registry settings ==== */
+
+/* Settings for talking to registries (the defaults: HTTPS with the
+ * system's CAs, no credentials, no timeout). -ENOMEM; *out untouched. */
+int strata_registry_new(strata_registry **out);
+/* Free; accepts NULL. */
+void strata_registry_free(strata_registry *reg);
+/* Plain HTTP instead of HTTPS (on != 0), for a registry on loopback. Never fails. */
+int strata_registry_set_plain_http(strata_registry *reg, int on);
+/* The CA bundle file to trust (NULL: the system's), and whether to check
+ * the certificate at all (verify 0: no, for a test registry). -ENOMEM. */
+int strata_registry_set_tls(strata_registry *reg, const char *cacert, int verify);
+/* Credentials (both NULL: anonymous); -EINVAL for one of them NULL, -ENOMEM. */
+int strata_registry_set_credentials(strata_registry *reg, const char *user, const char *pass);
+/* Give up a push or pull after `seconds` (0: no limit) with STRATA_E_DEADLINE. Never fails. */
+int strata_registry_set_timeout(strata_registry *reg, unsigned seconds);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
