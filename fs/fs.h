@@ -70,6 +70,8 @@ int fs_read_mode_parse(const char *s, enum fs_read_mode *out);
 /* Log priorities (syslog's numbers). */
 enum { FS_LOG_ERR = 3, FS_LOG_WARNING = 4, FS_LOG_NOTICE = 5, FS_LOG_INFO = 6, FS_LOG_DEBUG = 7 };
 
+struct ix_auth; /* registry credentials (index/dist/dist.h) */
+
 struct fs_config {
 	const char *store;        /* store directory */
 	const char *mountpoint;   /* an existing directory */
@@ -83,11 +85,11 @@ struct fs_config {
 	void (*log)(void *ctx, int prio, const char *msg);
 	void *log_ctx;
 	/* Lazy layers (docs/lazy.md): the CA bundle and credentials for the
-	 * registries their chunks come from (creds may be NULL: anonymous). */
+	 * registries their chunks come from (auth: a provider,
+	 * index/dist/dist.h; NULL: anonymous). */
 	const char *cacert;
 	const char *const *certs_d; /* roots of certs.d/HOST[:PORT]/ directories, or NULL */
-	int (*creds)(void *ctx, const char *host, char **user, char **pass);
-	void *creds_ctx;
+	const struct ix_auth *auth;
 	/* Called once the mount is live, before serving (may be NULL): the
 	 * place to tell a waiting parent process that the mount succeeded. */
 	void (*ready)(void *ctx);
@@ -175,7 +177,7 @@ int fs_umount(const char *path, bool lazy);
  *   process leaves no mount point. Without the privilege, libfuse mounts on
  *   a temporary directory (fusermount3) that is detached (MNT_DETACH) and
  *   removed at once; a kill -9 in between leaves that directory mounted.
- * - Threads: the calls are thread safe; cfg->log and cfg->creds are called
+ * - Threads: the calls are thread safe; cfg->log and cfg->auth are called
  *   in the helper (a copy of the caller's memory: what they write there
  *   stays there, except stdio).
  * - Lifetime: the mount lives until stop (or the helper's death); a file
@@ -200,8 +202,7 @@ struct fs_private_config {
 	/* Lazy layers' registries: as in struct fs_config (strings outlive the handle). */
 	const char *cacert;
 	const char *const *certs_d;
-	int (*creds)(void *ctx, const char *host, char **user, char **pass);
-	void *creds_ctx;
+	const struct ix_auth *auth; /* registry credentials (may be NULL: none); asked in the helper */
 	/* Every line the server logs (may be NULL); any serving thread calls it. */
 	void (*log)(void *ctx, int prio, const char *msg);
 	void *log_ctx;

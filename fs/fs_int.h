@@ -165,7 +165,7 @@ struct fs {
 	const struct fs_config *cfg;
 	struct st_store *store;  /* used by every thread at once, as store.h allows */
 	struct ix *ix;           /* used by every thread at once, as index.h allows */
-	struct ix_lazy *lazy;  /* chunks of lazy layers, fetched on read (as lazy.h allows) */
+	struct ix_lazy *lazy;  /* chunks of lazy layers, fetched on read (as index/dist/dist.h allows) */
 	struct fs_itable *itable; /* its own lock (inode.c) */
 	enum fs_read_mode read_mode;
 	int64_t start_ns;     /* mount time: times of the fixed dirs */

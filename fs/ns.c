@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "fs/kinds.h"
-#include "index/lazy.h"
+#include "index/dist/dist.h"
 #include "store/mountabi.h"
 #include "store/sys.h"
 

@@ -145,8 +145,7 @@ int fs_private_new(const struct fs_private_config *cfg, struct fs_private **out)
 	p->cfg.store = p->store_path;
 	p->cfg.cacert = cfg->cacert;
 	p->cfg.certs_d = cfg->certs_d;
-	p->cfg.creds = cfg->creds;
-	p->cfg.creds_ctx = cfg->creds_ctx;
+	p->cfg.auth = cfg->auth;
 	p->cfg.log = private_log;
 	p->cfg.log_ctx = p;
 	p->sock = p->stopfd = -1;

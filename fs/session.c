@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "fs/fs_int.h"
-#include "index/lazy.h"
+#include "index/dist/dist.h"
 #include "fs/ops.h"
 #include "store/mountabi.h"
 #include "store/sys.h"
@@ -243,7 +243,7 @@ int fs_core_open(struct fs *fs, const struct fs_config *cfg, struct st_store *st
 	pthread_mutex_init(&fs->stage_lock, NULL);
 	pthread_mutex_init(&fs->open_lock, NULL);
 	fs->stage_mem_max = cfg->stage_memory ? cfg->stage_memory : FS_STAGE_MEMORY_DEFAULT;
-	struct ix_lazy_opts lo = { .cacert = cfg->cacert, .certs_d = cfg->certs_d, .creds = cfg->creds, .creds_ctx = cfg->creds_ctx,
+	struct ix_lazy_opts lo = { .cacert = cfg->cacert, .certs_d = cfg->certs_d, .auth = cfg->auth,
 				   .log = lazy_log, .log_ctx = fs };
 	if ((rc = ix_lazy_open(fs->ix, &lo, &fs->lazy)) < 0)
 		goto out;

@@ -39,22 +39,6 @@ static uint64_t get_u64le(const uint8_t *p)
 	return v;
 }
 
-/* Format why (newlines made spaces: it is one line of a message) and return code. */
-int ix_why(char *why, size_t whylen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && whylen) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-		for (char *p = why; *p; p++)
-			if (*p == '\n' || *p == '\r')
-				*p = ' ';
-	}
-	return code;
-}
-
 static void blob_rec_decode(const MDB_val *v, struct ix_blob_rec *r)
 {
 	r->size = get_u64le(v->mv_data);

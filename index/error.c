@@ -1,9 +1,8 @@
-/* error.c: the index's codes (index.h, registry.h, lazy.h) in one table, and LMDB's codes mapped onto them. */
+/* error.c: the index's codes (index.h, index/dist/dist.h) in one table, and LMDB's codes mapped onto them. */
 #include <errno.h>
 
 #include "index/index_int.h"
-#include "index/lazy.h"
-#include "index/registry.h"
+#include "index/dist/dist.h"
 #include "store/error.h"
 
 static const struct st_errcode index_codes[] = {

@@ -29,9 +29,10 @@
  *   transaction per thread).
  * - Fork: never use a struct ix across fork(): open a new one in the child
  *   (LMDB's locks and map do not survive it).
- * - Signals: none installed or sent. The registry client (registry.h) tells
- *   libcurl not to use signals (CURLOPT_NOSIGNAL); SIGPIPE is the caller's
- *   to ignore if it writes to registries over plain sockets.
+ * - Signals: none installed or sent. The registry client
+ *   (index/dist/dist.h) tells libcurl not to use signals (CURLOPT_NOSIGNAL);
+ *   SIGPIPE is the caller's to ignore if it writes to registries over
+ *   plain sockets.
  * - Caches: the LMDB map (64 MiB at first, grown on demand, address space
  *   only), LMDB's reader table, and one snapshot manifest (the last one a
  *   commit wrote or a read rebuilt from a manifest delta: a copy, as large
@@ -65,9 +66,9 @@
 #define IX_DELTA_DEPTH_MAX 32u
 
 /* Errors: -errno or one of these (range -1100..-1199, with the registry's
- * codes at -1150 and lazy layers' at -1160); st_strerror names every code
- * strata returns. A write on an index opened read-only (or on a read-only
- * filesystem) -> ST_EREADONLY. */
+ * codes at -1150 and lazy layers' at -1160: index/dist/dist.h);
+ * st_strerror names every code strata returns. A write on an index opened
+ * read-only (or on a read-only filesystem) -> ST_EREADONLY. */
 enum {
 	IX_ENOTFOUND = -1100,  /* no such snapshot, tag or record */
 	IX_EEXIST = -1101,     /* the tag already names another snapshot */
@@ -83,7 +84,6 @@ enum {
 const char *ix_strerror(int err);
 
 struct ix;      /* an open index (opaque) */
-struct ix_lazy; /* lazy layers (index/lazy.h) */
 struct ix_txn;  /* a read transaction: a consistent view until ix_txn_end */
 
 /* ix_open options; NULL means the defaults. */
@@ -389,213 +389,5 @@ int ix_fsck(struct ix *ix, unsigned flags,
 int ix_snap_lacking_foreach(struct ix *ix,
 			    int (*cb)(const st_id *id, uint32_t missing, uint32_t nlayers, void *ctx),
 			    void *ctx);
-
-/* ---- OCI artifacts: the sha256 table, push and pull engines (index/oci.c) ---- */
-
-/*
- * The sha256 table maps a blob's (or a snapshot config's) XXH3-128 id to
- * its sha256, so each blob is sha256-hashed at most once per store. Entries
- * are facts about bytes, never stale; gc leaves them (48 bytes each).
- * Push and pull record them. ix_sha256_get: the sha256 into sha;
- * IX_ENOTFOUND when not recorded (sha untouched), read errors.
- */
-int ix_sha256_get(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN]);
-/* The longest registry repository ("host/repo") kept as a blob's origin. */
-#define IX_ORIGIN_MAX 512
-/* Where snapshot snap was last pulled from or pushed to: the registry
- * repository ("host/repo") recorded as the origin of its manifest's blob,
- * else of the first of its layers that has one, into buf (IX_ORIGIN_MAX + 1
- * bytes hold any). IX_ENOTFOUND when none is recorded (a snapshot made or
- * imported here, never pushed or pulled), the errors of ix_snap_get. */
-int ix_snap_origin(struct ix *ix, const st_id *snap, char *buf, size_t len);
-
-struct ix_oci_stats {
-	uint32_t snapshots;       /* OCI manifests pushed / pulled (the chain) */
-	uint32_t blobs_moved;     /* blobs sent or fetched */
-	uint32_t blobs_skipped;   /* blobs the other side already had */
-	uint64_t bytes_moved;     /* blob bytes sent or fetched (resumed bytes excluded) */
-	uint64_t bytes_skipped;
-	uint64_t bytes_resumed;   /* pull: bytes of interrupted fetches reused */
-	uint64_t bytes_sha256;    /* bytes sha256-hashed for the table (0 when all were known) */
-	uint64_t bytes_chunks;    /* chunk indexes sent (push) or fetched (lazy pull) */
-	uint32_t layers_lazy;     /* lazy pull: layers recorded without their bytes */
-	uint32_t layers_completed; /* full pull: lazy layers of this source completed (ix_oci_source.lazy) */
-	bool existed;             /* pull: the top snapshot was already in the store */
-};
-
-enum ix_oci_event_kind {
-	IX_OCI_BLOB_BEGIN,  /* a blob starts moving: size */
-	IX_OCI_BLOB_BYTES,  /* done of size bytes moved so far */
-	IX_OCI_BLOB_END,    /* it moved whole and verified */
-	IX_OCI_BLOB_SKIP,   /* the other side had it */
-	IX_OCI_MANIFEST,    /* a manifest was written / read */
-};
-/* What a blob is to the snapshot. */
-enum ix_oci_blob_kind {
-	IX_OCI_LAYER,       /* a strata layer */
-	IX_OCI_CONFIG,      /* the strata manifest (the OCI config) */
-	IX_OCI_CHUNKS,      /* a layer's chunk index (docs/lazy.md) */
-	IX_OCI_MANIFEST_BLOB, /* an OCI manifest (IX_OCI_MANIFEST events) */
-};
-/* Events come in order per blob: BEGIN, BYTES with done growing (never the
- * same done twice), END; or SKIP alone; one blob at a time. A registry
- * upload's BYTES (ix_registry_opts.prog) do not know index, count or what:
- * they belong to the blob of the last BEGIN. */
-struct ix_oci_event {
-	enum ix_oci_event_kind kind;
-	const uint8_t *sha256;
-	uint64_t size, done;
-	uint32_t index, count;   /* blob index and blobs in this transfer */
-	enum ix_oci_blob_kind what;
-};
-struct ix_oci_progress {
-	void (*cb)(void *ctx, const struct ix_oci_event *ev);
-	void *ctx;
-};
-
-/*
- * Where a push goes (an OCI layout directory, a registry): blob_has
- * returns 1 if present, 0 if not, < 0 on error; blob_put sends size bytes
- * read from fd (from offset 0) or, if fd < 0, from buf (returns 0), or
- * gets the blob without them, e.g. by a mount (returns 1); manifest_put sends
- * an OCI manifest under its digest and, if tag is not NULL, the tag.
- * Errors are returned as is (a sink may use its own code range) and may
- * describe themselves in why.
- */
-struct ix_oci_sink {
-	void *ctx;
-	int (*blob_has)(void *ctx, const struct st_oci_desc *d, char *why, size_t whylen);
-	int (*blob_put)(void *ctx, const struct st_oci_desc *d, int fd, const void *buf, char *why, size_t whylen);
-	int (*manifest_put)(void *ctx, const char *json, size_t len, const uint8_t sha[ST_SHA256_LEN],
-			    const char *tag, char *why, size_t whylen);
-	/* Chunk size of the chunk indexes written (index/lazy.h; 0: IX_CHUNK_DEFAULT). */
-	uint32_t chunk_size;
-	/* "KEY=VALUE" annotations of the top manifest (NULL-terminated; may be
-	 * NULL), beside org.opencontainers.image.created every manifest has. */
-	const char *const *annotations;
-	/* Every config a full strata manifest, each artifact complete on its
-	 * own (a copy of one tag alone, as skopeo makes, still pulls); else a
-	 * snapshot stored as a delta of its parent goes out as that delta
-	 * (docs/oci.md). */
-	bool whole_configs;
-};
-
-/*
- * Where a pull comes from: manifest_get returns an OCI manifest by tag or
- * "sha256:<hex>" (malloc'd, at most ST_OCI_MANIFEST_MAX); blob_get streams
- * d's bytes from offset to sink (which may refuse with an error; blob_get
- * then returns it). A short stream is not an error of blob_get: the engine
- * counts the bytes.
- */
-typedef int (*ix_oci_sink_fn)(void *sctx, const void *buf, size_t len);
-struct ix_oci_source {
-	void *ctx;
-	int (*manifest_get)(void *ctx, const char *ref, char **json, size_t *len, char *why, size_t whylen);
-	int (*blob_get)(void *ctx, const struct st_oci_desc *d, uint64_t offset, ix_oci_sink_fn sink, void *sctx,
-			char *why, size_t whylen);
-	/* True if rc from manifest_get means "no such manifest": a parent
-	 * (subject) that is absent ends the chain instead of failing it. */
-	bool (*not_found)(int rc);
-	/* For lazy pulls: the registry repository "host[:port]/repo" later
-	 * Range requests go to, and whether it is plain HTTP (NULL: none). */
-	const char *origin;
-	bool insecure;
-	/* For full pulls (may be NULL): the lazy-layer state (index/lazy.h)
-	 * through which a layer the store holds lazily, recorded from this
-	 * same source (origin, transport, the layer's sha256 and chunk index),
-	 * is completed and checked against its id before the commit; without
-	 * it such a layer is fetched whole. A lazy record from any other
-	 * source is never reused: the layer is fetched whole from this one. */
-	struct ix_lazy *lazy;
-};
-
-/*
- * Push the snapshot ref (tag, id or prefix) and its ancestors in the store
- * (oldest first, each the next one's "subject") to sink: every blob the
- * sink lacks, then each OCI manifest, the top one under tag (NULL: by
- * digest only). sha256 of each blob comes from the table, else is
- * computed once and recorded (stats->bytes_sha256). digest (may be NULL)
- * gets the top manifest's sha256, *size its length. prog, stats may be NULL.
- * Errors: ix_resolve's, IX_EMISSING (a blob file is gone), the sink's codes
- * (why says which blob or manifest), -ENOMEM. A failed push leaves what the
- * sink received (whole blobs, the manifests sent before the failure): a
- * retry skips them. The store is not changed beyond sha256 table entries
- * (recorded before sending). *stats, when given, is written on failure
- * too (what moved before it); digest and *size only on success.
- */
-int ix_oci_push(struct ix *ix, const char *ref, const char *tag, const struct ix_oci_sink *sink,
-		const struct ix_oci_progress *prog, struct ix_oci_stats *stats, uint8_t digest[ST_SHA256_LEN],
-		uint64_t *size, char *why, size_t whylen);
-
-enum {
-	IX_OCI_KEEP_PARTIAL = 1u << 8,  /* pull: keep verified blobs and partial fetches of a failed pull, to resume */
-	IX_OCI_LAZY = 1u << 9,          /* pull: record layers the store lacks as lazy (index/lazy.h), fetch none */
-};
-/*
- * Pull the OCI manifest ref from src, and the chain of its subjects until
- * a snapshot the store holds: each config must be a canonical strata
- * manifest matching its OCI manifest, each layer the store lacks is
- * fetched once, verified for sha256 and XXH3-128 in one streaming pass
- * (st_blob_writer_resume, so an interrupted fetch continues), then the
- * snapshots are committed oldest first, the top one with tag (flags:
- * IX_TAG_FORCE). Nothing half-fetched is ever published: a blob is
- * published only whole and verified, a snapshot only with all its layers.
- * One link is held in memory at a time (each verified config is staged
- * in the store's tmp/; a chain is at most 4096 links and 1 GiB of
- * manifests, else ST_ELAYOUT). A layer the store holds lazily counts as
- * there only if its record came from src itself (same origin, transport,
- * layer sha256 and chunk index; ix_oci_source.lazy completes it before
- * the commit on a full pull); from any other source it is fetched whole
- * and checked, also for a top snapshot the store already holds.
- * Nothing is committed before the whole chain is here; the chain is then
- * committed in transactions of at most 4 MiB of manifests (one for any
- * ordinary chain): on failure no snapshot is committed, except, for a
- * longer chain failing between its transactions, older links (complete,
- * untagged; a retry resumes above them). Without IX_OCI_KEEP_PARTIAL the
- * blobs this pull added are removed, with it they stay for a retry
- * (unreferenced: gc frees them after its grace period). IX_EDEADLINE
- * (index/registry.h) when src's deadline passes.
- * Errors: ST_EFORMAT (not a strata snapshot, bad config), ST_ECORRUPT
- * (bytes do not match), ST_ELAYOUT, IX_EEXIST (tag names another
- * snapshot), ST_EBADNAME, the source's codes, the write errors; why says
- * which. Lazy records (IX_OCI_LAZY) are committed in the chain's
- * transaction, or not at all (their chunk files are removed); sha256
- * table entries of verified blobs are recorded just before it (facts about
- * bytes, kept on failure). *stats, when given, is written on failure too
- * (what moved before it); *out_id only on success.
- */
-int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref, const char *tag,
-		unsigned flags, const struct ix_oci_progress *prog, struct ix_oci_stats *stats, st_id *out_id,
-		char *why, size_t whylen);
-
-/* True if dir holds an OCI image layout (an oci-layout file; false on
- * any error). */
-bool ix_oci_is_layout(const char *dir);
-/*
- * Write an OCI image layout at dir (must not exist; built beside it and
- * renamed into place): each of refs (NULL/0: every tagged snapshot) with
- * its ancestors, index.json naming each ref that is a tag (or each tag).
- * Errors: -EEXIST, ix_resolve's, IX_EMISSING, -ENOSPC, -EIO, -ENOMEM; why
- * says which. On failure the directory built beside dir is removed: dir
- * does not appear.
- */
-int ix_oci_export(struct ix *ix, const char *const *refs, size_t nrefs, const char *dir,
-		  const struct ix_oci_progress *prog, struct ix_oci_stats *stats, char *why, size_t whylen);
-/* ix_oci_export with whole_configs (struct ix_oci_sink's): every config a
- * full manifest instead of the delta a snapshot may be stored as. */
-int ix_oci_export_opts(struct ix *ix, const char *const *refs, size_t nrefs, const char *dir, bool whole_configs,
-		       const struct ix_oci_progress *prog, struct ix_oci_stats *stats, char *why, size_t whylen);
-/*
- * Import every manifest index.json of the OCI layout at dir lists (each a
- * strata snapshot, else ST_EFORMAT), tagged with its ref name when it is
- * a valid tag, or with tag (only when the layout lists one manifest,
- * else -EINVAL). *out_id gets the last one's id. Errors as ix_oci_pull's
- * (why says which manifest); each manifest is one pull: those imported
- * before a failed one stay imported (and *out_id holds the last of them,
- * if any), the failed one's blobs are removed again; *stats only on success.
- */
-int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flags,
-		  const struct ix_oci_progress *prog, struct ix_oci_stats *stats, st_id *out_id, char *why,
-		  size_t whylen);
 
 #endif

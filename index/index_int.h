@@ -1,17 +1,20 @@
-/* index_int.h: declarations shared by the index's files (LMDB handles, records, the write loop). */
+/* index_int.h: not installed: shared by index/, index/dist/ and the index tests: LMDB handles, records, the write loop. */
 #ifndef STRATA_INDEX_INDEX_INT_H
 #define STRATA_INDEX_INDEX_INT_H
 
 #include <lmdb.h>
 #include <pthread.h>
 
+#include "store/error.h"
+#include "store/sys.h"
 #include "index/index.h"
+#include "index/dist/dist.h"
 
 struct ix {
 	struct st_store *s;
 	MDB_env *env;
 	MDB_dbi blobs, snaps, tags, children, meta;
-	MDB_dbi sha256;   /* XXH3-128 id -> sha256 (oci.c); valid iff has_sha256 */
+	MDB_dbi sha256;   /* XXH3-128 id -> sha256 (sha256.c); valid iff has_sha256 */
 	bool has_sha256;  /* false only in a read-only index written before it existed */
 	MDB_dbi lazy;     /* layer id -> lazy record (lazy.c); valid iff has_lazy */
 	bool has_lazy;
@@ -175,11 +178,9 @@ int ix_lf_rec_save(struct ix *ix, const MDB_val *k, const MDB_val *v, struct ix_
  * with what was changed (the caller frees fixes->v). */
 int ix_repair_index(struct ix *ix, const struct ix_saved_rec *saved, size_t nsaved, struct ix_fixes *fixes);
 
-/* Write a formatted one-line reason into why (if non-NULL) and return code (oci.c). */
 /* An import or pull that failed: delete the blobs it added that no snapshot
  * references by now (one write txn; best effort, gc reclaims leftovers). */
 void ix_blobs_rollback(struct ix *ix, const st_id *ids, size_t n);
-int ix_why(char *why, size_t whylen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* sha256.c: record n (id, sha256) pairs in one transaction (ST_EREADONLY without the table). */
 int ix_sha256_put(struct ix *ix, const st_id *ids, const uint8_t (*shas)[ST_SHA256_LEN], size_t n);
 
@@ -264,6 +265,27 @@ int ix_snap_commit_chain_staged(struct ix *ix, int fd, const struct ix_stage_lin
 /* Drop layer's lazy record and files (its blob is in the store now: the
  * record is stale). Best effort. (index/lazy.c) */
 void ix_lazy_rec_drop(struct ix *ix, const st_id *layer);
+/* A lazy record as read from the index (index/lazy.c), for the fetching
+ * half (index/dist/lazy_fetch.c). */
+struct ix_lazy_rec {
+	struct ix_chunks *c;
+	uint8_t sha[ST_SHA256_LEN];
+	uint8_t manifest_sha[ST_SHA256_LEN], chunks_sha[ST_SHA256_LEN];
+	bool has_source;  /* version 2: the two digests above are known */
+	char origin[IX_ORIGIN_MAX + 1];
+	bool insecure;
+};
+/* Decode layer's record value into *out (out->c is the caller's:
+ * ix_chunks_free). IX_ECORRUPT for a damaged one, or one of another layer. */
+int ix_lazy_rec_decode(const st_id *layer, const void *val, size_t len, struct ix_lazy_rec *out);
+/* Open STORE/lazy/<id>.<ext> ("part", "map") with flags (O_CLOEXEC and
+ * O_NOFOLLOW added; a file it creates gets the store's mode) into *out. */
+int ix_lazy_file_open(struct st_store *s, const st_id *id, const char *ext, int flags, int *out);
+/* Delete layer's lazy record in one write transaction: ix_write's result
+ * (IX_NOCHANGE when there was none). Its files stay. */
+int ix_lazy_rec_del(struct ix *ix, const st_id *layer);
+/* pwrite len bytes at off, whole (EINTR retried): 0 or -errno. */
+int ix_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 
 /* ix_snap_commit for a chain, oldest first, in one write transaction: all
  * of ms[0..n) are published or none; tag (may be NULL) names ms[n-1], whose
@@ -279,7 +301,7 @@ int ix_snap_commit_chain(struct ix *ix, const struct st_manifest *const *ms, siz
  * it instead of sending it. get: IX_ENOTFOUND when none (buf gets a
  * NUL-terminated copy; -ENAMETOOLONG if len is too small). put: records
  * origin for each of ids whose sha256 is recorded, in one transaction
- * (nothing on a read-only index). (index/oci.c, used by index/registry.c)
+ * (nothing on a read-only index). (index/sha256.c, used by index/dist/registry.c)
  */
 int ix_origin_get(struct ix *ix, const st_id *id, char *buf, size_t len);
 int ix_origin_put(struct ix *ix, const st_id *ids, size_t n, const char *origin);

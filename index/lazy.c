@@ -1,30 +1,19 @@
-/* lazy.c: chunk indexes, lazy layer records and files, and fetching their chunks by HTTP Range on demand. */
+/* lazy.c: the index side of lazy layers: chunk indexes, lazy records, partial files, their checks and gc (fetching: index/dist/lazy_fetch.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "store/array.h"
 #include "index/index_int.h"
 #include "index/lazy.h"
-#include "index/registry.h"
 
 static const char chunks_magic[8] = { 'S', 'T', 'R', 'C', 'H', 'K', '1', '\n' };
-/* Waits for another thread's fetch before a reader gives up (each wait
- * ends when that fetch ends, itself bounded by the retries). */
-#define LAZY_ROUNDS 8
-/* A reader waits on the network for at most this per attempt: a fault in
- * a guest should fail, not stall for a minute (docs/lazy.md). */
-#define LAZY_CONNECT_S 5
-#define LAZY_STALL_S 10
 /* Lazy record: version, flags, origin length, the layer's sha256, then
  * (version 2) the sha256 of the OCI manifest and of the chunk index it came
  * with, the origin, the chunk index. Version 1 records lack the two
@@ -154,21 +143,21 @@ int ix_chunks_parse(const void *buf, size_t len, struct ix_chunks **out, char *w
 	int rc;
 
 	if (len < IX_CHUNKS_HEADER || memcmp(b, chunks_magic, sizeof(chunks_magic)) != 0)
-		return ix_why(why, whylen, ST_EFORMAT, "not a strata chunk index (no STRCHK1 header)");
+		return st_why(why, whylen, ST_EFORMAT, "not a strata chunk index (no STRCHK1 header)");
 	memcpy(layer.b, b + 8, 16);
 	size = get64(b + 24);
 	cs = get32(b + 32);
 	if (get32(b + 36) != 0)
-		return ix_why(why, whylen, ST_EFORMAT, "chunk index: reserved bytes are not zero");
+		return st_why(why, whylen, ST_EFORMAT, "chunk index: reserved bytes are not zero");
 	if (!chunk_size_ok(cs))
-		return ix_why(why, whylen, ST_EFORMAT, "chunk index: chunk size %" PRIu32 " is not a power of two in %u..%u",
+		return st_why(why, whylen, ST_EFORMAT, "chunk index: chunk size %" PRIu32 " is not a power of two in %u..%u",
 			      cs, IX_CHUNK_MIN, IX_CHUNK_MAX);
 	if (size == 0 || size % ST_PAGE_SIZE || size > ST_MANIFEST_MAX_MEM)
-		return ix_why(why, whylen, ST_EFORMAT, "chunk index: layer size %" PRIu64 " is not whole pages up to 4 GiB",
+		return st_why(why, whylen, ST_EFORMAT, "chunk index: layer size %" PRIu64 " is not whole pages up to 4 GiB",
 			      size);
 	n = (size + cs - 1) / cs;
 	if ((len - IX_CHUNKS_HEADER) % 16 || (len - IX_CHUNKS_HEADER) / 16 != n)
-		return ix_why(why, whylen, ST_EFORMAT, "chunk index: %zu bytes, a layer of %" PRIu64 " bytes in chunks of %"
+		return st_why(why, whylen, ST_EFORMAT, "chunk index: %zu bytes, a layer of %" PRIu64 " bytes in chunks of %"
 			      PRIu32 " needs %" PRIu64, len, size, cs, IX_CHUNKS_HEADER + n * 16);
 	if ((rc = chunks_alloc(&layer, size, cs, &c)) < 0)
 		return rc;
@@ -209,18 +198,7 @@ int ix_lazy_rec_encode(const struct ix_chunks *c, const struct ix_lazy_source *f
 	return 0;
 }
 
-/* A lazy record as read from the index. */
-struct lz_rec {
-	struct ix_chunks *c;
-	uint8_t sha[ST_SHA256_LEN];
-	uint8_t manifest_sha[ST_SHA256_LEN], chunks_sha[ST_SHA256_LEN];
-	bool has_source;  /* version 2: the two digests above are known */
-	char origin[IX_ORIGIN_MAX + 1];
-	bool insecure;
-};
 
-static int lazy_open(struct st_store *s, const st_id *id, const char *ext, int flags, int *out);
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 
 /* The header of a record: its length (by version) and the origin's; false
  * if the value is too short or of an unknown version. */
@@ -234,7 +212,7 @@ static bool rec_head(const uint8_t *b, size_t len, size_t *head, size_t *olen)
 }
 
 /* The record's source, without parsing its chunk index. */
-static int rec_source(const void *val, size_t len, struct lz_rec *out)
+static int rec_source(const void *val, size_t len, struct ix_lazy_rec *out)
 {
 	const uint8_t *b = val;
 	size_t head, olen;
@@ -253,7 +231,7 @@ static int rec_source(const void *val, size_t len, struct lz_rec *out)
 	return 0;
 }
 
-static int rec_decode(const st_id *layer, const void *val, size_t len, struct lz_rec *out)
+int ix_lazy_rec_decode(const st_id *layer, const void *val, size_t len, struct ix_lazy_rec *out)
 {
 	const uint8_t *b = val;
 	size_t head, olen;
@@ -286,7 +264,7 @@ bool ix_lazy_rec_has(struct ix *ix, MDB_txn *txn, const st_id *layer, uint64_t *
 int ix_lazy_rec_match(struct ix *ix, MDB_txn *txn, const st_id *layer, const struct ix_lazy_source *want)
 {
 	MDB_val k = ix_val(layer->b, sizeof(layer->b)), v;
-	struct lz_rec r;
+	struct ix_lazy_rec r;
 
 	if (!ix->has_lazy || mdb_get(txn, ix->lazy, &k, &v) != 0)
 		return IX_LAZY_NONE;
@@ -314,7 +292,7 @@ int ix_lazy_rec_describe(struct ix *ix, MDB_txn *txn, const st_id *layer, char *
 {
 	MDB_val k = ix_val(layer->b, sizeof(layer->b)), v;
 	char dg[ST_DIGEST_LEN + 1] = "an unrecorded manifest";
-	struct lz_rec r;
+	struct ix_lazy_rec r;
 	size_t head, olen;
 	uint64_t nchunks = 0, present = 0;
 	uint8_t map[4096];
@@ -332,7 +310,7 @@ int ix_lazy_rec_describe(struct ix *ix, MDB_txn *txn, const st_id *layer, char *
 		nchunks = (size + cs - 1) / cs;
 	if (r.has_source)
 		st_digest_format(r.manifest_sha, dg);
-	if (lazy_open(ix->s, layer, "map", O_RDONLY, &fd) == 0) {
+	if (ix_lazy_file_open(ix->s, layer, "map", O_RDONLY, &fd) == 0) {
 		ssize_t n;
 		while ((n = read(fd, map, sizeof(map))) > 0)
 			for (ssize_t i = 0; i < n; i++)
@@ -347,6 +325,22 @@ int ix_lazy_rec_describe(struct ix *ix, MDB_txn *txn, const st_id *layer, char *
 }
 
 /* ------------------------------------------------------ checking chunks */
+
+int ix_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t w = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		done += (size_t)w;
+	}
+	return 0;
+}
+
 
 /* Chunk i of c as it is in .part: 1 if it hashes to the chunk index's id,
  * 0 if not (or the file is short), else -errno. */
@@ -374,7 +368,7 @@ static int chunk_unmark(struct st_store *s, int map_fd, uint64_t i)
 {
 	static const uint8_t zero = 0;
 
-	int rc = pwrite_all(map_fd, &zero, 1, i);
+	int rc = ix_pwrite_all(map_fd, &zero, 1, i);
 
 	if (rc < 0)
 		return rc;
@@ -387,14 +381,14 @@ int ix_lazy_rec_check(struct ix *ix, MDB_txn *txn, const st_id *layer, bool drop
 		      int (*bad)(void *ctx, const struct ix_lazy_bad *b), void *ctx, struct ix_lazy_check *out)
 {
 	MDB_val k = ix_val(layer->b, sizeof(layer->b)), v;
-	struct lz_rec r = { 0 };
+	struct ix_lazy_rec r = { 0 };
 	uint8_t *map = NULL, *buf = NULL;
 	int part = -1, mfd = -1, rc;
 
 	*out = (struct ix_lazy_check){ 0 };
 	if (!ix->has_lazy || mdb_get(txn, ix->lazy, &k, &v) != 0)
 		return IX_ENOTFOUND;
-	if (rec_decode(layer, v.mv_data, v.mv_size, &r) < 0)
+	if (ix_lazy_rec_decode(layer, v.mv_data, v.mv_size, &r) < 0)
 		return IX_ECORRUPT;
 	const struct ix_chunks *c = r.c;
 	snprintf(out->origin, sizeof(out->origin), "%s%s", r.insecure ? "http://" : "", r.origin);
@@ -402,8 +396,8 @@ int ix_lazy_rec_check(struct ix *ix, MDB_txn *txn, const st_id *layer, bool drop
 		st_digest_format(r.chunks_sha, out->chunks_digest);
 	out->chunks = c->n;
 	int mode = drop ? O_RDWR : O_RDONLY;
-	if ((rc = lazy_open(ix->s, layer, "part", O_RDONLY, &part)) < 0 ||
-	    (rc = lazy_open(ix->s, layer, "map", mode, &mfd)) < 0)
+	if ((rc = ix_lazy_file_open(ix->s, layer, "part", O_RDONLY, &part)) < 0 ||
+	    (rc = ix_lazy_file_open(ix->s, layer, "map", mode, &mfd)) < 0)
 		goto out;
 	if (!(map = calloc(c->n, 1)) || !(buf = malloc(c->chunk_size))) {
 		rc = -ENOMEM;
@@ -470,7 +464,7 @@ static void lazy_name(const st_id *id, const char *ext, char *out, size_t len)
 	snprintf(out, len, "lazy/%s.%s", hex, ext);
 }
 
-static int lazy_open(struct st_store *s, const st_id *id, const char *ext, int flags, int *out)
+int ix_lazy_file_open(struct st_store *s, const st_id *id, const char *ext, int flags, int *out)
 {
 	char name[64];
 	int fd;
@@ -496,9 +490,9 @@ int ix_lazy_files_make(struct ix *ix, const st_id *layer, uint64_t size, uint64_
 	if ((rc = st_store_mkdirat(ix->s, dfd, "lazy", ST_PERM_DIR)) < 0 && rc != -EEXIST)
 		return rc;
 	/* Leftovers of a pull that did not commit are not trusted: start empty. */
-	if ((rc = lazy_open(ix->s, layer, "part", O_RDWR | O_CREAT | O_TRUNC, &pfd)) < 0)
+	if ((rc = ix_lazy_file_open(ix->s, layer, "part", O_RDWR | O_CREAT | O_TRUNC, &pfd)) < 0)
 		return rc;
-	if ((rc = lazy_open(ix->s, layer, "map", O_RDWR | O_CREAT | O_TRUNC, &mfd)) < 0)
+	if ((rc = ix_lazy_file_open(ix->s, layer, "map", O_RDWR | O_CREAT | O_TRUNC, &mfd)) < 0)
 		goto out_close;
 	if (ftruncate(pfd, (off_t)size) < 0 || ftruncate(mfd, (off_t)nchunks) < 0) {
 		rc = -errno;
@@ -523,596 +517,7 @@ void ix_lazy_files_del(struct ix *ix, const st_id *layer)
 	unlinkat(st_store_dirfd(ix->s), name, 0);
 }
 
-/* --------------------------------------------------------------- handle */
-
-struct lz_client {
-	struct lz_client *next;
-	char origin[IX_ORIGIN_MAX + 1];
-	struct ix_registry *r;
-	char *user, *pass;  /* the client points at them */
-};
-
-struct lz_layer {
-	struct lz_layer *next;
-	st_id id;
-	struct lz_rec rec;
-	int part_fd, map_fd;
-	/* Guarded by ix_lazy.lock: */
-	uint8_t *present;   /* 1: the chunk's bytes are in .part, verified */
-	uint8_t *inflight;  /* 1: a thread is fetching it */
-	uint64_t npresent;
-	bool published;     /* now an ordinary blob */
-};
-
-struct ix_lazy {
-	struct ix *ix;
-	struct ix_lazy_opts o;
-	pthread_mutex_t lock;    /* guards layers, each layer's marked fields, idle, st */
-	pthread_cond_t changed;  /* some chunk stopped being in flight */
-	struct lz_layer *layers;
-	struct lz_client *idle;
-	struct ix_lazy_stats st;
-};
-
-static void logf_(struct ix_lazy *lz, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(struct ix_lazy *lz, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	if (!lz->o.log)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	lz->o.log(lz->o.log_ctx, msg);
-}
-
-int ix_lazy_open(struct ix *ix, const struct ix_lazy_opts *opts, struct ix_lazy **out)
-{
-	struct ix_lazy *lz = calloc(1, sizeof(*lz));
-	int rc;
-
-	if (!lz)
-		return -ENOMEM;
-	if ((rc = ix_registry_global_init()) < 0) {
-		free(lz);
-		return rc;
-	}
-	lz->ix = ix;
-	if (opts)
-		lz->o = *opts;
-	if (!lz->o.attempts)
-		lz->o.attempts = IX_LAZY_ATTEMPTS;
-	if (!lz->o.backoff_ms)
-		lz->o.backoff_ms = IX_LAZY_BACKOFF_MS;
-	if (!lz->o.span_max)
-		lz->o.span_max = IX_LAZY_SPAN;
-	pthread_mutex_init(&lz->lock, NULL);
-	pthread_cond_init(&lz->changed, NULL);
-	*out = lz;
-	return 0;
-}
-
-static void layer_free(struct lz_layer *l)
-{
-	if (!l)
-		return;
-	if (l->part_fd >= 0)
-		close(l->part_fd);
-	if (l->map_fd >= 0)
-		close(l->map_fd);
-	ix_chunks_free(l->rec.c);
-	free(l->present);
-	free(l->inflight);
-	free(l);
-}
-
-void ix_lazy_close(struct ix_lazy *lz)
-{
-	if (!lz)
-		return;
-	while (lz->layers) {
-		struct lz_layer *l = lz->layers;
-		lz->layers = l->next;
-		layer_free(l);
-	}
-	while (lz->idle) {
-		struct lz_client *c = lz->idle;
-		lz->idle = c->next;
-		ix_registry_close(c->r);
-		free(c->user);
-		free(c->pass);
-		free(c);
-	}
-	pthread_cond_destroy(&lz->changed);
-	pthread_mutex_destroy(&lz->lock);
-	free(lz);
-}
-
-/* Read the record and open the files of a lazy layer. 1: not lazy. */
-static int layer_load(struct ix_lazy *lz, const st_id *id, struct lz_layer **out)
-{
-	struct ix *ix = lz->ix;
-	struct lz_layer *l;
-	struct ix_txn *t;
-	MDB_val k = ix_val(id->b, sizeof(id->b)), v;
-	int rc;
-
-	if (!ix->has_lazy || st_blob_has(ix->s, id))
-		return 1;
-	if (!(l = calloc(1, sizeof(*l))))
-		return -ENOMEM;
-	l->id = *id;
-	l->part_fd = l->map_fd = -1;
-	if ((rc = ix_txn_begin(ix, &t)) < 0)
-		goto out_free;
-	rc = ix_mdb(mdb_get(t->txn, ix->lazy, &k, &v));
-	if (rc == 0)
-		rc = rec_decode(id, v.mv_data, v.mv_size, &l->rec);
-	ix_txn_end(t);
-	if (rc == MDB_NOTFOUND) {
-		rc = 1;
-		goto out_free;
-	}
-	if (rc < 0)
-		goto out_free;
-	uint64_t n = l->rec.c->n;
-	if (!(l->present = calloc(n, 1)) || !(l->inflight = calloc(n, 1))) {
-		rc = -ENOMEM;
-		goto out_free;
-	}
-	int wr = st_store_rdonly(ix->s) ? O_RDONLY : O_RDWR;
-	if ((rc = lazy_open(ix->s, id, "part", wr, &l->part_fd)) < 0 ||
-	    (rc = lazy_open(ix->s, id, "map", wr, &l->map_fd)) < 0)
-		goto out_free;
-	ssize_t got = pread(l->map_fd, l->present, n, 0);
-	if (got < 0) {
-		rc = -errno;
-		goto out_free;
-	}
-	for (uint64_t i = 0; i < n; i++) {
-		l->present[i] = l->present[i] == 1;
-		l->npresent += l->present[i];
-	}
-	*out = l;
-	return 0;
-out_free:
-	layer_free(l);
-	return rc;
-}
-
-/* The layer's state, loaded on first use; 1 if it is not lazy. */
-static int layer_get(struct ix_lazy *lz, const st_id *id, struct lz_layer **out)
-{
-	struct lz_layer *l, *mine = NULL;
-	int rc;
-
-	for (int pass = 0; pass < 2; pass++) {
-		pthread_mutex_lock(&lz->lock);
-		for (l = lz->layers; l; l = l->next)
-			if (st_id_equal(&l->id, id))
-				break;
-		if (!l && mine) {
-			mine->next = lz->layers;
-			lz->layers = l = mine;
-			mine = NULL;
-		}
-		bool published = l && l->published;
-		pthread_mutex_unlock(&lz->lock);
-		/* A pull may since have fetched the layer whole from another
-		 * source (its record was not that source's): the blob, checked
-		 * against the id, is what the layer is from then on. */
-		if (l && !published && st_blob_has(lz->ix->s, id)) {
-			pthread_mutex_lock(&lz->lock);
-			l->published = true;
-			pthread_mutex_unlock(&lz->lock);
-			published = true;
-		}
-		if (l) {
-			layer_free(mine);
-			if (published)
-				return 1;
-			*out = l;
-			return 0;
-		}
-		if ((rc = layer_load(lz, id, &mine)) != 0)
-			return rc;
-	}
-	return -EAGAIN; /* not reached: the second pass finds or inserts */
-}
-
-int ix_lazy_layer_info(struct ix_lazy *lz, const st_id *layer, struct ix_lazy_info *out)
-{
-	struct lz_layer *l;
-	int rc = layer_get(lz, layer, &l);
-
-	if (rc != 0)
-		return rc == 1 ? 0 : rc;
-	pthread_mutex_lock(&lz->lock);
-	out->size = l->rec.c->size;
-	out->chunk_size = l->rec.c->chunk_size;
-	out->chunks = l->rec.c->n;
-	out->present = l->npresent;
-	snprintf(out->origin, sizeof(out->origin), "%s", l->rec.origin);
-	pthread_mutex_unlock(&lz->lock);
-	return 1;
-}
-
-int ix_lazy_present_at(struct ix_lazy *lz, const st_id *layer, uint64_t first, uint8_t *map, uint64_t n)
-{
-	struct lz_layer *l;
-	int rc = layer_get(lz, layer, &l);
-
-	if (rc != 0)
-		return rc == 1 ? -ENOENT : rc;
-	uint8_t marks[256];
-	ssize_t got = 0;
-	pthread_mutex_lock(&lz->lock);
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t ci = first + i;
-		if (i % sizeof(marks) == 0)
-			got = ci < l->rec.c->n ? pread(l->map_fd, marks, sizeof(marks), (off_t)ci) : 0;
-		if (ci < l->rec.c->n && !l->present[ci] && !l->inflight[ci] && (ssize_t)(i % sizeof(marks)) < got &&
-		    marks[i % sizeof(marks)] == 1) {
-			l->present[ci] = 1;
-			l->npresent++;
-		}
-		map[i] = ci < l->rec.c->n ? l->present[ci] : 0;
-	}
-	pthread_mutex_unlock(&lz->lock);
-	return 0;
-}
-
-int ix_lazy_present(struct ix_lazy *lz, const st_id *layer, uint8_t *map, uint64_t n)
-{
-	return ix_lazy_present_at(lz, layer, 0, map, n);
-}
-
-int ix_lazy_fd(struct ix_lazy *lz, const st_id *layer, int *fd)
-{
-	struct lz_layer *l;
-	int rc = layer_get(lz, layer, &l);
-
-	if (rc != 0)
-		return rc == 1 ? -ENOENT : rc;
-	if ((*fd = fcntl(l->part_fd, F_DUPFD_CLOEXEC, 0)) < 0)
-		return -errno;
-	return 0;
-}
-
-void ix_lazy_stats_get(struct ix_lazy *lz, struct ix_lazy_stats *out)
-{
-	pthread_mutex_lock(&lz->lock);
-	*out = lz->st;
-	pthread_mutex_unlock(&lz->lock);
-}
-
-/* --------------------------------------------------------------- fetch */
-
-static int client_get(struct ix_lazy *lz, const struct lz_layer *l, struct lz_client **out)
-{
-	struct lz_client *c, **pp;
-	struct ix_registry_ref ref;
-	char refs[IX_ORIGIN_MAX + 16];
-	int rc;
-
-	pthread_mutex_lock(&lz->lock);
-	for (pp = &lz->idle; (c = *pp); pp = &c->next)
-		if (strcmp(c->origin, l->rec.origin) == 0) {
-			*pp = c->next;
-			break;
-		}
-	pthread_mutex_unlock(&lz->lock);
-	if (c) {
-		*out = c;
-		return 0;
-	}
-	snprintf(refs, sizeof(refs), "%s:lazy", l->rec.origin);
-	if (ix_registry_ref_parse(refs, &ref) < 0)
-		return IX_EREF;
-	if (!(c = calloc(1, sizeof(*c))))
-		return -ENOMEM;
-	snprintf(c->origin, sizeof(c->origin), "%s", l->rec.origin);
-	if (lz->o.creds)
-		lz->o.creds(lz->o.creds_ctx, ref.host, &c->user, &c->pass);
-	struct ix_registry_opts o = { .insecure = l->rec.insecure, .cacert = lz->o.cacert, .certs_d = lz->o.certs_d,
-				      .cert_dir = lz->o.cert_dir, .tls_noverify = lz->o.tls_noverify, .user = c->user,
-				      .pass = c->pass, .connect_s = LAZY_CONNECT_S, .stall_s = LAZY_STALL_S,
-				      .low_speed = lz->o.low_speed, .deadline_ns = lz->o.deadline_ns };
-	if ((rc = ix_registry_open(&ref, &o, &c->r)) < 0) {
-		free(c->user);
-		free(c->pass);
-		free(c);
-		return rc;
-	}
-	*out = c;
-	return 0;
-}
-
-static void client_put(struct ix_lazy *lz, struct lz_client *c)
-{
-	pthread_mutex_lock(&lz->lock);
-	c->next = lz->idle;
-	lz->idle = c;
-	pthread_mutex_unlock(&lz->lock);
-}
-
-struct run_sink {
-	uint8_t *buf;
-	uint64_t len, got;
-};
-
-static int run_sink_fn(void *sctx, const void *buf, size_t len)
-{
-	struct run_sink *rs = sctx;
-
-	if (len > rs->len - rs->got)
-		return ST_ECORRUPT;
-	memcpy(rs->buf + rs->got, buf, len);
-	rs->got += len;
-	return 0;
-}
-
-static bool retryable(int rc)
-{
-	return rc == IX_ENET || rc == IX_EHTTP || rc == -EPIPE;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t w = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		done += (size_t)w;
-	}
-	return 0;
-}
-
-/*
- * Fetch chunks [first, first + count) of l (this thread holds their in-flight
- * marks): one Range request, retried with backoff on network errors; each
- * chunk verified, written, made durable per the store's policy, then marked
- * in the map. The in-flight marks are cleared on every path.
- */
-static int fetch_run(struct ix_lazy *lz, struct lz_layer *l, uint64_t first, uint64_t count, char *why, size_t whylen)
-{
-	const struct ix_chunks *c = l->rec.c;
-	uint64_t off = ix_chunk_off(c, first), end = ix_chunk_off(c, first + count - 1) + ix_chunk_len(c, first + count - 1);
-	struct run_sink rs = { .len = end - off };
-	char hex[ST_ID_HEX_LEN + 1], inner[ST_WHY_LEN] = "";
-	uint8_t *good = NULL;
-	uint64_t ngood = 0;
-	int rc = 0;
-
-	st_id_format(&l->id, hex);
-	if (!(rs.buf = malloc(rs.len)) || !(good = calloc(count, 1))) {
-		rc = -ENOMEM;
-		goto out_release;
-	}
-	unsigned wait = lz->o.backoff_ms;
-	for (unsigned attempt = 0;; attempt++) {
-		struct lz_client *cl;
-		rs.got = 0;
-		inner[0] = '\0';
-		if ((rc = client_get(lz, l, &cl)) < 0)
-			break;
-		rc = ix_registry_blob_range(cl->r, l->rec.sha, off, rs.len, run_sink_fn, &rs, inner, sizeof(inner));
-		client_put(lz, cl);
-		pthread_mutex_lock(&lz->lock);
-		lz->st.requests++;
-		lz->st.bytes += rs.got;
-		pthread_mutex_unlock(&lz->lock);
-		if (rc == 0 && rs.got < rs.len)
-			rc = ix_why(inner, sizeof(inner), -EPIPE, "the answer ended after %" PRIu64 " of %" PRIu64 " bytes",
-				    rs.got, rs.len);
-		if (rc == 0 || !retryable(rc) || attempt + 1 >= lz->o.attempts)
-			break;
-		pthread_mutex_lock(&lz->lock);
-		lz->st.retries++;
-		pthread_mutex_unlock(&lz->lock);
-		sleep_ms(wait);
-		wait *= 2;
-	}
-	if (rc < 0) {
-		if (retryable(rc))
-			rc = IX_ELAZY_OFFLINE;
-		ix_why(why, whylen, rc, "layer %s bytes %" PRIu64 "-%" PRIu64 " from %s: %s%s", hex, off, end - 1,
-		       l->rec.origin, inner[0] ? inner : ix_lazy_strerror(rc),
-		       rc == IX_ELAZY_OFFLINE ? " (gave up after the retries)" : "");
-		logf_(lz, "%s", why ? why : "lazy fetch failed");
-		goto out_release;
-	}
-	for (uint64_t i = 0; i < count; i++) {
-		uint64_t ci = first + i, coff = ix_chunk_off(c, ci) - off, clen = ix_chunk_len(c, ci);
-		st_id got;
-		st_id_hash(rs.buf + coff, clen, &got);
-		if (!st_id_equal(&got, &c->hash[ci])) {
-			pthread_mutex_lock(&lz->lock);
-			lz->st.bad_chunks++;
-			pthread_mutex_unlock(&lz->lock);
-			rc = ix_why(why, whylen, IX_ELAZY_BADCHUNK,
-				    "chunk %" PRIu64 " of layer %s (bytes %" PRIu64 "-%" PRIu64 ") from %s does not match "
-				    "the chunk index: refused", ci, hex, ix_chunk_off(c, ci), ix_chunk_off(c, ci) + clen - 1,
-				    l->rec.origin);
-			logf_(lz, "%s", why ? why : "a chunk was refused");
-			continue;
-		}
-		int w = pwrite_all(l->part_fd, rs.buf + coff, clen, ix_chunk_off(c, ci));
-		if (w < 0) {
-			rc = w;
-			break;
-		}
-		good[i] = 1;
-		ngood++;
-	}
-	/* Bytes first, then the marks: a chunk counts as present only once its
-	 * bytes are where a crash cannot lose them. */
-	if (ngood && st_store_sync(lz->ix->s) == ST_SYNC_FULL && fdatasync(l->part_fd) < 0) {
-		rc = -errno;
-		memset(good, 0, count);
-		ngood = 0;
-	}
-	for (uint64_t i = 0; i < count; i++) {
-		static const uint8_t one = 1;
-		if (good[i] && pwrite_all(l->map_fd, &one, 1, first + i) < 0)
-			good[i] = 0; /* fetched again next time */
-	}
-out_release:
-	pthread_mutex_lock(&lz->lock);
-	for (uint64_t i = 0; i < count; i++) {
-		l->inflight[first + i] = 0;
-		if (good && good[i] && !l->present[first + i]) {
-			l->present[first + i] = 1;
-			l->npresent++;
-			lz->st.chunks++;
-		}
-	}
-	pthread_cond_broadcast(&lz->changed);
-	pthread_mutex_unlock(&lz->lock);
-	free(good);
-	free(rs.buf);
-	return rc;
-}
-
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The chunks ranges touch, sorted and distinct (malloc'd). */
-static int chunks_of(const struct ix_chunks *c, const struct ix_lazy_range *r, size_t n, uint64_t **out, size_t *nout)
-{
-	uint64_t *v = NULL;
-	size_t cnt = 0, cap = 0;
-
-	for (size_t k = 0; k < n; k++) {
-		if (r[k].len == 0 || r[k].off >= c->size)
-			continue;
-		uint64_t end = r[k].len > c->size - r[k].off ? c->size : r[k].off + r[k].len;
-		for (uint64_t i = r[k].off / c->chunk_size; i <= (end - 1) / c->chunk_size; i++) {
-			if (ST_ARRAY_RESERVE(v, cap, cnt + 1) < 0) {
-				free(v);
-				return -ENOMEM;
-			}
-			v[cnt++] = i;
-		}
-	}
-	if (cnt > 1)
-		qsort(v, cnt, sizeof(*v), u64_cmp);
-	size_t u = 0;
-	for (size_t i = 0; i < cnt; i++)
-		if (u == 0 || v[u - 1] != v[i])
-			v[u++] = v[i];
-	*out = v;
-	*nout = u;
-	return 0;
-}
-
-int ix_lazy_fetch(struct ix_lazy *lz, const st_id *layer, const struct ix_lazy_range *ranges, size_t n, char *why,
-		  size_t whylen)
-{
-	struct lz_layer *l;
-	uint64_t *need = NULL, *mine = NULL;
-	size_t nneed = 0;
-	int rc = layer_get(lz, layer, &l);
-
-	if (rc != 0)
-		return rc == 1 ? 0 : rc;
-	if ((rc = chunks_of(l->rec.c, ranges, n, &need, &nneed)) < 0)
-		return rc;
-	if (nneed && !(mine = malloc(nneed * sizeof(*mine)))) {
-		free(need);
-		return -ENOMEM;
-	}
-	uint64_t span = lz->o.span_max / l->rec.c->chunk_size;
-	if (span == 0)
-		span = 1;
-	for (int round = 0;; round++) {
-		size_t nmine = 0;
-		bool waiting = false, missing = false;
-
-		pthread_mutex_lock(&lz->lock);
-		for (size_t i = 0; i < nneed; i++) {
-			uint64_t ci = need[i];
-			uint8_t mark = 0;
-			/* Another process sharing the store (a completion, a
-			 * prefetch) may have brought it in since the map was read. */
-			if (!l->present[ci] && !l->inflight[ci] && pread(l->map_fd, &mark, 1, (off_t)ci) == 1 && mark == 1) {
-				l->present[ci] = 1;
-				l->npresent++;
-			}
-			if (l->present[ci])
-				continue;
-			missing = true;
-			if (l->inflight[ci] || round >= LAZY_ROUNDS) {
-				waiting = true;
-				continue;
-			}
-			l->inflight[ci] = 1;
-			mine[nmine++] = ci;
-		}
-		pthread_mutex_unlock(&lz->lock);
-		if (!missing)
-			break;
-		if (round >= LAZY_ROUNDS) {
-			rc = ix_why(why, whylen, IX_ELAZY_OFFLINE, "gave up waiting for chunks of a lazy layer");
-			break;
-		}
-		/* Runs of adjacent chunks, one request each. */
-		int frc = 0;
-		for (size_t i = 0; i < nmine;) {
-			size_t j = i + 1;
-			while (j < nmine && mine[j] == mine[j - 1] + 1 && j - i < span)
-				j++;
-			if (frc == 0) {
-				frc = fetch_run(lz, l, mine[i], j - i, why, whylen);
-			} else {
-				pthread_mutex_lock(&lz->lock);
-				for (size_t k = i; k < j; k++)
-					l->inflight[mine[k]] = 0;
-				pthread_cond_broadcast(&lz->changed);
-				pthread_mutex_unlock(&lz->lock);
-			}
-			i = j;
-		}
-		if (frc < 0) {
-			rc = frc;
-			break;
-		}
-		if (waiting) {
-			pthread_mutex_lock(&lz->lock);
-			for (;;) {
-				bool busy = false;
-				for (size_t i = 0; i < nneed && !busy; i++)
-					busy = l->inflight[need[i]] && !l->present[need[i]];
-				if (!busy)
-					break;
-				lz->st.waits++;
-				pthread_cond_wait(&lz->changed, &lz->lock);
-			}
-			pthread_mutex_unlock(&lz->lock);
-		}
-	}
-	free(mine);
-	free(need);
-	return rc;
-}
-
-/* ------------------------------------------------------------ complete */
+/* ------------------------------------------------------ dropping records */
 
 static int rec_del_fn(struct ix *ix, MDB_txn *txn, void *arg)
 {
@@ -1122,62 +527,17 @@ static int rec_del_fn(struct ix *ix, MDB_txn *txn, void *arg)
 	return rc == MDB_NOTFOUND ? IX_NOCHANGE : rc;
 }
 
+int ix_lazy_rec_del(struct ix *ix, const st_id *layer)
+{
+	return ix_write(ix, rec_del_fn, (void *)layer);
+}
+
 void ix_lazy_rec_drop(struct ix *ix, const st_id *layer)
 {
 	if (!ix->has_lazy || !st_blob_has(ix->s, layer))
 		return;
-	if (ix_write(ix, rec_del_fn, (void *)layer) >= 0)
+	if (ix_lazy_rec_del(ix, layer) >= 0)
 		ix_lazy_files_del(ix, layer);
-}
-
-int ix_lazy_complete(struct ix_lazy *lz, const st_id *layer, char *why, size_t whylen)
-{
-	struct ix *ix = lz->ix;
-	struct lz_layer *l;
-	char hex[ST_ID_HEX_LEN + 1];
-	int fd, rc = layer_get(lz, layer, &l);
-
-	if (rc != 0)
-		return rc == 1 ? 0 : rc;
-	struct ix_lazy_range all = { 0, l->rec.c->size };
-	if ((rc = ix_lazy_fetch(lz, layer, &all, 1, why, whylen)) < 0)
-		return rc;
-	st_id_format(layer, hex);
-	if ((fd = fcntl(l->part_fd, F_DUPFD_CLOEXEC, 0)) < 0)
-		return -errno;
-	if (lseek(fd, 0, SEEK_SET) < 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
-	/* The whole against its id: chunks that each match a chunk index that
-	 * does not describe this layer are caught here. */
-	rc = st_blob_put_fd(ix->s, fd, layer, NULL, NULL);
-	close(fd);
-	if (rc == ST_ECORRUPT) {
-		/* Nothing bad is kept: every chunk of it counts as missing again. */
-		pthread_mutex_lock(&lz->lock);
-		memset(l->present, 0, l->rec.c->n);
-		l->npresent = 0;
-		pthread_mutex_unlock(&lz->lock);
-		if (ftruncate(l->map_fd, 0) == 0)
-			(void)ftruncate(l->map_fd, (off_t)l->rec.c->n);
-		rc = ix_why(why, whylen, ST_ECORRUPT,
-			    "layer %s from %s: its chunks match the chunk index but the whole does not hash to the "
-			    "layer's id (a wrong chunk index): refused", hex, l->rec.origin);
-		logf_(lz, "%s", why ? why : "a completed layer was refused");
-		return rc;
-	}
-	if (rc < 0)
-		return rc;
-	if ((rc = ix_write(ix, rec_del_fn, (void *)layer)) < 0 && rc != IX_NOCHANGE)
-		return rc;
-	ix_lazy_files_del(ix, layer);
-	pthread_mutex_lock(&lz->lock);
-	l->published = true;
-	pthread_mutex_unlock(&lz->lock);
-	logf_(lz, "layer %s is complete: now an ordinary blob", hex);
-	return 0;
 }
 
 int ix_lazy_foreach(struct ix *ix, int (*cb)(const st_id *layer, void *ctx), void *ctx)

@@ -17,19 +17,6 @@
 
 /* ------------------------------------------------------------ lost+found */
 
-/* fsync a directory named relative to the store. */
-static int dir_fsync(int dirfd, const char *rel)
-{
-	int fd = st_sys_openat(dirfd, rel, O_RDONLY | O_DIRECTORY, 0);
-	int rc;
-
-	if (fd < 0)
-		return fd;
-	rc = st_sys_fsync(fd);
-	int crc = st_sys_close(fd);
-	return rc < 0 ? rc : crc;
-}
-
 /* STORE/lost+found, created (and its name made durable) on first use. */
 static int lf_create(int dirfd)
 {
@@ -39,7 +26,7 @@ static int lf_create(int dirfd)
 		return 0;
 	if (rc < 0)
 		return rc;
-	return dir_fsync(dirfd, ".");
+	return st_dir_fsync(dirfd, ".");
 }
 
 /* Rename from (relative to the store) into lost+found as base, or base.N
@@ -65,7 +52,7 @@ static int lf_place(int dirfd, const char *from, const char *base, char *to, siz
 	}
 	if (rc < 0)
 		return rc;
-	return dir_fsync(dirfd, LF_DIR);
+	return st_dir_fsync(dirfd, LF_DIR);
 }
 
 int ix_lf_blob_move(struct ix *ix, const st_id *id, char *name, size_t len)
@@ -83,7 +70,7 @@ int ix_lf_blob_move(struct ix *ix, const st_id *id, char *name, size_t len)
 	if ((rc = lf_place(dirfd, from, base, to, sizeof(to))) < 0)
 		return rc;
 	/* The blob's name is gone for good before any record says so. */
-	if ((rc = dir_fsync(dirfd, fan)) < 0)
+	if ((rc = st_dir_fsync(dirfd, fan)) < 0)
 		return rc;
 	snprintf(name, len, "%s", to);
 	return 0;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "index/index_int.h"
+#include "index/dist/dist.h"
 
 int ix_sha256_get(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN])
 {

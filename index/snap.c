@@ -80,7 +80,7 @@ static int load(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest
 				return rc;
 			st_id_format(&chain[n - 1], hex);
 			st_id_format(&cur, hex2);
-			return ix_why(why, whylen, IX_ECORRUPT, "snapshot %s is stored as a delta of %s, which is not in the index",
+			return st_why(why, whylen, IX_ECORRUPT, "snapshot %s is stored as a delta of %s, which is not in the index",
 				      hex, hex2);
 		}
 		if ((n > 0 || !check) && (m = cache_get(ix, &cur, &base_depth)))
@@ -90,15 +90,15 @@ static int load(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest
 			if (rc == 0)
 				break;
 			st_id_format(&cur, hex);
-			return rc == -ENOMEM ? rc : ix_why(why, whylen, IX_ECORRUPT, "the record of snapshot %s: %s", hex, inner);
+			return rc == -ENOMEM ? rc : st_why(why, whylen, IX_ECORRUPT, "the record of snapshot %s: %s", hex, inner);
 		}
 		st_id_format(&cur, hex);
 		if ((rc = st_manifest_delta_peek(v.mv_data, v.mv_size, &did, &dparent, inner, sizeof(inner))) < 0)
-			return rc == -ENOMEM ? rc : ix_why(why, whylen, IX_ECORRUPT, "the record of snapshot %s: %s", hex, inner);
+			return rc == -ENOMEM ? rc : st_why(why, whylen, IX_ECORRUPT, "the record of snapshot %s: %s", hex, inner);
 		if (!st_id_equal(&did, &cur))
-			return ix_why(why, whylen, IX_ECORRUPT, "the record of snapshot %s is a delta of another snapshot", hex);
+			return st_why(why, whylen, IX_ECORRUPT, "the record of snapshot %s is a delta of another snapshot", hex);
 		if (n == IX_DELTA_DEPTH_MAX)
-			return ix_why(why, whylen, IX_ECORRUPT,
+			return st_why(why, whylen, IX_ECORRUPT,
 				      "snapshot %s needs more than %u deltas to rebuild (a cycle, or an index strata did not write)",
 				      hex, IX_DELTA_DEPTH_MAX);
 		chain[n] = cur;
@@ -113,7 +113,7 @@ static int load(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifest
 		st_manifest_free(m);
 		if (rc < 0) {
 			st_id_format(&chain[k], hex);
-			return rc == -ENOMEM ? rc : ix_why(why, whylen, IX_ECORRUPT, "snapshot %s: %s", hex, inner);
+			return rc == -ENOMEM ? rc : st_why(why, whylen, IX_ECORRUPT, "snapshot %s: %s", hex, inner);
 		}
 		m = c;
 	}
@@ -271,7 +271,7 @@ static int commit_fn(struct ix *ix, MDB_txn *txn, void *arg)
 		 * each checked against its record's chunk index, which is the
 		 * word of the registry that record came from. That holds for
 		 * this snapshot because only a pull from that same source
-		 * (ix_lazy_rec_match in oci.c) lets a pulled snapshot name the
+		 * (ix_lazy_rec_match, in index/dist/oci.c) lets a pulled snapshot name the
 		 * layer without its blob; imports bring every layer's bytes
 		 * and captures name their parent's layers. */
 		if (rc == -ENOENT && ix_lazy_rec_has(ix, txn, lid, &have))

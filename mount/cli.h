@@ -69,9 +69,12 @@ bool cli_backend_use(struct cli *cli, const char *name);
 typedef struct json_t json_t;
 long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags, json_t *json);
 
-/* Registry credentials for host, found as push and pull find them (an
- * ix_lazy_opts creds callback; ctx is the struct cli). */
-int cli_registry_creds(void *ctx, const char *host, char **user, char **pass);
+/* The registry credentials provider push and pull use without --creds or
+ * --authfile (the auth files of cli_auth_files; index/dist/auth.c), for
+ * lazy layers' chunks: static, picked on first use; NULL only when out of
+ * memory (then anonymous). */
+struct ix_auth;
+const struct ix_auth *cli_registry_auth(void);
 /* The auth files push and pull look in, in order: $REGISTRY_AUTH_FILE alone
  * (*explicit), else $XDG_RUNTIME_DIR/containers/auth.json,
  * $XDG_CONFIG_HOME/containers/auth.json (~/.config/containers/auth.json),

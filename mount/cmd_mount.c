@@ -155,8 +155,7 @@ static int mount_parse(struct cli *cli, int argc, char **argv, struct mount_args
 	int c;
 
 	a->store_arg = cli->store;
-	a->cfg.creds = cli_registry_creds; /* lazy layers' chunks (docs/lazy.md) */
-	a->cfg.creds_ctx = cli;
+	a->cfg.auth = cli_registry_auth(); /* lazy layers' chunks (docs/lazy.md) */
 	a->cfg.certs_d = cli_certs_d();
 	while ((c = getopt_long(argc, argv, "fdo:h", opts, NULL)) != -1) {
 		switch (c) {

@@ -2,19 +2,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <signal.h>
-#include <spawn.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "index/lazy.h"
-#include "index/registry.h"
+#include "index/dist/dist.h"
 #include "index/index.h"
 #include "store/store.h"
 
@@ -301,12 +297,21 @@ int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned f
 
 /* ------------------------------------------------------- registry access */
 
+struct cli_auth {
+	struct ix_auth_provider p;
+	char paths[CLI_AUTH_FILES][CLI_AUTH_PATH];
+	const char *files[CLI_AUTH_FILES];
+	char *user, *pass;  /* --creds, split */
+};
+
 struct reg_args {
 	struct cli *cli;
 	bool insecure, json, tls_noverify;
 	const char *cacert, *authfile, *from, *cert_dir;
 	const char *creds;     /* --creds USER:PASSWORD */
-	char *user, *pass;
+	struct cli_auth auth;  /* the provider the flags pick (args_auth) */
+	bool auth_ready;
+	char *user, *pass;     /* what it gave for the registry named */
 	uint64_t deadline_ns;  /* pull: CLOCK_MONOTONIC end of the whole pull (0: none) */
 };
 
@@ -344,101 +349,6 @@ const char *const *cli_certs_d(void)
 	return roots;
 }
 
-/* A credential lookup that failed and was reported (beside 0 found, 1
- * nothing there, -ENOENT no such file). */
-#define CRED_FAILED (-100000)
-
-/* Run docker-credential-NAME get with host on stdin: 0 and *user, *pass;
- * 1 when the helper has nothing for host; else CRED_FAILED (reported). */
-static int helper_get(struct cli *cli, const char *name, const char *file, const char *host, char **user,
-		      char **pass)
-{
-	char prog[128], out[65536], why[ST_WHY_LEN] = "";
-	int in[2], outp[2], status = 0, rc;
-	size_t len = 0;
-	pid_t pid;
-
-	snprintf(prog, sizeof(prog), "docker-credential-%s", name);
-	if (pipe2(in, O_CLOEXEC) < 0) {
-		cli_err(cli, "cannot run the credential helper %s: %s", prog, strerror(errno));
-		return CRED_FAILED;
-	}
-	if (pipe2(outp, O_CLOEXEC) < 0) {
-		cli_err(cli, "cannot run the credential helper %s: %s", prog, strerror(errno));
-		close(in[0]);
-		close(in[1]);
-		return CRED_FAILED;
-	}
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-	posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
-	char *argv[] = { prog, "get", NULL };
-	rc = posix_spawnp(&pid, prog, &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	close(in[0]);
-	close(outp[1]);
-	if (rc != 0) {
-		close(in[1]);
-		close(outp[0]);
-		cli_err(cli, "the credential helper %s (named in %s) cannot be run: %s%s", prog, file, strerror(rc),
-			rc == ENOENT ? " (it is not on PATH)" : "");
-		return CRED_FAILED;
-	}
-	/* The server is the registry's host[:port], as docker names it. */
-	void (*old)(int) = signal(SIGPIPE, SIG_IGN);
-	ssize_t w = write(in[1], host, strlen(host));
-	(void)w;
-	close(in[1]);
-	for (ssize_t got; len < sizeof(out) - 1 && (got = read(outp[0], out + len, sizeof(out) - 1 - len)) != 0;) {
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			break;
-		len += (size_t)got;
-	}
-	out[len] = '\0';
-	close(outp[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	signal(SIGPIPE, old);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		/* The helpers' words for "nothing stored for this server". */
-		if (strstr(out, "credentials not found"))
-			return 1;
-		while (len && (out[len - 1] == '\n' || out[len - 1] == '\r'))
-			out[--len] = '\0';
-		cli_err(cli, "the credential helper %s (named in %s) failed for %s: %s", prog, file, host,
-			len ? cli_esc(out) : "no message");
-		return CRED_FAILED;
-	}
-	if ((rc = ix_registry_helper_parse(out, len, user, pass, why, sizeof(why))) < 0) {
-		cli_err(cli, "the credential helper %s (named in %s), asked for %s: %s", prog, file, host,
-			rc == -ENOMEM ? "out of memory" : why);
-		return CRED_FAILED;
-	}
-	return 0;
-}
-
-/* Look host up in the auth file path (a helper it names is run): 0 found,
- * 1 nothing there, -ENOENT no such file, CRED_FAILED reported. */
-static int auth_file_get(struct cli *cli, const char *path, const char *host, char **user, char **pass)
-{
-	char why[ST_WHY_LEN] = "", *helper = NULL;
-	int rc = ix_registry_auth_lookup(path, host, user, pass, &helper, why, sizeof(why));
-
-	if (rc == 2) {
-		rc = helper_get(cli, helper, path, host, user, pass);
-		free(helper);
-		return rc;
-	}
-	if (rc < 0 && rc != -ENOENT) {
-		cli_err(cli, "cannot read the auth file %s: %s", path, why[0] ? why : strerror(-rc));
-		return CRED_FAILED;
-	}
-	return rc;
-}
-
 size_t cli_auth_files(char paths[][CLI_AUTH_PATH], bool *explicit)
 {
 	const char *env = getenv("REGISTRY_AUTH_FILE");
@@ -464,64 +374,66 @@ size_t cli_auth_files(char paths[][CLI_AUTH_PATH], bool *explicit)
 	return n;
 }
 
-/* Credentials for host: --creds, else --authfile, else
- * $REGISTRY_AUTH_FILE, else the first of cli_auth_files that has anything
- * for host (credHelpers, auths, credsStore: ix_registry_auth_lookup). */
-static int find_credentials(struct cli *cli, struct reg_args *a, const char *host)
+/* The provider a command's flags pick (index/dist/auth.c does the
+ * lookups): --creds USER:PASSWORD for every registry, else --authfile or
+ * $REGISTRY_AUTH_FILE alone (it must exist), else the first of
+ * cli_auth_files with anything for the host (credHelpers, auths,
+ * credsStore: ix_registry_auth_lookup; helpers run with strata's
+ * environment). 0 or -ENOMEM. */
+static int auth_pick(struct cli_auth *ca, const char *creds, const char *authfile)
 {
-	char paths[CLI_AUTH_FILES][CLI_AUTH_PATH];
 	bool env;
 	size_t n;
 
-	if (a->creds) {
-		const char *colon = strchr(a->creds, ':');
-		if (!(a->user = strndup(a->creds, (size_t)(colon - a->creds))) || !(a->pass = strdup(colon + 1))) {
-			cli_err(cli, "out of memory");
-			return CLI_FAIL;
+	*ca = (struct cli_auth){ 0 };
+	if (creds) {
+		const char *colon = strchr(creds, ':');
+		if (!(ca->user = strndup(creds, (size_t)(colon - creds))) || !(ca->pass = strdup(colon + 1))) {
+			free(ca->user);
+			ca->user = NULL;
+			return -ENOMEM;
 		}
+		ix_auth_creds(&ca->p, ca->user, ca->pass);
+		return 0;
+	}
+	n = cli_auth_files(ca->paths, &env);
+	if (authfile) {
+		snprintf(ca->paths[0], CLI_AUTH_PATH, "%s", authfile);
+		n = 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		ca->files[i] = ca->paths[i];
+	ix_auth_files(&ca->p, ca->files, n, authfile || env, environ);
+	return 0;
+}
+
+static void auth_free(struct cli_auth *ca)
+{
+	free(ca->user);
+	free(ca->pass);
+}
+
+const struct ix_auth *cli_registry_auth(void)
+{
+	static struct cli_auth ca;
+	static bool done;
+
+	if (!done && auth_pick(&ca, NULL, NULL) == 0)
+		done = true;
+	return done ? &ca.p.auth : NULL;
+}
+
+/* The command's provider, picked on first use. */
+static int args_auth(struct cli *cli, struct reg_args *a)
+{
+	if (a->auth_ready)
 		return CLI_OK;
+	if (auth_pick(&a->auth, a->creds, a->authfile) < 0) {
+		cli_err(cli, "out of memory");
+		return CLI_FAIL;
 	}
-	n = cli_auth_files(paths, &env);
-	if (a->authfile || env) {
-		const char *explicit = a->authfile ? a->authfile : paths[0];
-		int rc = auth_file_get(cli, explicit, host, &a->user, &a->pass);
-		if (rc == -ENOENT) {
-			cli_err(cli, "the auth file %s does not exist", explicit);
-			return CLI_NOTFOUND;
-		}
-		return rc == CRED_FAILED ? CLI_FAIL : CLI_OK;
-	}
-	for (size_t i = 0; i < n; i++) {
-		int rc = auth_file_get(cli, paths[i], host, &a->user, &a->pass);
-		if (rc == 0)
-			return CLI_OK;
-		if (rc == CRED_FAILED)
-			return CLI_FAIL;
-	}
+	a->auth_ready = true;
 	return CLI_OK;
-}
-
-int cli_registry_creds(void *ctx, const char *host, char **user, char **pass)
-{
-	struct reg_args a = { 0 };
-	int rc = find_credentials(ctx, &a, host);
-
-	*user = a.user;
-	*pass = a.pass;
-	return rc == CLI_OK ? 0 : -ENOENT;
-}
-
-/* The creds callback of the lazy fetches a push or pull starts (ctx: its
- * struct reg_args): --creds for the registry named, else as
- * cli_registry_creds. */
-static int args_creds(void *ctx, const char *host, char **user, char **pass)
-{
-	struct reg_args *a = ctx, b = { .creds = a->creds, .authfile = a->authfile };
-	int rc = find_credentials(a->cli, &b, host);
-
-	*user = b.user;
-	*pass = b.pass;
-	return rc == CLI_OK ? 0 : -ENOENT;
 }
 
 void cli_lazy_log(void *ctx, const char *msg)
@@ -717,10 +629,20 @@ static int reg_open(struct cli *cli, struct reg_args *a, const struct ix_registr
 {
 	int rc;
 
-	if ((rc = find_credentials(cli, a, ref->host)) != CLI_OK)
+	char why[ST_WHY_LEN] = "";
+	struct ix_auth_provider found;
+
+	if ((rc = args_auth(cli, a)) != CLI_OK)
 		return rc;
+	/* Asked here, before anything is sent, so that a missing auth file or
+	 * a failing helper stops the command with its own words. */
+	if ((rc = a->auth.p.auth.get(a->auth.p.auth.ctx, ref->host, &a->user, &a->pass, why, sizeof(why))) < 0) {
+		cli_err(cli, "%s", why[0] ? why : "out of memory");
+		return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
+	}
+	ix_auth_creds(&found, a->user, a->pass);
 	struct ix_registry_opts o = { .insecure = a->insecure, .tls_noverify = a->tls_noverify, .cacert = a->cacert,
-				      .cert_dir = a->cert_dir, .certs_d = cli_certs_d(), .user = a->user, .pass = a->pass,
+				      .cert_dir = a->cert_dir, .certs_d = cli_certs_d(), .auth = &found.auth,
 			       .mount_from = a->from, .prog = prog, .ix = ix, .deadline_ns = a->deadline_ns };
 	if (ix_registry_global_init() < 0 || ix_registry_open(ref, &o, out) < 0) {
 		cli_err(cli, "cannot start the HTTP client: out of memory");
@@ -918,6 +840,7 @@ out_close:
 	st_store_close(s);
 	free(a.user);
 	free(a.pass);
+	auth_free(&a.auth);
 	return status;
 }
 
@@ -929,8 +852,7 @@ static void prefetch_working_set(struct cli *cli, struct ix *ix, const st_id *id
 				 struct ix_ws_prefetch_stats *pst)
 {
 	struct ix_lazy_opts o = { .cacert = a->cacert, .certs_d = cli_certs_d(), .cert_dir = a->cert_dir,
-				  .tls_noverify = a->tls_noverify, .creds = args_creds,
-				  .creds_ctx = (void *)a,
+				  .tls_noverify = a->tls_noverify, .auth = &a->auth.p.auth,
 				  .deadline_ns = a->deadline_ns };
 	struct ix_lazy *lz = NULL;
 	char why[ST_WHY_LEN * 2] = "";
@@ -949,8 +871,7 @@ static void prefetch_working_set(struct cli *cli, struct ix *ix, const st_id *id
 static int lazy_for_pull(struct cli *cli, struct ix *ix, const struct reg_args *a, struct ix_lazy **out)
 {
 	struct ix_lazy_opts o = { .cacert = a->cacert, .certs_d = cli_certs_d(), .cert_dir = a->cert_dir,
-				  .tls_noverify = a->tls_noverify, .creds = args_creds,
-				  .creds_ctx = (void *)a,
+				  .tls_noverify = a->tls_noverify, .auth = &a->auth.p.auth,
 				  .deadline_ns = a->deadline_ns };
 
 	return ix_lazy_open(ix, &o, out);
@@ -1112,5 +1033,6 @@ out_close:
 	st_store_close(s);
 	free(a.user);
 	free(a.pass);
+	auth_free(&a.auth);
 	return status;
 }

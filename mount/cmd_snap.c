@@ -59,7 +59,7 @@ static void private_report(void)
 static struct fs_private *private_get(const struct cli *cli)
 {
 	struct fs_private_config pc = { .store = run_store, .threads = FS_PRIVATE_THREADS,
-					.creds = cli_registry_creds, .creds_ctx = (void *)cli,
+					.auth = cli_registry_auth(),
 					.certs_d = cli_certs_d() };
 
 	if (!run_private && fs_private_new(&pc, &run_private) == 0) {

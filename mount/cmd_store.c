@@ -14,6 +14,7 @@
 
 #include "store/array.h"
 #include "cli.h"
+#include "index/dist/dist.h"
 #include "index/index.h"
 #include "index/lazy.h"
 #include "store/store.h"
@@ -109,7 +110,7 @@ static void fmt_count(char *buf, size_t len, uint64_t v)
 }
 
 /* What of a snapshot is lazy (pulled with --lazy, chunks fetched on
- * demand: index/lazy.h): its lazy layers, their chunks and how many of
+ * demand: index/dist/dist.h): its lazy layers, their chunks and how many of
  * them the store holds. */
 struct lazy_sum {
 	uint32_t layers;        /* lazy layers */
@@ -1598,7 +1599,7 @@ static int export_lazy(struct cli *cli, struct open_store *o, const char *ref)
 	fprintf(stderr, "strata: export: '%s' is %s; fetching the rest from %s\n", cli_esc(ref), lazy,
 		cli_esc(ls.origin));
 	close_store(o);
-	struct ix_lazy_opts lo = { .certs_d = cli_certs_d(), .creds = cli_registry_creds, .creds_ctx = cli, .log = cli_lazy_log, .log_ctx = cli };
+	struct ix_lazy_opts lo = { .certs_d = cli_certs_d(), .auth = cli_registry_auth(), .log = cli_lazy_log, .log_ctx = cli };
 	if ((rc = open_store(cli, true, o)) != CLI_OK)
 		goto out_free;
 	if ((rc = ix_lazy_open(o->ix, &lo, &lz)) < 0) {

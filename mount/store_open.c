@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "index/dist/dist.h"
 #include "index/index.h"
 #include "store/store.h"
 

@@ -1,4 +1,4 @@
-/* array.h: the growable array every module uses (not installed): room for more elements, doubling. */
+/* array.h: not installed: shared by every module: the growable array (room for more elements, doubling). */
 #ifndef STRATA_STORE_ARRAY_H
 #define STRATA_STORE_ARRAY_H
 

@@ -1,4 +1,4 @@
-/* dl.h: a shared library loaded on first use from an absolute path fixed at build time. */
+/* dl.h: not installed: shared by store, index and the CLI: a shared library loaded on first use from an absolute path fixed at build time. */
 #ifndef STRATA_STORE_DL_H
 #define STRATA_STORE_DL_H
 

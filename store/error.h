@@ -1,4 +1,4 @@
-/* error.h: the code range table every module fills (not installed): one const table per module, found by st_strerror. */
+/* error.h: not installed: shared by every module: the code range table each fills (one const table per module, found by st_strerror) and st_why. */
 #ifndef STRATA_STORE_ERROR_H
 #define STRATA_STORE_ERROR_H
 
@@ -38,5 +38,9 @@ void st_errtable_add(const struct st_errtable *t);
 
 /* The row for a code of a range whose table was added, else NULL. */
 const struct st_errcode *st_errcode_find(int code);
+
+/* Format a one-line reason into why (if non-NULL; newlines made spaces)
+ * and return code: how every module fills its why buffers. */
+int st_why(char *why, size_t whylen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif

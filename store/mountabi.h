@@ -1,4 +1,4 @@
-/* mountabi.h: the contract between a strata mount and its readers: how a mount is recognised, its xattrs, the restore answer. */
+/* mountabi.h: not installed: shared by store and fs: the contract between a strata mount and its readers (how a mount is recognised, its xattrs, the restore answer). */
 #ifndef STRATA_STORE_MOUNTABI_H
 #define STRATA_STORE_MOUNTABI_H
 

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 
+#include "store/error.h"
 #include "store/store.h"
 #include "store/sys.h"
 
@@ -19,21 +20,15 @@ struct st_store {
 	gid_t group;              /* that group, when shared */
 };
 
-/* Write a formatted reason into why (if non-NULL) and return code. */
-int st_why(char *why, size_t whylen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Map a write-side errno from the filesystem to ST_EREADONLY where it means
  * "this store cannot be written" (EROFS, EACCES, EPERM). */
 int st_write_err(int rc);
 
-/* fsync a directory given as an O_PATH fd or by path relative to one. */
-int st_dir_fsync(int parent, const char *path);
 
 /* Return true if all len bytes are zero. */
 bool st_is_zero(const void *buf, size_t len);
 
-/* Remove path (relative to dirfd) and everything under it. */
-int st_rm_tree(int parent, const char *path);
 
 /* XXH3-128 built for AVX2 (hash_avx2.c); id.c calls these only when the
  * CPU supports AVX2. state is an XXH3_state_t. Results equal the generic

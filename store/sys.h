@@ -1,4 +1,4 @@
-/* sys.h: the syscall seam store, index, fs and vmm go through for file and memory calls, with fault injection for tests. */
+/* sys.h: not installed: shared by store, index, fs and vmm: the syscall seam for file and memory calls, with fault injection for tests. */
 #ifndef STRATA_STORE_SYS_H
 #define STRATA_STORE_SYS_H
 
@@ -107,5 +107,13 @@ int st_sys_add_seals(int fd, int seals);
 int st_sys_set_blocking(int fd);
 /* poll(2) of one descriptor: its revents, 0 on timeout. */
 int st_sys_poll1(int fd, short events, int timeout_ms);
+
+/* File helpers built on the seam (store/store.c), for every module. */
+/* fsync a directory given as an O_PATH fd or by path relative to one
+ * (its close's error too). */
+int st_dir_fsync(int parent, const char *path);
+/* Remove path (relative to parent) and everything under it: 0, or the
+ * first error (what was removed before it stays removed). */
+int st_rm_tree(int parent, const char *path);
 
 #endif

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "fs/kinds.h"
-#include "index/lazy.h"
+#include "index/dist/dist.h"
 #include "store/sys.h"
 
 int fs_root_lookup(struct fs *fs, struct fs_node *dir, const char *name, struct fs_node **out)

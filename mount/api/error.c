@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "fs/fs.h"
-#include "index/registry.h"
+#include "index/dist/dist.h"
 #include "mount/api/api_int.h"
 
 /* The public codes are the modules' codes under strata's names. */

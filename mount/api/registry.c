@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "index/registry.h"
+#include "index/dist/dist.h"
 #include "mount/api/api_int.h"
 
 int strata_registry_new(strata_registry **out)
@@ -91,8 +91,10 @@ static int client_open(strata_store *st, const strata_registry *reg, const char 
 	if ((rc = ix_registry_ref_parse(reference, ref)) < 0)
 		return api_fail(rc, "%s: '%s' is not a registry reference (REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST], "
 				"e.g. 127.0.0.1:5000/sandboxes/web:v1)", what, reference);
+	struct ix_auth_provider creds;  /* copied by the client at open */
+	ix_auth_creds(&creds, reg->user, reg->pass);
 	struct ix_registry_opts o = { .insecure = reg->plain_http, .tls_noverify = reg->noverify,
-				      .cacert = reg->cacert, .user = reg->user, .pass = reg->pass, .ix = st->ix };
+				      .cacert = reg->cacert, .auth = &creds.auth, .ix = st->ix };
 	if (reg->timeout_s)
 		o.deadline_ns = ix_registry_now_ns() + (uint64_t)reg->timeout_s * 1000000000u;
 	if ((rc = ix_registry_global_init()) < 0)

@@ -18,7 +18,7 @@
 #include <ftw.h>
 
 #include "bench.h"
-#include "index/registry.h"
+#include "index/dist/dist.h"
 #include "index/index.h"
 #ifdef IX_DELTA_DEPTH_MAX
 #include "index/index_int.h" /* the record as stored: a manifest delta or the whole text */

@@ -5,8 +5,7 @@
 
 #include "fs/fs.h"
 #include "index/index.h"
-#include "index/lazy.h"
-#include "index/registry.h"
+#include "index/dist/dist.h"
 #include "store/error.h"
 #include "store/store.h"
 #include "vmm/vmm.h"

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "index/index_int.h"
+#include "index/dist/dist.h"
+#include "index/index.h"
 #include "store/sys.h"
 #include "tests/index/helpers.h"
 

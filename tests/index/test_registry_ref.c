@@ -1,11 +1,12 @@
 /* test_registry_ref.c: registry references parsed into host, repository, tag and digest, each a string the parsed struct holds (or the static default tag). */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "index/registry.h"
+#include "index/dist/dist.h"
 
 /* The parser works on a copy of its own and moves it into *out: every
  * string must read right from *out, not from the parser's stack. */
@@ -123,4 +124,80 @@ Test(registry_ref, hosts_are_host_and_numeric_port)
 		cr_assert_eq(ix_registry_ref_parse(bad[i], &r), IX_EREF, "%s", bad[i]);
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
 		cr_assert_eq(ix_registry_ref_parse(good[i], &r), 0, "%s", good[i]);
+}
+
+/* The providers (index/dist/auth.c) through the one interface: explicit
+ * credentials for every host; auth files in order, the first with the
+ * host answering, missing ones skipped; an explicit file that must exist;
+ * a helper that cannot be run named with its file. */
+static int ask(const struct ix_auth *a, const char *host, char **u, char **p, char *why, size_t whylen)
+{
+	*u = *p = NULL;
+	why[0] = '\0';
+	return a->get(a->ctx, host, u, p, why, whylen);
+}
+
+Test(registry_ref, explicit_credentials_answer_every_host)
+{
+	struct ix_auth_provider pv;
+	char why[256], *u, *p;
+
+	ix_auth_creds(&pv, "bob", "pw:x");
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(ask(&pv.auth, i ? "other.example" : "h.example:5000", &u, &p, why, sizeof(why)), 0);
+		cr_assert_str_eq(u, "bob");
+		cr_assert_str_eq(p, "pw:x");
+		free(u);
+		free(p);
+	}
+	ix_auth_creds(&pv, NULL, NULL);
+	cr_assert_eq(ask(&pv.auth, "h.example", &u, &p, why, sizeof(why)), 0);
+	cr_assert_null(u);
+	cr_assert_null(p);
+}
+
+Test(registry_ref, auth_files_are_read_in_order_and_the_first_with_the_host_answers)
+{
+	struct ix_auth_provider pv;
+	char a[64], b[64], why[256], *u, *p;
+
+	auth_file(a, sizeof(a), "{\"auths\":{\"other.example\":{\"auth\":\"YTpi\"}}}");
+	auth_file(b, sizeof(b), "{\"auths\":{\"h.example\":{\"username\":\"alice\",\"password\":\"s\"}}}");
+	const char *files[] = { "/nonexistent/strata-auth.json", a, b };
+	ix_auth_files(&pv, files, 3, false, NULL);
+	cr_assert_eq(ask(&pv.auth, "h.example", &u, &p, why, sizeof(why)), 0, "%s", why);
+	cr_assert_str_eq(u, "alice");
+	free(u);
+	free(p);
+	cr_assert_eq(ask(&pv.auth, "other.example", &u, &p, why, sizeof(why)), 0, "%s", why);
+	cr_assert_str_eq(u, "a");
+	free(u);
+	free(p);
+	/* No file has the host: nothing, not an error. */
+	cr_assert_eq(ask(&pv.auth, "third.example", &u, &p, why, sizeof(why)), 0);
+	cr_assert_null(u);
+	/* An explicit file is the only one read, and must exist. */
+	ix_auth_files(&pv, files + 2, 1, true, NULL);
+	cr_assert_eq(ask(&pv.auth, "other.example", &u, &p, why, sizeof(why)), 0);
+	cr_assert_null(u);
+	ix_auth_files(&pv, files, 1, true, NULL);
+	cr_assert_eq(ask(&pv.auth, "h.example", &u, &p, why, sizeof(why)), -ENOENT);
+	cr_assert(strstr(why, "the auth file /nonexistent/strata-auth.json does not exist"), "%s", why);
+	unlink(a);
+	unlink(b);
+}
+
+Test(registry_ref, a_helper_that_cannot_be_run_is_named_with_its_file)
+{
+	struct ix_auth_provider pv;
+	char a[64], why[256], *u, *p;
+
+	auth_file(a, sizeof(a), "{\"credHelpers\":{\"h.example\":\"strata-no-such-helper\"}}");
+	const char *files[] = { a };
+	ix_auth_files(&pv, files, 1, false, NULL);
+	cr_assert_eq(ask(&pv.auth, "h.example", &u, &p, why, sizeof(why)), IX_EAUTH);
+	cr_assert(strstr(why, "docker-credential-strata-no-such-helper (named in "), "%s", why);
+	cr_assert(strstr(why, "cannot be run") && strstr(why, "not on PATH"), "%s", why);
+	cr_assert_null(u);
+	unlink(a);
 }

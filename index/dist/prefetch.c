@@ -7,7 +7,7 @@
 
 #include "store/array.h"
 #include "index/index_int.h"
-#include "index/lazy.h"
+#include "index/dist/dist.h"
 
 /* One piece of work: some ranges of one layer. */
 struct pf_job {

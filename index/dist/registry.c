@@ -14,12 +14,12 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include "index/curl_dl.h"
+#include "index/dist/curl_dl.h"
 #include <jansson.h>
 
 #include "store/array.h"
 #include "index/index_int.h"
-#include "index/registry.h"
+#include "index/dist/dist.h"
 
 /* An error body kept for the message (registries answer JSON errors). */
 #define ERRBODY_MAX 512
@@ -60,6 +60,7 @@ struct ix_registry {
 	size_t nseen, capseen;
 	char *token;           /* bearer token, once fetched */
 	bool basic;            /* the registry asked for Basic: send credentials */
+	char *user, *pass;     /* from o.auth at open (NULL: none) */
 	struct ix_registry_wire wire;
 	const struct st_oci_desc *upload;  /* the blob being uploaded, for progress */
 	uint64_t upload_done;              /* its bytes reported so far */
@@ -179,6 +180,13 @@ int ix_registry_open(const struct ix_registry_ref *ref, const struct ix_registry
 		ix_registry_close(r);
 		return -ENOMEM;
 	}
+	/* Asked once, here; the provider's strings are not kept. */
+	int rc = r->o.auth ? r->o.auth->get(r->o.auth->ctx, ref->host, &r->user, &r->pass, NULL, 0) : 0;
+	r->o.auth = NULL;
+	if (rc < 0) {
+		ix_registry_close(r);
+		return rc;
+	}
 	*out = r;
 	return 0;
 }
@@ -196,6 +204,8 @@ void ix_registry_close(struct ix_registry *r)
 	free(r->ahead);
 	free(r->token);
 	free(r->seen);
+	free(r->user);
+	free(r->pass);
 	free(r);
 }
 
@@ -488,7 +498,7 @@ static int on_xfer(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t u
 /* Whether r has credentials to send (libcurl encodes them as Basic). */
 static bool has_creds(const struct ix_registry *r)
 {
-	return r->o.user && r->o.pass;
+	return r->user && r->pass;
 }
 
 
@@ -547,7 +557,7 @@ static int from_ahead(struct ix_registry *r, struct req *q, char *why, size_t wh
 				rc = q->sink_rc;
 		} else if (q->mem_max) {
 			if (got.len > q->mem_max)
-				rc = ix_why(why, whylen, ST_EFORMAT, "%s: the answer is over %zu bytes", q->url, q->mem_max);
+				rc = st_why(why, whylen, ST_EFORMAT, "%s: the answer is over %zu bytes", q->url, q->mem_max);
 			else
 				memcpy(q->mem, got.body, q->mem_len = got.len);
 		}
@@ -573,7 +583,7 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, bool 
 	if (r->o.deadline_ns) {
 		uint64_t now = ix_registry_now_ns();
 		if (now >= r->o.deadline_ns)
-			return ix_why(why, whylen, IX_EDEADLINE, "%s %s: not started, the deadline passed", q->method,
+			return st_why(why, whylen, IX_EDEADLINE, "%s %s: not started, the deadline passed", q->method,
 				      q->url);
 		left_ms = (r->o.deadline_ns - now + 999999) / 1000000;
 	}
@@ -614,7 +624,7 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, bool 
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, r->o.insecure ? "http" : "https");
 	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, r->o.insecure ? "http,https" : "https");
 	if (r->certs_rc < 0)
-		return ix_why(why, whylen, r->certs_rc, "%s", r->certs_why);
+		return st_why(why, whylen, r->certs_rc, "%s", r->certs_why);
 	if (r->ca_blob) {
 		struct curl_blob blob = { r->ca_blob, r->ca_len, CURL_BLOB_NOCOPY };
 		curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &blob);
@@ -672,8 +682,8 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, bool 
 		/* Sent to this URL's host only: libcurl drops it on a redirect
 		 * elsewhere (CURLOPT_UNRESTRICTED_AUTH is off). */
 		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-		curl_easy_setopt(c, CURLOPT_USERNAME, r->o.user);
-		curl_easy_setopt(c, CURLOPT_PASSWORD, r->o.pass);
+		curl_easy_setopt(c, CURLOPT_USERNAME, r->user);
+		curl_easy_setopt(c, CURLOPT_PASSWORD, r->pass);
 	}
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 
@@ -696,7 +706,7 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, bool 
 	/* Go's and nginx's answer to plain HTTP on their HTTPS port (a 400,
 	 * with no body to a HEAD): ask the port for TLS. */
 	if (cc == CURLE_OK && r->o.insecure && q->status == 400 && port_speaks(r, true))
-		return ix_why(why, whylen, IX_ETLS, "%s speaks HTTPS, not plain HTTP (HTTP 400): drop --plain-http "
+		return st_why(why, whylen, IX_ETLS, "%s speaks HTTPS, not plain HTTP (HTTP 400): drop --plain-http "
 			      "(--insecure means plain HTTP, as in crane; HTTPS without certificate checks is "
 			      "--tls-verify=false)", r->host);
 	if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && q->cut))
@@ -704,11 +714,11 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, bool 
 	if (cc == CURLE_WRITE_ERROR && q->sink_rc < 0)
 		return q->sink_rc;
 	if (cc == CURLE_WRITE_ERROR && q->mem_over)
-		return ix_why(why, whylen, ST_EFORMAT, "%s: the answer is over %zu bytes", q->url, q->mem_max);
+		return st_why(why, whylen, ST_EFORMAT, "%s: the answer is over %zu bytes", q->url, q->mem_max);
 	if (cc == CURLE_OPERATION_TIMEDOUT && r->o.deadline_ns && ix_registry_now_ns() >= r->o.deadline_ns)
-		return ix_why(why, whylen, IX_EDEADLINE, "%s %s: ended, the deadline passed", q->method, q->url);
+		return st_why(why, whylen, IX_EDEADLINE, "%s %s: ended, the deadline passed", q->method, q->url);
 	if (cc == CURLE_OPERATION_TIMEDOUT)
-		return ix_why(why, whylen, IX_ENET, "%s %s: %s (less than %u bytes a second for %ld s, or no connection "
+		return st_why(why, whylen, IX_ENET, "%s %s: %s (less than %u bytes a second for %ld s, or no connection "
 			      "within %ld s): given up", q->method, q->url, curl_easy_strerror(cc),
 			      r->o.low_speed ? r->o.low_speed : IX_REGISTRY_LOW_SPEED,
 			      r->o.stall_s ? (long)r->o.stall_s : STALL_SECONDS,
@@ -733,18 +743,18 @@ static int perform(struct ix_registry *r, struct req *q, const char *auth, bool 
 	/* A transport that does not match the registry's, or a certificate:
 	 * the fix first, in the few words why holds. */
 	if (rc == IX_ETLS && cc != CURLE_PEER_FAILED_VERIFICATION && port_speaks(r, false))
-		return ix_why(why, whylen, IX_ETLS, "%s speaks plain HTTP, not HTTPS: use --plain-http (%s)", r->host,
+		return st_why(why, whylen, IX_ETLS, "%s speaks plain HTTP, not HTTPS: use --plain-http (%s)", r->host,
 			      errbuf[0] ? errbuf : curl_easy_strerror(cc));
 	if (cc == CURLE_PEER_FAILED_VERIFICATION)
-		return ix_why(why, whylen, IX_ETLS, "%s: %s; a private CA: --cacert FILE or its CA as ca.crt in the "
+		return st_why(why, whylen, IX_ETLS, "%s: %s; a private CA: --cacert FILE or its CA as ca.crt in the "
 			      "registry's certs.d directory; --tls-verify=false skips the check", r->host,
 			      errbuf[0] ? errbuf : curl_easy_strerror(cc));
 	if (!r->o.insecure && !r->client_cert &&
 	    (cc == CURLE_SEND_ERROR || cc == CURLE_RECV_ERROR || cc == CURLE_SSL_CONNECT_ERROR))
-		return ix_why(why, whylen, rc, "%s %s: %s (if the registry asks for a client certificate: NAME.cert and "
+		return st_why(why, whylen, rc, "%s %s: %s (if the registry asks for a client certificate: NAME.cert and "
 			      "NAME.key in its certs.d directory)", q->method, r->host,
 			      errbuf[0] ? errbuf : curl_easy_strerror(cc));
-	return ix_why(why, whylen, rc, "%s %s: %s%s%s", q->method, q->url, curl_easy_strerror(cc), errbuf[0] ? ": " : "",
+	return st_why(why, whylen, rc, "%s %s: %s%s%s", q->method, q->url, curl_easy_strerror(cc), errbuf[0] ? ": " : "",
 		      errbuf);
 }
 
@@ -787,7 +797,7 @@ static int fetch_token(struct ix_registry *r, const char *challenge, char *why, 
 	if (!q)
 		return -ENOMEM;
 	if (!challenge_param(challenge, "realm", realm, sizeof(realm))) {
-		rc = ix_why(why, whylen, IX_EAUTH, "the registry's bearer challenge names no realm");
+		rc = st_why(why, whylen, IX_EAUTH, "the registry's bearer challenge names no realm");
 		goto out_free;
 	}
 	challenge_param(challenge, "service", service, sizeof(service));
@@ -812,18 +822,18 @@ static int fetch_token(struct ix_registry *r, const char *challenge, char *why, 
 	/* The token realm is the registry's choice, but plain HTTP only for an
 	 * --insecure registry. */
 	if (!r->o.insecure && strncmp(realm, "https://", 8) != 0) {
-		rc = ix_why(why, whylen, IX_EAUTH, "the token realm %s is not HTTPS", realm);
+		rc = st_why(why, whylen, IX_EAUTH, "the token realm %s is not HTTPS", realm);
 		goto out_free;
 	}
 	if ((rc = perform(r, q, NULL, have, why, whylen)) < 0)
 		goto out_free;
 	if (q->status == 401 || q->status == 403) {
-		rc = ix_why(why, whylen, IX_EAUTH, "the token service %s refused %s (HTTP %ld)", realm,
+		rc = st_why(why, whylen, IX_EAUTH, "the token service %s refused %s (HTTP %ld)", realm,
 			     have ? "the credentials" : "an anonymous request; credentials are needed", q->status);
 		goto out_free;
 	}
 	if (q->status != 200) {
-		rc = ix_why(why, whylen, IX_EAUTH, "the token service %s answered HTTP %ld", realm, q->status);
+		rc = st_why(why, whylen, IX_EAUTH, "the token service %s answered HTTP %ld", realm, q->status);
 		goto out_free;
 	}
 	q->mem[q->mem_len] = '\0';
@@ -832,7 +842,7 @@ static int fetch_token(struct ix_registry *r, const char *challenge, char *why, 
 	if (!json_is_string(tok))
 		tok = json_object_get(root, "access_token");
 	if (!json_is_string(tok)) {
-		rc = ix_why(why, whylen, IX_EAUTH, "the token service %s gave no token", realm);
+		rc = st_why(why, whylen, IX_EAUTH, "the token service %s gave no token", realm);
 		goto out_free;
 	}
 	free(r->token);
@@ -863,33 +873,33 @@ static int request(struct ix_registry *r, struct req *q, char *why, size_t whyle
 		if ((rc = perform(r, q, a, r->basic, why, whylen)) < 0)
 			return rc;
 		if (q->status == 403)
-			return ix_why(why, whylen, IX_EAUTH, "%s %s: access denied (HTTP 403)%s%.200s", q->method, q->url,
+			return st_why(why, whylen, IX_EAUTH, "%s %s: access denied (HTTP 403)%s%.200s", q->method, q->url,
 				       q->err_len ? ": " : "", q->err);
 		if (q->status != 401)
 			return 0;
 		if (attempt > 0 || !q->www_auth[0])
-			return ix_why(why, whylen, IX_EAUTH, "%s %s: the registry refused the %s (HTTP 401)", q->method,
-				       q->url, r->o.user ? "credentials"
+			return st_why(why, whylen, IX_EAUTH, "%s %s: the registry refused the %s (HTTP 401)", q->method,
+				       q->url, r->user ? "credentials"
 							    : "request; no credentials were found for it (--creds USER:PASSWORD, "
 							      "an auth file or a docker-credential helper)");
 		if (strncasecmp(q->www_auth, "Bearer", 6) == 0) {
 			if ((rc = fetch_token(r, q->www_auth, why, whylen)) < 0)
 				return rc;
 		} else if (strncasecmp(q->www_auth, "Basic", 5) == 0) {
-			if (!r->o.user)
-				return ix_why(why, whylen, IX_EAUTH,
+			if (!r->user)
+				return st_why(why, whylen, IX_EAUTH,
 					       "the registry asks for credentials and none were found for it (--creds "
 					       "USER:PASSWORD, an auth file or a docker-credential helper)");
 			r->basic = true;
 		} else {
-			return ix_why(why, whylen, IX_EAUTH, "unknown authentication scheme: %.60s", q->www_auth);
+			return st_why(why, whylen, IX_EAUTH, "unknown authentication scheme: %.60s", q->www_auth);
 		}
 	}
 }
 
 static int http_fail(const struct req *q, char *why, size_t whylen)
 {
-	return ix_why(why, whylen, IX_EHTTP, "%s %s: HTTP %ld%s%.200s", q->method, q->url, q->status,
+	return st_why(why, whylen, IX_EHTTP, "%s %s: HTTP %ld%s%.200s", q->method, q->url, q->status,
 		       q->err_len ? ": " : "", q->err);
 }
 
@@ -1014,7 +1024,7 @@ static int reg_blob_put(void *ctx, const struct st_oci_desc *d, int fd, const vo
 	char loc[sizeof(q->location)];
 	memcpy(loc, q->location, sizeof(loc));
 	if (!upload_url(r, loc, dg, q->url, sizeof(q->url))) {
-		rc = ix_why(why, whylen, IX_EHTTP, "the registry's upload location is too long");
+		rc = st_why(why, whylen, IX_EHTTP, "the registry's upload location is too long");
 		goto out_free;
 	}
 	q->method = "PUT";
@@ -1055,7 +1065,7 @@ static int manifest_put(struct ix_registry *r, const char *ref, const char *medi
 	if (rc == 0 && q->status != 201)
 		rc = http_fail(q, why, whylen);
 	if (rc == 0 && q->digest[0] && strcmp(q->digest, dg) != 0)
-		rc = ix_why(why, whylen, IX_EHTTP, "the registry stored manifest %s as %s", dg, q->digest);
+		rc = st_why(why, whylen, IX_EHTTP, "the registry stored manifest %s as %s", dg, q->digest);
 	if (rc == 0 && subject_listed)
 		*subject_listed = q->subject[0] != '\0';
 	free(q);
@@ -1090,7 +1100,7 @@ static int get_doc(struct ix_registry *r, struct req *q, const char *missing, ch
 	}
 	rc = request(r, q, why, whylen);
 	if (rc == 0 && q->status == 404)
-		rc = ix_why(why, whylen, IX_EREMOTE_MISSING, "%s", missing);
+		rc = st_why(why, whylen, IX_EREMOTE_MISSING, "%s", missing);
 	else if (rc == 0 && q->status != 200)
 		rc = http_fail(q, why, whylen);
 	if (rc == 0) {
@@ -1135,7 +1145,7 @@ static int reg_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset,
 	q->range_from = offset;
 	rc = request(r, q, why, whylen);
 	if (rc == 0 && q->status == 404)
-		rc = ix_why(why, whylen, IX_EREMOTE_MISSING, "blob %s is not in %s (the manifest names a blob it does not carry)",
+		rc = st_why(why, whylen, IX_EREMOTE_MISSING, "blob %s is not in %s (the manifest names a blob it does not carry)",
 			     dg, r->repo);
 	else if (rc == 0 && q->status != 200 && q->status != 206)
 		rc = http_fail(q, why, whylen);
@@ -1163,9 +1173,9 @@ int ix_registry_blob_range(struct ix_registry *r, const uint8_t sha[ST_SHA256_LE
 	q->range_len = len;
 	rc = request(r, q, why, whylen);
 	if (rc == 0 && q->status == 404)
-		rc = ix_why(why, whylen, IX_EREMOTE_MISSING, "blob %s is not in %s/%s", dg, r->host, r->repo);
+		rc = st_why(why, whylen, IX_EREMOTE_MISSING, "blob %s is not in %s/%s", dg, r->host, r->repo);
 	else if (rc == 0 && q->status == 416)
-		rc = ix_why(why, whylen, IX_EHTTP, "%s %s: bytes %" PRIu64 "-%" PRIu64 " are past the blob's end", q->method,
+		rc = st_why(why, whylen, IX_EHTTP, "%s %s: bytes %" PRIu64 "-%" PRIu64 " are past the blob's end", q->method,
 			    q->url, off, off + len - 1);
 	else if (rc == 0 && q->status != 200 && q->status != 206)
 		rc = http_fail(q, why, whylen);

@@ -1,5 +1,5 @@
-/* curl_dl.c: libcurl loaded on the first registry call (index/curl_dl.h). */
-#include "index/curl_dl.h"
+/* curl_dl.c: libcurl loaded on the first registry call (index/dist/curl_dl.h). */
+#include "index/dist/curl_dl.h"
 #include "store/dl.h"
 
 struct ix_curl ix_curl;

@@ -12,6 +12,7 @@
 #include "store/array.h"
 #include "index/index_int.h"
 #include "index/lazy.h"
+#include "index/dist/dist.h"
 
 /* Blob bytes are hashed and copied in chunks of this size. */
 #define OCI_CHUNK (1u << 20)
@@ -474,10 +475,10 @@ static int config_delta(struct ix *ix, const struct st_oci_manifest *om, const c
 	int rc;
 
 	if ((rc = st_manifest_delta_peek(buf, len, &id, base, inner, sizeof(inner))) < 0)
-		return ix_why(why, whylen, ST_EFORMAT, "the config is not a strata manifest delta: %s", inner);
+		return st_why(why, whylen, ST_EFORMAT, "the config is not a strata manifest delta: %s", inner);
 	if (!st_id_equal(&id, &om->config.id)) {
 		st_id_format(&id, hex);
-		return ix_why(why, whylen, ST_EFORMAT, "the config is a delta for snapshot %s, its annotation says otherwise",
+		return st_why(why, whylen, ST_EFORMAT, "the config is a delta for snapshot %s, its annotation says otherwise",
 			      hex);
 	}
 	if ((rc = ix_txn_begin(ix, &t)) < 0)
@@ -493,7 +494,7 @@ static int config_delta(struct ix *ix, const struct st_oci_manifest *om, const c
 	rc = st_manifest_delta_apply(pm, base, buf, len, out, NULL, inner, sizeof(inner));
 	st_manifest_free(pm);
 	if (rc < 0)
-		return rc == -ENOMEM ? rc : ix_why(why, whylen, rc, "the config's manifest delta: %s", inner);
+		return rc == -ENOMEM ? rc : st_why(why, whylen, rc, "the config's manifest delta: %s", inner);
 	if ((rc = st_oci_manifest_check(om, *out, why, whylen)) < 0) {
 		st_manifest_free(*out);
 		*out = NULL;
@@ -518,7 +519,7 @@ static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const st
 		return -ENOMEM;
 	rc = src->blob_get(src->ctx, &om->config, 0, mem_sink_fn, &ms, why, whylen);
 	if (rc == ST_ECORRUPT || (rc == 0 && ms.len != om->config.size)) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the config is not %" PRIu64 " bytes as its descriptor says",
+		rc = st_why(why, whylen, ST_ECORRUPT, "the config is not %" PRIu64 " bytes as its descriptor says",
 			    om->config.size);
 		goto out_free;
 	}
@@ -526,7 +527,7 @@ static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const st
 		goto out_free;
 	st_sha256_hash(ms.buf, ms.len, sha);
 	if (memcmp(sha, om->config.sha256, ST_SHA256_LEN) != 0) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the config's bytes do not match its sha256 digest");
+		rc = st_why(why, whylen, ST_ECORRUPT, "the config's bytes do not match its sha256 digest");
 		goto out_free;
 	}
 	*is_delta = ix_snap_text_is_delta(ms.buf, ms.len);
@@ -539,13 +540,13 @@ static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const st
 	}
 	char inner[ST_WHY_LEN];
 	if ((rc = st_manifest_parse(ms.buf, ms.len, out, inner, sizeof(inner))) < 0) {
-		rc = ix_why(why, whylen, ST_EFORMAT, "the config is not a strata manifest: %s", inner);
+		rc = st_why(why, whylen, ST_EFORMAT, "the config is not a strata manifest: %s", inner);
 		goto out_free;
 	}
 	if ((rc = st_manifest_encode(*out, &canon, &clen, why, whylen)) < 0)
 		goto out_manifest;
 	if (clen != ms.len || memcmp(canon, ms.buf, clen) != 0) {
-		rc = ix_why(why, whylen, ST_EFORMAT, "the config is a strata manifest but not in canonical form");
+		rc = st_why(why, whylen, ST_EFORMAT, "the config is a strata manifest but not in canonical form");
 		goto out_manifest;
 	}
 	if ((rc = st_oci_manifest_check(om, *out, why, whylen)) < 0)
@@ -762,12 +763,12 @@ static int fetch_layer(struct ix *ix, const struct ix_oci_source *src, const str
 	st->bytes_moved += b.have - start;
 	if (rc == ST_ECORRUPT) {
 		st_blob_writer_abort(b.w);
-		rc = ix_why(why, whylen, ST_ECORRUPT, "layer %s: the source sent more than its %" PRIu64 " bytes", hex,
+		rc = st_why(why, whylen, ST_ECORRUPT, "layer %s: the source sent more than its %" PRIu64 " bytes", hex,
 			    d->size);
 		goto out_sha;
 	}
 	if (rc == 0 && b.have < d->size)
-		rc = ix_why(why, whylen, -EPIPE, "layer %s: the transfer ended after %" PRIu64 " of %" PRIu64 " bytes",
+		rc = st_why(why, whylen, -EPIPE, "layer %s: the transfer ended after %" PRIu64 " of %" PRIu64 " bytes",
 			    hex, b.have, d->size);
 	if (rc < 0) {
 		/* Keep what arrived for the next attempt (verified at the end). */
@@ -780,12 +781,12 @@ static int fetch_layer(struct ix *ix, const struct ix_oci_source *src, const str
 	st_sha256_final(h, sha);
 	if (memcmp(sha, d->sha256, ST_SHA256_LEN) != 0) {
 		st_blob_writer_abort(b.w);
-		rc = ix_why(why, whylen, ST_ECORRUPT, "layer %s: the bytes received do not match digest %s", hex, dg);
+		rc = st_why(why, whylen, ST_ECORRUPT, "layer %s: the bytes received do not match digest %s", hex, dg);
 		goto out_sha;
 	}
 	rc = st_blob_writer_commit(b.w, &d->id, NULL, &dedup);
 	if (rc == ST_ECORRUPT)
-		rc = ix_why(why, whylen, ST_ECORRUPT, "layer %s: the bytes match their sha256 but not their strata id", hex);
+		rc = st_why(why, whylen, ST_ECORRUPT, "layer %s: the bytes match their sha256 but not their strata id", hex);
 	if (rc == 0) {
 		st->blobs_moved++;
 		emit(prog, IX_OCI_BLOB_END, d->sha256, d->size, d->size, index, count, IX_OCI_LAYER);
@@ -863,21 +864,21 @@ static int lazy_layer(struct ix *ix, const struct ix_oci_source *src, const stru
 		if (st_id_equal(&lz->v[k].layer, &d->id))
 			return 0; /* listed by two snapshots of the chain */
 	if (!src->origin)
-		return ix_why(why, whylen, -ENOTSUP, "a lazy pull needs a registry");
+		return st_why(why, whylen, -ENOTSUP, "a lazy pull needs a registry");
 	if (om->nchunks != om->nlayers)
-		return ix_why(why, whylen, IX_ELAZY_NOINDEX, "layer %s: %s", hex, ix_lazy_strerror(IX_ELAZY_NOINDEX));
+		return st_why(why, whylen, IX_ELAZY_NOINDEX, "layer %s: %s", hex, ix_lazy_strerror(IX_ELAZY_NOINDEX));
 	cd = &om->chunks[i];
 	/* At most one id per smallest chunk: anything larger is not an index of this layer. */
 	uint64_t max = IX_CHUNKS_HEADER + 16 * ((d->size + IX_CHUNK_MIN - 1) / IX_CHUNK_MIN);
 	if (cd->size > max || cd->size < IX_CHUNKS_HEADER)
-		return ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s is %" PRIu64 " bytes, not an index "
+		return st_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s is %" PRIu64 " bytes, not an index "
 			      "of a %" PRIu64 "-byte layer: refused", hex, cd->size, d->size);
 	ms.max = cd->size;
 	if (!(ms.buf = malloc(cd->size)))
 		return -ENOMEM;
 	rc = src->blob_get(src->ctx, cd, 0, mem_sink_fn, &ms, why, whylen);
 	if (rc == ST_ECORRUPT || (rc == 0 && ms.len != cd->size)) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s is not %" PRIu64 " bytes: refused", hex,
+		rc = st_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s is not %" PRIu64 " bytes: refused", hex,
 			    cd->size);
 		goto out_free;
 	}
@@ -887,16 +888,16 @@ static int lazy_layer(struct ix *ix, const struct ix_oci_source *src, const stru
 	st_sha256_hash(ms.buf, ms.len, sha);
 	st_id_hash(ms.buf, ms.len, &got);
 	if (memcmp(sha, cd->sha256, ST_SHA256_LEN) != 0 || !cd->has_id || !st_id_equal(&got, &cd->id)) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s does not match its digest in the "
+		rc = st_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s does not match its digest in the "
 			    "manifest (tampered?): refused", hex);
 		goto out_free;
 	}
 	if ((rc = ix_chunks_parse(ms.buf, ms.len, &c, inner, sizeof(inner))) < 0) {
-		rc = ix_why(why, whylen, rc, "the chunk index of layer %s: %s: refused", hex, inner);
+		rc = st_why(why, whylen, rc, "the chunk index of layer %s: %s: refused", hex, inner);
 		goto out_free;
 	}
 	if (!st_id_equal(&c->layer, &d->id) || c->size != d->size) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s describes another layer: refused", hex);
+		rc = st_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s describes another layer: refused", hex);
 		goto out_free;
 	}
 	if ((rc = ST_ARRAY_RESERVE(lz->v, lz->cap, lz->n + 1)) < 0)
@@ -1008,7 +1009,7 @@ static int resolve_deferred(struct pull *p)
 				if (rc < 0) {
 					char bhex[ST_ID_HEX_LEN + 1];
 					st_id_format(&base, bhex);
-					rc = rc == IX_ENOTFOUND ? ix_why(p->why, p->whylen, IX_ENOTFOUND,
+					rc = rc == IX_ENOTFOUND ? st_why(p->why, p->whylen, IX_ENOTFOUND,
 									"snapshot %s is a delta of %s, which is neither in "
 									"this store nor in the chain pulled", hex, bhex)
 								: rc;
@@ -1020,7 +1021,7 @@ static int resolve_deferred(struct pull *p)
 			if (pm != prev)
 				st_manifest_free(pm);
 			if (rc < 0 && rc != -ENOMEM)
-				rc = ix_why(p->why, p->whylen, rc, "snapshot %s: the config's manifest delta: %s", hex, inner);
+				rc = st_why(p->why, p->whylen, rc, "snapshot %s: the config's manifest delta: %s", hex, inner);
 		} else {
 			rc = st_manifest_parse(buf, p->links[k].len, &m, NULL, 0);
 		}
@@ -1029,11 +1030,11 @@ static int resolve_deferred(struct pull *p)
 			st_id got;
 			layers_digest_m(m, &got);
 			if (p->defer[d - 1].nlayers != m->nlayers)
-				rc = ix_why(p->why, p->whylen, ST_EFORMAT,
+				rc = st_why(p->why, p->whylen, ST_EFORMAT,
 					    "snapshot %s: the OCI manifest carries %" PRIu32 " layer(s), the snapshot lists %" PRIu32,
 					    hex, p->defer[d - 1].nlayers, m->nlayers);
 			else if (!st_id_equal(&got, &p->defer[d - 1].layers))
-				rc = ix_why(p->why, p->whylen, ST_EFORMAT,
+				rc = st_why(p->why, p->whylen, ST_EFORMAT,
 					    "snapshot %s: a layer of the snapshot is not carried by its OCI manifest (or not "
 					    "with its size)", hex);
 			d--;
@@ -1071,7 +1072,7 @@ static int stage_put(struct pull *p, const st_id *id, const char *json, size_t l
 	int rc;
 
 	if (p->stage_off + len > OCI_CHAIN_BYTES_MAX)
-		return ix_why(p->why, p->whylen, ST_ELAYOUT, "the chain's snapshot manifests are over %llu MiB: refused",
+		return st_why(p->why, p->whylen, ST_ELAYOUT, "the chain's snapshot manifests are over %llu MiB: refused",
 			      OCI_CHAIN_BYTES_MAX >> 20);
 	if (p->stage_fd < 0 && (rc = stage_open(p)) < 0)
 		return rc;
@@ -1141,7 +1142,7 @@ static int pull_layers(struct pull *p, const struct st_oci_manifest *om, const u
 		st_id_format(&d->id, hex);
 		rc = ix_sha256_get(ix, &d->id, known);
 		if (rc == 0 && memcmp(known, d->sha256, ST_SHA256_LEN) != 0)
-			return ix_why(p->why, p->whylen, ST_ECORRUPT,
+			return st_why(p->why, p->whylen, ST_ECORRUPT,
 				      "layer %s: its digest differs from the one this store recorded for those bytes", hex);
 		if (rc < 0 && rc != IX_ENOTFOUND)
 			return rc;
@@ -1259,7 +1260,7 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 		bool last = false;
 
 		if (depth >= OCI_CHAIN_MAX) {
-			rc = ix_why(why, whylen, ST_ELAYOUT, "the chain of parents is longer than %d", OCI_CHAIN_MAX);
+			rc = st_why(why, whylen, ST_ELAYOUT, "the chain of parents is longer than %d", OCI_CHAIN_MAX);
 			goto out_rollback;
 		}
 		rc = src->manifest_get(src->ctx, curref, &json, &len, why, whylen);
@@ -1271,7 +1272,7 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 				char hex[ST_ID_HEX_LEN + 1], bhex[ST_ID_HEX_LEN + 1];
 				st_id_format(&p.links[p.n - 1].id, hex);
 				st_id_format(&parent, bhex);
-				rc = ix_why(why, whylen, IX_ENOTFOUND,
+				rc = st_why(why, whylen, IX_ENOTFOUND,
 					    "snapshot %s is sent as a delta of %s, whose manifest %s is not in the registry "
 					    "and which is not in this store: push the parent there, or pull it first",
 					    hex, bhex, curref);
@@ -1286,17 +1287,17 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 		st_sha256_hash(json, len, sha);
 		if (st_digest_parse(curref, want) == 0 && memcmp(want, sha, ST_SHA256_LEN) != 0) {
 			free(json);
-			rc = ix_why(why, whylen, ST_ECORRUPT, "manifest %s: its bytes do not match the digest", curref);
+			rc = st_why(why, whylen, ST_ECORRUPT, "manifest %s: its bytes do not match the digest", curref);
 			goto out_rollback;
 		}
 		rc = st_oci_manifest_parse(json, len, &om, inner, sizeof(inner));
 		free(json);
 		if (rc < 0) {
-			ix_why(why, whylen, rc, "%s: %s", curref, inner);
+			st_why(why, whylen, rc, "%s: %s", curref, inner);
 			goto out_rollback;
 		}
 		if (depth > 0 && !st_id_equal(&om->config.id, &parent)) {
-			rc = ix_why(why, whylen, ST_EFORMAT, "manifest %s: its subject is not the snapshot's parent", curref);
+			rc = st_why(why, whylen, ST_EFORMAT, "manifest %s: its subject is not the snapshot's parent", curref);
 			goto out_link;
 		}
 		emit(prog, IX_OCI_MANIFEST, sha, len, len, 0, 0, IX_OCI_MANIFEST_BLOB);
@@ -1331,7 +1332,7 @@ int ix_oci_pull(struct ix *ix, const struct ix_oci_source *src, const char *ref,
 			char hex[ST_ID_HEX_LEN + 1], bhex[ST_ID_HEX_LEN + 1];
 			st_id_format(&om->config.id, hex);
 			st_id_format(&base, bhex);
-			rc = ix_why(why, whylen, IX_ENOTFOUND,
+			rc = st_why(why, whylen, IX_ENOTFOUND,
 				    "snapshot %s is sent as a delta of %s, which is not in this store and which its "
 				    "manifest names no subject for: pull %s first", hex, bhex, bhex);
 			goto out_link;

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "index/index_int.h"
-#include "index/registry.h"
+#include "index/dist/dist.h"
 
 #define EMPTY_TYPE "application/vnd.oci.empty.v1+json"
 #define EMPTY_DIGEST "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
@@ -205,14 +205,14 @@ static int pick(const char *json, size_t len, uint8_t sha[ST_SHA256_LEN], char *
 
 	if (!idx || !json_is_array(list = json_object_get(idx, "manifests"))) {
 		json_decref(idx);
-		return ix_why(why, whylen, ST_EFORMAT, "the referrers list is not an image index");
+		return st_why(why, whylen, ST_EFORMAT, "the referrers list is not an image index");
 	}
 	json_array_foreach(list, i, it) {
 		const char *at = json_string_value(json_object_get(it, "artifactType"));
 		const char *dg = json_string_value(json_object_get(it, "digest"));
 		if (at && strcmp(at, ST_WS_MEDIA_TYPE) == 0) {
 			rc = dg && st_digest_parse(dg, sha) == 0 ? 0
-				: ix_why(why, whylen, ST_EFORMAT, "the referrers list names a working set without a valid digest");
+				: st_why(why, whylen, ST_EFORMAT, "the referrers list names a working set without a valid digest");
 		}
 	}
 	json_decref(idx);
@@ -230,23 +230,23 @@ static int artifact_parse(const char *json, size_t len, const uint8_t subject[ST
 	int rc = ST_EFORMAT;
 
 	if (!m || !json_is_object(m)) {
-		ix_why(why, whylen, rc, "the working-set manifest is not JSON: %s", e.text);
+		st_why(why, whylen, rc, "the working-set manifest is not JSON: %s", e.text);
 		goto out;
 	}
 	if (json_integer_value(json_object_get(m, "schemaVersion")) != 2 ||
 	    !(s = json_string_value(json_object_get(m, "artifactType"))) || strcmp(s, ST_WS_MEDIA_TYPE) != 0) {
-		ix_why(why, whylen, rc, "the working-set manifest is not a strata working set (artifact type)");
+		st_why(why, whylen, rc, "the working-set manifest is not a strata working set (artifact type)");
 		goto out;
 	}
 	sub = json_object_get(m, "subject");
 	if (!(s = json_string_value(json_object_get(sub, "digest"))) || st_digest_parse(s, sha) < 0 ||
 	    memcmp(sha, subject, ST_SHA256_LEN) != 0) {
-		ix_why(why, whylen, rc, "the working-set manifest is about another snapshot (subject)");
+		st_why(why, whylen, rc, "the working-set manifest is about another snapshot (subject)");
 		goto out;
 	}
 	layers = json_object_get(m, "layers");
 	if (!json_is_array(layers) || json_array_size(layers) != 1) {
-		ix_why(why, whylen, rc, "the working-set manifest must carry exactly one record");
+		st_why(why, whylen, rc, "the working-set manifest must carry exactly one record");
 		goto out;
 	}
 	l = json_array_get(layers, 0);
@@ -255,7 +255,7 @@ static int artifact_parse(const char *json, size_t len, const uint8_t subject[ST
 	    !(s = json_string_value(json_object_get(l, "digest"))) || st_digest_parse(s, out->sha256) < 0 ||
 	    !json_is_integer(size) || json_integer_value(size) < 0 ||
 	    (uint64_t)json_integer_value(size) > WS_MAX_BYTES) {
-		ix_why(why, whylen, rc, "the working-set record's descriptor is malformed or too large");
+		st_why(why, whylen, rc, "the working-set record's descriptor is malformed or too large");
 		goto out;
 	}
 	out->size = (uint64_t)json_integer_value(size);
@@ -338,7 +338,7 @@ int ix_registry_ws_pull(struct ix_registry *r, struct ix *ix, const st_id *snap,
 	uint8_t sha[ST_SHA256_LEN];
 	st_sha256_hash(json, len, sha);
 	if (memcmp(sha, x->manifest, ST_SHA256_LEN) != 0) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "working-set manifest %s: its bytes do not match the digest", dg);
+		rc = st_why(why, whylen, ST_ECORRUPT, "working-set manifest %s: its bytes do not match the digest", dg);
 		goto out_free;
 	}
 	if ((rc = artifact_parse(json, len, subject, &d, why, whylen)) < 0)
@@ -350,7 +350,7 @@ int ix_registry_ws_pull(struct ix_registry *r, struct ix *ix, const st_id *snap,
 	}
 	rc = src.blob_get(src.ctx, &d, 0, mem_fn, &mb, why, whylen);
 	if (rc == ST_ECORRUPT || (rc == 0 && mb.len != d.size)) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the working-set record is not %" PRIu64 " bytes as its descriptor says",
+		rc = st_why(why, whylen, ST_ECORRUPT, "the working-set record is not %" PRIu64 " bytes as its descriptor says",
 			    d.size);
 		goto out_free;
 	}
@@ -358,18 +358,18 @@ int ix_registry_ws_pull(struct ix_registry *r, struct ix *ix, const st_id *snap,
 		goto out_free;
 	st_sha256_hash(mb.buf, mb.len, sha);
 	if (memcmp(sha, d.sha256, ST_SHA256_LEN) != 0) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the working-set record's bytes do not match their sha256 digest");
+		rc = st_why(why, whylen, ST_ECORRUPT, "the working-set record's bytes do not match their sha256 digest");
 		goto out_free;
 	}
 	st_id blob;
 	char inner[ST_WHY_LEN] = "";
 	st_id_hash(mb.buf, mb.len, &blob);
 	if (d.has_id && !st_id_equal(&blob, &d.id)) {
-		rc = ix_why(why, whylen, ST_ECORRUPT, "the working-set record does not hash to its annotated id");
+		rc = st_why(why, whylen, ST_ECORRUPT, "the working-set record does not hash to its annotated id");
 		goto out_free;
 	}
 	if ((rc = ix_ws_put(ix, snap, mb.buf, mb.len, NULL, inner, sizeof(inner))) < 0) {
-		rc = ix_why(why, whylen, rc, "the working-set record is refused: %s", inner[0] ? inner : ix_strerror(rc));
+		rc = st_why(why, whylen, rc, "the working-set record is refused: %s", inner[0] ? inner : ix_strerror(rc));
 		goto out_free;
 	}
 	x->found = true;

@@ -1,6 +1,6 @@
 /* curl_dl.h: libcurl through a table of its functions, loaded on the first registry call (store/dl.h). */
-#ifndef STRATA_INDEX_CURL_DL_H
-#define STRATA_INDEX_CURL_DL_H
+#ifndef STRATA_INDEX_DIST_CURL_DL_H
+#define STRATA_INDEX_DIST_CURL_DL_H
 
 /* the table holds plain function pointers: curl's type-checking macros would
  * wrap calls made through it in the same names */

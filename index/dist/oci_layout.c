@@ -11,6 +11,7 @@
 
 #include "store/array.h"
 #include "index/index_int.h"
+#include "index/dist/dist.h"
 #include "store/sys.h"
 
 #define LAYOUT_CHUNK (1u << 20)
@@ -24,35 +25,6 @@ bool ix_oci_is_layout(const char *dir)
 	if (snprintf(path, sizeof(path), "%s/oci-layout", dir) >= (int)sizeof(path))
 		return false;
 	return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-/* fsync directory rel (relative to dirfd). */
-static int dir_fsync_at(int dirfd, const char *rel)
-{
-	int fd = st_sys_openat(dirfd, rel, O_RDONLY | O_DIRECTORY, 0), rc;
-
-	if (fd < 0)
-		return fd;
-	rc = st_sys_fsync(fd);
-	st_sys_close(fd);
-	return rc;
-}
-
-/* Remove rel (relative to dirfd) and everything under it; best effort. */
-static void rm_tree_at(int parent, const char *rel)
-{
-	DIR *d;
-	struct dirent *e;
-
-	if (st_sys_unlinkat(parent, rel, 0) == 0)
-		return;
-	if (st_sys_opendirat(parent, rel, &d) < 0)
-		return;
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			rm_tree_at(dirfd(d), e->d_name);
-	closedir(d);
-	st_sys_unlinkat(parent, rel, AT_REMOVEDIR);
 }
 
 /* ---------------------------------------------------------------- export */
@@ -189,7 +161,7 @@ int ix_oci_export_opts(struct ix *ix, const char *const *refs, size_t nrefs, con
 		nrefs = tags.n;
 	}
 	snprintf(tmp, sizeof(tmp), ".%s.strata-oci.%ld", base, (long)getpid());
-	rm_tree_at(pfd, tmp);
+	st_rm_tree(pfd, tmp);
 	if ((rc = st_store_mkdirat(ix->s, pfd, tmp, ST_PERM_DIR)) < 0)
 		goto out_free;
 	if ((tfd = st_sys_openat(pfd, tmp, O_PATH | O_DIRECTORY, 0)) < 0) {
@@ -237,19 +209,19 @@ int ix_oci_export_opts(struct ix *ix, const char *const *refs, size_t nrefs, con
 	    (rc = small_file(tfd, "index.json", index, ilen, ds.sync, ds.mode)) < 0 ||
 	    (rc = small_file(tfd, "oci-layout", OCI_LAYOUT_FILE, sizeof(OCI_LAYOUT_FILE) - 1, ds.sync, ds.mode)) < 0)
 		goto out_rm;
-	if (ds.sync && ((rc = dir_fsync_at(tfd, "blobs/sha256")) < 0 || (rc = dir_fsync_at(tfd, "blobs")) < 0 ||
-			(rc = dir_fsync_at(tfd, ".")) < 0))
+	if (ds.sync && ((rc = st_dir_fsync(tfd, "blobs/sha256")) < 0 || (rc = st_dir_fsync(tfd, "blobs")) < 0 ||
+			(rc = st_dir_fsync(tfd, ".")) < 0))
 		goto out_rm;
 	if ((rc = st_sys_renameat_noreplace(pfd, tmp, pfd, base)) < 0)
 		goto out_rm;
 	if (ds.sync)
-		dir_fsync_at(pfd, ".");
+		st_dir_fsync(pfd, ".");
 	if (stats)
 		*stats = st;
 	rc = 0;
 	goto out_close;
 out_rm:
-	rm_tree_at(pfd, tmp);
+	st_rm_tree(pfd, tmp);
 out_close:
 	if (ds.blobs_fd >= 0)
 		st_sys_close(ds.blobs_fd);
@@ -282,7 +254,7 @@ static int dir_open_blob(struct dir_source *src, const uint8_t sha[ST_SHA256_LEN
 	hex_of(sha, hex);
 	rc = st_sys_openat(src->blobs_fd, hex, O_RDONLY, 0);
 	if (rc == -ENOENT)
-		return ix_why(why, whylen, -ENOENT, "blob sha256:%s is not in the layout", hex);
+		return st_why(why, whylen, -ENOENT, "blob sha256:%s is not in the layout", hex);
 	if (rc < 0)
 		return rc;
 	*fd = rc;
@@ -297,13 +269,13 @@ static int dir_manifest_get(void *ctx, const char *ref, char **json, size_t *len
 	int fd = -1, rc;
 
 	if (st_digest_parse(ref, sha) < 0)
-		return ix_why(why, whylen, -EINVAL, "'%s' is not a digest", ref);
+		return st_why(why, whylen, -EINVAL, "'%s' is not a digest", ref);
 	if ((rc = dir_open_blob(ctx, sha, &fd, why, whylen)) < 0)
 		return rc;
 	if ((rc = st_sys_fstat(fd, &sb)) < 0)
 		goto out_close;
 	if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > ST_OCI_MANIFEST_MAX) {
-		rc = ix_why(why, whylen, ST_EFORMAT, "manifest %s is not a file of at most %u bytes", ref,
+		rc = st_why(why, whylen, ST_EFORMAT, "manifest %s is not a file of at most %u bytes", ref,
 			    ST_OCI_MANIFEST_MAX);
 		goto out_close;
 	}
@@ -374,7 +346,7 @@ int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flag
 	if ((dfd = st_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0)) < 0)
 		return dfd;
 	if ((src.blobs_fd = st_sys_openat(dfd, "blobs/sha256", O_PATH | O_DIRECTORY, 0)) < 0) {
-		rc = ix_why(why, whylen, ST_EFORMAT, "%s has no blobs/sha256 directory", dir);
+		rc = st_why(why, whylen, ST_EFORMAT, "%s has no blobs/sha256 directory", dir);
 		goto out_close;
 	}
 	snprintf(path, sizeof(path), "%s/index.json", dir);
@@ -382,12 +354,12 @@ int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flag
 		int fd = st_sys_openat(dfd, "index.json", O_RDONLY, 0);
 		struct stat sb;
 		if (fd < 0) {
-			rc = ix_why(why, whylen, ST_EFORMAT, "%s has no index.json", dir);
+			rc = st_why(why, whylen, ST_EFORMAT, "%s has no index.json", dir);
 			goto out_close;
 		}
 		rc = st_sys_fstat(fd, &sb);
 		if (rc == 0 && (uint64_t)sb.st_size > ST_OCI_MANIFEST_MAX)
-			rc = ix_why(why, whylen, ST_EFORMAT, "%s is over %u bytes", path, ST_OCI_MANIFEST_MAX);
+			rc = st_why(why, whylen, ST_EFORMAT, "%s is over %u bytes", path, ST_OCI_MANIFEST_MAX);
 		if (rc == 0 && !(json = malloc((size_t)sb.st_size + 1)))
 			rc = -ENOMEM;
 		if (rc == 0) {
@@ -402,16 +374,16 @@ int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flag
 			goto out_close;
 	}
 	if (n == 0) {
-		rc = ix_why(why, whylen, ST_EFORMAT, "%s lists no manifest", path);
+		rc = st_why(why, whylen, ST_EFORMAT, "%s lists no manifest", path);
 		goto out_close;
 	}
 	if (tag && n != 1) {
-		rc = ix_why(why, whylen, -EINVAL, "the layout lists %zu manifests; --tag needs exactly one", n);
+		rc = st_why(why, whylen, -EINVAL, "the layout lists %zu manifests; --tag needs exactly one", n);
 		goto out_close;
 	}
 	for (size_t i = 0; i < n; i++)
 		if (!refs[i].ours) {
-			rc = ix_why(why, whylen, ST_EFORMAT, "index.json manifests[%zu]%s%s%s is not a strata snapshot", i,
+			rc = st_why(why, whylen, ST_EFORMAT, "index.json manifests[%zu]%s%s%s is not a strata snapshot", i,
 				    refs[i].name ? " (" : "", refs[i].name ? refs[i].name : "", refs[i].name ? ")" : "");
 			goto out_close;
 		}
