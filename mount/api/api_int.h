@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fs/fs.h"
+#include "index/dist/dist.h"
 #include "index/index.h"
 #include "mount/api/strata.h"
 #include "vmm/vmm.h"
@@ -48,6 +50,13 @@ struct strata_sandbox {
 struct strata_store {
 	struct st_store *st;
 	struct ix *ix;
+	/* Lazy layers (a lazy pull's): mapped from a private mount served by
+	 * a helper process (fs/fs.h, fs_private_*), made at the first open of
+	 * a lazy snapshot and freed by strata_store_close. */
+	pthread_mutex_t lazy_lock;    /* the fields below */
+	struct fs_private *lazy;
+	char *lazy_cacert, *lazy_user, *lazy_pass; /* strata_store_set_registry's copies */
+	struct ix_auth_provider lazy_auth;
 };
 
 struct strata_registry {
@@ -87,8 +96,10 @@ struct api_make {
 	void *open_ctx;
 };
 int api_sandbox_make(strata_host *h, const struct api_make *how, strata_sandbox **out);
-/* Resolve ref in st and read its manifest (*m the caller's); checks every
- * layer is a blob of the store. */
-int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m, st_id *id);
+/* Resolve ref in st and read its manifest (*m the caller's), and the
+ * layer opener to restore it with: the store's blobs, or (some layer a
+ * lazy one) the store's private mount, started here. */
+int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m, st_id *id, vmm_layer_open_fn *open,
+		       void **open_ctx);
 
 #endif

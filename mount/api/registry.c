@@ -150,15 +150,15 @@ int strata_store_pull(strata_store *st, const strata_registry *reg, const char *
 	st_id sid;
 	int rc;
 
-	if (flags & ~(unsigned)STRATA_TAG_FORCE)
+	if (flags & ~(unsigned)(STRATA_TAG_FORCE | STRATA_PULL_LAZY))
 		return api_fail(-EINVAL, "pull: unknown flags 0x%x", flags);
 	if (tag && !st_name_valid(tag))
 		return api_fail(ST_EBADNAME, "pull: '%s' is not a valid tag name", tag);
 	if ((rc = client_open(st, reg, "pull", reference, &rr, &r)) < 0)
 		return rc;
 	ix_registry_source(r, &src);
-	rc = ix_oci_pull(st->ix, &src, rr.digest ? rr.digest : rr.tag, tag, flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0,
-			 NULL, NULL, &sid, why, sizeof(why));
+	unsigned ixf = (flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0) | (flags & STRATA_PULL_LAZY ? IX_OCI_LAZY : 0);
+	rc = ix_oci_pull(st->ix, &src, rr.digest ? rr.digest : rr.tag, tag, ixf, NULL, NULL, &sid, why, sizeof(why));
 	if (rc == 0)
 		ix_registry_origins_record(r);
 	ix_registry_close(r);

@@ -113,20 +113,30 @@ int strata_sandbox_open_dir(strata_host *h, const char *dir, unsigned flags, str
 int strata_sandbox_open_store(strata_host *h, strata_store *st, const char *ref, strata_sandbox **out)
 {
 	struct st_manifest *m;
-	int rc = api_store_manifest(st, ref, &m, NULL);
+	vmm_layer_open_fn open;
+	void *ctx;
+	int rc = api_store_manifest(st, ref, &m, NULL, &open, &ctx);
 
 	if (rc < 0)
 		return rc;
-	rc = api_sandbox_make(h, &(struct api_make){ .m = m, .open = vmm_layer_open_store, .open_ctx = st->st }, out);
+	rc = api_sandbox_make(h, &(struct api_make){ .m = m, .open = open, .open_ctx = ctx }, out);
 	st_manifest_free(m);
 	return rc;
 }
 
 int strata_sandbox_pull(strata_host *h, strata_store *st, const strata_registry *reg, const char *reference,
-			strata_sandbox **out)
+			unsigned flags, strata_sandbox **out)
 {
 	char id[STRATA_ID_LEN + 1];
-	int rc = strata_store_pull(st, reg, reference, NULL, 0, id);
+	int rc;
+
+	if (flags & ~(unsigned)STRATA_PULL_LAZY)
+		return api_fail(-EINVAL, "pull: unknown flags 0x%x", flags);
+	/* The lazy layers' fetches use reg's settings, unless st already
+	 * serves lazy layers with others (kept: -EBUSY is no failure here). */
+	if ((flags & STRATA_PULL_LAZY) && (rc = strata_store_set_registry(st, reg)) < 0 && rc != -EBUSY)
+		return rc;
+	rc = strata_store_pull(st, reg, reference, NULL, flags, id);
 
 	return rc < 0 ? rc : strata_sandbox_open_store(h, st, id, out);
 }
@@ -320,7 +330,8 @@ struct strata_pool {
 	/* what a replacement is made from */
 	struct vmm_snapdir *dir;
 	struct st_manifest *m;
-	strata_store *st;
+	vmm_layer_open_fn open;   /* the manifest's layers: the store's blobs, or its lazy mount's */
+	void *open_ctx;
 };
 
 static int pool_make_one(strata_pool *p, strata_sandbox **out)
@@ -328,7 +339,7 @@ static int pool_make_one(strata_pool *p, strata_sandbox **out)
 	struct api_make how = { .dir = p->dir };
 
 	if (!p->dir)
-		how = (struct api_make){ .m = p->m, .open = vmm_layer_open_store, .open_ctx = p->st->st };
+		how = (struct api_make){ .m = p->m, .open = p->open, .open_ctx = p->open_ctx };
 	int rc = api_sandbox_make(p->host, &how, out);
 	if (rc == 0)
 		(*out)->pool = p;
@@ -350,8 +361,8 @@ static void pool_release(strata_pool *p)
 	free(p);
 }
 
-static int pool_open(strata_host *h, struct vmm_snapdir *d, struct st_manifest *m, strata_store *st, unsigned n,
-		     strata_pool **out)
+static int pool_open(strata_host *h, struct vmm_snapdir *d, struct st_manifest *m, vmm_layer_open_fn open,
+		     void *open_ctx, unsigned n, strata_pool **out)
 {
 	strata_pool *p = calloc(1, sizeof(*p));
 	int rc = 0;
@@ -365,7 +376,8 @@ static int pool_open(strata_host *h, struct vmm_snapdir *d, struct st_manifest *
 	p->host = h;
 	p->dir = d;
 	p->m = m;
-	p->st = st;
+	p->open = open;
+	p->open_ctx = open_ctx;
 	pthread_condattr_t ca;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_condattr_init(&ca);
@@ -400,17 +412,19 @@ int strata_pool_open_dir(strata_host *h, const char *dir, unsigned flags, unsign
 
 	if ((rc = pool_n_check(n)) < 0 || (rc = dir_open(h, dir, flags, &d)) < 0)
 		return rc;
-	return pool_open(h, d, NULL, NULL, n, out);
+	return pool_open(h, d, NULL, NULL, NULL, n, out);
 }
 
 int strata_pool_open_store(strata_host *h, strata_store *st, const char *ref, unsigned n, strata_pool **out)
 {
 	struct st_manifest *m;
+	vmm_layer_open_fn open;
+	void *ctx;
 	int rc;
 
-	if ((rc = pool_n_check(n)) < 0 || (rc = api_store_manifest(st, ref, &m, NULL)) < 0)
+	if ((rc = pool_n_check(n)) < 0 || (rc = api_store_manifest(st, ref, &m, NULL, &open, &ctx)) < 0)
 		return rc;
-	return pool_open(h, NULL, m, st, n, out);
+	return pool_open(h, NULL, m, open, ctx, n, out);
 }
 
 int strata_pool_free(strata_pool *p)

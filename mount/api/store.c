@@ -34,6 +34,7 @@ int strata_store_open(const char *path, unsigned flags, strata_store **out)
 		free(s);
 		return api_fail(rc, "store %s: cannot open its index: %s", path, st_strerror(rc));
 	}
+	pthread_mutex_init(&s->lazy_lock, NULL);
 	*out = s;
 	return 0;
 }
@@ -42,6 +43,12 @@ void strata_store_close(strata_store *st)
 {
 	if (!st)
 		return;
+	/* After its sandboxes (the rule): stops the lazy layers' helper. */
+	fs_private_free(st->lazy);
+	free(st->lazy_cacert);
+	free(st->lazy_user);
+	free(st->lazy_pass);
+	pthread_mutex_destroy(&st->lazy_lock);
 	ix_close(st->ix);
 	st_store_close(st->st);
 	free(st);
@@ -70,9 +77,67 @@ static int resolve(strata_store *st, const char *ref, st_id *id)
 	return 0;
 }
 
-int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m, st_id *out)
+/* Replace *slot with a copy of s (NULL: none). */
+static int dup_str(char **slot, const char *s)
+{
+	char *c = NULL;
+
+	if (s && !(c = strdup(s)))
+		return -ENOMEM;
+	free(*slot);
+	*slot = c;
+	return 0;
+}
+
+int strata_store_set_registry(strata_store *st, const strata_registry *reg)
+{
+	static const strata_registry defaults;
+
+	if (!st)
+		return api_fail(-EINVAL, "store: NULL");
+	if (!reg)
+		reg = &defaults;
+	pthread_mutex_lock(&st->lazy_lock);
+	int rc = st->lazy ? -EBUSY : 0;
+	if (rc == 0 && (dup_str(&st->lazy_cacert, reg->cacert) < 0 || dup_str(&st->lazy_user, reg->user) < 0 ||
+			dup_str(&st->lazy_pass, reg->pass) < 0))
+		rc = -ENOMEM;
+	pthread_mutex_unlock(&st->lazy_lock);
+	if (rc == -EBUSY)
+		return api_fail(rc, "store %s: its lazy layers are already being fetched with the settings they "
+				"started with (set the registry before the first lazy open)", st_store_path(st->st));
+	return rc < 0 ? api_fail(rc, "store: out of memory") : 0;
+}
+
+/* The store's private mount for lazy layers, made and started once. */
+static int lazy_server(strata_store *st, struct fs_private **out)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&st->lazy_lock);
+	if (!st->lazy) {
+		ix_auth_creds(&st->lazy_auth, st->lazy_user, st->lazy_pass);
+		struct fs_private_config pc = { .store = st->st, .cacert = st->lazy_cacert, .auth = &st->lazy_auth.auth };
+		if ((rc = fs_private_new(&pc, &st->lazy)) == 0 && (rc = fs_private_start(st->lazy)) < 0) {
+			char why[1024] = "";
+			fs_private_why(st->lazy, why, sizeof(why));
+			fs_private_free(st->lazy);
+			st->lazy = NULL;
+			pthread_mutex_unlock(&st->lazy_lock);
+			return api_fail(rc, "store %s: cannot serve its lazy layers (a private FUSE mount): %s",
+					st_store_path(st->st), why[0] ? why : st_strerror(rc));
+		}
+	}
+	*out = st->lazy;
+	pthread_mutex_unlock(&st->lazy_lock);
+	return rc < 0 ? api_fail(rc, "store: %s", st_strerror(rc)) : 0;
+}
+
+int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m, st_id *out, vmm_layer_open_fn *open,
+		       void **open_ctx)
 {
 	struct ix_txn *t;
+	bool lazy = false;
 	st_id id;
 	int rc;
 
@@ -84,14 +149,21 @@ int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m
 	ix_txn_end(t);
 	if (rc < 0)
 		return api_fail(rc, "snapshot %s: %s", ref, st_strerror(rc));
-	for (uint32_t i = 0; i < (*m)->nlayers; i++)
-		if (!st_blob_has(st->st, &(*m)->layers[i].id)) {
-			char hex[ST_ID_HEX_LEN + 1];
-			st_id_format(&(*m)->layers[i].id, hex);
+	for (uint32_t i = 0; i < (*m)->nlayers && !lazy; i++)
+		lazy = !st_blob_has(st->st, &(*m)->layers[i].id);
+	*open = vmm_layer_open_store;
+	*open_ctx = st->st;
+	if (lazy) {
+		/* A layer with no blob: a lazy pull's (its chunks are fetched as
+		 * pages are touched), or one the store lost (the open fails). */
+		struct fs_private *p;
+		if ((rc = lazy_server(st, &p)) < 0) {
 			st_manifest_free(*m);
-			return api_fail(IX_EMISSING, "snapshot %s: its layer %s is not in the store (a lazy pull's layer: "
-					"open it through a strata mount's snapshots/NAME)", ref, hex);
+			return rc;
 		}
+		*open = fs_private_layer_open;
+		*open_ctx = p;
+	}
 	if (out)
 		*out = id;
 	return 0;

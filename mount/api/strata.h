@@ -281,22 +281,31 @@ int strata_sandbox_open_dir(strata_host *h, const char *dir, unsigned flags, str
 /*
  * A new sandbox restored from snapshot `ref` of store st: a tag, an id or
  * a unique prefix of one (6 hex digits at least). Its layers are mapped
- * from the store's blobs; st must outlive the call only. Errors:
- * STRATA_E_NOT_FOUND, STRATA_E_AMBIGUOUS, STRATA_E_BAD_NAME, STRATA_E_MISSING
- * (a layer of it is not in the store, e.g. a lazy pull's: open it through
- * a strata mount's snapshots/NAME), the backend's; *out untouched.
+ * from the store's blobs. A lazy snapshot's layers (STRATA_PULL_LAZY) are
+ * mapped from a FUSE mount no path reaches, served by a helper process
+ * the store starts at its first lazy open and stops at strata_store_close
+ * (needs /dev/fuse): a page the guest touches is fetched then, with the
+ * settings strata_store_set_registry gave; st must outlive the sandbox.
+ * Errors: STRATA_E_NOT_FOUND, STRATA_E_AMBIGUOUS, STRATA_E_BAD_NAME,
+ * STRATA_E_MOUNT (the lazy layers cannot be served: strata_errmsg says
+ * why), -ENOENT (a layer neither in the store nor lazy), the backend's;
+ * *out untouched.
  */
 int strata_sandbox_open_store(strata_host *h, strata_store *st, const char *ref, strata_sandbox **out);
 /*
  * Pull `reference` (REGISTRY/REPOSITORY:TAG or @sha256:DIGEST) into st
  * with reg's settings (NULL: HTTPS, the system's CAs, no credentials, no
  * timeout), its whole chain of layers, then restore a sandbox from it as
- * strata_sandbox_open_store. The pulled snapshot is left in st untagged
- * (strata_store_pull tags). Errors: strata_store_pull's, then
+ * strata_sandbox_open_store. With STRATA_PULL_LAZY only the snapshot's
+ * metadata is pulled, and the sandbox starts at once: its pages are
+ * fetched as the guest touches them, each chunk checked against its
+ * digest (strata_store_set_registry: with reg's settings, when the store
+ * has not served lazy layers yet). The pulled snapshot is left in st
+ * untagged (strata_store_pull tags). Errors: strata_store_pull's, then
  * strata_sandbox_open_store's (the snapshot stays in st); *out untouched.
  */
 int strata_sandbox_pull(strata_host *h, strata_store *st, const strata_registry *reg, const char *reference,
-			strata_sandbox **out);
+			unsigned flags, strata_sandbox **out);
 /* Free a sandbox; accepts NULL, and does nothing to a pool's sandbox (the
  * pool frees it). No call may be running on it. A healthy one may be kept
  * warm by its host (for the next open of the same snapshot), without its
@@ -365,6 +374,8 @@ void strata_snapshot_free(strata_snapshot *snap);
 /* strata_sandbox_capture and strata_store_tag flags. */
 enum {
 	STRATA_TAG_FORCE = 1u << 0, /* move the tag if it names another snapshot */
+	STRATA_PULL_LAZY = 1u << 2, /* strata_store_pull, strata_sandbox_pull: record the layers, fetch their
+	                             * chunks when a restored guest touches them */
 	STRATA_TAG_PRUNE = 1u << 1, /* strata_store_untag: delete the snapshot too if no other tag names it */
 };
 /*
@@ -480,7 +491,11 @@ int strata_store_push(strata_store *st, const strata_registry *reg, const char *
  * Pull `reference` (REGISTRY/REPOSITORY:TAG or @sha256:DIGEST) and the
  * chain of its parents into st with reg's settings (NULL: the defaults),
  * every layer fetched whole and checked, tagged `tag` (NULL: untagged;
- * flags: STRATA_TAG_FORCE). id (may be NULL) gets its id. Errors:
+ * flags: STRATA_TAG_FORCE; STRATA_PULL_LAZY: the layers recorded with
+ * their chunk indexes and sha256, no layer byte fetched, so that a
+ * sandbox opened from it starts at once and fetches what it touches;
+ * without it, a lazy snapshot already in st is completed). id (may be
+ * NULL) gets its id. Errors:
  * STRATA_E_BAD_REF, STRATA_E_REMOTE_MISSING, STRATA_E_NET, STRATA_E_TLS,
  * STRATA_E_AUTH, STRATA_E_HTTP, STRATA_E_DEADLINE, STRATA_E_FORMAT (not a
  * strata snapshot), STRATA_E_CORRUPT, STRATA_E_EXISTS, STRATA_E_READ_ONLY:
@@ -488,6 +503,12 @@ int strata_store_push(strata_store *st, const strata_registry *reg, const char *
  */
 int strata_store_pull(strata_store *st, const strata_registry *reg, const char *reference, const char *tag,
 		      unsigned flags, char id[STRATA_ID_LEN + 1]);
+/*
+ * The registry settings st's lazy layers are fetched with (their chunks
+ * go to the registry each was pulled from; reg NULL: the defaults). Must
+ * come before the first lazy open of st: -EBUSY after. -ENOMEM.
+ */
+int strata_store_set_registry(strata_store *st, const strata_registry *reg);
 
 /* ==== registry settings ==== */
 

@@ -744,7 +744,7 @@ Test(api, registry_settings_and_unreachable_registries)
 	/* Port 1 on loopback: nothing listens. */
 	cr_assert_eq(strata_store_pull(st, reg, "127.0.0.1:1/none/img:v1", NULL, 0, id), STRATA_E_NET);
 	cr_assert(strstr(strata_errmsg(), "127.0.0.1:1"), "%s", strata_errmsg());
-	cr_assert_eq(strata_sandbox_pull(h, st, reg, "127.0.0.1:1/none/img:v1", &sb), STRATA_E_NET);
+	cr_assert_eq(strata_sandbox_pull(h, st, reg, "127.0.0.1:1/none/img:v1", 0, &sb), STRATA_E_NET);
 	cr_assert_null(sb);
 	cr_assert_eq(strata_store_pull(st, reg, "127.0.0.1:1/none/img:v1", "bad tag", 0, id), STRATA_E_BAD_NAME);
 	sb = sandbox(h);
@@ -809,6 +809,77 @@ static pid_t registry_start(int *port)
 	return 0;
 }
 
+/* Regular files under DIR/blobs (a store's blobs and their lazy partial files). */
+static int blob_files(const char *store)
+{
+	char cmd[4400], buf[32] = "";
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "find '%s/%s/blobs' -type f -size +0 | wc -l", tmp, store);
+	cr_assert_not_null(f = popen(cmd, "r"));
+	cr_assert_not_null(fgets(buf, sizeof(buf), f));
+	pclose(f);
+	return atoi(buf);
+}
+
+/* A lazy pull: the metadata only, the sandbox at once, its pages fetched
+ * through the store's private mount as the guest touches them. */
+Test(api, a_lazy_snapshot_from_a_registry)
+{
+	strata_host *h = host();
+	strata_store *st = store("store"), *whole = store("whole"), *lz = store("lazy");
+	strata_registry *reg = NULL;
+	strata_sandbox *sb = sandbox(h), *pulled = NULL, *again = NULL;
+	char id[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], ref[128];
+	int port;
+	pid_t pid = registry_start(&port);
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "v1", 0, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_registry_new(&reg), 0);
+	cr_assert_eq(strata_registry_set_plain_http(reg, 1), 0);
+	cr_assert_eq(strata_registry_set_timeout(reg, 60), 0);
+	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/lazy:v1", port);
+	cr_assert_eq(strata_store_push(st, reg, "v1", ref), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_pull(whole, reg, ref, NULL, 0, got), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_pull(h, lz, reg, ref, 7, &pulled), -EINVAL);
+	cr_assert_eq(strata_sandbox_pull(h, lz, reg, ref, STRATA_PULL_LAZY, &pulled), 0, "%s", strata_errmsg());
+	/* Recorded, not fetched: the lazy store holds fewer blob files than
+	 * the whole pull's (its layers are not there). */
+	cr_assert_eq(strata_store_resolve(lz, id, got), 0, "%s", strata_errmsg());
+	int lazy_files = blob_files("lazy"), whole_files = blob_files("whole");
+	cr_assert_lt(lazy_files, whole_files, "lazy %d, whole %d blob files", lazy_files, whole_files);
+	/* The guest's pages come through the private mount: it goes on from the capture. */
+	cr_assert_eq(call_i(pulled, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_restore(pulled), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(pulled, "counter_next", 0, 0, 0), 2);
+	/* The store serves its lazy layers once: a second sandbox and a pool reuse it. */
+	cr_assert_eq(strata_store_set_registry(lz, reg), -EBUSY);
+	cr_assert(strstr(strata_errmsg(), "first lazy open"), "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_open_store(h, lz, id, &again), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(again, "counter_next", 0, 0, 0), 2);
+	strata_pool *p = NULL;
+	strata_sandbox *ps = NULL;
+	cr_assert_eq(strata_pool_open_store(h, lz, id, 2, &p), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_pool_get(p, 0, &ps), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(ps, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_pool_put(p, ps), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_pool_free(p), 0);
+	strata_sandbox_free(again);
+	strata_sandbox_free(pulled);
+	/* Pulled again without STRATA_PULL_LAZY: completed, and whole. */
+	cr_assert_eq(strata_store_pull(lz, reg, ref, NULL, 0, got), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_verify(lz, STRATA_VERIFY_HASH, NULL, NULL), 0, "%s", strata_errmsg());
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	strata_sandbox_free(sb);
+	strata_registry_free(reg);
+	strata_store_close(lz);
+	strata_store_close(whole);
+	strata_store_close(st);
+	strata_host_free(h);
+}
+
 Test(api, push_pull_and_a_sandbox_from_a_registry)
 {
 	strata_host *h = host();
@@ -832,7 +903,7 @@ Test(api, push_pull_and_a_sandbox_from_a_registry)
 	cr_assert_eq(strata_store_pull(other, reg, ref, "mine", 0, got), 0, "pulling again: %s", strata_errmsg());
 	cr_assert_eq(strata_store_verify(other, STRATA_VERIFY_HASH, NULL, NULL), 0);
 	/* Pull then restore in one call: the counter goes on from the capture. */
-	cr_assert_eq(strata_sandbox_pull(h, third, reg, ref, &pulled), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_pull(h, third, reg, ref, 0, &pulled), 0, "%s", strata_errmsg());
 	cr_assert_eq(call_i(pulled, "counter_next", 0, 0, 0), 2);
 	cr_assert_eq(strata_store_resolve(third, id, got), 0, "%s", strata_errmsg());
 	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/absent:v1", port);
