@@ -20,6 +20,7 @@
 
 #include "fs/fs_int.h"
 #include "fs/ops.h"
+#include "index/dist/dist.h"
 #include "index/index.h"
 #include "store/mountabi.h"
 #include "store/sys.h"
@@ -323,6 +324,10 @@ static void helper_main(struct fs_private *p, int sock)
 	if (sock > 3)
 		close_range(3, (unsigned)sock - 1, 0);
 	close_range((unsigned)sock + 1, ~0u, 0);
+	/* The registry client's connection cache holds the caller's sockets,
+	 * closed just now: libcurl would close their numbers again, which are
+	 * this helper's files by then. */
+	ix_registry_after_fork();
 	p->stopfd = sock;
 	pthread_mutex_init(&p->why_lock, NULL);
 	if ((rc = st_store_open(p->store_path, 0, &store)) < 0 || (rc = ix_open(store, NULL, &ix)) < 0)

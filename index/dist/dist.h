@@ -392,6 +392,11 @@ struct ix_registry;
 /* libcurl's global init: once per process, before any other thread runs
  * libcurl. -ENOMEM if it fails (then no registry call may be made). */
 int ix_registry_global_init(void);
+/* In a child of fork() that closed the parent's descriptors: forget the
+ * connection cache the parent's handles share (its sockets are the
+ * parent's), so the next handle starts a new one. Call before any other
+ * registry call in that child. */
+void ix_registry_after_fork(void);
 /* Open a client for ref's host and repository into *out (nothing is sent
  * yet; ref is copied). opts (NULL: plain defaults) is copied; its strings
  * must outlive the client. -ENOMEM: *out untouched. */

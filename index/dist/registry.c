@@ -158,6 +158,16 @@ int ix_registry_global_init(void)
 	return 0;
 }
 
+void ix_registry_after_fork(void)
+{
+	/* The parent's share is left as it is (freeing it would close
+	 * descriptor numbers this process may have reused); its locks may
+	 * have been held by a thread that fork did not copy. */
+	conn_share = NULL;
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&share_locks[i], NULL);
+}
+
 static int certs_load(struct ix_registry *r, const char *host);
 
 int ix_registry_open(const struct ix_registry_ref *ref, const struct ix_registry_opts *opts, struct ix_registry **out)
