@@ -71,6 +71,10 @@ int api_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* api_fail with a vmm_error's message (or the code's words if it has none). */
 int api_fail_vmm(int code, const char *what, const struct vmm_error *err);
 
+/* Replace *slot with a copy of s (NULL: none); -ENOMEM with the thread's
+ * message set, *slot unchanged. */
+int api_str_set(char **slot, const char *s);
+
 /* Parse a signature ("i(ii)") into *out; false if it is not one. */
 bool api_sig_parse(const char *sig, struct vmm_signature *out);
 /* Add a host function to a table (copying name and sig); 0, -EINVAL or

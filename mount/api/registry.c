@@ -32,8 +32,7 @@ int strata_registry_set_plain_http(strata_registry *reg, int on)
 	return 0;
 }
 
-/* Replace *slot with a copy of s (NULL: none). */
-static int set_str(char **slot, const char *s)
+int api_str_set(char **slot, const char *s)
 {
 	char *c = NULL;
 
@@ -46,7 +45,7 @@ static int set_str(char **slot, const char *s)
 
 int strata_registry_set_tls(strata_registry *reg, const char *cacert, int verify)
 {
-	int rc = set_str(&reg->cacert, cacert);
+	int rc = api_str_set(&reg->cacert, cacert);
 
 	if (rc == 0)
 		reg->noverify = !verify;
@@ -60,7 +59,7 @@ int strata_registry_set_credentials(strata_registry *reg, const char *user, cons
 	if (!user != !pass)
 		return api_fail(-EINVAL, "registry credentials: a %s without a %s", user ? "user" : "password",
 				user ? "password" : "user");
-	if (set_str(&u, user) < 0 || set_str(&p, pass) < 0) {
+	if (api_str_set(&u, user) < 0 || api_str_set(&p, pass) < 0) {
 		free(u);
 		return -ENOMEM;
 	}

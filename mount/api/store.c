@@ -77,18 +77,6 @@ static int resolve(strata_store *st, const char *ref, st_id *id)
 	return 0;
 }
 
-/* Replace *slot with a copy of s (NULL: none). */
-static int dup_str(char **slot, const char *s)
-{
-	char *c = NULL;
-
-	if (s && !(c = strdup(s)))
-		return -ENOMEM;
-	free(*slot);
-	*slot = c;
-	return 0;
-}
-
 int strata_store_set_registry(strata_store *st, const strata_registry *reg)
 {
 	static const strata_registry defaults;
@@ -99,14 +87,14 @@ int strata_store_set_registry(strata_store *st, const strata_registry *reg)
 		reg = &defaults;
 	pthread_mutex_lock(&st->lazy_lock);
 	int rc = st->lazy ? -EBUSY : 0;
-	if (rc == 0 && (dup_str(&st->lazy_cacert, reg->cacert) < 0 || dup_str(&st->lazy_user, reg->user) < 0 ||
-			dup_str(&st->lazy_pass, reg->pass) < 0))
+	if (rc == 0 && (api_str_set(&st->lazy_cacert, reg->cacert) < 0 || api_str_set(&st->lazy_user, reg->user) < 0 ||
+			api_str_set(&st->lazy_pass, reg->pass) < 0))
 		rc = -ENOMEM;
 	pthread_mutex_unlock(&st->lazy_lock);
 	if (rc == -EBUSY)
 		return api_fail(rc, "store %s: its lazy layers are already being fetched with the settings they "
 				"started with (set the registry before the first lazy open)", st_store_path(st->st));
-	return rc < 0 ? api_fail(rc, "store: out of memory") : 0;
+	return rc;  /* -ENOMEM: api_str_set said so */
 }
 
 /* The store's private mount for lazy layers, made and started once. */

@@ -809,6 +809,23 @@ static pid_t registry_start(int *port)
 	return 0;
 }
 
+/* A loopback registry's settings, and snapshot "v1" of st (a counter at 1,
+ * captured from sb) pushed to 127.0.0.1:port/api/REPO:v1 (ref). */
+static strata_registry *push_counter(strata_sandbox *sb, strata_store *st, int port, const char *repo,
+				     char id[STRATA_ID_LEN + 1], char *ref, size_t reflen)
+{
+	strata_registry *reg = NULL;
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "v1", 0, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_registry_new(&reg), 0);
+	cr_assert_eq(strata_registry_set_plain_http(reg, 1), 0);
+	cr_assert_eq(strata_registry_set_timeout(reg, 60), 0);
+	snprintf(ref, reflen, "127.0.0.1:%d/api/%s:v1", port, repo);
+	cr_assert_eq(strata_store_push(st, reg, "v1", ref), 0, "%s", strata_errmsg());
+	return reg;
+}
+
 /* Regular files under DIR/blobs (a store's blobs and their lazy partial files). */
 static int blob_files(const char *store)
 {
@@ -828,19 +845,12 @@ Test(api, a_lazy_snapshot_from_a_registry)
 {
 	strata_host *h = host();
 	strata_store *st = store("store"), *whole = store("whole"), *lz = store("lazy");
-	strata_registry *reg = NULL;
 	strata_sandbox *sb = sandbox(h), *pulled = NULL, *again = NULL;
 	char id[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], ref[128];
 	int port;
 	pid_t pid = registry_start(&port);
 
-	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
-	cr_assert_eq(strata_sandbox_capture(sb, st, "v1", 0, id), 0, "%s", strata_errmsg());
-	cr_assert_eq(strata_registry_new(&reg), 0);
-	cr_assert_eq(strata_registry_set_plain_http(reg, 1), 0);
-	cr_assert_eq(strata_registry_set_timeout(reg, 60), 0);
-	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/lazy:v1", port);
-	cr_assert_eq(strata_store_push(st, reg, "v1", ref), 0, "%s", strata_errmsg());
+	strata_registry *reg = push_counter(sb, st, port, "lazy", id, ref, sizeof(ref));
 	cr_assert_eq(strata_store_pull(whole, reg, ref, NULL, 0, got), 0, "%s", strata_errmsg());
 	cr_assert_eq(strata_sandbox_pull(h, lz, reg, ref, 7, &pulled), -EINVAL);
 	cr_assert_eq(strata_sandbox_pull(h, lz, reg, ref, STRATA_PULL_LAZY, &pulled), 0, "%s", strata_errmsg());
@@ -884,19 +894,12 @@ Test(api, push_pull_and_a_sandbox_from_a_registry)
 {
 	strata_host *h = host();
 	strata_store *st = store("store"), *other = store("other"), *third = store("third");
-	strata_registry *reg = NULL;
 	strata_sandbox *sb = sandbox(h), *pulled = NULL;
 	char id[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], ref[128];
 	int port;
 	pid_t pid = registry_start(&port);
 
-	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
-	cr_assert_eq(strata_sandbox_capture(sb, st, "v1", 0, id), 0, "%s", strata_errmsg());
-	cr_assert_eq(strata_registry_new(&reg), 0);
-	cr_assert_eq(strata_registry_set_plain_http(reg, 1), 0);
-	cr_assert_eq(strata_registry_set_timeout(reg, 60), 0);
-	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/counter:v1", port);
-	cr_assert_eq(strata_store_push(st, reg, "v1", ref), 0, "%s", strata_errmsg());
+	strata_registry *reg = push_counter(sb, st, port, "counter", id, ref, sizeof(ref));
 	/* Pulled into another store, tagged: the same snapshot id. */
 	cr_assert_eq(strata_store_pull(other, reg, ref, "mine", 0, got), 0, "%s", strata_errmsg());
 	cr_assert_str_eq(got, id);
