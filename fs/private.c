@@ -130,7 +130,7 @@ int fs_private_new(const struct fs_private_config *cfg, struct fs_private **out)
 	if (!(p = st_sys_calloc(1, sizeof(*p))))
 		return -ENOMEM;
 	p->why = mmap(NULL, sizeof(*p->why), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (p->why == MAP_FAILED || !(p->store_path = strdup(st_store_path(cfg->store)))) {
+	if (p->why == MAP_FAILED || !(p->store_path = st_sys_strdup(st_store_path(cfg->store)))) {
 		if (p->why != MAP_FAILED)
 			munmap(p->why, sizeof(*p->why));
 		free(p);

@@ -71,7 +71,7 @@ int ix_ws_load(struct ix *ix, const st_id *snap, struct st_ws **out, st_id *blob
 		rc = rc == -ENOENT ? IX_EMISSING : rc;
 		goto out_free;
 	}
-	if (!(buf = malloc(size ? size : 1))) {
+	if (!(buf = st_sys_malloc(size ? size : 1))) {
 		rc = -ENOMEM;
 		goto out_close;
 	}

@@ -152,8 +152,8 @@ int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flag
 
 	/* Every layer present with the size the manifest says, before any byte
 	 * is stored: a missing or truncated layer leaves the store untouched. */
-	fds = calloc(m->nlayers ? m->nlayers : 1, sizeof(*fds));
-	added = calloc(m->nlayers ? (size_t)m->nlayers * IMPORT_RETRIES : 1, sizeof(*added));
+	fds = st_sys_calloc(m->nlayers ? m->nlayers : 1, sizeof(*fds));
+	added = st_sys_calloc(m->nlayers ? (size_t)m->nlayers * IMPORT_RETRIES : 1, sizeof(*added));
 	if (!fds || !added) {
 		rc = -ENOMEM;
 		goto out_free;

@@ -48,12 +48,15 @@ ssize_t st_sys_read(int fd, void *buf, size_t len);
 ssize_t st_sys_pread(int fd, void *buf, size_t len, off_t off);
 /* Write all len bytes (loops on short writes); returns 0 or -errno. */
 int st_sys_write_all(int fd, const void *buf, size_t len);
+/* The same at offset off (pwrite; the file offset is not moved). */
+int st_sys_pwrite_all(int fd, const void *buf, size_t len, off_t off);
 /* Create (or truncate) dirfd/name with mode exactly (fchmod: the umask does
  * not narrow it), write buf, fsync and close it;
  * on any failure the file is removed. Built on the calls above, so each
  * step can be failed by fault injection. */
 int st_sys_write_file_synced(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
 int st_sys_fsync(int fd);
+int st_sys_fdatasync(int fd);
 int st_sys_fstat(int fd, struct stat *st);
 int st_sys_fstatat(int dirfd, const char *path, struct stat *st, int flags);
 int st_sys_fchmod(int fd, mode_t mode);

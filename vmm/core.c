@@ -8,6 +8,7 @@
 #include <sys/procfs.h>
 #include <unistd.h>
 
+#include "store/sys.h"
 #include "vmm/backend.h"
 #include "vmm/vmm_int.h"
 
@@ -134,7 +135,7 @@ int vmm_sandbox_core(struct vmm_sandbox *sb, const char *path, struct vmm_error 
 	    (rc = pwrite_all(fd, ph, sizeof(ph), sizeof(eh))) < 0 ||
 	    (rc = pwrite_all(fd, notes, nlen, note_off)) < 0)
 		goto out_close;
-	if (sb->be->page_read && !(buf = malloc(VMM_PAGE))) {
+	if (sb->be->page_read && !(buf = st_sys_malloc(VMM_PAGE))) {
 		rc = -ENOMEM;
 		goto out_close;
 	}

@@ -40,7 +40,7 @@ void vmm_snap_layer_close(struct vmm_snap_layer *l)
  */
 static void lazy_read_ahead(int fd, uint64_t size)
 {
-	char *buf = malloc(READ_PIECE);
+	char *buf = st_sys_malloc(READ_PIECE);
 	off_t at = 0, end;
 
 	if (!buf)
@@ -104,7 +104,7 @@ out_close:
 int vmm_snap_segs(const struct st_manifest *m, uint64_t total, struct vmm_seg **out, size_t *n)
 {
 	size_t cap = 2 * (m ? m->nranges : 0) + 1, k = 0;
-	struct vmm_seg *v = malloc(cap * sizeof(*v));
+	struct vmm_seg *v = st_sys_malloc(cap * sizeof(*v));
 	uint64_t p = 0;
 
 	if (!v)
@@ -157,7 +157,7 @@ const uint8_t *vmm_snap_page(const struct vmm_snap *s, uint64_t p)
 
 static struct vmm_snap *snap_new(struct vmm_sandbox *sb)
 {
-	struct vmm_snap *s = calloc(1, sizeof(*s));
+	struct vmm_snap *s = st_sys_calloc(1, sizeof(*s));
 	uint64_t pages = sb->mem_size / VMM_PAGE;
 
 	if (!s)

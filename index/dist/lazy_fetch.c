@@ -69,7 +69,7 @@ static void logf_(struct ix_lazy *lz, const char *fmt, ...)
 
 int ix_lazy_open(struct ix *ix, const struct ix_lazy_opts *opts, struct ix_lazy **out)
 {
-	struct ix_lazy *lz = calloc(1, sizeof(*lz));
+	struct ix_lazy *lz = st_sys_calloc(1, sizeof(*lz));
 	int rc;
 
 	if (!lz)
@@ -138,7 +138,7 @@ static int layer_load(struct ix_lazy *lz, const st_id *id, struct lz_layer **out
 
 	if (!ix->has_lazy || st_blob_has(ix->s, id))
 		return 1;
-	if (!(l = calloc(1, sizeof(*l))))
+	if (!(l = st_sys_calloc(1, sizeof(*l))))
 		return -ENOMEM;
 	l->id = *id;
 	l->part_fd = l->map_fd = -1;
@@ -155,7 +155,7 @@ static int layer_load(struct ix_lazy *lz, const st_id *id, struct lz_layer **out
 	if (rc < 0)
 		goto out_free;
 	uint64_t n = l->rec.c->n;
-	if (!(l->present = calloc(n, 1)) || !(l->inflight = calloc(n, 1))) {
+	if (!(l->present = st_sys_calloc(n, 1)) || !(l->inflight = st_sys_calloc(n, 1))) {
 		rc = -ENOMEM;
 		goto out_free;
 	}
@@ -308,7 +308,7 @@ static int client_get(struct ix_lazy *lz, const struct lz_layer *l, struct lz_cl
 	snprintf(refs, sizeof(refs), "%s:lazy", l->rec.origin);
 	if (ix_registry_ref_parse(refs, &ref) < 0)
 		return IX_EREF;
-	if (!(c = calloc(1, sizeof(*c))))
+	if (!(c = st_sys_calloc(1, sizeof(*c))))
 		return -ENOMEM;
 	snprintf(c->origin, sizeof(c->origin), "%s", l->rec.origin);
 	/* A provider that fails is logged: the client goes anonymously (a
@@ -386,7 +386,7 @@ static int fetch_run(struct ix_lazy *lz, struct lz_layer *l, uint64_t first, uin
 	int rc = 0;
 
 	st_id_format(&l->id, hex);
-	if (!(rs.buf = malloc(rs.len)) || !(good = calloc(count, 1))) {
+	if (!(rs.buf = st_sys_malloc(rs.len)) || !(good = st_sys_calloc(count, 1))) {
 		rc = -ENOMEM;
 		goto out_release;
 	}
@@ -522,7 +522,7 @@ int ix_lazy_fetch(struct ix_lazy *lz, const st_id *layer, const struct ix_lazy_r
 		return rc == 1 ? 0 : rc;
 	if ((rc = chunks_of(l->rec.c, ranges, n, &need, &nneed)) < 0)
 		return rc;
-	if (nneed && !(mine = malloc(nneed * sizeof(*mine)))) {
+	if (nneed && !(mine = st_sys_malloc(nneed * sizeof(*mine)))) {
 		free(need);
 		return -ENOMEM;
 	}

@@ -169,7 +169,7 @@ static int out_snap_load(struct ix *ix, const st_id *id, uint32_t cs, bool whole
 	 * the subject. */
 	if (rc == 0 && !whole && (rc = ix_snap_rec_get(ix, t->txn, id, &rec)) == 0 &&
 	    ix_snap_text_is_delta(rec.mv_data, rec.mv_size)) {
-		if ((o->config = malloc(rec.mv_size + 1))) {
+		if ((o->config = st_sys_malloc(rec.mv_size + 1))) {
 			memcpy(o->config, rec.mv_data, rec.mv_size);
 			o->config[rec.mv_size] = '\0';
 			o->config_len = rec.mv_size;
@@ -197,9 +197,9 @@ static int out_snap_load(struct ix *ix, const st_id *id, uint32_t cs, bool whole
 	}
 	if (rc < 0)
 		return rc;
-	if (o->m->nlayers && (!(o->om.layers = calloc(o->m->nlayers, sizeof(*o->om.layers))) ||
-			      !(o->om.chunks = calloc(o->m->nlayers, sizeof(*o->om.chunks))) ||
-			      !(o->chunks = calloc(o->m->nlayers, sizeof(*o->chunks)))))
+	if (o->m->nlayers && (!(o->om.layers = st_sys_calloc(o->m->nlayers, sizeof(*o->om.layers))) ||
+			      !(o->om.chunks = st_sys_calloc(o->m->nlayers, sizeof(*o->om.chunks))) ||
+			      !(o->chunks = st_sys_calloc(o->m->nlayers, sizeof(*o->chunks)))))
 		return -ENOMEM;
 	o->om.nlayers = o->m->nlayers;
 	for (uint32_t i = 0; i < o->m->nlayers; i++) {
@@ -305,7 +305,7 @@ static int push_id(struct ix *ix, const st_id *top, const char *tag, const struc
 	struct sha_list l = { 0 };
 	st_id *chain = NULL;
 	size_t n = 0;
-	uint8_t *buf = malloc(OCI_CHUNK);
+	uint8_t *buf = st_sys_malloc(OCI_CHUNK);
 	struct st_oci_desc subject = { 0 };
 	bool has_subject = false;
 	int rc;
@@ -515,7 +515,7 @@ static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const st
 	size_t clen;
 	int rc;
 
-	if (!(ms.buf = malloc(om->config.size + 1)))
+	if (!(ms.buf = st_sys_malloc(om->config.size + 1)))
 		return -ENOMEM;
 	rc = src->blob_get(src->ctx, &om->config, 0, mem_sink_fn, &ms, why, whylen);
 	if (rc == ST_ECORRUPT || (rc == 0 && ms.len != om->config.size)) {
@@ -621,7 +621,7 @@ static void *sha_pipe_main(void *arg)
 static void sha_pipe_start(struct sha_pipe *sp, struct st_sha256 *h)
 {
 	*sp = (struct sha_pipe){ .h = h };
-	if (!(sp->buf = malloc((size_t)SHA_SLOTS * SHA_SLOT)))
+	if (!(sp->buf = st_sys_malloc((size_t)SHA_SLOTS * SHA_SLOT)))
 		return;
 	pthread_mutex_init(&sp->mu, NULL);
 	pthread_cond_init(&sp->cv, NULL);
@@ -874,7 +874,7 @@ static int lazy_layer(struct ix *ix, const struct ix_oci_source *src, const stru
 		return st_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s is %" PRIu64 " bytes, not an index "
 			      "of a %" PRIu64 "-byte layer: refused", hex, cd->size, d->size);
 	ms.max = cd->size;
-	if (!(ms.buf = malloc(cd->size)))
+	if (!(ms.buf = st_sys_malloc(cd->size)))
 		return -ENOMEM;
 	rc = src->blob_get(src->ctx, cd, 0, mem_sink_fn, &ms, why, whylen);
 	if (rc == ST_ECORRUPT || (rc == 0 && ms.len != cd->size)) {

@@ -35,7 +35,7 @@ static int record_read(struct ix *ix, const st_id *blob, uint64_t size, uint8_t 
 		return IX_ECORRUPT;
 	if ((rc = st_blob_open(ix->s, blob, &fd)) < 0)
 		return rc == -ENOENT ? IX_EMISSING : rc;
-	if (!(buf = malloc(size ? size : 1))) {
+	if (!(buf = st_sys_malloc(size ? size : 1))) {
 		close(fd);
 		return -ENOMEM;
 	}
@@ -344,7 +344,7 @@ int ix_registry_ws_pull(struct ix_registry *r, struct ix *ix, const st_id *snap,
 	if ((rc = artifact_parse(json, len, subject, &d, why, whylen)) < 0)
 		goto out_free;
 	mb.max = d.size;
-	if (!(mb.buf = malloc(d.size ? d.size : 1))) {
+	if (!(mb.buf = st_sys_malloc(d.size ? d.size : 1))) {
 		rc = -ENOMEM;
 		goto out_free;
 	}
