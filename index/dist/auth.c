@@ -180,8 +180,8 @@ static void write_host(int fd, const char *host)
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	ssize_t w = write(fd, host, strlen(host));
-	if (w < 0 && errno == EPIPE && !sigismember(&old, SIGPIPE))
+	int w = st_sys_write_all(fd, host, strlen(host));
+	if (w == -EPIPE && !sigismember(&old, SIGPIPE))
 		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
 			;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -208,8 +208,8 @@ static int helper_get(const struct ix_auth_provider *p, const char *name, const 
 	}
 	if (pipe2(outp, O_CLOEXEC) < 0) {
 		rc = st_why(why, whylen, IX_EAUTH, "cannot run the credential helper %s: %s", prog, strerror(errno));
-		close(in[0]);
-		close(in[1]);
+		(void)st_sys_close(in[0]);
+		(void)st_sys_close(in[1]);
 		goto out_free;
 	}
 	posix_spawn_file_actions_t fa;
@@ -219,27 +219,26 @@ static int helper_get(const struct ix_auth_provider *p, const char *name, const 
 	char *argv[] = { prog, "get", NULL };
 	rc = posix_spawnp(&pid, prog, &fa, NULL, argv, p->envp ? p->envp : no_env);
 	posix_spawn_file_actions_destroy(&fa);
-	close(in[0]);
-	close(outp[1]);
+	(void)st_sys_close(in[0]);
+	(void)st_sys_close(outp[1]);
 	if (rc != 0) {
-		close(in[1]);
-		close(outp[0]);
+		(void)st_sys_close(in[1]);
+		(void)st_sys_close(outp[0]);
 		rc = st_why(why, whylen, IX_EAUTH, "the credential helper %s (named in %s) cannot be run: %s%s", prog,
 			    file, strerror(rc), rc == ENOENT ? " (it is not on PATH)" : "");
 		goto out_free;
 	}
 	/* The server is the registry's host[:port], as docker names it. */
 	write_host(in[1], host);
-	close(in[1]);
-	for (ssize_t got; len < max - 1 && (got = read(outp[0], out + len, max - 1 - len)) != 0;) {
-		if (got < 0 && errno == EINTR)
-			continue;
+	(void)st_sys_close(in[1]);
+	for (ssize_t got; len < max - 1 && (got = st_sys_read(outp[0], out + len, max - 1 - len)) != 0;) {
 		if (got < 0)
 			break;
 		len += (size_t)got;
 	}
 	out[len] = '\0';
-	close(outp[0]);
+	(void)st_sys_close(outp[0]);
+
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

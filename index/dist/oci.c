@@ -97,7 +97,7 @@ static int chunk_index_make(struct ix *ix, const struct st_oci_desc *layer, uint
 	if ((rc = st_blob_open(ix->s, &layer->id, &fd)) < 0)
 		return rc;
 	rc = ix_chunks_build(fd, &layer->id, layer->size, cs ? cs : IX_CHUNK_DEFAULT, &c);
-	close(fd);
+	(void)st_sys_close(fd);
 	if (rc < 0)
 		return rc;
 	rc = ix_chunks_encode(c, bytes, &len);
@@ -131,9 +131,9 @@ static int blob_sha(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN], 
 	if ((rc = st_sha256_new(&h)) < 0)
 		goto out_close;
 	for (;;) {
-		ssize_t n = read(fd, buf, OCI_CHUNK);
+		ssize_t n = st_sys_read(fd, buf, OCI_CHUNK);
 		if (n < 0) {
-			rc = -errno;
+			rc = (int)n;
 			goto out_free;
 		}
 		if (n == 0)
@@ -146,7 +146,7 @@ static int blob_sha(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN], 
 out_free:
 	st_sha256_free(h);
 out_close:
-	close(fd);
+	(void)st_sys_close(fd);
 	return rc;
 }
 
@@ -245,7 +245,7 @@ static int push_blob(struct ix *ix, const struct ix_oci_sink *sink, const struct
 	emit(prog, IX_OCI_BLOB_BEGIN, d->sha256, d->size, 0, index, count, what);
 	rc = sink->blob_put(sink->ctx, d, fd, buf, why, whylen);
 	if (fd >= 0)
-		close(fd);
+		(void)st_sys_close(fd);
 	if (rc < 0)
 		return rc;
 	if (rc > 0) { /* the sink had it from elsewhere (a mount): nothing sent */
@@ -1052,23 +1052,25 @@ static int stage_open(struct pull *p)
 	int dfd = st_store_dirfd(p->ix->s);
 	char name[64];
 
-	p->stage_fd = openat(dfd, "tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (p->stage_fd >= 0)
+	int fd = st_sys_openat(dfd, "tmp", O_TMPFILE | O_RDWR, 0600);
+	if (fd >= 0) {
+		p->stage_fd = fd;
 		return 0;
-	if (errno != EOPNOTSUPP && errno != EISDIR && errno != ENOENT)
-		return -errno;
+	}
+	if (fd != -EOPNOTSUPP && fd != -EISDIR && fd != -ENOENT)
+		return fd;
 	/* No O_TMPFILE here: a named file, unlinked at once. */
 	snprintf(name, sizeof(name), "tmp/pull-stage-%ld", (long)getpid());
-	if ((p->stage_fd = openat(dfd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600)) < 0)
-		return -errno;
-	unlinkat(dfd, name, 0);
+	if ((fd = st_sys_openat(dfd, name, O_CREAT | O_EXCL | O_RDWR, 0600)) < 0)
+		return fd;
+	p->stage_fd = fd;
+	(void)st_sys_unlinkat(dfd, name, 0);
 	return 0;
 }
 
 /* Append one link's verified canonical config to the stage. */
 static int stage_put(struct pull *p, const st_id *id, const char *json, size_t len)
 {
-	size_t done = 0;
 	int rc;
 
 	if (p->stage_off + len > OCI_CHAIN_BYTES_MAX)
@@ -1078,14 +1080,8 @@ static int stage_put(struct pull *p, const st_id *id, const char *json, size_t l
 		return rc;
 	if ((rc = ST_ARRAY_RESERVE(p->links, p->caplinks, p->n + 1)) < 0)
 		return rc;
-	while (done < len) {
-		ssize_t w = pwrite(p->stage_fd, json + done, len - done, (off_t)(p->stage_off + done));
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		done += (size_t)w;
-	}
+	if ((rc = st_sys_pwrite_all(p->stage_fd, json, len, (off_t)p->stage_off)) < 0)
+		return rc;
 	p->links[p->n++] = (struct ix_stage_link){ *id, p->stage_off, len };
 	p->stage_off += len;
 	return 0;
@@ -1399,7 +1395,8 @@ out_rollback:
 		ix_blobs_rollback(ix, p.added, p.nadded);
 out_free:
 	if (p.stage_fd >= 0)
-		close(p.stage_fd);
+		(void)st_sys_close(p.stage_fd);
+
 	free(p.links);
 	free(p.defer);
 	free(p.dkeys);

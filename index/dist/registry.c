@@ -274,17 +274,18 @@ static int certs_load(struct ix_registry *r, const char *host)
 		dir[0] = '\0';
 		for (const char *const *root = r->o.certs_d; root && *root; root++) {
 			snprintf(dir, sizeof(dir), "%s/%s", *root, host);
-			if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
+			if (st_sys_fstatat(AT_FDCWD, dir, &sb, 0) == 0 && S_ISDIR(sb.st_mode))
 				break;
 			dir[0] = '\0';
 		}
 		if (!dir[0])
 			return 0;
 	}
-	DIR *d = opendir(dir);
-	if (!d) {
+	DIR *d = NULL;
+	int orc = st_sys_opendirat(AT_FDCWD, dir, &d);
+	if (orc < 0) {
 		r->certs_rc = IX_ETLS;
-		snprintf(r->certs_why, sizeof(r->certs_why), "the certificate directory %.1000s: %s", dir, strerror(errno));
+		snprintf(r->certs_why, sizeof(r->certs_why), "the certificate directory %.1000s: %s", dir, strerror(-orc));
 		return 0;
 	}
 	for (struct dirent *e; (e = readdir(d));) {
@@ -464,7 +465,8 @@ static size_t on_read(char *buf, size_t size, size_t n, void *arg)
 	size_t want = size * n;
 
 	if (q->body_fd >= 0) {
-		ssize_t got = pread(q->body_fd, buf, want, (off_t)q->body_off);
+		ssize_t got = st_sys_pread(q->body_fd, buf, want, (off_t)q->body_off);
+
 		if (got < 0)
 			return CURL_READFUNC_ABORT;
 		q->body_off += (uint64_t)got;
