@@ -346,6 +346,15 @@ int st_sys_ftruncate(int fd, off_t len)
 	return 0;
 }
 
+int st_sys_madvise_drop(void *addr, size_t len)
+{
+	int rc = step();
+
+	if (rc < 0)
+		return rc;
+	return madvise(addr, len, MADV_DONTNEED) < 0 ? -errno : 0;
+}
+
 void *st_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, int *err)
 {
 	int rc = step();
@@ -507,6 +516,15 @@ ssize_t st_sys_getxattr(const char *path, const char *name, void *buf, size_t si
 		n = nofollow ? lgetxattr(path, name, buf, size) : getxattr(path, name, buf, size);
 	while (n < 0 && errno == EINTR);
 	return n < 0 ? -errno : n;
+}
+
+int st_sys_fstatfs(int fd, struct statfs *out)
+{
+	int rc = step();
+
+	if (rc < 0)
+		return rc;
+	return fstatfs(fd, out) < 0 ? -errno : 0;
 }
 
 int st_sys_statfs(const char *path, struct statfs *out)

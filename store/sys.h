@@ -74,6 +74,9 @@ int st_sys_ftruncate(int fd, off_t len);
 off_t st_sys_lseek(int fd, off_t off, int whence);
 /* madvise hint; failures are ignored by callers, so not counted. */
 void st_sys_madvise(void *addr, size_t len, int advice);
+/* madvise(MADV_DONTNEED) where the drop is needed (a reset's pages read
+ * as their source again): counted, 0 or -errno. */
+int st_sys_madvise_drop(void *addr, size_t len);
 /* mmap; on failure returns NULL and *err = -errno. */
 void *st_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, int *err);
 int st_sys_munmap(void *addr, size_t len);
@@ -100,6 +103,7 @@ int st_sys_punch_hole(int fd, off_t off, off_t len);
 /* getxattr(2), or lgetxattr(2) with nofollow: the value's length. */
 ssize_t st_sys_getxattr(const char *path, const char *name, void *buf, size_t size, int nofollow);
 int st_sys_statfs(const char *path, struct statfs *out);
+int st_sys_fstatfs(int fd, struct statfs *out);
 /* memfd_create(2); MFD_CLOEXEC is added. */
 int st_sys_memfd_create(const char *name, unsigned flags);
 /* sendfile(2) from in_fd at *off to out_fd: bytes copied (0 at in_fd's end). */

@@ -112,12 +112,10 @@ int vmm_bare_new(enum vmm_bare_mode mode, struct vmm_bare **out)
 		return 0;
 	}
 	b->size = l.mem_size;
-	b->mem = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (b->mem == MAP_FAILED) {
-		b->mem = NULL;
-		rc = -errno;
+	b->mem = st_sys_mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0,
+			     &rc);
+	if (!b->mem)
 		goto out_free;
-	}
 	uint8_t *perms = st_sys_calloc(l.low_end / VMM_PAGE, 1);
 	if (!perms) {
 		rc = -ENOMEM;
@@ -200,6 +198,7 @@ void vmm_bare_free(struct vmm_bare *b)
 	vmm_sandbox_destroy(b->sb);
 	vmm_kvm_close(&b->kvm);
 	if (b->mem)
-		munmap(b->mem, b->size);
+		(void)st_sys_munmap(b->mem, b->size);
 	free(b);
+
 }

@@ -390,12 +390,10 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 			goto out_free;
 		nl.id = new_id;
 		nl.pages = new_pages;
-		nl.src = mmap(NULL, new_pages * VMM_PAGE, PROT_READ, MAP_SHARED, nl.fd, 0);
-		if (nl.src == MAP_FAILED) {
-			rc = -errno;
-			nl.src = NULL;
+		nl.src = st_sys_mmap(NULL, new_pages * VMM_PAGE, PROT_READ, MAP_SHARED, nl.fd, 0, &rc);
+		if (!nl.src)
 			goto out_free;
-		}
+
 	}
 
 	/* 4. The manifest. */

@@ -66,11 +66,11 @@ out_free:
 
 static int dup_open(void *ctx, const st_id *id, int *fd)
 {
-	int d = dup(*(const int *)ctx);
+	int d = st_sys_dup(*(const int *)ctx);
 
 	(void)id;
 	if (d < 0)
-		return -errno;
+		return d;
 	*fd = d;
 	return 0;
 }
