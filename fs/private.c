@@ -538,6 +538,5 @@ void fs_private_free(struct fs_private *p)
 	pthread_mutex_destroy(&p->why_lock);
 	(void)st_sys_munmap(p->why, sizeof(*p->why));
 	free(p->store_path);
-
 	free(p);
 }

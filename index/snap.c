@@ -421,7 +421,6 @@ int ix_stage_read(int fd, const struct ix_stage_link *l, char **out)
 		ssize_t r = st_sys_pread(fd, buf + got, l->len - got, (off_t)(l->off + got));
 		if (r <= 0) {
 			int rc = r < 0 ? (int)r : ST_ECORRUPT;
-
 			free(buf);
 			return rc;
 		}

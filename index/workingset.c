@@ -95,7 +95,6 @@ int ix_ws_load(struct ix *ix, const st_id *snap, struct st_ws **out, st_id *blob
 		*blob_out = blob;
 out_close:
 	(void)st_sys_close(fd);
-
 out_free:
 	free(buf);
 	st_manifest_free(m);

@@ -199,7 +199,6 @@ int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flag
 out_close:
 	for (uint32_t i = 0; i < nopen; i++)
 		(void)st_sys_close(fds[i]);
-
 out_done:
 	if (rc == 0) {
 		if (out_id)

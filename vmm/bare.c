@@ -200,5 +200,4 @@ void vmm_bare_free(struct vmm_bare *b)
 	if (b->mem)
 		(void)st_sys_munmap(b->mem, b->size);
 	free(b);
-
 }

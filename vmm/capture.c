@@ -393,7 +393,6 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 		nl.src = st_sys_mmap(NULL, new_pages * VMM_PAGE, PROT_READ, MAP_SHARED, nl.fd, 0, &rc);
 		if (!nl.src)
 			goto out_free;
-
 	}
 
 	/* 4. The manifest. */

@@ -223,7 +223,6 @@ int vmm_policy_write(const char *path, const struct vmm_policy *p, const struct 
 		snprintf(why, whylen, "cannot write %s: %s", path, strerror(-rc));
 		(void)st_sys_unlinkat(AT_FDCWD, tmp, 0);
 		return rc;
-
 	}
 	return 0;
 }

@@ -383,7 +383,6 @@ static int drop_runs(struct vmm_snap *s, uint8_t *mem, const struct vmm_runs *dr
 		int rc = st_sys_madvise_drop(mem + drop->v[i].gpage * VMM_PAGE, drop->v[i].npages * VMM_PAGE);
 		if (rc < 0)
 			return rc;
-
 		s->stats.madvise_calls++;
 		s->stats.pages_dropped += drop->v[i].npages;
 	}

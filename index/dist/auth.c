@@ -238,7 +238,6 @@ static int helper_get(const struct ix_auth_provider *p, const char *name, const 
 	}
 	out[len] = '\0';
 	(void)st_sys_close(outp[0]);
-
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

@@ -1396,7 +1396,6 @@ out_rollback:
 out_free:
 	if (p.stage_fd >= 0)
 		(void)st_sys_close(p.stage_fd);
-
 	free(p.links);
 	free(p.defer);
 	free(p.dkeys);

@@ -25,7 +25,6 @@ bool ix_oci_is_layout(const char *dir)
 	if (snprintf(path, sizeof(path), "%s/oci-layout", dir) >= (int)sizeof(path))
 		return false;
 	return st_sys_fstatat(AT_FDCWD, path, &sb, 0) == 0 && S_ISREG(sb.st_mode);
-
 }
 
 /* ---------------------------------------------------------------- export */

@@ -466,7 +466,6 @@ static size_t on_read(char *buf, size_t size, size_t n, void *arg)
 
 	if (q->body_fd >= 0) {
 		ssize_t got = st_sys_pread(q->body_fd, buf, want, (off_t)q->body_off);
-
 		if (got < 0)
 			return CURL_READFUNC_ABORT;
 		q->body_off += (uint64_t)got;

@@ -48,7 +48,6 @@ static int record_read(struct ix *ix, const st_id *blob, uint64_t size, uint8_t 
 		got += (size_t)n;
 	}
 	(void)st_sys_close(fd);
-
 	if (rc < 0) {
 		free(buf);
 		return rc;

@@ -374,7 +374,6 @@ Test(fs_stage, every_step_of_an_import_fails_cleanly)
 			fs_stage_sweep(&E.fs, true);
 			st_sys_fault_set(i, errs[e]);
 			int rc = import_once("snap");
-
 			bool fired = st_sys_fault_fired();
 			st_sys_fault_set(0, 0);
 			cr_assert(fired, "step %lu of %lu (%s): the fault never fired", (unsigned long)i,

@@ -140,7 +140,6 @@ static bool sys_open(void)
 					    (KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS);
 	if (vmm_kvm_diagnose(f, NULL) < 0) {
 		(void)st_sys_close(fd);
-
 		goto out_failed;
 	}
 	sys_run_size = f->run_size;
