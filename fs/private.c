@@ -130,10 +130,11 @@ int fs_private_new(const struct fs_private_config *cfg, struct fs_private **out)
 		return -EINVAL;
 	if (!(p = st_sys_calloc(1, sizeof(*p))))
 		return -ENOMEM;
-	p->why = mmap(NULL, sizeof(*p->why), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (p->why == MAP_FAILED || !(p->store_path = strdup(st_store_path(cfg->store)))) {
-		if (p->why != MAP_FAILED)
-			munmap(p->why, sizeof(*p->why));
+	int err;
+	p->why = st_sys_mmap(NULL, sizeof(*p->why), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0, &err);
+	if (!p->why || !(p->store_path = st_sys_strdup(st_store_path(cfg->store)))) {
+		if (p->why)
+			(void)st_sys_munmap(p->why, sizeof(*p->why));
 		free(p);
 		return -ENOMEM;
 	}
@@ -440,15 +441,15 @@ static int start_locked(struct fs_private *p)
 		return -errno;
 	if ((pid = fork()) < 0) {
 		rc = -errno;
-		close(sv[0]);
-		close(sv[1]);
+		(void)st_sys_close(sv[0]);
+		(void)st_sys_close(sv[1]);
 		return rc;
 	}
 	if (pid == 0) {
 		close(sv[0]);
 		helper_main(p, sv[1]);
 	}
-	close(sv[1]);
+	(void)st_sys_close(sv[1]);
 	ssize_t n;
 	while ((n = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
 		;
@@ -461,8 +462,8 @@ static int start_locked(struct fs_private *p)
 		rc = -EIO;
 	if (rc < 0) {
 		if (fd >= 0)
-			close(fd);
-		close(sv[0]);
+			(void)st_sys_close(fd);
+		(void)st_sys_close(sv[0]);
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
 		return rc;
@@ -507,8 +508,8 @@ int fs_private_layer_open(void *ctx, const st_id *id, int *fd)
 		return rc;
 	memcpy(name, "blobs/", 6);
 	st_id_format(id, name + 6);
-	if ((f = openat(atomic_load(&p->root), name, O_RDONLY | O_CLOEXEC)) < 0)
-		return -errno;
+	if ((f = st_sys_openat(atomic_load(&p->root), name, O_RDONLY, 0)) < 0)
+		return f;
 	*fd = f;
 	return 0;
 }
@@ -522,12 +523,12 @@ void fs_private_stop(struct fs_private *p)
 		int root = atomic_exchange(&p->root, -1);
 		/* The helper's threads see the socket close, finish the request
 		 * each serves, and the helper unmounts and exits. */
-		close(p->sock);
+		(void)st_sys_close(p->sock);
 		p->sock = -1;
 		while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 		p->pid = -1;
-		close(root);
+		(void)st_sys_close(root);
 		p->started = false;
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -540,7 +541,7 @@ void fs_private_free(struct fs_private *p)
 	fs_private_stop(p);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->why_lock);
-	munmap(p->why, sizeof(*p->why));
+	(void)st_sys_munmap(p->why, sizeof(*p->why));
 	free(p->store_path);
 	free(p);
 }

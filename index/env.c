@@ -162,7 +162,7 @@ int ix_write(struct ix *ix, ix_write_fn fn, void *ctx)
 
 int ix_txn_begin(struct ix *ix, struct ix_txn **out)
 {
-	struct ix_txn *t = calloc(1, sizeof(*t));
+	struct ix_txn *t = st_sys_calloc(1, sizeof(*t));
 	int rc;
 
 	if (!t)
@@ -386,7 +386,7 @@ int ix_open(struct st_store *s, const struct ix_opts *opts, struct ix **out)
 
 	if (snprintf(path, sizeof(path), "%s/index", st_store_path(s)) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
-	ix = calloc(1, sizeof(*ix));
+	ix = st_sys_calloc(1, sizeof(*ix));
 	if (!ix)
 		return -ENOMEM;
 	ix->s = s;

@@ -61,7 +61,7 @@ static bool chunk_size_ok(uint32_t cs)
 
 static int chunks_alloc(const st_id *layer, uint64_t size, uint32_t cs, struct ix_chunks **out)
 {
-	struct ix_chunks *c = calloc(1, sizeof(*c));
+	struct ix_chunks *c = st_sys_calloc(1, sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;
@@ -69,7 +69,7 @@ static int chunks_alloc(const st_id *layer, uint64_t size, uint32_t cs, struct i
 	c->size = size;
 	c->chunk_size = cs;
 	c->n = (size + cs - 1) / cs;
-	if (!(c->hash = calloc(c->n ? c->n : 1, sizeof(*c->hash)))) {
+	if (!(c->hash = st_sys_calloc(c->n ? c->n : 1, sizeof(*c->hash)))) {
 		free(c);
 		return -ENOMEM;
 	}
@@ -87,18 +87,16 @@ int ix_chunks_build(int fd, const st_id *layer, uint64_t size, uint32_t chunk_si
 		return -EINVAL;
 	if ((rc = chunks_alloc(layer, size, chunk_size, &c)) < 0)
 		return rc;
-	if (!(buf = malloc(chunk_size))) {
+	if (!(buf = st_sys_malloc(chunk_size))) {
 		ix_chunks_free(c);
 		return -ENOMEM;
 	}
 	for (uint64_t i = 0; i < c->n; i++) {
 		uint64_t len = ix_chunk_len(c, i), got = 0;
 		while (got < len) {
-			ssize_t r = pread(fd, buf + got, len - got, (off_t)(ix_chunk_off(c, i) + got));
-			if (r < 0 && errno == EINTR)
-				continue;
+			ssize_t r = st_sys_pread(fd, buf + got, len - got, (off_t)(ix_chunk_off(c, i) + got));
 			if (r <= 0) {
-				rc = r < 0 ? -errno : ST_ELAYOUT; /* shorter than its size */
+				rc = r < 0 ? (int)r : ST_ELAYOUT; /* shorter than its size */
 				goto out_free;
 			}
 			got += (uint64_t)r;
@@ -117,7 +115,7 @@ out_free:
 int ix_chunks_encode(const struct ix_chunks *c, uint8_t **buf, size_t *len)
 {
 	size_t n = IX_CHUNKS_HEADER + (size_t)c->n * sizeof(st_id);
-	uint8_t *b = calloc(1, n);
+	uint8_t *b = st_sys_calloc(1, n);
 
 	if (!b)
 		return -ENOMEM;
@@ -179,7 +177,7 @@ int ix_lazy_rec_encode(const struct ix_chunks *c, const struct ix_lazy_source *f
 		return -ENAMETOOLONG;
 	if ((rc = ix_chunks_encode(c, &cb, &clen)) < 0)
 		return rc;
-	if (!(b = malloc(REC_HEAD + olen + clen))) {
+	if (!(b = st_sys_malloc(REC_HEAD + olen + clen))) {
 		free(cb);
 		return -ENOMEM;
 	}
@@ -312,10 +310,10 @@ int ix_lazy_rec_describe(struct ix *ix, MDB_txn *txn, const st_id *layer, char *
 		st_digest_format(r.manifest_sha, dg);
 	if (ix_lazy_file_open(ix->s, layer, "map", O_RDONLY, &fd) == 0) {
 		ssize_t n;
-		while ((n = read(fd, map, sizeof(map))) > 0)
+		while ((n = st_sys_read(fd, map, sizeof(map))) > 0)
 			for (ssize_t i = 0; i < n; i++)
 				present += map[i] == 1;
-		close(fd);
+		(void)st_sys_close(fd);
 	}
 	snprintf(buf, len, "lazy layer from %s%s (manifest %s), %" PRIu64 " of %" PRIu64 " chunks here: its bytes "
 		 "are checked only against that registry's chunk index, not yet against the layer's id ('strata pull' "
@@ -328,17 +326,7 @@ int ix_lazy_rec_describe(struct ix *ix, MDB_txn *txn, const st_id *layer, char *
 
 int ix_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t w = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		done += (size_t)w;
-	}
-	return 0;
+	return st_sys_pwrite_all(fd, buf, len, (off_t)off);
 }
 
 
@@ -350,11 +338,9 @@ static int chunk_good(int fd, const struct ix_chunks *c, uint64_t i, uint8_t *bu
 	st_id id;
 
 	while (got < len) {
-		ssize_t n = pread(fd, buf + got, len - got, (off_t)(ix_chunk_off(c, i) + got));
-		if (n < 0 && errno == EINTR)
-			continue;
+		ssize_t n = st_sys_pread(fd, buf + got, len - got, (off_t)(ix_chunk_off(c, i) + got));
 		if (n < 0)
-			return -errno;
+			return (int)n;
 		if (n == 0)
 			return 0;
 		got += (uint64_t)n;
@@ -372,8 +358,8 @@ static int chunk_unmark(struct st_store *s, int map_fd, uint64_t i)
 
 	if (rc < 0)
 		return rc;
-	if (st_store_sync(s) == ST_SYNC_FULL && fdatasync(map_fd) < 0)
-		return -errno;
+	if (st_store_sync(s) == ST_SYNC_FULL)
+		return st_sys_fdatasync(map_fd);
 	return 0;
 }
 
@@ -399,14 +385,14 @@ int ix_lazy_rec_check(struct ix *ix, MDB_txn *txn, const st_id *layer, bool drop
 	if ((rc = ix_lazy_file_open(ix->s, layer, "part", O_RDONLY, &part)) < 0 ||
 	    (rc = ix_lazy_file_open(ix->s, layer, "map", mode, &mfd)) < 0)
 		goto out;
-	if (!(map = calloc(c->n, 1)) || !(buf = malloc(c->chunk_size))) {
+	if (!(map = st_sys_calloc(c->n, 1)) || !(buf = st_sys_malloc(c->chunk_size))) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	/* The marks first: a chunk is marked only once its bytes are in .part. */
-	ssize_t got = pread(mfd, map, c->n, 0);
+	ssize_t got = st_sys_pread(mfd, map, c->n, 0);
 	if (got < 0) {
-		rc = -errno;
+		rc = (int)got;
 		goto out;
 	}
 	for (uint64_t i = 0; i < c->n && rc == 0; i++) {
@@ -433,9 +419,9 @@ out:
 	free(map);
 	free(buf);
 	if (mfd >= 0)
-		close(mfd);
+		(void)st_sys_close(mfd);
 	if (part >= 0)
-		close(part);
+		(void)st_sys_close(part);
 	ix_chunks_free(r.c);
 	return rc;
 }
@@ -470,13 +456,13 @@ int ix_lazy_file_open(struct st_store *s, const st_id *id, const char *ext, int 
 	int fd;
 
 	lazy_name(id, ext, name, sizeof(name));
-	fd = openat(st_store_dirfd(s), name, flags | O_CLOEXEC | O_NOFOLLOW, st_store_perm(s, ST_PERM_RW));
+	fd = st_sys_openat(st_store_dirfd(s), name, flags | O_NOFOLLOW, st_store_perm(s, ST_PERM_RW));
 	if (fd < 0)
-		return -errno;
+		return fd;
 	/* A layer's bytes: the store's mode exactly (docs/security.md). */
 	int rc = flags & O_CREAT ? st_store_fchmod(s, fd, ST_PERM_RW) : 0;
 	if (rc < 0) {
-		close(fd);
+		(void)st_sys_close(fd);
 		return rc;
 	}
 	*out = fd;
@@ -494,16 +480,14 @@ int ix_lazy_files_make(struct ix *ix, const st_id *layer, uint64_t size, uint64_
 		return rc;
 	if ((rc = ix_lazy_file_open(ix->s, layer, "map", O_RDWR | O_CREAT | O_TRUNC, &mfd)) < 0)
 		goto out_close;
-	if (ftruncate(pfd, (off_t)size) < 0 || ftruncate(mfd, (off_t)nchunks) < 0) {
-		rc = -errno;
+	if ((rc = st_sys_ftruncate(pfd, (off_t)size)) < 0 || (rc = st_sys_ftruncate(mfd, (off_t)nchunks)) < 0)
 		goto out_close;
-	}
-	if (st_store_sync(ix->s) == ST_SYNC_FULL && (fsync(pfd) < 0 || fsync(mfd) < 0))
-		rc = -errno;
+	if (st_store_sync(ix->s) == ST_SYNC_FULL && (rc = st_sys_fsync(pfd)) == 0)
+		rc = st_sys_fsync(mfd);
 out_close:
 	if (mfd >= 0)
-		close(mfd);
-	close(pfd);
+		(void)st_sys_close(mfd);
+	(void)st_sys_close(pfd);
 	return rc;
 }
 
@@ -512,9 +496,9 @@ void ix_lazy_files_del(struct ix *ix, const st_id *layer)
 	char name[64];
 
 	lazy_name(layer, "part", name, sizeof(name));
-	unlinkat(st_store_dirfd(ix->s), name, 0);
+	(void)st_sys_unlinkat(st_store_dirfd(ix->s), name, 0);
 	lazy_name(layer, "map", name, sizeof(name));
-	unlinkat(st_store_dirfd(ix->s), name, 0);
+	(void)st_sys_unlinkat(st_store_dirfd(ix->s), name, 0);
 }
 
 /* ------------------------------------------------------ dropping records */
@@ -585,7 +569,7 @@ static bool lazy_file_old(struct ix *ix, const char *name, int64_t cutoff_ns)
 {
 	struct stat sb;
 
-	if (fstatat(st_store_dirfd(ix->s), name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+	if (st_sys_fstatat(st_store_dirfd(ix->s), name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
 		return false;
 	return (int64_t)sb.st_mtim.tv_sec * 1000000000ll + sb.st_mtim.tv_nsec <= cutoff_ns;
 }
@@ -624,14 +608,10 @@ static int lazy_gc_fn(struct ix *ix, MDB_txn *txn, void *arg)
 	if (rc != MDB_NOTFOUND && rc < 0)
 		return rc;
 	/* Files no record names: a pull that did not commit, a completion cut short. */
-	int dfd = openat(st_store_dirfd(ix->s), "lazy", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	DIR *d = NULL;
 	struct dirent *e;
-	if (!d) {
-		if (dfd >= 0)
-			close(dfd);
+	if (st_sys_opendirat(st_store_dirfd(ix->s), "lazy", &d) < 0)
 		return changed ? 0 : IX_NOCHANGE;
-	}
 	while ((e = readdir(d))) {
 		char name[300];
 		st_id id;
@@ -641,7 +621,7 @@ static int lazy_gc_fn(struct ix *ix, MDB_txn *txn, void *arg)
 		if (mdb_get(txn, ix->lazy, &k, &v) == 0)
 			continue;
 		snprintf(name, sizeof(name), "lazy/%s", e->d_name);
-		if (lazy_file_old(ix, name, g->cutoff_ns) && unlinkat(st_store_dirfd(ix->s), name, 0) == 0)
+		if (lazy_file_old(ix, name, g->cutoff_ns) && st_sys_unlinkat(st_store_dirfd(ix->s), name, 0) == 0)
 			g->removed++;
 	}
 	closedir(d);

@@ -120,7 +120,7 @@ static int keys_add(struct keys *ks, const MDB_val *k)
 {
 	if (ST_ARRAY_RESERVE(ks->v, ks->cap, ks->n + 1) < 0)
 		return -ENOMEM;
-	void *p = malloc(k->mv_size ? k->mv_size : 1);
+	void *p = st_sys_malloc(k->mv_size ? k->mv_size : 1);
 	if (!p)
 		return -ENOMEM;
 	memcpy(p, k->mv_data, k->mv_size);

@@ -146,7 +146,7 @@ int ix_snap_load(struct ix *ix, MDB_txn *txn, const st_id *id, struct st_manifes
  * must not double-count if one ever did). */
 static int layer_set(const struct st_manifest *m, st_id **out, uint32_t *n)
 {
-	st_id *ids = calloc(m->nlayers ? m->nlayers : 1, sizeof(*ids));
+	st_id *ids = st_sys_calloc(m->nlayers ? m->nlayers : 1, sizeof(*ids));
 	uint32_t k = 0;
 
 	if (!ids)
@@ -378,7 +378,7 @@ int ix_snap_commit_chain_lazy(struct ix *ix, const struct st_manifest *const *ms
 		return -EINVAL;
 	if (tag && !st_name_valid(tag))
 		return ST_EBADNAME;
-	if (!(cc.c = calloc(n, sizeof(*cc.c))))
+	if (!(cc.c = st_sys_calloc(n, sizeof(*cc.c))))
 		return -ENOMEM;
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		char *json = NULL;
@@ -412,17 +412,15 @@ struct staged_ctx {
 
 int ix_stage_read(int fd, const struct ix_stage_link *l, char **out)
 {
-	char *buf = malloc(l->len + 1);
+	char *buf = st_sys_malloc(l->len + 1);
 	size_t got = 0;
 
 	if (!buf)
 		return -ENOMEM;
 	while (got < l->len) {
-		ssize_t r = pread(fd, buf + got, l->len - got, (off_t)(l->off + got));
-		if (r < 0 && errno == EINTR)
-			continue;
+		ssize_t r = st_sys_pread(fd, buf + got, l->len - got, (off_t)(l->off + got));
 		if (r <= 0) {
-			int rc = r < 0 ? -errno : ST_ECORRUPT;
+			int rc = r < 0 ? (int)r : ST_ECORRUPT;
 			free(buf);
 			return rc;
 		}
@@ -586,7 +584,7 @@ int ix_snap_get_raw(struct ix_txn *t, const st_id *id, const void **buf, size_t 
 	st_manifest_free(m);
 	if (rc < 0)
 		return rc == -ENOMEM ? rc : IX_ECORRUPT;
-	if (!(o = malloc(sizeof(*o) + jlen + 1))) {
+	if (!(o = st_sys_malloc(sizeof(*o) + jlen + 1))) {
 		free(json);
 		return -ENOMEM;
 	}
@@ -653,7 +651,7 @@ static int children_whole(struct ix *ix, MDB_txn *txn, const st_id *id)
 			continue;
 		if (n == cap) {
 			size_t ncap = cap ? 2 * cap : 8;
-			st_id *nk = realloc(kids, ncap * sizeof(*kids));
+			st_id *nk = st_sys_realloc(kids, ncap * sizeof(*kids));
 			if (!nk) {
 				rc = -ENOMEM;
 				break;

@@ -71,16 +71,14 @@ int ix_ws_load(struct ix *ix, const st_id *snap, struct st_ws **out, st_id *blob
 		rc = rc == -ENOENT ? IX_EMISSING : rc;
 		goto out_free;
 	}
-	if (!(buf = malloc(size ? size : 1))) {
+	if (!(buf = st_sys_malloc(size ? size : 1))) {
 		rc = -ENOMEM;
 		goto out_close;
 	}
 	while (got < size) {
-		ssize_t r = pread(fd, buf + got, size - got, (off_t)got);
-		if (r < 0 && errno == EINTR)
-			continue;
+		ssize_t r = st_sys_pread(fd, buf + got, size - got, (off_t)got);
 		if (r <= 0) {
-			rc = r < 0 ? -errno : IX_EMISSING;
+			rc = r < 0 ? (int)r : IX_EMISSING;
 			goto out_close;
 		}
 		got += (size_t)r;
@@ -96,7 +94,7 @@ int ix_ws_load(struct ix *ix, const st_id *snap, struct st_ws **out, st_id *blob
 	if (blob_out)
 		*blob_out = blob;
 out_close:
-	close(fd);
+	(void)st_sys_close(fd);
 out_free:
 	free(buf);
 	st_manifest_free(m);

@@ -59,8 +59,9 @@ static int put_layers(struct ix *ix, const struct st_manifest *m, const int *fds
 		bool dedup;
 		int rc;
 
-		if (lseek(fds[i], 0, SEEK_SET) < 0)
-			return -errno;
+		off_t at = st_sys_lseek(fds[i], 0, SEEK_SET);
+		if (at < 0)
+			return (int)at;
 		rc = st_blob_put_fd(ix->s, fds[i], &m->layers[i].id, NULL, &dedup);
 		if (rc < 0) {
 			st_id_format(&m->layers[i].id, hex);
@@ -95,7 +96,7 @@ static int heal_layers(struct ix *ix, const char *dir, const struct st_manifest 
 		if ((rc = st_snapdir_layer_open(dir, lid, &fd)) < 0)
 			return rc;
 		rc = st_blob_put_fd(ix->s, fd, lid, NULL, &dedup);
-		close(fd);
+		(void)st_sys_close(fd);
 		if (rc < 0)
 			return rc;
 		if (!dedup) { /* a layer listed twice is stored once */
@@ -152,8 +153,8 @@ int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flag
 
 	/* Every layer present with the size the manifest says, before any byte
 	 * is stored: a missing or truncated layer leaves the store untouched. */
-	fds = calloc(m->nlayers ? m->nlayers : 1, sizeof(*fds));
-	added = calloc(m->nlayers ? (size_t)m->nlayers * IMPORT_RETRIES : 1, sizeof(*added));
+	fds = st_sys_calloc(m->nlayers ? m->nlayers : 1, sizeof(*fds));
+	added = st_sys_calloc(m->nlayers ? (size_t)m->nlayers * IMPORT_RETRIES : 1, sizeof(*added));
 	if (!fds || !added) {
 		rc = -ENOMEM;
 		goto out_free;
@@ -170,8 +171,7 @@ int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flag
 				set_why(why, whylen, "layer %s is missing", hex, 0, 0);
 			goto out_close;
 		}
-		if (fstat(fds[nopen], &sb) < 0) {
-			rc = -errno;
+		if ((rc = st_sys_fstat(fds[nopen], &sb)) < 0) {
 			nopen++;
 			goto out_close;
 		}
@@ -198,7 +198,7 @@ int ix_import_dir(struct ix *ix, const char *dir, const char *tag, unsigned flag
 	}
 out_close:
 	for (uint32_t i = 0; i < nopen; i++)
-		close(fds[i]);
+		(void)st_sys_close(fds[i]);
 out_done:
 	if (rc == 0) {
 		if (out_id)

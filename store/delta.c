@@ -99,7 +99,7 @@ static int overrides_make(const struct st_manifest *p, const struct st_manifest 
 			} else {
 				if (k == cap) {
 					size_t ncap = cap ? cap * 2 : 64;
-					struct ov *nv = realloc(v, ncap * sizeof(*v));
+					struct ov *nv = st_sys_realloc(v, ncap * sizeof(*v));
 					if (!nv) {
 						free(v);
 						return -ENOMEM;

@@ -174,6 +174,29 @@ int st_sys_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int st_sys_pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+	const char *p = buf;
+	int rc = step();
+
+	if (rc < 0)
+		return rc;
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		off += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int st_sys_write_file_synced(int dirfd, const char *name, const void *buf, size_t len, mode_t mode)
 {
 	int fd = st_sys_openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC, mode);
@@ -201,6 +224,19 @@ int st_sys_fsync(int fd)
 	if (rc < 0)
 		return rc;
 	while (fsync(fd) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+int st_sys_fdatasync(int fd)
+{
+	int rc = step();
+
+	if (rc < 0)
+		return rc;
+	while (fdatasync(fd) < 0) {
 		if (errno != EINTR)
 			return -errno;
 	}
@@ -308,6 +344,15 @@ int st_sys_ftruncate(int fd, off_t len)
 			return -errno;
 	}
 	return 0;
+}
+
+int st_sys_madvise_drop(void *addr, size_t len)
+{
+	int rc = step();
+
+	if (rc < 0)
+		return rc;
+	return madvise(addr, len, MADV_DONTNEED) < 0 ? -errno : 0;
 }
 
 void *st_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, int *err)
@@ -471,6 +516,15 @@ ssize_t st_sys_getxattr(const char *path, const char *name, void *buf, size_t si
 		n = nofollow ? lgetxattr(path, name, buf, size) : getxattr(path, name, buf, size);
 	while (n < 0 && errno == EINTR);
 	return n < 0 ? -errno : n;
+}
+
+int st_sys_fstatfs(int fd, struct statfs *out)
+{
+	int rc = step();
+
+	if (rc < 0)
+		return rc;
+	return fstatfs(fd, out) < 0 ? -errno : 0;
 }
 
 int st_sys_statfs(const char *path, struct statfs *out)

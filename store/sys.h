@@ -48,12 +48,15 @@ ssize_t st_sys_read(int fd, void *buf, size_t len);
 ssize_t st_sys_pread(int fd, void *buf, size_t len, off_t off);
 /* Write all len bytes (loops on short writes); returns 0 or -errno. */
 int st_sys_write_all(int fd, const void *buf, size_t len);
+/* The same at offset off (pwrite; the file offset is not moved). */
+int st_sys_pwrite_all(int fd, const void *buf, size_t len, off_t off);
 /* Create (or truncate) dirfd/name with mode exactly (fchmod: the umask does
  * not narrow it), write buf, fsync and close it;
  * on any failure the file is removed. Built on the calls above, so each
  * step can be failed by fault injection. */
 int st_sys_write_file_synced(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
 int st_sys_fsync(int fd);
+int st_sys_fdatasync(int fd);
 int st_sys_fstat(int fd, struct stat *st);
 int st_sys_fstatat(int dirfd, const char *path, struct stat *st, int flags);
 int st_sys_fchmod(int fd, mode_t mode);
@@ -71,6 +74,9 @@ int st_sys_ftruncate(int fd, off_t len);
 off_t st_sys_lseek(int fd, off_t off, int whence);
 /* madvise hint; failures are ignored by callers, so not counted. */
 void st_sys_madvise(void *addr, size_t len, int advice);
+/* madvise(MADV_DONTNEED) where the drop is needed (a reset's pages read
+ * as their source again): counted, 0 or -errno. */
+int st_sys_madvise_drop(void *addr, size_t len);
 /* mmap; on failure returns NULL and *err = -errno. */
 void *st_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, int *err);
 int st_sys_munmap(void *addr, size_t len);
@@ -97,6 +103,7 @@ int st_sys_punch_hole(int fd, off_t off, off_t len);
 /* getxattr(2), or lgetxattr(2) with nofollow: the value's length. */
 ssize_t st_sys_getxattr(const char *path, const char *name, void *buf, size_t size, int nofollow);
 int st_sys_statfs(const char *path, struct statfs *out);
+int st_sys_fstatfs(int fd, struct statfs *out);
 /* memfd_create(2); MFD_CLOEXEC is added. */
 int st_sys_memfd_create(const char *name, unsigned flags);
 /* sendfile(2) from in_fd at *off to out_fd: bytes copied (0 at in_fd's end). */

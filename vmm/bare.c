@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "store/sys.h"
 #include "vmm/bare.h"
 #include "vmm/vmm_int.h"
 
@@ -25,7 +26,7 @@ struct vmm_bare {
  * hypercall page in a loop) in a process-backend sandbox. */
 static int bare_process_new(const struct vmm_layout *l, const uint8_t *mem, uint64_t code, struct vmm_bare *b)
 {
-	struct vmm_sandbox *sb = calloc(1, sizeof(*sb));
+	struct vmm_sandbox *sb = st_sys_calloc(1, sizeof(*sb));
 	struct vmm_vcpu_state st;
 	bool ready;
 	int rc;
@@ -98,7 +99,7 @@ int vmm_bare_new(enum vmm_bare_mode mode, struct vmm_bare **out)
 	rc = vmm_layout_compute(&cfg, STRATA_IMAGE_BASE, STRATA_IMAGE_BASE + VMM_PAGE, &l);
 	if (rc < 0)
 		return rc;
-	b = calloc(1, sizeof(*b));
+	b = st_sys_calloc(1, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
 	b->kvm.vm_fd = b->kvm.vcpu_fd = -1;
@@ -111,13 +112,11 @@ int vmm_bare_new(enum vmm_bare_mode mode, struct vmm_bare **out)
 		return 0;
 	}
 	b->size = l.mem_size;
-	b->mem = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (b->mem == MAP_FAILED) {
-		b->mem = NULL;
-		rc = -errno;
+	b->mem = st_sys_mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0,
+			     &rc);
+	if (!b->mem)
 		goto out_free;
-	}
-	uint8_t *perms = calloc(l.low_end / VMM_PAGE, 1);
+	uint8_t *perms = st_sys_calloc(l.low_end / VMM_PAGE, 1);
 	if (!perms) {
 		rc = -ENOMEM;
 		goto out_free;
@@ -199,6 +198,6 @@ void vmm_bare_free(struct vmm_bare *b)
 	vmm_sandbox_destroy(b->sb);
 	vmm_kvm_close(&b->kvm);
 	if (b->mem)
-		munmap(b->mem, b->size);
+		(void)st_sys_munmap(b->mem, b->size);
 	free(b);
 }

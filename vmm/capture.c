@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "store/array.h"
+#include "store/sys.h"
 #include "vmm/snap_int.h"
 
 /* Append, merging with the last segment when it continues it. */
@@ -89,7 +90,7 @@ static int compact(const struct vmm_segv *segs, unsigned cap, struct vmm_segv *r
 	/* Fill the smallest gaps: find the gap-length threshold by sorting. */
 	if (spans.n > cap && cap > 0) {
 		size_t ng = spans.n - 1, fill = spans.n - cap;
-		uint64_t *gaps = malloc(ng * sizeof(*gaps));
+		uint64_t *gaps = st_sys_malloc(ng * sizeof(*gaps));
 		if (!gaps) {
 			rc = -ENOMEM;
 			goto out_free;
@@ -162,12 +163,12 @@ int vmm_changes_manifest(struct vmm_sandbox *sb, const struct vmm_snap *s, const
 
 	if ((rc = st_manifest_new(&m)) < 0)
 		return rc;
-	remap = malloc((nold + 1) * sizeof(*remap));
-	m->layers = calloc(nold + 1, sizeof(*m->layers));
+	remap = st_sys_malloc((nold + 1) * sizeof(*remap));
+	m->layers = st_sys_calloc(nold + 1, sizeof(*m->layers));
 	size_t nr = 0;
 	for (size_t i = 0; i < segs->n; i++)
 		nr += segs->v[i].layer >= 0;
-	m->ranges = calloc(nr ? nr : 1, sizeof(*m->ranges));
+	m->ranges = st_sys_calloc(nr ? nr : 1, sizeof(*m->ranges));
 	if (!remap || !m->layers || !m->ranges) {
 		rc = -ENOMEM;
 		goto out_free;
@@ -389,12 +390,9 @@ int vmm_sandbox_capture(struct vmm_sandbox *sb, struct st_store *st, struct st_m
 			goto out_free;
 		nl.id = new_id;
 		nl.pages = new_pages;
-		nl.src = mmap(NULL, new_pages * VMM_PAGE, PROT_READ, MAP_SHARED, nl.fd, 0);
-		if (nl.src == MAP_FAILED) {
-			rc = -errno;
-			nl.src = NULL;
+		nl.src = st_sys_mmap(NULL, new_pages * VMM_PAGE, PROT_READ, MAP_SHARED, nl.fd, 0, &rc);
+		if (!nl.src)
 			goto out_free;
-		}
 	}
 
 	/* 4. The manifest. */
@@ -449,7 +447,7 @@ int vmm_sandbox_rebase(struct vmm_sandbox *sb, const struct st_manifest *m, cons
 	if (s->debug && (st_manifest_id(m, &pid, NULL, 0) < 0 || memcmp(&pid, id, sizeof(pid)) != 0))
 		return VMM_E_STALE;
 	struct st_manifest *pm = s->pending;
-	layers = calloc(pm->nlayers + 1, sizeof(*layers));
+	layers = st_sys_calloc(pm->nlayers + 1, sizeof(*layers));
 	if (!layers)
 		return -ENOMEM;
 	if ((rc = vmm_snap_segs(pm, sb->mem_size / VMM_PAGE, &segs, &nsegs)) < 0)

@@ -8,6 +8,7 @@
 #include <sys/procfs.h>
 #include <unistd.h>
 
+#include "store/sys.h"
 #include "vmm/backend.h"
 #include "vmm/vmm_int.h"
 
@@ -76,23 +77,6 @@ static bool page_zero(const uint8_t *p)
 	return true;
 }
 
-static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
-
 int vmm_sandbox_core(struct vmm_sandbox *sb, const char *path, struct vmm_error *err)
 {
 	struct vmm_vcpu_state st;
@@ -127,14 +111,14 @@ int vmm_sandbox_core(struct vmm_sandbox *sb, const char *path, struct vmm_error 
 		{ .p_type = PT_LOAD, .p_flags = PF_R | PF_W | PF_X, .p_offset = (Elf64_Off)mem_off, .p_vaddr = 0,
 		  .p_paddr = 0, .p_filesz = sb->mem_size, .p_memsz = sb->mem_size, .p_align = VMM_PAGE },
 	};
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = st_sys_openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	if (fd < 0)
-		return vmm_fail(err, -errno, "cannot create %s: %s", path, strerror(errno));
-	if ((rc = pwrite_all(fd, &eh, sizeof(eh), 0)) < 0 ||
-	    (rc = pwrite_all(fd, ph, sizeof(ph), sizeof(eh))) < 0 ||
-	    (rc = pwrite_all(fd, notes, nlen, note_off)) < 0)
+		return vmm_fail(err, fd, "cannot create %s: %s", path, strerror(-fd));
+	if ((rc = st_sys_pwrite_all(fd, &eh, sizeof(eh), 0)) < 0 ||
+	    (rc = st_sys_pwrite_all(fd, ph, sizeof(ph), sizeof(eh))) < 0 ||
+	    (rc = st_sys_pwrite_all(fd, notes, nlen, note_off)) < 0)
 		goto out_close;
-	if (sb->be->page_read && !(buf = malloc(VMM_PAGE))) {
+	if (sb->be->page_read && !(buf = st_sys_malloc(VMM_PAGE))) {
 		rc = -ENOMEM;
 		goto out_close;
 	}
@@ -145,17 +129,17 @@ int vmm_sandbox_core(struct vmm_sandbox *sb, const char *path, struct vmm_error 
 			rc = -EIO;
 			goto out_close;
 		}
-		if (!page_zero(page) && (rc = pwrite_all(fd, page, VMM_PAGE, mem_off + (off_t)(p * VMM_PAGE))) < 0)
+		if (!page_zero(page) && (rc = st_sys_pwrite_all(fd, page, VMM_PAGE, mem_off + (off_t)(p * VMM_PAGE))) < 0)
 			goto out_close;
 	}
-	if (ftruncate(fd, mem_off + (off_t)sb->mem_size) < 0)
-		rc = -errno;
+	rc = st_sys_ftruncate(fd, mem_off + (off_t)sb->mem_size);
 out_close:
 	free(buf);
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
+	int crc = st_sys_close(fd);
+	if (crc < 0 && rc == 0)
+		rc = crc;
 	if (rc < 0) {
-		unlink(path);
+		(void)st_sys_unlinkat(AT_FDCWD, path, 0);
 		return vmm_fail(err, rc, "cannot write the core file %s: %s", path, strerror(-rc));
 	}
 	return 0;

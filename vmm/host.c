@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/sys.h"
 #include "vmm/snap_int.h"
 
 /* docs/restore-from-path.md measures what 8 of each save; the limits bound
@@ -50,7 +51,7 @@ int vmm_host_new(const struct vmm_host_config *cfg, struct vmm_host **out, struc
 	if (cfg->backend != VMM_BACKEND_AUTO && !vmm_backend_of(cfg->backend))
 		return vmm_fail(err, VMM_E_BAD_CONFIG, "unknown backend %d (%s)", (int)cfg->backend,
 				vmm_backend_names(why, sizeof(why)));
-	h = calloc(1, sizeof(*h));
+	h = st_sys_calloc(1, sizeof(*h));
 	if (!h)
 		return vmm_fail(err, -ENOMEM, "out of memory");
 	struct st_snapcache_limits lim = { .manifests = cfg->snapdir_manifests,

@@ -114,7 +114,7 @@ static void memsnap_destroy(struct vmm_memsnap *ms)
  * manifest and segments, a descriptor of each layer. */
 static int memsnap_new(const struct vmm_snap *s, const struct vmm_snap_alt *a, struct vmm_memsnap **out)
 {
-	struct vmm_memsnap *ms = calloc(1, sizeof(*ms));
+	struct vmm_memsnap *ms = st_sys_calloc(1, sizeof(*ms));
 	int rc;
 
 	if (!ms)
@@ -127,8 +127,8 @@ static int memsnap_new(const struct vmm_snap *s, const struct vmm_snap_alt *a, s
 	ms->nsegs = a->nsegs;
 	if ((rc = st_manifest_dup(a->m, &ms->m)) < 0)
 		goto out_free;
-	ms->segs = malloc(a->nsegs * sizeof(*ms->segs));
-	ms->layers = calloc(a->m->nlayers + 1, sizeof(*ms->layers));
+	ms->segs = st_sys_malloc(a->nsegs * sizeof(*ms->segs));
+	ms->layers = st_sys_calloc(a->m->nlayers + 1, sizeof(*ms->layers));
 	if (!ms->segs || !ms->layers) {
 		rc = -ENOMEM;
 		goto out_free;
@@ -194,7 +194,7 @@ int vmm_sandbox_snapshot_mem(struct vmm_sandbox *sb, struct vmm_memsnap **out)
 		goto out_free;
 	/* Each layer: the memfd just written, or the current snapshot's (the
 	 * same one, taken over as a rebase does). */
-	if (!(layers = calloc(n.m->nlayers + 1, sizeof(*layers)))) {
+	if (!(layers = st_sys_calloc(n.m->nlayers + 1, sizeof(*layers)))) {
 		rc = -ENOMEM;
 		goto out_free;
 	}
@@ -258,8 +258,8 @@ static int alt_build(const struct vmm_memsnap *ms, struct vmm_snap_alt *a)
 	int rc;
 
 	*a = (struct vmm_snap_alt){ .valid = true, .key = ms->key, .id = ms->id, .vcpu = ms->vcpu, .nsegs = ms->nsegs };
-	a->segs = malloc(ms->nsegs * sizeof(*a->segs));
-	a->layers = calloc(nl + 1, sizeof(*a->layers));
+	a->segs = st_sys_malloc(ms->nsegs * sizeof(*a->segs));
+	a->layers = st_sys_calloc(nl + 1, sizeof(*a->layers));
 	if (!a->segs || !a->layers) {
 		rc = -ENOMEM;
 		goto out_free;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "store/sys.h"
 #include "vmm/snap_int.h"
 
 /*
@@ -194,12 +195,12 @@ int vmm_policy_write(const char *path, const struct vmm_policy *p, const struct 
 		snprintf(why, whylen, "%s: path too long", path);
 		return -ENAMETOOLONG;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = st_sys_openat(AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0 || !(f = fdopen(fd, "w"))) {
-		rc = -errno;
-		snprintf(why, whylen, "cannot write %s: %s", tmp, strerror(errno));
+		rc = fd < 0 ? fd : -errno;
+		snprintf(why, whylen, "cannot write %s: %s", tmp, strerror(-rc));
 		if (fd >= 0)
-			close(fd);
+			(void)st_sys_close(fd);
 		return rc;
 	}
 	fprintf(f, "# strata reset policy (docs/restore.md), written by `strata calibrate`\n");
@@ -208,21 +209,19 @@ int vmm_policy_write(const char *path, const struct vmm_policy *p, const struct 
 	for (size_t i = 0; i < nnotes; i++)
 		fprintf(f, "measured_%s = %.2f\n", notes[i].name, notes[i].value);
 	/* The whole file or nothing: flushed, synced, then renamed over path. */
-	bool ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0;
-	rc = ok ? 0 : -errno;
+	rc = fflush(f) == 0 && !ferror(f) ? st_sys_fsync(fileno(f)) : -errno;
+	bool ok = rc == 0;
 	if (fclose(f) != 0 && ok) {
 		ok = false;
 		rc = -errno;
 	}
-	if (ok && rename(tmp, path) < 0) {
+	if (ok && (rc = st_sys_renameat(AT_FDCWD, tmp, AT_FDCWD, path)) < 0)
 		ok = false;
-		rc = -errno;
-	}
 	if (!ok) {
 		if (rc == 0)
 			rc = -EIO;
 		snprintf(why, whylen, "cannot write %s: %s", path, strerror(-rc));
-		unlink(tmp);
+		(void)st_sys_unlinkat(AT_FDCWD, tmp, 0);
 		return rc;
 	}
 	return 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "store/store.h"
+#include "store/sys.h"
 #include "vmm/vmm_int.h"
 
 struct vmm_pool {
@@ -31,7 +32,7 @@ int vmm_pool_new(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx,
 		}
 		return VMM_E_BAD_CONFIG;
 	}
-	p = calloc(1, sizeof(*p));
+	p = st_sys_calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
@@ -39,8 +40,8 @@ int vmm_pool_new(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx,
 	p->ctx = ctx;
 	if (cfg)
 		p->cfg = *cfg;
-	p->sb = calloc(n, sizeof(*p->sb));
-	p->busy = calloc(n, sizeof(*p->busy));
+	p->sb = st_sys_calloc(n, sizeof(*p->sb));
+	p->busy = st_sys_calloc(n, sizeof(*p->busy));
 	if (!p->sb || !p->busy || (rc = st_manifest_dup(m, &p->m)) < 0) {
 		rc = -ENOMEM;
 		goto out_free;

@@ -40,24 +40,24 @@ void vmm_snap_layer_close(struct vmm_snap_layer *l)
  */
 static void lazy_read_ahead(int fd, uint64_t size)
 {
-	char *buf = malloc(READ_PIECE);
+	char *buf = st_sys_malloc(READ_PIECE);
 	off_t at = 0, end;
 
 	if (!buf)
 		return;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
-	while ((uint64_t)at < size && (at = lseek(fd, at, SEEK_DATA)) >= 0) {
-		if ((end = lseek(fd, at, SEEK_HOLE)) < 0)
+	while ((uint64_t)at < size && (at = st_sys_lseek(fd, at, SEEK_DATA)) >= 0) {
+		if ((end = st_sys_lseek(fd, at, SEEK_HOLE)) < 0)
 			end = (off_t)size;
 		for (off_t p = at; p < end; p += READ_PIECE)
-			if (pread(fd, buf, end - p < READ_PIECE ? (size_t)(end - p) : READ_PIECE, p) <= 0)
+			if (st_sys_pread(fd, buf, end - p < READ_PIECE ? (size_t)(end - p) : READ_PIECE, p) <= 0)
 				break;
 		at = end;
 	}
 	free(buf);
 }
 
-int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open, void *ctx,
+int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn opener, void *ctx,
 			struct vmm_snap_layer *out, char *why, size_t whylen)
 {
 	char hex[ST_ID_HEX_LEN + 1];
@@ -65,7 +65,7 @@ int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open,
 	int fd = -1, rc;
 
 	st_id_format(id, hex);
-	rc = open(ctx, id, &fd);
+	rc = opener(ctx, id, &fd);
 	if (rc < 0) {
 		if (why)
 			snprintf(why, whylen, "layer %s cannot be opened: %s", hex,
@@ -90,8 +90,8 @@ int vmm_snap_layer_open(const st_id *id, uint64_t pages, vmm_layer_open_fn open,
 	 * absent and some present (a working set fetched ahead). Without any
 	 * present the kernel's read-around is the only read-ahead, and keeps
 	 * fewer round trips: docs/lazy.md has both measured. */
-	bool on_fuse = pages && fstatfs(fd, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC &&
-		       lseek(fd, 0, SEEK_HOLE) < (off_t)(pages * VMM_PAGE) && lseek(fd, 0, SEEK_DATA) >= 0;
+	bool on_fuse = pages && st_sys_fstatfs(fd, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC &&
+		       st_sys_lseek(fd, 0, SEEK_HOLE) < (off_t)(pages * VMM_PAGE) && st_sys_lseek(fd, 0, SEEK_DATA) >= 0;
 	if (on_fuse)
 		lazy_read_ahead(fd, pages * VMM_PAGE);
 	*out = (struct vmm_snap_layer){ .id = *id, .pages = pages, .fd = fd, .src = src, .on_fuse = on_fuse };
@@ -104,7 +104,7 @@ out_close:
 int vmm_snap_segs(const struct st_manifest *m, uint64_t total, struct vmm_seg **out, size_t *n)
 {
 	size_t cap = 2 * (m ? m->nranges : 0) + 1, k = 0;
-	struct vmm_seg *v = malloc(cap * sizeof(*v));
+	struct vmm_seg *v = st_sys_malloc(cap * sizeof(*v));
 	uint64_t p = 0;
 
 	if (!v)
@@ -157,7 +157,7 @@ const uint8_t *vmm_snap_page(const struct vmm_snap *s, uint64_t p)
 
 static struct vmm_snap *snap_new(struct vmm_sandbox *sb)
 {
-	struct vmm_snap *s = calloc(1, sizeof(*s));
+	struct vmm_snap *s = st_sys_calloc(1, sizeof(*s));
 	uint64_t pages = sb->mem_size / VMM_PAGE;
 
 	if (!s)
@@ -165,10 +165,11 @@ static struct vmm_snap *snap_new(struct vmm_sandbox *sb)
 	/* Anonymous memory: only entries of pages that were ever written become
 	 * resident, so a sandbox pays for its ages in proportion to its writes. */
 	s->age_size = pages;
-	s->age = mmap(NULL, pages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (s->age == MAP_FAILED || vmm_snap_segs(NULL, pages, &s->segs, &s->nsegs) < 0) {
-		if (s->age != MAP_FAILED)
-			munmap(s->age, pages);
+	int err;
+	s->age = st_sys_mmap(NULL, pages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0, &err);
+	if (!s->age || vmm_snap_segs(NULL, pages, &s->segs, &s->nsegs) < 0) {
+		if (s->age)
+			(void)st_sys_munmap(s->age, pages);
 		free(s);
 		return NULL;
 	}
@@ -209,7 +210,7 @@ void vmm_snap_free(struct vmm_snap *s)
 	st_manifest_free(s->pending);
 	vmm_snap_layer_close(&s->pending_layer);
 	free(s->segs);
-	munmap(s->age, s->age_size);
+	(void)st_sys_munmap(s->age, s->age_size);
 	vmm_runs_free(&s->scan);
 	vmm_snap_alt_free(s);
 	free(s);
@@ -379,8 +380,9 @@ int vmm_snap_remap(struct vmm_sandbox *sb, const struct vmm_seg *old, size_t nol
 static int drop_runs(struct vmm_snap *s, uint8_t *mem, const struct vmm_runs *drop)
 {
 	for (size_t i = 0; i < drop->n; i++) {
-		if (madvise(mem + drop->v[i].gpage * VMM_PAGE, drop->v[i].npages * VMM_PAGE, MADV_DONTNEED) < 0)
-			return -errno;
+		int rc = st_sys_madvise_drop(mem + drop->v[i].gpage * VMM_PAGE, drop->v[i].npages * VMM_PAGE);
+		if (rc < 0)
+			return rc;
 		s->stats.madvise_calls++;
 		s->stats.pages_dropped += drop->v[i].npages;
 	}

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "store/sys.h"
 #include "vmm/snap_int.h"
 
 int vmm_layer_open_store(void *ctx, const st_id *id, int *fd)
@@ -65,11 +66,11 @@ out_free:
 
 static int dup_open(void *ctx, const st_id *id, int *fd)
 {
-	int d = dup(*(const int *)ctx);
+	int d = st_sys_dup(*(const int *)ctx);
 
 	(void)id;
 	if (d < 0)
-		return -errno;
+		return d;
 	*fd = d;
 	return 0;
 }
@@ -79,7 +80,7 @@ static int dup_open(void *ctx, const st_id *id, int *fd)
 static int layers_open(const struct st_manifest *m, const struct vmm_snap_layer *have, uint32_t nhave,
 		       vmm_layer_open_fn open, void *ctx, struct vmm_snap_layer **out, char *why, size_t whylen)
 {
-	struct vmm_snap_layer *v = calloc(m->nlayers + 1, sizeof(*v));
+	struct vmm_snap_layer *v = st_sys_calloc(m->nlayers + 1, sizeof(*v));
 	int rc = 0;
 
 	if (!v)
@@ -260,7 +261,7 @@ int vmm_sandbox_from_snapshot(const struct st_manifest *m, vmm_layer_open_fn ope
 			  (unsigned long long)l->out_size);
 		goto out_free_fns;
 	}
-	sb = calloc(1, sizeof(*sb));
+	sb = st_sys_calloc(1, sizeof(*sb));
 	if (!sb) {
 		rc = vmm_fail(err, -ENOMEM, "out of memory");
 		goto out_free_fns;

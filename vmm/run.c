@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 
+#include "store/sys.h"
 #include "vmm/vmm_int.h"
 
 /* The signal that kicks a vCPU thread out of KVM_RUN (kill, timeouts). */
@@ -532,7 +533,7 @@ static int result_read(struct vmm_sandbox *sb, const struct vmm_fn *f, uint32_t 
 		if (!d)
 			return vmm_run_fail(sb, VMM_E_BAD_HYPERCALL, "%s: result at 0x%llx+%llu is outside guest memory",
 					    f->name, (unsigned long long)r.ret.addr, (unsigned long long)r.ret.len);
-		res->data = malloc(r.ret.len + 1);
+		res->data = st_sys_malloc(r.ret.len + 1);
 		if (!res->data)
 			return vmm_run_fail(sb, -ENOMEM, "out of memory for a %llu-byte result",
 					    (unsigned long long)r.ret.len);

@@ -292,7 +292,7 @@ static int register_locked(struct vmm_sandbox *sb, const char *name, const struc
 			return 0;
 		}
 	}
-	if (ST_ARRAY_RESERVE(sb->hfns, sb->hfns_cap, sb->nhfns + 1) < 0 || !(h.name = strdup(name)))
+	if (ST_ARRAY_RESERVE(sb->hfns, sb->hfns_cap, sb->nhfns + 1) < 0 || !(h.name = st_sys_strdup(name)))
 		return vmm_fail(err, -ENOMEM, "host function %s: out of memory", name);
 	sb->hfns[sb->nhfns++] = h;
 	return 0;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "store/store.h"
+#include "store/sys.h"
 #include "vmm/vmm_int.h"
 
 struct vmm_snapdir {
@@ -34,7 +35,7 @@ int vmm_snapdir_open(struct vmm_host *host, const char *path, unsigned flags, st
 			  (flags & VMM_SNAPDIR_MAP_FILES ? ST_SNAPDIR_MAP_FILES : 0);
 	int rc;
 
-	if (!(d = calloc(1, sizeof(*d))))
+	if (!(d = st_sys_calloc(1, sizeof(*d))))
 		return vmm_fail(err, -ENOMEM, "out of memory");
 	if ((rc = st_snapdir_open(path, sflags, host_cache(host), &d->sd, why, sizeof(why))) < 0) {
 		free(d);

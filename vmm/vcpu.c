@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "store/sys.h"
 #include "vmm/snap_int.h"
 
 /*
@@ -348,7 +349,7 @@ int vmm_guest_from_json(const char *json, struct vmm_layout *lout, struct vmm_fn
 		rc = bad(why, whylen, "guest function table missing or too long");
 		goto out_free;
 	}
-	fns = calloc(json_array_size(fj) + 1, sizeof(*fns));
+	fns = st_sys_calloc(json_array_size(fj) + 1, sizeof(*fns));
 	if (!fns) {
 		rc = -ENOMEM;
 		goto out_free;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store/sys.h"
 #include "vmm/snap_int.h"
 
 /*
@@ -44,7 +45,7 @@ static bool same_layer_files(const struct vmm_snap *a, const struct vmm_snap *b)
 		return false;
 	for (uint32_t i = 0; i < a->m->nlayers; i++) {
 		struct stat x, y;
-		if (fstat(a->layers[i].fd, &x) < 0 || fstat(b->layers[i].fd, &y) < 0 || x.st_dev != y.st_dev ||
+		if (st_sys_fstat(a->layers[i].fd, &x) < 0 || st_sys_fstat(b->layers[i].fd, &y) < 0 || x.st_dev != y.st_dev ||
 		    x.st_ino != y.st_ino)
 			return false;
 	}
@@ -114,25 +115,25 @@ bool vmm_warm_park(struct vmm_sandbox *sb)
 }
 
 /* Does every layer of m open to the file sb's snapshot maps? */
-static bool same_files(const struct vmm_snap *s, const struct st_manifest *m, vmm_layer_open_fn open, void *ctx)
+static bool same_files(const struct vmm_snap *s, const struct st_manifest *m, vmm_layer_open_fn opener, void *ctx)
 {
 	if (!s->m || s->m->nlayers != m->nlayers)
 		return false;
 	for (uint32_t i = 0; i < m->nlayers; i++) {
 		struct stat a, b;
 		int fd = -1;
-		if (!st_id_equal(&s->layers[i].id, &m->layers[i].id) || open(ctx, &m->layers[i].id, &fd) < 0)
+		if (!st_id_equal(&s->layers[i].id, &m->layers[i].id) || opener(ctx, &m->layers[i].id, &fd) < 0)
 			return false;
-		bool same = fstat(fd, &a) == 0 && fstat(s->layers[i].fd, &b) == 0 && a.st_dev == b.st_dev &&
-			    a.st_ino == b.st_ino;
-		close(fd);
+		bool same = st_sys_fstat(fd, &a) == 0 && st_sys_fstat(s->layers[i].fd, &b) == 0 &&
+			    a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+		(void)st_sys_close(fd);
 		if (!same)
 			return false;
 	}
 	return true;
 }
 
-struct vmm_sandbox *vmm_warm_take(const struct st_manifest *m, vmm_layer_open_fn open, void *ctx,
+struct vmm_sandbox *vmm_warm_take(const struct st_manifest *m, vmm_layer_open_fn opener, void *ctx,
 				  const struct vmm_config *cfg)
 {
 	struct vmm_sandbox *cand[WARM_LIMIT], *sb = NULL;
@@ -163,7 +164,7 @@ struct vmm_sandbox *vmm_warm_take(const struct st_manifest *m, vmm_layer_open_fn
 	enum vmm_backend_kind kind = vmm_backend_resolve(h, cfg ? cfg->backend : VMM_BACKEND_AUTO);
 	bool usable = n > 0 && vmm_sandbox_cfg_fits(&cand[0]->layout, cfg);
 	for (unsigned i = 0; i < n; i++) {
-		if (!sb && usable && cand[i]->be->kind == kind && same_files(cand[i]->snap, m, open, ctx))
+		if (!sb && usable && cand[i]->be->kind == kind && same_files(cand[i]->snap, m, opener, ctx))
 			sb = cand[i];
 		else if (!warm_push(h, cand[i])) /* back: no more than were there, unless the limit fell */
 			vmm_sandbox_destroy(cand[i]);

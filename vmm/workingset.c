@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/sys.h"
 #include "vmm/snap_int.h"
 
 int vmm_sandbox_working_set(struct vmm_sandbox *sb, struct st_ws **out, uint64_t *mapped)
@@ -18,7 +19,7 @@ int vmm_sandbox_working_set(struct vmm_sandbox *sb, struct st_ws **out, uint64_t
 		return VMM_E_NO_PAGEMAP;
 	if ((rc = sb->be->touched_scan(sb, &r)) < 0)
 		goto out_free;
-	if (r.n && !(g = calloc(r.n, sizeof(*g)))) {
+	if (r.n && !(g = st_sys_calloc(r.n, sizeof(*g)))) {
 		rc = -ENOMEM;
 		goto out_free;
 	}

@@ -14,6 +14,7 @@
 
 #include "store/error.h"
 #include "index/dist/dist.h"
+#include "store/sys.h"
 
 /* ------------------------------------------------------------ auth files */
 
@@ -64,7 +65,7 @@ static int helper_take(json_t *v, const char *path, const char *what, char **hel
 			snprintf(why, whylen, "%s: %s is not the name of a docker-credential-NAME helper", path, what);
 		return ST_EFORMAT;
 	}
-	if (!(*helper = strdup(json_string_value(v))))
+	if (!(*helper = st_sys_strdup(json_string_value(v))))
 		return -ENOMEM;
 	return 2;
 }
@@ -125,12 +126,12 @@ int ix_registry_auth_lookup(const char *path, const char *host, char **user, cha
 				goto out_decref;
 			}
 			*sep = '\0';
-			nu = strdup(dec);
-			np = strdup(sep + 1);
+			nu = st_sys_strdup(dec);
+			np = st_sys_strdup(sep + 1);
 			free(dec);
 		} else if (json_is_string(u) && json_is_string(p)) {
-			nu = strdup(json_string_value(u));
-			np = strdup(json_string_value(p));
+			nu = st_sys_strdup(json_string_value(u));
+			np = st_sys_strdup(json_string_value(p));
 		} else {
 			continue;
 		}
@@ -159,7 +160,7 @@ int ix_registry_helper_parse(const char *out, size_t len, char **user, char **pa
 			snprintf(why, whylen, "the helper gave an identity token (Username \"<token>\"), which strata "
 					      "does not exchange: store a user and password or a registry token instead");
 	} else {
-		rc = creds_take(strdup(json_string_value(u)), strdup(json_string_value(p)), user, pass);
+		rc = creds_take(st_sys_strdup(json_string_value(u)), st_sys_strdup(json_string_value(p)), user, pass);
 	}
 	json_decref(root);
 	return rc;
@@ -179,8 +180,8 @@ static void write_host(int fd, const char *host)
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	ssize_t w = write(fd, host, strlen(host));
-	if (w < 0 && errno == EPIPE && !sigismember(&old, SIGPIPE))
+	int w = st_sys_write_all(fd, host, strlen(host));
+	if (w == -EPIPE && !sigismember(&old, SIGPIPE))
 		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
 			;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -199,7 +200,7 @@ static int helper_get(const struct ix_auth_provider *p, const char *name, const 
 	pid_t pid;
 
 	snprintf(prog, sizeof(prog), "docker-credential-%s", name);
-	if (!(out = malloc(max)))
+	if (!(out = st_sys_malloc(max)))
 		return -ENOMEM;
 	if (pipe2(in, O_CLOEXEC) < 0) {
 		rc = st_why(why, whylen, IX_EAUTH, "cannot run the credential helper %s: %s", prog, strerror(errno));
@@ -207,8 +208,8 @@ static int helper_get(const struct ix_auth_provider *p, const char *name, const 
 	}
 	if (pipe2(outp, O_CLOEXEC) < 0) {
 		rc = st_why(why, whylen, IX_EAUTH, "cannot run the credential helper %s: %s", prog, strerror(errno));
-		close(in[0]);
-		close(in[1]);
+		(void)st_sys_close(in[0]);
+		(void)st_sys_close(in[1]);
 		goto out_free;
 	}
 	posix_spawn_file_actions_t fa;
@@ -218,27 +219,25 @@ static int helper_get(const struct ix_auth_provider *p, const char *name, const 
 	char *argv[] = { prog, "get", NULL };
 	rc = posix_spawnp(&pid, prog, &fa, NULL, argv, p->envp ? p->envp : no_env);
 	posix_spawn_file_actions_destroy(&fa);
-	close(in[0]);
-	close(outp[1]);
+	(void)st_sys_close(in[0]);
+	(void)st_sys_close(outp[1]);
 	if (rc != 0) {
-		close(in[1]);
-		close(outp[0]);
+		(void)st_sys_close(in[1]);
+		(void)st_sys_close(outp[0]);
 		rc = st_why(why, whylen, IX_EAUTH, "the credential helper %s (named in %s) cannot be run: %s%s", prog,
 			    file, strerror(rc), rc == ENOENT ? " (it is not on PATH)" : "");
 		goto out_free;
 	}
 	/* The server is the registry's host[:port], as docker names it. */
 	write_host(in[1], host);
-	close(in[1]);
-	for (ssize_t got; len < max - 1 && (got = read(outp[0], out + len, max - 1 - len)) != 0;) {
-		if (got < 0 && errno == EINTR)
-			continue;
+	(void)st_sys_close(in[1]);
+	for (ssize_t got; len < max - 1 && (got = st_sys_read(outp[0], out + len, max - 1 - len)) != 0;) {
 		if (got < 0)
 			break;
 		len += (size_t)got;
 	}
 	out[len] = '\0';
-	close(outp[0]);
+	(void)st_sys_close(outp[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -288,7 +287,7 @@ static int provider_get(void *ctx, const char *host, char **user, char **pass, c
 
 	*user = *pass = NULL;
 	if (p->user || p->pass) {
-		char *u = p->user ? strdup(p->user) : NULL, *w = p->pass ? strdup(p->pass) : NULL;
+		char *u = p->user ? st_sys_strdup(p->user) : NULL, *w = p->pass ? st_sys_strdup(p->pass) : NULL;
 		if ((p->user && !u) || (p->pass && !w)) {
 			free(u);
 			free(w);

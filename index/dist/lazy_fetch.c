@@ -69,7 +69,7 @@ static void logf_(struct ix_lazy *lz, const char *fmt, ...)
 
 int ix_lazy_open(struct ix *ix, const struct ix_lazy_opts *opts, struct ix_lazy **out)
 {
-	struct ix_lazy *lz = calloc(1, sizeof(*lz));
+	struct ix_lazy *lz = st_sys_calloc(1, sizeof(*lz));
 	int rc;
 
 	if (!lz)
@@ -98,9 +98,9 @@ static void layer_free(struct lz_layer *l)
 	if (!l)
 		return;
 	if (l->part_fd >= 0)
-		close(l->part_fd);
+		(void)st_sys_close(l->part_fd);
 	if (l->map_fd >= 0)
-		close(l->map_fd);
+		(void)st_sys_close(l->map_fd);
 	ix_chunks_free(l->rec.c);
 	free(l->present);
 	free(l->inflight);
@@ -138,7 +138,7 @@ static int layer_load(struct ix_lazy *lz, const st_id *id, struct lz_layer **out
 
 	if (!ix->has_lazy || st_blob_has(ix->s, id))
 		return 1;
-	if (!(l = calloc(1, sizeof(*l))))
+	if (!(l = st_sys_calloc(1, sizeof(*l))))
 		return -ENOMEM;
 	l->id = *id;
 	l->part_fd = l->map_fd = -1;
@@ -155,7 +155,7 @@ static int layer_load(struct ix_lazy *lz, const st_id *id, struct lz_layer **out
 	if (rc < 0)
 		goto out_free;
 	uint64_t n = l->rec.c->n;
-	if (!(l->present = calloc(n, 1)) || !(l->inflight = calloc(n, 1))) {
+	if (!(l->present = st_sys_calloc(n, 1)) || !(l->inflight = st_sys_calloc(n, 1))) {
 		rc = -ENOMEM;
 		goto out_free;
 	}
@@ -163,9 +163,9 @@ static int layer_load(struct ix_lazy *lz, const st_id *id, struct lz_layer **out
 	if ((rc = ix_lazy_file_open(ix->s, id, "part", wr, &l->part_fd)) < 0 ||
 	    (rc = ix_lazy_file_open(ix->s, id, "map", wr, &l->map_fd)) < 0)
 		goto out_free;
-	ssize_t got = pread(l->map_fd, l->present, n, 0);
+	ssize_t got = st_sys_pread(l->map_fd, l->present, n, 0);
 	if (got < 0) {
-		rc = -errno;
+		rc = (int)got;
 		goto out_free;
 	}
 	for (uint64_t i = 0; i < n; i++) {
@@ -249,7 +249,7 @@ int ix_lazy_present_at(struct ix_lazy *lz, const st_id *layer, uint64_t first, u
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t ci = first + i;
 		if (i % sizeof(marks) == 0)
-			got = ci < l->rec.c->n ? pread(l->map_fd, marks, sizeof(marks), (off_t)ci) : 0;
+			got = ci < l->rec.c->n ? st_sys_pread(l->map_fd, marks, sizeof(marks), (off_t)ci) : 0;
 		if (ci < l->rec.c->n && !l->present[ci] && !l->inflight[ci] && (ssize_t)(i % sizeof(marks)) < got &&
 		    marks[i % sizeof(marks)] == 1) {
 			l->present[ci] = 1;
@@ -308,7 +308,7 @@ static int client_get(struct ix_lazy *lz, const struct lz_layer *l, struct lz_cl
 	snprintf(refs, sizeof(refs), "%s:lazy", l->rec.origin);
 	if (ix_registry_ref_parse(refs, &ref) < 0)
 		return IX_EREF;
-	if (!(c = calloc(1, sizeof(*c))))
+	if (!(c = st_sys_calloc(1, sizeof(*c))))
 		return -ENOMEM;
 	snprintf(c->origin, sizeof(c->origin), "%s", l->rec.origin);
 	/* A provider that fails is logged: the client goes anonymously (a
@@ -386,7 +386,7 @@ static int fetch_run(struct ix_lazy *lz, struct lz_layer *l, uint64_t first, uin
 	int rc = 0;
 
 	st_id_format(&l->id, hex);
-	if (!(rs.buf = malloc(rs.len)) || !(good = calloc(count, 1))) {
+	if (!(rs.buf = st_sys_malloc(rs.len)) || !(good = st_sys_calloc(count, 1))) {
 		rc = -ENOMEM;
 		goto out_release;
 	}
@@ -448,8 +448,9 @@ static int fetch_run(struct ix_lazy *lz, struct lz_layer *l, uint64_t first, uin
 	}
 	/* Bytes first, then the marks: a chunk counts as present only once its
 	 * bytes are where a crash cannot lose them. */
-	if (ngood && st_store_sync(lz->ix->s) == ST_SYNC_FULL && fdatasync(l->part_fd) < 0) {
-		rc = -errno;
+	int synced = ngood && st_store_sync(lz->ix->s) == ST_SYNC_FULL ? st_sys_fdatasync(l->part_fd) : 0;
+	if (synced < 0) {
+		rc = synced;
 		memset(good, 0, count);
 		ngood = 0;
 	}
@@ -522,7 +523,7 @@ int ix_lazy_fetch(struct ix_lazy *lz, const st_id *layer, const struct ix_lazy_r
 		return rc == 1 ? 0 : rc;
 	if ((rc = chunks_of(l->rec.c, ranges, n, &need, &nneed)) < 0)
 		return rc;
-	if (nneed && !(mine = malloc(nneed * sizeof(*mine)))) {
+	if (nneed && !(mine = st_sys_malloc(nneed * sizeof(*mine)))) {
 		free(need);
 		return -ENOMEM;
 	}
@@ -539,7 +540,7 @@ int ix_lazy_fetch(struct ix_lazy *lz, const st_id *layer, const struct ix_lazy_r
 			uint8_t mark = 0;
 			/* Another process sharing the store (a completion, a
 			 * prefetch) may have brought it in since the map was read. */
-			if (!l->present[ci] && !l->inflight[ci] && pread(l->map_fd, &mark, 1, (off_t)ci) == 1 && mark == 1) {
+			if (!l->present[ci] && !l->inflight[ci] && st_sys_pread(l->map_fd, &mark, 1, (off_t)ci) == 1 && mark == 1) {
 				l->present[ci] = 1;
 				l->npresent++;
 			}
@@ -613,25 +614,25 @@ int ix_lazy_complete(struct ix_lazy *lz, const st_id *layer, char *why, size_t w
 	if ((rc = ix_lazy_fetch(lz, layer, &all, 1, why, whylen)) < 0)
 		return rc;
 	st_id_format(layer, hex);
-	if ((fd = fcntl(l->part_fd, F_DUPFD_CLOEXEC, 0)) < 0)
-		return -errno;
-	if (lseek(fd, 0, SEEK_SET) < 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
+	if ((fd = st_sys_dup(l->part_fd)) < 0)
+		return fd;
+	off_t at = st_sys_lseek(fd, 0, SEEK_SET);
+	if (at < 0) {
+		(void)st_sys_close(fd);
+		return (int)at;
 	}
 	/* The whole against its id: chunks that each match a chunk index that
 	 * does not describe this layer are caught here. */
 	rc = st_blob_put_fd(ix->s, fd, layer, NULL, NULL);
-	close(fd);
+	(void)st_sys_close(fd);
 	if (rc == ST_ECORRUPT) {
 		/* Nothing bad is kept: every chunk of it counts as missing again. */
 		pthread_mutex_lock(&lz->lock);
 		memset(l->present, 0, l->rec.c->n);
 		l->npresent = 0;
 		pthread_mutex_unlock(&lz->lock);
-		if (ftruncate(l->map_fd, 0) == 0)
-			(void)ftruncate(l->map_fd, (off_t)l->rec.c->n);
+		if (st_sys_ftruncate(l->map_fd, 0) == 0)
+			(void)st_sys_ftruncate(l->map_fd, (off_t)l->rec.c->n);
 		rc = st_why(why, whylen, ST_ECORRUPT,
 			    "layer %s from %s: its chunks match the chunk index but the whole does not hash to the "
 			    "layer's id (a wrong chunk index): refused", hex, l->rec.origin);

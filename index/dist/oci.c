@@ -97,7 +97,7 @@ static int chunk_index_make(struct ix *ix, const struct st_oci_desc *layer, uint
 	if ((rc = st_blob_open(ix->s, &layer->id, &fd)) < 0)
 		return rc;
 	rc = ix_chunks_build(fd, &layer->id, layer->size, cs ? cs : IX_CHUNK_DEFAULT, &c);
-	close(fd);
+	(void)st_sys_close(fd);
 	if (rc < 0)
 		return rc;
 	rc = ix_chunks_encode(c, bytes, &len);
@@ -131,9 +131,9 @@ static int blob_sha(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN], 
 	if ((rc = st_sha256_new(&h)) < 0)
 		goto out_close;
 	for (;;) {
-		ssize_t n = read(fd, buf, OCI_CHUNK);
+		ssize_t n = st_sys_read(fd, buf, OCI_CHUNK);
 		if (n < 0) {
-			rc = -errno;
+			rc = (int)n;
 			goto out_free;
 		}
 		if (n == 0)
@@ -146,7 +146,7 @@ static int blob_sha(struct ix *ix, const st_id *id, uint8_t sha[ST_SHA256_LEN], 
 out_free:
 	st_sha256_free(h);
 out_close:
-	close(fd);
+	(void)st_sys_close(fd);
 	return rc;
 }
 
@@ -169,7 +169,7 @@ static int out_snap_load(struct ix *ix, const st_id *id, uint32_t cs, bool whole
 	 * the subject. */
 	if (rc == 0 && !whole && (rc = ix_snap_rec_get(ix, t->txn, id, &rec)) == 0 &&
 	    ix_snap_text_is_delta(rec.mv_data, rec.mv_size)) {
-		if ((o->config = malloc(rec.mv_size + 1))) {
+		if ((o->config = st_sys_malloc(rec.mv_size + 1))) {
 			memcpy(o->config, rec.mv_data, rec.mv_size);
 			o->config[rec.mv_size] = '\0';
 			o->config_len = rec.mv_size;
@@ -197,9 +197,9 @@ static int out_snap_load(struct ix *ix, const st_id *id, uint32_t cs, bool whole
 	}
 	if (rc < 0)
 		return rc;
-	if (o->m->nlayers && (!(o->om.layers = calloc(o->m->nlayers, sizeof(*o->om.layers))) ||
-			      !(o->om.chunks = calloc(o->m->nlayers, sizeof(*o->om.chunks))) ||
-			      !(o->chunks = calloc(o->m->nlayers, sizeof(*o->chunks)))))
+	if (o->m->nlayers && (!(o->om.layers = st_sys_calloc(o->m->nlayers, sizeof(*o->om.layers))) ||
+			      !(o->om.chunks = st_sys_calloc(o->m->nlayers, sizeof(*o->om.chunks))) ||
+			      !(o->chunks = st_sys_calloc(o->m->nlayers, sizeof(*o->chunks)))))
 		return -ENOMEM;
 	o->om.nlayers = o->m->nlayers;
 	for (uint32_t i = 0; i < o->m->nlayers; i++) {
@@ -245,7 +245,7 @@ static int push_blob(struct ix *ix, const struct ix_oci_sink *sink, const struct
 	emit(prog, IX_OCI_BLOB_BEGIN, d->sha256, d->size, 0, index, count, what);
 	rc = sink->blob_put(sink->ctx, d, fd, buf, why, whylen);
 	if (fd >= 0)
-		close(fd);
+		(void)st_sys_close(fd);
 	if (rc < 0)
 		return rc;
 	if (rc > 0) { /* the sink had it from elsewhere (a mount): nothing sent */
@@ -305,7 +305,7 @@ static int push_id(struct ix *ix, const st_id *top, const char *tag, const struc
 	struct sha_list l = { 0 };
 	st_id *chain = NULL;
 	size_t n = 0;
-	uint8_t *buf = malloc(OCI_CHUNK);
+	uint8_t *buf = st_sys_malloc(OCI_CHUNK);
 	struct st_oci_desc subject = { 0 };
 	bool has_subject = false;
 	int rc;
@@ -515,7 +515,7 @@ static int fetch_config(struct ix *ix, const struct ix_oci_source *src, const st
 	size_t clen;
 	int rc;
 
-	if (!(ms.buf = malloc(om->config.size + 1)))
+	if (!(ms.buf = st_sys_malloc(om->config.size + 1)))
 		return -ENOMEM;
 	rc = src->blob_get(src->ctx, &om->config, 0, mem_sink_fn, &ms, why, whylen);
 	if (rc == ST_ECORRUPT || (rc == 0 && ms.len != om->config.size)) {
@@ -621,7 +621,7 @@ static void *sha_pipe_main(void *arg)
 static void sha_pipe_start(struct sha_pipe *sp, struct st_sha256 *h)
 {
 	*sp = (struct sha_pipe){ .h = h };
-	if (!(sp->buf = malloc((size_t)SHA_SLOTS * SHA_SLOT)))
+	if (!(sp->buf = st_sys_malloc((size_t)SHA_SLOTS * SHA_SLOT)))
 		return;
 	pthread_mutex_init(&sp->mu, NULL);
 	pthread_cond_init(&sp->cv, NULL);
@@ -874,7 +874,7 @@ static int lazy_layer(struct ix *ix, const struct ix_oci_source *src, const stru
 		return st_why(why, whylen, ST_ECORRUPT, "the chunk index of layer %s is %" PRIu64 " bytes, not an index "
 			      "of a %" PRIu64 "-byte layer: refused", hex, cd->size, d->size);
 	ms.max = cd->size;
-	if (!(ms.buf = malloc(cd->size)))
+	if (!(ms.buf = st_sys_malloc(cd->size)))
 		return -ENOMEM;
 	rc = src->blob_get(src->ctx, cd, 0, mem_sink_fn, &ms, why, whylen);
 	if (rc == ST_ECORRUPT || (rc == 0 && ms.len != cd->size)) {
@@ -1052,23 +1052,25 @@ static int stage_open(struct pull *p)
 	int dfd = st_store_dirfd(p->ix->s);
 	char name[64];
 
-	p->stage_fd = openat(dfd, "tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (p->stage_fd >= 0)
+	int fd = st_sys_openat(dfd, "tmp", O_TMPFILE | O_RDWR, 0600);
+	if (fd >= 0) {
+		p->stage_fd = fd;
 		return 0;
-	if (errno != EOPNOTSUPP && errno != EISDIR && errno != ENOENT)
-		return -errno;
+	}
+	if (fd != -EOPNOTSUPP && fd != -EISDIR && fd != -ENOENT)
+		return fd;
 	/* No O_TMPFILE here: a named file, unlinked at once. */
 	snprintf(name, sizeof(name), "tmp/pull-stage-%ld", (long)getpid());
-	if ((p->stage_fd = openat(dfd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600)) < 0)
-		return -errno;
-	unlinkat(dfd, name, 0);
+	if ((fd = st_sys_openat(dfd, name, O_CREAT | O_EXCL | O_RDWR, 0600)) < 0)
+		return fd;
+	p->stage_fd = fd;
+	(void)st_sys_unlinkat(dfd, name, 0);
 	return 0;
 }
 
 /* Append one link's verified canonical config to the stage. */
 static int stage_put(struct pull *p, const st_id *id, const char *json, size_t len)
 {
-	size_t done = 0;
 	int rc;
 
 	if (p->stage_off + len > OCI_CHAIN_BYTES_MAX)
@@ -1078,14 +1080,8 @@ static int stage_put(struct pull *p, const st_id *id, const char *json, size_t l
 		return rc;
 	if ((rc = ST_ARRAY_RESERVE(p->links, p->caplinks, p->n + 1)) < 0)
 		return rc;
-	while (done < len) {
-		ssize_t w = pwrite(p->stage_fd, json + done, len - done, (off_t)(p->stage_off + done));
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		done += (size_t)w;
-	}
+	if ((rc = st_sys_pwrite_all(p->stage_fd, json, len, (off_t)p->stage_off)) < 0)
+		return rc;
 	p->links[p->n++] = (struct ix_stage_link){ *id, p->stage_off, len };
 	p->stage_off += len;
 	return 0;
@@ -1399,7 +1395,7 @@ out_rollback:
 		ix_blobs_rollback(ix, p.added, p.nadded);
 out_free:
 	if (p.stage_fd >= 0)
-		close(p.stage_fd);
+		(void)st_sys_close(p.stage_fd);
 	free(p.links);
 	free(p.defer);
 	free(p.dkeys);

@@ -24,7 +24,7 @@ bool ix_oci_is_layout(const char *dir)
 
 	if (snprintf(path, sizeof(path), "%s/oci-layout", dir) >= (int)sizeof(path))
 		return false;
-	return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+	return st_sys_fstatat(AT_FDCWD, path, &sb, 0) == 0 && S_ISREG(sb.st_mode);
 }
 
 /* ---------------------------------------------------------------- export */
@@ -92,7 +92,7 @@ static int tag_collect(const char *name, const st_id *id, void *ctx)
 
 	if (ST_ARRAY_RESERVE(t->v, t->cap, t->n + 1) < 0)
 		return -ENOMEM;
-	if (!(t->v[t->n] = strdup(name)))
+	if (!(t->v[t->n] = st_sys_strdup(name)))
 		return -ENOMEM;
 	t->n++;
 	return 0;
@@ -134,7 +134,7 @@ int ix_oci_export_opts(struct ix *ix, const char *const *refs, size_t nrefs, con
 
 	if (why && whylen)
 		why[0] = '\0';
-	if (!(dcopy = strdup(dir)) || !(bcopy = strdup(dir))) {
+	if (!(dcopy = st_sys_strdup(dir)) || !(bcopy = st_sys_strdup(dir))) {
 		rc = -ENOMEM;
 		goto out_free;
 	}
@@ -175,7 +175,7 @@ int ix_oci_export_opts(struct ix *ix, const char *const *refs, size_t nrefs, con
 		rc = ds.blobs_fd;
 		goto out_rm;
 	}
-	if (nrefs && !(entries = calloc(nrefs, sizeof(*entries)))) {
+	if (nrefs && !(entries = st_sys_calloc(nrefs, sizeof(*entries)))) {
 		rc = -ENOMEM;
 		goto out_rm;
 	}
@@ -193,7 +193,7 @@ int ix_oci_export_opts(struct ix *ix, const char *const *refs, size_t nrefs, con
 		rc = ix_oci_push(ix, refs[i], NULL, &sink, prog, &one, entries[i].sha256, &entries[i].size, why, whylen);
 		if (rc < 0)
 			goto out_rm;
-		if (is_tag && !(entries[i].name = strdup(refs[i]))) {
+		if (is_tag && !(entries[i].name = st_sys_strdup(refs[i]))) {
 			rc = -ENOMEM;
 			goto out_rm;
 		}
@@ -279,7 +279,7 @@ static int dir_manifest_get(void *ctx, const char *ref, char **json, size_t *len
 			    ST_OCI_MANIFEST_MAX);
 		goto out_close;
 	}
-	if (!(buf = malloc((size_t)sb.st_size + 1))) {
+	if (!(buf = st_sys_malloc((size_t)sb.st_size + 1))) {
 		rc = -ENOMEM;
 		goto out_close;
 	}
@@ -306,7 +306,7 @@ static int dir_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset,
 
 	if ((rc = dir_open_blob(ctx, d->sha256, &fd, why, whylen)) < 0)
 		return rc;
-	if (!(buf = malloc(LAYOUT_CHUNK))) {
+	if (!(buf = st_sys_malloc(LAYOUT_CHUNK))) {
 		st_sys_close(fd);
 		return -ENOMEM;
 	}
@@ -360,7 +360,7 @@ int ix_oci_import(struct ix *ix, const char *dir, const char *tag, unsigned flag
 		rc = st_sys_fstat(fd, &sb);
 		if (rc == 0 && (uint64_t)sb.st_size > ST_OCI_MANIFEST_MAX)
 			rc = st_why(why, whylen, ST_EFORMAT, "%s is over %u bytes", path, ST_OCI_MANIFEST_MAX);
-		if (rc == 0 && !(json = malloc((size_t)sb.st_size + 1)))
+		if (rc == 0 && !(json = st_sys_malloc((size_t)sb.st_size + 1)))
 			rc = -ENOMEM;
 		if (rc == 0) {
 			ssize_t r = st_sys_pread(fd, json, (size_t)sb.st_size, 0);

@@ -172,7 +172,7 @@ static int certs_load(struct ix_registry *r, const char *host);
 
 int ix_registry_open(const struct ix_registry_ref *ref, const struct ix_registry_opts *opts, struct ix_registry **out)
 {
-	struct ix_registry *r = calloc(1, sizeof(*r));
+	struct ix_registry *r = st_sys_calloc(1, sizeof(*r));
 
 	if (!r)
 		return -ENOMEM;
@@ -236,7 +236,7 @@ static int ca_append(struct ix_registry *r, const char *path)
 	if (!f)
 		return -errno;
 	while ((got = fread(buf, 1, sizeof(buf), f)) > 0) {
-		char *n = realloc(r->ca_blob, r->ca_len + got + 2);
+		char *n = st_sys_realloc(r->ca_blob, r->ca_len + got + 2);
 		if (!n) {
 			fclose(f);
 			return -ENOMEM;
@@ -284,23 +284,24 @@ static int certs_load(struct ix_registry *r, const char *host)
 		dir[0] = '\0';
 		for (const char *const *root = r->o.certs_d; root && *root; root++) {
 			snprintf(dir, sizeof(dir), "%s/%s", *root, host);
-			if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
+			if (st_sys_fstatat(AT_FDCWD, dir, &sb, 0) == 0 && S_ISDIR(sb.st_mode))
 				break;
 			dir[0] = '\0';
 		}
 		if (!dir[0])
 			return 0;
 	}
-	DIR *d = opendir(dir);
-	if (!d) {
+	DIR *d = NULL;
+	int orc = st_sys_opendirat(AT_FDCWD, dir, &d);
+	if (orc < 0) {
 		r->certs_rc = IX_ETLS;
-		snprintf(r->certs_why, sizeof(r->certs_why), "the certificate directory %.1000s: %s", dir, strerror(errno));
+		snprintf(r->certs_why, sizeof(r->certs_why), "the certificate directory %.1000s: %s", dir, strerror(-orc));
 		return 0;
 	}
 	for (struct dirent *e; (e = readdir(d));) {
 		if (!ends_with(e->d_name, ".crt") && !ends_with(e->d_name, ".cert") && !ends_with(e->d_name, ".key"))
 			continue;
-		if (ST_ARRAY_RESERVE(names, cap, nnames + 1) < 0 || !(names[nnames] = strdup(e->d_name))) {
+		if (ST_ARRAY_RESERVE(names, cap, nnames + 1) < 0 || !(names[nnames] = st_sys_strdup(e->d_name))) {
 			rc = -ENOMEM;
 			goto out_free;
 		}
@@ -338,7 +339,7 @@ static int certs_load(struct ix_registry *r, const char *host)
 				snprintf(r->certs_why, sizeof(r->certs_why), "the client certificate %.1000s has no key %.1000s", path,
 					 key);
 			} else if (!r->client_cert) {
-				if (!(r->client_cert = strdup(path)) || !(r->client_key = strdup(key))) {
+				if (!(r->client_cert = st_sys_strdup(path)) || !(r->client_key = st_sys_strdup(key))) {
 					rc = -ENOMEM;
 					goto out_free;
 				}
@@ -474,7 +475,7 @@ static size_t on_read(char *buf, size_t size, size_t n, void *arg)
 	size_t want = size * n;
 
 	if (q->body_fd >= 0) {
-		ssize_t got = pread(q->body_fd, buf, want, (off_t)q->body_off);
+		ssize_t got = st_sys_pread(q->body_fd, buf, want, (off_t)q->body_off);
 		if (got < 0)
 			return CURL_READFUNC_ABORT;
 		q->body_off += (uint64_t)got;
@@ -800,7 +801,7 @@ static int fetch_token(struct ix_registry *r, const char *challenge, char *why, 
 {
 	char realm[1024], service[256] = "", scope[1024] = "";
 	char *esc_service = NULL, *esc_scope = NULL;
-	struct req *q = calloc(1, sizeof(*q));
+	struct req *q = st_sys_calloc(1, sizeof(*q));
 	json_t *root = NULL, *tok;
 	int rc;
 
@@ -824,7 +825,7 @@ static int fetch_token(struct ix_registry *r, const char *challenge, char *why, 
 	q->method = "GET";
 	q->body_fd = -1;
 	q->mem_max = 64 << 10;
-	if (!(q->mem = malloc(q->mem_max + 1))) {
+	if (!(q->mem = st_sys_malloc(q->mem_max + 1))) {
 		rc = -ENOMEM;
 		goto out_free;
 	}
@@ -856,7 +857,7 @@ static int fetch_token(struct ix_registry *r, const char *challenge, char *why, 
 		goto out_free;
 	}
 	free(r->token);
-	if (!(r->token = strdup(json_string_value(tok))))
+	if (!(r->token = st_sys_strdup(json_string_value(tok))))
 		rc = -ENOMEM;
 out_free:
 	json_decref(root);
@@ -917,7 +918,7 @@ static struct req *req_new(struct ix_registry *r, const char *method, const char
 	__attribute__((format(printf, 3, 4)));
 static struct req *req_new(struct ix_registry *r, const char *method, const char *fmt, ...)
 {
-	struct req *q = calloc(1, sizeof(*q));
+	struct req *q = st_sys_calloc(1, sizeof(*q));
 	va_list ap;
 	int n;
 
@@ -1104,7 +1105,7 @@ static int get_doc(struct ix_registry *r, struct req *q, const char *missing, ch
 	int rc;
 
 	q->mem_max = ST_OCI_MANIFEST_MAX;
-	if (!(q->mem = malloc(q->mem_max + 1))) {
+	if (!(q->mem = st_sys_malloc(q->mem_max + 1))) {
 		free(q);
 		return -ENOMEM;
 	}
@@ -1233,7 +1234,7 @@ int ix_registry_ahead(struct ix_registry *r, const struct ix_registry_ahead_req 
 
 	if (n > AHEAD_MAX)
 		n = AHEAD_MAX;
-	if (!n || !(jobs = calloc(n, sizeof(*jobs))))
+	if (!n || !(jobs = st_sys_calloc(n, sizeof(*jobs))))
 		return n ? -ENOMEM : 0;
 	if (r->token) {
 		snprintf(auth, sizeof(auth), "Bearer %s", r->token);
@@ -1254,7 +1255,7 @@ int ix_registry_ahead(struct ix_registry *r, const struct ix_registry_ahead_req 
 		j->auth = a;
 		j->basic = !a && r->basic;
 		snprintf(j->q.url, sizeof(j->q.url), "%s/v2/%s/%s", r->base, r->repo, v[i].path);
-		if (!(j->t.curl = curl_easy_init()) || !(j->q.mem = malloc(v[i].max)) ||
+		if (!(j->t.curl = curl_easy_init()) || !(j->q.mem = st_sys_malloc(v[i].max)) ||
 		    pthread_create(&j->th, NULL, ahead_main, j) != 0) {
 			if (j->t.curl)
 				curl_easy_cleanup(j->t.curl);
@@ -1278,7 +1279,7 @@ int ix_registry_ahead(struct ix_registry *r, const struct ix_registry_ahead_req 
 		 * (authentication), a transfer error or a cut body goes again. */
 		struct ahead *na = NULL;
 		if (j->rc == 0 && !j->q.mem_over && (j->q.status == 200 || j->q.status == 404) &&
-		    (na = realloc(r->ahead, (r->nahead + 1) * sizeof(*r->ahead)))) {
+		    (na = st_sys_realloc(r->ahead, (r->nahead + 1) * sizeof(*r->ahead)))) {
 			r->ahead = na;
 			struct ahead *e = &r->ahead[r->nahead++];
 			snprintf(e->url, sizeof(e->url), "%s", j->q.url);
@@ -1287,7 +1288,7 @@ int ix_registry_ahead(struct ix_registry *r, const struct ix_registry_ahead_req 
 			snprintf(e->digest, sizeof(e->digest), "%s", j->q.digest);
 			if (j->q.status == 404) {
 				free(j->q.mem);
-				j->q.mem = malloc(j->q.err_len + 1);
+				j->q.mem = st_sys_malloc(j->q.err_len + 1);
 				if (j->q.mem)
 					memcpy(j->q.mem, j->q.err, j->q.err_len);
 				e->len = j->q.mem ? j->q.err_len : 0;

@@ -35,21 +35,19 @@ static int record_read(struct ix *ix, const st_id *blob, uint64_t size, uint8_t 
 		return IX_ECORRUPT;
 	if ((rc = st_blob_open(ix->s, blob, &fd)) < 0)
 		return rc == -ENOENT ? IX_EMISSING : rc;
-	if (!(buf = malloc(size ? size : 1))) {
-		close(fd);
+	if (!(buf = st_sys_malloc(size ? size : 1))) {
+		(void)st_sys_close(fd);
 		return -ENOMEM;
 	}
 	while (got < size) {
-		ssize_t n = pread(fd, buf + got, size - got, (off_t)got);
-		if (n < 0 && errno == EINTR)
-			continue;
+		ssize_t n = st_sys_pread(fd, buf + got, size - got, (off_t)got);
 		if (n <= 0) {
-			rc = n < 0 ? -errno : IX_EMISSING;
+			rc = n < 0 ? (int)n : IX_EMISSING;
 			break;
 		}
 		got += (size_t)n;
 	}
-	close(fd);
+	(void)st_sys_close(fd);
 	if (rc < 0) {
 		free(buf);
 		return rc;
@@ -344,7 +342,7 @@ int ix_registry_ws_pull(struct ix_registry *r, struct ix *ix, const st_id *snap,
 	if ((rc = artifact_parse(json, len, subject, &d, why, whylen)) < 0)
 		goto out_free;
 	mb.max = d.size;
-	if (!(mb.buf = malloc(d.size ? d.size : 1))) {
+	if (!(mb.buf = st_sys_malloc(d.size ? d.size : 1))) {
 		rc = -ENOMEM;
 		goto out_free;
 	}

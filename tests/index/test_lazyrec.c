@@ -236,3 +236,72 @@ Test(lazyrec, fsck_rehashes_present_chunks_and_repair_marks_a_bad_one_missing)
 	st_manifest_free(m);
 	ix_chunks_free(c);
 }
+
+/* Every step of a lazy layer's files made and of a repair of a rotted chunk
+ * (index/lazy.c: the opens, reads, writes and syncs through store/sys.c)
+ * failed in turn: the call fails or succeeds whole, and the next clean
+ * repair leaves the layer consistent, its bad chunk marked missing. */
+Test(lazyrec, a_failure_at_any_step_of_a_lazy_layers_files_or_repair_leaves_it_repairable)
+{
+	unsigned seeds[] = { 6 };
+	struct st_manifest *m = mk_manifest(T.s, seeds, 1, NULL);
+	struct ix_chunks *c;
+	struct ix_fsck_stats st;
+	struct chunk_probs cp = { 0 };
+	struct ix_lazy_check chk;
+	uint8_t page[4096];
+	uint64_t steps, failed = 0;
+	st_id layer;
+
+	c = one_page(6, &layer);
+	cr_assert_eq(sh("find %s/blobs -type f -delete", T.path), 0);
+	record(c, &layer, "127.0.0.1:5000/ok/img", false);
+	cr_assert_eq(ix_snap_commit(T.ix, m, "lz", 0, NULL), 0);
+
+	st_sys_count_reset();
+	cr_assert_eq(ix_lazy_files_make(T.ix, &layer, 4096, 1), 0);
+	steps = st_sys_calls();
+	/* The directory, then each file's open, mode, truncate and close (its
+	 * sync too where the store syncs): its own calls are steps. */
+	cr_assert_geq(steps, 9, "index/lazy.c's file calls are steps (%llu)", (unsigned long long)steps);
+	for (uint64_t i = 1; i <= steps; i++) {
+		st_sys_fault_set(i, i % 2 ? EIO : ENOSPC);
+		int rc = ix_lazy_files_make(T.ix, &layer, 4096, 1);
+		bool fired = st_sys_fault_fired();
+		st_sys_fault_set(0, 0);
+		cr_assert(rc == 0 || fired, "step %llu: %d without the fault", (unsigned long long)i, rc);
+		failed += rc < 0;
+		cr_assert_eq(ix_lazy_files_make(T.ix, &layer, 4096, 1), 0, "step %llu: made again",
+			     (unsigned long long)i);
+		cr_assert_eq(ix_lazy_check(T.ix, &layer, NULL, NULL, &chk), 0, "step %llu", (unsigned long long)i);
+		cr_assert_eq(chk.present, 0, "step %llu: made empty", (unsigned long long)i);
+	}
+	cr_assert_gt(failed, 0);
+
+	page_fill(page, 6);
+	page[7] ^= 0xff;
+	part_put(&layer, page);
+	st_sys_count_reset();
+	cr_assert_eq(ix_fsck(T.ix, IX_FSCK_HASH | IX_FSCK_REPAIR, chunk_cb, &cp, &st), 0);
+	steps = st_sys_calls();
+	cr_assert_eq(st.repaired, 1);
+	failed = 0;
+	for (uint64_t i = 1; i <= steps; i++) {
+		part_put(&layer, page); /* rotted and marked present again */
+		st_sys_fault_set(i, i % 2 ? EIO : ENOSPC);
+		int rc = ix_fsck(T.ix, IX_FSCK_HASH | IX_FSCK_REPAIR, chunk_cb, &cp, &st);
+		bool fired = st_sys_fault_fired();
+		st_sys_fault_set(0, 0);
+		cr_assert(rc == 0 || fired, "step %llu: %d without the fault", (unsigned long long)i, rc);
+		failed += rc != 0;
+		int again = ix_fsck(T.ix, IX_FSCK_HASH | IX_FSCK_REPAIR, chunk_cb, &cp, &st);
+		cr_assert_eq(again, 0, "step %llu: the next repair (%d)", (unsigned long long)i, again);
+		cr_assert_eq(ix_lazy_check(T.ix, &layer, NULL, NULL, &chk), 0, "step %llu", (unsigned long long)i);
+		cr_assert_eq(chk.present, 0, "step %llu: the bad chunk is marked missing", (unsigned long long)i);
+		cr_assert_eq(ix_fsck(T.ix, IX_FSCK_HASH, chunk_cb, &cp, &st), 0, "step %llu: consistent",
+			     (unsigned long long)i);
+	}
+	cr_assert_gt(failed, 0);
+	st_manifest_free(m);
+	ix_chunks_free(c);
+}

@@ -139,7 +139,7 @@ static bool sys_open(void)
 	f->sync_regs = sync > 0 && (sync & (KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS)) ==
 					    (KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS);
 	if (vmm_kvm_diagnose(f, NULL) < 0) {
-		close(fd);
+		(void)st_sys_close(fd);
 		goto out_failed;
 	}
 	sys_run_size = f->run_size;

@@ -797,7 +797,7 @@ static int maps_read(struct vmm_proc *p, char **out)
 	char *b = NULL;
 
 	for (;;) {
-		char *nb = realloc(b, cap + 1);
+		char *nb = st_sys_realloc(b, cap + 1);
 		if (!nb) {
 			free(b);
 			return -ENOMEM;
@@ -885,7 +885,7 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	p->xsize = xsize;
 	p->tmpl_off = (uint32_t)(uc - PROC_ALT_LO - 16);
 	free(p->tmpl);
-	if (!(p->tmpl = malloc(PROC_ALT_SIZE - p->tmpl_off))) {
+	if (!(p->tmpl = st_sys_malloc(PROC_ALT_SIZE - p->tmpl_off))) {
 		proc_kill(p);
 		return vmm_fail(err, -ENOMEM, "out of memory");
 	}
