@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <stdint.h>
 #include <xxhash.h>
 
 #include "store/store_int.h"
@@ -54,9 +55,12 @@ static int created_parse(const char *s, size_t len, int64_t *out)
 	tm.tm_year -= 1900;
 	tm.tm_mon -= 1;
 	time_t secs = timegm(&tm);
-	if (secs < 0 || frac < 0)
+	int64_t ns;
+	/* Nanoseconds since 1970 fit in 64 bits until 2262-04-11T23:47:16.854775807Z:
+	 * a later time (the four digits allow 9999) is refused, not overflowed. */
+	if (secs < 0 || frac < 0 || __builtin_mul_overflow((int64_t)secs, 1000000000ll, &ns) ||
+	    __builtin_add_overflow(ns, (int64_t)frac, &ns))
 		return -EINVAL;
-	int64_t ns = (int64_t)secs * 1000000000ll + frac;
 	if (created_format(ns, again) < 0 || memcmp(again, s, CREATED_LEN) != 0)
 		return -EINVAL; /* out of range fields (Feb 30, 25:00), or not canonical */
 	*out = ns;
