@@ -152,15 +152,16 @@ ssize_t st_sys_pread(int fd, void *buf, size_t len, off_t off)
 	return n < 0 ? -errno : n;
 }
 
-int st_sys_write_all(int fd, const void *buf, size_t len)
+/* Writes all of buf: at off when off >= 0 (pwrite), else at the file
+ * offset (write); a short write goes on, a write of nothing is -EIO. */
+static int write_all_at(int fd, const char *p, size_t len, off_t off)
 {
-	const char *p = buf;
 	int rc = step();
 
 	if (rc < 0)
 		return rc;
 	while (len > 0) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = off < 0 ? write(fd, p, len) : pwrite(fd, p, len, off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -170,31 +171,22 @@ int st_sys_write_all(int fd, const void *buf, size_t len)
 			return -EIO;
 		p += n;
 		len -= (size_t)n;
+		if (off >= 0)
+			off += n;
 	}
 	return 0;
 }
 
+int st_sys_write_all(int fd, const void *buf, size_t len)
+{
+	return write_all_at(fd, buf, len, -1);
+}
+
 int st_sys_pwrite_all(int fd, const void *buf, size_t len, off_t off)
 {
-	const char *p = buf;
-	int rc = step();
-
-	if (rc < 0)
-		return rc;
-	while (len > 0) {
-		ssize_t n = pwrite(fd, p, len, off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		p += n;
-		off += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	if (off < 0)
+		return -EINVAL;
+	return write_all_at(fd, buf, len, off);
 }
 
 int st_sys_write_file_synced(int dirfd, const char *name, const void *buf, size_t len, mode_t mode)
