@@ -509,6 +509,26 @@ int strata_store_pull(strata_store *st, const strata_registry *reg, const char *
  * come before the first lazy open of st: -EBUSY after. -ENOMEM.
  */
 int strata_store_set_registry(strata_store *st, const strata_registry *reg);
+/*
+ * Why a page of st's lazy layers could not be had, for a host's SIGBUS
+ * handler: a page of a lazy layer whose chunk cannot be fetched (the
+ * registry unreachable after the retries, a chunk refused because it does
+ * not match its index) reads as an error inside strata, but raises SIGBUS
+ * in a thread of the host that touches it through a mapping (a call's
+ * frame written into guest memory, the process backend copying a
+ * snapshot's pages at restore). Copies the last reasons st's lazy layers'
+ * server kept (at most 8 distinct lines, oldest first, each ending in
+ * '\n') into buf, NUL-terminated and cut to len bytes;
+ * STRATA_LAZY_ERRMSG_SIZE bytes hold them all. Returns the bytes written
+ * without the NUL: 0 if no reason was kept (or st never served a lazy
+ * layer); -EINVAL if st or buf is NULL or len 0 (buf untouched).
+ * Async-signal-safe: it takes no lock, allocates nothing, makes no system
+ * call and leaves strata_errmsg alone. st must stay open while a handler
+ * may call it (clear the handler's pointer before strata_store_close).
+ * Outside a handler too, e.g. after a call on a lazy snapshot failed.
+ */
+#define STRATA_LAZY_ERRMSG_SIZE 8193
+int strata_store_lazy_errmsg(const strata_store *st, char *buf, size_t len);
 
 /* ==== registry settings ==== */
 
