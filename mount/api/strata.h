@@ -214,6 +214,15 @@ int strata_host_set_backend(strata_host *h, int backend);
 /* The backend the host's next sandbox runs on (_KVM or _PROCESS: AUTO
  * resolved). Never fails. */
 int strata_host_backend(const strata_host *h);
+/* The word for a backend, as the strata command's --backend and
+ * $STRATA_BACKEND take it: "auto", "kvm" or "process"; NULL for a value
+ * that names none. Static strings; never fails. */
+const char *strata_backend_name(int backend);
+/* The backend `name` is the word for (strata_backend_name's words), into
+ * *backend: 0, or -EINVAL (name NULL or no backend's word, strata_errmsg
+ * saying which; *backend untouched). Whether it can run here is
+ * strata_host_set_backend's to say. */
+int strata_backend_parse(const char *name, int *backend);
 /* How many idle VM shells (0..1024) and warm sandboxes (0..64) the host
  * keeps; what it keeps beyond them is freed now. STRATA_E_BAD_CONFIG over
  * the maxima (nothing changes). */

@@ -210,6 +210,44 @@ Test(api, host_settings)
 	cr_assert_eq(strata_host_free(NULL), 0);
 }
 
+/* The strata command's words for the backends, both ways; a parsed word
+ * is what the host's setter takes, and a sandbox says its own word. */
+Test(api, backend_words)
+{
+	static const struct { const char *word; int value; } words[] = {
+		{ "auto", STRATA_BACKEND_AUTO }, { "kvm", STRATA_BACKEND_KVM }, { "process", STRATA_BACKEND_PROCESS },
+	};
+	int b = 99;
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		cr_assert_str_eq(strata_backend_name(words[i].value), words[i].word);
+		cr_assert_eq(strata_backend_parse(words[i].word, &b), 0, "%s: %s", words[i].word, strata_errmsg());
+		cr_assert_eq(b, words[i].value);
+	}
+	cr_assert_null(strata_backend_name(3));
+	cr_assert_null(strata_backend_name(-1));
+	b = 99;
+	cr_assert_eq(strata_backend_parse("qemu", &b), -EINVAL);
+	cr_assert(strstr(strata_errmsg(), "'qemu'") && strstr(strata_errmsg(), "auto, kvm or process"), "%s",
+		  strata_errmsg());
+	cr_assert_eq(strata_backend_parse("KVM", &b), -EINVAL, "the words are lowercase, as the command's");
+	cr_assert_eq(strata_backend_parse("", &b), -EINVAL);
+	cr_assert_eq(strata_backend_parse(NULL, &b), -EINVAL);
+	cr_assert_eq(b, 99, "untouched on failure");
+	cr_assert_eq(strata_backend_parse("auto", NULL), -EINVAL);
+	/* The run's backend by its word, as a host program given it would. */
+	strata_host *h = NULL;
+	cr_assert_eq(strata_host_new(&h), 0);
+	cr_assert_eq(strata_backend_parse(strata_backend_name(backend), &b), 0);
+	cr_assert_eq(strata_host_set_backend(h, b), 0, "%s", strata_errmsg());
+	strata_sandbox *sb = sandbox(h);
+	cr_assert_str_eq(strata_backend_name(strata_sandbox_backend(sb)), strata_backend_name(strata_host_backend(h)));
+	if (backend != STRATA_BACKEND_AUTO)
+		cr_assert_str_eq(strata_backend_name(strata_sandbox_backend(sb)), strata_backend_name(backend));
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_host_free(h), 0);
+}
+
 Test(api, sizes_are_checked_at_making)
 {
 	strata_host *h = host();
