@@ -162,7 +162,7 @@ check_on() {
 # lazy_example BE: a snapshot pushed to a loopback registry, restored from
 # it by a lazy pull into a fresh store, its pages fetched on first touch.
 lazy_example() {
-	local be=$1 port pid up= rc
+	local be=$1 port pid up='' rc
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	printf 'version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: %s}}\nhttp: {addr: 127.0.0.1:%s}\n' \
 		"$T/registry-$be" "$port" >"$T/registry.yml"
