@@ -41,7 +41,9 @@ extern "C" {
  *   host's does not disturb it (a child the host reaps first is reported
  *   with its real exit status on Linux 6.15+). Do not wait for any
  *   child's stops (waitpid(-1, ..., WUNTRACED)): the children report by
- *   stopping.
+ *   stopping. A page of a lazy snapshot that cannot be fetched raises
+ *   SIGBUS in the host thread that touches it; a handler reads why with
+ *   strata_store_lazy_errmsg.
  */
 
 /* The version of this header; strata_version() gives the library's. */
