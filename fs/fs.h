@@ -242,6 +242,8 @@ int fs_private_layer_open(void *ctx, const st_id *id, int *fd);
  * NULL). Takes no lock and allocates nothing: safe in a signal handler,
  * e.g. the SIGBUS of a thread that touched a page that could not be read. */
 size_t fs_private_why(const struct fs_private *p, char *buf, size_t len);
+/* A buffer of this size holds every reason kept, whole. */
+#define FS_PRIVATE_WHY_SIZE (8 * 1024 + 1)
 
 /* Stop serving: close the helper's socket; its threads finish the request
  * each serves (bounded by the fetch retries), it closes the device (the

@@ -29,6 +29,7 @@
  * that fails on one page meets it a few times (the kernel retries). */
 #define WHY_SLOTS 8
 #define WHY_LEN 1024
+_Static_assert(FS_PRIVATE_WHY_SIZE == WHY_SLOTS * WHY_LEN + 1, "fs.h's size holds every slot and its newline");
 
 /*
  * What the helper and the caller share (a MAP_SHARED anonymous page set,

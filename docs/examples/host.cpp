@@ -36,14 +36,23 @@ std::string call_str(strata_sandbox *sb, const char *fn, const std::string &arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		std::fprintf(stderr, "usage: %s GUEST.elf WORD\n", argv[0]);
+	// A last --backend auto|kvm|process (strata_backend_parse's words):
+	// where the sandboxes run; auto is KVM where /dev/kvm opens.
+	int backend = STRATA_BACKEND_AUTO;
+	bool bad = false;
+	if (argc > 2 && std::string(argv[argc - 2]) == "--backend") {
+		bad = strata_backend_parse(argv[argc - 1], &backend) < 0;
+		argc -= 2;
+	}
+	if (argc != 3 || bad) {
+		std::fprintf(stderr, "usage: %s GUEST.elf WORD [--backend auto|kvm|process]\n", argv[0]);
 		return 2;
 	}
 	try {
 		strata_host *h = nullptr;
 		check(strata_host_new(&h));
 		std::unique_ptr<strata_host, host_free> host(h);
+		check(strata_host_set_backend(host.get(), backend));
 		// host_upper(s) -> s: a captureless lambda is a strata_host_fn.
 		static std::string upper;
 		check(strata_host_register(host.get(), "host_upper", "s(s)",
@@ -61,6 +70,7 @@ int main(int argc, char **argv)
 		strata_sandbox *sb = nullptr;
 		check(strata_sandbox_new(host.get(), argv[1], &sb));
 		std::unique_ptr<strata_sandbox, sandbox_free> sandbox(sb);
+		std::printf("backend: %s\n", strata_backend_name(strata_sandbox_backend(sb)));
 		std::printf("libstrata %s: %s\n", strata_version(nullptr, nullptr, nullptr),
 			    call_str(sandbox.get(), "upper_via_host", argv[2]).c_str());
 		sandbox.reset();  // before the host

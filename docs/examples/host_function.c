@@ -1,6 +1,7 @@
 /* host_function.c: a guest function that calls back into the host: host_add lives on the host, the guest's add calls it. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <strata.h>
 
@@ -22,15 +23,21 @@ int main(int argc, char **argv)
 	strata_host *host = NULL;
 	strata_sandbox *sb = NULL;
 	unsigned calls = 0;
-	int status = 1;
+	int status = 1, backend = STRATA_BACKEND_AUTO, bad = 0;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: %s GUEST.elf A B\n", argv[0]);
+	/* A last --backend auto|kvm|process (strata_backend_parse's words):
+	 * where the sandboxes run; auto is KVM where /dev/kvm opens. */
+	if (argc > 2 && strcmp(argv[argc - 2], "--backend") == 0) {
+		bad = strata_backend_parse(argv[argc - 1], &backend) < 0;
+		argc -= 2;
+	}
+	if (argc != 4 || bad) {
+		fprintf(stderr, "usage: %s GUEST.elf A B [--backend auto|kvm|process]\n", argv[0]);
 		return 2;
 	}
-	if (strata_host_new(&host) < 0) {
+	if (strata_host_new(&host) < 0 || strata_host_set_backend(host, backend) < 0) {
 		fprintf(stderr, "host: %s\n", strata_errmsg());
-		return 1;
+		goto out;
 	}
 	/* On the host: every sandbox it makes from now on has host_add, and
 	 * keeps it across restores and captures. */
@@ -39,6 +46,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s\n", strata_errmsg());
 		goto out;
 	}
+	printf("backend: %s\n", strata_backend_name(strata_sandbox_backend(sb)));
 	struct strata_value args[2] = {
 		{ .type = STRATA_I64, .i64 = atoll(argv[2]) },
 		{ .type = STRATA_I64, .i64 = atoll(argv[3]) },

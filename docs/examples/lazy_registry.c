@@ -10,14 +10,20 @@ int main(int argc, char **argv)
 	strata_store *store = NULL;
 	strata_registry *reg = NULL;
 	strata_sandbox *sb = NULL;
-	int status = 1;
+	int status = 1, backend = STRATA_BACKEND_AUTO, bad = 0;
 
-	if (argc != 4 && !(argc == 5 && strcmp(argv[4], "--plain-http") == 0)) {
-		fprintf(stderr, "usage: %s STORE REGISTRY/REPOSITORY:TAG FUNCTION [--plain-http]\n", argv[0]);
+	/* A last --backend auto|kvm|process (strata_backend_parse's words):
+	 * where the sandboxes run; auto is KVM where /dev/kvm opens. */
+	if (argc > 2 && strcmp(argv[argc - 2], "--backend") == 0) {
+		bad = strata_backend_parse(argv[argc - 1], &backend) < 0;
+		argc -= 2;
+	}
+	if ((argc != 4 && !(argc == 5 && strcmp(argv[4], "--plain-http") == 0)) || bad) {
+		fprintf(stderr, "usage: %s STORE REGISTRY/REPOSITORY:TAG FUNCTION [--plain-http] [--backend B]\n", argv[0]);
 		return 2;
 	}
-	if (strata_host_new(&host) < 0 || strata_store_open(argv[1], STRATA_STORE_CREATE, &store) < 0 ||
-	    strata_registry_new(&reg) < 0) {
+	if (strata_host_new(&host) < 0 || strata_host_set_backend(host, backend) < 0 ||
+	    strata_store_open(argv[1], STRATA_STORE_CREATE, &store) < 0 || strata_registry_new(&reg) < 0) {
 		fprintf(stderr, "%s\n", strata_errmsg());
 		goto out;
 	}
@@ -30,6 +36,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s\n", strata_errmsg());
 		goto out;
 	}
+	printf("backend: %s\n", strata_backend_name(strata_sandbox_backend(sb)));
 	for (int i = 0; i < 2; i++) {
 		struct strata_result res = { 0 };
 

@@ -1,6 +1,7 @@
 /* memory_snapshot.c: in-memory snapshots of a sandbox made from an ELF: take one after each step, go back to any of them, with no store. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <strata.h>
 
@@ -24,16 +25,24 @@ int main(int argc, char **argv)
 	strata_sandbox *sb = NULL;
 	strata_snapshot *after[STEPS] = { 0 };
 	long long v;
-	int status = 1;
+	int status = 1, backend = STRATA_BACKEND_AUTO, bad = 0;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s GUEST.elf FUNCTION\n", argv[0]);
+	/* A last --backend auto|kvm|process (strata_backend_parse's words):
+	 * where the sandboxes run; auto is KVM where /dev/kvm opens. */
+	if (argc > 2 && strcmp(argv[argc - 2], "--backend") == 0) {
+		bad = strata_backend_parse(argv[argc - 1], &backend) < 0;
+		argc -= 2;
+	}
+	if (argc != 3 || bad) {
+		fprintf(stderr, "usage: %s GUEST.elf FUNCTION [--backend auto|kvm|process]\n", argv[0]);
 		return 2;
 	}
-	if (strata_host_new(&host) < 0 || strata_sandbox_new(host, argv[1], &sb) < 0) {
+	if (strata_host_new(&host) < 0 || strata_host_set_backend(host, backend) < 0 ||
+	    strata_sandbox_new(host, argv[1], &sb) < 0) {
 		fprintf(stderr, "%s\n", strata_errmsg());
 		goto out;
 	}
+	printf("backend: %s\n", strata_backend_name(strata_sandbox_backend(sb)));
 	/* A checkpoint after every step, kept in memory. */
 	for (int i = 0; i < STEPS; i++) {
 		if (step(sb, argv[2], &v) < 0 || strata_sandbox_snapshot(sb, &after[i]) < 0) {

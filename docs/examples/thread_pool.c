@@ -1,6 +1,7 @@
 /* thread_pool.c: a pool of sandboxes from one snapshot, shared by threads; each call starts from the snapshot. */
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <strata.h>
 
@@ -41,16 +42,24 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-	strata_host *host;
+	strata_host *host = NULL;
 	pthread_t t[THREADS];
+	int backend = STRATA_BACKEND_AUTO, bad = 0;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s SNAPSHOT_DIR FUNCTION\n", argv[0]);
+	/* A last --backend auto|kvm|process (strata_backend_parse's words):
+	 * where the sandboxes run; auto is KVM where /dev/kvm opens. */
+	if (argc > 2 && strcmp(argv[argc - 2], "--backend") == 0) {
+		bad = strata_backend_parse(argv[argc - 1], &backend) < 0;
+		argc -= 2;
+	}
+	if (argc != 3 || bad) {
+		fprintf(stderr, "usage: %s SNAPSHOT_DIR FUNCTION [--backend auto|kvm|process]\n", argv[0]);
 		return 2;
 	}
 	fn = argv[2];
-	if (strata_host_new(&host) < 0) {
+	if (strata_host_new(&host) < 0 || strata_host_set_backend(host, backend) < 0) {
 		fprintf(stderr, "host: %s\n", strata_errmsg());
+		strata_host_free(host);
 		return 1;
 	}
 	/* Fewer sandboxes than threads: they are shared, and the pages of the
@@ -60,6 +69,8 @@ int main(int argc, char **argv)
 		strata_host_free(host);
 		return 1;
 	}
+	/* AUTO resolved: where the pool's sandboxes run. */
+	printf("backend: %s\n", strata_backend_name(strata_host_backend(host)));
 	for (int i = 0; i < THREADS; i++)
 		pthread_create(&t[i], NULL, worker, NULL);
 	for (int i = 0; i < THREADS; i++)

@@ -3,6 +3,7 @@
 #define STRATA_MOUNT_API_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -54,7 +55,9 @@ struct strata_store {
 	 * a helper process (fs/fs.h, fs_private_*), made at the first open of
 	 * a lazy snapshot and freed by strata_store_close. */
 	pthread_mutex_t lazy_lock;    /* the fields below */
-	struct fs_private *lazy;
+	/* Set once under lazy_lock, after its helper started; read without
+	 * it by strata_store_lazy_errmsg (a signal handler's). */
+	struct fs_private *_Atomic lazy;
 	char *lazy_cacert, *lazy_user, *lazy_pass; /* strata_store_set_registry's copies */
 	struct ix_auth_provider lazy_auth;
 };

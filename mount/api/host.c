@@ -194,6 +194,31 @@ int strata_host_backend(const strata_host *h)
 	return (int)vmm_backend_resolve(h->vh, (enum vmm_backend_kind)h->backend);
 }
 
+/* The words are the vmm's backend table's, as the strata command parses them. */
+const char *strata_backend_name(int backend)
+{
+	switch (backend) {
+	case STRATA_BACKEND_AUTO:
+	case STRATA_BACKEND_KVM:
+	case STRATA_BACKEND_PROCESS:
+		return vmm_backend_name((enum vmm_backend_kind)backend);
+	default:
+		return NULL;
+	}
+}
+
+int strata_backend_parse(const char *name, int *backend)
+{
+	enum vmm_backend_kind k;
+
+	if (!backend)
+		return api_fail(-EINVAL, "backend: the out-parameter is NULL");
+	if (vmm_backend_parse(name, &k) < 0)
+		return api_fail(-EINVAL, "backend '%s': not auto, kvm or process", name ? name : "(null)");
+	*backend = (int)k;
+	return 0;
+}
+
 int strata_host_set_cache(strata_host *h, unsigned shells, unsigned warm)
 {
 	int rc = vmm_host_limits_set(h->vh, shells, warm);

@@ -1,5 +1,6 @@
 /* store.c: strata_store: a store and its index opened together, and the store-side calls a host program needs (resolve, list, tag, verify, gc). */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -97,6 +98,17 @@ int strata_store_set_registry(strata_store *st, const strata_registry *reg)
 	return rc;  /* -ENOMEM: api_str_set said so */
 }
 
+_Static_assert(STRATA_LAZY_ERRMSG_SIZE >= FS_PRIVATE_WHY_SIZE, "strata.h's size holds every reason fs_private keeps");
+
+/* No api_fail here: strata_errmsg's buffer is written with vsnprintf,
+ * which a signal handler may not call. */
+int strata_store_lazy_errmsg(const strata_store *st, char *buf, size_t len)
+{
+	if (!st || !buf || !len)
+		return -EINVAL;
+	return (int)fs_private_why(atomic_load_explicit(&st->lazy, memory_order_acquire), buf, len);
+}
+
 /* The store's private mount for lazy layers, made and started once. */
 static int lazy_server(strata_store *st, struct fs_private **out)
 {
@@ -106,15 +118,18 @@ static int lazy_server(strata_store *st, struct fs_private **out)
 	if (!st->lazy) {
 		ix_auth_creds(&st->lazy_auth, st->lazy_user, st->lazy_pass);
 		struct fs_private_config pc = { .store = st->st, .cacert = st->lazy_cacert, .auth = &st->lazy_auth.auth };
-		if ((rc = fs_private_new(&pc, &st->lazy)) == 0 && (rc = fs_private_start(st->lazy)) < 0) {
+		struct fs_private *p = NULL;
+		if ((rc = fs_private_new(&pc, &p)) == 0 && (rc = fs_private_start(p)) < 0) {
 			char why[1024] = "";
-			fs_private_why(st->lazy, why, sizeof(why));
-			fs_private_free(st->lazy);
-			st->lazy = NULL;
+			fs_private_why(p, why, sizeof(why));
+			fs_private_free(p);
 			pthread_mutex_unlock(&st->lazy_lock);
 			return api_fail(rc, "store %s: cannot serve its lazy layers (a private FUSE mount): %s",
 					st_store_path(st->st), why[0] ? why : st_strerror(rc));
 		}
+		/* Published started: a handler never sees one being freed. */
+		if (rc == 0)
+			atomic_store_explicit(&st->lazy, p, memory_order_release);
 	}
 	*out = st->lazy;
 	pthread_mutex_unlock(&st->lazy_lock);

@@ -41,7 +41,9 @@ extern "C" {
  *   host's does not disturb it (a child the host reaps first is reported
  *   with its real exit status on Linux 6.15+). Do not wait for any
  *   child's stops (waitpid(-1, ..., WUNTRACED)): the children report by
- *   stopping.
+ *   stopping. A page of a lazy snapshot that cannot be fetched raises
+ *   SIGBUS in the host thread that touches it; a handler reads why with
+ *   strata_store_lazy_errmsg.
  */
 
 /* The version of this header; strata_version() gives the library's. */
@@ -214,6 +216,15 @@ int strata_host_set_backend(strata_host *h, int backend);
 /* The backend the host's next sandbox runs on (_KVM or _PROCESS: AUTO
  * resolved). Never fails. */
 int strata_host_backend(const strata_host *h);
+/* The word for a backend, as the strata command's --backend and
+ * $STRATA_BACKEND take it: "auto", "kvm" or "process"; NULL for a value
+ * that names none. Static strings; never fails. */
+const char *strata_backend_name(int backend);
+/* The backend `name` is the word for (strata_backend_name's words), into
+ * *backend: 0, or -EINVAL (name NULL or no backend's word, strata_errmsg
+ * saying which; *backend untouched). Whether it can run here is
+ * strata_host_set_backend's to say. */
+int strata_backend_parse(const char *name, int *backend);
 /* How many idle VM shells (0..1024) and warm sandboxes (0..64) the host
  * keeps; what it keeps beyond them is freed now. STRATA_E_BAD_CONFIG over
  * the maxima (nothing changes). */
@@ -509,6 +520,26 @@ int strata_store_pull(strata_store *st, const strata_registry *reg, const char *
  * come before the first lazy open of st: -EBUSY after. -ENOMEM.
  */
 int strata_store_set_registry(strata_store *st, const strata_registry *reg);
+/*
+ * Why a page of st's lazy layers could not be had, for a host's SIGBUS
+ * handler: a page of a lazy layer whose chunk cannot be fetched (the
+ * registry unreachable after the retries, a chunk refused because it does
+ * not match its index) reads as an error inside strata, but raises SIGBUS
+ * in a thread of the host that touches it through a mapping (a call's
+ * frame written into guest memory, the process backend copying a
+ * snapshot's pages at restore). Copies the last reasons st's lazy layers'
+ * server kept (at most 8 distinct lines, oldest first, each ending in
+ * '\n') into buf, NUL-terminated and cut to len bytes;
+ * STRATA_LAZY_ERRMSG_SIZE bytes hold them all. Returns the bytes written
+ * without the NUL: 0 if no reason was kept (or st never served a lazy
+ * layer); -EINVAL if st or buf is NULL or len 0 (buf untouched).
+ * Async-signal-safe: it takes no lock, allocates nothing, makes no system
+ * call and leaves strata_errmsg alone. st must stay open while a handler
+ * may call it (clear the handler's pointer before strata_store_close).
+ * Outside a handler too, e.g. after a call on a lazy snapshot failed.
+ */
+#define STRATA_LAZY_ERRMSG_SIZE 8193
+int strata_store_lazy_errmsg(const strata_store *st, char *buf, size_t len);
 
 /* ==== registry settings ==== */
 

@@ -210,6 +210,44 @@ Test(api, host_settings)
 	cr_assert_eq(strata_host_free(NULL), 0);
 }
 
+/* The strata command's words for the backends, both ways; a parsed word
+ * is what the host's setter takes, and a sandbox says its own word. */
+Test(api, backend_words)
+{
+	static const struct { const char *word; int value; } words[] = {
+		{ "auto", STRATA_BACKEND_AUTO }, { "kvm", STRATA_BACKEND_KVM }, { "process", STRATA_BACKEND_PROCESS },
+	};
+	int b = 99;
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		cr_assert_str_eq(strata_backend_name(words[i].value), words[i].word);
+		cr_assert_eq(strata_backend_parse(words[i].word, &b), 0, "%s: %s", words[i].word, strata_errmsg());
+		cr_assert_eq(b, words[i].value);
+	}
+	cr_assert_null(strata_backend_name(3));
+	cr_assert_null(strata_backend_name(-1));
+	b = 99;
+	cr_assert_eq(strata_backend_parse("qemu", &b), -EINVAL);
+	cr_assert(strstr(strata_errmsg(), "'qemu'") && strstr(strata_errmsg(), "auto, kvm or process"), "%s",
+		  strata_errmsg());
+	cr_assert_eq(strata_backend_parse("KVM", &b), -EINVAL, "the words are lowercase, as the command's");
+	cr_assert_eq(strata_backend_parse("", &b), -EINVAL);
+	cr_assert_eq(strata_backend_parse(NULL, &b), -EINVAL);
+	cr_assert_eq(b, 99, "untouched on failure");
+	cr_assert_eq(strata_backend_parse("auto", NULL), -EINVAL);
+	/* The run's backend by its word, as a host program given it would. */
+	strata_host *h = NULL;
+	cr_assert_eq(strata_host_new(&h), 0);
+	cr_assert_eq(strata_backend_parse(strata_backend_name(backend), &b), 0);
+	cr_assert_eq(strata_host_set_backend(h, b), 0, "%s", strata_errmsg());
+	strata_sandbox *sb = sandbox(h);
+	cr_assert_str_eq(strata_backend_name(strata_sandbox_backend(sb)), strata_backend_name(strata_host_backend(h)));
+	if (backend != STRATA_BACKEND_AUTO)
+		cr_assert_str_eq(strata_backend_name(strata_sandbox_backend(sb)), strata_backend_name(backend));
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_host_free(h), 0);
+}
+
 Test(api, sizes_are_checked_at_making)
 {
 	strata_host *h = host();
@@ -886,6 +924,148 @@ Test(api, a_lazy_snapshot_from_a_registry)
 	strata_registry_free(reg);
 	strata_store_close(lz);
 	strata_store_close(whole);
+	strata_store_close(st);
+	strata_host_free(h);
+}
+
+/* Every blob file of the registry's storage, each byte inverted: the
+ * registry then serves bytes that match no digest (it does not check what
+ * it serves). What the lazy store needs of the manifest is in it already. */
+static void registry_corrupt(void)
+{
+	char cmd[4400], path[4400];
+	FILE *f;
+	int files = 0;
+
+	snprintf(cmd, sizeof(cmd), "find '%s/registry' -path '*/blobs/*' -name data -type f", tmp);
+	cr_assert_not_null(f = popen(cmd, "r"));
+	while (fgets(path, sizeof(path), f)) {
+		path[strcspn(path, "\n")] = '\0';
+		int fd = open(path, O_RDWR);
+		cr_assert_geq(fd, 0, "%s", path);
+		unsigned char buf[65536];
+		ssize_t n;
+		off_t at = 0;
+		while ((n = pread(fd, buf, sizeof(buf), at)) > 0) {
+			for (ssize_t i = 0; i < n; i++)
+				buf[i] = (unsigned char)~buf[i];
+			cr_assert_eq(pwrite(fd, buf, (size_t)n, at), n);
+			at += n;
+		}
+		close(fd);
+		files++;
+	}
+	pclose(f);
+	cr_assert_gt(files, 0, "no blob in %s/registry", tmp);
+}
+
+/* What the child below reads in its SIGBUS handler. */
+static strata_store *bus_store;
+static int bus_fd = -1;
+
+/* A host's SIGBUS handler as docs/library.md shows it: the reasons, then
+ * _exit (returning would run the faulting access again). */
+static void on_bus(int sig)
+{
+	static char why[STRATA_LAZY_ERRMSG_SIZE];
+	int n = strata_store_lazy_errmsg(bus_store, why, sizeof(why));
+
+	(void)sig;
+	if (n > 0)
+		(void)!write(bus_fd, why, (size_t)n);
+	_exit(n > 0 ? 10 : 11);
+}
+
+/* In a child (the rule: a fork makes its own host and store): open the
+ * lazy snapshot v1 of store `path` on the run's backend, call counter_next.
+ * The page that cannot be had meets the host as SIGBUS (exit 10: the
+ * handler read the reasons; 11: it read none), or as a failed open or
+ * call (then the reasons are read the same way: 20, or 21 without any;
+ * 30: the call worked). *text gets what the child read. */
+static int child_meets_lazy_page(const char *path, char *text, size_t len)
+{
+	int pfd[2], status;
+	pid_t pid;
+
+	cr_assert_eq(pipe(pfd), 0);
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		strata_host *h = NULL;
+		strata_registry *reg = NULL;
+		strata_sandbox *sb = NULL;
+		struct strata_result r = { 0 };
+		static char why[STRATA_LAZY_ERRMSG_SIZE];
+		struct sigaction sa = { .sa_handler = on_bus };
+
+		close(pfd[0]);
+		bus_fd = pfd[1];
+		if (strata_host_new(&h) < 0 || strata_host_set_backend(h, backend) < 0 ||
+		    strata_store_open(path, 0, &bus_store) < 0 || strata_registry_new(&reg) < 0 ||
+		    strata_registry_set_plain_http(reg, 1) < 0 || strata_store_set_registry(bus_store, reg) < 0)
+			_exit(40);
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGBUS, &sa, NULL);
+		if (strata_sandbox_open_store(h, bus_store, "v1", &sb) == 0 &&
+		    strata_sandbox_call(sb, "counter_next", NULL, 0, 0, &r) == 0)
+			_exit(30);
+		int n = strata_store_lazy_errmsg(bus_store, why, sizeof(why));
+		if (n > 0)
+			(void)!write(pfd[1], why, (size_t)n);
+		_exit(n > 0 ? 20 : 21);
+	}
+	close(pfd[1]);
+	size_t got = 0;
+	ssize_t n;
+	while (got + 1 < len && (n = read(pfd[0], text + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	text[got] = '\0';
+	close(pfd[0]);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A lazy snapshot whose registry serves corrupt bytes, then none: the page
+ * the host touches raises SIGBUS, and strata_store_lazy_errmsg, called in
+ * the handler, says why. */
+Test(api, a_lazy_page_that_cannot_be_had_is_explained_in_a_sigbus_handler)
+{
+	strata_host *h = host();
+	strata_store *st = store("store"), *lz = store("lazy");
+	strata_sandbox *sb = sandbox(h);
+	char id[STRATA_ID_LEN + 1], ref[128], path[4200], text[STRATA_LAZY_ERRMSG_SIZE + 1];
+	static char why[STRATA_LAZY_ERRMSG_SIZE];
+	int port;
+	pid_t pid = registry_start(&port);
+
+	strata_registry *reg = push_counter(sb, st, port, "gone", id, ref, sizeof(ref));
+	cr_assert_eq(strata_store_pull(lz, reg, ref, "v1", STRATA_PULL_LAZY, NULL), 0, "%s", strata_errmsg());
+	/* A store that never served a lazy layer has no reason; bad arguments. */
+	why[0] = 'x';
+	cr_assert_eq(strata_store_lazy_errmsg(lz, why, sizeof(why)), 0);
+	cr_assert_str_eq(why, "");
+	cr_assert_eq(strata_store_lazy_errmsg(NULL, why, sizeof(why)), -EINVAL);
+	cr_assert_eq(strata_store_lazy_errmsg(lz, NULL, 1), -EINVAL);
+	cr_assert_eq(strata_store_lazy_errmsg(lz, why, 0), -EINVAL);
+	strata_store_close(lz);
+	snprintf(path, sizeof(path), "%s/lazy", tmp);
+
+	registry_corrupt();
+	int rc = child_meets_lazy_page(path, text, sizeof(text));
+	cr_assert_eq(rc, 10, "the SIGBUS handler read the reasons (exit %d): %s", rc, text);
+	cr_assert(strstr(text, "does not match the chunk index: refused"), "%s", text);
+	char from[64];
+	snprintf(from, sizeof(from), "from 127.0.0.1:%d/api/gone", port);
+	cr_assert(strstr(text, from), "naming the registry (%s): %s", from, text);
+
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	rc = child_meets_lazy_page(path, text, sizeof(text));
+	cr_assert_eq(rc, 10, "the SIGBUS handler read the reasons (exit %d): %s", rc, text);
+	cr_assert(strstr(text, "gave up after the retries") && strstr(text, from), "%s", text);
+	cr_assert(!strstr(text, "refused"), "the child's own store's reasons only: %s", text);
+
+	strata_sandbox_free(sb);
+	strata_registry_free(reg);
 	strata_store_close(st);
 	strata_host_free(h);
 }

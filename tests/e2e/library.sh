@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# library.sh: libstrata as a packager installs it and a host program uses it: meson install, pkg-config, the docs/examples built and run (TAP).
+# library.sh: libstrata as a packager installs it and a host program uses it: meson install, pkg-config, the docs/examples built and run on each backend (TAP).
 set -u
 S=${STRATA_BIN:?} B=${STRATA_BUILD:?} SRC=${STRATA_SRC:?}
 G=$B/vmm/guest/simpleguest.elf
@@ -7,7 +7,7 @@ T=$(mktemp -d /tmp/strata-e2e-lib.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 fails=0
-echo "1..31"
+echo "1..42"
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 
@@ -127,68 +127,102 @@ check "restore_loop links against libstrata.a (pkg-config --static)" 0 '^built$'
 	'$SRC/docs/examples/restore_loop.c' \$(pkg-config --cflags strata) '$libdir/libstrata.a' \
 	\$(pkg-config --libs --static strata | sed 's/-lstrata//') && echo built"
 
-# Running them needs a sandbox: KVM, or the process backend without it.
+# Running them needs a sandbox. A host program picks the backend with
+# strata_host_set_backend; each example takes it as `--backend B` (last),
+# and prints "backend: kvm|process" (strata_sandbox_backend) first. Every
+# example runs on the process backend (anywhere) and on KVM where it works
+# (else skipped, saying why); a snapshot taken on either runs on either.
 export LD_LIBRARY_PATH=$libdir
 "$S" --store "$T/store" init >/dev/null
-if [ -z "$SANDBOX_WHY" ]; then
-	"$S" --store "$T/store" run "$G" --call counter_next --repeat 2 --snapshot two >/dev/null 2>&1
-	"$S" --store "$T/store" export two "$T/snap" >/dev/null 2>&1
-fi
-check_kvm "restore_loop: every call after a restore sees the snapshot (counter 3, 3, 3)" 0 \
-	'call 1: 3.*call 2: 3.*call 3: 3' -- sh -c "'$T/restore_loop' '$T/snap' counter_next 3 | tr '\n' ' '"
-check_kvm "host_function: the guest's add calls the host back once" 0 \
-	'^add\(1, 41\) = 42, host_add called 1 time\(s\)$' -- "$T/host_function" "$G" 1 41
-check_kvm "thread_pool: 4 threads over 2 sandboxes, every call from the snapshot" 0 \
-	'^100 calls on 2 sandboxes: every result 3, 0 differed, 0 failed$' -- "$T/thread_pool" "$T/snap" counter_next
-check_kvm "capture_store: one capture call, then restore goes back to it (1; 2, 3, then 2)" 0 \
-	'counter 1 captured as first .*after 2, 3 and a restore: 2 tag first -> [0-9a-f]{32}' -- \
-	sh -c "'$T/capture_store' '$T/capstore' '$G' first | tr '\\n' ' '"
-check_kvm "memory_snapshot: a checkpoint in memory after each step, each gone back to (1 2 3; 4 3 2)" 0 \
-	'step 1: 1 step 2: 2 step 3: 3 from step 3: 4 from step 2: 3 from step 1: 2 $' -- \
-	sh -c "'$T/memory_snapshot' '$G' counter_next | tr '\\n' ' '"
-# lazy_registry: a snapshot pushed to a loopback registry, restored from
+"$S" --store "$T/store" --backend process run "$G" --call counter_next --repeat 2 --snapshot two >/dev/null 2>&1
+"$S" --store "$T/store" export two "$T/snap" >/dev/null 2>&1
+# on BE EXAMPLE ARGS...: the example with --backend BE; its output after the
+# backend line on one line, or status 99 if it ran elsewhere.
+on() {
+	local be=$1 rc
+	shift
+	"$@" --backend "$be" >"$T/on.out"
+	rc=$?
+	[ "$rc" -eq 0 ] || { cat "$T/on.out"; return "$rc"; }
+	[ "$(head -1 "$T/on.out")" = "backend: $be" ] || { echo "ran on '$(head -1 "$T/on.out")', not $be"; return 99; }
+	tail -n +2 "$T/on.out" | tr '\n' ' '
+}
+# check_on BE NAME STATUS REGEX -- COMMAND...: check, named for BE; on kvm
+# skipped with the reason where KVM cannot run sandboxes here.
+check_on() {
+	local be=$1 name="$2 ($1 backend)"
+	shift 2
+	if [ "$be" = kvm ] && [ -n "$KVM_WHY" ]; then
+		n=$((n + 1))
+		echo "ok $n - $name # SKIP $KVM_WHY"
+		return 0
+	fi
+	check "$name" "$@"
+}
+# lazy_example BE: a snapshot pushed to a loopback registry, restored from
 # it by a lazy pull into a fresh store, its pages fetched on first touch.
 lazy_example() {
-	command -v docker-registry >/dev/null || { echo "no docker-registry"; return 1; }
-	local port
+	local be=$1 port pid up='' rc
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	printf 'version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: %s}}\nhttp: {addr: 127.0.0.1:%s}\n' \
-		"$T/registry" "$port" >"$T/registry.yml"
+		"$T/registry-$be" "$port" >"$T/registry.yml"
 	docker-registry serve "$T/registry.yml" >"$T/registry.log" 2>&1 &
-	local pid=$! up=
+	pid=$!
 	for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/v2/" && { up=1; break; }; sleep 0.1; done
 	[ -n "$up" ] || { kill "$pid"; echo "the registry did not start"; return 1; }
 	"$S" --store "$T/store" push --insecure two "127.0.0.1:$port/examples/counter:v1" >/dev/null &&
-		"$T/lazy_registry" "$T/lazystore" "127.0.0.1:$port/examples/counter:v1" counter_next --plain-http | tr '\n' ' '
-	local rc=$?
+		on "$be" "$T/lazy_registry" "$T/lazystore-$be" "127.0.0.1:$port/examples/counter:v1" counter_next --plain-http
+	rc=$?
 	# What the lazy pull left in the store: its layers recorded, not fetched whole.
-	"$S" --store "$T/lazystore" verify 2>&1 | grep -o 'lazy' | head -1
+	"$S" --store "$T/lazystore-$be" verify 2>&1 | grep -o 'lazy' | head -1
 	kill "$pid"; wait "$pid" 2>/dev/null
 	return $rc
 }
-if command -v docker-registry >/dev/null; then
-	check_kvm "lazy_registry: a lazy pull from a registry, then calls from the snapshot (3, 3)" 0 \
-		'call 1: 3 call 2: 3 ' -- lazy_example
-else
-	n=$((n + 1))
-	echo "ok $n - lazy_registry: a lazy pull from a registry, then calls # SKIP docker-registry is not installed"
-fi
-if command -v g++ >/dev/null; then
-	check_kvm "host.cpp: the C++ host's lambda answers the guest" 0 '^libstrata 1\.0\.0: HELLO$' -- \
-		"$T/host_cpp" "$G" hello
-else
-	check_cxx "host.cpp: the C++ host's lambda answers the guest"
-fi
-check_kvm "the statically linked restore_loop runs too" 0 'call 2: 3' -- \
-	sh -c "'$T/restore_loop_static' '$T/snap' counter_next 2 | tr '\n' ' '"
 # A host program that makes no registry call maps no TLS, HTTP or crypto
 # library: libstrata loads libcurl and libcrypto on first use (store/dl.h).
 # LD_DEBUG=files names every object the runtime linker loads, dlopen()ed ones too.
 no_tls_http() {
-	LD_DEBUG=files "$T/restore_loop" "$T/snap" counter_next 2 >/dev/null 2>"$T/ld.log" || { echo "restore_loop failed"; return 1; }
+	LD_DEBUG=files "$T/restore_loop" "$T/snap" counter_next 2 --backend "$1" >/dev/null 2>"$T/ld.log" ||
+		{ echo "restore_loop failed"; return 1; }
 	grep -q 'file=[^ ]*libstrata\.so' "$T/ld.log" || { echo "libstrata.so not loaded"; return 1; }
 	loaded=$(grep -oE 'file=[^ ]*(curl|ssl|gnutls|crypto|nghttp|ssh2|krb5|ldap|rtmp)[^ ]*' "$T/ld.log" | sort -u | tr '\n' ' ')
 	echo "${loaded:-none} ($(grep -c 'file=.*\[0\];  generating link map' "$T/ld.log") objects)"
 }
-check_kvm "restore_loop (no registry call) loads no TLS, HTTP or crypto library" 0 '^none ' -- no_tls_http
+for be in process kvm; do
+	check_on $be "restore_loop: every call after a restore sees the snapshot (counter 3, 3, 3)" 0 \
+		'^call 1: 3 call 2: 3 call 3: 3 $' -- on $be "$T/restore_loop" "$T/snap" counter_next 3
+	check_on $be "host_function: the guest's add calls the host back once" 0 \
+		'^add\(1, 41\) = 42, host_add called 1 time\(s\) $' -- on $be "$T/host_function" "$G" 1 41
+	check_on $be "thread_pool: 4 threads over 2 sandboxes, every call from the snapshot" 0 \
+		'^100 calls on 2 sandboxes: every result 3, 0 differed, 0 failed $' -- on $be "$T/thread_pool" "$T/snap" counter_next
+	check_on $be "capture_store: one capture call, then restore goes back to it (1; 2, 3, then 2)" 0 \
+		'counter 1 captured as first .*after 2, 3 and a restore: 2 tag first -> [0-9a-f]{32}' -- \
+		on $be "$T/capture_store" "$T/capstore-$be" "$G" first
+	check_on $be "memory_snapshot: a checkpoint in memory after each step, each gone back to (1 2 3; 4 3 2)" 0 \
+		'^step 1: 1 step 2: 2 step 3: 3 from step 3: 4 from step 2: 3 from step 1: 2 $' -- \
+		on $be "$T/memory_snapshot" "$G" counter_next
+	if command -v docker-registry >/dev/null; then
+		check_on $be "lazy_registry: a lazy pull from a registry, then calls from the snapshot (3, 3)" 0 \
+			'^call 1: 3 call 2: 3 ' -- lazy_example $be
+	else
+		n=$((n + 1))
+		echo "ok $n - lazy_registry: a lazy pull from a registry, then calls ($be backend) # SKIP docker-registry is not installed"
+	fi
+	if command -v g++ >/dev/null; then
+		check_on $be "host.cpp: the C++ host's lambda answers the guest" 0 '^libstrata 1\.0\.0: HELLO $' -- \
+			on $be "$T/host_cpp" "$G" hello
+	else
+		check_cxx "host.cpp: the C++ host's lambda answers the guest ($be backend)"
+	fi
+	check_on $be "the statically linked restore_loop runs too" 0 '^call 1: 3 call 2: 3 $' -- \
+		on $be "$T/restore_loop_static" "$T/snap" counter_next 2
+	check_on $be "restore_loop (no registry call) loads no TLS, HTTP or crypto library" 0 '^none ' -- no_tls_http $be
+done
+# Without --backend a host is STRATA_BACKEND_AUTO: KVM where it works.
+auto_is=kvm
+[ -n "$KVM_WHY" ] && auto_is=process
+check "restore_loop without --backend runs on the automatic backend's choice ($auto_is here)" 0 \
+	"^backend: $auto_is\$" -- "$T/restore_loop" "$T/snap" counter_next 1
+check "an example given an unknown backend says how to call it" 2 'usage: .*--backend auto\|kvm\|process' -- \
+	"$T/restore_loop" "$T/snap" counter_next 1 --backend qemu
 [ "$fails" -eq 0 ]
