@@ -11,6 +11,22 @@
 #include "tests/kvm_check.h"
 #include "vmm/vmm.h"
 
+/* Whether KVM works here, asked in a child: this process must not open
+ * /dev/kvm before its test does. Skips (or fails, where KVM is required)
+ * if it does not. */
+static void kvm_usable_or_skip(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(vmm_kvm_check(NULL) == 0 ? 0 : 1);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		kvm_skip_or_fail("/dev/kvm is not usable here");
+}
+
 /* Running out of descriptors or memory while opening /dev/kvm says nothing
  * about KVM: the check reports it, and the next check opens it (regression:
  * the first open's failure was the process's verdict, so one EMFILE made
@@ -19,18 +35,8 @@
 Test(vmm_probe, a_passing_failure_to_open_dev_kvm_is_tried_again)
 {
 	struct vmm_error err;
-	int status;
 
-	/* Whether KVM works here, asked in a child: this process must not
-	 * open /dev/kvm before the injected failure. */
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0)
-		_exit(vmm_kvm_check(NULL) == 0 ? 0 : 1);
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		kvm_skip_or_fail("/dev/kvm is not usable here");
-
+	kvm_usable_or_skip();
 	st_sys_fault_set(1, EMFILE);
 	int rc = vmm_kvm_check(&err);
 	bool fired = st_sys_fault_fired();
@@ -74,19 +80,12 @@ Test(vmm_probe, making_a_kvm_host_opens_dev_kvm_before_its_first_sandbox)
 	struct vmm_error err;
 	int status;
 
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0)
-		_exit(vmm_kvm_check(NULL) == 0 ? 0 : 1);
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		kvm_skip_or_fail("/dev/kvm is not usable here");
-
+	kvm_usable_or_skip();
 	cr_assert(!dev_kvm_open(), "nothing opened /dev/kvm yet");
 	vmm_host_config_defaults(&hc);
 	hc.backend = VMM_BACKEND_KVM;
 	cr_assert_eq(vmm_host_new(&hc, &h, &err), 0, "%s", err.message);
-	pid = fork();
+	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0)
 		_exit(vmm_kvm_check(NULL) == 0 ? 0 : 1);
