@@ -98,7 +98,12 @@ static void facts_on_failure(struct vmm_kvm_facts *f)
 	}
 	f->cpu_virt = cpu_has_virt();
 	if (stat("/dev/kvm", &st) == 0) {
-		struct group *g = getgrgid(st.st_gid);
+		/* getgrgid_r: this may run on the prepare thread beside a
+		 * caller's own getgrgid, whose buffer is static. */
+		struct group gr, *g = NULL;
+		char buf[2048];
+		if (getgrgid_r(st.st_gid, &gr, buf, sizeof(buf), &g) != 0)
+			g = NULL;
 		f->dev_mode = st.st_mode;
 		if (g)
 			snprintf(f->dev_group, sizeof(f->dev_group), "%s", g->gr_name);
