@@ -55,6 +55,15 @@ const char *vmm_backend_names(char *buf, size_t len)
 	return buf;
 }
 
+void vmm_backend_prepare(enum vmm_backend_kind kind)
+{
+	/* AUTO: the first in the list, whose check AUTO makes first. */
+	const struct vmm_backend *be = kind == VMM_BACKEND_AUTO ? backends[0] : vmm_backend_of(kind);
+
+	if (be && be->prepare)
+		be->prepare();
+}
+
 /* What AUTO means with no host choosing: the first backend that can run
  * here, else the last. */
 static const struct vmm_backend *machine_backend(void)

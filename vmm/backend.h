@@ -24,6 +24,12 @@ struct vmm_backend {
 	const char *name;  /* vmm_backend_name's, and what vmm_backend_parse and --backend take */
 	/* 0 if it can run here, else <0 with why in err (may be NULL). */
 	int (*check)(struct vmm_error *err);
+	/* Begin, on a thread of its own, the one-time work a process's first
+	 * sandbox on this backend waits for (KVM: /dev/kvm opened, its CPUID
+	 * read), so that it overlaps what the program does before its first
+	 * sandbox (opening and verifying a snapshot). Once per process; what
+	 * it finds is what check and start would find. NULL: nothing to do. */
+	void (*prepare)(void);
 	/* What the error of a sandbox that asked for it and cannot have it
 	 * adds in parentheses: chosen by name (hint), or by AUTO (auto_hint:
 	 * AUTO chose it because none before it in vmm/backend.c's list runs). */
@@ -84,6 +90,9 @@ extern const struct vmm_backend vmm_backend_process;
 
 /* The backend of that kind (vmm/backend.c's list), NULL for AUTO or unknown. */
 const struct vmm_backend *vmm_backend_of(enum vmm_backend_kind kind);
+/* Run the prepare of the backend a host of that kind uses (AUTO: the
+ * first AUTO checks), if it has one: vmm_host_new calls it. */
+void vmm_backend_prepare(enum vmm_backend_kind kind);
 /* "auto, kvm or process" (every name vmm_backend_parse takes) in buf. */
 const char *vmm_backend_names(char *buf, size_t len);
 

@@ -41,7 +41,13 @@ static int bare_process_new(const struct vmm_layout *l, const uint8_t *mem, uint
 	b->sb = sb;
 	if ((rc = sb->be->mem_new(sb, &ready)) < 0)
 		return rc;
-	memcpy(sb->mem, mem, l->low_end);  /* page tables, descriptors, code */
+	/* Page tables, descriptors, code: the pages that hold any. Copying
+	 * all of low memory (2 MiB, nearly all zero) would put 512 page
+	 * faults of the floor's own into the floor; guest memory is zero. */
+	static const uint8_t zero[VMM_PAGE];
+	for (uint64_t at = 0; at < l->low_end; at += VMM_PAGE)
+		if (memcmp(mem + at, zero, VMM_PAGE) != 0)
+			memcpy(sb->mem + at, mem + at, VMM_PAGE);
 	if ((rc = sb->be->start(sb, ready, NULL)) < 0)
 		return rc;
 	vmm_x86_initial_state(l, 3, code, l->stack_hi, &st);

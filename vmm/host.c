@@ -72,6 +72,9 @@ int vmm_host_new(const struct vmm_host_config *cfg, struct vmm_host **out, struc
 	h->debug = cfg->debug;
 	h->backend = cfg->backend;
 	atomic_init(&h->sandboxes, 0);
+	/* A host is made to make sandboxes: the first one's one-time work
+	 * begins now, beside what the program does before it. */
+	vmm_backend_prepare(cfg->backend);
 	*out = h;
 	return 0;
 }

@@ -36,7 +36,10 @@
  *   signal blocked: each dies with the host process (PR_SET_PDEATHSIG,
  *   kill -9 included), not with the thread that made its sandbox, so any
  *   thread may call a sandbox made on a thread that has ended. SIGUSR1,
- *   SIGSTOP and SIGCONT go to the children only.
+ *   SIGSTOP and SIGCONT go to the children only. The process's first
+ *   vmm_host_new on the kvm backend (or AUTO) starts one short-lived,
+ *   detached thread that opens /dev/kvm and reads its CPUID, then ends
+ *   (pthread_atfork handlers keep a fork meanwhile safe).
  * - Caches, each with its limit: a host's idle VM shells and warm
  *   sandboxes (vmm_host_config: 8 and 8 by default, at most 1024 and 64),
  *   and the parsed manifests (8) and private layer copies (32, 256 MiB in

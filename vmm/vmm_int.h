@@ -116,6 +116,9 @@ bool vmm_kernel_version(const char *release, unsigned *major, unsigned *minor);
 int vmm_kvm_open_failed(int rc, struct vmm_error *err);
 
 int vmm_kvm_open(struct vmm_kvm *k);
+/* vmm_backend_kvm.prepare: /dev/kvm opened and settled on a thread of its
+ * own (what vmm_kvm_check and vmm_kvm_open do first), once per process. */
+void vmm_kvm_prepare(void);
 void vmm_kvm_close(struct vmm_kvm *k);
 /* Make a VM that ran another guest ready for a new one (kvm.c). */
 int vmm_kvm_recycle(struct vmm_kvm *k);

@@ -25,7 +25,8 @@ extern "C" {
  * - Threads: a host, a store, a registry's settings and a pool may be used
  *   from any thread. A sandbox may be used from any thread, one call at a
  *   time (STRATA_E_BUSY otherwise); strata_sandbox_kill may come from any
- *   thread.
+ *   thread. The process's first KVM (or automatic) host starts one
+ *   short-lived library thread that opens /dev/kvm and ends.
  * - Lifetimes: a host outlives every sandbox and pool made with it
  *   (strata_host_free says -EBUSY before); a store outlives the sandboxes
  *   and pools opened from it and every call given it. Strings given to a

@@ -54,6 +54,8 @@ bool bench_quick(const struct bench *b);
 
 void bench_timer_start(struct bench_timer *t);
 void bench_timer_stop(struct bench_timer *t);
+/* The iteration took ns, as measured elsewhere (a child process's own clock). */
+void bench_timer_set(struct bench_timer *t, uint64_t ns);
 /* Monotonic nanoseconds, for cases that time things themselves. */
 uint64_t bench_now_ns(void);
 
@@ -116,6 +118,9 @@ void bench_fs(struct bench *b);       /* bench_fs.c */
 void bench_snap(struct bench *b);     /* bench_snap.c */
 void bench_cold(struct bench *b);     /* bench_cold.c */
 void bench_density(struct bench *b);  /* bench_cold.c */
+/* Run strata-bench-first (bench_first.c) with args (args[0] its mode) in a
+ * fresh process: *ns gets the time it measured from its main() (bench_cold.c). */
+int bench_first_run(char *const args[], uint64_t *ns);
 /* This process's PSS (smaps_rollup), KiB (bench_cold.c). */
 unsigned long long bench_pss_kib(void);
 /*

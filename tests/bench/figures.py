@@ -129,7 +129,7 @@ def load(path):
         sys.exit("figures.py: %s: %s" % (path, e))
     if data.get("version") != 1:
         sys.exit("figures.py: %s: not a strata bench JSON file (version 1)" % path)
-    if "runs" in data:
+    if isinstance(data.get("runs"), list):  # docs/figures.json's form (a bench file's "runs" is --runs N)
         return data
     if data.get("quick"):
         sys.exit("figures.py: %s is a --quick run; the figures come from full runs" % path)
@@ -322,9 +322,11 @@ README_ROWS = [
     ("`sandboxes/sandbox_from_snapshot/*/mount`", "sandboxes/sandbox_from_snapshot/%s/mount", ""),
     ("`snapshot_files/cold_start_via_snapshot` (open a copy, restore, one call)",
      "snapshot_files/cold_start_via_snapshot/%s", ""),
-    ("... as a process's first restore", "snapshot_files/cold_start_via_snapshot/%s/first_in_process", ""),
+    ("... as a new process's first restore (× `floor/kvm_first_sandbox`)",
+     "snapshot_files/cold_start_via_snapshot/%s/first_in_process", ""),
     ("`snapshot_files/cold_start_via_mount/*/warm`", "snapshot_files/cold_start_via_mount/%s/warm", ""),
-    ("... as a process's first restore", "snapshot_files/cold_start_via_mount/%s/first_in_process", ""),
+    ("... as a new process's first restore (× `floor/kvm_first_sandbox`)",
+     "snapshot_files/cold_start_via_mount/%s/first_in_process", ""),
     ("`process/guest_calls/call` (the process backend)", "process/guest_calls/call/%s", ""),
     ("`process/snapshots/restore` (the process backend)", "process/snapshots/restore/%s", ""),
     ("`density/1000/medium/steady_restore_and_call_median`", "density/1000/medium/steady_restore_and_call_median", ""),

@@ -60,9 +60,11 @@ held() { # PID: what it holds, one line each
 k=${kids%% *}
 got=$( [ -n "$k" ] && held "$k" 2>&1)
 kill -9 $host 2>/dev/null; wait $host 2>/dev/null
+# The removed directory is made in /dev/shm (tmpfs), else in /tmp.
+cwd_dir=/tmp; [ -d /dev/shm ] && [ -w /dev/shm ] && cwd_dir=/dev/shm
 want="fd 3 /memfd:strata-guest (deleted)
 fd 4 anon_inode:[userfaultfd]
-cwd /tmp/strata-proc-cwd-XXXXXX (deleted) root / environ 0
+cwd $cwd_dir/strata-proc-cwd-XXXXXX (deleted) root / environ 0
 CapInh: 0000000000000000
 CapPrm: 0000000000000000
 CapEff: 0000000000000000

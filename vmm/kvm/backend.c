@@ -172,6 +172,7 @@ const struct vmm_backend vmm_backend_kvm = {
 	.kind = VMM_BACKEND_KVM,
 	.name = "kvm",
 	.check = vmm_kvm_check,
+	.prepare = vmm_kvm_prepare,
 	.hint = "the process backend, --backend process, needs no KVM",
 	.auto_hint = "the process backend, --backend process, needs no KVM",
 	.mem_new = kvm_mem_new,

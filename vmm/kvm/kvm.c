@@ -98,7 +98,12 @@ static void facts_on_failure(struct vmm_kvm_facts *f)
 	}
 	f->cpu_virt = cpu_has_virt();
 	if (stat("/dev/kvm", &st) == 0) {
-		struct group *g = getgrgid(st.st_gid);
+		/* getgrgid_r: this may run on the prepare thread beside a
+		 * caller's own getgrgid, whose buffer is static. */
+		struct group gr, *g = NULL;
+		char buf[2048];
+		if (getgrgid_r(st.st_gid, &gr, buf, sizeof(buf), &g) != 0)
+			g = NULL;
 		f->dev_mode = st.st_mode;
 		if (g)
 			snprintf(f->dev_group, sizeof(f->dev_group), "%s", g->gr_name);
@@ -176,6 +181,61 @@ static int sys_settle(struct vmm_kvm_facts *scratch, const struct vmm_kvm_facts 
 	*facts = scratch;
 	pthread_mutex_unlock(&sys_lock);
 	return fd;
+}
+
+/*
+ * vmm_kvm_prepare: the settling on a thread of its own. Opening /dev/kvm
+ * and reading its supported CPUID is a process's own once (~0.45 ms of
+ * KVM_GET_SUPPORTED_CPUID here, kvm_pvm, where every host CPUID traps),
+ * and a program makes a host before it opens and verifies the snapshot its
+ * first sandbox comes from: begun at vmm_host_new, it is done or nearly
+ * done by then. The first vmm_kvm_check or vmm_kvm_open waits for it on
+ * sys_lock, so no caller sees it half done; one that comes first settles
+ * itself, and the thread then finds it settled. A fork while the thread
+ * holds sys_lock would leave the child's copy locked for ever: the atfork
+ * handlers take it around every fork.
+ */
+static pthread_once_t prepare_once = PTHREAD_ONCE_INIT;
+
+static void *prepare_thread(void *arg)
+{
+	struct vmm_kvm_facts scratch;
+	const struct vmm_kvm_facts *f;
+
+	(void)arg;
+	(void)sys_settle(&scratch, &f);
+	return NULL;
+}
+
+static void prepare_fork_lock(void)
+{
+	pthread_mutex_lock(&sys_lock);
+}
+
+static void prepare_fork_unlock(void)
+{
+	pthread_mutex_unlock(&sys_lock);
+}
+
+static void prepare_start(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+
+	if (pthread_atfork(prepare_fork_lock, prepare_fork_unlock, prepare_fork_unlock) != 0 ||
+	    pthread_attr_init(&attr) != 0)
+		return;
+	/* Detached: nothing waits for it but sys_lock. Without a thread (no
+	 * memory, a thread limit) the first check settles as before. */
+	if (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0)
+		(void)pthread_create(&t, &attr, prepare_thread, NULL);
+	pthread_attr_destroy(&attr);
+}
+
+void vmm_kvm_prepare(void)
+{
+	if (!atomic_load_explicit(&sys_settled, memory_order_acquire))
+		pthread_once(&prepare_once, prepare_start);
 }
 
 int vmm_kvm_check(struct vmm_error *err)

@@ -286,17 +286,23 @@ static void hand_over(struct vmm_proc *p, uint32_t to)
 	resume(p);
 }
 
-/* Wait for a report at most total_ns (polling: waitid has no timeout); 1, 0 or <0. */
+/* Wait for a report at most total_ns (polling: waitid has no timeout); 1, 0 or <0.
+ * The naps start at 20 us and double up to 200 us: a report comes within
+ * a millisecond or so (a new child's start: exec of a small static
+ * program), and a fixed 200 us nap overshot it by 100 us on average, on
+ * the path of every spawn, a process's first sandbox's included. */
 static int wait_stop_for(struct vmm_proc *p, uint64_t total_ns)
 {
 	uint64_t end = now_ns() + total_ns;
+	long nap = 20000;
 	int rc;
 
 	while ((rc = wait_stop(p, true)) == 0) {
 		if (now_ns() >= end)
 			return 0;
-		struct timespec ts = { .tv_nsec = 200000 };
+		struct timespec ts = { .tv_nsec = nap };
 		nanosleep(&ts, NULL);
+		nap = nap < 100000 ? nap * 2 : 200000;
 	}
 	return rc;
 }
@@ -312,20 +318,34 @@ static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The child's working directory: one that no longer exists (made, opened
  * and removed at once), so nothing can ever be created in it, a core file
- * included. Without a writable /tmp the child runs in / (it cannot create
- * files anyway: no system call to do so, no core dump). */
+ * included. Made in /dev/shm where that is a directory that can be
+ * written: tmpfs makes and removes one in microseconds, where /tmp on
+ * ext4 took 0.15-0.5 ms of a process's first process-backend sandbox (its
+ * search for a free inode passes over every recently deleted one, and
+ * every process's first sandbox leaves one). Else /tmp; without either the
+ * child runs in / (it cannot create files anyway: no system call to do
+ * so, no core dump). */
 static int cwd_make(void)
 {
-	char path[] = "/tmp/strata-proc-cwd-XXXXXX";
-	int fd;
+	static const char *const places[] = { "/dev/shm/strata-proc-cwd-XXXXXX", "/tmp/strata-proc-cwd-XXXXXX" };
+	int rc = -ENOENT;
 
-	/* A fresh name (mkdtemp fails rather than take a directory that
-	 * exists: another user's, made in advance, would be writable). */
-	if (!mkdtemp(path))
-		return -errno;
-	fd = st_sys_openat(AT_FDCWD, path, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
-	st_sys_unlinkat(AT_FDCWD, path, AT_REMOVEDIR);
-	return fd;
+	for (size_t i = 0; i < sizeof(places) / sizeof(places[0]); i++) {
+		char path[sizeof("/dev/shm/strata-proc-cwd-XXXXXX")];
+		snprintf(path, sizeof(path), "%s", places[i]);
+		/* A fresh name (mkdtemp fails rather than take a directory that
+		 * exists: another user's, made in advance, would be writable). */
+		if (!mkdtemp(path)) {
+			rc = -errno;
+			continue;
+		}
+		int fd = st_sys_openat(AT_FDCWD, path, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+		st_sys_unlinkat(AT_FDCWD, path, AT_REMOVEDIR);
+		if (fd >= 0)
+			return fd;
+		rc = fd;
+	}
+	return rc;
 }
 
 /* The child program as a sealed memfd, written once per process; a failed
