@@ -790,8 +790,8 @@ static int data_protect(struct vmm_sandbox *sb, bool all)
 	return rc;
 }
 
-/* The child's /proc/PID/maps, whole, as a new string (the caller frees it). */
-static int maps_read(struct vmm_proc *p, char **out)
+/* A /proc/PID/maps of the child, whole, as a new string (the caller frees it). */
+static int maps_read(int fd, char **out)
 {
 	size_t cap = 4096, n = 0;
 	char *b = NULL;
@@ -803,7 +803,7 @@ static int maps_read(struct vmm_proc *p, char **out)
 			return -ENOMEM;
 		}
 		b = nb;
-		ssize_t r = st_sys_pread(p->maps, b + n, cap - n, (off_t)n);
+		ssize_t r = st_sys_pread(fd, b + n, cap - n, (off_t)n);
 		if (r < 0) {
 			free(b);
 			return (int)r;
@@ -909,9 +909,14 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
 	if ((p->pm_child = st_sys_openat(AT_FDCWD, path, O_RDONLY, 0)) < 0)
 		p->pm_child = -1;
+	/* Two handles on its maps: one read once it is locked down (the
+	 * mappings the check compares against), then closed; one kept unread
+	 * for the check, so that no sandbox holds the kernel's buffer for a
+	 * read (a page) unless it is checked. */
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	if ((p->maps = st_sys_openat(AT_FDCWD, path, O_RDONLY, 0)) < 0)
 		p->maps = -1;
+	int maps_base = p->maps >= 0 ? st_sys_openat(AT_FDCWD, path, O_RDONLY, 0) : -1;
 	if (wp && p->uffd >= 0) {
 		/* The child's userfaultfd: the host protects its pages directly. */
 		p->uffd_child = (int)syscall(SYS_pidfd_getfd, p->pidfd, 4, 0);
@@ -923,6 +928,8 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	if (rc > 0)
 		memcpy(&locked, p->ctl + CTL_RESULT, 8);
 	if (locked != 0) {
+		if (maps_base >= 0)
+			st_sys_close(maps_base);
 		proc_kill(p);
 		return vmm_fail(err, VMM_E_NO_BACKEND, "the process backend's child could not be made non-dumpable");
 	}
@@ -930,8 +937,11 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	 * them from here on (vmm_sandbox_check compares). */
 	free(p->maps_base);
 	p->maps_base = NULL;
-	if (p->maps >= 0 && maps_read(p, &p->maps_base) < 0)
-		p->maps_base = NULL;
+	if (maps_base >= 0) {
+		if (maps_read(maps_base, &p->maps_base) < 0)
+			p->maps_base = NULL;
+		st_sys_close(maps_base);
+	}
 	p->tracked = p->uffd >= 0 && p->pm_self >= 0 && p->pm_child >= 0 && p->uffd_child >= 0;
 	/* Every page with data is protected in both mappings from here on; a
 	 * page that gets data later is found by the next scan (data_fresh). */
@@ -1424,6 +1434,23 @@ static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, in
 		p->data_blocks = -1;
 		return st_sys_punch_hole(p->memfd, (off_t)(gpage * VMM_PAGE), (off_t)len);
 	}
+	/* Into the memfd through its file, not through the host's mapping of
+	 * it: the host's page tables get no entry (and no table) for pages
+	 * only the guest uses (docs/vmm.md, "Density"), and the host mapping's
+	 * write tracking sees no write of its own. A layer whose file cannot
+	 * be spliced from is read into the mapping. */
+	off_t in = (off_t)(lpage * VMM_PAGE);
+	off_t at = st_sys_lseek(p->memfd, (off_t)(gpage * VMM_PAGE), SEEK_SET);
+	if (at < 0)
+		return (int)at;
+	while (done < len) {
+		ssize_t r = st_sys_sendfile(p->memfd, fd, &in, len - done);
+		if (r == -EINVAL && done == 0)
+			break;
+		if (r <= 0)
+			return r < 0 ? (int)r : -EIO;
+		done += (uint64_t)r;
+	}
 	while (done < len) {
 		ssize_t r = st_sys_pread(fd, dst + done, len - done, (off_t)(lpage * VMM_PAGE + done));
 		if (r <= 0)
@@ -1476,7 +1503,7 @@ static int proc_check(struct vmm_sandbox *sb, const struct vmm_vcpu_state *want,
 		snprintf(why, len, "the child's mappings cannot be read");
 		return VMM_E_LEAK;
 	}
-	if ((rc = maps_read(p, &maps)) < 0)
+	if ((rc = maps_read(p->maps, &maps)) < 0)
 		return rc;
 	if ((rc = st_sys_fstat(p->memfd, &st)) < 0)
 		goto out_free;
