@@ -814,7 +814,10 @@ static int maps_read(int fd, char **out)
 		cap *= 2;
 	}
 	b[n] = 0;
-	*out = b;
+	/* Kept for the sandbox's life (maps_base): no bigger than it is (a
+	 * failed shrink keeps the buffer as it was). */
+	char *fit = n + 1 < cap + 1 ? st_sys_realloc(b, n + 1) : NULL;
+	*out = fit ? fit : b;
 	return 0;
 }
 
