@@ -220,6 +220,38 @@ Test(vmm_backend, an_idle_process_child_keeps_only_its_pages_and_their_page_tabl
 	vmm_sandbox_free(sb);
 }
 
+/* The child's descriptor table is a new process's, whatever the host holds
+ * (regression: the child was cloned with a copy of the host's table, which
+ * exec kept: with a thousand sandboxes thousands of entries each, some
+ * 40 KiB of kernel memory per child at 1,000, and a copy at every spawn). */
+Test(vmm_backend, a_process_child_holds_a_small_descriptor_table_whatever_the_host_holds)
+{
+	struct vmm_config cfg = { .backend = VMM_BACKEND_PROCESS };
+	enum { MANY = 600 };
+	int fds[MANY];
+	uint64_t mem_size = 0;
+
+	for (unsigned i = 0; i < MANY; i++)
+		cr_assert_geq(fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC), 0, "%s", strerror(errno));
+	struct vmm_sandbox *sb = guest_new(&cfg);
+	pid_t pid = guest_child(&mem_size);
+	cr_assert_gt(pid, 0, "the sandbox's child is not among this process's children");
+	long long size = -1;
+	char path[64], line[128];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	cr_assert(f);
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "FDSize:", 7) == 0)
+			size = atoll(line + 7);
+	fclose(f);
+	cr_assert_gt(size, 0);
+	cr_assert_leq(size, 64, "the child's table has room for %lld descriptors (the host holds %d more)", size, MANY);
+	vmm_sandbox_free(sb);
+	for (unsigned i = 0; i < MANY; i++)
+		close(fds[i]);
+}
+
 Test(vmm_backend, a_process_sandbox_refuses_snapshots_and_names_kvm)
 {
 	struct vmm_config cfg = { .backend = VMM_BACKEND_PROCESS };

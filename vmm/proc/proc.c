@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
+#include <linux/close_range.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
@@ -396,7 +397,7 @@ int vmm_process_check(struct vmm_error *err)
  */
 struct spawn_req {
 	/* in */
-	int memfd;
+	const char *mem_path;  /* guest memory, as /proc/HOST/fd/N */
 	const char *path;
 	char *const *argv;
 	/* out */
@@ -427,10 +428,15 @@ struct k_sigaction {
 
 /*
  * The child, between clone and exec: it shares the spawner's memory
- * (CLONE_VM), so it makes raw system calls only and writes nothing but
- * req->child_errno. Every signal to its default, guest memory as fd 3,
- * nothing else open, no stdio, in the removed directory, then exec with
- * every signal unblocked (the spawner had all blocked).
+ * (CLONE_VM) and, until its first call below, its descriptor table
+ * (CLONE_FILES), so it makes raw system calls only, writes nothing but
+ * req->child_errno and closes nothing of the host's. Every signal to its
+ * default, in the removed directory, a table of its own with nothing in
+ * it (CLOSE_RANGE_UNSHARE from 0 copies no descriptor: the table is as
+ * small as a new process's, where a copy of the host's is as large as the
+ * host's, thousands with a thousand sandboxes, and exec keeps it), guest
+ * memory opened again as fd 3, no stdio, then exec with every signal
+ * unblocked (the spawner had all blocked).
  */
 __attribute__((no_sanitize("address", "undefined"))) static int spawn_child(void *arg)
 {
@@ -448,15 +454,16 @@ __attribute__((no_sanitize("address", "undefined"))) static int spawn_child(void
 	else
 		rc = syscall(SYS_chdir, "/");
 	if (rc == 0)
-		rc = req->memfd == 3 ? syscall(SYS_fcntl, 3, F_SETFD, 0) : syscall(SYS_dup3, req->memfd, 3, 0);
-	if (rc >= 0)
-		rc = syscall(SYS_close_range, 4u, ~0u, 0u);
-	if (rc == 0) {
+		rc = syscall(SYS_close_range, 0u, ~0u, CLOSE_RANGE_UNSHARE);
+	/* Its own table from here: the lowest free descriptor is 0. */
+	if (rc == 0 && (rc = syscall(SYS_openat, AT_FDCWD, req->mem_path, O_RDWR, 0)) == 0)
+		rc = syscall(SYS_dup3, 0, 3, 0);
+	if (rc == 3) {
 		syscall(SYS_close, 0);
-		syscall(SYS_close, 1);
-		syscall(SYS_close, 2);
 		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(uint64_t));
 		syscall(SYS_execve, req->path, req->argv, envp);
+	} else if (rc >= 0) {
+		errno = EBADF;  /* the table was not empty */
 	}
 	req->child_errno = errno ? errno : EINVAL;
 	syscall(SYS_exit_group, 127);
@@ -470,8 +477,8 @@ static void spawn_one(struct spawn_req *req)
 	int pidfd = -1;
 
 	req->child_errno = 0;
-	pid_t pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack), CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD,
-			  req, &pidfd);
+	pid_t pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack),
+			  CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_PIDFD | SIGCHLD, req, &pidfd);
 	if (pid < 0) {
 		req->rc = -errno;
 		return;
@@ -591,18 +598,20 @@ static int spawn_request(struct spawn_req *req)
  * unblocked; *pidfd is its pidfd. */
 static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid, int *pidfd)
 {
-	char path[64], size[32];
+	char path[64], size[32], mem_path[64];
 	char host[32];
 	char *argv[] = { "strata-guest", size, host, NULL };
 	int rc;
 
 	if ((rc = child_load()) < 0)
 		return rc;
-	/* The host's own fd: the child closes all of its own but 3 before exec. */
+	/* The host's own descriptors, by path: the child execs its program and opens
+	 * guest memory once its table is its own (and empty). */
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), child_fd);
 	snprintf(size, sizeof(size), "%llu", (unsigned long long)mem_size);
 	snprintf(host, sizeof(host), "%d", (int)getpid());
-	struct spawn_req req = { .memfd = memfd, .path = path, .argv = argv, .pid = -1, .pidfd = -1 };
+	snprintf(mem_path, sizeof(mem_path), "/proc/%d/fd/%d", (int)getpid(), memfd);
+	struct spawn_req req = { .mem_path = mem_path, .path = path, .argv = argv, .pid = -1, .pidfd = -1 };
 	if ((rc = spawn_request(&req)) < 0)
 		return rc;
 	/* The child starts where the spawner thread ran. Every guest exit is
