@@ -129,7 +129,7 @@ def load(path):
         sys.exit("figures.py: %s: %s" % (path, e))
     if data.get("version") != 1:
         sys.exit("figures.py: %s: not a strata bench JSON file (version 1)" % path)
-    if "runs" in data:
+    if isinstance(data.get("runs"), list):  # merged already (a bench file says "runs": N, its --runs)
         return data
     if data.get("quick"):
         sys.exit("figures.py: %s is a --quick run; the figures come from full runs" % path)
