@@ -134,8 +134,8 @@ Test(vmm_backend, a_process_sandbox_allocates_no_shared_page_it_does_not_use)
 	vmm_sandbox_free(sb);
 }
 
-/* Reads /proc/PID/status's line "key: N kB"; -1 if missing. */
-static long long status_kib(pid_t pid, const char *key)
+/* The number on /proc/PID/status's line "key: N" (kB for sizes); -1 if missing. */
+static long long status_value(pid_t pid, const char *key)
 {
 	char path[64], line[256];
 	long long v = -1;
@@ -153,7 +153,7 @@ static long long status_kib(pid_t pid, const char *key)
 }
 
 /*
- * What an idle child keeps (docs/vmm.md, "Density"): its mappings are
+ * What an idle child keeps (docs/restore-from-path.md, "Density"): its mappings are
  * guest memory, its code, the control pages and the signal stack, all
  * below PROC_END (no startup stack, no vDSO or its data pages: nothing
  * above but the kernel's [vsyscall]), in one 512 GiB slot of the top-level
@@ -214,7 +214,7 @@ Test(vmm_backend, an_idle_process_child_keeps_only_its_pages_and_their_page_tabl
 	cr_assert_eq(ntop, 1, "the child's pages span %zu top-level slots", ntop);
 	cr_assert_leq(nmaps, 16u, "%zu mappings", nmaps);
 	/* VmPTE counts every page table but the top-level one. */
-	long long pte = status_kib(pid, "VmPTE"), want = (long long)(ntop + ngib + nmib2) * 4;
+	long long pte = status_value(pid, "VmPTE"), want = (long long)(ntop + ngib + nmib2) * 4;
 	cr_assert_geq(pte, 0);
 	cr_assert_leq(pte, want, "the child's page tables take %lld KiB, its pages need %lld KiB", pte, want);
 	vmm_sandbox_free(sb);
@@ -236,15 +236,7 @@ Test(vmm_backend, a_process_child_holds_a_small_descriptor_table_whatever_the_ho
 	struct vmm_sandbox *sb = guest_new(&cfg);
 	pid_t pid = guest_child(&mem_size);
 	cr_assert_gt(pid, 0, "the sandbox's child is not among this process's children");
-	long long size = -1;
-	char path[64], line[128];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "re");
-	cr_assert(f);
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "FDSize:", 7) == 0)
-			size = atoll(line + 7);
-	fclose(f);
+	long long size = status_value(pid, "FDSize");
 	cr_assert_gt(size, 0);
 	cr_assert_leq(size, 64, "the child's table has room for %lld descriptors (the host holds %d more)", size, MANY);
 	vmm_sandbox_free(sb);

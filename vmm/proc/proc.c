@@ -1448,7 +1448,7 @@ static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, in
 	}
 	/* Into the memfd through its file, not through the host's mapping of
 	 * it: the host's page tables get no entry (and no table) for pages
-	 * only the guest uses (docs/vmm.md, "Density"), and the host mapping's
+	 * only the guest uses (docs/restore-from-path.md, "Density"), and the host mapping's
 	 * write tracking sees no write of its own. A layer whose file cannot
 	 * be spliced from is read into the mapping. */
 	off_t in = (off_t)(lpage * VMM_PAGE);

@@ -13,7 +13,7 @@
  */
 /* 256 GiB: far above guest memory (< 4 GiB) and in the same 512 GiB as it,
  * so the child's page tables need one upper-level table for both, not two
- * (docs/vmm.md, "Density"). The child is a program of its own (nothing of
+ * (docs/restore-from-path.md, "Density"). The child is a program of its own (nothing of
  * the host's, ASan's shadow included, is in its address space). */
 #define PROC_BASE 0x4000000000
 #define PROC_CODE PROC_BASE                   /* the child program (proc_child.c) is linked here */
