@@ -143,6 +143,7 @@ struct bench_memcg {
  * breaks none of them down per cgroup. */
 struct bench_memcg_stat {
 	long long current, peak, kernel, user;
+	long long shmem;          /* of user: shared memory (the process backend's guest memory) */
 	long long kernel_stack, pagetables, sec_pagetables, slab, percpu;
 };
 /* 0, or -errno with why (no controller, no permission) filled. */

@@ -209,6 +209,7 @@ void bench_memcg_read(const struct bench_memcg *cg, struct bench_memcg_stat *st)
 		st->slab = stat_of(cg, "slab");
 		st->percpu = stat_of(cg, "percpu");
 		st->user = stat_of(cg, "anon") + stat_of(cg, "file");
+		st->shmem = stat_of(cg, "shmem");
 		return;
 	}
 	/* v1 has no breakdown of the kernel's part: the host-wide counters
@@ -222,6 +223,7 @@ void bench_memcg_read(const struct bench_memcg *cg, struct bench_memcg_stat *st)
 	st->slab = meminfo("Slab");
 	st->percpu = meminfo("Percpu");
 	st->user = stat_of(cg, "rss") + stat_of(cg, "cache");
+	st->shmem = stat_of(cg, "shmem");
 }
 
 void bench_memcg_leave(struct bench_memcg *cg)

@@ -134,6 +134,116 @@ Test(vmm_backend, a_process_sandbox_allocates_no_shared_page_it_does_not_use)
 	vmm_sandbox_free(sb);
 }
 
+/* The number on /proc/PID/status's line "key: N" (kB for sizes); -1 if missing. */
+static long long status_value(pid_t pid, const char *key)
+{
+	char path[64], line[256];
+	long long v = -1;
+	size_t n = strlen(key);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, key, n) == 0 && line[n] == ':')
+			v = atoll(line + n + 1);
+	fclose(f);
+	return v;
+}
+
+/*
+ * What an idle child keeps (docs/restore-from-path.md, "Density"): its mappings are
+ * guest memory, its code, the control pages and the signal stack, all
+ * below PROC_END (no startup stack, no vDSO or its data pages: nothing
+ * above but the kernel's [vsyscall]), in one 512 GiB slot of the top-level
+ * page table, so its page tables are exactly one upper-level table, one
+ * middle table per GiB and one last-level table per 2 MiB it has pages in
+ * (regression: the child sat in a slot of its own at 0x7e00_0000_0000 and
+ * kept the vDSO: 4 KiB more page tables and three more mappings each).
+ */
+Test(vmm_backend, an_idle_process_child_keeps_only_its_pages_and_their_page_tables)
+{
+	struct vmm_config cfg = { .backend = VMM_BACKEND_PROCESS };
+	struct vmm_sandbox *sb = guest_new(&cfg);
+	struct vmm_result res;
+	uint64_t mem_size = 0, top[8], gib[64], mib2[256];
+	size_t ntop = 0, ngib = 0, nmib2 = 0, nmaps = 0;
+	char path[64], line[512];
+
+	_Static_assert(PROC_END <= (512ull << 30), "the child's pages share guest memory's top-level slot");
+	cr_assert_eq(vmm_sandbox_call(sb, "counter_next", NULL, 0, &res), 0);
+	pid_t pid = guest_child(&mem_size);
+	cr_assert_gt(pid, 0, "the sandbox's child is not among this process's children");
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
+	int pm = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *maps = fopen(path, "re");
+	if (pm < 0 || !maps) {
+		vmm_sandbox_free(sb);
+		cr_skip_test("cannot read the child's pagemap or maps (%s): needs CAP_SYS_PTRACE", strerror(errno));
+	}
+	while (fgets(line, sizeof(line), maps)) {
+		unsigned long long lo, hi;
+		cr_assert_eq(sscanf(line, "%llx-%llx", &lo, &hi), 2);
+		if (strstr(line, "[vsyscall]"))
+			continue;  /* the kernel's, in its half of the address space */
+		nmaps++;
+		cr_assert(hi <= PROC_END, "the child maps something above its signal stack: %s", line);
+		for (uint64_t va = lo; va < hi; va += 4096) {
+			uint64_t e = 0;
+			cr_assert_eq(pread(pm, &e, 8, (off_t)(va / 4096 * 8)), 8);
+			if (!(e >> 63))
+				continue;  /* no page: no last-level entry */
+			const uint64_t keys[3] = { va >> 39, va >> 30, va >> 21 };
+			uint64_t *sets[3] = { top, gib, mib2 };
+			size_t *ns[3] = { &ntop, &ngib, &nmib2 }, caps[3] = { 8, 64, 256 };
+			for (unsigned k = 0; k < 3; k++) {
+				size_t i = 0;
+				while (i < *ns[k] && sets[k][i] != keys[k])
+					i++;
+				if (i == *ns[k]) {
+					cr_assert_lt(*ns[k], caps[k]);
+					sets[k][(*ns[k])++] = keys[k];
+				}
+			}
+		}
+	}
+	fclose(maps);
+	close(pm);
+	cr_assert_eq(ntop, 1, "the child's pages span %zu top-level slots", ntop);
+	cr_assert_leq(nmaps, 16u, "%zu mappings", nmaps);
+	/* VmPTE counts every page table but the top-level one. */
+	long long pte = status_value(pid, "VmPTE"), want = (long long)(ntop + ngib + nmib2) * 4;
+	cr_assert_geq(pte, 0);
+	cr_assert_leq(pte, want, "the child's page tables take %lld KiB, its pages need %lld KiB", pte, want);
+	vmm_sandbox_free(sb);
+}
+
+/* The child's descriptor table is a new process's, whatever the host holds
+ * (regression: the child was cloned with a copy of the host's table, which
+ * exec kept: with a thousand sandboxes thousands of entries each, some
+ * 40 KiB of kernel memory per child at 1,000, and a copy at every spawn). */
+Test(vmm_backend, a_process_child_holds_a_small_descriptor_table_whatever_the_host_holds)
+{
+	struct vmm_config cfg = { .backend = VMM_BACKEND_PROCESS };
+	enum { MANY = 600 };
+	int fds[MANY];
+	uint64_t mem_size = 0;
+
+	for (unsigned i = 0; i < MANY; i++)
+		cr_assert_geq(fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC), 0, "%s", strerror(errno));
+	struct vmm_sandbox *sb = guest_new(&cfg);
+	pid_t pid = guest_child(&mem_size);
+	cr_assert_gt(pid, 0, "the sandbox's child is not among this process's children");
+	long long size = status_value(pid, "FDSize");
+	cr_assert_gt(size, 0);
+	cr_assert_leq(size, 64, "the child's table has room for %lld descriptors (the host holds %d more)", size, MANY);
+	vmm_sandbox_free(sb);
+	for (unsigned i = 0; i < MANY; i++)
+		close(fds[i]);
+}
+
 Test(vmm_backend, a_process_sandbox_refuses_snapshots_and_names_kvm)
 {
 	struct vmm_config cfg = { .backend = VMM_BACKEND_PROCESS };

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
+#include <linux/close_range.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
@@ -416,7 +417,7 @@ int vmm_process_check(struct vmm_error *err)
  */
 struct spawn_req {
 	/* in */
-	int memfd;
+	const char *mem_path;  /* guest memory, as /proc/HOST/fd/N */
 	const char *path;
 	char *const *argv;
 	/* out */
@@ -447,10 +448,15 @@ struct k_sigaction {
 
 /*
  * The child, between clone and exec: it shares the spawner's memory
- * (CLONE_VM), so it makes raw system calls only and writes nothing but
- * req->child_errno. Every signal to its default, guest memory as fd 3,
- * nothing else open, no stdio, in the removed directory, then exec with
- * every signal unblocked (the spawner had all blocked).
+ * (CLONE_VM) and, until its first call below, its descriptor table
+ * (CLONE_FILES), so it makes raw system calls only, writes nothing but
+ * req->child_errno and closes nothing of the host's. Every signal to its
+ * default, in the removed directory, a table of its own with nothing in
+ * it (CLOSE_RANGE_UNSHARE from 0 copies no descriptor: the table is as
+ * small as a new process's, where a copy of the host's is as large as the
+ * host's, thousands with a thousand sandboxes, and exec keeps it), guest
+ * memory opened again as fd 3, no stdio, then exec with every signal
+ * unblocked (the spawner had all blocked).
  */
 __attribute__((no_sanitize("address", "undefined"))) static int spawn_child(void *arg)
 {
@@ -468,15 +474,16 @@ __attribute__((no_sanitize("address", "undefined"))) static int spawn_child(void
 	else
 		rc = syscall(SYS_chdir, "/");
 	if (rc == 0)
-		rc = req->memfd == 3 ? syscall(SYS_fcntl, 3, F_SETFD, 0) : syscall(SYS_dup3, req->memfd, 3, 0);
-	if (rc >= 0)
-		rc = syscall(SYS_close_range, 4u, ~0u, 0u);
-	if (rc == 0) {
+		rc = syscall(SYS_close_range, 0u, ~0u, CLOSE_RANGE_UNSHARE);
+	/* Its own table from here: the lowest free descriptor is 0. */
+	if (rc == 0 && (rc = syscall(SYS_openat, AT_FDCWD, req->mem_path, O_RDWR, 0)) == 0)
+		rc = syscall(SYS_dup3, 0, 3, 0);
+	if (rc == 3) {
 		syscall(SYS_close, 0);
-		syscall(SYS_close, 1);
-		syscall(SYS_close, 2);
 		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(uint64_t));
 		syscall(SYS_execve, req->path, req->argv, envp);
+	} else if (rc >= 0) {
+		errno = EBADF;  /* the table was not empty */
 	}
 	req->child_errno = errno ? errno : EINVAL;
 	syscall(SYS_exit_group, 127);
@@ -490,8 +497,8 @@ static void spawn_one(struct spawn_req *req)
 	int pidfd = -1;
 
 	req->child_errno = 0;
-	pid_t pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack), CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD,
-			  req, &pidfd);
+	pid_t pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack),
+			  CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_PIDFD | SIGCHLD, req, &pidfd);
 	if (pid < 0) {
 		req->rc = -errno;
 		return;
@@ -611,18 +618,20 @@ static int spawn_request(struct spawn_req *req)
  * unblocked; *pidfd is its pidfd. */
 static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid, int *pidfd)
 {
-	char path[64], size[32];
+	char path[64], size[32], mem_path[64];
 	char host[32];
 	char *argv[] = { "strata-guest", size, host, NULL };
 	int rc;
 
 	if ((rc = child_load()) < 0)
 		return rc;
-	/* The host's own fd: the child closes all of its own but 3 before exec. */
+	/* The host's own descriptors, by path: the child execs its program and opens
+	 * guest memory once its table is its own (and empty). */
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), child_fd);
 	snprintf(size, sizeof(size), "%llu", (unsigned long long)mem_size);
 	snprintf(host, sizeof(host), "%d", (int)getpid());
-	struct spawn_req req = { .memfd = memfd, .path = path, .argv = argv, .pid = -1, .pidfd = -1 };
+	snprintf(mem_path, sizeof(mem_path), "/proc/%d/fd/%d", (int)getpid(), memfd);
+	struct spawn_req req = { .mem_path = mem_path, .path = path, .argv = argv, .pid = -1, .pidfd = -1 };
 	if ((rc = spawn_request(&req)) < 0)
 		return rc;
 	/* The child starts where the spawner thread ran. Every guest exit is
@@ -810,8 +819,8 @@ static int data_protect(struct vmm_sandbox *sb, bool all)
 	return rc;
 }
 
-/* The child's /proc/PID/maps, whole, as a new string (the caller frees it). */
-static int maps_read(struct vmm_proc *p, char **out)
+/* A /proc/PID/maps of the child, whole, as a new string (the caller frees it). */
+static int maps_read(int fd, char **out)
 {
 	size_t cap = 4096, n = 0;
 	char *b = NULL;
@@ -823,7 +832,7 @@ static int maps_read(struct vmm_proc *p, char **out)
 			return -ENOMEM;
 		}
 		b = nb;
-		ssize_t r = st_sys_pread(p->maps, b + n, cap - n, (off_t)n);
+		ssize_t r = st_sys_pread(fd, b + n, cap - n, (off_t)n);
 		if (r < 0) {
 			free(b);
 			return (int)r;
@@ -834,7 +843,10 @@ static int maps_read(struct vmm_proc *p, char **out)
 		cap *= 2;
 	}
 	b[n] = 0;
-	*out = b;
+	/* Kept for the sandbox's life (maps_base): no bigger than it is (a
+	 * failed shrink keeps the buffer as it was). */
+	char *fit = n + 1 < cap + 1 ? st_sys_realloc(b, n + 1) : NULL;
+	*out = fit ? fit : b;
 	return 0;
 }
 
@@ -929,9 +941,14 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
 	if ((p->pm_child = st_sys_openat(AT_FDCWD, path, O_RDONLY, 0)) < 0)
 		p->pm_child = -1;
+	/* Two handles on its maps: one read once it is locked down (the
+	 * mappings the check compares against), then closed; one kept unread
+	 * for the check, so that no sandbox holds the kernel's buffer for a
+	 * read (a page) unless it is checked. */
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	if ((p->maps = st_sys_openat(AT_FDCWD, path, O_RDONLY, 0)) < 0)
 		p->maps = -1;
+	int maps_base = p->maps >= 0 ? st_sys_openat(AT_FDCWD, path, O_RDONLY, 0) : -1;
 	if (wp && p->uffd >= 0) {
 		/* The child's userfaultfd: the host protects its pages directly. */
 		p->uffd_child = (int)syscall(SYS_pidfd_getfd, p->pidfd, 4, 0);
@@ -943,6 +960,8 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	if (rc > 0)
 		memcpy(&locked, p->ctl + CTL_RESULT, 8);
 	if (locked != 0) {
+		if (maps_base >= 0)
+			st_sys_close(maps_base);
 		proc_kill(p);
 		return vmm_fail(err, VMM_E_NO_BACKEND, "the process backend's child could not be made non-dumpable");
 	}
@@ -950,8 +969,11 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 	 * them from here on (vmm_sandbox_check compares). */
 	free(p->maps_base);
 	p->maps_base = NULL;
-	if (p->maps >= 0 && maps_read(p, &p->maps_base) < 0)
-		p->maps_base = NULL;
+	if (maps_base >= 0) {
+		if (maps_read(maps_base, &p->maps_base) < 0)
+			p->maps_base = NULL;
+		st_sys_close(maps_base);
+	}
 	p->tracked = p->uffd >= 0 && p->pm_self >= 0 && p->pm_child >= 0 && p->uffd_child >= 0;
 	/* Every page with data is protected in both mappings from here on; a
 	 * page that gets data later is found by the next scan (data_fresh). */
@@ -1444,6 +1466,23 @@ static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, in
 		p->data_blocks = -1;
 		return st_sys_punch_hole(p->memfd, (off_t)(gpage * VMM_PAGE), (off_t)len);
 	}
+	/* Into the memfd through its file, not through the host's mapping of
+	 * it: the host's page tables get no entry (and no table) for pages
+	 * only the guest uses (docs/restore-from-path.md, "Density"), and the host mapping's
+	 * write tracking sees no write of its own. A layer whose file cannot
+	 * be spliced from is read into the mapping. */
+	off_t in = (off_t)(lpage * VMM_PAGE);
+	off_t at = st_sys_lseek(p->memfd, (off_t)(gpage * VMM_PAGE), SEEK_SET);
+	if (at < 0)
+		return (int)at;
+	while (done < len) {
+		ssize_t r = st_sys_sendfile(p->memfd, fd, &in, len - done);
+		if (r == -EINVAL && done == 0)
+			break;
+		if (r <= 0)
+			return r < 0 ? (int)r : -EIO;
+		done += (uint64_t)r;
+	}
 	while (done < len) {
 		ssize_t r = st_sys_pread(fd, dst + done, len - done, (off_t)(lpage * VMM_PAGE + done));
 		if (r <= 0)
@@ -1496,7 +1535,7 @@ static int proc_check(struct vmm_sandbox *sb, const struct vmm_vcpu_state *want,
 		snprintf(why, len, "the child's mappings cannot be read");
 		return VMM_E_LEAK;
 	}
-	if ((rc = maps_read(p, &maps)) < 0)
+	if ((rc = maps_read(p->maps, &maps)) < 0)
 		return rc;
 	if ((rc = st_sys_fstat(p->memfd, &st)) < 0)
 		goto out_free;

@@ -11,7 +11,11 @@
  * mem_size) and the signal stack (the memfd after them). The startup stack
  * (the kernel's) is unmapped, and the program has no data of its own.
  */
-#define PROC_BASE 0x7e0000000000  /* above ASan's shadow (ends 0x10007fff8000), below where libraries load */
+/* 256 GiB: far above guest memory (< 4 GiB) and in the same 512 GiB as it,
+ * so the child's page tables need one upper-level table for both, not two
+ * (docs/restore-from-path.md, "Density"). The child is a program of its own (nothing of
+ * the host's, ASan's shadow included, is in its address space). */
+#define PROC_BASE 0x4000000000
 #define PROC_CODE PROC_BASE                   /* the child program (proc_child.c) is linked here */
 #define PROC_CTL (PROC_BASE + 0x100000)       /* control pages, shared with the host (memfd at mem_size) */
 #define PROC_CTL_SIZE 0x2000

@@ -90,7 +90,7 @@ enum { SIGSTOP_ = 19, SIGILL_ = 4, SIGTRAP_ = 5, SIGBUS_ = 7, SIGFPE_ = 8, SIGUS
 #pragma GCC visibility push(hidden)
 extern const char vmm_proc_stub_handler[], vmm_proc_stub_restorer[], vmm_proc_stub_sys_ret[], vmm_proc_stub_stop_ret[];
 uint64_t stub_main(const uint64_t *sp);
-void stub_lock(uint64_t mem_size, const uint64_t *sp0);
+void stub_lock(uint64_t mem_size);
 
 static long sys6(long nr, long a, long b, long c, long d, long e, long f)
 {
@@ -392,22 +392,25 @@ uint64_t stub_main(const uint64_t *sp)
 }
 
 /*
- * On the signal stack (proc_stub.S moved there): drop the kernel's startup
- * stack (argv, envp and auxv are read), bound the child, drop every
+ * On the signal stack (proc_stub.S moved there): unmap the kernel's startup
+ * stack and the vDSO, bound the child, drop every
  * capability and install the filter. Signals are unblocked last: none can
  * come before the host has seen the first report.
  */
-void stub_lock(uint64_t mem_size, const uint64_t *sp0)
+void stub_lock(uint64_t mem_size)
 {
 	struct sock_filter filter[FILTER_MAX];
 
-	/* The startup stack is the kernel's: from below the initial stack
-	 * pointer (it holds at most 128 KiB more) to the top of user space. */
-	uint64_t top = PROC_TASK_TOP, low = ((uint64_t)(uintptr_t)sp0 & ~0xfffull) - (1ull << 20);
-	if (sys3(NR_munmap, (long)low, (long)(top - low), 0) < 0)
+	/* Everything above the signal stack is the kernel's: the startup
+	 * stack (argv, envp and auxv, read by now) and the vDSO with its data
+	 * pages, which nothing here calls (every handler has its restorer).
+	 * One call unmaps them all: fewer mappings, and the top-level page
+	 * table's entry for the top of user space is never filled (the
+	 * child's page tables cover guest memory and PROC_BASE only). */
+	if (sys3(NR_munmap, (long)PROC_END, (long)(PROC_TASK_TOP - PROC_END), 0) < 0)
 		fail(133);
-	/* The address space it has (guest memory, these pages, the vDSO), and
-	 * no more: nothing may map more anyway, and nothing locks memory. */
+	/* The address space it has (guest memory and these pages), and no
+	 * more: nothing may map more anyway, and nothing locks memory. */
 	limit(RLIMIT_AS_, mem_size + (1ull << 20));
 	limit(RLIMIT_MEMLOCK_, 0);
 	caps_drop();

@@ -25,13 +25,11 @@
 _start:
 	/* The kernel's initial stack: argc, argv..., envp..., auxv (proc_child.c). */
 	movq %rsp, %rdi
-	movq %rsp, %r15         /* callee-saved: stub_lock gets it too */
 	andq $-16, %rsp
 	call stub_main
 	/* Off the kernel's stack (stub_lock unmaps it): the signal stack's top,
 	 * which the first report then overwrites. */
 	movq %rax, %rdi
-	movq %r15, %rsi
 	movabsq $PROC_END, %rsp
 	call stub_lock
 vmm_proc_stub_ready:
