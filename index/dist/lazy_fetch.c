@@ -325,6 +325,8 @@ static int client_get(struct ix_lazy *lz, const struct lz_layer *l, struct lz_cl
 	rc = ix_registry_open(&ref, &o, &c->r);
 	free(user);
 	free(pass);
+	if (rc == 0 && (rc = ix_registry_token_share(c->r, lz->o.token_from)) < 0)
+		ix_registry_close(c->r);
 	if (rc < 0) {
 		free(c);
 		return rc;

@@ -7,7 +7,7 @@ BIN=${STRATA_BIN:?}
 SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 G="${STRATA_BUILD:-$SRC/build}/vmm/guest/simpleguest.elf"
 
-N=29
+N=31
 n=0
 fails=0
 echo "1..$N"
@@ -119,6 +119,17 @@ else
 	nok "the first call on the lazy snapshot gives its result" "$(cat "$T/m7.log")"
 	nok "... fetching no chunk beyond the record"
 fi
+# Behind a token service: the working set's Range requests go with the
+# pull's own token (ix_lazy_opts.token_from), none asks for one of its own.
+echo bearer >"$T/mode"
+: >"$T/mode.log"
+newstore "$T/s11"
+check "a lazy pull behind a token service takes the record and fetches its pages" 0 '"prefetch_requests":[1-9]' -- \
+	st "$T/s11" pull --insecure --lazy --json --creds alice:secret "$P/ws/app:v1"
+is "... asking the token service once (one 401, for the manifest), the Range requests going with the pull's token" \
+	"$(grep -c '^GET /token' "$T/mode.log") $(grep -c ' 401 ' "$T/mode.log") $(grep -c ' 206 ' "$T/mode.log")" \
+	"1 1 $(tail -1 "$T/out" | jq .prefetch_requests)"
+echo pass >"$T/mode"
 check "a snapshot without a record pushes none" 0 '"working_set":false' -- st "$S" push --insecure --json plain "$P/ws/plain:v1"
 S4=$T/s4
 newstore "$S4"
