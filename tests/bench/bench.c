@@ -684,9 +684,10 @@ static void print_goals(const struct bench *b)
 		}
 		const char *verdict = hi <= goal ? "met" : lo > goal ? "missed" : "spread crosses the goal";
 		char span[40];
-		const char *x = value ? " " : "x"; /* a value goal is a count, not a ratio */
+		const char *x = value ? "" : "x"; /* a value goal is a count, not a ratio */
 		snprintf(span, sizeof(span), "%.2f%s-%.2f%s", lo, x, hi, x);
-		printf("%-58s %7.2f%s %17s %6.2f%s  %s (%u run%s)%s%s\n", r->name, mid, x, span, goal, x, verdict, n,
+		printf("%-58s %7.2f%s %17s %6.2f%s  %s (%u run%s)%s%s\n", r->name, mid, value ? " " : x, span, goal,
+		       value ? " " : x, verdict, n,
 		       n == 1 ? "" : "s", vs[0] ? ", to " : "", vs);
 	}
 }
