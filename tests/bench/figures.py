@@ -129,8 +129,8 @@ def load(path):
         sys.exit("figures.py: %s: %s" % (path, e))
     if data.get("version") != 1:
         sys.exit("figures.py: %s: not a strata bench JSON file (version 1)" % path)
-    if "runs" in data:
-        return data
+    if isinstance(data.get("runs"), list):
+        return data  # the kept file (a bench file's "runs" is its --runs count)
     if data.get("quick"):
         sys.exit("figures.py: %s is a --quick run; the figures come from full runs" % path)
     run = {"time": data["time"], "machine": data.get("machine", {}),
