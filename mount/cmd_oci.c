@@ -849,11 +849,12 @@ out_close:
 /* Fetch the lazy snapshot id's working set (best effort: what is not
  * fetched now is fetched on demand; a failure is a warning). */
 static void prefetch_working_set(struct cli *cli, struct ix *ix, const st_id *id, const struct reg_args *a,
-				 struct ix_ws_prefetch_stats *pst)
+				 const struct ix_registry *r, struct ix_ws_prefetch_stats *pst)
 {
+	/* The pull's token goes with it: no token request per Range request's client. */
 	struct ix_lazy_opts o = { .cacert = a->cacert, .certs_d = cli_certs_d(), .cert_dir = a->cert_dir,
 				  .tls_noverify = a->tls_noverify, .auth = &a->auth.p.auth,
-				  .deadline_ns = a->deadline_ns };
+				  .deadline_ns = a->deadline_ns, .token_from = r };
 	struct ix_lazy *lz = NULL;
 	char why[ST_WHY_LEN * 2] = "";
 	int rc = ix_lazy_open(ix, &o, &lz);
@@ -972,7 +973,7 @@ int cmd_pull(struct cli *cli, int argc, char **argv)
 	 * Range requests: the restore then finds it present. */
 	struct ix_ws_prefetch_stats pst = { 0 };
 	if (rc == 0 && (flags & IX_OCI_LAZY) && wsx.found)
-		prefetch_working_set(cli, ix, &id, &a, &pst);
+		prefetch_working_set(cli, ix, &id, &a, r, &pst);
 	ix_registry_wire_get(r, &w);
 	if (rc < 0) {
 		char what[1200];

@@ -416,6 +416,12 @@ void ix_registry_source(struct ix_registry *r, struct ix_oci_source *out);
  * already have received some bytes (it counts them). */
 int ix_registry_blob_range(struct ix_registry *r, const uint8_t sha[ST_SHA256_LEN], uint64_t off, uint64_t len,
 			   ix_oci_sink_fn sink, void *sctx, char *why, size_t whylen);
+/* Give dst the bearer token src holds, if src has one and speaks to the
+ * same repository over the same transport (a token's scope is its
+ * repository): a second handle on a registry then starts authenticated
+ * instead of asking the token service again, one round trip or two fewer.
+ * dst keeps its own copy (src may close first). 0, or -ENOMEM. */
+int ix_registry_token_share(struct ix_registry *dst, const struct ix_registry *src);
 /* What a manifest GET accepts: the other types are asked for too, so that
  * what is there is refused with a clear reason rather than a 404. */
 #define IX_REGISTRY_MANIFEST_ACCEPT                                                                              \
@@ -591,6 +597,13 @@ struct ix_lazy_opts {
 	 * completed layer (may be NULL). */
 	void (*log)(void *ctx, const char *msg);
 	void *log_ctx;
+	/* A handle on the registry the lazy layers come from, whose bearer
+	 * token clients for its repository start with (ix_registry_token_share):
+	 * a pull's own, so that the working set's Range requests that follow it
+	 * do not each ask the token service first. May be NULL; read only while
+	 * clients are opened, from any thread: it must outlive the handle and
+	 * not be used meanwhile. */
+	const struct ix_registry *token_from;
 };
 #define IX_LAZY_ATTEMPTS 4
 #define IX_LAZY_BACKOFF_MS 100

@@ -325,6 +325,8 @@ static int client_get(struct ix_lazy *lz, const struct lz_layer *l, struct lz_cl
 	rc = ix_registry_open(&ref, &o, &c->r);
 	free(user);
 	free(pass);
+	if (rc == 0 && (rc = ix_registry_token_share(c->r, lz->o.token_from)) < 0)
+		ix_registry_close(c->r);
 	if (rc < 0) {
 		free(c);
 		return rc;
@@ -341,19 +343,84 @@ static void client_put(struct ix_lazy *lz, struct lz_client *c)
 	pthread_mutex_unlock(&lz->lock);
 }
 
+/*
+ * What a Range answer is poured into: one chunk at a time, into a buffer of
+ * one chunk reused for each, so that each chunk is checked against the
+ * chunk index and written into .part as soon as its last byte arrives,
+ * while the rest is still on the wire, and a run of chunks costs no buffer
+ * of its whole size (its page faults and a second pass over cold memory).
+ * Nothing is marked present here (fetch_run does that once the bytes are
+ * durable); a chunk that does not match is never written.
+ */
 struct run_sink {
-	uint8_t *buf;
-	uint64_t len, got;
+	struct ix_lazy *lz;
+	struct lz_layer *l;
+	uint64_t first, count;  /* the chunks asked for */
+	uint64_t len, got;      /* bytes of the range, and so far */
+	uint8_t *buf;           /* one chunk */
+	uint64_t fill;          /* bytes of the current chunk so far */
+	uint8_t *good;          /* per chunk of the run: checked and written */
+	uint64_t ngood;
+	int bad;                /* IX_ELAZY_BADCHUNK once a chunk was refused */
+	char *why;              /* the last refusal, in words */
+	size_t whylen;
+	int wrc;                /* a failed write: ends the transfer */
 };
+
+/* Chunk ci is whole in rs->buf: check it, then write it into .part. */
+static int chunk_done(struct run_sink *rs, uint64_t ci, uint64_t clen)
+{
+	const struct ix_chunks *c = rs->l->rec.c;
+	char hex[ST_ID_HEX_LEN + 1];
+	st_id got;
+
+	st_id_hash(rs->buf, clen, &got);
+	if (!st_id_equal(&got, &c->hash[ci])) {
+		pthread_mutex_lock(&rs->lz->lock);
+		rs->lz->st.bad_chunks++;
+		pthread_mutex_unlock(&rs->lz->lock);
+		st_id_format(&rs->l->id, hex);
+		rs->bad = st_why(rs->why, rs->whylen, IX_ELAZY_BADCHUNK,
+				 "chunk %" PRIu64 " of layer %s (bytes %" PRIu64 "-%" PRIu64 ") from %s does not match "
+				 "the chunk index: refused", ci, hex, ix_chunk_off(c, ci), ix_chunk_off(c, ci) + clen - 1,
+				 rs->l->rec.origin);
+		logf_(rs->lz, "%s", rs->why ? rs->why : "a chunk was refused");
+		return 0;
+	}
+	int w = ix_pwrite_all(rs->l->part_fd, rs->buf, clen, ix_chunk_off(c, ci));
+	if (w < 0)
+		return rs->wrc = w;
+	if (!rs->good[ci - rs->first]) {
+		rs->good[ci - rs->first] = 1;
+		rs->ngood++;
+	}
+	return 0;
+}
 
 static int run_sink_fn(void *sctx, const void *buf, size_t len)
 {
 	struct run_sink *rs = sctx;
+	const struct ix_chunks *c = rs->l->rec.c;
+	const uint8_t *p = buf;
+	int rc;
 
 	if (len > rs->len - rs->got)
 		return ST_ECORRUPT;
-	memcpy(rs->buf + rs->got, buf, len);
-	rs->got += len;
+	while (len) {
+		/* The chunk these bytes belong to: the run starts on a chunk. */
+		uint64_t ci = rs->first + (rs->got - rs->fill) / c->chunk_size, clen = ix_chunk_len(c, ci);
+		uint64_t take = clen - rs->fill < len ? clen - rs->fill : len;
+		memcpy(rs->buf + rs->fill, p, take);
+		rs->fill += take;
+		rs->got += take;
+		p += take;
+		len -= take;
+		if (rs->fill == clen) {
+			rs->fill = 0;
+			if ((rc = chunk_done(rs, ci, clen)) < 0)
+				return rc;
+		}
+	}
 	return 0;
 }
 
@@ -379,21 +446,22 @@ static int fetch_run(struct ix_lazy *lz, struct lz_layer *l, uint64_t first, uin
 {
 	const struct ix_chunks *c = l->rec.c;
 	uint64_t off = ix_chunk_off(c, first), end = ix_chunk_off(c, first + count - 1) + ix_chunk_len(c, first + count - 1);
-	struct run_sink rs = { .len = end - off };
+	struct run_sink rs = { .lz = lz, .l = l, .first = first, .count = count, .len = end - off, .why = why,
+			       .whylen = whylen };
 	char hex[ST_ID_HEX_LEN + 1], inner[ST_WHY_LEN] = "";
-	uint8_t *good = NULL;
-	uint64_t ngood = 0;
 	int rc = 0;
 
 	st_id_format(&l->id, hex);
-	if (!(rs.buf = st_sys_malloc(rs.len)) || !(good = st_sys_calloc(count, 1))) {
+	if (!(rs.buf = st_sys_malloc(c->chunk_size)) || !(rs.good = st_sys_calloc(count, 1))) {
 		rc = -ENOMEM;
 		goto out_release;
 	}
 	unsigned wait = lz->o.backoff_ms;
 	for (unsigned attempt = 0;; attempt++) {
 		struct lz_client *cl;
-		rs.got = 0;
+		/* Again from the start: chunks already written are written
+		 * again with the same checked bytes. */
+		rs.got = rs.fill = 0;
 		inner[0] = '\0';
 		if ((rc = client_get(lz, l, &cl)) < 0)
 			break;
@@ -406,13 +474,19 @@ static int fetch_run(struct ix_lazy *lz, struct lz_layer *l, uint64_t first, uin
 		if (rc == 0 && rs.got < rs.len)
 			rc = st_why(inner, sizeof(inner), -EPIPE, "the answer ended after %" PRIu64 " of %" PRIu64 " bytes",
 				    rs.got, rs.len);
-		if (rc == 0 || !retryable(rc) || attempt + 1 >= lz->o.attempts)
+		if (rs.wrc < 0 || rc == 0 || !retryable(rc) || attempt + 1 >= lz->o.attempts)
 			break;
 		pthread_mutex_lock(&lz->lock);
 		lz->st.retries++;
 		pthread_mutex_unlock(&lz->lock);
 		sleep_ms(wait);
 		wait *= 2;
+	}
+	if (rs.wrc < 0) {
+		rc = rs.wrc;
+		memset(rs.good, 0, count);
+		rs.ngood = 0;
+		goto out_release;
 	}
 	if (rc < 0) {
 		if (retryable(rc))
@@ -421,49 +495,28 @@ static int fetch_run(struct ix_lazy *lz, struct lz_layer *l, uint64_t first, uin
 		       l->rec.origin, inner[0] ? inner : ix_lazy_strerror(rc),
 		       rc == IX_ELAZY_OFFLINE ? " (gave up after the retries)" : "");
 		logf_(lz, "%s", why ? why : "lazy fetch failed");
-		goto out_release;
-	}
-	for (uint64_t i = 0; i < count; i++) {
-		uint64_t ci = first + i, coff = ix_chunk_off(c, ci) - off, clen = ix_chunk_len(c, ci);
-		st_id got;
-		st_id_hash(rs.buf + coff, clen, &got);
-		if (!st_id_equal(&got, &c->hash[ci])) {
-			pthread_mutex_lock(&lz->lock);
-			lz->st.bad_chunks++;
-			pthread_mutex_unlock(&lz->lock);
-			rc = st_why(why, whylen, IX_ELAZY_BADCHUNK,
-				    "chunk %" PRIu64 " of layer %s (bytes %" PRIu64 "-%" PRIu64 ") from %s does not match "
-				    "the chunk index: refused", ci, hex, ix_chunk_off(c, ci), ix_chunk_off(c, ci) + clen - 1,
-				    l->rec.origin);
-			logf_(lz, "%s", why ? why : "a chunk was refused");
-			continue;
-		}
-		int w = ix_pwrite_all(l->part_fd, rs.buf + coff, clen, ix_chunk_off(c, ci));
-		if (w < 0) {
-			rc = w;
-			break;
-		}
-		good[i] = 1;
-		ngood++;
+		/* Chunks checked and written before the failure still count. */
+	} else if (rs.bad) {
+		rc = rs.bad; /* why says which chunk */
 	}
 	/* Bytes first, then the marks: a chunk counts as present only once its
 	 * bytes are where a crash cannot lose them. */
-	int synced = ngood && st_store_sync(lz->ix->s) == ST_SYNC_FULL ? st_sys_fdatasync(l->part_fd) : 0;
+	int synced = rs.ngood && st_store_sync(lz->ix->s) == ST_SYNC_FULL ? st_sys_fdatasync(l->part_fd) : 0;
 	if (synced < 0) {
 		rc = synced;
-		memset(good, 0, count);
-		ngood = 0;
+		memset(rs.good, 0, count);
+		rs.ngood = 0;
 	}
 	for (uint64_t i = 0; i < count; i++) {
 		static const uint8_t one = 1;
-		if (good[i] && ix_pwrite_all(l->map_fd, &one, 1, first + i) < 0)
-			good[i] = 0; /* fetched again next time */
+		if (rs.good[i] && ix_pwrite_all(l->map_fd, &one, 1, first + i) < 0)
+			rs.good[i] = 0; /* fetched again next time */
 	}
 out_release:
 	pthread_mutex_lock(&lz->lock);
 	for (uint64_t i = 0; i < count; i++) {
 		l->inflight[first + i] = 0;
-		if (good && good[i] && !l->present[first + i]) {
+		if (rs.good && rs.good[i] && !l->present[first + i]) {
 			l->present[first + i] = 1;
 			l->npresent++;
 			lz->st.chunks++;
@@ -471,7 +524,7 @@ out_release:
 	}
 	pthread_cond_broadcast(&lz->changed);
 	pthread_mutex_unlock(&lz->lock);
-	free(good);
+	free(rs.good);
 	free(rs.buf);
 	return rc;
 }

@@ -1194,6 +1194,19 @@ int ix_registry_blob_range(struct ix_registry *r, const uint8_t sha[ST_SHA256_LE
 	return rc;
 }
 
+int ix_registry_token_share(struct ix_registry *dst, const struct ix_registry *src)
+{
+	char *t;
+
+	if (!src || !src->token || dst->token || strcmp(src->origin, dst->origin) != 0 ||
+	    src->o.insecure != dst->o.insecure)
+		return 0;
+	if (!(t = st_sys_strdup(src->token)))
+		return -ENOMEM;
+	dst->token = t;
+	return 0;
+}
+
 static bool reg_not_found(int rc)
 {
 	return rc == IX_EREMOTE_MISSING;

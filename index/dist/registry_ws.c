@@ -15,6 +15,48 @@
 #define ANN_SNAPSHOT "dev.strata.snapshot"
 /* The largest record st_ws_parse accepts. */
 #define WS_MAX_BYTES (48ull + (uint64_t)ST_WS_MAX_LAYERS * 24 + (uint64_t)ST_WS_MAX_RUNS * 8)
+/* A record, and the artifact manifest in the tag schema's index, up to this
+ * size also travel inside the descriptor that names them (the descriptor's
+ * `data`, OCI image-spec 1.1): a pull then asks for neither, two round
+ * trips fewer before a lazy pull can fetch the working set. What is
+ * embedded is checked against the descriptor's digest as fetched bytes are. */
+#define WS_INLINE_MAX 16384u
+
+/* len bytes as a base64 JSON string (standard alphabet, padded). */
+static json_t *b64_json(const uint8_t *p, size_t len)
+{
+	static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *out = st_sys_malloc((len + 2) / 3 * 4 + 1), *o = out;
+	json_t *j;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < len ? p[i + 2] : 0);
+		*o++ = abc[v >> 18 & 63];
+		*o++ = abc[v >> 12 & 63];
+		*o++ = i + 1 < len ? abc[v >> 6 & 63] : '=';
+		*o++ = i + 2 < len ? abc[v & 63] : '=';
+	}
+	*o = '\0';
+	j = json_string(out);
+	free(out);
+	return j;
+}
+
+/* The bytes a descriptor embeds (its `data`), if it has any: 1 with them
+ * in *out (malloc'd), 0 without, ST_EFORMAT if they are not base64. */
+static int embedded(json_t *desc, char **out, size_t *len)
+{
+	const char *s = json_string_value(json_object_get(desc, "data"));
+
+	if (!s)
+		return 0;
+	if (strlen(s) > (WS_INLINE_MAX + 2) / 3 * 4 + 4)
+		return ST_EFORMAT;
+	int rc = st_base64_decode(s, out, len);
+	return rc == 0 ? 1 : rc == -EINVAL ? ST_EFORMAT : rc;
+}
 
 static json_t *desc_json(const char *type, const uint8_t sha[ST_SHA256_LEN], uint64_t size)
 {
@@ -149,6 +191,8 @@ int ix_registry_ws_push(struct ix_registry *r, struct ix *ix, const st_id *snap,
 	st_id_format(snap, shex);
 	json_t *layer = desc_json(ST_WS_LAYER_TYPE, wd.sha256, wd.size);
 	json_object_set_new(layer, "annotations", json_pack("{s:s}", ST_OCI_ANN_ID, hex));
+	if (wd.size <= WS_INLINE_MAX)
+		json_object_set_new(layer, "data", b64_json(rec, wd.size));
 	m = json_pack("{s:i, s:s, s:s, s:o, s:[o], s:o, s:{s:s}}", "schemaVersion", 2, "mediaType", ST_OCI_MANIFEST_TYPE,
 		      "artifactType", ST_WS_MEDIA_TYPE, "config", desc_json(EMPTY_TYPE, ed.sha256, 2), "layers", layer,
 		      "subject", desc_json(ST_OCI_MANIFEST_TYPE, subject, subject_size), "annotations", ANN_SNAPSHOT, shex);
@@ -166,6 +210,8 @@ int ix_registry_ws_push(struct ix_registry *r, struct ix *ix, const st_id *snap,
 	if (!listed) {
 		mine = desc_json(ST_OCI_MANIFEST_TYPE, x->manifest, len);
 		json_object_set_new(mine, "artifactType", json_string(ST_WS_MEDIA_TYPE));
+		if (len <= WS_INLINE_MAX)
+			json_object_set_new(mine, "data", b64_json((const uint8_t *)json, len));
 		rc = tag_index_update(r, subject, mine, why, whylen);
 	}
 out_free:
@@ -193,13 +239,17 @@ static int mem_fn(void *sctx, const void *buf, size_t len)
 	return 0;
 }
 
-/* The last entry of our artifact type in an image index. */
-static int pick(const char *json, size_t len, uint8_t sha[ST_SHA256_LEN], char *why, size_t whylen)
+/* The last entry of our artifact type in an image index; *data (NULL if
+ * none) the manifest it embeds, unchecked. */
+static int pick(const char *json, size_t len, uint8_t sha[ST_SHA256_LEN], char **data, size_t *dlen, char *why,
+		size_t whylen)
 {
 	json_error_t e;
-	json_t *idx = json_loadb(json, len, 0, &e), *list, *it;
+	json_t *idx = json_loadb(json, len, 0, &e), *list, *it, *last = NULL;
 	size_t i;
 	int rc = IX_ENOTFOUND;
+
+	*data = NULL;
 
 	if (!idx || !json_is_array(list = json_object_get(idx, "manifests"))) {
 		json_decref(idx);
@@ -211,15 +261,21 @@ static int pick(const char *json, size_t len, uint8_t sha[ST_SHA256_LEN], char *
 		if (at && strcmp(at, ST_WS_MEDIA_TYPE) == 0) {
 			rc = dg && st_digest_parse(dg, sha) == 0 ? 0
 				: st_why(why, whylen, ST_EFORMAT, "the referrers list names a working set without a valid digest");
+			last = it;
 		}
 	}
+	int erc = rc == 0 ? embedded(last, data, dlen) : 0;
+	if (erc == ST_EFORMAT)
+		rc = st_why(why, whylen, erc, "the referrers list embeds a working-set manifest that is not base64");
+	else if (erc < 0)
+		rc = erc;
 	json_decref(idx);
 	return rc;
 }
 
 /* Parse the artifact manifest strictly: ours, about subject, one record. */
 static int artifact_parse(const char *json, size_t len, const uint8_t subject[ST_SHA256_LEN], struct st_oci_desc *out,
-			  char *why, size_t whylen)
+			  char **data, size_t *dlen, char *why, size_t whylen)
 {
 	json_error_t e;
 	json_t *m = json_loadb(json, len, 0, &e), *layers, *l, *sub;
@@ -259,7 +315,11 @@ static int artifact_parse(const char *json, size_t len, const uint8_t subject[ST
 	out->size = (uint64_t)json_integer_value(size);
 	s = json_string_value(json_object_get(json_object_get(l, "annotations"), ST_OCI_ANN_ID));
 	out->has_id = s && st_id_parse(s, &out->id) == 0;
-	rc = 0;
+	/* The record it embeds, if any: checked by the caller as if fetched. */
+	if ((rc = embedded(l, data, dlen)) == ST_EFORMAT)
+		st_why(why, whylen, rc, "the working-set record embedded in its manifest is not base64");
+	else if (rc > 0)
+		rc = 0;
 out:
 	json_decref(m);
 	return rc;
@@ -320,7 +380,9 @@ int ix_registry_ws_pull(struct ix_registry *r, struct ix *ix, const st_id *snap,
 	}
 	if (rc < 0)
 		return rc;
-	rc = pick(json, len, x->manifest, why, whylen);
+	char *data = NULL;
+	size_t dlen = 0;
+	rc = pick(json, len, x->manifest, &data, &dlen, why, whylen);
 	free(json);
 	json = NULL;
 	if (rc == IX_ENOTFOUND) {
@@ -331,22 +393,35 @@ int ix_registry_ws_pull(struct ix_registry *r, struct ix *ix, const st_id *snap,
 	if (rc < 0)
 		return rc;
 	st_digest_format(x->manifest, dg);
-	if ((rc = src.manifest_get(src.ctx, dg, &json, &len, why, whylen)) < 0)
+	/* Embedded in the list, or fetched: the same digest check either way. */
+	if (data) {
+		json = data;
+		len = dlen;
+	} else if ((rc = src.manifest_get(src.ctx, dg, &json, &len, why, whylen)) < 0) {
 		return rc;
+	}
 	uint8_t sha[ST_SHA256_LEN];
 	st_sha256_hash(json, len, sha);
 	if (memcmp(sha, x->manifest, ST_SHA256_LEN) != 0) {
 		rc = st_why(why, whylen, ST_ECORRUPT, "working-set manifest %s: its bytes do not match the digest", dg);
 		goto out_free;
 	}
-	if ((rc = artifact_parse(json, len, subject, &d, why, whylen)) < 0)
+	data = NULL; /* json owns what the list embedded */
+	if ((rc = artifact_parse(json, len, subject, &d, &data, &dlen, why, whylen)) < 0)
 		goto out_free;
-	mb.max = d.size;
-	if (!(mb.buf = st_sys_malloc(d.size ? d.size : 1))) {
-		rc = -ENOMEM;
-		goto out_free;
+	if (data) {
+		/* Embedded: checked below against the descriptor's size and sha256. */
+		mb.buf = (uint8_t *)data;
+		mb.len = dlen;
+		rc = 0;
+	} else {
+		mb.max = d.size;
+		if (!(mb.buf = st_sys_malloc(d.size ? d.size : 1))) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		rc = src.blob_get(src.ctx, &d, 0, mem_fn, &mb, why, whylen);
 	}
-	rc = src.blob_get(src.ctx, &d, 0, mem_fn, &mb, why, whylen);
 	if (rc == ST_ECORRUPT || (rc == 0 && mb.len != d.size)) {
 		rc = st_why(why, whylen, ST_ECORRUPT, "the working-set record is not %" PRIu64 " bytes as its descriptor says",
 			    d.size);

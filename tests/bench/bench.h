@@ -29,6 +29,8 @@ struct bench_case {
 	unsigned iters;          /* timed iterations wanted (0: harness default) */
 	double max_seconds;      /* stop early after this much timed work (0: default) */
 	uint64_t bytes_per_iter; /* >0: also report throughput */
+	bool is_floor;           /* the floor of cases of its group: runs whatever --filter says (the
+				  * group runs it only when one of them is selected) */
 };
 
 /* Run one case, record and print its result. Returns 0, or the first error

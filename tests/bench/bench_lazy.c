@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -49,6 +50,9 @@ struct relay {
 	_Atomic uint64_t down, up, conns;
 	_Atomic uint64_t ranges;  /* requests with a Range header sent upstream */
 	_Atomic uint64_t requests; /* HTTP requests sent upstream (their request lines) */
+	FILE *log;                 /* $STRATA_BENCH_LAZY_LOG: each request line and Range, when the client sent it */
+	uint64_t t0;
+	pthread_mutex_t log_lock;
 	pthread_t th;
 };
 
@@ -67,6 +71,9 @@ struct pump {
 	int *fds;  /* both fds, closed by the last pump */
 	size_t match;  /* upstream: how much of RANGE_HEADER the bytes so far end with */
 	size_t rmatch; /* ... and of REQUEST_LINE_END */
+	uint64_t conn;  /* which connection, for the log */
+	char line[160]; /* upstream: the line so far, for the log */
+	size_t llen;
 };
 
 /* How a Range request shows upstream (libcurl's spelling). */
@@ -88,10 +95,40 @@ static bool match_step(size_t *m, const char *pat, size_t len, uint8_t c)
 	return true;
 }
 
+/* Log a request line or a Range header of the bytes passing upstream. */
+static void log_line(struct pump *p, uint8_t c)
+{
+	if (c != '\n') {
+		if (p->llen < sizeof(p->line) - 1)
+			p->line[p->llen++] = (char)c;
+		return;
+	}
+	p->line[p->llen && p->line[p->llen - 1] == '\r' ? p->llen - 1 : p->llen] = '\0';
+	p->llen = 0;
+	if (strstr(p->line, " HTTP/1.1") || strncmp(p->line, "Range: ", 7) == 0) {
+		pthread_mutex_lock(&p->r->log_lock);
+		fprintf(p->r->log, "%9.3f ms conn %" PRIu64 ": %s\n", (double)(bench_now_ns() - p->r->t0) / 1e6, p->conn,
+			p->line);
+		pthread_mutex_unlock(&p->r->log_lock);
+	}
+}
+
+/* A line of the bench's own in the log (which case, which step). */
+static void relay_mark(struct relay *r, const char *what, const char *name)
+{
+	if (!r->log)
+		return;
+	pthread_mutex_lock(&r->log_lock);
+	fprintf(r->log, "%9.3f ms ---- %s %s\n", (double)(bench_now_ns() - r->t0) / 1e6, what, name);
+	pthread_mutex_unlock(&r->log_lock);
+}
+
 /* Count the Range headers and the requests in bytes passing upstream, across reads. */
 static void count_ranges(struct pump *p, const uint8_t *d, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
+		if (p->r->log)
+			log_line(p, d[i]);
 		if (match_step(&p->match, RANGE_HEADER, sizeof(RANGE_HEADER) - 1, d[i]))
 			atomic_fetch_add(&p->r->ranges, 1);
 		if (match_step(&p->rmatch, REQUEST_LINE_END, sizeof(REQUEST_LINE_END) - 1, d[i]))
@@ -203,7 +240,7 @@ static void *relay_main(void *arg)
 		}
 		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		atomic_fetch_add(&r->conns, 1);
+		uint64_t conn = atomic_fetch_add(&r->conns, 1);
 		int *fds = malloc(2 * sizeof(int));
 		_Atomic int *refs = malloc(sizeof(*refs));
 		struct pump *up = malloc(sizeof(*up)), *down = malloc(sizeof(*down));
@@ -214,8 +251,8 @@ static void *relay_main(void *arg)
 		}
 		fds[0] = c, fds[1] = s;
 		atomic_init(refs, 2);
-		*up = (struct pump){ r, c, s, false, refs, fds, 0, 0 };
-		*down = (struct pump){ r, s, c, true, refs, fds, 0, 0 };
+		*up = (struct pump){ r, c, s, false, refs, fds, 0, 0, conn, "", 0 };
+		*down = (struct pump){ r, s, c, true, refs, fds, 0, 0, conn, "", 0 };
 		pthread_t t1, t2;
 		pthread_attr_t at;
 		pthread_attr_init(&at);
@@ -232,6 +269,11 @@ static int relay_start(struct relay *r, int up_port)
 	socklen_t len = sizeof(a);
 
 	r->up_port = up_port;
+	const char *log = getenv("STRATA_BENCH_LAZY_LOG");
+	if (log && *log && (r->log = fopen(log, "we")))
+		setvbuf(r->log, NULL, _IOLBF, 0);
+	r->t0 = bench_now_ns();
+	pthread_mutex_init(&r->log_lock, NULL);
 	if ((r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		return -errno;
 	if (bind(r->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(r->lfd, 64) < 0 ||
@@ -384,6 +426,7 @@ out_free:
 struct lazy_case {
 	struct lazy_bench *lb;
 	enum { C_FULL, C_LAZY, C_LAZY_WS, C_LOCAL, C_POOL8 } kind;
+	const char *name;
 };
 
 /*
@@ -426,6 +469,7 @@ static int iter_case(void *state, struct bench_timer *t)
 	}
 	uint64_t down0 = atomic_load(&lb->relay.down), req0 = atomic_load(&lb->relay.requests),
 		 conn0 = atomic_load(&lb->relay.conns);
+	relay_mark(&lb->relay, "pull", lc->name);
 	bench_timer_start(t);
 	const char *pull_full[] = { "--store", store, "pull", "--insecure", ref, NULL };
 	const char *pull_lazy[] = { "--store", store, "pull", "--insecure", "--lazy", ref, NULL };
@@ -433,6 +477,7 @@ static int iter_case(void *state, struct bench_timer *t)
 		rc = -EIO;
 	uint64_t t_run = bench_now_ns(), req1 = atomic_load(&lb->relay.requests),
 		 conn1 = atomic_load(&lb->relay.conns);
+	relay_mark(&lb->relay, "run", lc->name);
 	if (rc == 0 && lc->kind == C_POOL8) {
 		const char *pool[] = { "--store", store, "pool", snap, "-n", SANDBOXES, "--via-fuse", "--call",
 				       "touch_clusters", CLUSTERS, CLUSTER_PAGES, NULL };
@@ -441,6 +486,7 @@ static int iter_case(void *state, struct bench_timer *t)
 		rc = run_first(store, lazy ? snap : "v1", lazy);
 	}
 	bench_timer_stop(t);
+	relay_mark(&lb->relay, "done", lc->name);
 	if (rc == 0 && lb->n < 64) {
 		lb->bytes[lb->n] = atomic_load(&lb->relay.down) - down0;
 		lb->run_ns[lb->n] = bench_now_ns() - t_run;
@@ -793,16 +839,24 @@ void bench_lazy(struct bench *b)
 		fclose(hf);
 	if (!has_lazy)
 		bench_note(b, "lazy/skipped_lazy_cases_no_pull_lazy", 1, "");
-	struct lazy_case local = { lb, C_LOCAL };
+	struct lazy_case local = { lb, C_LOCAL, "lazy/local_cold_start" };
 	const struct bench_case lc = { .name = "lazy/local_cold_start", .setup = pass_state, .iter = iter_case,
-				       .arg = &local, .iters = it };
-	if (bench_selected(b, lc.name))
+				       .arg = &local, .iters = it, .is_floor = true };
+	/* The floor of every case below: it runs whenever one of them does. */
+	bool any = false;
+	for (size_t d = 0; d < sizeof(delays_ms) / sizeof(delays_ms[0]); d++)
+		for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+			char name[128];
+			snprintf(name, sizeof(name), "lazy/%s/%ums", kinds[k].name, delays_ms[d]);
+			any |= bench_selected(b, name);
+		}
+	if (bench_selected(b, lc.name) || any)
 		bench_run(b, &lc);
 	for (size_t d = 0; d < sizeof(delays_ms) / sizeof(delays_ms[0]); d++) {
 		atomic_store(&lb->relay.half_rtt_ns, (uint64_t)delays_ms[d] * 1000000 / 2);
 		for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 			char name[128], note[160];
-			struct lazy_case cs = { lb, kinds[k].kind };
+			struct lazy_case cs = { lb, kinds[k].kind, name };
 			snprintf(name, sizeof(name), "lazy/%s/%ums", kinds[k].name, delays_ms[d]);
 			if (!bench_selected(b, name) || (kinds[k].kind != C_FULL && !has_lazy))
 				continue;
@@ -820,6 +874,14 @@ void bench_lazy(struct bench *b)
 			bench_note(b, note, lb->ws_bytes ? (double)bytes / (double)lb->ws_bytes : 0, "x");
 			snprintf(note, sizeof(note), "%s/run_after_pull", name);
 			bench_note(b, note, (double)run / 1e6, "ms");
+			/* What the delay cost, in round trips: the time over a cold
+			 * start from the store, per RTT (the goal: at most 5 with the
+			 * working set, bench.c's goals[]). */
+			double med = bench_median(b, name), floor = bench_median(b, lc.name);
+			if (delays_ms[d] && med > 0 && floor > 0) {
+				snprintf(note, sizeof(note), "%s/round_trips_over_local", name);
+				bench_note(b, note, (med - floor) / ((double)delays_ms[d] * 1e6), "");
+			}
 			/* Where the round trips go: requests and connections at the
 			 * relay, in the pull and in the run after it. */
 			const struct {

@@ -7,7 +7,7 @@ BIN=${STRATA_BIN:?}
 SRC=${STRATA_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 G="${STRATA_BUILD:-$SRC/build}/vmm/guest/simpleguest.elf"
 
-N=26
+N=31
 n=0
 fails=0
 echo "1..$N"
@@ -65,8 +65,10 @@ reqs() { awk '{sub(/\?.*/, "", $2); split($2, p, "/"); print p[5], $3}' | tr '\n
 is "found through the tag schema (no referrers API here), asked with the config right after the manifest" \
 	"$(sed -n 2,4p "$T/mode.log" | reqs | tr ' ' '\n' | paste -d' ' - - | sort | tr '\n' ' ')" \
 	"blobs 200 manifests 200 referrers 404 "
-is "... then the artifact manifest and the record, after the layers" "$(tail -2 "$T/mode.log" | reqs)" \
-	"manifests 200 blobs 200 "
+# The tag schema's index embeds the artifact manifest, which embeds the
+# record (descriptor data): neither is asked for.
+is "... and nothing more: the artifact manifest and the record come embedded in the index (5 requests in all)" \
+	"$(grep -c ' /v2/ws/app/manifests/sha256:' "$T/mode.log") $(wc -l <"$T/mode.log")" "0 5"
 check "fsck of the pulled store is clean" 0 '0 problem' -- st "$S2" fsck
 
 echo referrers >"$T/mode"
@@ -84,6 +86,11 @@ echo pass >"$T/mode"
 check "pull --lazy takes the record and fetches its pages first" 0 '"working_set":true' -- \
 	st "$S7" pull --insecure --lazy --json "$P/ws/app:v1"
 preq=$(tail -1 "$T/out" | jq .prefetch_requests)
+# Counts, not timings: the manifest, then the config, the chunk index, the
+# referrers query and the tag schema's index at once (ix_registry_pull_ahead),
+# then the Range requests: the working set needs no request of its own.
+is "... in 5 requests before its Range requests (manifest; config, chunk index, referrers, index)" \
+	"$(grep -vc ' 206 ' "$T/mode.log")" 5
 pbytes=$(tail -1 "$T/out" | jq .prefetch_bytes)
 wsb=$(st "$S7" show v1 --json | jq .working_set.bytes)
 after=$(awk '/\/blobs\/sha256:/ && $3 == 200 && $4 < 100000 {n = NR} END {print n}' "$T/mode.log")
@@ -112,6 +119,17 @@ else
 	nok "the first call on the lazy snapshot gives its result" "$(cat "$T/m7.log")"
 	nok "... fetching no chunk beyond the record"
 fi
+# Behind a token service: the working set's Range requests go with the
+# pull's own token (ix_lazy_opts.token_from), none asks for one of its own.
+echo bearer >"$T/mode"
+: >"$T/mode.log"
+newstore "$T/s11"
+check "a lazy pull behind a token service takes the record and fetches its pages" 0 '"prefetch_requests":[1-9]' -- \
+	st "$T/s11" pull --insecure --lazy --json --creds alice:secret "$P/ws/app:v1"
+is "... asking the token service once (one 401, for the manifest), the Range requests going with the pull's token" \
+	"$(grep -c '^GET /token' "$T/mode.log") $(grep -c ' 401 ' "$T/mode.log") $(grep -c ' 206 ' "$T/mode.log")" \
+	"1 1 $(tail -1 "$T/out" | jq .prefetch_requests)"
+echo pass >"$T/mode"
 check "a snapshot without a record pushes none" 0 '"working_set":false' -- st "$S" push --insecure --json plain "$P/ws/plain:v1"
 S4=$T/s4
 newstore "$S4"
@@ -147,7 +165,7 @@ push_blob() { # file -> digest
 }
 bd=$(push_blob "$T/bad")
 echo "$m" | jq -c --arg d "$bd" --argjson s "$(stat -c %s "$T/bad")" \
-	'.layers[0].digest = $d | .layers[0].size = $s | del(.layers[0].annotations)' >"$T/badm.json"
+	'.layers[0].digest = $d | .layers[0].size = $s | del(.layers[0].annotations) | del(.layers[0].data)' >"$T/badm.json"
 curl -s -o /dev/null -X PUT -H 'Content-Type: application/vnd.oci.image.manifest.v1+json' --data-binary "@$T/badm.json" \
 	"$R/manifests/sha256:$(sha256sum "$T/badm.json" | cut -d' ' -f1)"
 jq -nc --arg d "sha256:$(sha256sum "$T/badm.json" | cut -d' ' -f1)" --argjson s "$(stat -c %s "$T/badm.json")" \
@@ -174,5 +192,28 @@ S6=$T/s6
 newstore "$S6"
 check "a pull whose working-set manifest names a missing record warns and keeps the snapshot" 0 'working set was not taken' -- \
 	st "$S6" pull --insecure "$P/ws/app:v1"
+# Embedded bytes are checked as fetched ones: the good record embedded under
+# the other record's digest, then an index embedding a manifest that is not
+# the one its digest names.
+echo "$m" | jq -c --arg d "$bd" --argjson s "$(stat -c %s "$T/bad")" '.layers[0].digest = $d | .layers[0].size = $s' \
+	>"$T/badm3.json"
+curl -s -o /dev/null -X PUT -H 'Content-Type: application/vnd.oci.image.manifest.v1+json' --data-binary "@$T/badm3.json" \
+	"$R/manifests/sha256:$(sha256sum "$T/badm3.json" | cut -d' ' -f1)"
+jq -c --arg d "sha256:$(sha256sum "$T/badm3.json" | cut -d' ' -f1)" --argjson s "$(stat -c %s "$T/badm3.json")" \
+	--arg data "$(base64 -w0 "$T/badm3.json")" '.manifests[0].digest = $d | .manifests[0].size = $s | .manifests[0].data = $data' \
+	"$T/badi.json" >"$T/badi3.json"
+curl -s -o /dev/null -X PUT -H 'Content-Type: application/vnd.oci.image.index.v1+json' --data-binary "@$T/badi3.json" \
+	"$R/manifests/sha256-${top#sha256:}"
+newstore "$T/s9"
+check "a record embedded under another record's digest is refused, the snapshot kept" 0 \
+	'working set was not taken: the working-set record.s bytes do not match their sha256 digest' -- \
+	st "$T/s9" pull --insecure "$P/ws/app:v1"
+jq -c --arg data "$(base64 -w0 "$T/badm.json")" '.manifests[0].data = $data' "$T/badi3.json" >"$T/badi4.json"
+curl -s -o /dev/null -X PUT -H 'Content-Type: application/vnd.oci.image.index.v1+json' --data-binary "@$T/badi4.json" \
+	"$R/manifests/sha256-${top#sha256:}"
+newstore "$T/s10"
+check "an index embedding another manifest than its digest names is refused, the snapshot kept" 0 \
+	'working set was not taken: working-set manifest .*: its bytes do not match the digest' -- \
+	st "$T/s10" pull --insecure "$P/ws/app:v1"
 
 exit $((fails > 0))
