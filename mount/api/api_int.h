@@ -31,6 +31,7 @@ struct strata_host {
 	pthread_mutex_t lock;    /* the settings and fns below */
 	int backend;
 	uint64_t heap, stack, input, output, timeout_ns;
+	bool debug;              /* strata_host_set_debug */
 	strata_log_fn log;
 	void *log_ctx;
 	struct api_fns fns;      /* every entry ever registered (replaced ones stay for older sandboxes) */
@@ -45,6 +46,13 @@ struct strata_sandbox {
 	void *log_ctx;
 	strata_pool *pool;       /* the pool it belongs to, or NULL */
 	bool out;                /* a pool's: taken by strata_pool_get */
+	/* What it was opened from (strata_sandbox_info). */
+	uint32_t layers;
+	uint64_t layer_pages;
+	bool on_mount, lazy;
+	uint32_t direct_layers;
+	/* Its last working-set record. */
+	uint64_t ws_pages, ws_runs, ws_layers, ws_bytes, ws_mapped;
 };
 
 struct strata_store {
@@ -98,6 +106,7 @@ struct api_make {
 	const struct st_manifest *m;       /* a manifest with its layer opener */
 	vmm_layer_open_fn open;
 	void *open_ctx;
+	bool lazy;                         /* some layer of m is a lazy one */
 };
 int api_sandbox_make(strata_host *h, const struct api_make *how, strata_sandbox **out);
 /* Resolve ref in st and read its manifest (*m the caller's), and the

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "index/lazy.h"
 #include "mount/api/api_int.h"
 
 int strata_store_open(const char *path, unsigned flags, strata_store **out)
@@ -297,4 +298,42 @@ int strata_store_gc(strata_store *st, unsigned grace_s, uint64_t *freed)
 	if (freed)
 		*freed = gs.bytes_removed;
 	return 0;
+}
+
+struct lazy_find {
+	const st_id *id;
+	bool found;
+};
+
+static int lazy_match(const st_id *layer, void *ctx)
+{
+	struct lazy_find *f = ctx;
+
+	f->found = st_id_equal(layer, f->id);
+	return f->found; /* 1 stops the walk */
+}
+
+int strata_store_lacks(strata_store *st, const char *dir)
+{
+	struct st_manifest *m = NULL;
+	char why[ST_WHY_LEN] = "";
+	int rc, missing = 0;
+
+	if (!dir)
+		return api_fail(-EINVAL, "store: the directory is NULL");
+	if ((rc = st_snapdir_read(dir, &m, why, sizeof(why))) < 0)
+		return api_fail(rc, "%s: %s", dir, why[0] ? why : st_strerror(rc));
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		struct lazy_find f = { .id = &m->layers[i].id };
+		/* A lazy layer's record counts as held (pull --lazy). */
+		if (!st_blob_has(st->st, f.id) && !(ix_lazy_foreach(st->ix, lazy_match, &f) >= 0 && f.found))
+			missing++;
+	}
+	st_manifest_free(m);
+	return missing;
+}
+
+int strata_tag_valid(const char *name)
+{
+	return st_name_valid(name);
 }
