@@ -55,6 +55,23 @@ struct strata_sandbox {
 	uint64_t ws_pages, ws_runs, ws_layers, ws_bytes, ws_mapped;
 };
 
+struct strata_registry {
+	bool plain_http, noverify;
+	char *cacert, *user, *pass;
+	unsigned timeout_s;
+	strata_credentials_fn creds;  /* strata_registry_set_credentials_fn, or NULL: user and pass */
+	void *creds_ctx;
+	char **certs_d;               /* NULL-terminated copies, or NULL */
+};
+/* The ix_auth reg's credentials are asked through: its callback's, or
+ * creds (initialised here) with its user and pass. Lives as long as reg
+ * (or creds). */
+const struct ix_auth *api_registry_auth(const strata_registry *reg, struct ix_auth_provider *creds,
+					struct ix_auth *fn_auth);
+/* Replace *slot with a copy of the NULL-terminated list v (NULL: none). -ENOMEM. */
+int api_strv_set(char ***slot, const char *const *v);
+void api_strv_free(char **v);
+
 struct strata_store {
 	struct st_store *st;
 	struct ix *ix;
@@ -64,14 +81,12 @@ struct strata_store {
 	pthread_mutex_t lazy_lock;    /* the fields below */
 	struct fs_private *lazy;
 	char *lazy_cacert, *lazy_user, *lazy_pass; /* strata_store_set_registry's copies */
+	char **lazy_certs_d;
+	strata_registry lazy_reg;     /* its credentials callback, and user and pass borrowed from above */
 	struct ix_auth_provider lazy_auth;
+	struct ix_auth lazy_fn_auth;
 };
 
-struct strata_registry {
-	bool plain_http, noverify;
-	char *cacert, *user, *pass;
-	unsigned timeout_s;
-};
 
 /* Set the calling thread's message (printf-style; NULL fmt or an empty
  * result: strata_strerror(code)) and return code. */

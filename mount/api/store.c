@@ -49,6 +49,7 @@ void strata_store_close(strata_store *st)
 	free(st->lazy_cacert);
 	free(st->lazy_user);
 	free(st->lazy_pass);
+	api_strv_free(st->lazy_certs_d);
 	pthread_mutex_destroy(&st->lazy_lock);
 	ix_close(st->ix);
 	st_store_close(st->st);
@@ -89,8 +90,13 @@ int strata_store_set_registry(strata_store *st, const strata_registry *reg)
 	pthread_mutex_lock(&st->lazy_lock);
 	int rc = st->lazy ? -EBUSY : 0;
 	if (rc == 0 && (api_str_set(&st->lazy_cacert, reg->cacert) < 0 || api_str_set(&st->lazy_user, reg->user) < 0 ||
-			api_str_set(&st->lazy_pass, reg->pass) < 0))
+			api_str_set(&st->lazy_pass, reg->pass) < 0 ||
+			api_strv_set(&st->lazy_certs_d, (const char *const *)reg->certs_d) < 0))
 		rc = -ENOMEM;
+	if (rc == 0) {
+		st->lazy_reg.creds = reg->creds;
+		st->lazy_reg.creds_ctx = reg->creds_ctx;
+	}
 	pthread_mutex_unlock(&st->lazy_lock);
 	if (rc == -EBUSY)
 		return api_fail(rc, "store %s: its lazy layers are already being fetched with the settings they "
@@ -105,8 +111,12 @@ static int lazy_server(strata_store *st, struct fs_private **out)
 
 	pthread_mutex_lock(&st->lazy_lock);
 	if (!st->lazy) {
-		ix_auth_creds(&st->lazy_auth, st->lazy_user, st->lazy_pass);
-		struct fs_private_config pc = { .store = st->st, .cacert = st->lazy_cacert, .auth = &st->lazy_auth.auth };
+		/* The settings strata_store_set_registry copied, as a registry's. */
+		st->lazy_reg.user = st->lazy_user;
+		st->lazy_reg.pass = st->lazy_pass;
+		const struct ix_auth *auth = api_registry_auth(&st->lazy_reg, &st->lazy_auth, &st->lazy_fn_auth);
+		struct fs_private_config pc = { .store = st->st, .cacert = st->lazy_cacert, .auth = auth,
+						.certs_d = (const char *const *)st->lazy_certs_d };
 		if ((rc = fs_private_new(&pc, &st->lazy)) == 0 && (rc = fs_private_start(st->lazy)) < 0) {
 			char why[1024] = "";
 			fs_private_why(st->lazy, why, sizeof(why));

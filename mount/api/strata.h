@@ -638,6 +638,24 @@ int strata_registry_set_tls(strata_registry *reg, const char *cacert, int verify
 int strata_registry_set_credentials(strata_registry *reg, const char *user, const char *pass);
 /* Give up a push or pull after `seconds` (0: no limit) with STRATA_E_DEADLINE. Never fails. */
 int strata_registry_set_timeout(strata_registry *reg, unsigned seconds);
+/*
+ * Credentials asked per registry, instead of one pair for all: fn is
+ * called with the registry's "host[:port]" when a connection to it opens
+ * (from any thread, at once from several; in a lazy layers' helper
+ * process too) and answers 0 with *user and *pass malloc'd (the library
+ * frees them) or both NULL (anonymous), or < 0 (STRATA_E_AUTH, -ENOENT,
+ * ...) with why (whylen bytes) saying what failed, which fails the push,
+ * pull or fetch. fn NULL: strata_registry_set_credentials' pair again.
+ * ctx must outlive reg's uses. Never fails.
+ */
+typedef int (*strata_credentials_fn)(void *ctx, const char *host, char **user, char **pass, char *why,
+				     size_t whylen);
+int strata_registry_set_credentials_fn(strata_registry *reg, strata_credentials_fn fn, void *ctx);
+/* Per-registry certificate directories, as podman's certs.d: the roots
+ * (NULL-terminated; NULL: none) under which ROOT/HOST[:PORT]/ holds
+ * *.crt CAs and a client.cert/client.key pair for that registry; the first
+ * root that has the registry's directory is used. Copied. -ENOMEM. */
+int strata_registry_set_certs_dirs(strata_registry *reg, const char *const *roots);
 
 #ifdef __cplusplus
 }

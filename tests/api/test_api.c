@@ -890,6 +890,26 @@ Test(api, a_lazy_snapshot_from_a_registry)
 	strata_host_free(h);
 }
 
+struct creds_seen {
+	int calls;
+	char host[64];
+	bool refuse;
+};
+
+static int creds_cb(void *ctx, const char *host, char **user, char **pass, char *why, size_t whylen)
+{
+	struct creds_seen *s = ctx;
+
+	s->calls++;
+	snprintf(s->host, sizeof(s->host), "%s", host);
+	if (s->refuse) {
+		snprintf(why, whylen, "no credentials for this test");
+		return STRATA_E_AUTH;
+	}
+	*user = *pass = NULL;  /* anonymous */
+	return 0;
+}
+
 Test(api, push_pull_and_a_sandbox_from_a_registry)
 {
 	strata_host *h = host();
@@ -909,6 +929,19 @@ Test(api, push_pull_and_a_sandbox_from_a_registry)
 	cr_assert_eq(strata_sandbox_pull(h, third, reg, ref, 0, &pulled), 0, "%s", strata_errmsg());
 	cr_assert_eq(call_i(pulled, "counter_next", 0, 0, 0), 2);
 	cr_assert_eq(strata_store_resolve(third, id, got), 0, "%s", strata_errmsg());
+	/* Credentials asked per registry: the callback's answer, or its refusal with its words. */
+	struct creds_seen seen = { 0 };
+	const char *const certs[] = { "/nonexistent/certs.d", NULL };
+	cr_assert_eq(strata_registry_set_certs_dirs(reg, certs), 0);
+	cr_assert_eq(strata_registry_set_credentials_fn(reg, creds_cb, &seen), 0);
+	cr_assert_eq(strata_store_pull(other, reg, ref, "mine", 0, got), 0, "%s", strata_errmsg());
+	cr_assert_geq(seen.calls, 1);
+	char host[64];
+	snprintf(host, sizeof(host), "127.0.0.1:%d", port);
+	cr_assert_str_eq(seen.host, host);
+	seen.refuse = true;
+	cr_assert_eq(strata_store_pull(other, reg, ref, "mine", 0, got), STRATA_E_AUTH, "%s", strata_errmsg());
+	cr_assert_eq(strata_registry_set_credentials_fn(reg, NULL, NULL), 0);
 	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/absent:v1", port);
 	cr_assert_eq(strata_store_pull(other, reg, ref, NULL, 0, got), STRATA_E_REMOTE_MISSING);
 	cr_assert(strstr(strata_errmsg(), "absent"), "%s", strata_errmsg());
