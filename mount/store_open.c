@@ -61,6 +61,21 @@ int cli_store_create(const struct cli *cli, const struct st_store_opts *so)
 	return rc < 0 ? rc : st_store_init(cli->store, so);
 }
 
+/* A store another user owns, said with the rule (a store is its owner's
+ * unless shared) and the fix; false (nothing said) if it is the caller's. */
+static bool not_owner(const struct cli *cli)
+{
+	struct stat sb;
+
+	if (stat(cli->store, &sb) < 0 || sb.st_uid == geteuid())
+		return false;
+	cli_err(cli, "cannot open store %s: permission denied: it belongs to uid %lu (mode %04o), and a store "
+		"is readable by its owner only unless made with 'strata init --shared GROUP' "
+		"(docs/security.md, \"Who can read a store\")", cli->store, (unsigned long)sb.st_uid,
+		(unsigned)(sb.st_mode & 07777));
+	return true;
+}
+
 /* Open the store and its index; reports the error and returns an exit status. */
 int cli_store_open(const struct cli *cli, bool write, struct st_store **s, struct ix **ix)
 {
@@ -92,14 +107,8 @@ int cli_store_open_flags(const struct cli *cli, unsigned flags, struct st_store 
 			cli->store, cli->store);
 		return CLI_NOTFOUND;
 	}
-	struct stat sb;
-	if ((rc == -EACCES || rc == -EPERM) && stat(cli->store, &sb) == 0 && sb.st_uid != geteuid()) {
-		cli_err(cli, "cannot open store %s: permission denied: it belongs to uid %lu (mode %04o), and a store "
-			"is readable by its owner only unless made with 'strata init --shared GROUP' "
-			"(docs/security.md, \"Who can read a store\")", cli->store, (unsigned long)sb.st_uid,
-			(unsigned)(sb.st_mode & 07777));
+	if ((rc == -EACCES || rc == -EPERM) && not_owner(cli))
 		return CLI_FAIL;
-	}
 	if (rc < 0) {
 		cli_err(cli, "cannot open store %s: %s", cli->store, st_strerror(rc));
 		return CLI_FAIL;
@@ -119,6 +128,28 @@ int cli_store_open_flags(const struct cli *cli, unsigned flags, struct st_store 
 	return CLI_OK;
 }
 
+int cli_strata_store_open(const struct cli *cli, bool write, strata_store **out)
+{
+	struct st_store *probe;
+	int rc = strata_store_open(cli->store, write ? 0 : STRATA_STORE_RDONLY, out);
+
+	if (rc == 0)
+		return CLI_OK;
+	/* -ENOENT of a store that opens: its index is what is missing. */
+	if (rc == -ENOENT && st_store_open(cli->store, ST_OPEN_RDONLY, &probe) == 0) {
+		st_store_close(probe);
+		cli_err(cli, "store %s has no index yet (run 'strata --store %s init')", cli->store, cli->store);
+		return CLI_NOTFOUND;
+	}
+	if (rc == -ENOENT || rc == ST_ENOTSTORE) {
+		cli_err(cli, "%s is not a strata store (create one with 'strata --store %s init')", cli->store, cli->store);
+		return CLI_NOTFOUND;
+	}
+	if ((rc == -EACCES || rc == -EPERM) && not_owner(cli))
+		return CLI_FAIL;
+	cli_err(cli, "cannot open store %s: %s", cli->store, cli_store_strerror(rc));
+	return CLI_FAIL;
+}
 
 struct exposed_ctx {
 	const char *store;

@@ -164,24 +164,20 @@ int strata_host_free(strata_host *h)
 	return 0;
 }
 
+/* Can backend (KVM or PROCESS) run here: 0, or its code with err filled. */
+static int backend_probe(int backend, struct vmm_error *err)
+{
+	return backend == STRATA_BACKEND_KVM ? vmm_kvm_check(err) : vmm_process_check(err);
+}
+
 int strata_host_set_backend(strata_host *h, int backend)
 {
 	struct vmm_error err = { 0 };
 	int rc = 0;
 
-	switch (backend) {
-	case STRATA_BACKEND_AUTO:
-		break;
-	case STRATA_BACKEND_KVM:
-		rc = vmm_kvm_check(&err);
-		break;
-	case STRATA_BACKEND_PROCESS:
-		rc = vmm_process_check(&err);
-		break;
-	default:
+	if (backend != STRATA_BACKEND_AUTO && backend != STRATA_BACKEND_KVM && backend != STRATA_BACKEND_PROCESS)
 		return api_fail(-EINVAL, "backend %d: not STRATA_BACKEND_AUTO, _KVM or _PROCESS", backend);
-	}
-	if (rc < 0)
+	if (backend != STRATA_BACKEND_AUTO && (rc = backend_probe(backend, &err)) < 0)
 		return api_fail(rc, "the %s backend cannot run here: %s", backend == STRATA_BACKEND_KVM ? "kvm" : "process",
 				err.code == rc && err.message[0] ? err.message : st_strerror(rc));
 	pthread_mutex_lock(&h->lock);
@@ -246,18 +242,10 @@ int strata_backend_check(int backend)
 	struct vmm_error err = { 0 };
 	int rc;
 
-	switch (backend) {
-	case STRATA_BACKEND_KVM:
-		rc = vmm_kvm_check(&err);
-		break;
-	case STRATA_BACKEND_PROCESS:
-		rc = vmm_process_check(&err);
-		break;
-	default:
+	if (backend != STRATA_BACKEND_KVM && backend != STRATA_BACKEND_PROCESS)
 		return api_fail(-EINVAL, "backend %d: not STRATA_BACKEND_KVM or _PROCESS", backend);
-	}
 	/* The bare reason: a caller says which backend around it. */
-	return rc < 0 ? api_fail_vmm(rc, NULL, &err) : 0;
+	return (rc = backend_probe(backend, &err)) < 0 ? api_fail_vmm(rc, NULL, &err) : 0;
 }
 
 int strata_host_set_policy(strata_host *h, const char *path)
