@@ -38,6 +38,15 @@ struct strata_host {
 	unsigned live;           /* sandboxes and pools made with it and not freed */
 };
 
+/* A store snapshot's manifest and layer opener, shared by the sandboxes
+ * opened from it and their clones (the last one frees it). */
+struct api_src {
+	_Atomic unsigned refs;
+	struct st_manifest *m;
+	vmm_layer_open_fn open;
+	void *ctx;
+};
+
 struct strata_sandbox {
 	strata_host *host;
 	struct vmm_sandbox *vs;
@@ -51,6 +60,12 @@ struct strata_sandbox {
 	uint64_t layer_pages;
 	bool on_mount, lazy;
 	uint32_t direct_layers;
+	/* How to make another sandbox of what it was opened from
+	 * (strata_sandbox_clone): the manifest and its layer opener (from a
+	 * store), or the directory and its flags. */
+	struct api_src *src;
+	char *src_dir;
+	unsigned src_dir_flags;
 	/* Its last working-set record. */
 	uint64_t ws_pages, ws_runs, ws_layers, ws_bytes, ws_mapped;
 };

@@ -1,5 +1,6 @@
 /* sandbox.c: strata_sandbox (made from an ELF, a snapshot directory, a store or a registry; calls, restore, capture in one step) and strata_pool. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -116,13 +117,24 @@ static int dir_open(strata_host *h, const char *dir, unsigned flags, struct vmm_
 int strata_sandbox_open_dir(strata_host *h, const char *dir, unsigned flags, strata_sandbox **out)
 {
 	struct vmm_snapdir *d;
+	char *copy = NULL;
 	int rc = dir_open(h, dir, flags, &d);
 
 	if (rc < 0)
 		return rc;
+	if (!(copy = strdup(dir))) {
+		vmm_snapdir_close(d);
+		return api_fail(-ENOMEM, "%s: out of memory", dir);
+	}
 	rc = api_sandbox_make(h, &(struct api_make){ .dir = d }, out);
 	vmm_snapdir_close(d);
-	return rc;
+	if (rc < 0) {
+		free(copy);
+		return rc;
+	}
+	(*out)->src_dir = copy;
+	(*out)->src_dir_flags = flags;
+	return 0;
 }
 
 int strata_sandbox_open_store(strata_host *h, strata_store *st, const char *ref, strata_sandbox **out)
@@ -136,8 +148,49 @@ int strata_sandbox_open_store(strata_host *h, strata_store *st, const char *ref,
 		return rc;
 	rc = api_sandbox_make(h, &(struct api_make){ .m = m, .open = open, .open_ctx = ctx,
 						      .lazy = open == fs_private_layer_open }, out);
-	st_manifest_free(m);
-	return rc;
+	struct api_src *src = rc == 0 ? malloc(sizeof(*src)) : NULL;
+	if (rc == 0 && !src) {
+		strata_sandbox_free(*out);
+		rc = api_fail(-ENOMEM, "sandbox: out of memory");
+	}
+	if (rc < 0) {
+		st_manifest_free(m);
+		return rc;
+	}
+	/* Kept for strata_sandbox_clone: the store outlives the sandbox. */
+	atomic_init(&src->refs, 1);
+	src->m = m;
+	src->open = open;
+	src->ctx = ctx;
+	(*out)->src = src;
+	return 0;
+}
+
+static void src_unref(struct api_src *src)
+{
+	if (src && atomic_fetch_sub(&src->refs, 1) == 1) {
+		st_manifest_free(src->m);
+		free(src);
+	}
+}
+
+int strata_sandbox_clone(strata_sandbox *sb, strata_sandbox **out)
+{
+	if (!sb || !out)
+		return api_fail(-EINVAL, "clone: no sandbox or no place for the new one");
+	if (sb->src_dir)
+		return strata_sandbox_open_dir(sb->host, sb->src_dir, sb->src_dir_flags, out);
+	struct api_src *src = sb->src;
+	if (!src)
+		return api_fail(VMM_E_NO_SNAPSHOT, "clone: the sandbox was not opened from a snapshot directory or a "
+				"store (%s)", sb->pool ? "a pool's sandbox: strata_pool_get another" : "made from an ELF");
+	int rc = api_sandbox_make(sb->host, &(struct api_make){ .m = src->m, .open = src->open, .open_ctx = src->ctx,
+								 .lazy = src->open == fs_private_layer_open }, out);
+	if (rc < 0)
+		return rc;
+	atomic_fetch_add(&src->refs, 1);
+	(*out)->src = src;
+	return 0;
 }
 
 int strata_sandbox_pull(strata_host *h, strata_store *st, const strata_registry *reg, const char *reference,
@@ -167,6 +220,8 @@ void strata_sandbox_free(strata_sandbox *sb)
 	sb->host->live--;
 	pthread_mutex_unlock(&sb->host->lock);
 	api_fns_free(&sb->own);
+	src_unref(sb->src);
+	free(sb->src_dir);
 	free(sb);
 }
 

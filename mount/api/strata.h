@@ -341,6 +341,17 @@ int strata_sandbox_open_store(strata_host *h, strata_store *st, const char *ref,
  */
 int strata_sandbox_pull(strata_host *h, strata_store *st, const strata_registry *reg, const char *reference,
 			unsigned flags, strata_sandbox **out);
+/*
+ * Another sandbox of the snapshot sb was opened from (its directory, with
+ * the same flags, or its store snapshot: the manifest sb read, not read
+ * again, and st must outlive it too), with the host's settings and host
+ * functions now, as strata_sandbox_open_dir or _open_store would make it:
+ * its pages are shared with sb's. What sb did since (calls, captures,
+ * in-memory snapshots, its own host functions) is not in it. Errors:
+ * STRATA_E_NO_SNAPSHOT (sb was made from an ELF, or is a pool's), those of
+ * strata_sandbox_open_dir / _open_store; *out untouched.
+ */
+int strata_sandbox_clone(strata_sandbox *sb, strata_sandbox **out);
 /* Free a sandbox; accepts NULL, and does nothing to a pool's sandbox (the
  * pool frees it). No call may be running on it. A healthy one may be kept
  * warm by its host (for the next open of the same snapshot), without its

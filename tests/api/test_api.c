@@ -1166,3 +1166,48 @@ Test(api, snapshot_ids_working_sets_and_what_a_store_lacks)
 	strata_store_close(other);
 	strata_host_free(h);
 }
+
+Test(api, a_clone_is_another_sandbox_of_the_same_snapshot)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h), *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+	strata_store *st = store("store");
+	strata_pool *p = NULL;
+	char dir[4200];
+
+	cr_assert_eq(strata_sandbox_clone(sb, &a), STRATA_E_NO_SNAPSHOT, "a sandbox from an ELF has none");
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "c", 0, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_clone(sb, &a), STRATA_E_NO_SNAPSHOT, "nor after a capture");
+	cr_assert_eq(strata_sandbox_open_store(h, st, "c", &a), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(a, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(call_i(a, "counter_next", 0, 0, 0), 3);
+	/* Of the snapshot, not of what a did since; and it outlives a. */
+	cr_assert_eq(strata_sandbox_clone(a, &b), 0, "%s", strata_errmsg());
+	strata_sandbox_free(a);
+	cr_assert_eq(call_i(b, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_clone(b, &c), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(c, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_restore(c), 0);
+	cr_assert_eq(call_i(c, "counter_next", 0, 0, 0), 2);
+	strata_sandbox_free(b);
+	strata_sandbox_free(c);
+	/* Of a directory: opened again with the same flags. */
+	snprintf(dir, sizeof(dir), "%s/dir", tmp);
+	export("c", dir);
+	cr_assert_eq(strata_sandbox_open_dir(h, dir, STRATA_DIR_VERIFY, &a), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_clone(a, &d), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(d, "counter_next", 0, 0, 0), 2);
+	strata_sandbox_free(a);
+	strata_sandbox_free(d);
+	/* A pool's sandbox is the pool's: get another. */
+	cr_assert_eq(strata_pool_open_store(h, st, "c", 1, &p), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_pool_get(p, 0, &a), 0);
+	cr_assert_eq(strata_sandbox_clone(a, &b), STRATA_E_NO_SNAPSHOT);
+	cr_assert(strstr(strata_errmsg(), "pool"), "%s", strata_errmsg());
+	cr_assert_eq(strata_pool_put(p, a), 0);
+	cr_assert_eq(strata_pool_free(p), 0);
+	strata_sandbox_free(sb);
+	strata_store_close(st);
+	cr_assert_eq(strata_host_free(h), 0);
+}
