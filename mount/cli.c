@@ -179,3 +179,10 @@ bool cli_backend_use(struct cli *cli, const char *name)
 	/* The host takes it at the first sandbox: a subcommand reads its options first. */
 	return cli_backend_parse(cli, name, &cli->backend);
 }
+
+int cli_bad_tag_name(const struct cli *cli, const char *name)
+{
+	cli_err(cli, "'%s' is not a valid tag name (use [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters; "
+		"no '/' or '..')", name);
+	return CLI_USAGE;
+}

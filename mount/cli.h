@@ -29,7 +29,6 @@ struct cli_cmd {
  * store_mode, fixed} instead (every one), and the warning still goes to
  * stderr. */
 #define CLI_EXPOSED_SHOWN 10
-typedef struct json_t json_t;
 long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags, json_t *json);
 
 /* The registry credentials provider push and pull use without --creds or
@@ -57,10 +56,6 @@ void cli_lazy_log(void *ctx, const char *msg);
  * {"schema":SCHEMA,"event":"error","message":...} (push and pull --json;
  * NULL: no more). */
 void cli_err_json(FILE *f, int schema);
-/* --json output: print root (indented, keys sorted, ASCII only, as `show
- * --json`) and a newline on stdout, and drop the reference; -ENOMEM if it
- * could not be made (root NULL, a failed json_object()). */
-int cli_json_put(json_t *root);
 /* Remove path and everything below it (symbolic links are removed, not
  * followed); 0 or -errno of the first failure. */
 int cli_rm_tree(const char *path);
@@ -73,8 +68,6 @@ int cmd_doctor(struct cli *cli, int argc, char **argv);       /* cmd_doctor.c */
 int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
 int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
-int cmd_tag(struct cli *cli, int argc, char **argv);          /* cmd_store.c */
-int cmd_rm(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
 int cmd_gc(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
 int cmd_verify(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_fsck(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
@@ -105,8 +98,6 @@ int cli_store_create(const struct cli *cli, const struct st_store_opts *so);
  * from the same repository goes on (the pull checks the tag when it has
  * the manifest). Reports; returns an exit status. */
 int cli_pull_tag_check(const struct cli *cli, struct ix *ix, const char *tag, const char *origin, bool force);
-/* Plain words for an error while working on the store (store_open.c). */
-const char *cli_store_strerror(int rc);
 /* cmd_oci.c: `export --oci DIR [REF...]` (argv[0] = DIR) and import of an OCI layout. */
 int cli_oci_export(struct cli *cli, int argc, char **argv, bool whole_configs);
 int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned flags);

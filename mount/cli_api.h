@@ -33,6 +33,8 @@ struct cli {
 /* The subcommands built on <strata.h> alone (main.c's table runs them). */
 int cmd_run(struct cli *cli, int argc, char **argv);          /* cmd_run.c */
 int cmd_pool(struct cli *cli, int argc, char **argv);         /* cmd_pool.c */
+int cmd_tag(struct cli *cli, int argc, char **argv);          /* cmd_tag.c */
+int cmd_rm(struct cli *cli, int argc, char **argv);           /* cmd_tag.c */
 
 /* host.c: make cli->host once: STRATA_VM_CACHE=N idle VMs and warm
  * sandboxes (default 8), STRATA_SNAP_DEBUG=1, the reset policy file
@@ -85,6 +87,8 @@ void cli_vputs_escaped(FILE *f, const char *fmt, va_list ap);
 int cli_usage_hint(const char *prog);
 /* True if argv has -h or --help before any "--". */
 bool cli_wants_help(int argc, char **argv);
+/* Report name as no valid tag name, with the rule; returns CLI_USAGE. */
+int cli_bad_tag_name(const struct cli *cli, const char *name);
 /* Parse a size such as 4096, 64K, 8M, 1G; false on junk or overflow. */
 bool cli_parse_size(const char *s, unsigned long long *out);
 /* The base a number on the command line is read in: 16 after "0x" (a sign
@@ -136,6 +140,20 @@ unsigned cli_snapdir_flags(void);
 /* The store a run or pool opened, closed after its sandboxes (and the
  * reasons its lazy layers' fetches failed printed once). */
 void cli_snap_close(void);
+
+/* --json output: print root (indented, keys sorted, ASCII only, as `show
+ * --json`) and a newline on stdout, and drop the reference; -ENOMEM if it
+ * could not be made (root NULL, a failed json_object()). jansson's. */
+typedef struct json_t json_t;
+int cli_json_put(json_t *root);
+/* Plain words for an error while working on the store (store_open.c). */
+const char *cli_store_strerror(int rc);
+
+/* The exit status a store error deserves (CLI_NOTFOUND, CLI_USAGE for a
+ * bad name or id, else CLI_FAIL), and a failed lookup of ref reported
+ * naming the snapshot and the store (returns that status). */
+int cli_store_exit(int rc);
+int cli_ref_error(const struct cli *cli, const char *ref, int rc);
 
 /* store_open.c: open cli->store through the API (for writing if write),
  * with the messages cli_store_open gives. Reports; returns an exit status. */

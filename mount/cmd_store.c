@@ -28,21 +28,6 @@ struct open_store {
 	struct ix *ix;
 };
 
-/* The exit status an error code deserves. */
-static int exit_for(int rc)
-{
-	switch (rc) {
-	case IX_ENOTFOUND:
-	case -ENOENT:
-		return CLI_NOTFOUND;
-	case ST_EBADNAME:
-	case ST_EBADID:
-		return CLI_USAGE;
-	default:
-		return CLI_FAIL;
-	}
-}
-
 static void close_store(struct open_store *o)
 {
 	ix_close(o->ix);
@@ -54,19 +39,6 @@ static void close_store(struct open_store *o)
 static int open_store(const struct cli *cli, bool write, struct open_store *o)
 {
 	return cli_store_open(cli, write, &o->s, &o->ix);
-}
-
-/* Report a failed lookup of ref: names the snapshot and the store. */
-static int report_ref(struct cli *cli, const char *ref, int rc)
-{
-	if (rc == ST_EBADNAME)
-		cli_err(cli, "'%s' is neither a snapshot id nor a valid tag name "
-			"(tags are [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters)", ref);
-	else if (rc == IX_ENOTFOUND)
-		cli_err(cli, "snapshot '%s' not found in store %s", ref, cli->store);
-	else
-		cli_err(cli, "cannot look up '%s' in store %s: %s", ref, cli->store, cli_store_strerror(rc));
-	return exit_for(rc);
 }
 
 static void fmt_size(char *buf, size_t len, uint64_t v)
@@ -765,7 +737,7 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 	if ((rc = ix_resolve(t, ref, &id)) < 0) {
 		ix_txn_end(t);
 		close_store(&o);
-		return report_ref(cli, ref, rc);
+		return cli_ref_error(cli, ref, rc);
 	}
 	struct show_ws w = { 0 };
 	struct ix_lazy *lz = lazy_state(&o);
@@ -788,196 +760,6 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------ tag */
-
-static void tag_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] tag [-f] TAG|ID NAME   point tag NAME at a snapshot\n"
-		"       strata [--store DIR] tag -d NAME             remove tag NAME (the snapshot stays)\n"
-		"       strata [--store DIR] tag -m OLD NEW          rename a tag\n"
-		"       strata [--store DIR] tag [--json]            list tags\n"
-		"\n"
-		"Tag names: [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters.\n"
-		"\n"
-		"  -f, --force   move NAME (or replace NEW) if it already names another snapshot\n"
-		"  -d, --delete  remove a tag\n"
-		"  -m, --move    rename a tag\n"
-		"  --json        list the tags as a JSON array of {name, id} (docs/cli.md)\n");
-}
-
-static int print_tag(const char *name, const st_id *id, void *arg)
-{
-	char hex[ST_ID_HEX_LEN + 1];
-
-	st_id_format(id, hex);
-	printf("%-20s %s\n", cli_esc(name), hex);
-	return 0;
-}
-
-static int json_tag(const char *name, const st_id *id, void *arg)
-{
-	json_t *o = json_object();
-
-	json_object_set_new(o, "name", json_string(name));
-	json_object_set_new(o, "id", id_json(id));
-	return json_array_append_new(arg, o) < 0 ? -ENOMEM : 0;
-}
-
-static int bad_name(struct cli *cli, const char *name)
-{
-	cli_err(cli, "'%s' is not a valid tag name (use [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters; "
-		"no '/' or '..')", name);
-	return CLI_USAGE;
-}
-
-int cmd_tag(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "force", no_argument, NULL, 'f' }, { "delete", no_argument, NULL, 'd' },
-		{ "move", no_argument, NULL, 'm' }, { "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' }, { 0 } };
-	struct open_store o;
-	bool json = false;
-	unsigned flags = 0;
-	char mode = 's';
-	int c, rc, n;
-
-	while ((c = getopt_long(argc, argv, "fdmh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'f': flags |= IX_TAG_FORCE; break;
-		case 'd': mode = 'd'; break;
-		case 'm': mode = 'm'; break;
-		case 'j': json = true; break;
-		case 'h': tag_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	n = argc - optind;
-	char **a = argv + optind;
-	if ((mode == 'd' && n != 1) || (mode != 'd' && n != 0 && n != 2)) {
-		tag_usage(stderr);
-		return CLI_USAGE;
-	}
-	if (json && (n != 0 || mode != 's')) {
-		cli_err(cli, "tag: --json lists the tags: it takes no operands, -d or -m");
-		return CLI_USAGE;
-	}
-	if (mode == 'd' && !st_name_valid(a[0]))
-		return bad_name(cli, a[0]);
-	if (mode == 'm' && (!st_name_valid(a[0]) || !st_name_valid(a[1])))
-		return bad_name(cli, st_name_valid(a[0]) ? a[1] : a[0]);
-	if (mode == 's' && n == 2 && !st_name_valid(a[1]))
-		return bad_name(cli, a[1]);
-	if ((rc = open_store(cli, n != 0, &o)) != CLI_OK)
-		return rc;
-	if (n == 0) {
-		struct ix_txn *t;
-		json_t *arr = json ? json_array() : NULL;
-		if ((rc = ix_txn_begin(o.ix, &t)) == 0) {
-			rc = json ? ix_tag_foreach(t, json_tag, arr) : ix_tag_foreach(t, print_tag, NULL);
-			ix_txn_end(t);
-		}
-		if (json && rc == 0)
-			rc = cli_json_put(arr);
-		else
-			json_decref(arr);
-	} else if (mode == 'd') {
-		rc = ix_tag_del(o.ix, a[0], 0, NULL);
-		if (rc == IX_ENOTFOUND) {
-			cli_err(cli, "tag '%s' not found in store %s", a[0], cli->store);
-			close_store(&o);
-			return CLI_NOTFOUND;
-		}
-	} else if (mode == 'm') {
-		rc = ix_tag_rename(o.ix, a[0], a[1], flags);
-		if (rc == IX_ENOTFOUND) {
-			cli_err(cli, "tag '%s' not found in store %s", a[0], cli->store);
-			close_store(&o);
-			return CLI_NOTFOUND;
-		}
-	} else {
-		struct ix_txn *t;
-		st_id id;
-		if ((rc = ix_txn_begin(o.ix, &t)) == 0) {
-			rc = ix_resolve(t, a[0], &id);
-			ix_txn_end(t);
-			if (rc < 0) {
-				close_store(&o);
-				return report_ref(cli, a[0], rc);
-			}
-			rc = ix_tag_set(o.ix, a[1], &id, flags);
-		}
-	}
-	close_store(&o);
-	if (rc == IX_EEXIST) {
-		cli_err(cli, "tag '%s' already names another snapshot (use --force to move it)", a[1]);
-		return CLI_FAIL;
-	}
-	if (rc < 0) {
-		cli_err(cli, "tag: %s (store %s)", cli_store_strerror(rc), cli->store);
-		return exit_for(rc);
-	}
-	return CLI_OK;
-}
-
-/* ------------------------------------------------------------------ rm */
-
-static void rm_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] rm TAG|ID...\n"
-		"\n"
-		"Remove snapshots. 'rm TAG' removes the tag, and the snapshot too when no\n"
-		"other tag names it. 'rm ID' removes the snapshot and every tag naming it.\n"
-		"Snapshots made from it keep working (each lists all the layers it needs).\n"
-		"Layer blobs are freed by 'strata gc'.\n");
-}
-
-int cmd_rm(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
-	struct open_store o;
-	int c, rc, status = CLI_OK;
-
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'h': rm_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (optind == argc) {
-		cli_err(cli, "rm: name at least one TAG or ID (see 'strata rm --help')");
-		return CLI_USAGE;
-	}
-	if ((rc = open_store(cli, true, &o)) != CLI_OK)
-		return rc;
-	for (int i = optind; i < argc; i++) {
-		const char *ref = argv[i];
-		bool pruned = false;
-		st_id id;
-
-		if (st_id_parse(ref, &id) == 0) {
-			rc = ix_snap_del(o.ix, &id);
-			if (rc == 0)
-				cli_info(cli, "removed snapshot %s", ref);
-		} else if (st_name_valid(ref)) {
-			rc = ix_tag_del(o.ix, ref, IX_TAG_PRUNE, &pruned);
-			if (rc == 0 && pruned)
-				cli_info(cli, "removed tag '%s' and its snapshot", ref);
-			else if (rc == 0)
-				cli_info(cli, "removed tag '%s' (its snapshot has other tags)", ref);
-		} else {
-			rc = ST_EBADNAME;
-		}
-		if (rc < 0) {
-			int st = report_ref(cli, ref, rc);
-			if (status == CLI_OK)
-				status = st;
-		}
-	}
-	close_store(&o);
-	return status;
-}
 
 /* ------------------------------------------------------------------ gc */
 
@@ -1354,7 +1136,7 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 	int rc;
 
 	if ((rc = ix_txn_begin(o->ix, &t)) < 0)
-		return report_ref(cli, ref, rc);
+		return cli_ref_error(cli, ref, rc);
 	rc = ix_resolve(t, ref, &id);
 	if (rc == 0)
 		rc = ix_snap_get(t, &id, &m);
@@ -1362,7 +1144,7 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 	if (rc < 0) {
 		json_decref(probs);
 		json_decref(lazies);
-		return report_ref(cli, ref, rc);
+		return cli_ref_error(cli, ref, rc);
 	}
 	struct ix_lazy *lz = lazy_state(o);
 	for (uint32_t i = 0; i < m->nlayers; i++) {
@@ -1581,12 +1363,12 @@ static int export_lazy(struct cli *cli, struct open_store *o, const char *ref)
 	int rc;
 
 	if ((rc = ix_txn_begin(o->ix, &t)) < 0)
-		return report_ref(cli, ref, rc);
+		return cli_ref_error(cli, ref, rc);
 	if ((rc = ix_resolve(t, ref, &id)) == 0)
 		rc = ix_snap_get(t, &id, &m);
 	ix_txn_end(t);
 	if (rc < 0)
-		return report_ref(cli, ref, rc);
+		return cli_ref_error(cli, ref, rc);
 	lz = lazy_state(o);
 	lazy_sum_of(lz, m, &ls);
 	ix_lazy_close(lz);
@@ -1678,7 +1460,7 @@ int cmd_export(struct cli *cli, int argc, char **argv)
 	rc = ix_export(o.ix, ref, dir);
 	close_store(&o);
 	if (rc == IX_ENOTFOUND || rc == ST_EBADNAME)
-		return report_ref(cli, ref, rc);
+		return cli_ref_error(cli, ref, rc);
 	if (rc == -EEXIST) {
 		cli_err(cli, "export: %s already exists (export writes a new directory)", dir);
 		return CLI_FAIL;
@@ -1738,7 +1520,7 @@ int cmd_import(struct cli *cli, int argc, char **argv)
 	}
 	const char *dir = argv[optind];
 	if (tag && !st_name_valid(tag))
-		return bad_name(cli, tag);
+		return cli_bad_tag_name(cli, tag);
 	if (ix_oci_is_layout(dir))
 		return cli_oci_import(cli, dir, tag, flags);
 	if ((rc = cli_store_open_flags(cli, CLI_STORE_CREATE, &o.s, &o.ix)) != CLI_OK)
@@ -1810,7 +1592,7 @@ static int debug_ingest(struct cli *cli, int argc, char **argv)
 	}
 	const char *image = argv[optind];
 	if (tag && !st_name_valid(tag))
-		return bad_name(cli, tag);
+		return cli_bad_tag_name(cli, tag);
 	if ((rc = open_store(cli, true, &o)) != CLI_OK)
 		return rc;
 	if (pref) {
@@ -1821,7 +1603,7 @@ static int debug_ingest(struct cli *cli, int argc, char **argv)
 			ix_txn_end(t);
 		}
 		if (rc < 0) {
-			status = report_ref(cli, pref, rc);
+			status = cli_ref_error(cli, pref, rc);
 			goto out_close;
 		}
 	}

@@ -26,6 +26,34 @@ const char *cli_store_strerror(int rc)
 	}
 }
 
+/* The exit status an error code deserves. */
+int cli_store_exit(int rc)
+{
+	switch (rc) {
+	case STRATA_E_NOT_FOUND:
+	case -ENOENT:
+		return CLI_NOTFOUND;
+	case STRATA_E_BAD_NAME:
+	case STRATA_E_BAD_ID:
+		return CLI_USAGE;
+	default:
+		return CLI_FAIL;
+	}
+}
+
+/* Report a failed lookup of ref: names the snapshot and the store. */
+int cli_ref_error(const struct cli *cli, const char *ref, int rc)
+{
+	if (rc == STRATA_E_BAD_NAME)
+		cli_err(cli, "'%s' is neither a snapshot id nor a valid tag name "
+			"(tags are [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters)", ref);
+	else if (rc == STRATA_E_NOT_FOUND)
+		cli_err(cli, "snapshot '%s' not found in store %s", ref, cli->store);
+	else
+		cli_err(cli, "cannot look up '%s' in store %s: %s", ref, cli->store, cli_store_strerror(rc));
+	return cli_store_exit(rc);
+}
+
 /* mkdir -p of dir's parents (mode 0755 less the umask; the store itself
  * is made by st_store_init, readable by its owner only). 0 or -errno. */
 static int make_parents(const char *dir)

@@ -347,3 +347,36 @@ int strata_tag_valid(const char *name)
 {
 	return st_name_valid(name);
 }
+
+int strata_store_rename_tag(strata_store *st, const char *from, const char *to, unsigned flags)
+{
+	int rc;
+
+	if (flags & ~(unsigned)STRATA_TAG_FORCE)
+		return api_fail(-EINVAL, "rename tag: unknown flags 0x%x", flags);
+	if (!from || !to || !st_name_valid(from) || !st_name_valid(to))
+		return api_fail(ST_EBADNAME, "rename tag: '%s' is not a valid tag name",
+				!from ? "NULL" : !st_name_valid(from) ? from : to ? to : "NULL");
+	rc = ix_tag_rename(st->ix, from, to, flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0);
+	if (rc == IX_ENOTFOUND)
+		return api_fail(rc, "rename tag: no tag '%s' in store %s", from, st_store_path(st->st));
+	if (rc == IX_EEXIST)
+		return api_fail(rc, "rename tag: '%s' already names another snapshot (STRATA_TAG_FORCE replaces it)", to);
+	if (rc < 0)
+		return api_fail(rc, "rename tag %s: %s", from, st_strerror(rc));
+	return 0;
+}
+
+int strata_store_delete(strata_store *st, const char *id)
+{
+	st_id sid;
+	int rc;
+
+	if (!id || st_id_parse(id, &sid) < 0)
+		return api_fail(ST_EBADID, "delete: '%s' is not a snapshot id (32 lowercase hex digits)", id ? id : "NULL");
+	if ((rc = ix_snap_del(st->ix, &sid)) == IX_ENOTFOUND)
+		return api_fail(rc, "delete: no snapshot %s in store %s", id, st_store_path(st->st));
+	if (rc < 0)
+		return api_fail(rc, "delete %s: %s", id, st_strerror(rc));
+	return 0;
+}

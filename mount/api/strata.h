@@ -582,6 +582,16 @@ int strata_store_tag(strata_store *st, const char *ref, const char *name, unsign
  * other tag names it (its layers then wait for gc). STRATA_E_NOT_FOUND,
  * STRATA_E_BAD_NAME, STRATA_E_READ_ONLY: nothing changes. */
 int strata_store_untag(strata_store *st, const char *name, unsigned flags);
+/* Rename tag `from` to `to` at once (flags: STRATA_TAG_FORCE replaces a
+ * `to` that names another snapshot). STRATA_E_NOT_FOUND (no tag `from`),
+ * STRATA_E_EXISTS, STRATA_E_BAD_NAME, STRATA_E_READ_ONLY: both names are
+ * as they were. */
+int strata_store_rename_tag(strata_store *st, const char *from, const char *to, unsigned flags);
+/* Remove snapshot `id` (32 hex digits: an id, not a tag or a prefix) and
+ * every tag naming it; snapshots made from it keep working (each lists
+ * every layer it needs), and its layers wait for strata_store_gc.
+ * STRATA_E_BAD_ID, STRATA_E_NOT_FOUND, STRATA_E_READ_ONLY: nothing changes. */
+int strata_store_delete(strata_store *st, const char *id);
 /* strata_store_verify flags. */
 enum {
 	STRATA_VERIFY_HASH = 1u << 0, /* re-hash every blob against its id (reads every byte) */

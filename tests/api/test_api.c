@@ -1211,3 +1211,38 @@ Test(api, a_clone_is_another_sandbox_of_the_same_snapshot)
 	strata_store_close(st);
 	cr_assert_eq(strata_host_free(h), 0);
 }
+
+Test(api, a_tag_renamed_and_a_snapshot_deleted_with_its_tags)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+	strata_store *st = store("store");
+	char id[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], other[STRATA_ID_LEN + 1];
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "a", 0, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "b", 0, other), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_tag(st, id, "c", 0), 0);
+	/* Renamed at once; onto another snapshot's tag only with the flag. */
+	cr_assert_eq(strata_store_rename_tag(st, "a", "b", 0), STRATA_E_EXISTS);
+	cr_assert_eq(strata_store_resolve(st, "a", got), 0);
+	cr_assert_eq(strata_store_rename_tag(st, "a", "a2", 0), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_resolve(st, "a", got), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_resolve(st, "a2", got), 0);
+	cr_assert_str_eq(got, id);
+	cr_assert_eq(strata_store_rename_tag(st, "nope", "x", 0), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_rename_tag(st, "a2", "bad/name", 0), STRATA_E_BAD_NAME);
+	cr_assert_eq(strata_store_rename_tag(st, "a2", "x", 0x80), -EINVAL);
+	/* Deleted by id: every tag naming it goes, the other snapshot stays. */
+	cr_assert_eq(strata_store_delete(st, "a2"), STRATA_E_BAD_ID);
+	cr_assert_eq(strata_store_delete(st, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_resolve(st, "a2", got), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_resolve(st, "c", got), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_resolve(st, "b", got), 0);
+	cr_assert_eq(strata_store_delete(st, id), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), id), "%s", strata_errmsg());
+	strata_sandbox_free(sb);
+	strata_store_close(st);
+	strata_host_free(h);
+}
