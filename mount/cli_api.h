@@ -35,6 +35,7 @@ int cmd_run(struct cli *cli, int argc, char **argv);          /* cmd_run.c */
 int cmd_pool(struct cli *cli, int argc, char **argv);         /* cmd_pool.c */
 int cmd_tag(struct cli *cli, int argc, char **argv);          /* cmd_tag.c */
 int cmd_rm(struct cli *cli, int argc, char **argv);           /* cmd_tag.c */
+int cmd_gc(struct cli *cli, int argc, char **argv);           /* cmd_gc.c */
 
 /* host.c: make cli->host once: STRATA_VM_CACHE=N idle VMs and warm
  * sandboxes (default 8), STRATA_SNAP_DEBUG=1, the reset policy file
@@ -89,6 +90,8 @@ int cli_usage_hint(const char *prog);
 bool cli_wants_help(int argc, char **argv);
 /* Report name as no valid tag name, with the rule; returns CLI_USAGE. */
 int cli_bad_tag_name(const struct cli *cli, const char *name);
+/* v bytes in words: "512 B", "1.5 KiB", "12 MiB". */
+void cli_fmt_size(char *buf, size_t len, uint64_t v);
 /* Parse a size such as 4096, 64K, 8M, 1G; false on junk or overflow. */
 bool cli_parse_size(const char *s, unsigned long long *out);
 /* The base a number on the command line is read in: 16 after "0x" (a sign

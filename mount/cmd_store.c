@@ -19,9 +19,6 @@
 #include "index/lazy.h"
 #include "store/store.h"
 
-/* Unreferenced blobs younger than this survive `strata gc` (an import may be
- * staging them); one hour is far longer than any import takes. */
-#define GC_GRACE_DEFAULT 3600
 
 struct open_store {
 	struct st_store *s;
@@ -39,22 +36,6 @@ static void close_store(struct open_store *o)
 static int open_store(const struct cli *cli, bool write, struct open_store *o)
 {
 	return cli_store_open(cli, write, &o->s, &o->ix);
-}
-
-static void fmt_size(char *buf, size_t len, uint64_t v)
-{
-	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double d = (double)v;
-	int u = 0;
-
-	while (d >= 1024 && u < 4) {
-		d /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, len, "%" PRIu64 " B", v);
-	else
-		snprintf(buf, len, d < 10 ? "%.1f %s" : "%.0f %s", d, unit[u]);
 }
 
 static void fmt_time(char *buf, size_t len, int64_t ns)
@@ -336,8 +317,8 @@ static void ls_row(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *t
 	}
 	if (info.has_parent)
 		st_id_format(&info.parent, phex);
-	fmt_size(mem, sizeof(mem), info.mem_size);
-	fmt_size(uniq, sizeof(uniq), info.unique_bytes);
+	cli_fmt_size(mem, sizeof(mem), info.mem_size);
+	cli_fmt_size(uniq, sizeof(uniq), info.unique_bytes);
 	if (lz && ix_snap_get(t, id, &m) == 0) {
 		struct lazy_sum ls;
 		lazy_sum_of(lz, m, &ls);
@@ -551,9 +532,9 @@ static void ws_text(const struct show_ws *w, const struct st_manifest *m, const 
 		return;
 	}
 	st_id_format(&w->blob, hex);
-	fmt_size(a, sizeof(a), w->ws->pages * ST_PAGE_SIZE);
-	fmt_size(b, sizeof(b), info->stored_bytes);
-	fmt_size(c, sizeof(c), m->mem_size);
+	cli_fmt_size(a, sizeof(a), w->ws->pages * ST_PAGE_SIZE);
+	cli_fmt_size(b, sizeof(b), info->stored_bytes);
+	cli_fmt_size(c, sizeof(c), m->mem_size);
 	printf("working set  %s (%" PRIu64 " pages, %.1f%% of the %s stored, %.1f%% of %s memory) in %" PRIu64
 	       " runs over %" PRIu32 " layer(s), record %s\n",
 	       a, w->ws->pages, info->stored_bytes ? 100.0 * (double)(w->ws->pages * ST_PAGE_SIZE) / (double)info->stored_bytes : 0.0,
@@ -666,17 +647,17 @@ static int show_text(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, cons
 		printf("parent    -\n");
 	}
 	printf("children  %zu\n", kids->n);
-	fmt_size(a, sizeof(a), m->mem_size);
+	cli_fmt_size(a, sizeof(a), m->mem_size);
 	printf("memory    %s (%" PRIu64 " bytes)\n", a, m->mem_size);
 	fmt_time(buf, sizeof(buf), m->created);
 	printf("created   %s\n", buf);
 	printf("abi       %" PRIu32 "\n", m->abi_version);
-	fmt_size(a, sizeof(a), info->stored_bytes);
-	fmt_size(b, sizeof(b), info->unique_bytes);
+	cli_fmt_size(a, sizeof(a), info->stored_bytes);
+	cli_fmt_size(b, sizeof(b), info->unique_bytes);
 	printf("layers    %" PRIu32 " (%s, %s unique to this snapshot)\n", m->nlayers, a, b);
 	for (uint32_t i = 0; i < m->nlayers; i++) {
 		st_id_format(&m->layers[i].id, hex);
-		fmt_size(a, sizeof(a), m->layers[i].pages * ST_PAGE_SIZE);
+		cli_fmt_size(a, sizeof(a), m->layers[i].pages * ST_PAGE_SIZE);
 		if (lazy_layer(lz, &m->layers[i].id, &li) == 1) {
 			fmt_lazy(lazy, sizeof(lazy), li.present, li.chunks);
 			printf("  %s %10" PRIu64 " pages %10s  %s\n", hex, m->layers[i].pages, a, lazy);
@@ -760,76 +741,6 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------ tag */
-
-/* ------------------------------------------------------------------ gc */
-
-static void gc_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] gc [--grace SECONDS] [--json]\n"
-		"\n"
-		"Remove layer blobs no snapshot references and staging files left by\n"
-		"crashed imports. Files younger than the grace period are kept, so imports\n"
-		"running now are safe. Says how many blobs were removed, how many are kept\n"
-		"because snapshots use them, and how many unreferenced ones are kept for\n"
-		"their age.\n"
-		"\n"
-		"  --grace SECONDS  keep unreferenced files younger than this (default %d)\n"
-		"  --json           print one JSON object (docs/cli.md)\n",
-		GC_GRACE_DEFAULT);
-}
-
-int cmd_gc(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "grace", required_argument, NULL, 'g' }, { "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' }, { 0 } };
-	unsigned long long grace = GC_GRACE_DEFAULT;
-	bool json = false;
-	struct ix_gc_stats st;
-	struct open_store o;
-	char sz[32];
-	int c, rc;
-
-	while ((c = getopt_long(argc, argv, "g:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'g':
-			if (!cli_parse_u64(optarg, &grace) || grace > UINT32_MAX) {
-				cli_err(cli, "gc: --grace takes a number of seconds, not '%s'", optarg);
-				return CLI_USAGE;
-			}
-			break;
-		case 'j': json = true; break;
-		case 'h': gc_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (optind != argc) {
-		cli_err(cli, "gc: unexpected argument '%s'", argv[optind]);
-		return CLI_USAGE;
-	}
-	if ((rc = open_store(cli, true, &o)) != CLI_OK)
-		return rc;
-	rc = ix_gc(o.ix, (unsigned)grace, &st);
-	close_store(&o);
-	if (rc < 0) {
-		cli_err(cli, "gc of store %s failed: %s", cli->store, cli_store_strerror(rc));
-		return CLI_FAIL;
-	}
-	if (json) {
-		json_t *jo = json_pack("{sIsIsIsIsIsIsI}", "blobs_removed", (json_int_t)st.blobs_removed,
-				      "bytes_removed", (json_int_t)st.bytes_removed, "staging_removed",
-				      (json_int_t)st.tmp_removed, "lazy_removed", (json_int_t)st.lazy_removed,
-				      "blobs_in_use", (json_int_t)st.blobs_in_use, "blobs_young",
-				      (json_int_t)st.blobs_young, "grace_seconds", (json_int_t)grace);
-		return cli_json_put(jo) < 0 ? CLI_FAIL : CLI_OK;
-	}
-	fmt_size(sz, sizeof(sz), st.bytes_removed);
-	printf("removed %" PRIu64 " blob(s) (%s) and %" PRIu64 " staging file(s); kept %" PRIu64
-	       " blob(s) snapshots use and %" PRIu64 " unreferenced blob(s) younger than %llus\n",
-	       st.blobs_removed, sz, st.tmp_removed, st.blobs_in_use, st.blobs_young, grace);
-	return CLI_OK;
-}
 
 /* ------------------------------------------------------------------ verify, fsck */
 
@@ -1061,7 +972,7 @@ static int run_check(struct cli *cli, unsigned flags, bool verify_only, bool jso
 			cli_err(cli, "store %s has %" PRIu64 " problem(s)", cli->store, st.errors);
 		return st.errors ? CLI_CORRUPT : CLI_OK;
 	}
-	fmt_size(sz, sizeof(sz), st.bytes_hashed);
+	cli_fmt_size(sz, sizeof(sz), st.bytes_hashed);
 	char lazy[160] = "";
 	if (st.lazy && (flags & IX_FSCK_HASH))
 		snprintf(lazy, sizeof(lazy), " (%" PRIu64 " lazy, not yet checked against their ids), %" PRIu64
@@ -1537,7 +1448,7 @@ int cmd_import(struct cli *cli, int argc, char **argv)
 		return rc == -ENOENT && !why[0] ? CLI_NOTFOUND : CLI_FAIL;
 	}
 	st_id_format(&id, hex);
-	fmt_size(sz, sizeof(sz), st.bytes_added);
+	cli_fmt_size(sz, sizeof(sz), st.bytes_added);
 	printf("%s\n", hex);
 	if (st.layers_healed)
 		fprintf(stderr, "healed %" PRIu32 " layer(s) of snapshot %s that were missing from the store (%s stored)\n",
@@ -1630,7 +1541,7 @@ static int debug_ingest(struct cli *cli, int argc, char **argv)
 		goto out_free;
 	}
 	st_id_format(&id, hex);
-	fmt_size(sz, sizeof(sz), st.bytes_added);
+	cli_fmt_size(sz, sizeof(sz), st.bytes_added);
 	printf("%s\n", hex);
 	cli_info(cli, "%" PRIu64 " pages: %" PRIu64 " zero, %" PRIu64 " same as parent, %" PRIu64
 		 " stored (%s added)", st.pages, st.pages_zero, st.pages_same, st.pages_stored, sz);

@@ -90,6 +90,8 @@ void api_strv_free(char **v);
 struct strata_store {
 	struct st_store *st;
 	struct ix *ix;
+	pthread_mutex_t gc_lock;      /* gc */
+	struct ix_gc_stats gc;        /* the last strata_store_gc's counts */
 	/* Lazy layers (a lazy pull's): mapped from a private mount served by
 	 * a helper process (fs/fs.h, fs_private_*), made at the first open of
 	 * a lazy snapshot and freed by strata_store_close. */

@@ -36,6 +36,7 @@ int strata_store_open(const char *path, unsigned flags, strata_store **out)
 		return api_fail(rc, "store %s: cannot open its index: %s", path, st_strerror(rc));
 	}
 	pthread_mutex_init(&s->lazy_lock, NULL);
+	pthread_mutex_init(&s->gc_lock, NULL);
 	*out = s;
 	return 0;
 }
@@ -51,6 +52,7 @@ void strata_store_close(strata_store *st)
 	free(st->lazy_pass);
 	api_strv_free(st->lazy_certs_d);
 	pthread_mutex_destroy(&st->lazy_lock);
+	pthread_mutex_destroy(&st->gc_lock);
 	ix_close(st->ix);
 	st_store_close(st->st);
 	free(st);
@@ -305,8 +307,32 @@ int strata_store_gc(strata_store *st, unsigned grace_s, uint64_t *freed)
 
 	if (rc < 0)
 		return api_fail(rc, "gc %s: %s", st_store_path(st->st), st_strerror(rc));
+	pthread_mutex_lock(&st->gc_lock);
+	st->gc = gs;
+	pthread_mutex_unlock(&st->gc_lock);
 	if (freed)
 		*freed = gs.bytes_removed;
+	return 0;
+}
+
+int strata_store_info(strata_store *st, int what, uint64_t *value)
+{
+	pthread_mutex_lock(&st->gc_lock);
+	struct ix_gc_stats gs = st->gc;
+	pthread_mutex_unlock(&st->gc_lock);
+	uint64_t v;
+
+	switch (what) {
+	case STRATA_STORE_INFO_GC_BLOBS_REMOVED: v = gs.blobs_removed; break;
+	case STRATA_STORE_INFO_GC_BYTES_REMOVED: v = gs.bytes_removed; break;
+	case STRATA_STORE_INFO_GC_STAGING_REMOVED: v = gs.tmp_removed; break;
+	case STRATA_STORE_INFO_GC_LAZY_REMOVED: v = gs.lazy_removed; break;
+	case STRATA_STORE_INFO_GC_BLOBS_IN_USE: v = gs.blobs_in_use; break;
+	case STRATA_STORE_INFO_GC_BLOBS_YOUNG: v = gs.blobs_young; break;
+	default:
+		return api_fail(-EINVAL, "store info: %d is not a STRATA_STORE_INFO_* this version knows", what);
+	}
+	*value = v;
 	return 0;
 }
 

@@ -596,6 +596,19 @@ int strata_store_delete(strata_store *st, const char *id);
 enum {
 	STRATA_VERIFY_HASH = 1u << 0, /* re-hash every blob against its id (reads every byte) */
 };
+/* What strata_store_info reports. */
+enum {
+	/* the store's last strata_store_gc (0 before one) */
+	STRATA_STORE_INFO_GC_BLOBS_REMOVED = 1,
+	STRATA_STORE_INFO_GC_BYTES_REMOVED = 2,
+	STRATA_STORE_INFO_GC_STAGING_REMOVED = 3, /* staging files of crashed imports */
+	STRATA_STORE_INFO_GC_LAZY_REMOVED = 4,    /* lazy layers no snapshot uses */
+	STRATA_STORE_INFO_GC_BLOBS_IN_USE = 5,    /* kept: snapshots use them */
+	STRATA_STORE_INFO_GC_BLOBS_YOUNG = 6,     /* kept: unreferenced, younger than the grace */
+};
+/* One figure of the store into *value. -EINVAL for a `what` this version
+ * does not know (*value untouched). */
+int strata_store_info(strata_store *st, int what, uint64_t *value);
 /* A problem strata_store_verify found: id of the blob or snapshot, a line. */
 typedef void (*strata_problem_fn)(void *ctx, const char *id, const char *what);
 /*
@@ -607,8 +620,9 @@ typedef void (*strata_problem_fn)(void *ctx, const char *id, const char *what);
  */
 int strata_store_verify(strata_store *st, unsigned flags, strata_problem_fn cb, void *ctx);
 /* Remove the blobs no snapshot references, older than grace_s seconds (so
- * a capture or import still writing survives); *freed (may be NULL) gets
- * the bytes removed. STRATA_E_READ_ONLY; on failure what was removed stays
+ * a capture or import still writing survives), stale staging files and
+ * unused lazy layers; *freed (may be NULL) gets the bytes removed, and
+ * strata_store_info's STRATA_STORE_INFO_GC_* the counts. STRATA_E_READ_ONLY; on failure what was removed stays
  * removed (it was garbage). */
 int strata_store_gc(strata_store *st, unsigned grace_s, uint64_t *freed);
 /*

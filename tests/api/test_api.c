@@ -1246,3 +1246,30 @@ Test(api, a_tag_renamed_and_a_snapshot_deleted_with_its_tags)
 	strata_store_close(st);
 	strata_host_free(h);
 }
+
+Test(api, gc_counts_what_it_removed_and_kept)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+	strata_store *st = store("store");
+	uint64_t v = 1, freed = 0;
+
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_GC_BLOBS_REMOVED, &v), 0);
+	cr_assert_eq(v, 0, "no gc yet");
+	cr_assert_eq(strata_store_info(st, 9999, &v), -EINVAL);
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "keep", 0, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "drop", 0, NULL), 0, "%s", strata_errmsg());
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_store_untag(st, "drop", STRATA_TAG_PRUNE), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_gc(st, 0, &freed), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_GC_BLOBS_REMOVED, &v), 0);
+	cr_assert_geq(v, 1, "the dropped snapshot's layer");
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_GC_BYTES_REMOVED, &v), 0);
+	cr_assert_eq(v, freed);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_GC_BLOBS_IN_USE, &v), 0);
+	cr_assert_geq(v, 1, "the kept snapshot's layer");
+	strata_store_close(st);
+	strata_host_free(h);
+}
