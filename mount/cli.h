@@ -1,4 +1,4 @@
-/* cli.h: shared declarations of the `strata` command's subcommands. */
+/* cli.h: the declarations the `strata` command's subcommands on the module libraries share (cli_api.h holds those in <strata.h> terms). */
 #ifndef STRATA_MOUNT_CLI_H
 #define STRATA_MOUNT_CLI_H
 
