@@ -145,9 +145,30 @@ int cli_rm_tree(const char *path)
 	return rc == 0 ? 0 : rc < 0 ? -errno : rc;
 }
 
-bool cli_backend_parse(const struct cli *cli, const char *name, enum vmm_backend_kind *out)
+const char *cli_backend_name(int backend)
 {
-	if (vmm_backend_parse(name, out) == 0)
+	switch (backend) {
+	case STRATA_BACKEND_KVM: return "kvm";
+	case STRATA_BACKEND_PROCESS: return "process";
+	default: return "auto";
+	}
+}
+
+int cli_backend_from_name(const char *name, int *out)
+{
+	static const int all[] = { STRATA_BACKEND_AUTO, STRATA_BACKEND_KVM, STRATA_BACKEND_PROCESS };
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (strcmp(name, cli_backend_name(all[i])) == 0) {
+			*out = all[i];
+			return 0;
+		}
+	return -EINVAL;
+}
+
+bool cli_backend_parse(const struct cli *cli, const char *name, int *out)
+{
+	if (cli_backend_from_name(name, out) == 0)
 		return true;
 	cli_err(cli, "--backend wants auto, kvm or process, not '%s'", name);
 	return false;
@@ -155,7 +176,13 @@ bool cli_backend_parse(const struct cli *cli, const char *name, enum vmm_backend
 
 bool cli_backend_use(struct cli *cli, const char *name)
 {
-	/* The host (cli_host_open) takes it: a subcommand reads its options first. */
+	/* The host takes it at the first sandbox: a subcommand reads its options first. */
 	return cli_backend_parse(cli, name, &cli->backend);
 }
 
+int cli_bad_tag_name(const struct cli *cli, const char *name)
+{
+	cli_err(cli, "'%s' is not a valid tag name (use [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters; "
+		"no '/' or '..')", name);
+	return CLI_USAGE;
+}

@@ -423,6 +423,18 @@ const struct ix_auth *cli_registry_auth(void)
 	return done ? &ca.p.auth : NULL;
 }
 
+int cli_registry_creds(void *ctx, const char *host, char **user, char **pass, char *why, size_t whylen)
+{
+	const struct ix_auth *a = cli_registry_auth();
+
+	(void)ctx;
+	if (!a) {
+		*user = *pass = NULL;  /* out of memory: anonymous */
+		return 0;
+	}
+	return a->get(a->ctx, host, user, pass, why, whylen);
+}
+
 /* The command's provider, picked on first use. */
 static int args_auth(struct cli *cli, struct reg_args *a)
 {

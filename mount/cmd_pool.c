@@ -8,9 +8,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "cli.h"
-#include "store/store.h"
-#include "vmm/vmm.h"
+#include "cli_api.h"
+
+/* Most sandboxes one pool command restores (strata_pool_open_dir's bound). */
+#define POOL_MAX 100000u
 
 static void pool_usage(FILE *f)
 {
@@ -36,7 +37,7 @@ static void pool_usage(FILE *f)
 		"host_upper(s)->s, clock_gettime(i)->i and random_get(i)->b. An ARG that starts\n"
 		"with '-' goes after --, unless it is a negative number or its name (up to an\n"
 		"'=') holds a space, tab or newline (a Lua chunk that starts with a comment).\n",
-		VMM_POOL_MAX);
+		POOL_MAX);
 }
 
 static uint64_t now_ns(void)
@@ -101,6 +102,14 @@ static int read_pss(unsigned long long *anon, unsigned long long *layers)
 	return 0;
 }
 
+/* A call's message without the "FN: " strata_sandbox_call puts first. */
+static const char *after_fn(const char *msg, const char *fn)
+{
+	size_t n = strlen(fn);
+
+	return strncmp(msg, fn, n) == 0 && strncmp(msg + n, ": ", 2) == 0 ? msg + n + 2 : msg;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -132,8 +141,8 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 	while ((c = cli_getopt_operands(argc, argv, "+n:c:h", opts, pos, &npos)) != -1) {
 		switch (c) {
 		case 'n':
-			if (!cli_parse_u64(optarg, &n) || n == 0 || n > VMM_POOL_MAX) {
-				cli_err(cli, "pool: -n wants a count from 1 to %u, not '%s'", VMM_POOL_MAX, optarg);
+			if (!cli_parse_u64(optarg, &n) || n == 0 || n > POOL_MAX) {
+				cli_err(cli, "pool: -n wants a count from 1 to %u, not '%s'", POOL_MAX, optarg);
 				return CLI_USAGE;
 			}
 			break;
@@ -144,9 +153,9 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 			}
 			fn = optarg;
 			break;
-		case 'V': flags |= VMM_SNAPDIR_VERIFY; break;
-		case 'F': flags |= VMM_SNAPDIR_VIA_FUSE; break;
-		case 'M': flags |= VMM_SNAPDIR_MAP_FILES; break;
+		case 'V': flags |= STRATA_DIR_VERIFY; break;
+		case 'F': flags |= STRATA_DIR_VIA_FUSE; break;
+		case 'M': flags |= STRATA_DIR_MAP_FILES; break;
 		case 'B':
 			if (!cli_backend_use(cli, optarg))
 				return CLI_USAGE;
@@ -171,12 +180,11 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		return CLI_USAGE;
 	}
 
-	struct cli_snapshot src = { 0 };
 	unsigned long long anon0, layers0, anon1, layers1;
-	struct vmm_sandbox **sb = calloc(n, sizeof(*sb));
+	strata_sandbox **sb = calloc(n, sizeof(*sb));
 	uint64_t *t_restore = calloc(n, sizeof(*t_restore)), *t_call = calloc(n, sizeof(*t_call));
 	uint64_t *t_again = calloc(n, sizeof(*t_again));
-	struct vmm_value vals[8];
+	struct strata_value vals[8];
 	void *owned[8] = { 0 };
 	unsigned made = 0;
 
@@ -191,39 +199,47 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	if ((status = cli_host_open(cli)) != CLI_OK ||
-	    (status = cli_snapshot_find(cli, "pool", target, flags, false, &src)) != CLI_OK)
+	/* Each sandbox has the host functions strata run gives a guest (its host's). */
+	if ((status = cli_host_open(cli)) != CLI_OK)
 		goto out;
-	struct vmm_config pcfg = { .host = cli->host };
-	if (src.dir && vmm_snapdir_on_mount(src.dir))
-		printf("%s is on a strata mount: %u of %u layer(s) mapped from their backing blobs\n", target,
-		       vmm_snapdir_direct_layers(src.dir), src.manifest->nlayers);
+	/* The first sandbox says what the snapshot is. */
 	read_pss(&anon0, &layers0);
-	const struct vmm_signature *sig = NULL;
+	uint64_t t0 = now_ns();
+	if ((status = cli_sandbox_open(cli, "pool", target, flags, false, &sb[0])) != CLI_OK)
+		goto out;
+	t_restore[0] = now_ns() - t0;
+	uint64_t on_mount = 0, direct = 0, nlayers = 0, layer_pages = 0;
+	strata_sandbox_info(sb[0], STRATA_INFO_ON_MOUNT, &on_mount);
+	strata_sandbox_info(sb[0], STRATA_INFO_DIRECT_LAYERS, &direct);
+	strata_sandbox_info(sb[0], STRATA_INFO_LAYERS, &nlayers);
+	strata_sandbox_info(sb[0], STRATA_INFO_LAYER_PAGES, &layer_pages);
+	if (on_mount)
+		printf("%s is on a strata mount: %u of %u layer(s) mapped from their backing blobs\n", target,
+		       (unsigned)direct, (unsigned)nlayers);
+	char sig[STRATA_SIG_LEN];
+	bool have_sig = false;
 	for (made = 0; made < n; made++) {
-		struct vmm_error err;
-		uint64_t t0 = now_ns();
-		int rc = vmm_sandbox_from_snapshot(src.manifest, src.open, src.ctx, &pcfg, &sb[made], &err);
-		t_restore[made] = now_ns() - t0;
-		if (rc < 0) {
-			cli_err(cli, "pool: restore %u of %llu failed: %s", made + 1, n, err.message);
-			status = CLI_FAIL;
-			goto out;
-		}
-		/* The host functions strata run gives a guest, in each sandbox. */
-		if ((rc = cli_host_fns_register(sb[made], &err)) < 0) {
-			cli_err(cli, "pool: cannot register host functions: %s", err.message);
-			status = CLI_FAIL;
-			made++;
-			goto out;
+		int rc;
+		/* The others from the snapshot the first read (a store's
+		 * manifest is not read again; a directory's parse and private
+		 * copy are the host's). */
+		if (made > 0) {
+			t0 = now_ns();
+			rc = strata_sandbox_clone(sb[0], &sb[made]);
+			t_restore[made] = now_ns() - t0;
+			if (rc < 0) {
+				cli_err(cli, "pool: restore %u of %llu failed: %s", made + 1, n, strata_errmsg());
+				status = CLI_FAIL;
+				goto out;
+			}
 		}
 		if (made == 0)
 			cli_info(cli, "pool: the sandboxes run on the %s backend",
-				 vmm_backend_name(vmm_sandbox_backend(sb[0])));
+				 cli_backend_name(strata_sandbox_backend(sb[0])));
 		if (!fn)
 			continue;
-		if (!sig) {
-			if (!(sig = cli_function_find(sb[made], fn))) {
+		if (!have_sig) {
+			if (strata_sandbox_signature(sb[made], fn, sig) < 0) {
 				cli_err(cli, "pool: the snapshot's guest has no function '%s'", fn);
 				status = CLI_USAGE;
 				made++;
@@ -233,14 +249,14 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 				made++;
 				goto out;
 			}
+			have_sig = true;
 		}
-		struct vmm_result res = { 0 };
+		struct strata_result res = { 0 };
 		t0 = now_ns();
-		rc = vmm_sandbox_call(sb[made], fn, vals, (size_t)nargs, &res);
+		rc = strata_sandbox_call(sb[made], fn, vals, (size_t)nargs, 0, &res);
 		t_call[made] = now_ns() - t0;
 		if (rc < 0) {
-			const struct vmm_error *e = vmm_sandbox_error(sb[made]);
-			cli_err(cli, "pool: %s in sandbox %u: %s", fn, made + 1, e->message[0] ? e->message : vmm_strerror(rc));
+			cli_err(cli, "pool: %s in sandbox %u: %s", fn, made + 1, after_fn(strata_errmsg(), fn));
 			status = CLI_GUEST;
 			made++;
 			goto out;
@@ -249,7 +265,7 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 			printf("sandbox 1: %s -> ", fn);
 			cli_print_result(&res, false);
 		}
-		vmm_result_clear(&res);
+		strata_result_clear(&res);
 	}
 	read_pss(&anon1, &layers1);
 	qsort(t_restore, n, sizeof(*t_restore), cmp_u64);
@@ -258,21 +274,20 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 	 * again, the way a pool serves requests. */
 	if (fn) {
 		for (unsigned i = 0; i < made; i++) {
-			struct vmm_result res = { 0 };
-			uint64_t t0 = now_ns();
-			int rc = vmm_sandbox_restore(sb[i]);
+			struct strata_result res = { 0 };
+			t0 = now_ns();
+			int rc = strata_sandbox_restore(sb[i]);
 			if (rc == 0)
-				rc = vmm_sandbox_call(sb[i], fn, vals, (size_t)nargs, &res);
+				rc = strata_sandbox_call(sb[i], fn, vals, (size_t)nargs, 0, &res);
 			t_again[i] = now_ns() - t0;
 			if (rc == 0 && i == 0) {
 				printf("sandbox 1 after a restore in place: %s -> ", fn);
 				cli_print_result(&res, false);
 			}
-			vmm_result_clear(&res);
+			strata_result_clear(&res);
 			if (rc < 0) {
-				const struct vmm_error *e = vmm_sandbox_error(sb[i]);
 				cli_err(cli, "pool: restore and %s in sandbox %u: %s", fn, i + 1,
-					e->message[0] ? e->message : vmm_strerror(rc));
+					after_fn(strata_errmsg(), fn));
 				status = CLI_GUEST;
 				goto out;
 			}
@@ -292,17 +307,16 @@ int cmd_pool(struct cli *cli, int argc, char **argv)
 	       "snapshot %llu KiB of layers\n",
 	       ((double)anon1 - (double)anon0 + (double)layers1 - (double)layers0) / n,
 	       ((double)anon1 - (double)anon0) / n, ((double)layers1 - (double)layers0) / n,
-	       (unsigned long long)(st_manifest_layer_pages(src.manifest) * ST_PAGE_SIZE / 1024));
+	       (unsigned long long)(layer_pages * 4096 / 1024));
 out:
-	for (unsigned i = 0; i < made && sb; i++)
-		vmm_sandbox_free(sb[i]);
+	for (unsigned i = 0; i < n && sb; i++)
+		strata_sandbox_free(sb[i]);
 	for (int i = 0; i < 8; i++)
 		free(owned[i]);
 	free(sb);
 	free(t_restore);
 	free(t_call);
 	free(t_again);
-	cli_snapshot_release(&src);
 	cli_snap_close();
 	return status;
 }

@@ -8,11 +8,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store/array.h"
-#include "cli.h"
-#include "vmm/vmm.h"
+#include "cli_api.h"
 
 #define RUN_FILE_MAX (1ull << 30)
+/* The input and output buffers' size unless --input, --output or ARGS say
+ * otherwise (strata_host_set_sizes's default). */
+#define RUN_DEFAULT_IO (16ull << 10)
 
 static void run_usage(FILE *f)
 {
@@ -60,10 +61,9 @@ static void run_usage(FILE *f)
 		"fault names the guest function and line where the ELF has symbols (-g).\n");
 }
 
-static void guest_log(void *ctx, enum vmm_log_level level, const char *msg, size_t len)
+static void guest_log(void *ctx, int level, const char *msg, size_t len)
 {
-	static const char *const lv[] = { [VMM_LOG_ERROR] = "error", [VMM_LOG_WARN] = "warn",
-					  [VMM_LOG_INFO] = "info", [VMM_LOG_DEBUG] = "debug" };
+	static const char *const lv[] = { "error", "warn", "info", "debug" };
 
 	(void)ctx;
 	char *e = cli_esc_dup(msg, len);
@@ -73,24 +73,24 @@ static void guest_log(void *ctx, enum vmm_log_level level, const char *msg, size
 }
 
 /* After a guest failure: where it faulted, and the core file asked for. */
-static void guest_debug(const struct cli *cli, struct vmm_sandbox *sb, const char *path, int rc, const char *core)
+static void guest_debug(const struct cli *cli, strata_sandbox *sb, const char *path, int rc, const char *core)
 {
-	const struct vmm_error *e = vmm_sandbox_error(sb);
-	struct vmm_error cerr;
+	uint64_t rip = 0;
 	char where[512];
 
-	if (rc == VMM_E_GUEST_FAULT || rc == VMM_E_STACK_OVERFLOW) {
-		int w = cli_guest_where(path, e->rip, where, sizeof(where));
+	if (rc == STRATA_E_GUEST_FAULT || rc == STRATA_E_STACK_OVERFLOW) {
+		strata_sandbox_info(sb, STRATA_INFO_FAULT_RIP, &rip);
+		int w = cli_guest_where(path, rip, where, sizeof(where));
 		if (w == 0)
 			cli_err(cli, "run: the guest faulted in %s", where);
 		else if (w == 1)
 			cli_err(cli, "run: no symbols for rip 0x%llx in %s: build the guest with -g",
-				(unsigned long long)e->rip, path);
+				(unsigned long long)rip, path);
 	}
-	if (core && vmm_sandbox_core(sb, core, &cerr) == 0)
+	if (core && strata_sandbox_core(sb, core) == 0)
 		cli_err(cli, "run: wrote the guest's core to %s (gdb GUEST.elf %s)", core, core);
 	else if (core)
-		cli_err(cli, "run: --core: %s", cerr.message);
+		cli_err(cli, "run: --core: %s", strata_errmsg());
 }
 
 static bool parse_timeout(const char *s, uint64_t *ns)
@@ -143,8 +143,13 @@ static int read_file(const char *path, void **data, size_t *len)
 				rc = -EFBIG;
 				break;
 			}
-			if ((rc = ST_ARRAY_RESERVE(buf, cap, cap + 1)) < 0)
+			char *more = realloc(buf, cap * 2);
+			if (!more) {
+				rc = -ENOMEM;
 				break;
+			}
+			buf = more;
+			cap *= 2;
 		}
 	}
 	if (!buf)
@@ -164,11 +169,11 @@ static int read_file(const char *path, void **data, size_t *len)
 static int exit_for(int rc)
 {
 	switch (rc) {
-	case VMM_E_GUEST_FAULT: case VMM_E_STACK_OVERFLOW: case VMM_E_ABORT: case VMM_E_BAD_HYPERCALL:
-	case VMM_E_TIMEOUT: case VMM_E_CANCELLED: case VMM_E_SHUTDOWN: case VMM_E_UNEXPECTED_EXIT:
-	case VMM_E_BAD_ADDRESS: case VMM_E_POISONED: case VMM_E_GUEST_ERROR:
+	case STRATA_E_GUEST_FAULT: case STRATA_E_STACK_OVERFLOW: case STRATA_E_ABORT: case STRATA_E_BAD_HYPERCALL:
+	case STRATA_E_TIMEOUT: case STRATA_E_CANCELLED: case STRATA_E_SHUTDOWN: case STRATA_E_UNEXPECTED_EXIT:
+	case STRATA_E_BAD_ADDRESS: case STRATA_E_POISONED: case STRATA_E_GUEST_ERROR:
 		return CLI_GUEST;
-	case VMM_E_NO_FUNCTION: case VMM_E_BAD_ARGS:
+	case STRATA_E_NO_FUNCTION: case STRATA_E_BAD_ARGS:
 		return CLI_USAGE;
 	case -ENOENT:
 		return CLI_NOTFOUND;
@@ -177,19 +182,19 @@ static int exit_for(int rc)
 	}
 }
 
-void cli_print_result(const struct vmm_result *r, bool raw)
+void cli_print_result(const struct strata_result *r, bool raw)
 {
-	if (raw && (r->type == VMM_STR || r->type == VMM_BYTES)) {
+	if (raw && (r->type == STRATA_STR || r->type == STRATA_BYTES)) {
 		fwrite(r->data, 1, r->len, stdout); /* as they are: no newline, no hex */
 		return;
 	}
 	switch (r->type) {
-	case VMM_VOID:
+	case STRATA_VOID:
 		break;
-	case VMM_I64:
+	case STRATA_I64:
 		printf("%lld\n", (long long)r->i64);
 		break;
-	case VMM_STR:
+	case STRATA_STR:
 		/* The function's output: byte-exact into a pipe or file, escaped
 		 * on a terminal (as ls does), where it could drive the terminal. */
 		if (isatty(STDOUT_FILENO))
@@ -198,7 +203,7 @@ void cli_print_result(const struct vmm_result *r, bool raw)
 			fwrite(r->data, 1, r->len, stdout);
 		putchar('\n');
 		break;
-	case VMM_BYTES:
+	case STRATA_BYTES:
 		for (size_t i = 0; i < r->len; i++)
 			printf("%02x", ((const unsigned char *)r->data)[i]);
 		putchar('\n');
@@ -206,82 +211,52 @@ void cli_print_result(const struct vmm_result *r, bool raw)
 	}
 }
 
-static char type_letter(enum vmm_type t)
+/* The number of parameters of signature sig ("r(pp..)"). */
+static int sig_nparams(const char *sig)
 {
-	switch (t) {
-	case VMM_VOID: return 'v';
-	case VMM_I64: return 'i';
-	case VMM_BYTES: return 'b';
-	case VMM_STR: return 's';
-	}
-	return '?';
+	const char *open = strchr(sig, '(');
+
+	return open ? (int)strcspn(open + 1, ")") : 0;
 }
 
-void cli_sig_format(const struct vmm_signature *sig, char *buf, size_t len)
+static int list_one(void *ctx, const char *name, const char *sig)
 {
-	char text[CLI_SIG_LEN];
-	size_t n = 0;
-
-	text[n++] = type_letter(sig->ret);
-	text[n++] = '(';
-	for (unsigned i = 0; i < sig->nparams && i < VMM_MAX_PARAMS; i++)
-		text[n++] = type_letter(sig->params[i]);
-	text[n++] = ')';
-	text[n] = 0;
-	snprintf(buf, len, "%s", text);
+	(void)ctx;
+	printf("%s %s\n", cli_esc(name), sig);
+	return 0;
 }
 
-const struct vmm_signature *cli_function_find(const struct vmm_sandbox *sb, const char *fn)
+static int list_functions(const strata_sandbox *sb)
 {
-	const struct vmm_signature *sig;
-	const char *name;
-
-	for (unsigned i = 0; i < vmm_sandbox_function_count(sb); i++)
-		if (vmm_sandbox_function(sb, i, &name, &sig) == 0 && strcmp(name, fn) == 0)
-			return sig;
-	return NULL;
-}
-
-static int list_functions(const struct vmm_sandbox *sb)
-{
-	const struct vmm_signature *sig;
-	const char *name;
-	char text[CLI_SIG_LEN];
-
-	for (unsigned i = 0; i < vmm_sandbox_function_count(sb); i++) {
-		if (vmm_sandbox_function(sb, i, &name, &sig) == 0) {
-			cli_sig_format(sig, text, sizeof(text));
-			printf("%s %s\n", cli_esc(name), text);
-		}
-	}
+	strata_sandbox_functions(sb, list_one, NULL);
 	return CLI_OK;
 }
 
 /* Parse ARGS per the signature the guest published for fn (cli.h). */
-int cli_build_args(const struct cli *cli, const char *fn, const struct vmm_signature *sig, char **argv, int argc,
-		   struct vmm_value *vals, void **owned)
+int cli_build_args(const struct cli *cli, const char *fn, const char *sig, char **argv, int argc,
+		   struct strata_value *vals, void **owned)
 {
-	if ((unsigned)argc != sig->nparams) {
-		char text[CLI_SIG_LEN];
-		cli_sig_format(sig, text, sizeof(text));
-		cli_err(cli, "run: %s takes %u argument(s) (signature %s), %d given", fn, sig->nparams, text, argc);
+	int nparams = sig_nparams(sig);
+
+	if (argc != nparams) {
+		cli_err(cli, "run: %s takes %u argument(s) (signature %s), %d given", fn, (unsigned)nparams, sig, argc);
 		return CLI_USAGE;
 	}
 	for (int i = 0; i < argc; i++) {
-		enum vmm_type t = sig->params[i];
+		char t = sig[2 + i];
 		memset(&vals[i], 0, sizeof(vals[i]));
-		if (t == VMM_I64) {
-			vals[i].type = VMM_I64;
+		if (t == 'i') {
+			vals[i].type = STRATA_I64;
 			if (!parse_i64(argv[i], &vals[i].i64)) {
 				cli_err(cli, "run: argument %d of %s must be an integer, not '%s'", i + 1, fn, argv[i]);
 				return CLI_USAGE;
 			}
-		} else if (t == VMM_STR) {
-			vals[i].type = VMM_STR;
+		} else if (t == 's') {
+			vals[i].type = STRATA_STR;
 			vals[i].data = argv[i];
 			vals[i].len = strlen(argv[i]);
 		} else {
-			vals[i].type = VMM_BYTES;
+			vals[i].type = STRATA_BYTES;
 			if (argv[i][0] == '@') {
 				size_t len = 0;
 				int rc = read_file(argv[i] + 1, &owned[i], &len);
@@ -311,8 +286,15 @@ static uint64_t mono_ns(void)
 /* Most --call FN a command line may give. */
 #define RUN_CALLS_MAX 16
 
+/* What --heap, --stack, --input, --output and --timeout give (0: the default). */
+struct run_cfg {
+	unsigned long long heap_size, stack_size, input_size, output_size;
+	uint64_t timeout_ns;
+	int backend;
+};
+
 struct run_opts {
-	struct vmm_config cfg;
+	struct run_cfg cfg;
 	bool list;
 	unsigned long long repeat;
 	const char *snapshot;
@@ -339,10 +321,10 @@ static int run_opt(const struct cli *cli, int c, struct run_opts *o)
 	case 'R': o->raw = true; return -1;
 	case 'C': o->core = optarg; return -1;
 	case 'B': return cli_backend_parse(cli, optarg, &o->cfg.backend) ? -1 : CLI_USAGE;
-	case 'H': dst = (unsigned long long *)&o->cfg.heap_size; what = "heap"; break;
-	case 'S': dst = (unsigned long long *)&o->cfg.stack_size; what = "stack"; break;
-	case 'I': dst = (unsigned long long *)&o->cfg.input_size; what = "input"; break;
-	case 'O': dst = (unsigned long long *)&o->cfg.output_size; what = "output"; break;
+	case 'H': dst = &o->cfg.heap_size; what = "heap"; break;
+	case 'S': dst = &o->cfg.stack_size; what = "stack"; break;
+	case 'I': dst = &o->cfg.input_size; what = "input"; break;
+	case 'O': dst = &o->cfg.output_size; what = "output"; break;
 	case 't':
 		if (!parse_timeout(optarg, &o->cfg.timeout_ns)) {
 			cli_err(cli, "run: --timeout wants seconds (e.g. 2, 0.5, 500ms), not '%s'", optarg);
@@ -378,18 +360,18 @@ struct run_call {
  * the timing if repeat > 1); after the first call, record the working set
  * if record_ws; a guest failure writes the core asked for (NULL: none).
  * Returns an exit status. */
-static int run_call(struct cli *cli, struct vmm_sandbox *sb, const char *path, const struct run_call *c,
+static int run_call(struct cli *cli, strata_sandbox *sb, const char *path, const struct run_call *c,
 		    unsigned long long repeat, bool record_ws, const char *core, bool raw)
 {
 	const char *fn = c->fn;
 	char **args = c->args;
 	int nargs = c->nargs;
-	const struct vmm_signature *sig = cli_function_find(sb, fn);
-	struct vmm_value vals[8];
+	char sig[STRATA_SIG_LEN];
+	struct strata_value vals[8];
 	void *owned[8] = { 0 };
 	int rc = 0, status;
 
-	if (!sig) {
+	if (strata_sandbox_signature(sb, fn, sig) < 0) {
 		cli_err(cli, "run: %s has no function '%s' (try --list)", path, fn);
 		return CLI_USAGE;
 	}
@@ -400,29 +382,28 @@ static int run_call(struct cli *cli, struct vmm_sandbox *sb, const char *path, c
 	status = cli_build_args(cli, fn, sig, args, nargs, vals, owned);
 	if (status != CLI_OK)
 		goto out_owned;
-	struct vmm_result res = { 0 };
+	struct strata_result res = { 0 };
 	uint64_t t0 = mono_ns();
 	for (unsigned long long i = 0; i < repeat; i++) {
-		vmm_result_clear(&res);
-		rc = vmm_sandbox_call(sb, fn, vals, (size_t)nargs, &res);
+		strata_result_clear(&res);
+		rc = strata_sandbox_call(sb, fn, vals, (size_t)nargs, 0, &res);
 		if (rc < 0)
 			break;
 		if (i == 0 && record_ws && (status = cli_working_set_record(cli, sb)) != CLI_OK) {
-			vmm_result_clear(&res);
+			strata_result_clear(&res);
 			goto out_owned;
 		}
 	}
 	uint64_t t1 = mono_ns();
 	if (rc < 0) {
-		const struct vmm_error *e = vmm_sandbox_error(sb);
-		cli_err(cli, "run: %s: %s", fn, e->message[0] ? e->message : vmm_strerror(rc));
+		cli_err(cli, "run: %s", strata_errmsg());
 		status = exit_for(rc);
 		if (status == CLI_GUEST)
 			guest_debug(cli, sb, path, rc, core);
 		goto out_owned;
 	}
 	cli_print_result(&res, raw);
-	vmm_result_clear(&res);
+	strata_result_clear(&res);
 	if (repeat > 1)
 		fprintf(stderr, "%llu calls, %.2f us per call\n", repeat, (double)(t1 - t0) / 1e3 / (double)repeat);
 out_owned:
@@ -452,7 +433,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct run_opts o = { .cfg.log = guest_log, .repeat = 1 };
+	struct run_opts o = { .cfg.backend = cli->backend, .repeat = 1 };
 	struct run_call calls[RUN_CALLS_MAX];
 	int ncalls = 0;
 	int c, rc = 0, status = CLI_OK;
@@ -479,7 +460,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		return CLI_USAGE;
 	}
 	const char *path = pos[0];
-	struct vmm_config cfg = o.cfg;
+	struct run_cfg cfg = o.cfg;
 	bool list = o.list;
 	unsigned long long repeat = o.repeat;
 	if (!ncalls && !list) {
@@ -532,27 +513,29 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		if (this > need)
 			need = this;
 	}
-	if (!cfg.input_size && need > VMM_DEFAULT_IO)
+	if (!cfg.input_size && need > RUN_DEFAULT_IO)
 		cfg.input_size = need;
 
-	struct vmm_sandbox *sb = NULL;
-	struct vmm_error err;
-	/* A guest ELF, a snapshot directory, or a tag/id in the store (cmd_snap.c). */
+	strata_sandbox *sb = NULL;
 	if ((status = cli_host_open(cli)) != CLI_OK)
 		return status;
+	/* Sizes for a sandbox from an ELF (a snapshot brings its own), the
+	 * timeout and the log for any. */
+	strata_host_set_sizes(cli->host, cfg.heap_size, cfg.stack_size, cfg.input_size, cfg.output_size);
+	strata_host_set_timeout(cli->host, cfg.timeout_ns);
+	strata_host_set_log(cli->host, guest_log, NULL);
+	cli->backend = cfg.backend;
 	/* A warm sandbox's mappings say what earlier users touched, not a start. */
 	if (o.record_ws) {
-		struct vmm_host_stats hs;
-		vmm_host_stats(cli->host, &hs);
-		vmm_host_limits_set(cli->host, hs.shells_max, 0);
+		uint64_t shells = 0;
+		strata_host_info(cli->host, STRATA_HOST_INFO_SHELLS_MAX, &shells);
+		strata_host_set_cache(cli->host, (unsigned)shells, 0);
 	}
-	if ((status = cli_sandbox_open(cli, path, &cfg, o.via_fuse ? VMM_SNAPDIR_VIA_FUSE : 0, &sb, &err)) != CLI_OK)
+	/* A guest ELF, a snapshot directory, or a tag/id in the store (cmd_snap.c). */
+	unsigned dir_flags = cli_snapdir_flags() | (o.via_fuse ? STRATA_DIR_VIA_FUSE : 0);
+	if ((status = cli_sandbox_open(cli, "run", path, dir_flags, true, &sb)) != CLI_OK)
 		return status;
-	if (cli_host_fns_register(sb, &err) < 0) {
-		cli_err(cli, "run: cannot register host functions: %s", err.message);
-		status = CLI_FAIL;
-		goto out_free;
-	}
+	cli_info(cli, "run: the sandbox runs on the %s backend", cli_backend_name(strata_sandbox_backend(sb)));
 	if (list) {
 		status = list_functions(sb);
 		if (!ncalls)
@@ -563,7 +546,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	if (status == CLI_OK && o.snapshot)
 		status = cli_snapshot_commit(cli, sb, o.snapshot, o.force);
 out_free:
-	vmm_sandbox_free(sb);
+	strata_sandbox_free(sb);
 	cli_snap_close();
 	return status;
 }

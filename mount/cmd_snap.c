@@ -1,6 +1,5 @@
-/* cmd_snap.c: `strata run` with snapshots: start from a tag, id or snapshot directory; --snapshot TAG captures and commits. */
+/* cmd_snap.c: `strata run` and `strata pool` with snapshots: start from a tag, id or snapshot directory; --snapshot TAG captures and commits. */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,45 +8,54 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "fs/fs.h"
-#include "index/index.h"
-#include "index/lazy.h"
-#include "store/store.h"
-#include "vmm/vmm.h"
+#include "cli_api.h"
 
 /* The store a run uses: opened on first need, kept for the process (the
- * sandbox's layer mappings outlive nothing here; capture needs the handle). */
-static struct st_store *run_store;
-static struct ix *run_index;
+ * sandboxes opened from it and captured into it need the handle). */
+static strata_store *run_store;
 
 static int store_need(const struct cli *cli, bool write)
 {
-	return run_index ? CLI_OK : cli_store_open(cli, write, &run_store, &run_index);
+	strata_registry *reg = NULL;
+	int status;
+
+	if (run_store)
+		return CLI_OK;
+	if ((status = cli_strata_store_open(cli, write, &run_store)) != CLI_OK)
+		return status;
+	/* Lazy layers are fetched with push's and pull's credentials and
+	 * certs.d directories. */
+	if (strata_registry_new(&reg) < 0 || strata_registry_set_credentials_fn(reg, cli_registry_creds, NULL) < 0 ||
+	    strata_registry_set_certs_dirs(reg, cli_certs_d()) < 0 || strata_store_set_registry(run_store, reg) < 0) {
+		cli_err(cli, "%s", strata_errmsg());
+		strata_registry_free(reg);
+		return CLI_FAIL;
+	}
+	strata_registry_free(reg);
+	return CLI_OK;
 }
 
 /*
  * Lazy layers of a snapshot restored from the store (docs/lazy.md) have no
- * blob file to map: they are mapped from the library's private server of
- * the store (fs_private, fs/fs.h), a FUSE mount served by threads of this
- * process that no path reaches, whose reads fetch their chunks. It starts
- * with the first lazy layer opened, serves every sandbox of the command,
- * and stops in cli_snap_close once they are freed. Its reasons (refused
- * chunks, a registry that cannot be reached) are printed on stderr when
- * the command ends, and by the SIGBUS guard below.
+ * blob file to map: the store maps them from its private server, a FUSE
+ * mount no path reaches whose reads fetch their chunks. It starts with the
+ * first lazy layer opened, serves every sandbox of the command, and stops
+ * in cli_snap_close once they are freed. Its reasons (refused chunks, a
+ * registry that cannot be reached) are printed on stderr when the command
+ * ends, and by the SIGBUS guard below.
  */
-static struct fs_private *run_private;
-/* What the SIGBUS guard reads: the server, once made (never freed before
- * the guard's process ends or the pointer is cleared). */
-static struct fs_private *_Atomic guard_private;
+/* What the SIGBUS guard reads: the store whose server it asks, once opened
+ * (never closed before the guard's process ends or the pointer is
+ * cleared); its server is made once, before the first lazy sandbox. */
+static strata_store *_Atomic guard_store;
 static bool private_reported;
 
 /* Print each reason once, as the kernel may ask for a failed page again. */
 static void private_report(void)
 {
-	char buf[8192];
+	char buf[STRATA_LAZY_ERRMSG_SIZE];
 
-	if (private_reported || !fs_private_why(run_private, buf, sizeof(buf)))
+	if (private_reported || !run_store || strata_store_lazy_errmsg(run_store, buf, sizeof(buf)) <= 0)
 		return;
 	private_reported = true;
 	for (char *line = buf, *nl; *line && (nl = strchr(line, '\n')); line = nl + 1) {
@@ -56,29 +64,12 @@ static void private_report(void)
 	}
 }
 
-static struct fs_private *private_get(const struct cli *cli)
-{
-	struct fs_private_config pc = { .store = run_store, .threads = FS_PRIVATE_THREADS,
-					.auth = cli_registry_auth(),
-					.certs_d = cli_certs_d() };
-
-	if (!run_private && fs_private_new(&pc, &run_private) == 0) {
-		atomic_store(&guard_private, run_private);
-		atexit(private_report);
-	}
-	return run_private;
-}
-
 void cli_snap_close(void)
 {
 	/* The sandboxes are freed: nothing maps the private mount any more. */
 	private_report();
-	atomic_store(&guard_private, NULL);
-	fs_private_free(run_private);
-	run_private = NULL;
-	ix_close(run_index);
-	st_store_close(run_store);
-	run_index = NULL;
+	atomic_store(&guard_store, NULL);
+	strata_store_close(run_store);
 	run_store = NULL;
 }
 
@@ -89,7 +80,7 @@ void cli_snap_close(void)
  * instead of returning an error. What the guest itself touches comes back
  * as a guest error (KVM: "Bad address"). So a run or pool of a snapshot
  * says why and exits with the guest-error status instead of dying.
- * Async-signal-safe: fs_private_why, write, _exit.
+ * Async-signal-safe: strata_store_lazy_errmsg, write, _exit.
  */
 static void say(const char *s)
 {
@@ -105,14 +96,14 @@ static void say(const char *s)
 
 static void on_sigbus(int sig)
 {
-	static char buf[8192];
-	struct fs_private *p = atomic_load(&guard_private);
+	static char buf[STRATA_LAZY_ERRMSG_SIZE];
+	strata_store *st = atomic_load(&guard_store);
 
 	(void)sig;
 	say("strata: a page of the snapshot could not be read: it is in a lazy layer whose chunk was "
 	    "refused or could not be fetched (docs/lazy.md)");
-	if (!p || !fs_private_why(p, buf, sizeof(buf))) {
-		say(p ? "; no reason was recorded\n" : "; the mount's log says which chunk and which registry\n");
+	if (!st || strata_store_lazy_errmsg(st, buf, sizeof(buf)) <= 0) {
+		say(st ? "; no reason was recorded\n" : "; the mount's log says which chunk and which registry\n");
 		_exit(CLI_GUEST);
 	}
 	say(":\n");
@@ -125,11 +116,19 @@ static void on_sigbus(int sig)
 	_exit(CLI_GUEST);
 }
 
-void cli_lazy_guard(void)
+/* on: install the guard (before a snapshot is opened: its restore may
+ * touch a lazy page already); off: the default again (no lazy layer). */
+static void lazy_guard(bool on)
 {
 	struct sigaction sa = { 0 };
+	static bool reported_at_exit;
 
-	sa.sa_handler = on_sigbus;
+	if (on && run_store) {
+		atomic_store(&guard_store, run_store);
+		if (!reported_at_exit && atexit(private_report) == 0)
+			reported_at_exit = true;
+	}
+	sa.sa_handler = on ? on_sigbus : SIG_DFL;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGBUS, &sa, NULL);
 }
@@ -148,46 +147,62 @@ static enum target_kind target_kind(const char *target)
 	return S_ISREG(st.st_mode) ? TARGET_FILE : S_ISDIR(st.st_mode) ? TARGET_DIR : TARGET_OTHER;
 }
 
-static int from_manifest(const struct cli *cli, const char *what, const struct st_manifest *m,
-			 vmm_layer_open_fn open, void *ctx, const struct vmm_config *cfg, struct vmm_sandbox **out)
-{
-	struct vmm_error err;
-	/* Sizes come from the snapshot; keep the caller's timeout and log. */
-	struct vmm_config c = { .timeout_ns = cfg->timeout_ns, .log = cfg->log, .log_ctx = cfg->log_ctx,
-				.backend = cfg->backend, .host = cfg->host };
-	int rc = vmm_sandbox_from_snapshot(m, open, ctx, &c, out, &err);
-
-	if (rc < 0) {
-		cli_err(cli, "run: cannot restore %s: %s", what, err.message);
-		return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
-	}
-	return CLI_OK;
-}
-
 unsigned cli_snapdir_flags(void)
 {
 	const char *v = getenv("STRATA_VERIFY"), *m = getenv("STRATA_MAP_FILES");
 
-	return (v && strcmp(v, "1") == 0 ? VMM_SNAPDIR_VERIFY : 0) |
-	       (m && strcmp(m, "1") == 0 ? VMM_SNAPDIR_MAP_FILES : 0);
+	return (v && strcmp(v, "1") == 0 ? STRATA_DIR_VERIFY : 0) |
+	       (m && strcmp(m, "1") == 0 ? STRATA_DIR_MAP_FILES : 0);
 }
 
-static int snapshot_find(const struct cli *cli, const char *what, const char *target, enum target_kind kind,
-			 unsigned flags, bool write, struct cli_snapshot *out)
+/* A target with a '/' or naming an existing directory is a snapshot
+ * directory; any other a tag or id in the store. */
+static bool is_dir_target(const char *target, enum target_kind kind)
 {
-	struct vmm_error err;
+	return strchr(target, '/') || kind == TARGET_DIR;
+}
+
+/* Where a snapshot directory could not be opened (as opposed to restored). */
+static bool dir_open_error(int rc)
+{
+	return rc == -ENOENT || rc == -ENOTDIR || rc == -EACCES || rc == -ENOTCONN || rc == STRATA_E_STALE_MOUNT ||
+	       rc == STRATA_E_FORMAT || rc == STRATA_E_VERSION;
+}
+
+static int exit_for_open(int rc)
+{
+	return rc == -ENOENT || rc == -ENOTDIR ? CLI_NOTFOUND : CLI_FAIL;
+}
+
+int cli_sandbox_open(const struct cli *cli, const char *what, const char *target, unsigned dir_flags, bool write,
+		     strata_sandbox **out)
+{
+	enum target_kind kind = target_kind(target);
+	static bool lazy_seen;  /* a sandbox of the command has lazy layers: the guard stays */
+	bool guarded = false;
 	char manifest[4096];
 	int rc, status;
 
-	memset(out, 0, sizeof(*out));
-	/* A snapshot directory (a mount's snapshots/NAME, an export, a copy):
-	 * on a strata mount its layers are mapped from their backing blobs
-	 * (vmm/snapdir.c), a lazy one read through the mount. A target with a
-	 * '/' or naming an existing directory is a directory; any other a tag
-	 * or id in the store. */
-	if (strchr(target, '/') || kind == TARGET_DIR) {
-		rc = vmm_snapdir_open(cli->host, target, flags, &out->dir, &err);
-		if (rc < 0) {
+	/* cli->backend, refused (with the CLI's hint) as the making of a
+	 * sandbox would be. */
+	if (cli->backend != STRATA_BACKEND_AUTO && (rc = strata_host_set_backend(cli->host, cli->backend)) < 0) {
+		cli_err(cli, "%s: cannot start %s: %s (%s)", what, target, strata_errmsg(),
+			cli->backend == STRATA_BACKEND_KVM ? "the process backend, --backend process, needs no KVM"
+							   : "the kvm backend, --backend kvm, may");
+		return CLI_FAIL;
+	}
+	if (kind == TARGET_FILE && strcmp(what, "run") == 0) {
+		/* A guest ELF file: a fresh sandbox. */
+		if ((rc = strata_sandbox_new(cli->host, target, out)) < 0) {
+			cli_err(cli, "%s: cannot start %s", what, strata_errmsg());
+			return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
+		}
+	} else if (is_dir_target(target, kind)) {
+		lazy_guard(guarded = true);
+		/* A snapshot directory (a mount's snapshots/NAME, an export, a
+		 * copy): on a strata mount its layers are mapped from their
+		 * backing blobs, a lazy one read through the mount. */
+		if ((rc = strata_sandbox_open_dir(cli->host, target, dir_flags, out)) < 0) {
 			/* An existing directory or file that is no snapshot directory. */
 			if (rc == -ENOENT && kind != TARGET_OTHER &&
 			    (kind == TARGET_FILE ||
@@ -195,262 +210,137 @@ static int snapshot_find(const struct cli *cli, const char *what, const char *ta
 			      access(manifest, F_OK) != 0)))
 				cli_err(cli, "%s: %s is neither a guest ELF nor a snapshot directory (no manifest.json)",
 					what, target);
+			else if (dir_open_error(rc))
+				cli_err(cli, "%s: %s", what, strata_errmsg());
 			else
-				cli_err(cli, "%s: %s", what, err.message);
-			return rc == -ENOENT || rc == -ENOTDIR ? CLI_NOTFOUND : CLI_FAIL;
-		}
-		out->manifest = vmm_snapdir_manifest(out->dir);
-		out->open = vmm_snapdir_layer_open;
-		out->ctx = out->dir;
-		/* A mount's layer not reached through its blob: a lazy one. */
-		if (vmm_snapdir_on_mount(out->dir) && vmm_snapdir_direct_layers(out->dir) < out->manifest->nlayers)
-			cli_lazy_guard();
-		return CLI_OK;
-	}
-	/* A tag or id in the store. */
-	if ((status = store_need(cli, write)) != CLI_OK)
-		return status;
-	struct ix_txn *t = NULL;
-	st_id id;
-	if ((rc = ix_txn_begin(run_index, &t)) < 0) {
-		cli_err(cli, "%s: cannot read store %s: %s", what, cli->store, ix_strerror(rc));
-		return CLI_FAIL;
-	}
-	rc = ix_resolve(t, target, &id);
-	if (rc == 0)
-		rc = ix_snap_get(t, &id, &out->m);
-	ix_txn_end(t);
-	if (rc < 0) {
-		if (rc == IX_ENOTFOUND || rc == ST_EBADNAME)
-			cli_err(cli, "%s: snapshot '%s' not found in store %s (and no such %s)", what, target,
-				cli->store, strcmp(what, "run") == 0 ? "guest file or directory" : "directory");
-		else
-			cli_err(cli, "%s: cannot look up '%s': %s", what, target, ix_strerror(rc));
-		return rc == IX_ENOTFOUND || rc == ST_EBADNAME ? CLI_NOTFOUND : CLI_FAIL;
-	}
-	out->manifest = out->m;
-	out->open = vmm_layer_open_store;
-	out->ctx = run_store;
-	for (uint32_t i = 0; i < out->m->nlayers; i++)
-		if (!st_blob_has(run_store, &out->m->layers[i].id)) {
-			struct fs_private *p = private_get(cli);
-			if (!p) {
-				cli_err(cli, "%s: out of memory", what);
-				return CLI_FAIL;
-			}
-			/* Started now, before any sandbox exists: the helper is a
-			 * fork of this process, best made while it is small. */
-			if ((rc = fs_private_start(p)) < 0) {
-				char why[2048];
-				fs_private_why(p, why, sizeof(why));
-				cli_err(cli, "%s: cannot serve the lazy layers of '%s': %s%s%s", what, target,
-					fs_strerror(rc), why[0] ? ": " : "", why);
-				private_reported = true;
-				return CLI_FAIL;
-			}
-			out->open = fs_private_layer_open;
-			out->ctx = p;
-			cli_lazy_guard();
-			break;
-		}
-	return CLI_OK;
-}
-
-int cli_snapshot_find(const struct cli *cli, const char *what, const char *target, unsigned flags, bool write,
-		      struct cli_snapshot *out)
-{
-	return snapshot_find(cli, what, target, target_kind(target), flags, write, out);
-}
-
-void cli_snapshot_release(struct cli_snapshot *s)
-{
-	vmm_snapdir_close(s->dir);
-	st_manifest_free(s->m);
-	memset(s, 0, sizeof(*s));
-}
-
-int cli_sandbox_open(const struct cli *cli, const char *target, const struct vmm_config *given, unsigned extra_flags,
-		     struct vmm_sandbox **out, struct vmm_error *err)
-{
-	struct vmm_config cfg = *given;
-	struct cli_snapshot snap;
-	enum target_kind kind = target_kind(target);
-	int rc, status;
-
-	/* The host brings the command's --backend (cli_host_open). */
-	cfg.host = cli->host;
-	/* A guest ELF file: a fresh sandbox. */
-	if (kind == TARGET_FILE) {
-		rc = vmm_sandbox_new(target, &cfg, out, err);
-		if (rc < 0) {
-			cli_err(cli, "run: cannot start %s: %s", target, err->message);
-			return rc == -ENOENT ? CLI_NOTFOUND : CLI_FAIL;
+				cli_err(cli, "%s: cannot restore %s: %s", what, target, strata_errmsg());
+			return exit_for_open(rc);
 		}
 	} else {
-		unsigned flags = cli_snapdir_flags() | extra_flags;
-		if ((status = snapshot_find(cli, "run", target, kind, flags, true, &snap)) != CLI_OK)
+		/* A tag or id in the store. */
+		if ((status = store_need(cli, write)) != CLI_OK)
 			return status;
-		status = from_manifest(cli, target, snap.manifest, snap.open, snap.ctx, &cfg, out);
-		cli_snapshot_release(&snap);
-		if (status != CLI_OK)
-			return status;
+		lazy_guard(guarded = true);
+		if ((rc = strata_sandbox_open_store(cli->host, run_store, target, out)) < 0) {
+			if (rc == STRATA_E_NOT_FOUND || rc == STRATA_E_BAD_NAME)
+				cli_err(cli, "%s: snapshot '%s' not found in store %s (and no such %s)", what, target,
+					cli->store, strcmp(what, "run") == 0 ? "guest file or directory" : "directory");
+			else if (rc == STRATA_E_MOUNT)
+				cli_err(cli, "%s: cannot serve the lazy layers of '%s': %s", what, target, strata_errmsg());
+			else
+				cli_err(cli, "%s: cannot restore %s: %s", what, target, strata_errmsg());
+			return rc == STRATA_E_NOT_FOUND || rc == STRATA_E_BAD_NAME || rc == -ENOENT ? CLI_NOTFOUND
+												     : CLI_FAIL;
+		}
 	}
-	cli_info(cli, "run: the sandbox runs on the %s backend", vmm_backend_name(vmm_sandbox_backend(*out)));
+	uint64_t lazy = 0;
+	if (guarded && !(strata_sandbox_info(*out, STRATA_INFO_LAZY, &lazy) == 0 && lazy) && !lazy_seen)
+		lazy_guard(false);
+	lazy_seen = lazy_seen || lazy;
 	return CLI_OK;
 }
 
-struct lazy_find {
-	const st_id *id;
+struct tag_find {
+	const char *name;
+	char id[STRATA_ID_LEN + 1];
 	bool found;
 };
 
-static int lazy_match(const st_id *layer, void *ctx)
+static int tag_match(void *ctx, const char *name, const char *id)
 {
-	struct lazy_find *f = ctx;
+	struct tag_find *f = ctx;
 
-	f->found = st_id_equal(layer, f->id);
-	return f->found; /* 1 stops the walk */
-}
-
-/* The store records layer as lazy (pull --lazy): it counts as held. */
-static bool lazy_known(const st_id *layer)
-{
-	struct lazy_find f = { .id = layer };
-
-	return ix_lazy_foreach(run_index, lazy_match, &f) >= 0 && f.found;
+	if (strcmp(name, f->name) != 0)
+		return 0;
+	f->found = true;
+	snprintf(f->id, sizeof(f->id), "%s", id);
+	return 1; /* stops the walk */
 }
 
 int cli_snapshot_precheck(const struct cli *cli, const char *target, const char *tag, bool force)
 {
-	struct st_manifest *m = NULL;
-	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1];
-	struct ix_txn *t;
-	st_id id;
+	struct tag_find f = { .name = tag };
 	int rc, status;
 
-	if (!st_name_valid(tag)) {
+	if (!strata_tag_valid(tag)) {
 		cli_err(cli, "run: '%s' is not a valid tag (letters, digits, '_', '.', '-'; at most 128)", tag);
 		return CLI_USAGE;
 	}
 	if ((status = store_need(cli, true)) != CLI_OK)
 		return status;
-	if ((rc = ix_txn_begin(run_index, &t)) < 0) {
-		cli_err(cli, "run: cannot read store %s: %s", cli->store, ix_strerror(rc));
+	if ((rc = strata_store_tags(run_store, tag_match, &f)) < 0) {
+		cli_err(cli, "run: cannot read store %s: %s", cli->store, strata_strerror(rc));
 		return CLI_FAIL;
 	}
-	rc = ix_tag_get(t, tag, &id);
-	ix_txn_end(t);
-	if (rc == 0 && !force) {
-		st_id_format(&id, hex);
-		cli_err(cli, "run: tag '%s' already names snapshot %s (use --force to move it)", tag, hex);
+	if (f.found && !force) {
+		cli_err(cli, "run: tag '%s' already names snapshot %s (use --force to move it)", tag, f.id);
 		return CLI_FAIL;
 	}
 	/* A snapshot directory: the capture names its layers, which the
 	 * store must hold for the commit (a lazy one's records count). */
-	if (target && (strchr(target, '/') || target_kind(target) == TARGET_DIR) &&
-	    st_snapdir_read(target, &m, why, sizeof(why)) == 0) {
-		uint32_t missing = 0;
-		for (uint32_t i = 0; i < m->nlayers; i++)
-			if (!st_blob_has(run_store, &m->layers[i].id) &&
-			    !lazy_known(&m->layers[i].id))
-				missing++;
-		st_manifest_free(m);
-		if (missing) {
-			cli_err(cli, "run: --snapshot needs the snapshot %s starts from in store %s, which lacks %u of "
-				"its layer(s): import it first ('strata --store %s import %s')", target, cli->store,
-				missing, cli->store, target);
-			return CLI_FAIL;
-		}
+	if (target && is_dir_target(target, target_kind(target)) && (rc = strata_store_lacks(run_store, target)) > 0) {
+		cli_err(cli, "run: --snapshot needs the snapshot %s starts from in store %s, which lacks %d of "
+			"its layer(s): import it first ('strata --store %s import %s')", target, cli->store, rc,
+			cli->store, target);
+		return CLI_FAIL;
 	}
 	return CLI_OK;
 }
 
-int cli_snapshot_commit(const struct cli *cli, struct vmm_sandbox *sb, const char *tag, bool force)
+int cli_snapshot_commit(const struct cli *cli, strata_sandbox *sb, const char *tag, bool force)
 {
-	struct st_manifest *m = NULL;
-	st_id id;
-	char hex[ST_ID_HEX_LEN + 1];
+	char id[STRATA_ID_LEN + 1];
 	int rc, status;
 
 	if ((status = cli_snapshot_precheck(cli, NULL, tag, force)) != CLI_OK)
 		return status;
-	rc = vmm_sandbox_capture(sb, run_store, &m);
-	if (rc < 0) {
-		cli_err(cli, "run: cannot capture the sandbox: %s",
-			rc == -ENOSPC ? "no space left on the store's filesystem"
-			: vmm_sandbox_error(sb)->code == rc && vmm_sandbox_error(sb)->message[0] ? vmm_sandbox_error(sb)->message
-			: vmm_strerror(rc));
-		return CLI_FAIL;
-	}
-	rc = ix_snap_commit(run_index, m, tag, force ? IX_TAG_FORCE : 0, &id);
-	if (rc == IX_EEXIST) {
+	rc = strata_sandbox_capture(sb, run_store, tag, force ? STRATA_TAG_FORCE : 0, id);
+	if (rc == STRATA_E_EXISTS) {
 		cli_err(cli, "run: tag '%s' already names another snapshot (use --force to move it)", tag);
-		st_manifest_free(m);
+		return CLI_FAIL;
+	}
+	if (rc == STRATA_E_MISSING) {
+		cli_err(cli, "run: cannot commit the snapshot to store %s: %s (the sandbox was restored from a "
+			"directory outside this store: import it first with 'strata import')", cli->store,
+			strata_strerror(rc));
 		return CLI_FAIL;
 	}
 	if (rc < 0) {
-		cli_err(cli, "run: cannot commit the snapshot to store %s: %s%s", cli->store, ix_strerror(rc),
-			rc == IX_EMISSING ? " (the sandbox was restored from a directory outside this store: "
-					    "import it first with 'strata import')" : "");
-		st_manifest_free(m);
+		cli_err(cli, "run: %s", strata_errmsg());
 		return CLI_FAIL;
 	}
-	rc = vmm_sandbox_rebase(sb, m, &id);
-	st_manifest_free(m);
-	if (rc < 0) {
-		cli_err(cli, "run: snapshot committed, but the sandbox cannot continue on it: %s", vmm_strerror(rc));
-		return CLI_FAIL;
-	}
-	st_id_format(&id, hex);
-	fprintf(stderr, "snapshot %s tagged %s\n", hex, tag);
+	fprintf(stderr, "snapshot %s tagged %s\n", id, tag);
 	return CLI_OK;
 }
 
-int cli_working_set_record(const struct cli *cli, struct vmm_sandbox *sb)
+int cli_working_set_record(const struct cli *cli, strata_sandbox *sb)
 {
-	struct st_ws *ws = NULL;
-	uint64_t mapped = 0;
-	void *buf = NULL;
-	size_t len = 0;
-	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1], bhex[ST_ID_HEX_LEN + 1];
-	st_id id, blob;
-	int rc, status = CLI_FAIL;
+	char hex[STRATA_ID_LEN + 1], record[STRATA_ID_LEN + 1];
+	uint64_t pages = 0, runs = 0, layers = 0, bytes = 0, mapped = 0;
+	int rc, status;
 
-	if (!vmm_sandbox_snapshot_id(sb, &id)) {
+	if (strata_sandbox_snapshot_id(sb, hex) < 0) {
 		cli_err(cli, "run: --record-working-set needs a snapshot to start from (a tag, id or snapshot directory)");
 		return CLI_USAGE;
 	}
 	if ((status = store_need(cli, true)) != CLI_OK)
 		return status;
-	status = CLI_FAIL;
-	if ((rc = vmm_sandbox_working_set(sb, &ws, &mapped)) < 0) {
-		cli_err(cli, "run: cannot record the working set: %s", vmm_strerror(rc));
+	if ((rc = strata_sandbox_record_working_set(sb, run_store, record)) < 0) {
+		if (rc == STRATA_E_NOT_FOUND)
+			cli_err(cli, "run: snapshot %s is not in store %s: import it first ('strata import') to record its "
+				"working set", hex, cli->store);
+		else
+			cli_err(cli, "run: %s", strata_errmsg());
 		return CLI_FAIL;
 	}
-	if ((rc = st_ws_encode(ws, &buf, &len, why, sizeof(why))) < 0) {
-		cli_err(cli, "run: cannot encode the working set: %s", why[0] ? why : st_strerror(rc));
-		goto out_free;
-	}
-	st_id_format(&id, hex);
-	rc = ix_ws_put(run_index, &id, buf, len, &blob, why, sizeof(why));
-	if (rc == IX_ENOTFOUND) {
-		cli_err(cli, "run: snapshot %s is not in store %s: import it first ('strata import') to record its "
-			"working set", hex, cli->store);
-		goto out_free;
-	}
-	if (rc < 0) {
-		cli_err(cli, "run: cannot store the working set in %s: %s", cli->store,
-			why[0] ? why : ix_strerror(rc));
-		goto out_free;
-	}
-	st_id_format(&blob, bhex);
+	strata_sandbox_info(sb, STRATA_INFO_WS_PAGES, &pages);
+	strata_sandbox_info(sb, STRATA_INFO_WS_RUNS, &runs);
+	strata_sandbox_info(sb, STRATA_INFO_WS_LAYERS, &layers);
+	strata_sandbox_info(sb, STRATA_INFO_WS_BYTES, &bytes);
+	strata_sandbox_info(sb, STRATA_INFO_WS_MAPPED, &mapped);
 	fprintf(stderr, "working set of %s: %llu pages (%.1f MiB) in %llu runs over %u layer(s), record %s "
-		"(%zu bytes); %llu guest pages mapped\n", hex, (unsigned long long)ws->pages,
-		(double)ws->pages * ST_PAGE_SIZE / 1048576.0, (unsigned long long)ws->nruns, ws->nlayers, bhex, len,
+		"(%zu bytes); %llu guest pages mapped\n", hex, (unsigned long long)pages,
+		(double)pages * 4096 / 1048576.0, (unsigned long long)runs, (unsigned)layers, record, (size_t)bytes,
 		(unsigned long long)mapped);
-	status = CLI_OK;
-out_free:
-	free(buf);
-	st_ws_free(ws);
-	return status;
+	return CLI_OK;
 }

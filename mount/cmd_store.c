@@ -19,29 +19,11 @@
 #include "index/lazy.h"
 #include "store/store.h"
 
-/* Unreferenced blobs younger than this survive `strata gc` (an import may be
- * staging them); one hour is far longer than any import takes. */
-#define GC_GRACE_DEFAULT 3600
 
 struct open_store {
 	struct st_store *s;
 	struct ix *ix;
 };
-
-/* The exit status an error code deserves. */
-static int exit_for(int rc)
-{
-	switch (rc) {
-	case IX_ENOTFOUND:
-	case -ENOENT:
-		return CLI_NOTFOUND;
-	case ST_EBADNAME:
-	case ST_EBADID:
-		return CLI_USAGE;
-	default:
-		return CLI_FAIL;
-	}
-}
 
 static void close_store(struct open_store *o)
 {
@@ -54,35 +36,6 @@ static void close_store(struct open_store *o)
 static int open_store(const struct cli *cli, bool write, struct open_store *o)
 {
 	return cli_store_open(cli, write, &o->s, &o->ix);
-}
-
-/* Report a failed lookup of ref: names the snapshot and the store. */
-static int report_ref(struct cli *cli, const char *ref, int rc)
-{
-	if (rc == ST_EBADNAME)
-		cli_err(cli, "'%s' is neither a snapshot id nor a valid tag name "
-			"(tags are [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters)", ref);
-	else if (rc == IX_ENOTFOUND)
-		cli_err(cli, "snapshot '%s' not found in store %s", ref, cli->store);
-	else
-		cli_err(cli, "cannot look up '%s' in store %s: %s", ref, cli->store, cli_store_strerror(rc));
-	return exit_for(rc);
-}
-
-static void fmt_size(char *buf, size_t len, uint64_t v)
-{
-	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double d = (double)v;
-	int u = 0;
-
-	while (d >= 1024 && u < 4) {
-		d /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, len, "%" PRIu64 " B", v);
-	else
-		snprintf(buf, len, d < 10 ? "%.1f %s" : "%.0f %s", d, unit[u]);
 }
 
 static void fmt_time(char *buf, size_t len, int64_t ns)
@@ -364,8 +317,8 @@ static void ls_row(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *t
 	}
 	if (info.has_parent)
 		st_id_format(&info.parent, phex);
-	fmt_size(mem, sizeof(mem), info.mem_size);
-	fmt_size(uniq, sizeof(uniq), info.unique_bytes);
+	cli_fmt_size(mem, sizeof(mem), info.mem_size);
+	cli_fmt_size(uniq, sizeof(uniq), info.unique_bytes);
 	if (lz && ix_snap_get(t, id, &m) == 0) {
 		struct lazy_sum ls;
 		lazy_sum_of(lz, m, &ls);
@@ -579,9 +532,9 @@ static void ws_text(const struct show_ws *w, const struct st_manifest *m, const 
 		return;
 	}
 	st_id_format(&w->blob, hex);
-	fmt_size(a, sizeof(a), w->ws->pages * ST_PAGE_SIZE);
-	fmt_size(b, sizeof(b), info->stored_bytes);
-	fmt_size(c, sizeof(c), m->mem_size);
+	cli_fmt_size(a, sizeof(a), w->ws->pages * ST_PAGE_SIZE);
+	cli_fmt_size(b, sizeof(b), info->stored_bytes);
+	cli_fmt_size(c, sizeof(c), m->mem_size);
 	printf("working set  %s (%" PRIu64 " pages, %.1f%% of the %s stored, %.1f%% of %s memory) in %" PRIu64
 	       " runs over %" PRIu32 " layer(s), record %s\n",
 	       a, w->ws->pages, info->stored_bytes ? 100.0 * (double)(w->ws->pages * ST_PAGE_SIZE) / (double)info->stored_bytes : 0.0,
@@ -694,17 +647,17 @@ static int show_text(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, cons
 		printf("parent    -\n");
 	}
 	printf("children  %zu\n", kids->n);
-	fmt_size(a, sizeof(a), m->mem_size);
+	cli_fmt_size(a, sizeof(a), m->mem_size);
 	printf("memory    %s (%" PRIu64 " bytes)\n", a, m->mem_size);
 	fmt_time(buf, sizeof(buf), m->created);
 	printf("created   %s\n", buf);
 	printf("abi       %" PRIu32 "\n", m->abi_version);
-	fmt_size(a, sizeof(a), info->stored_bytes);
-	fmt_size(b, sizeof(b), info->unique_bytes);
+	cli_fmt_size(a, sizeof(a), info->stored_bytes);
+	cli_fmt_size(b, sizeof(b), info->unique_bytes);
 	printf("layers    %" PRIu32 " (%s, %s unique to this snapshot)\n", m->nlayers, a, b);
 	for (uint32_t i = 0; i < m->nlayers; i++) {
 		st_id_format(&m->layers[i].id, hex);
-		fmt_size(a, sizeof(a), m->layers[i].pages * ST_PAGE_SIZE);
+		cli_fmt_size(a, sizeof(a), m->layers[i].pages * ST_PAGE_SIZE);
 		if (lazy_layer(lz, &m->layers[i].id, &li) == 1) {
 			fmt_lazy(lazy, sizeof(lazy), li.present, li.chunks);
 			printf("  %s %10" PRIu64 " pages %10s  %s\n", hex, m->layers[i].pages, a, lazy);
@@ -765,7 +718,7 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 	if ((rc = ix_resolve(t, ref, &id)) < 0) {
 		ix_txn_end(t);
 		close_store(&o);
-		return report_ref(cli, ref, rc);
+		return cli_ref_error(cli, ref, rc);
 	}
 	struct show_ws w = { 0 };
 	struct ix_lazy *lz = lazy_state(&o);
@@ -788,266 +741,6 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------ tag */
-
-static void tag_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] tag [-f] TAG|ID NAME   point tag NAME at a snapshot\n"
-		"       strata [--store DIR] tag -d NAME             remove tag NAME (the snapshot stays)\n"
-		"       strata [--store DIR] tag -m OLD NEW          rename a tag\n"
-		"       strata [--store DIR] tag [--json]            list tags\n"
-		"\n"
-		"Tag names: [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters.\n"
-		"\n"
-		"  -f, --force   move NAME (or replace NEW) if it already names another snapshot\n"
-		"  -d, --delete  remove a tag\n"
-		"  -m, --move    rename a tag\n"
-		"  --json        list the tags as a JSON array of {name, id} (docs/cli.md)\n");
-}
-
-static int print_tag(const char *name, const st_id *id, void *arg)
-{
-	char hex[ST_ID_HEX_LEN + 1];
-
-	st_id_format(id, hex);
-	printf("%-20s %s\n", cli_esc(name), hex);
-	return 0;
-}
-
-static int json_tag(const char *name, const st_id *id, void *arg)
-{
-	json_t *o = json_object();
-
-	json_object_set_new(o, "name", json_string(name));
-	json_object_set_new(o, "id", id_json(id));
-	return json_array_append_new(arg, o) < 0 ? -ENOMEM : 0;
-}
-
-static int bad_name(struct cli *cli, const char *name)
-{
-	cli_err(cli, "'%s' is not a valid tag name (use [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters; "
-		"no '/' or '..')", name);
-	return CLI_USAGE;
-}
-
-int cmd_tag(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "force", no_argument, NULL, 'f' }, { "delete", no_argument, NULL, 'd' },
-		{ "move", no_argument, NULL, 'm' }, { "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' }, { 0 } };
-	struct open_store o;
-	bool json = false;
-	unsigned flags = 0;
-	char mode = 's';
-	int c, rc, n;
-
-	while ((c = getopt_long(argc, argv, "fdmh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'f': flags |= IX_TAG_FORCE; break;
-		case 'd': mode = 'd'; break;
-		case 'm': mode = 'm'; break;
-		case 'j': json = true; break;
-		case 'h': tag_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	n = argc - optind;
-	char **a = argv + optind;
-	if ((mode == 'd' && n != 1) || (mode != 'd' && n != 0 && n != 2)) {
-		tag_usage(stderr);
-		return CLI_USAGE;
-	}
-	if (json && (n != 0 || mode != 's')) {
-		cli_err(cli, "tag: --json lists the tags: it takes no operands, -d or -m");
-		return CLI_USAGE;
-	}
-	if (mode == 'd' && !st_name_valid(a[0]))
-		return bad_name(cli, a[0]);
-	if (mode == 'm' && (!st_name_valid(a[0]) || !st_name_valid(a[1])))
-		return bad_name(cli, st_name_valid(a[0]) ? a[1] : a[0]);
-	if (mode == 's' && n == 2 && !st_name_valid(a[1]))
-		return bad_name(cli, a[1]);
-	if ((rc = open_store(cli, n != 0, &o)) != CLI_OK)
-		return rc;
-	if (n == 0) {
-		struct ix_txn *t;
-		json_t *arr = json ? json_array() : NULL;
-		if ((rc = ix_txn_begin(o.ix, &t)) == 0) {
-			rc = json ? ix_tag_foreach(t, json_tag, arr) : ix_tag_foreach(t, print_tag, NULL);
-			ix_txn_end(t);
-		}
-		if (json && rc == 0)
-			rc = cli_json_put(arr);
-		else
-			json_decref(arr);
-	} else if (mode == 'd') {
-		rc = ix_tag_del(o.ix, a[0], 0, NULL);
-		if (rc == IX_ENOTFOUND) {
-			cli_err(cli, "tag '%s' not found in store %s", a[0], cli->store);
-			close_store(&o);
-			return CLI_NOTFOUND;
-		}
-	} else if (mode == 'm') {
-		rc = ix_tag_rename(o.ix, a[0], a[1], flags);
-		if (rc == IX_ENOTFOUND) {
-			cli_err(cli, "tag '%s' not found in store %s", a[0], cli->store);
-			close_store(&o);
-			return CLI_NOTFOUND;
-		}
-	} else {
-		struct ix_txn *t;
-		st_id id;
-		if ((rc = ix_txn_begin(o.ix, &t)) == 0) {
-			rc = ix_resolve(t, a[0], &id);
-			ix_txn_end(t);
-			if (rc < 0) {
-				close_store(&o);
-				return report_ref(cli, a[0], rc);
-			}
-			rc = ix_tag_set(o.ix, a[1], &id, flags);
-		}
-	}
-	close_store(&o);
-	if (rc == IX_EEXIST) {
-		cli_err(cli, "tag '%s' already names another snapshot (use --force to move it)", a[1]);
-		return CLI_FAIL;
-	}
-	if (rc < 0) {
-		cli_err(cli, "tag: %s (store %s)", cli_store_strerror(rc), cli->store);
-		return exit_for(rc);
-	}
-	return CLI_OK;
-}
-
-/* ------------------------------------------------------------------ rm */
-
-static void rm_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] rm TAG|ID...\n"
-		"\n"
-		"Remove snapshots. 'rm TAG' removes the tag, and the snapshot too when no\n"
-		"other tag names it. 'rm ID' removes the snapshot and every tag naming it.\n"
-		"Snapshots made from it keep working (each lists all the layers it needs).\n"
-		"Layer blobs are freed by 'strata gc'.\n");
-}
-
-int cmd_rm(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
-	struct open_store o;
-	int c, rc, status = CLI_OK;
-
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'h': rm_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (optind == argc) {
-		cli_err(cli, "rm: name at least one TAG or ID (see 'strata rm --help')");
-		return CLI_USAGE;
-	}
-	if ((rc = open_store(cli, true, &o)) != CLI_OK)
-		return rc;
-	for (int i = optind; i < argc; i++) {
-		const char *ref = argv[i];
-		bool pruned = false;
-		st_id id;
-
-		if (st_id_parse(ref, &id) == 0) {
-			rc = ix_snap_del(o.ix, &id);
-			if (rc == 0)
-				cli_info(cli, "removed snapshot %s", ref);
-		} else if (st_name_valid(ref)) {
-			rc = ix_tag_del(o.ix, ref, IX_TAG_PRUNE, &pruned);
-			if (rc == 0 && pruned)
-				cli_info(cli, "removed tag '%s' and its snapshot", ref);
-			else if (rc == 0)
-				cli_info(cli, "removed tag '%s' (its snapshot has other tags)", ref);
-		} else {
-			rc = ST_EBADNAME;
-		}
-		if (rc < 0) {
-			int st = report_ref(cli, ref, rc);
-			if (status == CLI_OK)
-				status = st;
-		}
-	}
-	close_store(&o);
-	return status;
-}
-
-/* ------------------------------------------------------------------ gc */
-
-static void gc_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] gc [--grace SECONDS] [--json]\n"
-		"\n"
-		"Remove layer blobs no snapshot references and staging files left by\n"
-		"crashed imports. Files younger than the grace period are kept, so imports\n"
-		"running now are safe. Says how many blobs were removed, how many are kept\n"
-		"because snapshots use them, and how many unreferenced ones are kept for\n"
-		"their age.\n"
-		"\n"
-		"  --grace SECONDS  keep unreferenced files younger than this (default %d)\n"
-		"  --json           print one JSON object (docs/cli.md)\n",
-		GC_GRACE_DEFAULT);
-}
-
-int cmd_gc(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "grace", required_argument, NULL, 'g' }, { "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' }, { 0 } };
-	unsigned long long grace = GC_GRACE_DEFAULT;
-	bool json = false;
-	struct ix_gc_stats st;
-	struct open_store o;
-	char sz[32];
-	int c, rc;
-
-	while ((c = getopt_long(argc, argv, "g:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'g':
-			if (!cli_parse_u64(optarg, &grace) || grace > UINT32_MAX) {
-				cli_err(cli, "gc: --grace takes a number of seconds, not '%s'", optarg);
-				return CLI_USAGE;
-			}
-			break;
-		case 'j': json = true; break;
-		case 'h': gc_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (optind != argc) {
-		cli_err(cli, "gc: unexpected argument '%s'", argv[optind]);
-		return CLI_USAGE;
-	}
-	if ((rc = open_store(cli, true, &o)) != CLI_OK)
-		return rc;
-	rc = ix_gc(o.ix, (unsigned)grace, &st);
-	close_store(&o);
-	if (rc < 0) {
-		cli_err(cli, "gc of store %s failed: %s", cli->store, cli_store_strerror(rc));
-		return CLI_FAIL;
-	}
-	if (json) {
-		json_t *jo = json_pack("{sIsIsIsIsIsIsI}", "blobs_removed", (json_int_t)st.blobs_removed,
-				      "bytes_removed", (json_int_t)st.bytes_removed, "staging_removed",
-				      (json_int_t)st.tmp_removed, "lazy_removed", (json_int_t)st.lazy_removed,
-				      "blobs_in_use", (json_int_t)st.blobs_in_use, "blobs_young",
-				      (json_int_t)st.blobs_young, "grace_seconds", (json_int_t)grace);
-		return cli_json_put(jo) < 0 ? CLI_FAIL : CLI_OK;
-	}
-	fmt_size(sz, sizeof(sz), st.bytes_removed);
-	printf("removed %" PRIu64 " blob(s) (%s) and %" PRIu64 " staging file(s); kept %" PRIu64
-	       " blob(s) snapshots use and %" PRIu64 " unreferenced blob(s) younger than %llus\n",
-	       st.blobs_removed, sz, st.tmp_removed, st.blobs_in_use, st.blobs_young, grace);
-	return CLI_OK;
-}
 
 /* ------------------------------------------------------------------ verify, fsck */
 
@@ -1279,7 +972,7 @@ static int run_check(struct cli *cli, unsigned flags, bool verify_only, bool jso
 			cli_err(cli, "store %s has %" PRIu64 " problem(s)", cli->store, st.errors);
 		return st.errors ? CLI_CORRUPT : CLI_OK;
 	}
-	fmt_size(sz, sizeof(sz), st.bytes_hashed);
+	cli_fmt_size(sz, sizeof(sz), st.bytes_hashed);
 	char lazy[160] = "";
 	if (st.lazy && (flags & IX_FSCK_HASH))
 		snprintf(lazy, sizeof(lazy), " (%" PRIu64 " lazy, not yet checked against their ids), %" PRIu64
@@ -1354,7 +1047,7 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 	int rc;
 
 	if ((rc = ix_txn_begin(o->ix, &t)) < 0)
-		return report_ref(cli, ref, rc);
+		return cli_ref_error(cli, ref, rc);
 	rc = ix_resolve(t, ref, &id);
 	if (rc == 0)
 		rc = ix_snap_get(t, &id, &m);
@@ -1362,7 +1055,7 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 	if (rc < 0) {
 		json_decref(probs);
 		json_decref(lazies);
-		return report_ref(cli, ref, rc);
+		return cli_ref_error(cli, ref, rc);
 	}
 	struct ix_lazy *lz = lazy_state(o);
 	for (uint32_t i = 0; i < m->nlayers; i++) {
@@ -1581,12 +1274,12 @@ static int export_lazy(struct cli *cli, struct open_store *o, const char *ref)
 	int rc;
 
 	if ((rc = ix_txn_begin(o->ix, &t)) < 0)
-		return report_ref(cli, ref, rc);
+		return cli_ref_error(cli, ref, rc);
 	if ((rc = ix_resolve(t, ref, &id)) == 0)
 		rc = ix_snap_get(t, &id, &m);
 	ix_txn_end(t);
 	if (rc < 0)
-		return report_ref(cli, ref, rc);
+		return cli_ref_error(cli, ref, rc);
 	lz = lazy_state(o);
 	lazy_sum_of(lz, m, &ls);
 	ix_lazy_close(lz);
@@ -1678,7 +1371,7 @@ int cmd_export(struct cli *cli, int argc, char **argv)
 	rc = ix_export(o.ix, ref, dir);
 	close_store(&o);
 	if (rc == IX_ENOTFOUND || rc == ST_EBADNAME)
-		return report_ref(cli, ref, rc);
+		return cli_ref_error(cli, ref, rc);
 	if (rc == -EEXIST) {
 		cli_err(cli, "export: %s already exists (export writes a new directory)", dir);
 		return CLI_FAIL;
@@ -1738,7 +1431,7 @@ int cmd_import(struct cli *cli, int argc, char **argv)
 	}
 	const char *dir = argv[optind];
 	if (tag && !st_name_valid(tag))
-		return bad_name(cli, tag);
+		return cli_bad_tag_name(cli, tag);
 	if (ix_oci_is_layout(dir))
 		return cli_oci_import(cli, dir, tag, flags);
 	if ((rc = cli_store_open_flags(cli, CLI_STORE_CREATE, &o.s, &o.ix)) != CLI_OK)
@@ -1755,7 +1448,7 @@ int cmd_import(struct cli *cli, int argc, char **argv)
 		return rc == -ENOENT && !why[0] ? CLI_NOTFOUND : CLI_FAIL;
 	}
 	st_id_format(&id, hex);
-	fmt_size(sz, sizeof(sz), st.bytes_added);
+	cli_fmt_size(sz, sizeof(sz), st.bytes_added);
 	printf("%s\n", hex);
 	if (st.layers_healed)
 		fprintf(stderr, "healed %" PRIu32 " layer(s) of snapshot %s that were missing from the store (%s stored)\n",
@@ -1810,7 +1503,7 @@ static int debug_ingest(struct cli *cli, int argc, char **argv)
 	}
 	const char *image = argv[optind];
 	if (tag && !st_name_valid(tag))
-		return bad_name(cli, tag);
+		return cli_bad_tag_name(cli, tag);
 	if ((rc = open_store(cli, true, &o)) != CLI_OK)
 		return rc;
 	if (pref) {
@@ -1821,7 +1514,7 @@ static int debug_ingest(struct cli *cli, int argc, char **argv)
 			ix_txn_end(t);
 		}
 		if (rc < 0) {
-			status = report_ref(cli, pref, rc);
+			status = cli_ref_error(cli, pref, rc);
 			goto out_close;
 		}
 	}
@@ -1848,7 +1541,7 @@ static int debug_ingest(struct cli *cli, int argc, char **argv)
 		goto out_free;
 	}
 	st_id_format(&id, hex);
-	fmt_size(sz, sizeof(sz), st.bytes_added);
+	cli_fmt_size(sz, sizeof(sz), st.bytes_added);
 	printf("%s\n", hex);
 	cli_info(cli, "%" PRIu64 " pages: %" PRIu64 " zero, %" PRIu64 " same as parent, %" PRIu64
 		 " stored (%s added)", st.pages, st.pages_zero, st.pages_same, st.pages_stored, sz);

@@ -42,17 +42,38 @@ int cli_policy_load(struct vmm_policy *p, char *why, size_t whylen)
 	return rc;
 }
 
+/* The host's reset policy: the file cli_policy_path names if it exists (one
+ * $STRATA_POLICY names must), else the defaults. Reports; an exit status. */
+static int host_policy(const struct cli *cli)
+{
+	char path[4096];
+	bool named;
+	int rc;
+
+	if (cli_policy_path(path, sizeof(path), &named) < 0)
+		return CLI_OK;
+	if (!named && access(path, F_OK) < 0 && errno == ENOENT)
+		return CLI_OK;
+	if ((rc = strata_host_set_policy(cli->host, path)) == 0)
+		return CLI_OK;
+	if (named && rc == -ENOENT)
+		cli_err(cli, "reset policy: STRATA_POLICY names %s, which does not exist (run 'strata calibrate' to "
+			"write a new one)", path);
+	else
+		cli_err(cli, "reset policy: %s (run 'strata calibrate' to write a new one)", strata_errmsg());
+	return CLI_FAIL;
+}
+
 int cli_host_open(struct cli *cli)
 {
-	struct vmm_host_config hc;
-	struct vmm_policy policy;
-	struct vmm_error err;
-	char why[4300];
-	int rc;
+	int status;
 
 	if (cli->host)
 		return CLI_OK;
-	vmm_host_config_defaults(&hc);
+	if (strata_host_new(&cli->host) < 0) {
+		cli_err(cli, "%s", strata_errmsg());
+		return CLI_FAIL;
+	}
 	const char *cache = getenv("STRATA_VM_CACHE");
 	if (cache && *cache) {
 		unsigned long long n;
@@ -61,29 +82,23 @@ int cli_host_open(struct cli *cli)
 				VMM_HOST_SHELLS_MAX, cache);
 			return CLI_USAGE;
 		}
-		hc.shells = (unsigned)n;
-		hc.warm = n < VMM_HOST_WARM_MAX ? (unsigned)n : VMM_HOST_WARM_MAX;
+		strata_host_set_cache(cli->host, (unsigned)n, n < VMM_HOST_WARM_MAX ? (unsigned)n : VMM_HOST_WARM_MAX);
 	}
 	const char *debug = getenv("STRATA_SNAP_DEBUG");
-	hc.debug = debug && strcmp(debug, "1") == 0;
-	if ((rc = cli_policy_load(&policy, why, sizeof(why))) < 0) {
-		cli_err(cli, "reset policy: %s (run 'strata calibrate' to write a new one)", why);
-		return CLI_FAIL;
-	}
-	hc.policy = &policy;
-	/* --backend, $STRATA_BACKEND, or a subcommand's own --backend. */
-	hc.backend = cli->backend;
-	if ((rc = vmm_host_new(&hc, &cli->host, &err)) < 0) {
-		cli_err(cli, "%s", err.message);
+	strata_host_set_debug(cli->host, debug && strcmp(debug, "1") == 0);
+	if ((status = host_policy(cli)) != CLI_OK)
+		return status;
+	if (cli_host_fns_register(cli->host) < 0) {
+		cli_err(cli, "cannot register host functions: %s", strata_errmsg());
 		return CLI_FAIL;
 	}
 	/* auto fell back: say so once per command, and how to choose the
 	 * process backend outright (which says nothing). On a terminal, or
 	 * with -v: what a script captures of stderr stays as it was. */
-	if (cli->backend == VMM_BACKEND_AUTO && (cli->verbose || isatty(STDERR_FILENO)) &&
-	    vmm_backend_resolve(cli->host, VMM_BACKEND_AUTO) == VMM_BACKEND_PROCESS && vmm_kvm_check(&err) < 0)
+	if (cli->backend == STRATA_BACKEND_AUTO && (cli->verbose || isatty(STDERR_FILENO)) &&
+	    strata_host_backend(cli->host) == STRATA_BACKEND_PROCESS && strata_backend_check(STRATA_BACKEND_KVM) < 0)
 		fprintf(stderr, "strata: note: sandboxes run on the process backend, KVM cannot be used here (%s); "
-			"--backend process or STRATA_BACKEND=process chooses it without this note\n", err.message);
+			"--backend process or STRATA_BACKEND=process chooses it without this note\n", strata_errmsg());
 	return CLI_OK;
 }
 
@@ -91,6 +106,6 @@ void cli_host_close(struct cli *cli)
 {
 	/* -EBUSY only if a command kept a sandbox to the end: the process
 	 * exits anyway. */
-	if (vmm_host_free(cli->host) == 0)
+	if (strata_host_free(cli->host) == 0)
 		cli->host = NULL;
 }

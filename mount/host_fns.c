@@ -1,4 +1,4 @@
-/* host_fns.c: the host functions `strata run` and `strata pool` register on each sandbox, and their operand rule. */
+/* host_fns.c: the host functions `strata run` and `strata pool` register on their host, and their operand rule. */
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -6,18 +6,18 @@
 #include <time.h>
 #include <sys/random.h>
 
-#include "cli.h"
+#include "cli_api.h"
 
-static int host_add(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
+static int host_add(void *ctx, const struct strata_value *a, size_t n, struct strata_value *ret)
 {
 	(void)ctx;
 	(void)n;
-	ret->type = VMM_I64;
+	ret->type = STRATA_I64;
 	ret->i64 = (int64_t)((uint64_t)a[0].i64 + (uint64_t)a[1].i64);
 	return 0;
 }
 
-static int host_upper(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
+static int host_upper(void *ctx, const struct strata_value *a, size_t n, struct strata_value *ret)
 {
 	static char buf[4096];
 	size_t len = a[0].len < sizeof(buf) - 1 ? a[0].len : sizeof(buf) - 1;
@@ -27,7 +27,7 @@ static int host_upper(void *ctx, const struct vmm_value *a, size_t n, struct vmm
 	for (size_t i = 0; i < len; i++)
 		buf[i] = (char)toupper(((const unsigned char *)a[0].data)[i]);
 	buf[len] = 0;
-	ret->type = VMM_STR;
+	ret->type = STRATA_STR;
 	ret->data = buf;
 	ret->len = len;
 	return 0;
@@ -36,7 +36,7 @@ static int host_upper(void *ctx, const struct vmm_value *a, size_t n, struct vmm
 /* b(i): n random bytes (n at most 4096) from the kernel: WASI's random_get
  * in a wasm guest (docs/wasm.md) asks for it, and lua.elf seeds
  * math.random from it (docs/lua.md). */
-static int host_random(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
+static int host_random(void *ctx, const struct strata_value *a, size_t n, struct strata_value *ret)
 {
 	static unsigned char buf[4096];
 	size_t len = a[0].i64 < 0 ? 0 : (size_t)a[0].i64;
@@ -45,7 +45,7 @@ static int host_random(void *ctx, const struct vmm_value *a, size_t n, struct vm
 	(void)n;
 	if (len > sizeof(buf) || getrandom(buf, len, 0) != (ssize_t)len)
 		return -1;
-	ret->type = VMM_BYTES;
+	ret->type = STRATA_BYTES;
 	ret->data = buf;
 	ret->len = len;
 	return 0;
@@ -56,7 +56,7 @@ static int host_random(void *ctx, const struct vmm_value *a, size_t n, struct vm
  * clock of that id. The CPU-time clocks are this process's (on the process
  * backend the guest's child is not counted); another id is a host error,
  * which the guest sees as EINVAL. */
-static int host_clock(void *ctx, const struct vmm_value *a, size_t n, struct vmm_value *ret)
+static int host_clock(void *ctx, const struct strata_value *a, size_t n, struct strata_value *ret)
 {
 	static const clockid_t ids[] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_PROCESS_CPUTIME_ID,
 					 CLOCK_THREAD_CPUTIME_ID, CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE,
@@ -67,25 +67,21 @@ static int host_clock(void *ctx, const struct vmm_value *a, size_t n, struct vmm
 	(void)n;
 	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
 		if (a[0].i64 == ids[i] && clock_gettime(ids[i], &ts) == 0 && ts.tv_sec >= 0) {
-			ret->type = VMM_I64;
+			ret->type = STRATA_I64;
 			ret->i64 = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 			return 0;
 		}
 	return -EINVAL;
 }
 
-int cli_host_fns_register(struct vmm_sandbox *sb, struct vmm_error *err)
+int cli_host_fns_register(strata_host *h)
 {
-	static const struct vmm_signature add_sig = { VMM_I64, 2, { VMM_I64, VMM_I64 } },
-					  upper_sig = { VMM_STR, 1, { VMM_STR } },
-					  random_sig = { VMM_BYTES, 1, { VMM_I64 } },
-					  clock_sig = { VMM_I64, 1, { VMM_I64 } };
 	int rc;
 
-	if ((rc = vmm_sandbox_register(sb, "host_add", &add_sig, host_add, NULL, err)) < 0 ||
-	    (rc = vmm_sandbox_register(sb, "host_upper", &upper_sig, host_upper, NULL, err)) < 0 ||
-	    (rc = vmm_sandbox_register(sb, "random_get", &random_sig, host_random, NULL, err)) < 0 ||
-	    (rc = vmm_sandbox_register(sb, "clock_gettime", &clock_sig, host_clock, NULL, err)) < 0)
+	if ((rc = strata_host_register(h, "host_add", "i(ii)", host_add, NULL)) < 0 ||
+	    (rc = strata_host_register(h, "host_upper", "s(s)", host_upper, NULL)) < 0 ||
+	    (rc = strata_host_register(h, "random_get", "b(i)", host_random, NULL)) < 0 ||
+	    (rc = strata_host_register(h, "clock_gettime", "i(i)", host_clock, NULL)) < 0)
 		return rc;
 	return 0;
 }

@@ -227,7 +227,7 @@ int main(int argc, char **argv)
 
 	cli.store = default_store();
 	const char *env_backend = getenv("STRATA_BACKEND");
-	if (env_backend && *env_backend && vmm_backend_parse(env_backend, &cli.backend) < 0) {
+	if (env_backend && *env_backend && cli_backend_from_name(env_backend, &cli.backend) < 0) {
 		cli_err(&cli, "STRATA_BACKEND must be auto, kvm or process, not '%s'", env_backend);
 		return CLI_USAGE;
 	}

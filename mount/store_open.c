@@ -26,6 +26,34 @@ const char *cli_store_strerror(int rc)
 	}
 }
 
+/* The exit status an error code deserves. */
+int cli_store_exit(int rc)
+{
+	switch (rc) {
+	case STRATA_E_NOT_FOUND:
+	case -ENOENT:
+		return CLI_NOTFOUND;
+	case STRATA_E_BAD_NAME:
+	case STRATA_E_BAD_ID:
+		return CLI_USAGE;
+	default:
+		return CLI_FAIL;
+	}
+}
+
+/* Report a failed lookup of ref: names the snapshot and the store. */
+int cli_ref_error(const struct cli *cli, const char *ref, int rc)
+{
+	if (rc == STRATA_E_BAD_NAME)
+		cli_err(cli, "'%s' is neither a snapshot id nor a valid tag name "
+			"(tags are [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters)", ref);
+	else if (rc == STRATA_E_NOT_FOUND)
+		cli_err(cli, "snapshot '%s' not found in store %s", ref, cli->store);
+	else
+		cli_err(cli, "cannot look up '%s' in store %s: %s", ref, cli->store, cli_store_strerror(rc));
+	return cli_store_exit(rc);
+}
+
 /* mkdir -p of dir's parents (mode 0755 less the umask; the store itself
  * is made by st_store_init, readable by its owner only). 0 or -errno. */
 static int make_parents(const char *dir)
@@ -61,6 +89,21 @@ int cli_store_create(const struct cli *cli, const struct st_store_opts *so)
 	return rc < 0 ? rc : st_store_init(cli->store, so);
 }
 
+/* A store another user owns, said with the rule (a store is its owner's
+ * unless shared) and the fix; false (nothing said) if it is the caller's. */
+static bool not_owner(const struct cli *cli)
+{
+	struct stat sb;
+
+	if (stat(cli->store, &sb) < 0 || sb.st_uid == geteuid())
+		return false;
+	cli_err(cli, "cannot open store %s: permission denied: it belongs to uid %lu (mode %04o), and a store "
+		"is readable by its owner only unless made with 'strata init --shared GROUP' "
+		"(docs/security.md, \"Who can read a store\")", cli->store, (unsigned long)sb.st_uid,
+		(unsigned)(sb.st_mode & 07777));
+	return true;
+}
+
 /* Open the store and its index; reports the error and returns an exit status. */
 int cli_store_open(const struct cli *cli, bool write, struct st_store **s, struct ix **ix)
 {
@@ -92,14 +135,8 @@ int cli_store_open_flags(const struct cli *cli, unsigned flags, struct st_store 
 			cli->store, cli->store);
 		return CLI_NOTFOUND;
 	}
-	struct stat sb;
-	if ((rc == -EACCES || rc == -EPERM) && stat(cli->store, &sb) == 0 && sb.st_uid != geteuid()) {
-		cli_err(cli, "cannot open store %s: permission denied: it belongs to uid %lu (mode %04o), and a store "
-			"is readable by its owner only unless made with 'strata init --shared GROUP' "
-			"(docs/security.md, \"Who can read a store\")", cli->store, (unsigned long)sb.st_uid,
-			(unsigned)(sb.st_mode & 07777));
+	if ((rc == -EACCES || rc == -EPERM) && not_owner(cli))
 		return CLI_FAIL;
-	}
 	if (rc < 0) {
 		cli_err(cli, "cannot open store %s: %s", cli->store, st_strerror(rc));
 		return CLI_FAIL;
@@ -119,6 +156,28 @@ int cli_store_open_flags(const struct cli *cli, unsigned flags, struct st_store 
 	return CLI_OK;
 }
 
+int cli_strata_store_open(const struct cli *cli, bool write, strata_store **out)
+{
+	struct st_store *probe;
+	int rc = strata_store_open(cli->store, write ? 0 : STRATA_STORE_RDONLY, out);
+
+	if (rc == 0)
+		return CLI_OK;
+	/* -ENOENT of a store that opens: its index is what is missing. */
+	if (rc == -ENOENT && st_store_open(cli->store, ST_OPEN_RDONLY, &probe) == 0) {
+		st_store_close(probe);
+		cli_err(cli, "store %s has no index yet (run 'strata --store %s init')", cli->store, cli->store);
+		return CLI_NOTFOUND;
+	}
+	if (rc == -ENOENT || rc == ST_ENOTSTORE) {
+		cli_err(cli, "%s is not a strata store (create one with 'strata --store %s init')", cli->store, cli->store);
+		return CLI_NOTFOUND;
+	}
+	if ((rc == -EACCES || rc == -EPERM) && not_owner(cli))
+		return CLI_FAIL;
+	cli_err(cli, "cannot open store %s: %s", cli->store, cli_store_strerror(rc));
+	return CLI_FAIL;
+}
 
 struct exposed_ctx {
 	const char *store;

@@ -1,5 +1,6 @@
-/* text.c: print text that came from a snapshot or a guest with its control characters escaped. */
+/* text.c: print text that came from a snapshot or a guest with its control characters escaped, and sizes in words. */
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -142,3 +143,20 @@ int cli_json_put(json_t *root)
 	free(s);
 	return 0;
 }
+
+void cli_fmt_size(char *buf, size_t len, uint64_t v)
+{
+	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double d = (double)v;
+	int u = 0;
+
+	while (d >= 1024 && u < 4) {
+		d /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%" PRIu64 " B", v);
+	else
+		snprintf(buf, len, d < 10 ? "%.1f %s" : "%.0f %s", d, unit[u]);
+}
+

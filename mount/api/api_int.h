@@ -32,10 +32,20 @@ struct strata_host {
 	pthread_mutex_t lock;    /* the settings and fns below */
 	int backend;
 	uint64_t heap, stack, input, output, timeout_ns;
+	bool debug;              /* strata_host_set_debug */
 	strata_log_fn log;
 	void *log_ctx;
 	struct api_fns fns;      /* every entry ever registered (replaced ones stay for older sandboxes) */
 	unsigned live;           /* sandboxes and pools made with it and not freed */
+};
+
+/* A store snapshot's manifest and layer opener, shared by the sandboxes
+ * opened from it and their clones (the last one frees it). */
+struct api_src {
+	_Atomic unsigned refs;
+	struct st_manifest *m;
+	vmm_layer_open_fn open;
+	void *ctx;
 };
 
 struct strata_sandbox {
@@ -46,11 +56,43 @@ struct strata_sandbox {
 	void *log_ctx;
 	strata_pool *pool;       /* the pool it belongs to, or NULL */
 	bool out;                /* a pool's: taken by strata_pool_get */
+	/* What it was opened from (strata_sandbox_info). */
+	uint32_t layers;
+	uint64_t layer_pages;
+	bool on_mount, lazy;
+	uint32_t direct_layers;
+	/* How to make another sandbox of what it was opened from
+	 * (strata_sandbox_clone): the manifest and its layer opener (from a
+	 * store), or the directory and its flags. */
+	struct api_src *src;
+	char *src_dir;
+	unsigned src_dir_flags;
+	/* Its last working-set record. */
+	uint64_t ws_pages, ws_runs, ws_layers, ws_bytes, ws_mapped;
 };
+
+struct strata_registry {
+	bool plain_http, noverify;
+	char *cacert, *user, *pass;
+	unsigned timeout_s;
+	strata_credentials_fn creds;  /* strata_registry_set_credentials_fn, or NULL: user and pass */
+	void *creds_ctx;
+	char **certs_d;               /* NULL-terminated copies, or NULL */
+};
+/* The ix_auth reg's credentials are asked through: its callback's, or
+ * creds (initialised here) with its user and pass. Lives as long as reg
+ * (or creds). */
+const struct ix_auth *api_registry_auth(const strata_registry *reg, struct ix_auth_provider *creds,
+					struct ix_auth *fn_auth);
+/* Replace *slot with a copy of the NULL-terminated list v (NULL: none). -ENOMEM. */
+int api_strv_set(char ***slot, const char *const *v);
+void api_strv_free(char **v);
 
 struct strata_store {
 	struct st_store *st;
 	struct ix *ix;
+	pthread_mutex_t gc_lock;      /* gc */
+	struct ix_gc_stats gc;        /* the last strata_store_gc's counts */
 	/* Lazy layers (a lazy pull's): mapped from a private mount served by
 	 * a helper process (fs/fs.h, fs_private_*), made at the first open of
 	 * a lazy snapshot and freed by strata_store_close. */
@@ -59,14 +101,12 @@ struct strata_store {
 	 * it by strata_store_lazy_errmsg (a signal handler's). */
 	struct fs_private *_Atomic lazy;
 	char *lazy_cacert, *lazy_user, *lazy_pass; /* strata_store_set_registry's copies */
+	char **lazy_certs_d;
+	strata_registry lazy_reg;     /* its credentials callback, and user and pass borrowed from above */
 	struct ix_auth_provider lazy_auth;
+	struct ix_auth lazy_fn_auth;
 };
 
-struct strata_registry {
-	bool plain_http, noverify;
-	char *cacert, *user, *pass;
-	unsigned timeout_s;
-};
 
 /* Set the calling thread's message (printf-style; NULL fmt or an empty
  * result: strata_strerror(code)) and return code. */
@@ -101,6 +141,7 @@ struct api_make {
 	const struct st_manifest *m;       /* a manifest with its layer opener */
 	vmm_layer_open_fn open;
 	void *open_ctx;
+	bool lazy;                         /* some layer of m is a lazy one */
 };
 int api_sandbox_make(strata_host *h, const struct api_make *how, strata_sandbox **out);
 /* Resolve ref in st and read its manifest (*m the caller's), and the

@@ -164,25 +164,22 @@ int strata_host_free(strata_host *h)
 	return 0;
 }
 
+/* Can backend (KVM or PROCESS) run here: 0, or its code with err filled. */
+static int backend_probe(int backend, struct vmm_error *err)
+{
+	return backend == STRATA_BACKEND_KVM ? vmm_kvm_check(err) : vmm_process_check(err);
+}
+
 int strata_host_set_backend(strata_host *h, int backend)
 {
 	struct vmm_error err = { 0 };
 	int rc = 0;
 
-	switch (backend) {
-	case STRATA_BACKEND_AUTO:
-		break;
-	case STRATA_BACKEND_KVM:
-		rc = vmm_kvm_check(&err);
-		break;
-	case STRATA_BACKEND_PROCESS:
-		rc = vmm_process_check(&err);
-		break;
-	default:
+	if (backend != STRATA_BACKEND_AUTO && backend != STRATA_BACKEND_KVM && backend != STRATA_BACKEND_PROCESS)
 		return api_fail(-EINVAL, "backend %d: not STRATA_BACKEND_AUTO, _KVM or _PROCESS", backend);
-	}
-	if (rc < 0)
-		return api_fail_vmm(rc, backend == STRATA_BACKEND_KVM ? "the kvm backend" : "the process backend", &err);
+	if (backend != STRATA_BACKEND_AUTO && (rc = backend_probe(backend, &err)) < 0)
+		return api_fail(rc, "the %s backend cannot run here: %s", backend == STRATA_BACKEND_KVM ? "kvm" : "process",
+				err.code == rc && err.message[0] ? err.message : st_strerror(rc));
 	pthread_mutex_lock(&h->lock);
 	h->backend = backend;
 	pthread_mutex_unlock(&h->lock);
@@ -263,4 +260,87 @@ int strata_host_register(strata_host *h, const char *name, const char *sig, stra
 	int rc = api_fns_add(&h->fns, name, sig, fn, ctx, NULL);
 	pthread_mutex_unlock(&h->lock);
 	return rc;
+}
+
+int strata_backend_check(int backend)
+{
+	struct vmm_error err = { 0 };
+	int rc;
+
+	if (backend != STRATA_BACKEND_KVM && backend != STRATA_BACKEND_PROCESS)
+		return api_fail(-EINVAL, "backend %d: not STRATA_BACKEND_KVM or _PROCESS", backend);
+	/* The bare reason: a caller says which backend around it. */
+	return (rc = backend_probe(backend, &err)) < 0 ? api_fail_vmm(rc, NULL, &err) : 0;
+}
+
+int strata_host_set_policy(strata_host *h, const char *path)
+{
+	struct vmm_host_config cfg;
+	struct vmm_host_stats hs;
+	struct vmm_policy p;
+	struct vmm_host *vh;
+	struct vmm_error err = { 0 };
+	char why[VMM_MESSAGE_MAX] = "";
+	int rc;
+
+	vmm_policy_defaults(&p);
+	if (path && (rc = vmm_policy_read(path, &p, why, sizeof(why))) < 0)
+		return why[0] ? api_fail(rc, "%s", why) : api_fail(rc, "%s: %s", path, st_strerror(rc));
+	/* The vmm host copies its policy at its making, and its sandboxes
+	 * theirs from it: a new vmm host with the same limits takes the old
+	 * one's place while nothing made with it lives. */
+	pthread_mutex_lock(&h->lock);
+	if (h->live) {
+		pthread_mutex_unlock(&h->lock);
+		return api_fail(-EBUSY, "reset policy: the host's sandboxes or pools are alive (%u): set it before "
+				"the first", h->live);
+	}
+	vmm_host_stats(h->vh, &hs);
+	vmm_host_config_defaults(&cfg);
+	cfg.shells = hs.shells_max;
+	cfg.warm = hs.warm_max;
+	cfg.policy = &p;
+	if ((rc = vmm_host_new(&cfg, &vh, &err)) < 0) {
+		pthread_mutex_unlock(&h->lock);
+		return api_fail_vmm(rc, "reset policy", &err);
+	}
+	if ((rc = vmm_host_free(h->vh)) < 0) {
+		pthread_mutex_unlock(&h->lock);
+		vmm_host_free(vh);
+		return api_fail(rc, "reset policy: the host is still in use");
+	}
+	h->vh = vh;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+int strata_host_set_debug(strata_host *h, int on)
+{
+	pthread_mutex_lock(&h->lock);
+	h->debug = on != 0;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+int strata_host_info(const strata_host *h, int what, uint64_t *value)
+{
+	pthread_mutex_t *lock = (pthread_mutex_t *)&h->lock;  /* a const handle's lock still locks */
+	struct vmm_host_stats hs;
+	uint64_t v;
+
+	pthread_mutex_lock(lock);
+	vmm_host_stats(h->vh, &hs);
+	unsigned live = h->live;
+	pthread_mutex_unlock(lock);
+	switch (what) {
+	case STRATA_HOST_INFO_SHELLS_MAX: v = hs.shells_max; break;
+	case STRATA_HOST_INFO_WARM_MAX: v = hs.warm_max; break;
+	case STRATA_HOST_INFO_SHELLS: v = hs.shells; break;
+	case STRATA_HOST_INFO_WARM: v = hs.warm; break;
+	case STRATA_HOST_INFO_SANDBOXES: v = live; break;
+	default:
+		return api_fail(-EINVAL, "host info: %d is not a STRATA_HOST_INFO_* this version knows", what);
+	}
+	*value = v;
+	return 0;
 }

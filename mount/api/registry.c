@@ -1,5 +1,6 @@
 /* registry.c: strata_registry (how to reach registries) and the store's push and pull through the registry client. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +24,78 @@ void strata_registry_free(strata_registry *reg)
 	free(reg->cacert);
 	free(reg->user);
 	free(reg->pass);
+	api_strv_free(reg->certs_d);
 	free(reg);
+}
+
+void api_strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+int api_strv_set(char ***slot, const char *const *v)
+{
+	size_t n = 0;
+	char **c = NULL;
+
+	while (v && v[n])
+		n++;
+	if (v && !(c = calloc(n + 1, sizeof(*c))))
+		return api_fail(-ENOMEM, "registry settings: out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (!(c[i] = strdup(v[i]))) {
+			api_strv_free(c);
+			return api_fail(-ENOMEM, "registry settings: out of memory");
+		}
+	api_strv_free(*slot);
+	*slot = c;
+	return 0;
+}
+
+int strata_registry_set_credentials_fn(strata_registry *reg, strata_credentials_fn fn, void *ctx)
+{
+	reg->creds = fn;
+	reg->creds_ctx = fn ? ctx : NULL;
+	return 0;
+}
+
+int strata_registry_set_certs_dirs(strata_registry *reg, const char *const *roots)
+{
+	return api_strv_set(&reg->certs_d, roots);
+}
+
+/* The ix_auth callback over a strata_credentials_fn (ctx: the settings). */
+static int creds_trampoline(void *ctx, const char *host, char **user, char **pass, char *why, size_t whylen)
+{
+	const strata_registry *reg = ctx;
+	char *u = NULL, *p = NULL;
+	char buf[512] = "";
+	int rc = reg->creds(reg->creds_ctx, host, &u, &p, buf, sizeof(buf));
+
+	if (rc < 0 || !u != !p) {
+		free(u);
+		free(p);
+		if (why && whylen)
+			snprintf(why, whylen, "%s", buf[0] ? buf : rc < 0 ? "the credentials callback failed"
+								       : "the credentials callback gave a user without a password or the other way round");
+		return rc < 0 ? rc : IX_EAUTH;
+	}
+	*user = u;
+	*pass = p;
+	return 0;
+}
+
+const struct ix_auth *api_registry_auth(const strata_registry *reg, struct ix_auth_provider *creds,
+					struct ix_auth *fn_auth)
+{
+	if (reg->creds) {
+		*fn_auth = (struct ix_auth){ .get = creds_trampoline, .ctx = (void *)reg };
+		return fn_auth;
+	}
+	ix_auth_creds(creds, reg->user, reg->pass);
+	return &creds->auth;
 }
 
 int strata_registry_set_plain_http(strata_registry *reg, int on)
@@ -91,9 +163,10 @@ static int client_open(strata_store *st, const strata_registry *reg, const char 
 		return api_fail(rc, "%s: '%s' is not a registry reference (REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST], "
 				"e.g. 127.0.0.1:5000/sandboxes/web:v1)", what, reference);
 	struct ix_auth_provider creds;  /* copied by the client at open */
-	ix_auth_creds(&creds, reg->user, reg->pass);
+	struct ix_auth fn_auth;
 	struct ix_registry_opts o = { .insecure = reg->plain_http, .tls_noverify = reg->noverify,
-				      .cacert = reg->cacert, .auth = &creds.auth, .ix = st->ix };
+				      .cacert = reg->cacert, .auth = api_registry_auth(reg, &creds, &fn_auth),
+				      .certs_d = (const char *const *)reg->certs_d, .ix = st->ix };
 	if (reg->timeout_s)
 		o.deadline_ns = ix_registry_now_ns() + (uint64_t)reg->timeout_s * 1000000000u;
 	if ((rc = ix_registry_global_init()) < 0)

@@ -1,5 +1,6 @@
 /* sandbox.c: strata_sandbox (made from an ELF, a snapshot directory, a store or a registry; calls, restore, capture in one step) and strata_pool. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -49,8 +50,21 @@ int api_sandbox_make(strata_host *h, const struct api_make *how, strata_sandbox 
 		free(sb);
 		return api_fail_vmm(rc, how->path, &err);
 	}
+	/* What it was opened from, for strata_sandbox_info. */
+	const struct st_manifest *m = how->dir ? vmm_snapdir_manifest(how->dir) : how->m;
+	if (m) {
+		sb->layers = m->nlayers;
+		sb->layer_pages = st_manifest_layer_pages(m);
+	}
+	if (how->dir && vmm_snapdir_on_mount(how->dir)) {
+		sb->on_mount = true;
+		sb->direct_layers = vmm_snapdir_direct_layers(how->dir);
+		sb->lazy = sb->direct_layers < m->nlayers;  /* a layer read through the mount: a lazy one */
+	}
+	sb->lazy = sb->lazy || how->lazy;
 	/* The host's functions as they are now: every sandbox starts with them. */
 	pthread_mutex_lock(&h->lock);
+	vmm_sandbox_set_debug(sb->vs, h->debug);
 	rc = api_fns_apply(&h->fns, sb->vs);
 	if (rc == 0)
 		h->live++;
@@ -81,7 +95,8 @@ int strata_sandbox_new_mem(strata_host *h, const void *elf, size_t size, strata_
 static unsigned dir_flags(unsigned flags)
 {
 	return (flags & STRATA_DIR_VERIFY ? VMM_SNAPDIR_VERIFY : 0) |
-	       (flags & STRATA_DIR_MAP_FILES ? VMM_SNAPDIR_MAP_FILES : 0);
+	       (flags & STRATA_DIR_MAP_FILES ? VMM_SNAPDIR_MAP_FILES : 0) |
+	       (flags & STRATA_DIR_VIA_FUSE ? VMM_SNAPDIR_VIA_FUSE : 0);
 }
 
 static int dir_open(strata_host *h, const char *dir, unsigned flags, struct vmm_snapdir **out)
@@ -91,23 +106,35 @@ static int dir_open(strata_host *h, const char *dir, unsigned flags, struct vmm_
 
 	if (!dir)
 		return api_fail(-EINVAL, "snapshot directory: the path is NULL");
-	if (flags & ~(unsigned)(STRATA_DIR_VERIFY | STRATA_DIR_MAP_FILES))
+	if (flags & ~(unsigned)(STRATA_DIR_VERIFY | STRATA_DIR_MAP_FILES | STRATA_DIR_VIA_FUSE))
 		return api_fail(-EINVAL, "%s: unknown flags 0x%x", dir, flags);
+	/* The vmm's message names the directory itself, mostly: once is enough. */
 	if ((rc = vmm_snapdir_open(h->vh, dir, dir_flags(flags), out, &err)) < 0)
-		return api_fail_vmm(rc, dir, &err);
+		return api_fail_vmm(rc, err.code == rc && strncmp(err.message, dir, strlen(dir)) == 0 ? NULL : dir, &err);
 	return 0;
 }
 
 int strata_sandbox_open_dir(strata_host *h, const char *dir, unsigned flags, strata_sandbox **out)
 {
 	struct vmm_snapdir *d;
+	char *copy = NULL;
 	int rc = dir_open(h, dir, flags, &d);
 
 	if (rc < 0)
 		return rc;
+	if (!(copy = strdup(dir))) {
+		vmm_snapdir_close(d);
+		return api_fail(-ENOMEM, "%s: out of memory", dir);
+	}
 	rc = api_sandbox_make(h, &(struct api_make){ .dir = d }, out);
 	vmm_snapdir_close(d);
-	return rc;
+	if (rc < 0) {
+		free(copy);
+		return rc;
+	}
+	(*out)->src_dir = copy;
+	(*out)->src_dir_flags = flags;
+	return 0;
 }
 
 int strata_sandbox_open_store(strata_host *h, strata_store *st, const char *ref, strata_sandbox **out)
@@ -119,9 +146,51 @@ int strata_sandbox_open_store(strata_host *h, strata_store *st, const char *ref,
 
 	if (rc < 0)
 		return rc;
-	rc = api_sandbox_make(h, &(struct api_make){ .m = m, .open = open, .open_ctx = ctx }, out);
-	st_manifest_free(m);
-	return rc;
+	rc = api_sandbox_make(h, &(struct api_make){ .m = m, .open = open, .open_ctx = ctx,
+						      .lazy = open == fs_private_layer_open }, out);
+	struct api_src *src = rc == 0 ? malloc(sizeof(*src)) : NULL;
+	if (rc == 0 && !src) {
+		strata_sandbox_free(*out);
+		rc = api_fail(-ENOMEM, "sandbox: out of memory");
+	}
+	if (rc < 0) {
+		st_manifest_free(m);
+		return rc;
+	}
+	/* Kept for strata_sandbox_clone: the store outlives the sandbox. */
+	atomic_init(&src->refs, 1);
+	src->m = m;
+	src->open = open;
+	src->ctx = ctx;
+	(*out)->src = src;
+	return 0;
+}
+
+static void src_unref(struct api_src *src)
+{
+	if (src && atomic_fetch_sub(&src->refs, 1) == 1) {
+		st_manifest_free(src->m);
+		free(src);
+	}
+}
+
+int strata_sandbox_clone(strata_sandbox *sb, strata_sandbox **out)
+{
+	if (!sb || !out)
+		return api_fail(-EINVAL, "clone: no sandbox or no place for the new one");
+	if (sb->src_dir)
+		return strata_sandbox_open_dir(sb->host, sb->src_dir, sb->src_dir_flags, out);
+	struct api_src *src = sb->src;
+	if (!src)
+		return api_fail(VMM_E_NO_SNAPSHOT, "clone: the sandbox was not opened from a snapshot directory or a "
+				"store (%s)", sb->pool ? "a pool's sandbox: strata_pool_get another" : "made from an ELF");
+	int rc = api_sandbox_make(sb->host, &(struct api_make){ .m = src->m, .open = src->open, .open_ctx = src->ctx,
+								 .lazy = src->open == fs_private_layer_open }, out);
+	if (rc < 0)
+		return rc;
+	atomic_fetch_add(&src->refs, 1);
+	(*out)->src = src;
+	return 0;
 }
 
 int strata_sandbox_pull(strata_host *h, strata_store *st, const strata_registry *reg, const char *reference,
@@ -151,6 +220,8 @@ void strata_sandbox_free(strata_sandbox *sb)
 	sb->host->live--;
 	pthread_mutex_unlock(&sb->host->lock);
 	api_fns_free(&sb->own);
+	src_unref(sb->src);
+	free(sb->src_dir);
 	free(sb);
 }
 
@@ -289,7 +360,9 @@ int strata_sandbox_capture(strata_sandbox *sb, strata_store *st, const char *tag
 		return api_fail(ST_EBADNAME, "capture: '%s' is not a valid tag name", tag);
 	if ((rc = vmm_sandbox_capture(sb->vs, st->st, &m)) < 0) {
 		const struct vmm_error *err = vmm_sandbox_error(sb->vs);
-		return api_fail(rc, "capture: %s", err->code == rc && err->message[0] ? err->message : st_strerror(rc));
+		return api_fail(rc, "cannot capture the sandbox: %s",
+				rc == -ENOSPC ? "no space left on the store's filesystem"
+				: err->code == rc && err->message[0] ? err->message : st_strerror(rc));
 	}
 	rc = ix_snap_commit(st->ix, m, tag, flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0, &sid);
 	if (rc < 0) {
@@ -300,15 +373,14 @@ int strata_sandbox_capture(strata_sandbox *sb, strata_store *st, const char *tag
 		if (rc == IX_EMISSING)
 			return api_fail(rc, "capture: the store lacks a layer of the sandbox's snapshot (opened from a "
 					"directory outside this store: import that directory into it first)");
-		return api_fail(rc, "capture: cannot commit the snapshot: %s", st_strerror(rc));
+		return api_fail(rc, "cannot commit the snapshot to store %s: %s", st_store_path(st->st), st_strerror(rc));
 	}
 	rc = vmm_sandbox_rebase(sb->vs, m, &sid);
 	st_manifest_free(m);
 	char hex[ST_ID_HEX_LEN + 1];
 	st_id_format(&sid, hex);
 	if (rc < 0)
-		return api_fail(rc, "capture: snapshot %s is committed, but the sandbox cannot continue on it: %s", hex,
-				st_strerror(rc));
+		return api_fail(rc, "snapshot %s committed, but the sandbox cannot continue on it: %s", hex, st_strerror(rc));
 	if (id)
 		memcpy(id, hex, sizeof(hex));
 	return 0;
@@ -317,6 +389,159 @@ int strata_sandbox_capture(strata_sandbox *sb, strata_store *st, const char *tag
 int strata_sandbox_backend(const strata_sandbox *sb)
 {
 	return (int)vmm_sandbox_backend(sb->vs);
+}
+
+int strata_sandbox_snapshot_id(const strata_sandbox *sb, char id[STRATA_ID_LEN + 1])
+{
+	st_id sid;
+
+	if (!vmm_sandbox_snapshot_id(sb->vs, &sid))
+		return api_fail(VMM_E_NO_SNAPSHOT, "the sandbox runs on no store snapshot (made from an ELF and never "
+				"captured, or on an in-memory snapshot)");
+	st_id_format(&sid, id);
+	return 0;
+}
+
+static void sig_format(const struct vmm_signature *sig, char out[STRATA_SIG_LEN])
+{
+	static const char letter[] = { [VMM_VOID] = 'v', [VMM_I64] = 'i', [VMM_BYTES] = 'b', [VMM_STR] = 's' };
+	size_t n = 0;
+
+	out[n++] = letter[sig->ret & 3];
+	out[n++] = '(';
+	for (unsigned i = 0; i < sig->nparams && i < VMM_MAX_PARAMS; i++)
+		out[n++] = letter[sig->params[i] & 3];
+	out[n++] = ')';
+	out[n] = '\0';
+}
+
+int strata_sandbox_functions(const strata_sandbox *sb, strata_function_fn cb, void *ctx)
+{
+	const struct vmm_signature *sig;
+	const char *name;
+	char text[STRATA_SIG_LEN];
+	int count = 0;
+
+	if (!cb)
+		return api_fail(-EINVAL, "functions: the callback is NULL");
+	for (unsigned i = 0; i < vmm_sandbox_function_count(sb->vs); i++) {
+		if (vmm_sandbox_function(sb->vs, i, &name, &sig) < 0)
+			continue;
+		sig_format(sig, text);
+		count++;
+		int rc = cb(ctx, name, text);
+		if (rc)
+			return rc;
+	}
+	return count;
+}
+
+int strata_sandbox_signature(const strata_sandbox *sb, const char *fn, char sig[STRATA_SIG_LEN])
+{
+	const struct vmm_signature *s;
+	const char *name;
+
+	if (!fn)
+		return api_fail(-EINVAL, "signature: the function name is NULL");
+	for (unsigned i = 0; i < vmm_sandbox_function_count(sb->vs); i++)
+		if (vmm_sandbox_function(sb->vs, i, &name, &s) == 0 && strcmp(name, fn) == 0) {
+			sig_format(s, sig);
+			return 0;
+		}
+	return api_fail(VMM_E_NO_FUNCTION, "the guest has no function '%s'", fn);
+}
+
+int strata_sandbox_info(const strata_sandbox *sb, int what, uint64_t *value)
+{
+	const struct vmm_error *e = vmm_sandbox_error(sb->vs);
+	struct vmm_snap_stats ss;
+	uint64_t v;
+
+	/* The counters need the sandbox's own, not a const view. */
+	if (what >= STRATA_INFO_RESTORES && what <= STRATA_INFO_PAGES_CAPTURED)
+		vmm_sandbox_snap_stats(sb->vs, &ss);
+	switch (what) {
+	case STRATA_INFO_ERROR: v = (uint64_t)(int64_t)e->code; break;
+	case STRATA_INFO_FAULT_VECTOR: v = e->vector; break;
+	case STRATA_INFO_FAULT_ERROR_CODE: v = e->error_code; break;
+	case STRATA_INFO_FAULT_RIP: v = e->rip; break;
+	case STRATA_INFO_FAULT_ADDRESS: v = e->fault_addr; break;
+	case STRATA_INFO_ABORT_CODE: v = (uint64_t)e->abort_code; break;
+	case STRATA_INFO_LAYERS: v = sb->layers; break;
+	case STRATA_INFO_LAYER_PAGES: v = sb->layer_pages; break;
+	case STRATA_INFO_ON_MOUNT: v = sb->on_mount; break;
+	case STRATA_INFO_DIRECT_LAYERS: v = sb->direct_layers; break;
+	case STRATA_INFO_LAZY: v = sb->lazy; break;
+	case STRATA_INFO_RESTORES: v = ss.restores; break;
+	case STRATA_INFO_CAPTURES: v = ss.captures; break;
+	case STRATA_INFO_PAGES_REWRITTEN: v = ss.pages_rewritten; break;
+	case STRATA_INFO_PAGES_DROPPED: v = ss.pages_dropped; break;
+	case STRATA_INFO_PAGES_CAPTURED: v = ss.pages_captured; break;
+	case STRATA_INFO_WS_PAGES: v = sb->ws_pages; break;
+	case STRATA_INFO_WS_RUNS: v = sb->ws_runs; break;
+	case STRATA_INFO_WS_LAYERS: v = sb->ws_layers; break;
+	case STRATA_INFO_WS_BYTES: v = sb->ws_bytes; break;
+	case STRATA_INFO_WS_MAPPED: v = sb->ws_mapped; break;
+	default:
+		return api_fail(-EINVAL, "sandbox info: %d is not a STRATA_INFO_* this version knows", what);
+	}
+	*value = v;
+	return 0;
+}
+
+int strata_sandbox_core(strata_sandbox *sb, const char *path)
+{
+	struct vmm_error err = { 0 };
+	int rc;
+
+	if (!path)
+		return api_fail(-EINVAL, "core: the path is NULL");
+	if ((rc = vmm_sandbox_core(sb->vs, path, &err)) < 0)
+		return api_fail_vmm(rc, NULL, &err);
+	return 0;
+}
+
+int strata_sandbox_record_working_set(strata_sandbox *sb, strata_store *st, char record[STRATA_ID_LEN + 1])
+{
+	struct st_ws *ws = NULL;
+	uint64_t mapped = 0;
+	void *buf = NULL;
+	size_t len = 0;
+	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1];
+	st_id id, blob;
+	int rc;
+
+	if (!st)
+		return api_fail(-EINVAL, "working set: the store is NULL");
+	if (!vmm_sandbox_snapshot_id(sb->vs, &id))
+		return api_fail(VMM_E_NO_SNAPSHOT, "working set: the sandbox has no snapshot to start from (opened "
+				"from a tag, an id or a snapshot directory)");
+	if ((rc = vmm_sandbox_working_set(sb->vs, &ws, &mapped)) < 0)
+		return api_fail(rc, "cannot record the working set: %s", st_strerror(rc));
+	if ((rc = st_ws_encode(ws, &buf, &len, why, sizeof(why))) < 0) {
+		api_fail(rc, "cannot encode the working set: %s", why[0] ? why : st_strerror(rc));
+		goto out_free;
+	}
+	st_id_format(&id, hex);
+	if ((rc = ix_ws_put(st->ix, &id, buf, len, &blob, why, sizeof(why))) < 0) {
+		if (rc == IX_ENOTFOUND)
+			api_fail(rc, "snapshot %s is not in store %s", hex, st_store_path(st->st));
+		else
+			api_fail(rc, "cannot store the working set in %s: %s", st_store_path(st->st),
+				 why[0] ? why : st_strerror(rc));
+		goto out_free;
+	}
+	sb->ws_pages = ws->pages;
+	sb->ws_runs = ws->nruns;
+	sb->ws_layers = ws->nlayers;
+	sb->ws_bytes = len;
+	sb->ws_mapped = mapped;
+	if (record)
+		st_id_format(&blob, record);
+out_free:
+	free(buf);
+	st_ws_free(ws);
+	return rc < 0 ? rc : 0;
 }
 
 /* ==== pools ==== */
@@ -339,7 +564,8 @@ static int pool_make_one(strata_pool *p, strata_sandbox **out)
 	struct api_make how = { .dir = p->dir };
 
 	if (!p->dir)
-		how = (struct api_make){ .m = p->m, .open = p->open, .open_ctx = p->open_ctx };
+		how = (struct api_make){ .m = p->m, .open = p->open, .open_ctx = p->open_ctx,
+					 .lazy = p->open == fs_private_layer_open };
 	int rc = api_sandbox_make(p->host, &how, out);
 	if (rc == 0)
 		(*out)->pool = p;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "index/lazy.h"
 #include "mount/api/api_int.h"
 
 int strata_store_open(const char *path, unsigned flags, strata_store **out)
@@ -36,6 +37,7 @@ int strata_store_open(const char *path, unsigned flags, strata_store **out)
 		return api_fail(rc, "store %s: cannot open its index: %s", path, st_strerror(rc));
 	}
 	pthread_mutex_init(&s->lazy_lock, NULL);
+	pthread_mutex_init(&s->gc_lock, NULL);
 	*out = s;
 	return 0;
 }
@@ -49,7 +51,9 @@ void strata_store_close(strata_store *st)
 	free(st->lazy_cacert);
 	free(st->lazy_user);
 	free(st->lazy_pass);
+	api_strv_free(st->lazy_certs_d);
 	pthread_mutex_destroy(&st->lazy_lock);
+	pthread_mutex_destroy(&st->gc_lock);
 	ix_close(st->ix);
 	st_store_close(st->st);
 	free(st);
@@ -89,8 +93,13 @@ int strata_store_set_registry(strata_store *st, const strata_registry *reg)
 	pthread_mutex_lock(&st->lazy_lock);
 	int rc = st->lazy ? -EBUSY : 0;
 	if (rc == 0 && (api_str_set(&st->lazy_cacert, reg->cacert) < 0 || api_str_set(&st->lazy_user, reg->user) < 0 ||
-			api_str_set(&st->lazy_pass, reg->pass) < 0))
+			api_str_set(&st->lazy_pass, reg->pass) < 0 ||
+			api_strv_set(&st->lazy_certs_d, (const char *const *)reg->certs_d) < 0))
 		rc = -ENOMEM;
+	if (rc == 0) {
+		st->lazy_reg.creds = reg->creds;
+		st->lazy_reg.creds_ctx = reg->creds_ctx;
+	}
 	pthread_mutex_unlock(&st->lazy_lock);
 	if (rc == -EBUSY)
 		return api_fail(rc, "store %s: its lazy layers are already being fetched with the settings they "
@@ -116,8 +125,12 @@ static int lazy_server(strata_store *st, struct fs_private **out)
 
 	pthread_mutex_lock(&st->lazy_lock);
 	if (!st->lazy) {
-		ix_auth_creds(&st->lazy_auth, st->lazy_user, st->lazy_pass);
-		struct fs_private_config pc = { .store = st->st, .cacert = st->lazy_cacert, .auth = &st->lazy_auth.auth };
+		/* The settings strata_store_set_registry copied, as a registry's. */
+		st->lazy_reg.user = st->lazy_user;
+		st->lazy_reg.pass = st->lazy_pass;
+		const struct ix_auth *auth = api_registry_auth(&st->lazy_reg, &st->lazy_auth, &st->lazy_fn_auth);
+		struct fs_private_config pc = { .store = st->st, .cacert = st->lazy_cacert, .auth = auth,
+						.certs_d = (const char *const *)st->lazy_certs_d };
 		struct fs_private *p = NULL;
 		if ((rc = fs_private_new(&pc, &p)) == 0 && (rc = fs_private_start(p)) < 0) {
 			char why[1024] = "";
@@ -309,7 +322,102 @@ int strata_store_gc(strata_store *st, unsigned grace_s, uint64_t *freed)
 
 	if (rc < 0)
 		return api_fail(rc, "gc %s: %s", st_store_path(st->st), st_strerror(rc));
+	pthread_mutex_lock(&st->gc_lock);
+	st->gc = gs;
+	pthread_mutex_unlock(&st->gc_lock);
 	if (freed)
 		*freed = gs.bytes_removed;
+	return 0;
+}
+
+int strata_store_info(strata_store *st, int what, uint64_t *value)
+{
+	pthread_mutex_lock(&st->gc_lock);
+	struct ix_gc_stats gs = st->gc;
+	pthread_mutex_unlock(&st->gc_lock);
+	uint64_t v;
+
+	switch (what) {
+	case STRATA_STORE_INFO_GC_BLOBS_REMOVED: v = gs.blobs_removed; break;
+	case STRATA_STORE_INFO_GC_BYTES_REMOVED: v = gs.bytes_removed; break;
+	case STRATA_STORE_INFO_GC_STAGING_REMOVED: v = gs.tmp_removed; break;
+	case STRATA_STORE_INFO_GC_LAZY_REMOVED: v = gs.lazy_removed; break;
+	case STRATA_STORE_INFO_GC_BLOBS_IN_USE: v = gs.blobs_in_use; break;
+	case STRATA_STORE_INFO_GC_BLOBS_YOUNG: v = gs.blobs_young; break;
+	default:
+		return api_fail(-EINVAL, "store info: %d is not a STRATA_STORE_INFO_* this version knows", what);
+	}
+	*value = v;
+	return 0;
+}
+
+struct lazy_find {
+	const st_id *id;
+	bool found;
+};
+
+static int lazy_match(const st_id *layer, void *ctx)
+{
+	struct lazy_find *f = ctx;
+
+	f->found = st_id_equal(layer, f->id);
+	return f->found; /* 1 stops the walk */
+}
+
+int strata_store_lacks(strata_store *st, const char *dir)
+{
+	struct st_manifest *m = NULL;
+	char why[ST_WHY_LEN] = "";
+	int rc, missing = 0;
+
+	if (!dir)
+		return api_fail(-EINVAL, "store: the directory is NULL");
+	if ((rc = st_snapdir_read(dir, &m, why, sizeof(why))) < 0)
+		return api_fail(rc, "%s: %s", dir, why[0] ? why : st_strerror(rc));
+	for (uint32_t i = 0; i < m->nlayers; i++) {
+		struct lazy_find f = { .id = &m->layers[i].id };
+		/* A lazy layer's record counts as held (pull --lazy). */
+		if (!st_blob_has(st->st, f.id) && !(ix_lazy_foreach(st->ix, lazy_match, &f) >= 0 && f.found))
+			missing++;
+	}
+	st_manifest_free(m);
+	return missing;
+}
+
+int strata_tag_valid(const char *name)
+{
+	return st_name_valid(name);
+}
+
+int strata_store_rename_tag(strata_store *st, const char *from, const char *to, unsigned flags)
+{
+	int rc;
+
+	if (flags & ~(unsigned)STRATA_TAG_FORCE)
+		return api_fail(-EINVAL, "rename tag: unknown flags 0x%x", flags);
+	if (!from || !to || !st_name_valid(from) || !st_name_valid(to))
+		return api_fail(ST_EBADNAME, "rename tag: '%s' is not a valid tag name",
+				!from ? "NULL" : !st_name_valid(from) ? from : to ? to : "NULL");
+	rc = ix_tag_rename(st->ix, from, to, flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0);
+	if (rc == IX_ENOTFOUND)
+		return api_fail(rc, "rename tag: no tag '%s' in store %s", from, st_store_path(st->st));
+	if (rc == IX_EEXIST)
+		return api_fail(rc, "rename tag: '%s' already names another snapshot (STRATA_TAG_FORCE replaces it)", to);
+	if (rc < 0)
+		return api_fail(rc, "rename tag %s: %s", from, st_strerror(rc));
+	return 0;
+}
+
+int strata_store_delete(strata_store *st, const char *id)
+{
+	st_id sid;
+	int rc;
+
+	if (!id || st_id_parse(id, &sid) < 0)
+		return api_fail(ST_EBADID, "delete: '%s' is not a snapshot id (32 lowercase hex digits)", id ? id : "NULL");
+	if ((rc = ix_snap_del(st->ix, &sid)) == IX_ENOTFOUND)
+		return api_fail(rc, "delete: no snapshot %s in store %s", id, st_store_path(st->st));
+	if (rc < 0)
+		return api_fail(rc, "delete %s: %s", id, st_strerror(rc));
 	return 0;
 }

@@ -258,6 +258,39 @@ int strata_host_set_log(strata_host *h, strata_log_fn fn, void *ctx);
  * saying which; the host's table is as before then.
  */
 int strata_host_register(strata_host *h, const char *name, const char *sig, strata_host_fn fn, void *ctx);
+/*
+ * The reset policy of the host's next sandboxes (docs/restore.md): the
+ * file at `path`, as `strata calibrate` writes it ("key = value" lines:
+ * reset, keep_restores, idle_cap, range_cap, dirty), over the defaults;
+ * NULL: the defaults. Read during the call. It must come before the
+ * host's sandboxes and pools: -EBUSY while any made with it is alive.
+ * Errors: -ENOENT and other -errno (the file), STRATA_E_BAD_POLICY
+ * (strata_errmsg names the file and the line), -EBUSY, -ENOMEM; the
+ * host's policy is as before then.
+ */
+int strata_host_set_policy(strata_host *h, const char *path);
+/* The debug check of the host's next sandboxes (on != 0; off by default):
+ * every restore then compares all guest memory and the vCPU with the
+ * snapshot, and one that differs fails with STRATA_E_LEAK (strata_errmsg
+ * naming the page or register). Slow: for tests. Never fails. */
+int strata_host_set_debug(strata_host *h, int on);
+/* What strata_host_info reports. */
+enum {
+	STRATA_HOST_INFO_SHELLS_MAX = 1, /* idle VM shells kept at most (strata_host_set_cache) */
+	STRATA_HOST_INFO_WARM_MAX = 2,   /* warm sandboxes kept at most */
+	STRATA_HOST_INFO_SHELLS = 3,     /* idle VM shells kept now */
+	STRATA_HOST_INFO_WARM = 4,       /* warm sandboxes kept now */
+	STRATA_HOST_INFO_SANDBOXES = 5,  /* sandboxes and pools made with it and not freed */
+};
+/* One figure of the host into *value, as of the call (thread-safe). -EINVAL
+ * for a `what` this version does not know (*value untouched). */
+int strata_host_info(const strata_host *h, int what, uint64_t *value);
+/* Whether `backend` (STRATA_BACKEND_KVM or _PROCESS) can run here: 0, or
+ * the code strata_host_set_backend would refuse it with, strata_errmsg
+ * saying why (STRATA_E_NO_KVM, STRATA_E_KVM_DENIED, ...,
+ * STRATA_E_NO_BACKEND). -EINVAL for another value. Probes once per
+ * process; changes nothing. */
+int strata_backend_check(int backend);
 
 /* ==== sandboxes ==== */
 
@@ -277,6 +310,8 @@ enum {
 	STRATA_DIR_VERIFY = 1u << 0,    /* hash every layer against its id before it is mapped */
 	STRATA_DIR_MAP_FILES = 1u << 1, /* plain directory: map its layer files (the caller promises never
 					 * to truncate them) instead of a private copy */
+	STRATA_DIR_VIA_FUSE = 1u << 2,  /* on a strata mount, map the mount's files instead of the backing
+					 * blobs (a lazy snapshot's pages are then fetched as they are touched) */
 };
 /*
  * A new sandbox restored from the snapshot directory `dir`
@@ -318,6 +353,17 @@ int strata_sandbox_open_store(strata_host *h, strata_store *st, const char *ref,
  */
 int strata_sandbox_pull(strata_host *h, strata_store *st, const strata_registry *reg, const char *reference,
 			unsigned flags, strata_sandbox **out);
+/*
+ * Another sandbox of the snapshot sb was opened from (its directory, with
+ * the same flags, or its store snapshot: the manifest sb read, not read
+ * again, and st must outlive it too), with the host's settings and host
+ * functions now, as strata_sandbox_open_dir or _open_store would make it:
+ * its pages are shared with sb's. What sb did since (calls, captures,
+ * in-memory snapshots, its own host functions) is not in it. Errors:
+ * STRATA_E_NO_SNAPSHOT (sb was made from an ELF, or is a pool's), those of
+ * strata_sandbox_open_dir / _open_store; *out untouched.
+ */
+int strata_sandbox_clone(strata_sandbox *sb, strata_sandbox **out);
 /* Free a sandbox; accepts NULL, and does nothing to a pool's sandbox (the
  * pool frees it). No call may be running on it. A healthy one may be kept
  * warm by its host (for the next open of the same snapshot), without its
@@ -409,6 +455,75 @@ int strata_sandbox_capture(strata_sandbox *sb, strata_store *st, const char *tag
 			   char id[STRATA_ID_LEN + 1]);
 /* The backend the sandbox runs on: STRATA_BACKEND_KVM or _PROCESS. */
 int strata_sandbox_backend(const strata_sandbox *sb);
+/* The id of the store snapshot the sandbox runs on (the one it was opened
+ * from, or its last capture) into id. STRATA_E_NO_SNAPSHOT: made from an
+ * ELF and never captured, or on an in-memory snapshot. */
+int strata_sandbox_snapshot_id(const strata_sandbox *sb, char id[STRATA_ID_LEN + 1]);
+
+/* The guest's functions: a name and its signature (as strata_host_register
+ * writes one, "i(ii)"), at most STRATA_SIG_LEN bytes with the NUL. */
+#define STRATA_SIG_LEN 16
+typedef int (*strata_function_fn)(void *ctx, const char *name, const char *sig);
+/* Each function the guest publishes, in the guest's order: the count
+ * (>= 0), or cb's non-zero return, which stops the walk. Never fails
+ * otherwise. */
+int strata_sandbox_functions(const strata_sandbox *sb, strata_function_fn cb, void *ctx);
+/* The signature of guest function fn into sig. STRATA_E_NO_FUNCTION. */
+int strata_sandbox_signature(const strata_sandbox *sb, const char *fn, char sig[STRATA_SIG_LEN]);
+
+/* What strata_sandbox_info reports. */
+enum {
+	/* the sandbox's last failed call (0 when it has no such field) */
+	STRATA_INFO_ERROR = 1,          /* its code (0: no call failed yet) */
+	STRATA_INFO_FAULT_VECTOR = 2,   /* STRATA_E_GUEST_FAULT, _STACK_OVERFLOW: the exception vector */
+	STRATA_INFO_FAULT_ERROR_CODE = 3, /* ... and the exception's error code */
+	STRATA_INFO_FAULT_RIP = 4,      /* ... the guest instruction pointer (a guest address) */
+	STRATA_INFO_FAULT_ADDRESS = 5,  /* a page fault's address; STRATA_E_BAD_ADDRESS: the address */
+	STRATA_INFO_ABORT_CODE = 6,     /* STRATA_E_ABORT: the guest's code (as int64_t) */
+	/* the snapshot it was opened from (0 for a sandbox from an ELF) */
+	STRATA_INFO_LAYERS = 16,        /* its layers */
+	STRATA_INFO_LAYER_PAGES = 17,   /* 4 KiB pages its layers hold */
+	STRATA_INFO_ON_MOUNT = 18,      /* 1: opened from a directory on a strata mount */
+	STRATA_INFO_DIRECT_LAYERS = 19, /* ... layers mapped from their backing blobs, not the mount's files */
+	STRATA_INFO_LAZY = 20,          /* 1: some layer's pages are fetched from a registry as they are touched */
+	/* counters since it was made */
+	STRATA_INFO_RESTORES = 32,
+	STRATA_INFO_CAPTURES = 33,
+	STRATA_INFO_PAGES_REWRITTEN = 34, /* restores: pages copied or zeroed in place */
+	STRATA_INFO_PAGES_DROPPED = 35,   /* restores: pages given back to the kernel */
+	STRATA_INFO_PAGES_CAPTURED = 36,  /* captures: pages written to new layers */
+	/* its last strata_sandbox_record_working_set */
+	STRATA_INFO_WS_PAGES = 48,      /* snapshot pages in the record */
+	STRATA_INFO_WS_RUNS = 49,       /* runs of consecutive pages */
+	STRATA_INFO_WS_LAYERS = 50,     /* layers they are in */
+	STRATA_INFO_WS_BYTES = 51,      /* the record's size */
+	STRATA_INFO_WS_MAPPED = 52,     /* guest pages found mapped */
+};
+/* One figure of the sandbox into *value (as libcurl's curl_easy_getinfo).
+ * -EINVAL for a `what` this version does not know (*value untouched). Not
+ * during a call on another thread. */
+int strata_sandbox_info(const strata_sandbox *sb, int what, uint64_t *value);
+/*
+ * Write an ELF core file of the sandbox at `path` (registers and guest
+ * memory, as they were at its last failed call if that poisoned it):
+ * `gdb GUEST.elf FILE` reads it. Mode 0600; an existing file is
+ * replaced. Errors: STRATA_E_BUSY, -errno from the file; strata_errmsg
+ * says which.
+ */
+int strata_sandbox_core(strata_sandbox *sb, const char *path);
+/*
+ * Record the working set of the snapshot sb was opened from
+ * (docs/workingset.md): the snapshot pages it touched since it started,
+ * guest and host alike; call it after its first call. The record is
+ * stored in st and linked to that snapshot (st must hold it): a lazy pull
+ * fetches those pages first. record (may be NULL) gets the record's id;
+ * strata_sandbox_info's STRATA_INFO_WS_* say what it holds. Errors:
+ * STRATA_E_NO_SNAPSHOT (made from an ELF, restored or captured since, or
+ * a warm sandbox of its host: strata_host_set_cache(h, shells, 0) keeps
+ * none), STRATA_E_NO_PAGEMAP, STRATA_E_NOT_FOUND (the snapshot is not in
+ * st), STRATA_E_READ_ONLY, -ENOMEM; nothing is stored then.
+ */
+int strata_sandbox_record_working_set(strata_sandbox *sb, strata_store *st, char record[STRATA_ID_LEN + 1]);
 
 /* ==== pools ==== */
 
@@ -450,10 +565,18 @@ int strata_store_open(const char *path, unsigned flags, strata_store **out);
 /* Close; accepts NULL. Needs every sandbox and pool opened from it, and
  * every sandbox captured into it, freed. */
 void strata_store_close(strata_store *st);
+/* 1 if `name` may be a tag: 1..128 bytes of letters, digits, '_', '.'
+ * and '-', not starting with '.' or '-'; else 0. Never fails. */
+int strata_tag_valid(const char *name);
 /* The id of snapshot ref (a tag, an id, a unique id prefix) into id (32
  * hex digits and a NUL). STRATA_E_NOT_FOUND, STRATA_E_AMBIGUOUS,
  * STRATA_E_BAD_NAME. */
 int strata_store_resolve(strata_store *st, const char *ref, char id[STRATA_ID_LEN + 1]);
+/* How many layers of the snapshot directory `dir` st holds neither as a
+ * blob nor as a lazy layer (0: a sandbox opened from dir can be captured
+ * into st). -ENOENT and other -errno, STRATA_E_FORMAT or STRATA_E_VERSION
+ * (its manifest.json cannot be read; strata_errmsg says why). */
+int strata_store_lacks(strata_store *st, const char *dir);
 /* Called for each snapshot (id, 32 hex digits) or tag (name, id); a
  * non-zero return stops the walk and is returned. */
 typedef int (*strata_snapshot_fn)(void *ctx, const char *id);
@@ -471,10 +594,33 @@ int strata_store_tag(strata_store *st, const char *ref, const char *name, unsign
  * other tag names it (its layers then wait for gc). STRATA_E_NOT_FOUND,
  * STRATA_E_BAD_NAME, STRATA_E_READ_ONLY: nothing changes. */
 int strata_store_untag(strata_store *st, const char *name, unsigned flags);
+/* Rename tag `from` to `to` at once (flags: STRATA_TAG_FORCE replaces a
+ * `to` that names another snapshot). STRATA_E_NOT_FOUND (no tag `from`),
+ * STRATA_E_EXISTS, STRATA_E_BAD_NAME, STRATA_E_READ_ONLY: both names are
+ * as they were. */
+int strata_store_rename_tag(strata_store *st, const char *from, const char *to, unsigned flags);
+/* Remove snapshot `id` (32 hex digits: an id, not a tag or a prefix) and
+ * every tag naming it; snapshots made from it keep working (each lists
+ * every layer it needs), and its layers wait for strata_store_gc.
+ * STRATA_E_BAD_ID, STRATA_E_NOT_FOUND, STRATA_E_READ_ONLY: nothing changes. */
+int strata_store_delete(strata_store *st, const char *id);
 /* strata_store_verify flags. */
 enum {
 	STRATA_VERIFY_HASH = 1u << 0, /* re-hash every blob against its id (reads every byte) */
 };
+/* What strata_store_info reports. */
+enum {
+	/* the store's last strata_store_gc (0 before one) */
+	STRATA_STORE_INFO_GC_BLOBS_REMOVED = 1,
+	STRATA_STORE_INFO_GC_BYTES_REMOVED = 2,
+	STRATA_STORE_INFO_GC_STAGING_REMOVED = 3, /* staging files of crashed imports */
+	STRATA_STORE_INFO_GC_LAZY_REMOVED = 4,    /* lazy layers no snapshot uses */
+	STRATA_STORE_INFO_GC_BLOBS_IN_USE = 5,    /* kept: snapshots use them */
+	STRATA_STORE_INFO_GC_BLOBS_YOUNG = 6,     /* kept: unreferenced, younger than the grace */
+};
+/* One figure of the store into *value. -EINVAL for a `what` this version
+ * does not know (*value untouched). */
+int strata_store_info(strata_store *st, int what, uint64_t *value);
 /* A problem strata_store_verify found: id of the blob or snapshot, a line. */
 typedef void (*strata_problem_fn)(void *ctx, const char *id, const char *what);
 /*
@@ -486,8 +632,9 @@ typedef void (*strata_problem_fn)(void *ctx, const char *id, const char *what);
  */
 int strata_store_verify(strata_store *st, unsigned flags, strata_problem_fn cb, void *ctx);
 /* Remove the blobs no snapshot references, older than grace_s seconds (so
- * a capture or import still writing survives); *freed (may be NULL) gets
- * the bytes removed. STRATA_E_READ_ONLY; on failure what was removed stays
+ * a capture or import still writing survives), stale staging files and
+ * unused lazy layers; *freed (may be NULL) gets the bytes removed, and
+ * strata_store_info's STRATA_STORE_INFO_GC_* the counts. STRATA_E_READ_ONLY; on failure what was removed stays
  * removed (it was garbage). */
 int strata_store_gc(strata_store *st, unsigned grace_s, uint64_t *freed);
 /*
@@ -558,6 +705,24 @@ int strata_registry_set_tls(strata_registry *reg, const char *cacert, int verify
 int strata_registry_set_credentials(strata_registry *reg, const char *user, const char *pass);
 /* Give up a push or pull after `seconds` (0: no limit) with STRATA_E_DEADLINE. Never fails. */
 int strata_registry_set_timeout(strata_registry *reg, unsigned seconds);
+/*
+ * Credentials asked per registry, instead of one pair for all: fn is
+ * called with the registry's "host[:port]" when a connection to it opens
+ * (from any thread, at once from several; in a lazy layers' helper
+ * process too) and answers 0 with *user and *pass malloc'd (the library
+ * frees them) or both NULL (anonymous), or < 0 (STRATA_E_AUTH, -ENOENT,
+ * ...) with why (whylen bytes) saying what failed, which fails the push,
+ * pull or fetch. fn NULL: strata_registry_set_credentials' pair again.
+ * ctx must outlive reg's uses. Never fails.
+ */
+typedef int (*strata_credentials_fn)(void *ctx, const char *host, char **user, char **pass, char *why,
+				     size_t whylen);
+int strata_registry_set_credentials_fn(strata_registry *reg, strata_credentials_fn fn, void *ctx);
+/* Per-registry certificate directories, as podman's certs.d: the roots
+ * (NULL-terminated; NULL: none) under which ROOT/HOST[:PORT]/ holds
+ * *.crt CAs and a client.cert/client.key pair for that registry; the first
+ * root that has the registry's directory is used. Copied. -ENOMEM. */
+int strata_registry_set_certs_dirs(strata_registry *reg, const char *const *roots);
 
 #ifdef __cplusplus
 }

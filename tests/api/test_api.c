@@ -1070,6 +1070,26 @@ Test(api, a_lazy_page_that_cannot_be_had_is_explained_in_a_sigbus_handler)
 	strata_host_free(h);
 }
 
+struct creds_seen {
+	int calls;
+	char host[64];
+	bool refuse;
+};
+
+static int creds_cb(void *ctx, const char *host, char **user, char **pass, char *why, size_t whylen)
+{
+	struct creds_seen *s = ctx;
+
+	s->calls++;
+	snprintf(s->host, sizeof(s->host), "%s", host);
+	if (s->refuse) {
+		snprintf(why, whylen, "no credentials for this test");
+		return STRATA_E_AUTH;
+	}
+	*user = *pass = NULL;  /* anonymous */
+	return 0;
+}
+
 Test(api, push_pull_and_a_sandbox_from_a_registry)
 {
 	strata_host *h = host();
@@ -1089,6 +1109,19 @@ Test(api, push_pull_and_a_sandbox_from_a_registry)
 	cr_assert_eq(strata_sandbox_pull(h, third, reg, ref, 0, &pulled), 0, "%s", strata_errmsg());
 	cr_assert_eq(call_i(pulled, "counter_next", 0, 0, 0), 2);
 	cr_assert_eq(strata_store_resolve(third, id, got), 0, "%s", strata_errmsg());
+	/* Credentials asked per registry: the callback's answer, or its refusal with its words. */
+	struct creds_seen seen = { 0 };
+	const char *const certs[] = { "/nonexistent/certs.d", NULL };
+	cr_assert_eq(strata_registry_set_certs_dirs(reg, certs), 0);
+	cr_assert_eq(strata_registry_set_credentials_fn(reg, creds_cb, &seen), 0);
+	cr_assert_eq(strata_store_pull(other, reg, ref, "mine", 0, got), 0, "%s", strata_errmsg());
+	cr_assert_geq(seen.calls, 1);
+	char host[64];
+	snprintf(host, sizeof(host), "127.0.0.1:%d", port);
+	cr_assert_str_eq(seen.host, host);
+	seen.refuse = true;
+	cr_assert_eq(strata_store_pull(other, reg, ref, "mine", 0, got), STRATA_E_AUTH, "%s", strata_errmsg());
+	cr_assert_eq(strata_registry_set_credentials_fn(reg, NULL, NULL), 0);
 	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/absent:v1", port);
 	cr_assert_eq(strata_store_pull(other, reg, ref, NULL, 0, got), STRATA_E_REMOTE_MISSING);
 	cr_assert(strstr(strata_errmsg(), "absent"), "%s", strata_errmsg());
@@ -1099,6 +1132,324 @@ Test(api, push_pull_and_a_sandbox_from_a_registry)
 	strata_registry_free(reg);
 	strata_store_close(third);
 	strata_store_close(other);
+	strata_store_close(st);
+	strata_host_free(h);
+}
+
+/* ==== what the strata command needs of the API (its run and pool are built on it) ==== */
+
+static int count_fns(void *ctx, const char *name, const char *sig)
+{
+	int *n = ctx;
+
+	(*n)++;
+	if (strcmp(name, "echo") == 0)
+		cr_assert_str_eq(sig, "s(s)");
+	return 0;
+}
+
+static int stop_at_first(void *ctx, const char *name, const char *sig)
+{
+	(void)ctx;
+	(void)name;
+	(void)sig;
+	return 7;
+}
+
+Test(api, guest_functions_are_listed_with_their_signatures)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+	char sig[STRATA_SIG_LEN];
+	int n = 0;
+
+	int count = strata_sandbox_functions(sb, count_fns, &n);
+	cr_assert_gt(count, 5, "%d", count);
+	cr_assert_eq(count, n);
+	cr_assert_eq(strata_sandbox_functions(sb, stop_at_first, NULL), 7);
+	cr_assert_eq(strata_sandbox_functions(sb, NULL, NULL), -EINVAL);
+	cr_assert_eq(strata_sandbox_signature(sb, "add_local", sig), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(sig, "i(ii)");
+	cr_assert_eq(strata_sandbox_signature(sb, "counter_next", sig), 0);
+	cr_assert_str_eq(sig, "i()");
+	cr_assert_eq(strata_sandbox_signature(sb, "nope", sig), STRATA_E_NO_FUNCTION);
+	cr_assert(strstr(strata_errmsg(), "'nope'"), "%s", strata_errmsg());
+	strata_sandbox_free(sb);
+	strata_host_free(h);
+}
+
+Test(api, a_guest_fault_is_in_fields_and_a_core_file)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+	struct strata_value nine = { .type = STRATA_I64, .i64 = 9 };
+	struct strata_result r = { 0 };
+	uint64_t v = 1, rip = 0;
+	char core[4200], magic[4] = "";
+
+	cr_assert_eq(strata_sandbox_info(sb, STRATA_INFO_ERROR, &v), 0);
+	cr_assert_eq(v, 0, "no call failed yet");
+	cr_assert_eq(strata_sandbox_call(sb, "null_write", NULL, 0, 0, &r), STRATA_E_GUEST_FAULT, "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_info(sb, STRATA_INFO_ERROR, &v), 0);
+	cr_assert_eq((int)(int64_t)v, STRATA_E_GUEST_FAULT);
+	cr_assert_eq(strata_sandbox_info(sb, STRATA_INFO_FAULT_VECTOR, &v), 0);
+	cr_assert_eq(v, 14, "a page fault is vector 14, not %llu", (unsigned long long)v);
+	cr_assert_eq(strata_sandbox_info(sb, STRATA_INFO_FAULT_ADDRESS, &v), 0);
+	cr_assert_eq(v, 0, "null_write writes address 0");
+	cr_assert_eq(strata_sandbox_info(sb, STRATA_INFO_FAULT_RIP, &rip), 0);
+	cr_assert_neq(rip, 0);
+	char hex[32];
+	snprintf(hex, sizeof(hex), "rip 0x%llx", (unsigned long long)rip);
+	cr_assert(strstr(strata_errmsg(), hex), "the message's rip is the field's: %s, %s", strata_errmsg(), hex);
+	cr_assert_eq(strata_sandbox_info(sb, 9999, &v), -EINVAL);
+	/* The core of the poisoned sandbox: an ELF file gdb reads. */
+	snprintf(core, sizeof(core), "%s/core", tmp[0] ? tmp : tmpdir());
+	cr_assert_eq(strata_sandbox_core(sb, core), 0, "%s", strata_errmsg());
+	FILE *f = fopen(core, "rb");
+	cr_assert_not_null(f);
+	cr_assert_eq(fread(magic, 1, 4, f), 4);
+	fclose(f);
+	cr_assert_eq(memcmp(magic, "\177ELF", 4), 0);
+	cr_assert_lt(strata_sandbox_core(sb, "/nonexistent/dir/core"), 0);
+	cr_assert(strstr(strata_errmsg(), "/nonexistent/dir/core"), "%s", strata_errmsg());
+	strata_sandbox_free(sb);
+	/* An abort's code. */
+	sb = sandbox(h);
+	cr_assert_eq(strata_sandbox_call(sb, "do_abort", &nine, 1, 0, &r), STRATA_E_ABORT);
+	cr_assert_eq(strata_sandbox_info(sb, STRATA_INFO_ABORT_CODE, &v), 0);
+	cr_assert_eq((int64_t)v, 9);
+	strata_sandbox_free(sb);
+	strata_host_free(h);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f, "%s", path);
+	fputs(text, f);
+	fclose(f);
+}
+
+Test(api, host_policy_debug_cache_and_backend_checks)
+{
+	strata_host *h = host();
+	strata_sandbox *sb;
+	char good[4200], bad[4200];
+	uint64_t v = 0;
+
+	snprintf(good, sizeof(good), "%s/policy", tmpdir());
+	snprintf(bad, sizeof(bad), "%s/bad", tmp);
+	write_file(good, "reset = drop\nkeep_restores = 3\n");
+	write_file(bad, "reset = sometimes\n");
+	cr_assert_eq(strata_host_set_policy(h, "/nonexistent/policy"), -ENOENT);
+	cr_assert(strstr(strata_errmsg(), "/nonexistent/policy"), "%s", strata_errmsg());
+	cr_assert_eq(strata_host_set_policy(h, bad), STRATA_E_BAD_POLICY);
+	cr_assert(strstr(strata_errmsg(), bad) && strstr(strata_errmsg(), "line 1"), "%s", strata_errmsg());
+	cr_assert_eq(strata_host_set_cache(h, 3, 2), 0);
+	cr_assert_eq(strata_host_set_policy(h, good), 0, "%s", strata_errmsg());
+	/* The new policy keeps the cache limits. */
+	cr_assert_eq(strata_host_info(h, STRATA_HOST_INFO_SHELLS_MAX, &v), 0);
+	cr_assert_eq(v, 3);
+	cr_assert_eq(strata_host_info(h, STRATA_HOST_INFO_WARM_MAX, &v), 0);
+	cr_assert_eq(v, 2);
+	cr_assert_eq(strata_host_info(h, 9999, &v), -EINVAL);
+	cr_assert_eq(strata_host_set_debug(h, 1), 0);
+	sb = sandbox(h);
+	cr_assert_eq(strata_host_info(h, STRATA_HOST_INFO_SANDBOXES, &v), 0);
+	cr_assert_eq(v, 1);
+	cr_assert_eq(strata_host_set_policy(h, NULL), -EBUSY);
+	/* Debug mode: a restore that finds nothing wrong succeeds (the check ran: it counts). */
+	strata_store *st = store("store");
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, NULL, 0, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_restore(sb), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_info(sb, STRATA_INFO_RESTORES, &v), 0);
+	cr_assert_geq(v, 1);
+	cr_assert_eq(strata_sandbox_info(sb, STRATA_INFO_CAPTURES, &v), 0);
+	cr_assert_eq(v, 1);
+	strata_sandbox_free(sb);
+	strata_store_close(st);
+	cr_assert_eq(strata_host_set_policy(h, NULL), 0, "%s", strata_errmsg());
+	/* The run's backend runs here; a number that is none is refused. */
+	cr_assert_eq(strata_backend_check(strata_host_backend(h)), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_backend_check(STRATA_BACKEND_AUTO), -EINVAL);
+	cr_assert_eq(strata_backend_check(77), -EINVAL);
+	cr_assert_eq(strata_host_free(h), 0);
+}
+
+Test(api, snapshot_ids_working_sets_and_what_a_store_lacks)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h), *again = NULL;
+	strata_store *st = store("store"), *other = store("other");
+	char id[STRATA_ID_LEN + 1], sid[STRATA_ID_LEN + 1], record[STRATA_ID_LEN + 1] = "", dir[4200];
+	uint64_t v = 1;
+
+	cr_assert_eq(strata_sandbox_snapshot_id(sb, sid), STRATA_E_NO_SNAPSHOT);
+	cr_assert_eq(strata_sandbox_info(sb, STRATA_INFO_LAYERS, &v), 0);
+	cr_assert_eq(v, 0, "a sandbox from an ELF was opened from no snapshot");
+	cr_assert_eq(strata_sandbox_record_working_set(sb, st, record), STRATA_E_NO_SNAPSHOT);
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "ws", 0, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_snapshot_id(sb, sid), 0);
+	cr_assert_str_eq(sid, id);
+	/* A start's working set: no warm sandbox, whose mappings are an earlier user's. */
+	cr_assert_eq(strata_host_set_cache(h, 8, 0), 0);
+	cr_assert_eq(strata_sandbox_open_store(h, st, "ws", &again), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_info(again, STRATA_INFO_LAYERS, &v), 0);
+	cr_assert_geq(v, 1);
+	cr_assert_eq(strata_sandbox_info(again, STRATA_INFO_LAYER_PAGES, &v), 0);
+	cr_assert_gt(v, 0);
+	cr_assert_eq(strata_sandbox_info(again, STRATA_INFO_LAZY, &v), 0);
+	cr_assert_eq(v, 0);
+	cr_assert_eq(strata_sandbox_info(again, STRATA_INFO_ON_MOUNT, &v), 0);
+	cr_assert_eq(v, 0);
+	cr_assert_eq(call_i(again, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_record_working_set(again, other, record), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), id), "%s", strata_errmsg());
+	int rc = strata_sandbox_record_working_set(again, st, record);
+	if (rc == STRATA_E_NO_PAGEMAP) {
+		cr_log_warn("no working set here: %s", strata_errmsg());
+	} else {
+		cr_assert_eq(rc, 0, "%s", strata_errmsg());
+		cr_assert_eq(strlen(record), STRATA_ID_LEN);
+		cr_assert_eq(strata_sandbox_info(again, STRATA_INFO_WS_PAGES, &v), 0);
+		cr_assert_gt(v, 0);
+		cr_assert_eq(strata_sandbox_info(again, STRATA_INFO_WS_BYTES, &v), 0);
+		cr_assert_gt(v, 0);
+		cr_assert_eq(strata_sandbox_info(again, STRATA_INFO_WS_LAYERS, &v), 0);
+		cr_assert_geq(v, 1);
+	}
+	strata_sandbox_free(again);
+	/* A directory's layers: in the store it came from, not in another. */
+	snprintf(dir, sizeof(dir), "%s/dir", tmp);
+	export("ws", dir);
+	cr_assert_eq(strata_store_lacks(st, dir), 0, "%s", strata_errmsg());
+	cr_assert_geq(strata_store_lacks(other, dir), 1);
+	cr_assert_eq(strata_store_lacks(st, "/nonexistent/dir"), -ENOENT);
+	cr_assert_eq(strata_sandbox_open_dir(h, dir, STRATA_DIR_VIA_FUSE, &again), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_info(again, STRATA_INFO_LAYERS, &v), 0);
+	cr_assert_geq(v, 1);
+	cr_assert_eq(strata_sandbox_info(again, STRATA_INFO_ON_MOUNT, &v), 0);
+	cr_assert_eq(v, 0, "a plain directory is on no mount");
+	strata_sandbox_free(again);
+	cr_assert_eq(strata_tag_valid("web-1.2_x"), 1);
+	cr_assert_eq(strata_tag_valid("-x"), 0);
+	cr_assert_eq(strata_tag_valid("a/b"), 0);
+	cr_assert_eq(strata_tag_valid(""), 0);
+	cr_assert_eq(strata_tag_valid(NULL), 0);
+	strata_sandbox_free(sb);
+	strata_store_close(st);
+	strata_store_close(other);
+	strata_host_free(h);
+}
+
+Test(api, a_clone_is_another_sandbox_of_the_same_snapshot)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h), *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+	strata_store *st = store("store");
+	strata_pool *p = NULL;
+	char dir[4200];
+
+	cr_assert_eq(strata_sandbox_clone(sb, &a), STRATA_E_NO_SNAPSHOT, "a sandbox from an ELF has none");
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "c", 0, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_clone(sb, &a), STRATA_E_NO_SNAPSHOT, "nor after a capture");
+	cr_assert_eq(strata_sandbox_open_store(h, st, "c", &a), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(a, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(call_i(a, "counter_next", 0, 0, 0), 3);
+	/* Of the snapshot, not of what a did since; and it outlives a. */
+	cr_assert_eq(strata_sandbox_clone(a, &b), 0, "%s", strata_errmsg());
+	strata_sandbox_free(a);
+	cr_assert_eq(call_i(b, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_clone(b, &c), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(c, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_restore(c), 0);
+	cr_assert_eq(call_i(c, "counter_next", 0, 0, 0), 2);
+	strata_sandbox_free(b);
+	strata_sandbox_free(c);
+	/* Of a directory: opened again with the same flags. */
+	snprintf(dir, sizeof(dir), "%s/dir", tmp);
+	export("c", dir);
+	cr_assert_eq(strata_sandbox_open_dir(h, dir, STRATA_DIR_VERIFY, &a), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_clone(a, &d), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(d, "counter_next", 0, 0, 0), 2);
+	strata_sandbox_free(a);
+	strata_sandbox_free(d);
+	/* A pool's sandbox is the pool's: get another. */
+	cr_assert_eq(strata_pool_open_store(h, st, "c", 1, &p), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_pool_get(p, 0, &a), 0);
+	cr_assert_eq(strata_sandbox_clone(a, &b), STRATA_E_NO_SNAPSHOT);
+	cr_assert(strstr(strata_errmsg(), "pool"), "%s", strata_errmsg());
+	cr_assert_eq(strata_pool_put(p, a), 0);
+	cr_assert_eq(strata_pool_free(p), 0);
+	strata_sandbox_free(sb);
+	strata_store_close(st);
+	cr_assert_eq(strata_host_free(h), 0);
+}
+
+Test(api, a_tag_renamed_and_a_snapshot_deleted_with_its_tags)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+	strata_store *st = store("store");
+	char id[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], other[STRATA_ID_LEN + 1];
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "a", 0, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "b", 0, other), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_tag(st, id, "c", 0), 0);
+	/* Renamed at once; onto another snapshot's tag only with the flag. */
+	cr_assert_eq(strata_store_rename_tag(st, "a", "b", 0), STRATA_E_EXISTS);
+	cr_assert_eq(strata_store_resolve(st, "a", got), 0);
+	cr_assert_eq(strata_store_rename_tag(st, "a", "a2", 0), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_resolve(st, "a", got), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_resolve(st, "a2", got), 0);
+	cr_assert_str_eq(got, id);
+	cr_assert_eq(strata_store_rename_tag(st, "nope", "x", 0), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_rename_tag(st, "a2", "bad/name", 0), STRATA_E_BAD_NAME);
+	cr_assert_eq(strata_store_rename_tag(st, "a2", "x", 0x80), -EINVAL);
+	/* Deleted by id: every tag naming it goes, the other snapshot stays. */
+	cr_assert_eq(strata_store_delete(st, "a2"), STRATA_E_BAD_ID);
+	cr_assert_eq(strata_store_delete(st, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_resolve(st, "a2", got), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_resolve(st, "c", got), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_resolve(st, "b", got), 0);
+	cr_assert_eq(strata_store_delete(st, id), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), id), "%s", strata_errmsg());
+	strata_sandbox_free(sb);
+	strata_store_close(st);
+	strata_host_free(h);
+}
+
+Test(api, gc_counts_what_it_removed_and_kept)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+	strata_store *st = store("store");
+	uint64_t v = 1, freed = 0;
+
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_GC_BLOBS_REMOVED, &v), 0);
+	cr_assert_eq(v, 0, "no gc yet");
+	cr_assert_eq(strata_store_info(st, 9999, &v), -EINVAL);
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "keep", 0, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "drop", 0, NULL), 0, "%s", strata_errmsg());
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_store_untag(st, "drop", STRATA_TAG_PRUNE), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_gc(st, 0, &freed), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_GC_BLOBS_REMOVED, &v), 0);
+	cr_assert_geq(v, 1, "the dropped snapshot's layer");
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_GC_BYTES_REMOVED, &v), 0);
+	cr_assert_eq(v, freed);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_GC_BLOBS_IN_USE, &v), 0);
+	cr_assert_geq(v, 1, "the kept snapshot's layer");
 	strata_store_close(st);
 	strata_host_free(h);
 }
