@@ -8,7 +8,6 @@
 #include <string.h>
 #include <time.h>
 #include <stdint.h>
-#include <xxhash.h>
 
 #include "store/store_int.h"
 #include "store/manifest_int.h"
@@ -162,7 +161,7 @@ static int cmp_id_ptr(const void *a, const void *b)
 /* The memo of a text known canonical: never 0, so 0 can mean "unknown". */
 static uint64_t canon_memo(const char *text, size_t len)
 {
-	uint64_t h = XXH3_64bits(text, len);
+	uint64_t h = st_hash64(text, len);
 
 	return h ? h : 1;
 }
