@@ -39,9 +39,20 @@ int cli_policy_path(char *buf, size_t len, bool *named);
 int cli_policy_load(struct vmm_policy *p, char *why, size_t whylen);
 /* Make cli->host once: STRATA_VM_CACHE=N idle VMs and warm sandboxes
  * (default 8), STRATA_SNAP_DEBUG=1, the policy, cli->backend. Reports errors; returns
- * an exit status. cli_host_close frees it (main does, after the command). */
+ * an exit status. cli_host_leave ends it (main does, after the command). */
 int cli_host_open(struct cli *cli);
 void cli_host_close(struct cli *cli);
+/*
+ * The command is done (its store closed, its results written) and about to
+ * exit: what the kernel tears down of cli->host at exit (VMs, guest memory,
+ * the process backend's children, about a millisecond: docs/cli.md, "How a
+ * command ends") is left to a helper process that outlives the command by
+ * that long, so that the command's caller sees it end first. With
+ * STRATA_EXIT_WAIT=1, under AddressSanitizer, as PID 1, or when the helper
+ * cannot start: cli_host_close instead. After it the command only exits
+ * (exit(): atexit handlers and stdio flushes run as ever).
+ */
+void cli_host_leave(struct cli *cli);
 
 /* A subcommand: argv[0] is the subcommand's name; returns an exit status. */
 struct cli_cmd {
