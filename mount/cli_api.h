@@ -39,11 +39,22 @@ int cmd_gc(struct cli *cli, int argc, char **argv);           /* cmd_gc.c */
 
 /* host.c: make cli->host once: STRATA_VM_CACHE=N idle VMs and warm
  * sandboxes (default 8), STRATA_SNAP_DEBUG=1, the reset policy file
- * (cli_policy_path). Reports errors; returns an exit status. cli_host_close
- * frees it (main does, after the command). cli->backend is given to the
+ * (cli_policy_path). Reports errors; returns an exit status. cli_host_leave
+ * ends it (main does, after the command). cli->backend is given to the
  * host by cli_sandbox_open, which reports a backend that cannot run. */
 int cli_host_open(struct cli *cli);
 void cli_host_close(struct cli *cli);
+/*
+ * The command is done (its store closed, its results written) and about to
+ * exit: what the kernel tears down of cli->host at exit (VMs, guest memory,
+ * the process backend's children, about a millisecond: docs/cli.md, "How a
+ * command ends") is left to a helper process that outlives the command by
+ * that long, so that the command's caller sees it end first. With
+ * STRATA_EXIT_WAIT=1, under AddressSanitizer, as PID 1, or when the helper
+ * cannot start: cli_host_close instead. After it the command only exits
+ * (exit(): atexit handlers and stdio flushes run as ever).
+ */
+void cli_host_leave(struct cli *cli);
 /* host_fns.c: register on h the host functions run and pool give every
  * sandbox: host_add i(ii), host_upper s(s), random_get b(i), clock_gettime
  * i(i). 0, or <0 with strata_errmsg. */

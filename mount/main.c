@@ -275,6 +275,6 @@ int main(int argc, char **argv)
 	if (n < 0)
 		return CLI_USAGE;
 	int status = command_run(&cli, cmd, n, &argv[sub]);
-	cli_host_close(&cli);
+	cli_host_leave(&cli);
 	return status;
 }

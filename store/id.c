@@ -1,5 +1,8 @@
 /* id.c: blob and snapshot ids (XXH3-128, canonical big-endian), streaming hashing and the name rule. */
 #include <errno.h>
+#if defined(STRATA_HAVE_AVX2)
+#include <cpuid.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 /* Inlined rather than linked: the distribution's libxxhash is built for
@@ -13,14 +16,32 @@
 _Static_assert(sizeof(st_id) == sizeof(XXH128_canonical_t), "st_id is a canonical XXH128");
 
 #if defined(STRATA_HAVE_AVX2)
+/*
+ * The CPU runs AVX2 and the kernel saves its registers (XCR0 holds the SSE
+ * and AVX state): what __builtin_cpu_supports("avx2") answers, asked here
+ * on the first hash rather than by libgcc's constructor, which a program
+ * using __builtin_cpu_supports runs at every start and which reads every
+ * CPUID leaf it knows (each CPUID traps to the hypervisor in a VM;
+ * docs/benchmarks.md, "start").
+ */
+static bool cpu_avx2(void)
+{
+	unsigned a, b, c, d, lo, hi;
+
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
+		return false;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	if ((lo & 6) != 6)
+		return false;
+	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2);
+}
+
 static bool have_avx2(void)
 {
 	static int cached = -1;
 
-	if (cached < 0) {
-		__builtin_cpu_init();
-		cached = __builtin_cpu_supports("avx2") ? 1 : 0;
-	}
+	if (cached < 0)
+		cached = cpu_avx2() ? 1 : 0;
 	return cached;
 }
 #else
@@ -42,6 +63,11 @@ void st_id_hash(const void *buf, size_t len, st_id *out)
 #endif
 	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, len));
 	memcpy(out->b, c.digest, sizeof(out->b));
+}
+
+uint64_t st_hash64(const void *buf, size_t len)
+{
+	return XXH3_64bits(buf, len);
 }
 
 static int hexval(char c)

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <time.h>
 #include <stdint.h>
-#include <xxhash.h>
 
 #include "store/store_int.h"
 #include "store/manifest_int.h"
@@ -25,16 +24,51 @@
  * nine fractional digits, which every JSON tool keeps as it is. Re-encoding
  * keeps a manifest's version, so a version 1 snapshot keeps its id.
  */
+/*
+ * Days since 1970-01-01 of a proleptic Gregorian date (month 1-12, day
+ * 1-31), and back (Howard Hinnant's days_from_civil and civil_from_days):
+ * arithmetic, where glibc's timegm and gmtime_r load the local time zone
+ * (/etc/localtime) on their first call in a process, some 40 us of every
+ * command that reads a manifest.
+ */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	y -= m <= 2;
+	int64_t era = (y >= 0 ? y : y - 399) / 400;
+	unsigned yoe = (unsigned)(y - era * 400);
+	unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+static void civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
+{
+	z += 719468;
+	int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+	unsigned doe = (unsigned)(z - era * 146097);
+	unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	unsigned mp = (5 * doy + 2) / 153;
+
+	*d = doy - (153 * mp + 2) / 5 + 1;
+	*m = mp < 10 ? mp + 3 : mp - 9;
+	*y = (int64_t)yoe + era * 400 + (*m <= 2);
+}
+
 static int created_format(int64_t ns, char out[CREATED_LEN + 1])
 {
-	time_t secs = (time_t)(ns / 1000000000ll);
-	struct tm tm;
+	int64_t secs = ns / 1000000000ll, y;
+	unsigned mon, day, sod = (unsigned)(secs % 86400);
 
-	if (ns < 0 || !gmtime_r(&secs, &tm) || tm.tm_year + 1900 > 9999)
+	if (ns < 0)
+		return -EINVAL;
+	civil_from_days(secs / 86400, &y, &mon, &day);
+	if (y > 9999)
 		return -EINVAL;
 	char tmp[80];
-	int n = snprintf(tmp, sizeof(tmp), "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-			 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (long long)(ns % 1000000000ll));
+	int n = snprintf(tmp, sizeof(tmp), "%04d-%02u-%02uT%02u:%02u:%02u.%09lldZ", (int)y, mon, day, sod / 3600,
+			 sod / 60 % 60, sod % 60, (long long)(ns % 1000000000ll));
 	if (n != CREATED_LEN)
 		return -EINVAL;
 	memcpy(out, tmp, CREATED_LEN + 1);
@@ -52,9 +86,13 @@ static int created_parse(const char *s, size_t len, int64_t *out)
 	if (len != CREATED_LEN || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d.%9lldZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
 					 &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &frac, &n) != 7 || n != CREATED_LEN)
 		return -EINVAL;
-	tm.tm_year -= 1900;
-	tm.tm_mon -= 1;
-	time_t secs = timegm(&tm);
+	/* A field past its range is refused here; a day past its month's end
+	 * (Feb 30) gives another instant, which the canonical check refuses. */
+	if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour < 0 || tm.tm_hour > 23 ||
+	    tm.tm_min < 0 || tm.tm_min > 59 || tm.tm_sec < 0 || tm.tm_sec > 59)
+		return -EINVAL;
+	int64_t secs = days_from_civil(tm.tm_year, (unsigned)tm.tm_mon, (unsigned)tm.tm_mday) * 86400 +
+		       tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec;
 	int64_t ns;
 	/* Nanoseconds since 1970 fit in 64 bits until 2262-04-11T23:47:16.854775807Z:
 	 * a later time (the four digits allow 9999) is refused, not overflowed. */
@@ -162,7 +200,7 @@ static int cmp_id_ptr(const void *a, const void *b)
 /* The memo of a text known canonical: never 0, so 0 can mean "unknown". */
 static uint64_t canon_memo(const char *text, size_t len)
 {
-	uint64_t h = XXH3_64bits(text, len);
+	uint64_t h = st_hash64(text, len);
 
 	return h ? h : 1;
 }

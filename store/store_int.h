@@ -30,6 +30,10 @@ int st_write_err(int rc);
 bool st_is_zero(const void *buf, size_t len);
 
 
+/* XXH3-64 of len bytes of buf: a memo key, never an id (id.c, where XXH3 is
+ * compiled in: no process maps libxxhash). Never fails. */
+uint64_t st_hash64(const void *buf, size_t len);
+
 /* XXH3-128 built for AVX2 (hash_avx2.c); id.c calls these only when the
  * CPU supports AVX2. state is an XXH3_state_t. Results equal the generic
  * code's bit for bit. */

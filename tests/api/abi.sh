@@ -44,7 +44,7 @@ nm "$B/libstrata.a" 2>/dev/null | grep -q ' U __asan_' && san=-fsanitize=address
 nm "$B/libstrata.a" 2>/dev/null | grep -q ' U __ubsan_' && [ -z "$san" ] && san=-fsanitize=undefined
 # shellcheck disable=SC2086
 if ! cc -shared $san -o "$T/libstrata.so" -Wl,-soname,"$soname" -Wl,--version-script="$T/less.map" \
-	-Wl,--whole-archive "$B/libstrata.a" -Wl,--no-whole-archive -lxxhash -llmdb -ljansson -lfuse3 -pthread \
+	-Wl,--whole-archive "$B/libstrata.a" -Wl,--no-whole-archive -llmdb -ljansson -lfuse3 -pthread \
 	>"$T/link.log" 2>&1; then
 	echo "not ok 2 - cannot link libstrata.a without strata_pool_get: $(head -c 300 "$T/link.log")"
 	exit 1

@@ -90,7 +90,7 @@ static int make_snapdir(const char *dir)
  * run: `strata --version` beside a C program linked only against libc, and
  * `strata run DIR --call counter_next` from an exported snapshot (one restore
  * and one call) beside `lua5.4 -e` of a one-line script, where lua5.4 is
- * installed. Goals (BENCHMARKS.md): 1.5x and 3x.
+ * installed. Goals (goals[] in bench.c, docs/benchmarks.md): 1.5x and 3x.
  */
 void bench_start(struct bench *b)
 {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "store/store.h"
 
@@ -489,6 +490,25 @@ Test(manifest, a_parse_takes_at_most_52_bytes_per_byte_plus_64_KiB)
 	json_set_alloc_funcs(malloc, free);
 }
 
+/* The canonical manifest as version 2 with `created` the text given; NULL
+ * if the text is refused (*rc says how), else the manifest. */
+static struct st_manifest *parse_created(const char *created, int *rc)
+{
+	char *v1 = edit("\"created\":1700000000000000000", "\"created\":\"@\""), *text;
+	char *at = strchr(v1, '@'), *ver = strstr(v1, "\"version\":1}");
+	char why[ST_WHY_LEN] = "";
+	struct st_manifest *m = NULL;
+
+	cr_assert_not_null(at);
+	cr_assert_not_null(ver);
+	ver[10] = '2';
+	cr_assert_gt(asprintf(&text, "%.*s%s%s", (int)(at - v1), v1, created, at + 1), 0);
+	*rc = st_manifest_parse(text, strlen(text), &m, why, sizeof(why));
+	free(text);
+	free(v1);
+	return m;
+}
+
 /* Regression (fuzz_manifest through a delta's `created`): the four year
  * digits allow 9999, but nanoseconds since 1970 fit in 64 bits only until
  * 2262; the conversion overflowed (UBSan: signed multiplication). A later
@@ -506,21 +526,85 @@ Test(manifest, a_created_time_past_what_64_bit_nanoseconds_hold_is_refused)
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		char *v1 = edit("\"created\":1700000000000000000", "\"created\":\"@\""), *text;
-		char *at = strchr(v1, '@'), *ver = strstr(v1, "\"version\":1}");
-		char why[ST_WHY_LEN] = "";
-		struct st_manifest *m = NULL;
+		int rc;
+		struct st_manifest *m = parse_created(t[i].created, &rc);
 
-		cr_assert_not_null(at);
-		cr_assert_not_null(ver);
-		ver[10] = '2';
-		cr_assert_gt(asprintf(&text, "%.*s%s%s", (int)(at - v1), v1, t[i].created, at + 1), 0);
-		int rc = st_manifest_parse(text, strlen(text), &m, why, sizeof(why));
-		cr_expect_eq(rc, t[i].rc, "%s: got %d (%s), why '%s'", t[i].created, rc, st_strerror(rc), why);
+		cr_expect_eq(rc, t[i].rc, "%s: got %d (%s)", t[i].created, rc, st_strerror(rc));
 		if (rc == 0)
 			cr_expect_eq(m->created, INT64_MAX);
 		st_manifest_free(m);
-		free(text);
-		free(v1);
 	}
+}
+
+/* `created` is read and written by the store's own calendar arithmetic
+ * (glibc's timegm and gmtime_r load the time zone at their first call in a
+ * process): it agrees with gmtime_r every fifth day from 1970 to 2262 (at a
+ * second of the day and a nanosecond that move along, and at each day's last
+ * second), on a leap day and at the last instant, and refuses the dates no
+ * calendar has. */
+Test(manifest, created_times_agree_with_gmtime_from_1970_to_2262)
+{
+	const int64_t last = INT64_MAX / 1000000000ll;
+	int rc;
+
+	for (int64_t secs = 0; secs <= last; secs += 5 * 86400 + 3607) {
+		for (int k = 0; k < 2; k++) {
+			int64_t s = k ? secs : secs - secs % 86400 + 86399;
+			if (s > last)
+				continue;
+			time_t t = (time_t)s;
+			struct tm tm;
+			char text[64];
+			long long frac = s == last ? INT64_MAX % 1000000000ll : (s * 7919) % 1000000000ll;
+			cr_assert_not_null(gmtime_r(&t, &tm));
+			size_t n = strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &tm);
+			snprintf(text + n, sizeof(text) - n, ".%09lldZ", frac);
+			struct st_manifest *m = parse_created(text, &rc);
+			cr_assert_eq(rc, 0, "%s: %d (%s)", text, rc, st_strerror(rc));
+			cr_assert_eq(m->created, s * 1000000000ll + frac, "%s", text);
+			char *out;
+			size_t len;
+			char why[ST_WHY_LEN] = "";
+			cr_assert_eq(st_manifest_encode(m, &out, &len, why, sizeof(why)), 0, "%s", why);
+			cr_assert_not_null(strstr(out, text), "%s written as %s", text, out);
+			free(out);
+			st_manifest_free(m);
+		}
+	}
+	static const char *const refused[] = {
+		"2026-02-29T00:00:00.000000000Z", "2100-02-29T00:00:00.000000000Z", "2026-04-31T00:00:00.000000000Z",
+		"2026-13-01T00:00:00.000000000Z", "2026-00-10T00:00:00.000000000Z", "2026-01-00T00:00:00.000000000Z",
+		"2026-01-32T00:00:00.000000000Z", "2026-01-01T24:00:00.000000000Z", "2026-01-01T23:60:00.000000000Z",
+		"2026-01-01T23:59:60.000000000Z", "1969-12-31T23:59:59.999999999Z", "2026-1-01T00:00:00.0000000000Z",
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		struct st_manifest *m = parse_created(refused[i], &rc);
+		cr_expect_eq(rc, ST_EFORMAT, "%s: got %d", refused[i], rc);
+		st_manifest_free(m);
+	}
+	struct st_manifest *m = parse_created("2000-02-29T12:00:00.000000001Z", &rc);
+	cr_assert_eq(rc, 0);
+	cr_expect_eq(m->created, 951825600000000001ll);
+	st_manifest_free(m);
+}
+
+/* Reading and writing a manifest loads no time zone: tzname keeps glibc's
+ * initial "GMT" under a TZ that would name another zone once loaded. */
+Test(manifest, reading_and_writing_created_loads_no_time_zone)
+{
+	int rc;
+
+	if (strcmp(tzname[0], "GMT") != 0)
+		cr_skip_test("the test process loaded a time zone already (tzname %s)", tzname[0]);
+	setenv("TZ", "STR5", 1);
+	struct st_manifest *m = parse_created("2026-12-03T14:30:00.000000000Z", &rc);
+	cr_assert_eq(rc, 0);
+	char *out, why[ST_WHY_LEN] = "";
+	size_t len;
+	cr_assert_eq(st_manifest_encode(m, &out, &len, why, sizeof(why)), 0, "%s", why);
+	free(out);
+	st_manifest_free(m);
+	cr_expect_str_eq(tzname[0], "GMT", "a time zone was loaded (tzname %s)", tzname[0]);
+	tzset();
+	cr_expect_str_eq(tzname[0], "STR", "test bug: TZ=STR5 names the zone STR");
 }
