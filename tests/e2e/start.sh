@@ -14,10 +14,13 @@ echo "1..10"
 . "$(dirname "$0")/check_lib.sh"
 
 # The objects the runtime linker maps for a command (LD_DEBUG=files), less
-# libc's own and a sanitizer's runtime.
+# libc's own and a sanitizer's runtime (in a sanitizer build also what that
+# runtime needs itself: libstdc++, libm, libgcc_s).
+runtime='lib(a|ub|l|t)san\.so[^ ]*'
+case ${STRATA_SANITIZE:-none} in *address*|*undefined*) runtime="$runtime|libstdc\+\+\.so\.6|libm\.so\.6|libgcc_s\.so\.1" ;; esac
 loaded() {
 	LD_DEBUG=files "$@" 2>&1 >/dev/null | grep -oE 'file=[^ ]+ \[0\];  generating link map' | sed 's/ .*//; s/^file=//' |
-		grep -vE '^(libc\.so\.6|ld-linux[^ ]*|lib(a|ub|l|t)san\.so[^ ]*)$' | sort -u | tr '\n' ' '
+		grep -vE "^(libc\.so\.6|ld-linux[^ ]*|$runtime)\$" | sort -u | tr '\n' ' '
 	echo "(the rest)"
 }
 if [ "${STRATA_CLI_STATIC:-0}" = 1 ]; then
