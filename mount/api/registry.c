@@ -1,5 +1,6 @@
 /* registry.c: strata_registry (how to reach registries) and the store's push and pull through the registry client. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@ void strata_registry_free(strata_registry *reg)
 	if (!reg)
 		return;
 	free(reg->cacert);
+	free(reg->mount_from);
 	free(reg->user);
 	free(reg->pass);
 	api_strv_free(reg->certs_d);
@@ -148,9 +150,45 @@ int strata_registry_set_timeout(strata_registry *reg, unsigned seconds)
 	return 0;
 }
 
-/* A registry client for reference (parsed into *ref) with reg's settings. */
+int strata_registry_set_mount_from(strata_registry *reg, const char *repository)
+{
+	return api_str_set(&reg->mount_from, repository);
+}
+
+int strata_registry_set_progress(strata_registry *reg, strata_progress_fn fn, void *ctx)
+{
+	reg->progress = fn;
+	reg->progress_ctx = fn ? ctx : NULL;
+	return 0;
+}
+
+/* The ix_oci_progress callback over a strata_progress_fn (ctx: the settings). */
+static void progress_trampoline(void *ctx, const struct ix_oci_event *ev)
+{
+	static const int kinds[] = { [IX_OCI_BLOB_BEGIN] = STRATA_XFER_BEGIN, [IX_OCI_BLOB_BYTES] = STRATA_XFER_BYTES,
+				     [IX_OCI_BLOB_END] = STRATA_XFER_END, [IX_OCI_BLOB_SKIP] = STRATA_XFER_SKIP,
+				     [IX_OCI_MANIFEST] = STRATA_XFER_MANIFEST };
+	static const int blobs[] = { [IX_OCI_LAYER] = STRATA_BLOB_LAYER, [IX_OCI_CONFIG] = STRATA_BLOB_CONFIG,
+				     [IX_OCI_CHUNKS] = STRATA_BLOB_CHUNK_INDEX,
+				     [IX_OCI_MANIFEST_BLOB] = STRATA_BLOB_MANIFEST };
+	const strata_registry *reg = ctx;
+	char dg[ST_DIGEST_LEN + 1];
+	struct strata_xfer_event e = { .size = sizeof(e), .kind = kinds[ev->kind], .blob = blobs[ev->what],
+				       .total = ev->size, .done = ev->done, .index = ev->index, .count = ev->count };
+
+	if (ev->sha256) {
+		st_digest_format(ev->sha256, dg);
+		e.digest = dg;
+	}
+	reg->progress(reg->progress_ctx, &e);
+}
+
+/* A registry client for reference (parsed into *ref) with reg's settings;
+ * prog (filled here) carries reg's progress callback, or is NULL'd in
+ * *progp if there is none. */
 static int client_open(strata_store *st, const strata_registry *reg, const char *what, const char *reference,
-		       struct ix_registry_ref *ref, struct ix_registry **out)
+		       struct ix_registry_ref *ref, struct ix_oci_progress *prog, const struct ix_oci_progress **progp,
+		       struct ix_registry **out)
 {
 	static const strata_registry defaults;
 	int rc;
@@ -162,11 +200,14 @@ static int client_open(strata_store *st, const strata_registry *reg, const char 
 	if ((rc = ix_registry_ref_parse(reference, ref)) < 0)
 		return api_fail(rc, "%s: '%s' is not a registry reference (REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST], "
 				"e.g. 127.0.0.1:5000/sandboxes/web:v1)", what, reference);
+	*prog = (struct ix_oci_progress){ progress_trampoline, (void *)reg };
+	*progp = reg->progress ? prog : NULL;
 	struct ix_auth_provider creds;  /* copied by the client at open */
 	struct ix_auth fn_auth;
 	struct ix_registry_opts o = { .insecure = reg->plain_http, .tls_noverify = reg->noverify,
 				      .cacert = reg->cacert, .auth = api_registry_auth(reg, &creds, &fn_auth),
-				      .certs_d = (const char *const *)reg->certs_d, .ix = st->ix };
+				      .certs_d = (const char *const *)reg->certs_d, .ix = st->ix,
+				      .mount_from = reg->mount_from, .prog = *progp };
 	if (reg->timeout_s)
 		o.deadline_ns = ix_registry_now_ns() + (uint64_t)reg->timeout_s * 1000000000u;
 	if ((rc = ix_registry_global_init()) < 0)
@@ -181,19 +222,63 @@ static int xfer_fail(int rc, const char *what, const char *reference, const char
 	return api_fail(rc, "%s %s: %s", what, reference, why[0] ? why : st_strerror(rc));
 }
 
+/* The figures a transfer leaves for strata_store_info (STRATA_STORE_INFO_XFER_*). */
+struct xfer_figures {
+	struct ix_oci_stats oci;
+	struct ix_registry_wire wire;
+	struct ix_ws_xfer ws;
+	struct ix_lazy_stats lazy;
+	struct ix_ws_prefetch_stats pre;
+};
+
+#define XF(name) st->xfer.v[STRATA_STORE_INFO_XFER_##name - STRATA_STORE_INFO_XFER_SNAPSHOTS]
+static void xfer_keep(strata_store *st, const struct xfer_figures *f)
+{
+	pthread_mutex_lock(&st->gc_lock);
+	XF(SNAPSHOTS) = f->oci.snapshots;
+	XF(BLOBS_MOVED) = f->oci.blobs_moved;
+	XF(BLOBS_SKIPPED) = f->oci.blobs_skipped;
+	XF(BYTES_MOVED) = f->oci.bytes_moved;
+	XF(BYTES_SKIPPED) = f->oci.bytes_skipped;
+	XF(BYTES_RESUMED) = f->oci.bytes_resumed;
+	XF(BYTES_SHA256) = f->oci.bytes_sha256;
+	XF(BYTES_CHUNK_INDEX) = f->oci.bytes_chunks;
+	XF(LAYERS_LAZY) = f->oci.layers_lazy;
+	XF(LAYERS_COMPLETED) = f->oci.layers_completed;
+	XF(BYTES_COMPLETED) = f->lazy.bytes;
+	XF(EXISTED) = f->oci.existed;
+	XF(WIRE_UP) = f->wire.up;
+	XF(WIRE_DOWN) = f->wire.down;
+	XF(WIRE_REQUESTS) = f->wire.requests;
+	XF(WIRE_MOUNTS) = f->wire.mounts;
+	XF(WS_FOUND) = f->ws.found;
+	XF(WS_BYTES) = f->ws.bytes;
+	XF(WS_REFERRERS_API) = f->ws.api;
+	XF(PREFETCH_WS_BYTES) = f->pre.ws_bytes;
+	XF(PREFETCH_JOBS) = f->pre.jobs;
+	XF(PREFETCH_REQUESTS) = f->pre.requests;
+	XF(PREFETCH_BYTES) = f->pre.bytes;
+	pthread_mutex_unlock(&st->gc_lock);
+}
+#undef XF
+
 int strata_store_push(strata_store *st, const strata_registry *reg, const char *ref, const char *reference)
 {
 	struct ix_registry_ref rr;
 	struct ix_registry *r;
 	struct ix_oci_sink sink;
+	struct ix_oci_progress prog;
+	const struct ix_oci_progress *progp;
+	struct xfer_figures f = { 0 };
 	uint8_t sha[ST_SHA256_LEN];
 	uint64_t size;
 	char why[ST_WHY_LEN] = "", hex[STRATA_ID_LEN + 1];
+	st_id id;
 	int rc;
 
 	if (!ref)
 		return api_fail(-EINVAL, "push: the snapshot reference is NULL");
-	if ((rc = client_open(st, reg, "push", reference, &rr, &r)) < 0)
+	if ((rc = client_open(st, reg, "push", reference, &rr, &prog, &progp, &r)) < 0)
 		return rc;
 	if (rr.digest) {
 		ix_registry_close(r);
@@ -205,35 +290,158 @@ int strata_store_push(strata_store *st, const strata_registry *reg, const char *
 		return rc;
 	}
 	ix_registry_sink(r, &sink);
-	rc = ix_oci_push(st->ix, ref, rr.tag, &sink, NULL, NULL, sha, &size, why, sizeof(why));
+	rc = ix_oci_push(st->ix, ref, rr.tag, &sink, progp, &f.oci, sha, &size, why, sizeof(why));
+	/* The working-set record, if the snapshot has one, follows it. */
+	if (rc == 0 && st_id_parse(hex, &id) == 0 &&
+	    (rc = ix_registry_ws_push(r, st->ix, &id, sha, size, &f.ws, why, sizeof(why))) < 0) {
+		ix_registry_wire_get(r, &f.wire);
+		ix_registry_close(r);
+		xfer_keep(st, &f);
+		return api_fail(rc, "push to %s: the snapshot was pushed, but not its working set: %s", reference,
+				why[0] ? why : st_strerror(rc));
+	}
 	if (rc == 0)
 		ix_registry_origins_record(r);
+	ix_registry_wire_get(r, &f.wire);
 	ix_registry_close(r);
-	return rc < 0 ? xfer_fail(rc, "push to", reference, why) : 0;
+	xfer_keep(st, &f);
+	if (rc < 0)
+		return xfer_fail(rc, "push to", reference, why);
+	pthread_mutex_lock(&st->gc_lock);
+	st_digest_format(sha, st->xfer.digest);
+	st->xfer.pushed = true;
+	pthread_mutex_unlock(&st->gc_lock);
+	return 0;
+}
+
+int strata_store_push_digest(strata_store *st, char digest[STRATA_DIGEST_LEN + 1])
+{
+	pthread_mutex_lock(&st->gc_lock);
+	bool pushed = st->xfer.pushed;
+	if (pushed)
+		memcpy(digest, st->xfer.digest, sizeof(st->xfer.digest));
+	pthread_mutex_unlock(&st->gc_lock);
+	return pushed ? 0 : api_fail(STRATA_E_NOT_FOUND, "push digest: this store has pushed nothing yet");
+}
+
+/* A pull source that remembers the sha256 of the first manifest it
+ * fetched (the top snapshot's): the subject its referrers name. */
+struct top_catch {
+	struct ix_oci_source src;
+	struct ix_registry *r;
+	bool lazy;
+	bool have;
+	uint8_t sha[ST_SHA256_LEN];
+};
+
+static int top_manifest_get(void *ctx, const char *ref, char **json, size_t *len, char *why, size_t whylen)
+{
+	struct top_catch *tc = ctx;
+	int rc = tc->src.manifest_get(tc->src.ctx, ref, json, len, why, whylen);
+
+	if (rc == 0 && !tc->have) {
+		st_sha256_hash(*json, *len, tc->sha);
+		tc->have = true;
+		/* What the pull asks next, at once: one round trip instead of
+		 * one after another (docs/lazy.md). */
+		ix_registry_pull_ahead(tc->r, *json, *len, tc->sha, tc->lazy);
+	}
+	return rc;
+}
+
+static int top_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset, ix_oci_sink_fn sink, void *sctx,
+			char *why, size_t whylen)
+{
+	struct top_catch *tc = ctx;
+
+	return tc->src.blob_get(tc->src.ctx, d, offset, sink, sctx, why, whylen);
+}
+
+static bool top_not_found(int rc)
+{
+	return rc == IX_EREMOTE_MISSING;
+}
+
+/* The lazy-layer client a pull uses with reg's settings: to complete lazy
+ * layers (a full pull) or fetch the working set ahead (token_from: the
+ * pull's client, whose token it reuses). */
+static int pull_lazy_open(strata_store *st, const strata_registry *reg, const struct ix_auth *auth,
+			  uint64_t deadline_ns, const struct ix_registry *token_from, struct ix_lazy **out)
+{
+	struct ix_lazy_opts o = { .cacert = reg->cacert, .certs_d = (const char *const *)reg->certs_d,
+				  .tls_noverify = reg->noverify, .auth = auth, .deadline_ns = deadline_ns,
+				  .token_from = token_from };
+
+	return ix_lazy_open(st->ix, &o, out);
 }
 
 int strata_store_pull(strata_store *st, const strata_registry *reg, const char *reference, const char *tag,
 		      unsigned flags, char id[STRATA_ID_LEN + 1])
 {
+	static const strata_registry defaults;
 	struct ix_registry_ref rr;
 	struct ix_registry *r;
 	struct ix_oci_source src;
+	struct ix_oci_progress prog;
+	const struct ix_oci_progress *progp;
+	struct ix_lazy *lz = NULL;
+	struct xfer_figures f = { 0 };
 	char why[ST_WHY_LEN] = "";
 	st_id sid;
 	int rc;
 
-	if (flags & ~(unsigned)(STRATA_TAG_FORCE | STRATA_PULL_LAZY))
+	if (flags & ~(unsigned)(STRATA_TAG_FORCE | STRATA_PULL_LAZY | STRATA_PULL_PREFETCH | STRATA_PULL_KEEP_PARTIAL))
 		return api_fail(-EINVAL, "pull: unknown flags 0x%x", flags);
 	if (tag && !st_name_valid(tag))
 		return api_fail(ST_EBADNAME, "pull: '%s' is not a valid tag name", tag);
-	if ((rc = client_open(st, reg, "pull", reference, &rr, &r)) < 0)
+	if (!reg)
+		reg = &defaults;
+	uint64_t deadline = reg->timeout_s ? ix_registry_now_ns() + (uint64_t)reg->timeout_s * 1000000000u : 0;
+	if ((rc = client_open(st, reg, "pull", reference, &rr, &prog, &progp, &r)) < 0)
 		return rc;
+	struct ix_auth_provider creds;  /* for the lazy clients, alive until they close */
+	struct ix_auth fn_auth;
+	const struct ix_auth *auth = api_registry_auth(reg, &creds, &fn_auth);
+	bool lazy = flags & STRATA_PULL_LAZY;
+	/* A full pull completes the store's lazy layers of the same source. */
+	if (!lazy && (rc = pull_lazy_open(st, reg, auth, deadline, NULL, &lz)) < 0) {
+		ix_registry_close(r);
+		return api_fail(rc, "pull of %s: %s", reference, st_strerror(rc));
+	}
 	ix_registry_source(r, &src);
-	unsigned ixf = (flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0) | (flags & STRATA_PULL_LAZY ? IX_OCI_LAZY : 0);
-	rc = ix_oci_pull(st->ix, &src, rr.digest ? rr.digest : rr.tag, tag, ixf, NULL, NULL, &sid, why, sizeof(why));
+	src.lazy = lz;
+	struct top_catch tc = { .src = src, .r = r, .lazy = lazy };
+	struct ix_oci_source wrapped = src;
+	wrapped.ctx = &tc;
+	wrapped.manifest_get = top_manifest_get;
+	wrapped.blob_get = top_blob_get;
+	wrapped.not_found = top_not_found;
+	unsigned ixf = (flags & STRATA_PULL_KEEP_PARTIAL ? IX_OCI_KEEP_PARTIAL : 0) | (flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0) | (lazy ? IX_OCI_LAZY : 0);
+	rc = ix_oci_pull(st->ix, &wrapped, rr.digest ? rr.digest : rr.tag, tag, ixf, progp, &f.oci, &sid, why,
+			 sizeof(why));
+	/* The working-set record listed as a referrer of the snapshot's
+	 * manifest: the snapshot is whole without it (best effort). */
+	if (rc == 0 && tc.have) {
+		char wwhy[ST_WHY_LEN];
+		ix_registry_ws_pull(r, st->ix, &sid, tc.sha, &f.ws, wwhy, sizeof(wwhy));
+	}
+	/* A lazy snapshot's working set fetched now, in parallel Range
+	 * requests, with the pull's token (best effort too). */
+	if (rc == 0 && lazy && (flags & STRATA_PULL_PREFETCH) && f.ws.found) {
+		struct ix_lazy *pz = NULL;
+		char pwhy[ST_WHY_LEN * 2];
+		if (pull_lazy_open(st, reg, auth, deadline, r, &pz) == 0)
+			ix_ws_prefetch(pz, st->ix, &sid, 0, &f.pre, pwhy, sizeof(pwhy));
+		ix_lazy_close(pz);
+	}
 	if (rc == 0)
 		ix_registry_origins_record(r);
+	ix_registry_wire_get(r, &f.wire);
+	if (lz)
+		ix_lazy_stats_get(lz, &f.lazy);
+	ix_lazy_close(lz);
 	ix_registry_close(r);
+	xfer_keep(st, &f);
 	if (rc == IX_EEXIST)
 		return api_fail(rc, "pull %s: tag '%s' already names another snapshot (STRATA_TAG_FORCE moves it)",
 				reference, tag);
