@@ -81,12 +81,18 @@ struct strata_registry {
 	char *mount_from;             /* strata_registry_set_mount_from's copy, or NULL */
 	strata_progress_fn progress;  /* strata_registry_set_progress, or NULL */
 	void *progress_ctx;
+	char *cert_dir;               /* strata_registry_set_cert_dir's copy, or NULL */
+	uint32_t chunk_size;          /* 0: the default */
+	bool whole_configs;
+	char **annotations;           /* NULL-terminated copies, or NULL */
+	strata_warning_fn warn;       /* strata_registry_set_warning_fn, or NULL */
+	void *warn_ctx;
 };
 
 /* The figures of a store's last push or pull (strata_store_info's
  * STRATA_STORE_INFO_XFER_*, in their order) and the last pushed digest. */
 struct api_xfer {
-	uint64_t v[STRATA_STORE_INFO_XFER_PREFETCH_BYTES - STRATA_STORE_INFO_XFER_SNAPSHOTS + 1];
+	uint64_t v[STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS - STRATA_STORE_INFO_XFER_SNAPSHOTS + 1];
 	bool pushed;
 	char digest[STRATA_DIGEST_LEN + 1];
 };
@@ -123,6 +129,8 @@ struct strata_store {
 /* Set the calling thread's message (printf-style; NULL fmt or an empty
  * result: strata_strerror(code)) and return code. */
 int api_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* api_fail with strata_errdetail's words too: why (NULL: none). */
+int api_fail_why(int code, const char *why, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* api_fail with a vmm_error's message (or the code's words if it has none). */
 int api_fail_vmm(int code, const char *what, const struct vmm_error *err);
 

@@ -1,6 +1,8 @@
 /* registry.c: strata_registry (how to reach registries) and the store's push and pull through the registry client. */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,8 @@ void strata_registry_free(strata_registry *reg)
 		return;
 	free(reg->cacert);
 	free(reg->mount_from);
+	free(reg->cert_dir);
+	api_strv_free(reg->annotations);
 	free(reg->user);
 	free(reg->pass);
 	api_strv_free(reg->certs_d);
@@ -155,6 +159,68 @@ int strata_registry_set_mount_from(strata_registry *reg, const char *repository)
 	return api_str_set(&reg->mount_from, repository);
 }
 
+int strata_registry_set_cert_dir(strata_registry *reg, const char *dir)
+{
+	return api_str_set(&reg->cert_dir, dir);
+}
+
+int strata_registry_set_chunk_size(strata_registry *reg, uint32_t bytes)
+{
+	if (bytes && (bytes < STRATA_CHUNK_MIN || bytes > STRATA_CHUNK_MAX || (bytes & (bytes - 1))))
+		return api_fail(-EINVAL, "registry settings: a chunk size is a power of two from %u to %u, not %" PRIu32,
+				STRATA_CHUNK_MIN, STRATA_CHUNK_MAX, bytes);
+	reg->chunk_size = bytes;
+	return 0;
+}
+
+int strata_registry_set_whole_configs(strata_registry *reg, int on)
+{
+	reg->whole_configs = on != 0;
+	return 0;
+}
+
+int strata_registry_set_annotations(strata_registry *reg, const char *const *annotations)
+{
+	for (size_t i = 0; annotations && annotations[i]; i++)
+		if (!strchr(annotations[i], '=') || annotations[i][0] == '=')
+			return api_fail(-EINVAL, "registry settings: an annotation is KEY=VALUE, not '%s'", annotations[i]);
+	return api_strv_set(&reg->annotations, annotations);
+}
+
+int strata_registry_set_warning_fn(strata_registry *reg, strata_warning_fn fn, void *ctx)
+{
+	reg->warn = fn;
+	reg->warn_ctx = fn ? ctx : NULL;
+	return 0;
+}
+
+int strata_reference_parse(const char *reference, struct strata_reference *out)
+{
+	struct ix_registry_ref r;
+	int rc;
+
+	if (!reference || !out)
+		return api_fail(-EINVAL, "reference: NULL");
+	if ((rc = ix_registry_ref_parse(reference, &r)) < 0)
+		return api_fail(rc, "'%s' is not a registry reference (REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST], "
+				"e.g. 127.0.0.1:5000/sandboxes/web:v1)", reference);
+	_Static_assert(sizeof(out->buf) == sizeof(r.buf), "struct strata_reference holds a parsed reference");
+	memcpy(out->buf, r.buf, sizeof(r.buf));
+	/* Into out->buf what points into r.buf; a constant ("latest") as it is. */
+#define MOVE(p) ((p) && (uintptr_t)(p) - (uintptr_t)r.buf < sizeof(r.buf) ? out->buf + ((p) - r.buf) : (p))
+	out->host = MOVE(r.host);
+	out->repository = MOVE(r.repo);
+	out->tag = MOVE(r.tag);
+	out->digest = MOVE(r.digest);
+#undef MOVE
+	return 0;
+}
+
+int strata_reference_host_valid(const char *host)
+{
+	return host && ix_registry_host_valid(host);
+}
+
 int strata_registry_set_progress(strata_registry *reg, strata_progress_fn fn, void *ctx)
 {
 	reg->progress = fn;
@@ -207,7 +273,7 @@ static int client_open(strata_store *st, const strata_registry *reg, const char 
 	struct ix_registry_opts o = { .insecure = reg->plain_http, .tls_noverify = reg->noverify,
 				      .cacert = reg->cacert, .auth = api_registry_auth(reg, &creds, &fn_auth),
 				      .certs_d = (const char *const *)reg->certs_d, .ix = st->ix,
-				      .mount_from = reg->mount_from, .prog = *progp };
+				      .mount_from = reg->mount_from, .prog = *progp, .cert_dir = reg->cert_dir };
 	if (reg->timeout_s)
 		o.deadline_ns = ix_registry_now_ns() + (uint64_t)reg->timeout_s * 1000000000u;
 	if ((rc = ix_registry_global_init()) < 0)
@@ -219,7 +285,7 @@ static int client_open(strata_store *st, const strata_registry *reg, const char 
 
 static int xfer_fail(int rc, const char *what, const char *reference, const char *why)
 {
-	return api_fail(rc, "%s %s: %s", what, reference, why[0] ? why : st_strerror(rc));
+	return api_fail_why(rc, why, "%s %s: %s", what, reference, why[0] ? why : st_strerror(rc));
 }
 
 /* The figures a transfer leaves for strata_store_info (STRATA_STORE_INFO_XFER_*). */
@@ -258,6 +324,7 @@ static void xfer_keep(strata_store *st, const struct xfer_figures *f)
 	XF(PREFETCH_JOBS) = f->pre.jobs;
 	XF(PREFETCH_REQUESTS) = f->pre.requests;
 	XF(PREFETCH_BYTES) = f->pre.bytes;
+	XF(COMPLETED_REQUESTS) = f->lazy.requests;
 	pthread_mutex_unlock(&st->gc_lock);
 }
 #undef XF
@@ -278,6 +345,9 @@ int strata_store_push(strata_store *st, const strata_registry *reg, const char *
 
 	if (!ref)
 		return api_fail(-EINVAL, "push: the snapshot reference is NULL");
+	pthread_mutex_lock(&st->gc_lock);
+	st->xfer.pushed = false;
+	pthread_mutex_unlock(&st->gc_lock);
 	if ((rc = client_open(st, reg, "push", reference, &rr, &prog, &progp, &r)) < 0)
 		return rc;
 	if (rr.digest) {
@@ -290,28 +360,33 @@ int strata_store_push(strata_store *st, const strata_registry *reg, const char *
 		return rc;
 	}
 	ix_registry_sink(r, &sink);
+	if (reg) {
+		sink.chunk_size = reg->chunk_size;
+		sink.whole_configs = reg->whole_configs;
+		sink.annotations = (const char *const *)reg->annotations;
+	}
 	rc = ix_oci_push(st->ix, ref, rr.tag, &sink, progp, &f.oci, sha, &size, why, sizeof(why));
 	/* The working-set record, if the snapshot has one, follows it. */
+	if (rc == 0) {
+		pthread_mutex_lock(&st->gc_lock);
+		st_digest_format(sha, st->xfer.digest);
+		st->xfer.pushed = true;
+		pthread_mutex_unlock(&st->gc_lock);
+	}
 	if (rc == 0 && st_id_parse(hex, &id) == 0 &&
 	    (rc = ix_registry_ws_push(r, st->ix, &id, sha, size, &f.ws, why, sizeof(why))) < 0) {
 		ix_registry_wire_get(r, &f.wire);
 		ix_registry_close(r);
 		xfer_keep(st, &f);
-		return api_fail(rc, "push to %s: the snapshot was pushed, but not its working set: %s", reference,
-				why[0] ? why : st_strerror(rc));
+		return api_fail_why(rc, why, "push to %s: the snapshot was pushed, but not its working set: %s", reference,
+				    why[0] ? why : st_strerror(rc));
 	}
 	if (rc == 0)
 		ix_registry_origins_record(r);
 	ix_registry_wire_get(r, &f.wire);
 	ix_registry_close(r);
 	xfer_keep(st, &f);
-	if (rc < 0)
-		return xfer_fail(rc, "push to", reference, why);
-	pthread_mutex_lock(&st->gc_lock);
-	st_digest_format(sha, st->xfer.digest);
-	st->xfer.pushed = true;
-	pthread_mutex_unlock(&st->gc_lock);
-	return 0;
+	return rc < 0 ? xfer_fail(rc, "push to", reference, why) : 0;
 }
 
 int strata_store_push_digest(strata_store *st, char digest[STRATA_DIGEST_LEN + 1])
@@ -362,13 +437,47 @@ static bool top_not_found(int rc)
 	return rc == IX_EREMOTE_MISSING;
 }
 
+/* A line to reg's warning callback: what, and why (or rc's words). */
+static void warn(const strata_registry *reg, const char *what, int rc, const char *why)
+{
+	char line[ST_WHY_LEN * 2 + 128];
+
+	if (!reg->warn)
+		return;
+	snprintf(line, sizeof(line), "%s: %s", what, why[0] ? why : st_strerror(rc));
+	reg->warn(reg->warn_ctx, line);
+}
+
+int strata_store_origin(strata_store *st, const char *ref, char *buf, size_t len)
+{
+	char hex[STRATA_ID_LEN + 1], have[IX_ORIGIN_MAX + 1];
+	st_id id;
+	int rc;
+
+	_Static_assert(STRATA_ORIGIN_LEN == IX_ORIGIN_MAX, "STRATA_ORIGIN_LEN is the index's");
+	if (!buf || !len)
+		return api_fail(-EINVAL, "origin: no buffer");
+	if ((rc = strata_store_resolve(st, ref, hex)) < 0)
+		return rc;
+	if (st_id_parse(hex, &id) < 0)
+		return api_fail(STRATA_E_BAD_ID, "origin: '%s' resolved to no id", ref);
+	if ((rc = ix_snap_origin(st->ix, &id, have, sizeof(have))) == IX_ENOTFOUND)
+		return api_fail(rc, "snapshot %s was made or imported here, never pushed or pulled", hex);
+	if (rc < 0)
+		return api_fail(rc, "origin of %s: %s", hex, st_strerror(rc));
+	if (strlen(have) >= len)
+		return api_fail(-ERANGE, "origin of %s: %zu bytes do not hold it", hex, len);
+	memcpy(buf, have, strlen(have) + 1);
+	return 0;
+}
+
 /* The lazy-layer client a pull uses with reg's settings: to complete lazy
  * layers (a full pull) or fetch the working set ahead (token_from: the
  * pull's client, whose token it reuses). */
 static int pull_lazy_open(strata_store *st, const strata_registry *reg, const struct ix_auth *auth,
 			  uint64_t deadline_ns, const struct ix_registry *token_from, struct ix_lazy **out)
 {
-	struct ix_lazy_opts o = { .cacert = reg->cacert, .certs_d = (const char *const *)reg->certs_d,
+	struct ix_lazy_opts o = { .cacert = reg->cacert, .certs_d = (const char *const *)reg->certs_d, .cert_dir = reg->cert_dir,
 				  .tls_noverify = reg->noverify, .auth = auth, .deadline_ns = deadline_ns,
 				  .token_from = token_from };
 
@@ -422,16 +531,21 @@ int strata_store_pull(strata_store *st, const strata_registry *reg, const char *
 	/* The working-set record listed as a referrer of the snapshot's
 	 * manifest: the snapshot is whole without it (best effort). */
 	if (rc == 0 && tc.have) {
-		char wwhy[ST_WHY_LEN];
-		ix_registry_ws_pull(r, st->ix, &sid, tc.sha, &f.ws, wwhy, sizeof(wwhy));
+		char wwhy[ST_WHY_LEN] = "";
+		int wrc = ix_registry_ws_pull(r, st->ix, &sid, tc.sha, &f.ws, wwhy, sizeof(wwhy));
+		if (wrc < 0)
+			warn(reg, "the snapshot's working set was not taken", wrc, wwhy);
 	}
 	/* A lazy snapshot's working set fetched now, in parallel Range
 	 * requests, with the pull's token (best effort too). */
 	if (rc == 0 && lazy && (flags & STRATA_PULL_PREFETCH) && f.ws.found) {
 		struct ix_lazy *pz = NULL;
-		char pwhy[ST_WHY_LEN * 2];
-		if (pull_lazy_open(st, reg, auth, deadline, r, &pz) == 0)
-			ix_ws_prefetch(pz, st->ix, &sid, 0, &f.pre, pwhy, sizeof(pwhy));
+		char pwhy[ST_WHY_LEN * 2] = "";
+		int prc = pull_lazy_open(st, reg, auth, deadline, r, &pz);
+		if (prc == 0)
+			prc = ix_ws_prefetch(pz, st->ix, &sid, 0, &f.pre, pwhy, sizeof(pwhy));
+		if (prc < 0 && prc != IX_ENOTFOUND)
+			warn(reg, "the working set was not fetched ahead", prc, pwhy);
 		ix_lazy_close(pz);
 	}
 	if (rc == 0)

@@ -148,6 +148,13 @@ const char *strata_strerror(int code);
  * string is the thread's own, valid until its next failed call; a call
  * that succeeds leaves it as it was (as errno). Never fails. */
 const char *strata_errmsg(void);
+/* The cause of the calling thread's last failed call in the words of the
+ * side that gave it (the registry's answer, the check that refused a
+ * blob), without the call's own context: the part of strata_errmsg after
+ * what was being done. Empty if the failure had none beyond its code
+ * (then strata_strerror names it). Set by strata_store_push and
+ * strata_store_pull; any other failing call empties it. Never NULL. */
+const char *strata_errdetail(void);
 
 /* ==== values ==== */
 
@@ -647,6 +654,7 @@ enum {
 	STRATA_STORE_INFO_XFER_PREFETCH_JOBS = 27,     /* ...fetched in this many parallel groups */
 	STRATA_STORE_INFO_XFER_PREFETCH_REQUESTS = 28, /* ...of Range requests */
 	STRATA_STORE_INFO_XFER_PREFETCH_BYTES = 29,    /* ...bringing these chunk bytes */
+	STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS = 30, /* full pull: Range requests completing lazy layers */
 };
 /* One figure of the store into *value (the transfer figures are the last
  * push's or pull's on st from any thread). -EINVAL for a `what` this version
@@ -679,11 +687,19 @@ int strata_store_gc(strata_store *st, unsigned grace_s, uint64_t *freed);
  * registry received stays there (a retry skips it).
  */
 int strata_store_push(strata_store *st, const strata_registry *reg, const char *ref, const char *reference);
-/* The digest of the manifest st's last successful strata_store_push
- * pushed ("sha256:" and 64 hex digits, a NUL) into digest.
- * STRATA_E_NOT_FOUND before one. */
+/* The digest of the manifest st's last strata_store_push pushed ("sha256:"
+ * and 64 hex digits, a NUL) into digest, also when only its working-set
+ * record failed. STRATA_E_NOT_FOUND before one, or when the last one
+ * pushed no manifest. */
 #define STRATA_DIGEST_LEN 71
 int strata_store_push_digest(strata_store *st, char digest[STRATA_DIGEST_LEN + 1]);
+/* The repository ("host[:port]/name/space") snapshot ref of st was last
+ * pulled from or pushed to into buf (len bytes, NUL-terminated;
+ * STRATA_ORIGIN_LEN + 1 bytes hold any). STRATA_E_NOT_FOUND: ref names no
+ * snapshot, or one made or imported here and never pushed or pulled;
+ * -ERANGE if len is too small. */
+#define STRATA_ORIGIN_LEN 512
+int strata_store_origin(strata_store *st, const char *ref, char *buf, size_t len);
 /*
  * Pull `reference` (REGISTRY/REPOSITORY:TAG or @sha256:DIGEST) and the
  * chain of its parents into st with reg's settings (NULL: the defaults),
@@ -762,6 +778,10 @@ int strata_registry_set_timeout(strata_registry *reg, unsigned seconds);
 typedef int (*strata_credentials_fn)(void *ctx, const char *host, char **user, char **pass, char *why,
 				     size_t whylen);
 int strata_registry_set_credentials_fn(strata_registry *reg, strata_credentials_fn fn, void *ctx);
+/* One directory of CAs (*.crt) and a client certificate (NAME.cert,
+ * NAME.key) for every registry reached with reg, instead of the certs.d
+ * roots below (NULL: the roots). Copied. -ENOMEM. */
+int strata_registry_set_cert_dir(strata_registry *reg, const char *dir);
 /* Per-registry certificate directories, as podman's certs.d: the roots
  * (NULL-terminated; NULL: none) under which ROOT/HOST[:PORT]/ holds
  * *.crt CAs and a client.cert/client.key pair for that registry; the first
@@ -774,6 +794,44 @@ int strata_registry_set_certs_dirs(strata_registry *reg, const char *const *root
  * refuses (STRATA_STORE_INFO_XFER_WIRE_MOUNTS counts the mounts). Copied.
  * -ENOMEM. */
 int strata_registry_set_mount_from(strata_registry *reg, const char *repository);
+
+/* The bytes of the chunks a pushed layer's chunk index cuts it into (a
+ * lazy pull fetches by them): a power of two from STRATA_CHUNK_MIN to
+ * STRATA_CHUNK_MAX, or 0 for the default (65536). -EINVAL otherwise. */
+#define STRATA_CHUNK_MIN 4096u
+#define STRATA_CHUNK_MAX 16777216u
+int strata_registry_set_chunk_size(strata_registry *reg, uint32_t bytes);
+/* Push every config as a full strata manifest (on != 0), so that each
+ * pushed artifact is complete on its own; by default a snapshot stored as
+ * a delta of its parent is sent as that delta. Never fails. */
+int strata_registry_set_whole_configs(strata_registry *reg, int on);
+/* Annotations of the manifests a push sends, "KEY=VALUE" each
+ * (NULL-terminated; NULL: none) beside org.opencontainers.image.created,
+ * the snapshot's capture time. Copied. -EINVAL for an entry without '='
+ * or with an empty key (reg unchanged), -ENOMEM. */
+int strata_registry_set_annotations(strata_registry *reg, const char *const *annotations);
+/* A line a push or pull reports without failing for it (a working-set
+ * record that could not be taken, a prefetch that failed: what is not
+ * fetched ahead is fetched on demand). fn NULL: none. Called on the
+ * calling thread; ctx must outlive reg's uses. Never fails. */
+typedef void (*strata_warning_fn)(void *ctx, const char *line);
+int strata_registry_set_warning_fn(strata_registry *reg, strata_warning_fn fn, void *ctx);
+
+/* A registry reference split: REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]. */
+struct strata_reference {
+	const char *host;       /* "host[:port]" */
+	const char *repository; /* "name/space" */
+	const char *tag;        /* NULL with a digest; "latest" if the reference names neither */
+	const char *digest;     /* "sha256:<64 hex>" or NULL */
+	char buf[1024];         /* what they point into */
+};
+/* Split reference into *out (the pointers into out->buf). STRATA_E_BAD_REF
+ * (with the message) for anything else, a reference of 1024 bytes or
+ * more included: *out untouched. */
+int strata_reference_parse(const char *reference, struct strata_reference *out);
+/* 1 if host is a registry host (HOST[:PORT]: a name with a '.',
+ * "localhost" or an address, and PORT a number), else 0. */
+int strata_reference_host_valid(const char *host);
 
 /* What a transfer event is (strata_xfer_event.kind). */
 enum {

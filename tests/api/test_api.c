@@ -1236,7 +1236,7 @@ Test(api, a_transfer_reports_its_progress_figures_and_digest)
 	cr_assert_eq(xfer_info(other, STRATA_STORE_INFO_XFER_EXISTED), 1);
 	cr_assert_eq(strata_store_pull(other, reg, ref, NULL, 1u << 30, got), -EINVAL);
 	uint64_t v = 7;
-	cr_assert_eq(strata_store_info(other, STRATA_STORE_INFO_XFER_PREFETCH_BYTES + 1, &v), -EINVAL);
+	cr_assert_eq(strata_store_info(other, STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS + 1, &v), -EINVAL);
 	cr_assert_eq(v, 7);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
@@ -1337,6 +1337,99 @@ Test(api, a_lazy_pull_fetches_the_recorded_working_set_ahead)
 	strata_registry_free(reg);
 	strata_store_close(pre);
 	strata_store_close(lz);
+	strata_store_close(st);
+	strata_host_free(h);
+}
+
+/* A reference split as a push or pull reads it, and the push settings
+ * that refuse what they cannot send. */
+Test(api, references_and_push_settings_are_checked)
+{
+	struct strata_reference r;
+	strata_registry *reg = NULL;
+
+	cr_assert_eq(strata_reference_parse("127.0.0.1:5000/app/web:v1", &r), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(r.host, "127.0.0.1:5000");
+	cr_assert_str_eq(r.repository, "app/web");
+	cr_assert_str_eq(r.tag, "v1");
+	cr_assert_null(r.digest);
+	cr_assert_eq(strata_reference_parse("localhost/app", &r), 0);
+	cr_assert_str_eq(r.tag, "latest");
+	char dg[128];
+	snprintf(dg, sizeof(dg), "example.org/a@sha256:%064d", 0);
+	cr_assert_eq(strata_reference_parse(dg, &r), 0, "%s", strata_errmsg());
+	cr_assert_null(r.tag);
+	cr_assert(r.digest && strncmp(r.digest, "sha256:", 7) == 0);
+	r.host = "untouched";
+	cr_assert_eq(strata_reference_parse("docker://example.org/a:b", &r), STRATA_E_BAD_REF);
+	cr_assert(strstr(strata_errmsg(), "docker://"), "%s", strata_errmsg());
+	cr_assert_str_eq(r.host, "untouched");
+	cr_assert_eq(strata_reference_host_valid("127.0.0.1:5000"), 1);
+	cr_assert_eq(strata_reference_host_valid("localhost"), 1);
+	cr_assert_eq(strata_reference_host_valid("nodots"), 0);
+	cr_assert_eq(strata_reference_host_valid("a.b:port"), 0);
+	cr_assert_eq(strata_reference_host_valid(NULL), 0);
+	cr_assert_eq(strata_registry_new(&reg), 0);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, 0), 0);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, STRATA_CHUNK_MIN), 0);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, STRATA_CHUNK_MAX), 0);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, 65537), -EINVAL);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, STRATA_CHUNK_MIN / 2), -EINVAL);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, STRATA_CHUNK_MAX * 2), -EINVAL);
+	const char *good[] = { "a=b", "org.opencontainers.image.source=https://x", NULL };
+	const char *bad[] = { "a=b", "=v", NULL }, *bare[] = { "novalue", NULL };
+	cr_assert_eq(strata_registry_set_annotations(reg, good), 0);
+	cr_assert_eq(strata_registry_set_annotations(reg, bad), -EINVAL);
+	cr_assert(strstr(strata_errmsg(), "=v"), "%s", strata_errmsg());
+	cr_assert_eq(strata_registry_set_annotations(reg, bare), -EINVAL);
+	cr_assert_eq(strata_registry_set_annotations(reg, NULL), 0);
+	cr_assert_eq(strata_registry_set_whole_configs(reg, 1), 0);
+	cr_assert_eq(strata_registry_set_cert_dir(reg, "/nonexistent"), 0);
+	cr_assert_eq(strata_registry_set_cert_dir(reg, NULL), 0);
+	cr_assert_eq(strata_registry_set_warning_fn(reg, NULL, NULL), 0);
+	strata_registry_free(reg);
+}
+
+/* Where a snapshot came from, and a failed transfer's cause on its own. */
+Test(api, a_pulled_snapshot_knows_its_origin_and_a_failure_its_cause)
+{
+	strata_host *h = host();
+	strata_store *st = store("store"), *other = store("other");
+	strata_sandbox *sb = sandbox(h);
+	char id[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], ref[128], origin[STRATA_ORIGIN_LEN + 1], want[128];
+	int port;
+	pid_t pid = registry_start(&port);
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "v1", 0, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_origin(st, "v1", origin, sizeof(origin)), STRATA_E_NOT_FOUND, "made here");
+	cr_assert_eq(strata_store_origin(st, "nosuch", origin, sizeof(origin)), STRATA_E_NOT_FOUND);
+	strata_registry *reg = NULL;
+	cr_assert_eq(strata_registry_new(&reg), 0);
+	cr_assert_eq(strata_registry_set_plain_http(reg, 1), 0);
+	cr_assert_eq(strata_registry_set_timeout(reg, 60), 0);
+	const char *ann[] = { "org.example.note=hello", NULL };
+	cr_assert_eq(strata_registry_set_annotations(reg, ann), 0);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, 8192), 0);
+	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/origin:v1", port);
+	cr_assert_eq(strata_store_push(st, reg, "v1", ref), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_pull(other, reg, ref, "mine", 0, got), 0, "%s", strata_errmsg());
+	snprintf(want, sizeof(want), "127.0.0.1:%d/api/origin", port);
+	cr_assert_eq(strata_store_origin(other, "mine", origin, sizeof(origin)), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(origin, want);
+	cr_assert_eq(strata_store_origin(other, "mine", origin, 4), -ERANGE);
+	/* A missing repository: the registry's words on their own. */
+	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/absent:v1", port);
+	cr_assert_eq(strata_store_pull(other, reg, ref, NULL, 0, got), STRATA_E_REMOTE_MISSING);
+	cr_assert_neq(strata_errdetail()[0], '\0');
+	cr_assert(strstr(strata_errmsg(), strata_errdetail()), "%s | %s", strata_errmsg(), strata_errdetail());
+	cr_assert_eq(strata_store_origin(other, "nosuch", origin, sizeof(origin)), STRATA_E_NOT_FOUND);
+	cr_assert_str_eq(strata_errdetail(), "", "another failing call empties it");
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	strata_sandbox_free(sb);
+	strata_registry_free(reg);
+	strata_store_close(other);
 	strata_store_close(st);
 	strata_host_free(h);
 }
