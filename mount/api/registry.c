@@ -273,7 +273,9 @@ static int client_open(strata_store *st, const strata_registry *reg, const char 
 	struct ix_registry_opts o = { .insecure = reg->plain_http, .tls_noverify = reg->noverify,
 				      .cacert = reg->cacert, .auth = api_registry_auth(reg, &creds, &fn_auth),
 				      .certs_d = (const char *const *)reg->certs_d, .ix = st->ix,
-				      .mount_from = reg->mount_from, .prog = *progp, .cert_dir = reg->cert_dir };
+				      .mount_from = reg->mount_from, .cert_dir = reg->cert_dir,
+				      /* an upload's bytes as they go (a pull's come through ix_oci_pull) */
+				      .prog = strcmp(what, "push") == 0 ? *progp : NULL };
 	if (reg->timeout_s)
 		o.deadline_ns = ix_registry_now_ns() + (uint64_t)reg->timeout_s * 1000000000u;
 	if ((rc = ix_registry_global_init()) < 0)
