@@ -51,10 +51,6 @@ size_t cli_auth_files(char paths[][CLI_AUTH_PATH], bool *explicit);
  * /etc/containers/certs.d, /etc/docker/certs.d. NULL-terminated, static. */
 /* An ix_lazy_opts log callback printing each line as an error (ctx: struct cli). */
 void cli_lazy_log(void *ctx, const char *msg);
-/* From now on cli_err also writes each error to f as a JSON line
- * {"schema":SCHEMA,"event":"error","message":...} (push and pull --json;
- * NULL: no more). */
-void cli_err_json(FILE *f, int schema);
 /* Remove path and everything below it (symbolic links are removed, not
  * followed); 0 or -errno of the first failure. */
 int cli_rm_tree(const char *path);
@@ -73,8 +69,6 @@ int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_debug(struct cli *cli, int argc, char **argv);        /* cmd_store.c */
 int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */
-int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */
-int cmd_pull(struct cli *cli, int argc, char **argv);         /* cmd_oci.c */
 int cmd_umount(struct cli *cli, int argc, char **argv);       /* cmd_mount.c */
 /* store_open.c: open the store (for writing if write) and its index;
  * reports errors and returns an exit status. */

@@ -36,6 +36,8 @@ int cmd_pool(struct cli *cli, int argc, char **argv);         /* cmd_pool.c */
 int cmd_tag(struct cli *cli, int argc, char **argv);          /* cmd_tag.c */
 int cmd_rm(struct cli *cli, int argc, char **argv);           /* cmd_tag.c */
 int cmd_gc(struct cli *cli, int argc, char **argv);           /* cmd_gc.c */
+int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_xfer.c */
+int cmd_pull(struct cli *cli, int argc, char **argv);         /* cmd_xfer.c */
 
 /* host.c: make cli->host once: STRATA_VM_CACHE=N idle VMs and warm
  * sandboxes (default 8), STRATA_SNAP_DEBUG=1, the reset policy file
@@ -172,12 +174,52 @@ int cli_ref_error(const struct cli *cli, const char *ref, int rc);
 /* store_open.c: open cli->store through the API (for writing if write),
  * with the messages cli_store_open gives. Reports; returns an exit status. */
 int cli_strata_store_open(const struct cli *cli, bool write, strata_store **out);
+/* The same for writing, the store made first if cli->store is absent or an
+ * empty directory (as pull and import do: "strata: created store DIR"). */
+int cli_strata_store_create_open(const struct cli *cli, strata_store **out);
 
 /* cmd_oci.c: the command's registry credentials (auth files, credential
  * helpers: those push and pull use) as a strata_credentials_fn (ctx
  * unused), and its certs.d directories (NULL-ended). */
 int cli_registry_creds(void *ctx, const char *host, char **user, char **pass, char *why, size_t whylen);
 const char *const *cli_certs_d(void);
+/* cmd_oci.c: the credentials push and pull use for the registry host:
+ * --creds USER:PASSWORD (creds, else NULL), else --authfile (authfile,
+ * else NULL) or $REGISTRY_AUTH_FILE alone, else the first of the auth
+ * files with an entry for host. *user and *pass malloc'd (both NULL:
+ * anonymous). Reports; returns an exit status. */
+int cli_registry_lookup(const struct cli *cli, const char *creds, const char *authfile, const char *host, char **user,
+			char **pass);
+
+/* From now on cli_err also writes each error to f as a JSON line
+ * {"schema":SCHEMA,"event":"error","message":...} (push and pull --json;
+ * NULL: no more). */
+void cli_err_json(FILE *f, int schema);
+
+/* cmd_xfer.c: what the progress of a push, a pull or an export prints:
+ * skopeo-like lines on stderr (one updated in place on a TTY, a line per
+ * finished blob otherwise), or JSON lines on out. cli_progress_cb is a
+ * strata_progress_fn (ctx: a struct cli_progress, zeroed but for its
+ * first four fields); cli_progress_end prints the totals line (not with
+ * json: the done event has them). */
+struct cli_progress {
+	bool tty, json, pull;   /* pull: manifests are read, not written */
+	FILE *out;
+	double t0;              /* when the transfer started */
+	uint32_t blobs_done, blobs_skipped;
+	uint64_t bytes_done;    /* bytes of blobs moved whole */
+	/* the blob in flight (from its BEGIN) */
+	char dg[STRATA_DIGEST_LEN + 1];
+	int what;               /* STRATA_BLOB_* */
+	uint64_t size, done, start_done;
+	double begun, last_line, last_json;
+};
+void cli_progress_cb(void *ctx, const struct strata_xfer_event *ev);
+void cli_progress_end(struct cli_progress *p);
+/* The exit status a transfer's error deserves, and the error reported as
+ * "WHAT: <its words>[: why]". */
+int cli_xfer_exit(int rc);
+void cli_xfer_report(const struct cli *cli, const char *what, int rc, const char *why);
 
 /* cmd_run.c: parse ARGS per a guest signature ("i(is)"); `owned` collects
  * buffers read from @FILE arguments (free them); print a result. */

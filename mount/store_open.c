@@ -179,6 +179,26 @@ int cli_strata_store_open(const struct cli *cli, bool write, strata_store **out)
 	return CLI_FAIL;
 }
 
+int cli_strata_store_create_open(const struct cli *cli, strata_store **out)
+{
+	struct st_store *probe;
+	int rc = st_store_open(cli->store, ST_OPEN_RDONLY, &probe);
+
+	if (rc == 0) {
+		st_store_close(probe);
+	} else if (rc == -ENOENT || rc == ST_ENOTSTORE) {
+		struct st_store_opts so = { 0 };
+		int crc = cli_store_create(cli, &so);
+		if (crc == 0) {
+			fprintf(stderr, "strata: created store %s\n", cli_esc(cli->store));
+		} else if (crc != ST_ENOTSTORE) {
+			cli_err(cli, "cannot create store %s: %s", cli->store, cli_store_strerror(crc));
+			return CLI_FAIL;
+		}
+	}
+	return cli_strata_store_open(cli, true, out);
+}
+
 struct exposed_ctx {
 	const char *store;
 	uint64_t n;

@@ -78,6 +78,23 @@ struct strata_registry {
 	strata_credentials_fn creds;  /* strata_registry_set_credentials_fn, or NULL: user and pass */
 	void *creds_ctx;
 	char **certs_d;               /* NULL-terminated copies, or NULL */
+	char *mount_from;             /* strata_registry_set_mount_from's copy, or NULL */
+	strata_progress_fn progress;  /* strata_registry_set_progress, or NULL */
+	void *progress_ctx;
+	char *cert_dir;               /* strata_registry_set_cert_dir's copy, or NULL */
+	uint32_t chunk_size;          /* 0: the default */
+	bool whole_configs;
+	char **annotations;           /* NULL-terminated copies, or NULL */
+	strata_warning_fn warn;       /* strata_registry_set_warning_fn, or NULL */
+	void *warn_ctx;
+};
+
+/* The figures of a store's last push or pull (strata_store_info's
+ * STRATA_STORE_INFO_XFER_*, in their order) and the last pushed digest. */
+struct api_xfer {
+	uint64_t v[STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS - STRATA_STORE_INFO_XFER_SNAPSHOTS + 1];
+	bool pushed;
+	char digest[STRATA_DIGEST_LEN + 1];
 };
 /* The ix_auth reg's credentials are asked through: its callback's, or
  * creds (initialised here) with its user and pass. Lives as long as reg
@@ -93,6 +110,7 @@ struct strata_store {
 	struct ix *ix;
 	pthread_mutex_t gc_lock;      /* gc */
 	struct ix_gc_stats gc;        /* the last strata_store_gc's counts */
+	struct api_xfer xfer;         /* the last push's or pull's (gc_lock guards it too) */
 	/* Lazy layers (a lazy pull's): mapped from a private mount served by
 	 * a helper process (fs/fs.h, fs_private_*), made at the first open of
 	 * a lazy snapshot and freed by strata_store_close. */
@@ -111,6 +129,8 @@ struct strata_store {
 /* Set the calling thread's message (printf-style; NULL fmt or an empty
  * result: strata_strerror(code)) and return code. */
 int api_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* api_fail with strata_errdetail's words too: why (NULL: none). */
+int api_fail_why(int code, const char *why, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* api_fail with a vmm_error's message (or the code's words if it has none). */
 int api_fail_vmm(int code, const char *what, const struct vmm_error *err);
 

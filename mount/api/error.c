@@ -97,10 +97,29 @@ const char *strata_strerror(int code)
 
 /* Room for a guest's whole message and the words around it. */
 static _Thread_local char errmsg[VMM_MESSAGE_MAX + 256];
+/* The cause part of errmsg (api_fail_why). */
+static _Thread_local char errdetail[ST_WHY_LEN * 2];
 
 const char *strata_errmsg(void)
 {
 	return errmsg;
+}
+
+const char *strata_errdetail(void)
+{
+	return errdetail;
+}
+
+int api_fail_why(int code, const char *why, const char *fmt, ...)
+{
+	va_list ap;
+
+	errmsg[0] = '\0';
+	va_start(ap, fmt);
+	vsnprintf(errmsg, sizeof(errmsg), fmt, ap);
+	va_end(ap);
+	snprintf(errdetail, sizeof(errdetail), "%s", why ? why : "");
+	return code;
 }
 
 int api_fail(int code, const char *fmt, ...)
@@ -108,6 +127,7 @@ int api_fail(int code, const char *fmt, ...)
 	va_list ap;
 
 	errmsg[0] = '\0';
+	errdetail[0] = '\0';
 	if (fmt) {
 		va_start(ap, fmt);
 		vsnprintf(errmsg, sizeof(errmsg), fmt, ap);

@@ -1,5 +1,8 @@
 /* registry.c: strata_registry (how to reach registries) and the store's push and pull through the registry client. */
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +25,9 @@ void strata_registry_free(strata_registry *reg)
 	if (!reg)
 		return;
 	free(reg->cacert);
+	free(reg->mount_from);
+	free(reg->cert_dir);
+	api_strv_free(reg->annotations);
 	free(reg->user);
 	free(reg->pass);
 	api_strv_free(reg->certs_d);
@@ -148,9 +154,107 @@ int strata_registry_set_timeout(strata_registry *reg, unsigned seconds)
 	return 0;
 }
 
-/* A registry client for reference (parsed into *ref) with reg's settings. */
+int strata_registry_set_mount_from(strata_registry *reg, const char *repository)
+{
+	return api_str_set(&reg->mount_from, repository);
+}
+
+int strata_registry_set_cert_dir(strata_registry *reg, const char *dir)
+{
+	return api_str_set(&reg->cert_dir, dir);
+}
+
+int strata_registry_set_chunk_size(strata_registry *reg, uint32_t bytes)
+{
+	if (bytes && (bytes < STRATA_CHUNK_MIN || bytes > STRATA_CHUNK_MAX || (bytes & (bytes - 1))))
+		return api_fail(-EINVAL, "registry settings: a chunk size is a power of two from %u to %u, not %" PRIu32,
+				STRATA_CHUNK_MIN, STRATA_CHUNK_MAX, bytes);
+	reg->chunk_size = bytes;
+	return 0;
+}
+
+int strata_registry_set_whole_configs(strata_registry *reg, int on)
+{
+	reg->whole_configs = on != 0;
+	return 0;
+}
+
+int strata_registry_set_annotations(strata_registry *reg, const char *const *annotations)
+{
+	for (size_t i = 0; annotations && annotations[i]; i++)
+		if (!strchr(annotations[i], '=') || annotations[i][0] == '=')
+			return api_fail(-EINVAL, "registry settings: an annotation is KEY=VALUE, not '%s'", annotations[i]);
+	return api_strv_set(&reg->annotations, annotations);
+}
+
+int strata_registry_set_warning_fn(strata_registry *reg, strata_warning_fn fn, void *ctx)
+{
+	reg->warn = fn;
+	reg->warn_ctx = fn ? ctx : NULL;
+	return 0;
+}
+
+int strata_reference_parse(const char *reference, struct strata_reference *out)
+{
+	struct ix_registry_ref r;
+	int rc;
+
+	if (!reference || !out)
+		return api_fail(-EINVAL, "reference: NULL");
+	if ((rc = ix_registry_ref_parse(reference, &r)) < 0)
+		return api_fail(rc, "'%s' is not a registry reference (REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST], "
+				"e.g. 127.0.0.1:5000/sandboxes/web:v1)", reference);
+	_Static_assert(sizeof(out->buf) == sizeof(r.buf), "struct strata_reference holds a parsed reference");
+	memcpy(out->buf, r.buf, sizeof(r.buf));
+	/* Into out->buf what points into r.buf; a constant ("latest") as it is. */
+#define MOVE(p) ((p) && (uintptr_t)(p) - (uintptr_t)r.buf < sizeof(r.buf) ? out->buf + ((p) - r.buf) : (p))
+	out->host = MOVE(r.host);
+	out->repository = MOVE(r.repo);
+	out->tag = MOVE(r.tag);
+	out->digest = MOVE(r.digest);
+#undef MOVE
+	return 0;
+}
+
+int strata_reference_host_valid(const char *host)
+{
+	return host && ix_registry_host_valid(host);
+}
+
+int strata_registry_set_progress(strata_registry *reg, strata_progress_fn fn, void *ctx)
+{
+	reg->progress = fn;
+	reg->progress_ctx = fn ? ctx : NULL;
+	return 0;
+}
+
+/* The ix_oci_progress callback over a strata_progress_fn (ctx: the settings). */
+static void progress_trampoline(void *ctx, const struct ix_oci_event *ev)
+{
+	static const int kinds[] = { [IX_OCI_BLOB_BEGIN] = STRATA_XFER_BEGIN, [IX_OCI_BLOB_BYTES] = STRATA_XFER_BYTES,
+				     [IX_OCI_BLOB_END] = STRATA_XFER_END, [IX_OCI_BLOB_SKIP] = STRATA_XFER_SKIP,
+				     [IX_OCI_MANIFEST] = STRATA_XFER_MANIFEST };
+	static const int blobs[] = { [IX_OCI_LAYER] = STRATA_BLOB_LAYER, [IX_OCI_CONFIG] = STRATA_BLOB_CONFIG,
+				     [IX_OCI_CHUNKS] = STRATA_BLOB_CHUNK_INDEX,
+				     [IX_OCI_MANIFEST_BLOB] = STRATA_BLOB_MANIFEST };
+	const strata_registry *reg = ctx;
+	char dg[ST_DIGEST_LEN + 1];
+	struct strata_xfer_event e = { .size = sizeof(e), .kind = kinds[ev->kind], .blob = blobs[ev->what],
+				       .total = ev->size, .done = ev->done, .index = ev->index, .count = ev->count };
+
+	if (ev->sha256) {
+		st_digest_format(ev->sha256, dg);
+		e.digest = dg;
+	}
+	reg->progress(reg->progress_ctx, &e);
+}
+
+/* A registry client for reference (parsed into *ref) with reg's settings;
+ * prog (filled here) carries reg's progress callback, or is NULL'd in
+ * *progp if there is none. */
 static int client_open(strata_store *st, const strata_registry *reg, const char *what, const char *reference,
-		       struct ix_registry_ref *ref, struct ix_registry **out)
+		       struct ix_registry_ref *ref, struct ix_oci_progress *prog, const struct ix_oci_progress **progp,
+		       struct ix_registry **out)
 {
 	static const strata_registry defaults;
 	int rc;
@@ -162,11 +266,16 @@ static int client_open(strata_store *st, const strata_registry *reg, const char 
 	if ((rc = ix_registry_ref_parse(reference, ref)) < 0)
 		return api_fail(rc, "%s: '%s' is not a registry reference (REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST], "
 				"e.g. 127.0.0.1:5000/sandboxes/web:v1)", what, reference);
+	*prog = (struct ix_oci_progress){ progress_trampoline, (void *)reg };
+	*progp = reg->progress ? prog : NULL;
 	struct ix_auth_provider creds;  /* copied by the client at open */
 	struct ix_auth fn_auth;
 	struct ix_registry_opts o = { .insecure = reg->plain_http, .tls_noverify = reg->noverify,
 				      .cacert = reg->cacert, .auth = api_registry_auth(reg, &creds, &fn_auth),
-				      .certs_d = (const char *const *)reg->certs_d, .ix = st->ix };
+				      .certs_d = (const char *const *)reg->certs_d, .ix = st->ix,
+				      .mount_from = reg->mount_from, .cert_dir = reg->cert_dir,
+				      /* an upload's bytes as they go (a pull's come through ix_oci_pull) */
+				      .prog = strcmp(what, "push") == 0 ? *progp : NULL };
 	if (reg->timeout_s)
 		o.deadline_ns = ix_registry_now_ns() + (uint64_t)reg->timeout_s * 1000000000u;
 	if ((rc = ix_registry_global_init()) < 0)
@@ -178,22 +287,70 @@ static int client_open(strata_store *st, const strata_registry *reg, const char 
 
 static int xfer_fail(int rc, const char *what, const char *reference, const char *why)
 {
-	return api_fail(rc, "%s %s: %s", what, reference, why[0] ? why : st_strerror(rc));
+	return api_fail_why(rc, why, "%s %s: %s", what, reference, why[0] ? why : st_strerror(rc));
 }
+
+/* The figures a transfer leaves for strata_store_info (STRATA_STORE_INFO_XFER_*). */
+struct xfer_figures {
+	struct ix_oci_stats oci;
+	struct ix_registry_wire wire;
+	struct ix_ws_xfer ws;
+	struct ix_lazy_stats lazy;
+	struct ix_ws_prefetch_stats pre;
+};
+
+#define XF(name) st->xfer.v[STRATA_STORE_INFO_XFER_##name - STRATA_STORE_INFO_XFER_SNAPSHOTS]
+static void xfer_keep(strata_store *st, const struct xfer_figures *f)
+{
+	pthread_mutex_lock(&st->gc_lock);
+	XF(SNAPSHOTS) = f->oci.snapshots;
+	XF(BLOBS_MOVED) = f->oci.blobs_moved;
+	XF(BLOBS_SKIPPED) = f->oci.blobs_skipped;
+	XF(BYTES_MOVED) = f->oci.bytes_moved;
+	XF(BYTES_SKIPPED) = f->oci.bytes_skipped;
+	XF(BYTES_RESUMED) = f->oci.bytes_resumed;
+	XF(BYTES_SHA256) = f->oci.bytes_sha256;
+	XF(BYTES_CHUNK_INDEX) = f->oci.bytes_chunks;
+	XF(LAYERS_LAZY) = f->oci.layers_lazy;
+	XF(LAYERS_COMPLETED) = f->oci.layers_completed;
+	XF(BYTES_COMPLETED) = f->lazy.bytes;
+	XF(EXISTED) = f->oci.existed;
+	XF(WIRE_UP) = f->wire.up;
+	XF(WIRE_DOWN) = f->wire.down;
+	XF(WIRE_REQUESTS) = f->wire.requests;
+	XF(WIRE_MOUNTS) = f->wire.mounts;
+	XF(WS_FOUND) = f->ws.found;
+	XF(WS_BYTES) = f->ws.bytes;
+	XF(WS_REFERRERS_API) = f->ws.api;
+	XF(PREFETCH_WS_BYTES) = f->pre.ws_bytes;
+	XF(PREFETCH_JOBS) = f->pre.jobs;
+	XF(PREFETCH_REQUESTS) = f->pre.requests;
+	XF(PREFETCH_BYTES) = f->pre.bytes;
+	XF(COMPLETED_REQUESTS) = f->lazy.requests;
+	pthread_mutex_unlock(&st->gc_lock);
+}
+#undef XF
 
 int strata_store_push(strata_store *st, const strata_registry *reg, const char *ref, const char *reference)
 {
 	struct ix_registry_ref rr;
 	struct ix_registry *r;
 	struct ix_oci_sink sink;
+	struct ix_oci_progress prog;
+	const struct ix_oci_progress *progp;
+	struct xfer_figures f = { 0 };
 	uint8_t sha[ST_SHA256_LEN];
 	uint64_t size;
 	char why[ST_WHY_LEN] = "", hex[STRATA_ID_LEN + 1];
+	st_id id;
 	int rc;
 
 	if (!ref)
 		return api_fail(-EINVAL, "push: the snapshot reference is NULL");
-	if ((rc = client_open(st, reg, "push", reference, &rr, &r)) < 0)
+	pthread_mutex_lock(&st->gc_lock);
+	st->xfer.pushed = false;
+	pthread_mutex_unlock(&st->gc_lock);
+	if ((rc = client_open(st, reg, "push", reference, &rr, &prog, &progp, &r)) < 0)
 		return rc;
 	if (rr.digest) {
 		ix_registry_close(r);
@@ -205,35 +362,202 @@ int strata_store_push(strata_store *st, const strata_registry *reg, const char *
 		return rc;
 	}
 	ix_registry_sink(r, &sink);
-	rc = ix_oci_push(st->ix, ref, rr.tag, &sink, NULL, NULL, sha, &size, why, sizeof(why));
+	if (reg) {
+		sink.chunk_size = reg->chunk_size;
+		sink.whole_configs = reg->whole_configs;
+		sink.annotations = (const char *const *)reg->annotations;
+	}
+	rc = ix_oci_push(st->ix, ref, rr.tag, &sink, progp, &f.oci, sha, &size, why, sizeof(why));
+	/* The working-set record, if the snapshot has one, follows it. */
+	if (rc == 0) {
+		pthread_mutex_lock(&st->gc_lock);
+		st_digest_format(sha, st->xfer.digest);
+		st->xfer.pushed = true;
+		pthread_mutex_unlock(&st->gc_lock);
+	}
+	if (rc == 0 && st_id_parse(hex, &id) == 0 &&
+	    (rc = ix_registry_ws_push(r, st->ix, &id, sha, size, &f.ws, why, sizeof(why))) < 0) {
+		ix_registry_wire_get(r, &f.wire);
+		ix_registry_close(r);
+		xfer_keep(st, &f);
+		return api_fail_why(rc, why, "push to %s: the snapshot was pushed, but not its working set: %s", reference,
+				    why[0] ? why : st_strerror(rc));
+	}
 	if (rc == 0)
 		ix_registry_origins_record(r);
+	ix_registry_wire_get(r, &f.wire);
 	ix_registry_close(r);
+	xfer_keep(st, &f);
 	return rc < 0 ? xfer_fail(rc, "push to", reference, why) : 0;
+}
+
+int strata_store_push_digest(strata_store *st, char digest[STRATA_DIGEST_LEN + 1])
+{
+	pthread_mutex_lock(&st->gc_lock);
+	bool pushed = st->xfer.pushed;
+	if (pushed)
+		memcpy(digest, st->xfer.digest, sizeof(st->xfer.digest));
+	pthread_mutex_unlock(&st->gc_lock);
+	return pushed ? 0 : api_fail(STRATA_E_NOT_FOUND, "push digest: this store has pushed nothing yet");
+}
+
+/* A pull source that remembers the sha256 of the first manifest it
+ * fetched (the top snapshot's): the subject its referrers name. */
+struct top_catch {
+	struct ix_oci_source src;
+	struct ix_registry *r;
+	bool lazy;
+	bool have;
+	uint8_t sha[ST_SHA256_LEN];
+};
+
+static int top_manifest_get(void *ctx, const char *ref, char **json, size_t *len, char *why, size_t whylen)
+{
+	struct top_catch *tc = ctx;
+	int rc = tc->src.manifest_get(tc->src.ctx, ref, json, len, why, whylen);
+
+	if (rc == 0 && !tc->have) {
+		st_sha256_hash(*json, *len, tc->sha);
+		tc->have = true;
+		/* What the pull asks next, at once: one round trip instead of
+		 * one after another (docs/lazy.md). */
+		ix_registry_pull_ahead(tc->r, *json, *len, tc->sha, tc->lazy);
+	}
+	return rc;
+}
+
+static int top_blob_get(void *ctx, const struct st_oci_desc *d, uint64_t offset, ix_oci_sink_fn sink, void *sctx,
+			char *why, size_t whylen)
+{
+	struct top_catch *tc = ctx;
+
+	return tc->src.blob_get(tc->src.ctx, d, offset, sink, sctx, why, whylen);
+}
+
+static bool top_not_found(int rc)
+{
+	return rc == IX_EREMOTE_MISSING;
+}
+
+/* A line to reg's warning callback: what, and why (or rc's words). */
+static void warn(const strata_registry *reg, const char *what, int rc, const char *why)
+{
+	char line[ST_WHY_LEN * 2 + 128];
+
+	if (!reg->warn)
+		return;
+	snprintf(line, sizeof(line), "%s: %s", what, why[0] ? why : st_strerror(rc));
+	reg->warn(reg->warn_ctx, line);
+}
+
+int strata_store_origin(strata_store *st, const char *ref, char *buf, size_t len)
+{
+	char hex[STRATA_ID_LEN + 1], have[IX_ORIGIN_MAX + 1];
+	st_id id;
+	int rc;
+
+	_Static_assert(STRATA_ORIGIN_LEN == IX_ORIGIN_MAX, "STRATA_ORIGIN_LEN is the index's");
+	if (!buf || !len)
+		return api_fail(-EINVAL, "origin: no buffer");
+	if ((rc = strata_store_resolve(st, ref, hex)) < 0)
+		return rc;
+	if (st_id_parse(hex, &id) < 0)
+		return api_fail(STRATA_E_BAD_ID, "origin: '%s' resolved to no id", ref);
+	if ((rc = ix_snap_origin(st->ix, &id, have, sizeof(have))) == IX_ENOTFOUND)
+		return api_fail(rc, "snapshot %s was made or imported here, never pushed or pulled", hex);
+	if (rc < 0)
+		return api_fail(rc, "origin of %s: %s", hex, st_strerror(rc));
+	if (strlen(have) >= len)
+		return api_fail(-ERANGE, "origin of %s: %zu bytes do not hold it", hex, len);
+	memcpy(buf, have, strlen(have) + 1);
+	return 0;
+}
+
+/* The lazy-layer client a pull uses with reg's settings: to complete lazy
+ * layers (a full pull) or fetch the working set ahead (token_from: the
+ * pull's client, whose token it reuses). */
+static int pull_lazy_open(strata_store *st, const strata_registry *reg, const struct ix_auth *auth,
+			  uint64_t deadline_ns, const struct ix_registry *token_from, struct ix_lazy **out)
+{
+	struct ix_lazy_opts o = { .cacert = reg->cacert, .certs_d = (const char *const *)reg->certs_d, .cert_dir = reg->cert_dir,
+				  .tls_noverify = reg->noverify, .auth = auth, .deadline_ns = deadline_ns,
+				  .token_from = token_from };
+
+	return ix_lazy_open(st->ix, &o, out);
 }
 
 int strata_store_pull(strata_store *st, const strata_registry *reg, const char *reference, const char *tag,
 		      unsigned flags, char id[STRATA_ID_LEN + 1])
 {
+	static const strata_registry defaults;
 	struct ix_registry_ref rr;
 	struct ix_registry *r;
 	struct ix_oci_source src;
+	struct ix_oci_progress prog;
+	const struct ix_oci_progress *progp;
+	struct ix_lazy *lz = NULL;
+	struct xfer_figures f = { 0 };
 	char why[ST_WHY_LEN] = "";
 	st_id sid;
 	int rc;
 
-	if (flags & ~(unsigned)(STRATA_TAG_FORCE | STRATA_PULL_LAZY))
+	if (flags & ~(unsigned)(STRATA_TAG_FORCE | STRATA_PULL_LAZY | STRATA_PULL_PREFETCH | STRATA_PULL_KEEP_PARTIAL))
 		return api_fail(-EINVAL, "pull: unknown flags 0x%x", flags);
 	if (tag && !st_name_valid(tag))
 		return api_fail(ST_EBADNAME, "pull: '%s' is not a valid tag name", tag);
-	if ((rc = client_open(st, reg, "pull", reference, &rr, &r)) < 0)
+	if (!reg)
+		reg = &defaults;
+	uint64_t deadline = reg->timeout_s ? ix_registry_now_ns() + (uint64_t)reg->timeout_s * 1000000000u : 0;
+	if ((rc = client_open(st, reg, "pull", reference, &rr, &prog, &progp, &r)) < 0)
 		return rc;
+	struct ix_auth_provider creds;  /* for the lazy clients, alive until they close */
+	struct ix_auth fn_auth;
+	const struct ix_auth *auth = api_registry_auth(reg, &creds, &fn_auth);
+	bool lazy = flags & STRATA_PULL_LAZY;
+	/* A full pull completes the store's lazy layers of the same source. */
+	if (!lazy && (rc = pull_lazy_open(st, reg, auth, deadline, NULL, &lz)) < 0) {
+		ix_registry_close(r);
+		return api_fail(rc, "pull of %s: %s", reference, st_strerror(rc));
+	}
 	ix_registry_source(r, &src);
-	unsigned ixf = (flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0) | (flags & STRATA_PULL_LAZY ? IX_OCI_LAZY : 0);
-	rc = ix_oci_pull(st->ix, &src, rr.digest ? rr.digest : rr.tag, tag, ixf, NULL, NULL, &sid, why, sizeof(why));
+	src.lazy = lz;
+	struct top_catch tc = { .src = src, .r = r, .lazy = lazy };
+	struct ix_oci_source wrapped = src;
+	wrapped.ctx = &tc;
+	wrapped.manifest_get = top_manifest_get;
+	wrapped.blob_get = top_blob_get;
+	wrapped.not_found = top_not_found;
+	unsigned ixf = (flags & STRATA_PULL_KEEP_PARTIAL ? IX_OCI_KEEP_PARTIAL : 0) | (flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0) | (lazy ? IX_OCI_LAZY : 0);
+	rc = ix_oci_pull(st->ix, &wrapped, rr.digest ? rr.digest : rr.tag, tag, ixf, progp, &f.oci, &sid, why,
+			 sizeof(why));
+	/* The working-set record listed as a referrer of the snapshot's
+	 * manifest: the snapshot is whole without it (best effort). */
+	if (rc == 0 && tc.have) {
+		char wwhy[ST_WHY_LEN] = "";
+		int wrc = ix_registry_ws_pull(r, st->ix, &sid, tc.sha, &f.ws, wwhy, sizeof(wwhy));
+		if (wrc < 0)
+			warn(reg, "the snapshot's working set was not taken", wrc, wwhy);
+	}
+	/* A lazy snapshot's working set fetched now, in parallel Range
+	 * requests, with the pull's token (best effort too). */
+	if (rc == 0 && lazy && (flags & STRATA_PULL_PREFETCH) && f.ws.found) {
+		struct ix_lazy *pz = NULL;
+		char pwhy[ST_WHY_LEN * 2] = "";
+		int prc = pull_lazy_open(st, reg, auth, deadline, r, &pz);
+		if (prc == 0)
+			prc = ix_ws_prefetch(pz, st->ix, &sid, 0, &f.pre, pwhy, sizeof(pwhy));
+		if (prc < 0 && prc != IX_ENOTFOUND)
+			warn(reg, "the working set was not fetched ahead", prc, pwhy);
+		ix_lazy_close(pz);
+	}
 	if (rc == 0)
 		ix_registry_origins_record(r);
+	ix_registry_wire_get(r, &f.wire);
+	if (lz)
+		ix_lazy_stats_get(lz, &f.lazy);
+	ix_lazy_close(lz);
 	ix_registry_close(r);
+	xfer_keep(st, &f);
 	if (rc == IX_EEXIST)
 		return api_fail(rc, "pull %s: tag '%s' already names another snapshot (STRATA_TAG_FORCE moves it)",
 				reference, tag);

@@ -345,6 +345,12 @@ int strata_store_info(strata_store *st, int what, uint64_t *value)
 	case STRATA_STORE_INFO_GC_BLOBS_IN_USE: v = gs.blobs_in_use; break;
 	case STRATA_STORE_INFO_GC_BLOBS_YOUNG: v = gs.blobs_young; break;
 	default:
+		if (what >= STRATA_STORE_INFO_XFER_SNAPSHOTS && what <= STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS) {
+			pthread_mutex_lock(&st->gc_lock);
+			v = st->xfer.v[what - STRATA_STORE_INFO_XFER_SNAPSHOTS];
+			pthread_mutex_unlock(&st->gc_lock);
+			break;
+		}
 		return api_fail(-EINVAL, "store info: %d is not a STRATA_STORE_INFO_* this version knows", what);
 	}
 	*value = v;

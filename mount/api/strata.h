@@ -148,6 +148,13 @@ const char *strata_strerror(int code);
  * string is the thread's own, valid until its next failed call; a call
  * that succeeds leaves it as it was (as errno). Never fails. */
 const char *strata_errmsg(void);
+/* The cause of the calling thread's last failed call in the words of the
+ * side that gave it (the registry's answer, the check that refused a
+ * blob), without the call's own context: the part of strata_errmsg after
+ * what was being done. Empty if the failure had none beyond its code
+ * (then strata_strerror names it). Set by strata_store_push and
+ * strata_store_pull; any other failing call empties it. Never NULL. */
+const char *strata_errdetail(void);
 
 /* ==== values ==== */
 
@@ -435,6 +442,11 @@ enum {
 	STRATA_PULL_LAZY = 1u << 2, /* strata_store_pull, strata_sandbox_pull: record the layers, fetch their
 	                             * chunks when a restored guest touches them */
 	STRATA_TAG_PRUNE = 1u << 1, /* strata_store_untag: delete the snapshot too if no other tag names it */
+	STRATA_PULL_PREFETCH = 1u << 3, /* strata_store_pull with STRATA_PULL_LAZY: fetch the working set recorded
+	                                 * with the snapshot now, in parallel Range requests, so that a
+	                                 * restore finds it present */
+	STRATA_PULL_KEEP_PARTIAL = 1u << 4, /* strata_store_pull: a failed pull keeps the blobs it checked and
+	                                     * its partial fetches, so that the next pull resumes there */
 };
 /*
  * Capture the sandbox into store st in one step: the pages that differ
@@ -617,8 +629,35 @@ enum {
 	STRATA_STORE_INFO_GC_LAZY_REMOVED = 4,    /* lazy layers no snapshot uses */
 	STRATA_STORE_INFO_GC_BLOBS_IN_USE = 5,    /* kept: snapshots use them */
 	STRATA_STORE_INFO_GC_BLOBS_YOUNG = 6,     /* kept: unreferenced, younger than the grace */
+	/* the store's last strata_store_push or strata_store_pull (0 before
+	 * one; a failed one's figures up to where it stopped) */
+	STRATA_STORE_INFO_XFER_SNAPSHOTS = 7,     /* OCI manifests pushed or pulled (the chain) */
+	STRATA_STORE_INFO_XFER_BLOBS_MOVED = 8,   /* blobs sent or fetched */
+	STRATA_STORE_INFO_XFER_BLOBS_SKIPPED = 9, /* blobs the other side already had */
+	STRATA_STORE_INFO_XFER_BYTES_MOVED = 10,  /* blob bytes sent or fetched (resumed bytes excluded) */
+	STRATA_STORE_INFO_XFER_BYTES_SKIPPED = 11,
+	STRATA_STORE_INFO_XFER_BYTES_RESUMED = 12, /* pull: bytes of interrupted fetches reused */
+	STRATA_STORE_INFO_XFER_BYTES_SHA256 = 13, /* push: bytes hashed for the sha256 table */
+	STRATA_STORE_INFO_XFER_BYTES_CHUNK_INDEX = 14, /* chunk indexes sent, or fetched by a lazy pull */
+	STRATA_STORE_INFO_XFER_LAYERS_LAZY = 15,  /* lazy pull: layers recorded without their bytes */
+	STRATA_STORE_INFO_XFER_LAYERS_COMPLETED = 16, /* full pull: lazy layers of st completed */
+	STRATA_STORE_INFO_XFER_BYTES_COMPLETED = 17,  /* ...with these chunk bytes fetched */
+	STRATA_STORE_INFO_XFER_EXISTED = 18,      /* pull: 1 if the snapshot was in st already */
+	STRATA_STORE_INFO_XFER_WIRE_UP = 19,      /* bytes sent to the registry (headers included) */
+	STRATA_STORE_INFO_XFER_WIRE_DOWN = 20,    /* bytes received from it */
+	STRATA_STORE_INFO_XFER_WIRE_REQUESTS = 21, /* HTTP requests made */
+	STRATA_STORE_INFO_XFER_WIRE_MOUNTS = 22,  /* push: blobs the registry mounted from another repository */
+	STRATA_STORE_INFO_XFER_WS_FOUND = 23,     /* 1 if a working-set record went with the snapshot */
+	STRATA_STORE_INFO_XFER_WS_BYTES = 24,     /* ...of this size */
+	STRATA_STORE_INFO_XFER_WS_REFERRERS_API = 25, /* ...listed by the registry's referrers API (0: the tag schema's index) */
+	STRATA_STORE_INFO_XFER_PREFETCH_WS_BYTES = 26, /* STRATA_PULL_PREFETCH: the record's lazy pages, in bytes */
+	STRATA_STORE_INFO_XFER_PREFETCH_JOBS = 27,     /* ...fetched in this many parallel groups */
+	STRATA_STORE_INFO_XFER_PREFETCH_REQUESTS = 28, /* ...of Range requests */
+	STRATA_STORE_INFO_XFER_PREFETCH_BYTES = 29,    /* ...bringing these chunk bytes */
+	STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS = 30, /* full pull: Range requests completing lazy layers */
 };
-/* One figure of the store into *value. -EINVAL for a `what` this version
+/* One figure of the store into *value (the transfer figures are the last
+ * push's or pull's on st from any thread). -EINVAL for a `what` this version
  * does not know (*value untouched). */
 int strata_store_info(strata_store *st, int what, uint64_t *value);
 /* A problem strata_store_verify found: id of the blob or snapshot, a line. */
@@ -640,12 +679,27 @@ int strata_store_gc(strata_store *st, unsigned grace_s, uint64_t *freed);
 /*
  * Push snapshot ref of st and its ancestors to `reference`
  * (REGISTRY/REPOSITORY:TAG) with reg's settings (NULL: the defaults):
- * every blob the registry lacks, then the OCI manifests. Errors:
+ * every blob the registry lacks, then the OCI manifests, then the
+ * snapshot's working-set record (strata_sandbox_record_working_set), if
+ * it has one, as a referrer of its manifest. Errors:
  * STRATA_E_BAD_REF, STRATA_E_NOT_FOUND, STRATA_E_MISSING, STRATA_E_NET,
  * STRATA_E_TLS, STRATA_E_AUTH, STRATA_E_HTTP, STRATA_E_DEADLINE; what the
  * registry received stays there (a retry skips it).
  */
 int strata_store_push(strata_store *st, const strata_registry *reg, const char *ref, const char *reference);
+/* The digest of the manifest st's last strata_store_push pushed ("sha256:"
+ * and 64 hex digits, a NUL) into digest, also when only its working-set
+ * record failed. STRATA_E_NOT_FOUND before one, or when the last one
+ * pushed no manifest. */
+#define STRATA_DIGEST_LEN 71
+int strata_store_push_digest(strata_store *st, char digest[STRATA_DIGEST_LEN + 1]);
+/* The repository ("host[:port]/name/space") snapshot ref of st was last
+ * pulled from or pushed to into buf (len bytes, NUL-terminated;
+ * STRATA_ORIGIN_LEN + 1 bytes hold any). STRATA_E_NOT_FOUND: ref names no
+ * snapshot, or one made or imported here and never pushed or pulled;
+ * -ERANGE if len is too small. */
+#define STRATA_ORIGIN_LEN 512
+int strata_store_origin(strata_store *st, const char *ref, char *buf, size_t len);
 /*
  * Pull `reference` (REGISTRY/REPOSITORY:TAG or @sha256:DIGEST) and the
  * chain of its parents into st with reg's settings (NULL: the defaults),
@@ -653,12 +707,18 @@ int strata_store_push(strata_store *st, const strata_registry *reg, const char *
  * flags: STRATA_TAG_FORCE; STRATA_PULL_LAZY: the layers recorded with
  * their chunk indexes and sha256, no layer byte fetched, so that a
  * sandbox opened from it starts at once and fetches what it touches;
- * without it, a lazy snapshot already in st is completed). id (may be
- * NULL) gets its id. Errors:
+ * without it, a lazy snapshot already in st is completed from the same
+ * registry; STRATA_PULL_PREFETCH with STRATA_PULL_LAZY: its working set
+ * fetched ahead). The working-set record listed as a referrer of the
+ * snapshot's manifest comes with it, linked to the snapshot; a missing or
+ * bad record, or a prefetch that fails, does not fail the pull (what is
+ * not fetched ahead is fetched on demand): STRATA_STORE_INFO_XFER_WS_*
+ * and _PREFETCH_* say what was done. id (may be NULL) gets its id. Errors:
  * STRATA_E_BAD_REF, STRATA_E_REMOTE_MISSING, STRATA_E_NET, STRATA_E_TLS,
  * STRATA_E_AUTH, STRATA_E_HTTP, STRATA_E_DEADLINE, STRATA_E_FORMAT (not a
  * strata snapshot), STRATA_E_CORRUPT, STRATA_E_EXISTS, STRATA_E_READ_ONLY:
- * no snapshot is committed and the blobs it fetched are removed.
+ * no snapshot is committed and the blobs it fetched are removed (kept,
+ * with STRATA_PULL_KEEP_PARTIAL).
  */
 int strata_store_pull(strata_store *st, const strata_registry *reg, const char *reference, const char *tag,
 		      unsigned flags, char id[STRATA_ID_LEN + 1]);
@@ -718,11 +778,96 @@ int strata_registry_set_timeout(strata_registry *reg, unsigned seconds);
 typedef int (*strata_credentials_fn)(void *ctx, const char *host, char **user, char **pass, char *why,
 				     size_t whylen);
 int strata_registry_set_credentials_fn(strata_registry *reg, strata_credentials_fn fn, void *ctx);
+/* One directory of CAs (*.crt) and a client certificate (NAME.cert,
+ * NAME.key) for every registry reached with reg, instead of the certs.d
+ * roots below (NULL: the roots). Copied. -ENOMEM. */
+int strata_registry_set_cert_dir(strata_registry *reg, const char *dir);
 /* Per-registry certificate directories, as podman's certs.d: the roots
  * (NULL-terminated; NULL: none) under which ROOT/HOST[:PORT]/ holds
  * *.crt CAs and a client.cert/client.key pair for that registry; the first
  * root that has the registry's directory is used. Copied. -ENOMEM. */
 int strata_registry_set_certs_dirs(strata_registry *reg, const char *const *roots);
+/* A push's cross-repository mounts: a blob the target repository lacks is
+ * first asked of `repository` (REPOSITORY, on the same registry; NULL:
+ * none) by a mount request, then of the repositories the store last
+ * pushed it to or pulled it from, and uploaded only where the registry
+ * refuses (STRATA_STORE_INFO_XFER_WIRE_MOUNTS counts the mounts). Copied.
+ * -ENOMEM. */
+int strata_registry_set_mount_from(strata_registry *reg, const char *repository);
+
+/* The bytes of the chunks a pushed layer's chunk index cuts it into (a
+ * lazy pull fetches by them): a power of two from STRATA_CHUNK_MIN to
+ * STRATA_CHUNK_MAX, or 0 for the default (65536). -EINVAL otherwise. */
+#define STRATA_CHUNK_MIN 4096u
+#define STRATA_CHUNK_MAX 16777216u
+int strata_registry_set_chunk_size(strata_registry *reg, uint32_t bytes);
+/* Push every config as a full strata manifest (on != 0), so that each
+ * pushed artifact is complete on its own; by default a snapshot stored as
+ * a delta of its parent is sent as that delta. Never fails. */
+int strata_registry_set_whole_configs(strata_registry *reg, int on);
+/* Annotations of the manifests a push sends, "KEY=VALUE" each
+ * (NULL-terminated; NULL: none) beside org.opencontainers.image.created,
+ * the snapshot's capture time. Copied. -EINVAL for an entry without '='
+ * or with an empty key (reg unchanged), -ENOMEM. */
+int strata_registry_set_annotations(strata_registry *reg, const char *const *annotations);
+/* A line a push or pull reports without failing for it (a working-set
+ * record that could not be taken, a prefetch that failed: what is not
+ * fetched ahead is fetched on demand). fn NULL: none. Called on the
+ * calling thread; ctx must outlive reg's uses. Never fails. */
+typedef void (*strata_warning_fn)(void *ctx, const char *line);
+int strata_registry_set_warning_fn(strata_registry *reg, strata_warning_fn fn, void *ctx);
+
+/* A registry reference split: REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]. */
+struct strata_reference {
+	const char *host;       /* "host[:port]" */
+	const char *repository; /* "name/space" */
+	const char *tag;        /* NULL with a digest; "latest" if the reference names neither */
+	const char *digest;     /* "sha256:<64 hex>" or NULL */
+	char buf[1024];         /* what they point into */
+};
+/* Split reference into *out (the pointers into out->buf). STRATA_E_BAD_REF
+ * (with the message) for anything else, a reference of 1024 bytes or
+ * more included: *out untouched. */
+int strata_reference_parse(const char *reference, struct strata_reference *out);
+/* 1 if host is a registry host (HOST[:PORT]: a name with a '.',
+ * "localhost" or an address, and PORT a number), else 0. */
+int strata_reference_host_valid(const char *host);
+
+/* What a transfer event is (strata_xfer_event.kind). */
+enum {
+	STRATA_XFER_BEGIN = 1,    /* a blob starts moving: size */
+	STRATA_XFER_BYTES = 2,    /* done of its size bytes moved so far */
+	STRATA_XFER_END = 3,      /* it moved whole and was checked */
+	STRATA_XFER_SKIP = 4,     /* the other side had it */
+	STRATA_XFER_MANIFEST = 5, /* a manifest was written (push) or read (pull) */
+};
+/* What the blob is to the snapshot (strata_xfer_event.blob). */
+enum {
+	STRATA_BLOB_LAYER = 1,
+	STRATA_BLOB_CONFIG = 2,
+	STRATA_BLOB_CHUNK_INDEX = 3,
+	STRATA_BLOB_MANIFEST = 4, /* a snapshot manifest kept as a blob (a delta's parent) */
+};
+/* One event of a push or pull. Made by the library, valid during the
+ * callback only; later versions may add fields at the end (size says how
+ * many bytes of it there are). */
+struct strata_xfer_event {
+	size_t size;        /* sizeof(struct strata_xfer_event) of the library */
+	int kind;           /* STRATA_XFER_* */
+	int blob;           /* STRATA_BLOB_* */
+	/* "sha256:<64 hex>" of the blob or manifest; NULL for a BYTES event
+	 * of a registry upload (it is the blob begun last) */
+	const char *digest;
+	uint64_t total;     /* the blob's size */
+	uint64_t done;      /* its bytes moved so far (BEGIN: those a resumed pull had) */
+	uint32_t index, count; /* the blob's index and the blobs of the transfer */
+};
+typedef void (*strata_progress_fn)(void *ctx, const struct strata_xfer_event *ev);
+/* Progress of the pushes and pulls made with reg: fn (NULL: none) is
+ * called on the calling thread for each event, in order, and must not
+ * call into the store the transfer uses. ctx must outlive reg's uses.
+ * Never fails. */
+int strata_registry_set_progress(strata_registry *reg, strata_progress_fn fn, void *ctx);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* tests/api: every call of libstrata's public API (strata.h, linked as the shared library) on the backend of this run, with its error paths and messages. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1131,6 +1132,303 @@ Test(api, push_pull_and_a_sandbox_from_a_registry)
 	strata_sandbox_free(sb);
 	strata_registry_free(reg);
 	strata_store_close(third);
+	strata_store_close(other);
+	strata_store_close(st);
+	strata_host_free(h);
+}
+
+/* What a progress callback saw of one transfer. */
+struct xfer_seen {
+	int begins, ends, skips, manifests, bytes;
+	int bad_size, bad_digest;
+	uint64_t moved;
+};
+
+static void xfer_cb(void *ctx, const struct strata_xfer_event *ev)
+{
+	struct xfer_seen *x = ctx;
+
+	if (ev->size < sizeof(*ev))
+		x->bad_size++;
+	if (ev->kind != STRATA_XFER_BYTES && (!ev->digest || strncmp(ev->digest, "sha256:", 7) != 0 ||
+					      strlen(ev->digest) != STRATA_DIGEST_LEN))
+		x->bad_digest++;
+	switch (ev->kind) {
+	case STRATA_XFER_BEGIN: x->begins++; break;
+	case STRATA_XFER_BYTES: x->bytes++; break;
+	case STRATA_XFER_END: x->ends++; x->moved += ev->total; break;
+	case STRATA_XFER_SKIP: x->skips++; break;
+	case STRATA_XFER_MANIFEST: x->manifests++; break;
+	}
+}
+
+static uint64_t xfer_info(strata_store *st, int what)
+{
+	uint64_t v = UINT64_MAX;
+
+	cr_assert_eq(strata_store_info(st, what, &v), 0, "%d: %s", what, strata_errmsg());
+	return v;
+}
+
+/* What strata push and strata pull show of a transfer: its events, its
+ * figures on the wire and the manifest's digest. */
+Test(api, a_transfer_reports_its_progress_figures_and_digest)
+{
+	strata_host *h = host();
+	strata_store *st = store("store"), *other = store("other");
+	strata_sandbox *sb = sandbox(h);
+	char id[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], ref[128], dg[STRATA_DIGEST_LEN + 1];
+	struct xfer_seen up = { 0 }, down = { 0 }, again = { 0 };
+	strata_registry *reg = NULL;
+	int port;
+	pid_t pid = registry_start(&port);
+
+	cr_assert_eq(strata_store_push_digest(st, dg), STRATA_E_NOT_FOUND);
+	cr_assert_eq(xfer_info(st, STRATA_STORE_INFO_XFER_WIRE_REQUESTS), 0);
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "v1", 0, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_registry_new(&reg), 0);
+	cr_assert_eq(strata_registry_set_plain_http(reg, 1), 0);
+	cr_assert_eq(strata_registry_set_timeout(reg, 60), 0);
+	cr_assert_eq(strata_registry_set_progress(reg, xfer_cb, &up), 0);
+	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/progress:v1", port);
+	cr_assert_eq(strata_store_push(st, reg, "v1", ref), 0, "%s", strata_errmsg());
+	cr_assert_gt(up.begins, 0);
+	cr_assert_eq(up.ends, up.begins, "every blob begun ends: %d %d", up.begins, up.ends);
+	cr_assert_eq(up.manifests, 1);
+	cr_assert_eq(up.bad_size + up.bad_digest, 0);
+	cr_assert_eq(xfer_info(st, STRATA_STORE_INFO_XFER_SNAPSHOTS), 1);
+	/* Blobs and their bytes (a chunk index is counted apart, in BYTES_CHUNK_INDEX). */
+	uint64_t moved = xfer_info(st, STRATA_STORE_INFO_XFER_BLOBS_MOVED);
+	cr_assert(moved > 0 && moved <= (uint64_t)up.ends, "%" PRIu64 " of %d", moved, up.ends);
+	cr_assert_leq(xfer_info(st, STRATA_STORE_INFO_XFER_BYTES_MOVED), up.moved);
+	cr_assert_gt(xfer_info(st, STRATA_STORE_INFO_XFER_BYTES_MOVED), 0);
+	cr_assert_gt(xfer_info(st, STRATA_STORE_INFO_XFER_WIRE_UP), up.moved);
+	cr_assert_gt(xfer_info(st, STRATA_STORE_INFO_XFER_WIRE_REQUESTS), (uint64_t)up.ends);
+	cr_assert_eq(xfer_info(st, STRATA_STORE_INFO_XFER_WIRE_MOUNTS), 0);
+	cr_assert_eq(strata_store_push_digest(st, dg), 0, "%s", strata_errmsg());
+	cr_assert_eq(strlen(dg), STRATA_DIGEST_LEN);
+	/* Pushed again: every blob skipped, the same manifest. */
+	char dg2[STRATA_DIGEST_LEN + 1];
+	cr_assert_eq(strata_registry_set_progress(reg, xfer_cb, &again), 0);
+	cr_assert_eq(strata_store_push(st, reg, "v1", ref), 0, "%s", strata_errmsg());
+	cr_assert_eq(again.ends, 0);
+	cr_assert_eq(again.skips, up.begins);
+	cr_assert_geq(xfer_info(st, STRATA_STORE_INFO_XFER_BLOBS_SKIPPED), moved);
+	cr_assert_eq(xfer_info(st, STRATA_STORE_INFO_XFER_BLOBS_MOVED), 0);
+	cr_assert_eq(strata_store_push_digest(st, dg2), 0);
+	cr_assert_str_eq(dg2, dg);
+	/* Pulled: the manifest read, each blob fetched with its events. */
+	cr_assert_eq(strata_registry_set_progress(reg, xfer_cb, &down), 0);
+	cr_assert_eq(strata_store_pull(other, reg, ref, "mine", STRATA_PULL_KEEP_PARTIAL, got), 0, "%s",
+		     strata_errmsg());
+	cr_assert_str_eq(got, id);
+	cr_assert_gt(down.ends, 0);
+	cr_assert_geq(down.manifests, 1);
+	cr_assert_eq(down.bad_size + down.bad_digest, 0);
+	cr_assert_gt(xfer_info(other, STRATA_STORE_INFO_XFER_BLOBS_MOVED), 0);
+	cr_assert_leq(xfer_info(other, STRATA_STORE_INFO_XFER_BLOBS_MOVED), (uint64_t)down.ends);
+	cr_assert_eq(xfer_info(other, STRATA_STORE_INFO_XFER_EXISTED), 0);
+	cr_assert_gt(xfer_info(other, STRATA_STORE_INFO_XFER_WIRE_DOWN), xfer_info(other, STRATA_STORE_INFO_XFER_BYTES_MOVED));
+	cr_assert_eq(xfer_info(other, STRATA_STORE_INFO_XFER_WS_FOUND), 0, "no working set was recorded");
+	cr_assert_eq(strata_registry_set_progress(reg, NULL, NULL), 0);
+	cr_assert_eq(strata_store_pull(other, reg, ref, "mine", 0, got), 0, "%s", strata_errmsg());
+	cr_assert_eq(xfer_info(other, STRATA_STORE_INFO_XFER_EXISTED), 1);
+	cr_assert_eq(strata_store_pull(other, reg, ref, NULL, 1u << 30, got), -EINVAL);
+	uint64_t v = 7;
+	cr_assert_eq(strata_store_info(other, STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS + 1, &v), -EINVAL);
+	cr_assert_eq(v, 7);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	strata_sandbox_free(sb);
+	strata_registry_free(reg);
+	strata_store_close(other);
+	strata_store_close(st);
+	strata_host_free(h);
+}
+
+/* A push mounts a blob from the repository strata_registry_set_mount_from
+ * names instead of uploading it (a host the store has no origins for). */
+Test(api, a_push_mounts_blobs_from_another_repository)
+{
+	strata_host *h = host();
+	strata_store *st = store("store"), *a = store("a"), *b = store("b");
+	strata_sandbox *sb = sandbox(h);
+	char id[STRATA_ID_LEN + 1], ref[128], to[128];
+	int port;
+	pid_t pid = registry_start(&port);
+
+	strata_registry *reg = push_counter(sb, st, port, "origin", id, ref, sizeof(ref));
+	cr_assert_eq(strata_store_pull(a, reg, ref, "v1", 0, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_pull(b, reg, ref, "v1", 0, NULL), 0, "%s", strata_errmsg());
+	/* The same registry by another name: no origin of a's applies. */
+	snprintf(to, sizeof(to), "localhost:%d/api/plain:v1", port);
+	cr_assert_eq(strata_store_push(a, reg, "v1", to), 0, "%s", strata_errmsg());
+	cr_assert_eq(xfer_info(a, STRATA_STORE_INFO_XFER_WIRE_MOUNTS), 0);
+	uint64_t uploaded = xfer_info(a, STRATA_STORE_INFO_XFER_BLOBS_MOVED);
+	cr_assert_gt(uploaded, 0);
+	cr_assert_eq(strata_registry_set_mount_from(reg, "api/origin"), 0);
+	snprintf(to, sizeof(to), "localhost:%d/api/mounted:v1", port);
+	cr_assert_eq(strata_store_push(b, reg, "v1", to), 0, "%s", strata_errmsg());
+	cr_assert_geq(xfer_info(b, STRATA_STORE_INFO_XFER_WIRE_MOUNTS), uploaded, "every blob mounted: %" PRIu64 " of %" PRIu64,
+		      xfer_info(b, STRATA_STORE_INFO_XFER_WIRE_MOUNTS), uploaded);
+	cr_assert_eq(xfer_info(b, STRATA_STORE_INFO_XFER_BLOBS_MOVED), 0, "none uploaded");
+	cr_assert_eq(strata_registry_set_mount_from(reg, NULL), 0);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	strata_sandbox_free(sb);
+	strata_registry_free(reg);
+	strata_store_close(b);
+	strata_store_close(a);
+	strata_store_close(st);
+	strata_host_free(h);
+}
+
+/* The working-set record goes with a push and comes with a pull; a lazy
+ * pull with STRATA_PULL_PREFETCH fetches its pages at once. */
+Test(api, a_lazy_pull_fetches_the_recorded_working_set_ahead)
+{
+	strata_host *h = host();
+	strata_store *st = store("store"), *lz = store("lazy"), *pre = store("pre");
+	strata_sandbox *sb = sandbox(h), *again = NULL, *pulled = NULL;
+	char id[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], record[STRATA_ID_LEN + 1], ref[128];
+	strata_registry *reg = NULL;
+	int port;
+	pid_t pid = registry_start(&port);
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "v1", 0, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_host_set_cache(h, 8, 0), 0);
+	cr_assert_eq(strata_sandbox_open_store(h, st, "v1", &again), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(again, "counter_next", 0, 0, 0), 2);
+	int rc = strata_sandbox_record_working_set(again, st, record);
+	if (rc == STRATA_E_NO_PAGEMAP)
+		cr_skip_test("no working set here: %s", strata_errmsg());
+	cr_assert_eq(rc, 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_registry_new(&reg), 0);
+	cr_assert_eq(strata_registry_set_plain_http(reg, 1), 0);
+	cr_assert_eq(strata_registry_set_timeout(reg, 60), 0);
+	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/ws:v1", port);
+	cr_assert_eq(strata_store_push(st, reg, "v1", ref), 0, "%s", strata_errmsg());
+	cr_assert_eq(xfer_info(st, STRATA_STORE_INFO_XFER_WS_FOUND), 1);
+	cr_assert_gt(xfer_info(st, STRATA_STORE_INFO_XFER_WS_BYTES), 0);
+	/* A lazy pull takes the record; without the flag it fetches no page. */
+	cr_assert_eq(strata_store_pull(lz, reg, ref, NULL, STRATA_PULL_LAZY, got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, id);
+	cr_assert_eq(xfer_info(lz, STRATA_STORE_INFO_XFER_WS_FOUND), 1);
+	cr_assert_gt(xfer_info(lz, STRATA_STORE_INFO_XFER_LAYERS_LAZY), 0);
+	cr_assert_eq(xfer_info(lz, STRATA_STORE_INFO_XFER_PREFETCH_REQUESTS), 0);
+	cr_assert_eq(strata_store_pull(pre, reg, ref, NULL, STRATA_PULL_LAZY | STRATA_PULL_PREFETCH, got), 0, "%s",
+		     strata_errmsg());
+	cr_assert_eq(xfer_info(pre, STRATA_STORE_INFO_XFER_WS_FOUND), 1);
+	cr_assert_gt(xfer_info(pre, STRATA_STORE_INFO_XFER_PREFETCH_WS_BYTES), 0);
+	cr_assert_gt(xfer_info(pre, STRATA_STORE_INFO_XFER_PREFETCH_REQUESTS), 0);
+	cr_assert_gt(xfer_info(pre, STRATA_STORE_INFO_XFER_PREFETCH_BYTES), 0);
+	cr_assert_gt(xfer_info(pre, STRATA_STORE_INFO_XFER_PREFETCH_JOBS), 0);
+	/* The prefetched snapshot runs on from the capture. */
+	cr_assert_eq(strata_store_set_registry(pre, reg), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_sandbox_open_store(h, pre, id, &pulled), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(pulled, "counter_next", 0, 0, 0), 2);
+	strata_sandbox_free(pulled);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	strata_sandbox_free(again);
+	strata_sandbox_free(sb);
+	strata_registry_free(reg);
+	strata_store_close(pre);
+	strata_store_close(lz);
+	strata_store_close(st);
+	strata_host_free(h);
+}
+
+/* A reference split as a push or pull reads it, and the push settings
+ * that refuse what they cannot send. */
+Test(api, references_and_push_settings_are_checked)
+{
+	struct strata_reference r;
+	strata_registry *reg = NULL;
+
+	cr_assert_eq(strata_reference_parse("127.0.0.1:5000/app/web:v1", &r), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(r.host, "127.0.0.1:5000");
+	cr_assert_str_eq(r.repository, "app/web");
+	cr_assert_str_eq(r.tag, "v1");
+	cr_assert_null(r.digest);
+	cr_assert_eq(strata_reference_parse("localhost/app", &r), 0);
+	cr_assert_str_eq(r.tag, "latest");
+	char dg[128];
+	snprintf(dg, sizeof(dg), "example.org/a@sha256:%064d", 0);
+	cr_assert_eq(strata_reference_parse(dg, &r), 0, "%s", strata_errmsg());
+	cr_assert_null(r.tag);
+	cr_assert(r.digest && strncmp(r.digest, "sha256:", 7) == 0);
+	r.host = "untouched";
+	cr_assert_eq(strata_reference_parse("docker://example.org/a:b", &r), STRATA_E_BAD_REF);
+	cr_assert(strstr(strata_errmsg(), "docker://"), "%s", strata_errmsg());
+	cr_assert_str_eq(r.host, "untouched");
+	cr_assert_eq(strata_reference_host_valid("127.0.0.1:5000"), 1);
+	cr_assert_eq(strata_reference_host_valid("localhost"), 1);
+	cr_assert_eq(strata_reference_host_valid("nodots"), 0);
+	cr_assert_eq(strata_reference_host_valid("a.b:port"), 0);
+	cr_assert_eq(strata_reference_host_valid(NULL), 0);
+	cr_assert_eq(strata_registry_new(&reg), 0);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, 0), 0);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, STRATA_CHUNK_MIN), 0);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, STRATA_CHUNK_MAX), 0);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, 65537), -EINVAL);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, STRATA_CHUNK_MIN / 2), -EINVAL);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, STRATA_CHUNK_MAX * 2), -EINVAL);
+	const char *good[] = { "a=b", "org.opencontainers.image.source=https://x", NULL };
+	const char *bad[] = { "a=b", "=v", NULL }, *bare[] = { "novalue", NULL };
+	cr_assert_eq(strata_registry_set_annotations(reg, good), 0);
+	cr_assert_eq(strata_registry_set_annotations(reg, bad), -EINVAL);
+	cr_assert(strstr(strata_errmsg(), "=v"), "%s", strata_errmsg());
+	cr_assert_eq(strata_registry_set_annotations(reg, bare), -EINVAL);
+	cr_assert_eq(strata_registry_set_annotations(reg, NULL), 0);
+	cr_assert_eq(strata_registry_set_whole_configs(reg, 1), 0);
+	cr_assert_eq(strata_registry_set_cert_dir(reg, "/nonexistent"), 0);
+	cr_assert_eq(strata_registry_set_cert_dir(reg, NULL), 0);
+	cr_assert_eq(strata_registry_set_warning_fn(reg, NULL, NULL), 0);
+	strata_registry_free(reg);
+}
+
+/* Where a snapshot came from, and a failed transfer's cause on its own. */
+Test(api, a_pulled_snapshot_knows_its_origin_and_a_failure_its_cause)
+{
+	strata_host *h = host();
+	strata_store *st = store("store"), *other = store("other");
+	strata_sandbox *sb = sandbox(h);
+	char id[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], ref[128], origin[STRATA_ORIGIN_LEN + 1], want[128];
+	int port;
+	pid_t pid = registry_start(&port);
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "v1", 0, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_origin(st, "v1", origin, sizeof(origin)), STRATA_E_NOT_FOUND, "made here");
+	cr_assert_eq(strata_store_origin(st, "nosuch", origin, sizeof(origin)), STRATA_E_NOT_FOUND);
+	strata_registry *reg = NULL;
+	cr_assert_eq(strata_registry_new(&reg), 0);
+	cr_assert_eq(strata_registry_set_plain_http(reg, 1), 0);
+	cr_assert_eq(strata_registry_set_timeout(reg, 60), 0);
+	const char *ann[] = { "org.example.note=hello", NULL };
+	cr_assert_eq(strata_registry_set_annotations(reg, ann), 0);
+	cr_assert_eq(strata_registry_set_chunk_size(reg, 8192), 0);
+	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/origin:v1", port);
+	cr_assert_eq(strata_store_push(st, reg, "v1", ref), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_pull(other, reg, ref, "mine", 0, got), 0, "%s", strata_errmsg());
+	snprintf(want, sizeof(want), "127.0.0.1:%d/api/origin", port);
+	cr_assert_eq(strata_store_origin(other, "mine", origin, sizeof(origin)), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(origin, want);
+	cr_assert_eq(strata_store_origin(other, "mine", origin, 4), -ERANGE);
+	/* A missing repository: the registry's words on their own. */
+	snprintf(ref, sizeof(ref), "127.0.0.1:%d/api/absent:v1", port);
+	cr_assert_eq(strata_store_pull(other, reg, ref, NULL, 0, got), STRATA_E_REMOTE_MISSING);
+	cr_assert_neq(strata_errdetail()[0], '\0');
+	cr_assert(strstr(strata_errmsg(), strata_errdetail()), "%s | %s", strata_errmsg(), strata_errdetail());
+	cr_assert_eq(strata_store_origin(other, "nosuch", origin, sizeof(origin)), STRATA_E_NOT_FOUND);
+	cr_assert_str_eq(strata_errdetail(), "", "another failing call empties it");
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	strata_sandbox_free(sb);
+	strata_registry_free(reg);
 	strata_store_close(other);
 	strata_store_close(st);
 	strata_host_free(h);
