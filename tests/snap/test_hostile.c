@@ -206,6 +206,49 @@ Test(hostile, the_boot_info_page_cannot_be_made_writable, .init = sh_setup, .fin
 }
 
 /*
+ * Stores to the pages the guest's page tables make read-only (its
+ * read-only data, its code, the boot-info page), without asking for any
+ * protection change: each faults, and neither a restore of that sandbox
+ * nor another sandbox of the same snapshot sees a changed byte (on the
+ * process backend those pages may be one copy shared by every sandbox of
+ * the snapshot, as KVM shares them).
+ */
+Test(hostile, a_store_to_a_read_only_page_faults_and_changes_no_sandbox, .init = sh_setup, .fini = sh_teardown)
+{
+	static const char *const stores[] = { "rodata_store", "code_store", "boot_info_store" };
+	struct vmm_host_config hc;
+	struct vmm_host *host;
+	struct vmm_error err;
+	struct st_manifest *m = NULL;
+
+	vmm_host_config_defaults(&hc);
+	hc.backend = vmm_backend_resolve(vmm_host_default(), VMM_BACKEND_AUTO); /* this run's backend */
+	hc.debug = true;
+	cr_assert_eq(vmm_host_new(&hc, &host, &err), 0, "%s", err.message);
+	struct vmm_config cfg = { .host = host };
+	struct vmm_sandbox *a = hostile_snap(&cfg, &m), *b = NULL;
+	const int64_t want = sh_call_i(a, "ro_read", 0, 0);
+	cr_assert_eq(vmm_sandbox_restore(a), 0, "%s", vmm_sandbox_error(a)->message);
+	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, &cfg, &b, &err), 0, "%s",
+		     err.message);
+	for (size_t i = 0; i < sizeof(stores) / sizeof(stores[0]); i++) {
+		struct vmm_result r = { 0 };
+		int rc = vmm_sandbox_call(a, stores[i], NULL, 0, &r);
+		cr_assert(rc == VMM_E_GUEST_FAULT || rc == VMM_E_SHUTDOWN, "%s: %d (%lld), %s", stores[i], rc,
+			  (long long)r.i64, rc < 0 ? vmm_sandbox_error(a)->message : "the store was made");
+		cr_assert_eq(sh_call_i(b, "ro_read", 0, 0), want, "another sandbox saw %s", stores[i]);
+		cr_assert_eq(vmm_sandbox_restore(b), 0, "%s", vmm_sandbox_error(b)->message);
+		cr_assert_eq(vmm_sandbox_restore(a), 0, "after %s: %s", stores[i], vmm_sandbox_error(a)->message);
+		cr_assert_eq(sh_call_i(a, "ro_read", 0, 0), want, "the restore after %s", stores[i]);
+		cr_assert_eq(vmm_sandbox_restore(a), 0, "%s", vmm_sandbox_error(a)->message);
+	}
+	vmm_sandbox_free(b);
+	vmm_sandbox_free(a);
+	st_manifest_free(m);
+	cr_assert_eq(vmm_host_free(host), 0);
+}
+
+/*
  * The thread block: after every restore, whatever the guest did to fs
  * (wrfsbase to the child's control pages, a null selector, arch_prctl at
  * the stub's site), fs base is the snapshot's (the word at %fs:0 is the
