@@ -1581,6 +1581,27 @@ static int share_drop(struct vmm_sandbox *sb)
 	return 0;
 }
 
+static int proc_get_state(struct vmm_sandbox *sb, struct vmm_vcpu_state *st);
+
+/* The host is to write anywhere in guest memory: no shared runs from here
+ * on. A child stopped between calls is replaced by one that maps guest
+ * memory alone, with the registers it had. */
+static int proc_mem_own(struct vmm_sandbox *sb)
+{
+	struct vmm_proc *p = proc_of(sb);
+	struct vmm_vcpu_state st;
+	int rc;
+
+	if (!p || !p->nsh)
+		return 0;
+	bool carry = proc_live(sb) && !p->running && proc_get_state(sb, &st) == 0;
+	if ((rc = share_drop(sb)) < 0)
+		return rc;
+	if (carry && (rc = proc_set_state(sb, &st)) < 0)  /* starts the new child */
+		return rc;
+	return 0;
+}
+
 /* vmm_wp_scan over [lo, hi) (guest pages) but the shared runs (never
  * tracked: a mapping that may never be written cannot be), at base. */
 static int scan_unshared(struct vmm_sandbox *sb, int pm, uint64_t base, uint64_t lo, uint64_t hi, unsigned *ioctls)
@@ -1859,6 +1880,7 @@ const struct vmm_backend vmm_backend_process = {
 	.dirty_clear = proc_dirty_clear,
 	.map_pages = proc_map_pages,
 	.page_read = proc_page_read,
+	.mem_own = proc_mem_own,
 	.check_state = proc_check,
 	.private_pages = false,
 };
