@@ -1506,10 +1506,10 @@ static void share_setup(struct vmm_sandbox *sb)
 	for (uint32_t i = 0; i < c.s->m->nlayers && !c.exec_ok; i++) {
 		if (c.s->layers[i].fd < 0 || !c.s->layers[i].pages)
 			continue;
-		void *t = mmap(NULL, VMM_PAGE, PROT_READ | PROT_EXEC, MAP_SHARED, c.s->layers[i].fd, 0);
-		if (t != MAP_FAILED) {
+		void *t = st_sys_mmap(NULL, VMM_PAGE, PROT_READ | PROT_EXEC, MAP_SHARED, c.s->layers[i].fd, 0, &rc);
+		if (t) {
 			c.exec_ok = true;
-			munmap(t, VMM_PAGE);
+			st_sys_munmap(t, VMM_PAGE);
 		}
 		break;
 	}
