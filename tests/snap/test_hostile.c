@@ -1,6 +1,5 @@
 /* test_hostile.c: the hostile guest (vmm/guest/hostileguest.c) on each backend: no channel keeps state across a restore in place, a new sandbox from the warm list or a pool. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +9,7 @@
 
 #include "helpers.h"
 #include "vmm/abi.h"
-#include "vmm/proc/proc_abi.h"
+#include "tests/proc_child.h"
 
 /* A hostile-guest sandbox, captured once (its snapshot is the state every
  * later call must start from). */
@@ -218,15 +217,9 @@ Test(hostile, the_boot_info_page_cannot_be_made_writable, .init = sh_setup, .fin
 Test(hostile, a_store_to_a_read_only_page_faults_and_changes_no_sandbox, .init = sh_setup, .fini = sh_teardown)
 {
 	static const char *const stores[] = { "rodata_store", "code_store", "boot_info_store" };
-	struct vmm_host_config hc;
-	struct vmm_host *host;
+	struct vmm_host *host = sh_debug_host(0, 0);
 	struct vmm_error err;
 	struct st_manifest *m = NULL;
-
-	vmm_host_config_defaults(&hc);
-	hc.backend = vmm_backend_resolve(vmm_host_default(), VMM_BACKEND_AUTO); /* this run's backend */
-	hc.debug = true;
-	cr_assert_eq(vmm_host_new(&hc, &host, &err), 0, "%s", err.message);
 	struct vmm_config cfg = { .host = host };
 	struct vmm_sandbox *a = hostile_snap(&cfg, &m), *b = NULL;
 	const int64_t want = sh_call_i(a, "ro_read", 0, 0);
@@ -253,40 +246,6 @@ Test(hostile, a_store_to_a_read_only_page_faults_and_changes_no_sandbox, .init =
 	cr_assert_eq(vmm_host_free(host), 0);
 }
 
-/* This process's child whose maps show the process backend's control
- * pages, or 0. */
-static pid_t proc_child_of_this(void)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	pid_t found = 0;
-	char path[64], line[512];
-
-	while (d && !found && (e = readdir(d))) {
-		int pid = atoi(e->d_name), ppid = 0;
-		FILE *f;
-		if (pid <= 0)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-		if (!(f = fopen(path, "re")))
-			continue;
-		if (fscanf(f, "%*d (%*[^)]) %*c %d", &ppid) != 1)
-			ppid = 0;
-		fclose(f);
-		snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-		if (ppid != getpid() || !(f = fopen(path, "re")))
-			continue;
-		unsigned long long lo;
-		while (fgets(line, sizeof(line), f))
-			if (sscanf(line, "%llx-", &lo) == 1 && lo == PROC_CTL)
-				found = pid;
-		fclose(f);
-	}
-	if (d)
-		closedir(d);
-	return found;
-}
-
 /*
  * On the process backend a sandbox restored from a snapshot's files maps
  * the pages its guest cannot write (code, read-only data, boot info) from
@@ -305,19 +264,14 @@ Test(hostile, a_process_sandbox_maps_the_read_only_pages_from_the_snapshot_s_fil
 
 	if (vmm_backend_resolve(vmm_host_default(), VMM_BACKEND_AUTO) != VMM_BACKEND_PROCESS)
 		cr_skip_test("the process backend's mappings");
-	struct vmm_host_config hc;
-	struct vmm_host *host;
-	vmm_host_config_defaults(&hc);
-	hc.backend = VMM_BACKEND_PROCESS;
-	hc.warm = 0;  /* a new sandbox, not the capturing one parked */
-	hc.shells = 0;
-	cr_assert_eq(vmm_host_new(&hc, &host, &err), 0, "%s", err.message);
+	struct vmm_host *host = sh_debug_host(0, 0);  /* warm 0: a new sandbox, not the capturing one parked */
 	struct vmm_config cfg = { .host = host };
 	vmm_sandbox_free(hostile_snap(&cfg, &m));
 	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, &cfg, &sb, &err), 0, "%s",
 		     err.message);
 	const int64_t want = sh_call_i(sb, "ro_read", 0, 0);
-	pid_t pid = proc_child_of_this();
+	uint64_t mem_size = 0;
+	pid_t pid = proc_child_find(&mem_size);
 	cr_assert_gt(pid, 0, "the sandbox's child is not among this process's children");
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	FILE *f = fopen(path, "re");

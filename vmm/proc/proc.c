@@ -722,17 +722,12 @@ out_free:
 	return rc;
 }
 
-/* The protection runs go into the control page: the child applies them
- * before its filter, which then allows no memory call at all. */
-static int map_run(void *ctx, uint64_t va, uint64_t len, unsigned perm)
+/* One more run in the control page (proc_abi.h, CTL_RUNS). */
+static int ctl_run_add(struct vmm_proc *p, uint64_t va, uint64_t len, uint64_t word)
 {
-	struct vmm_proc *p = ctx;
+	uint64_t run[3] = { va, len, word };
 	uint32_t n;
-	uint64_t run[3] = { va, len, ((perm & VMM_PERM_R) ? PROT_READ : 0) | ((perm & VMM_PERM_W) ? PROT_WRITE : 0) |
-					     ((perm & VMM_PERM_X) ? PROT_EXEC : 0) };
 
-	if (perm == VMM_PERM_NONE)
-		return 0;
 	memcpy(&n, p->ctl + CTL_NOPS, 4);
 	if (n >= CTL_RUNS_MAX)
 		return -E2BIG;
@@ -740,6 +735,17 @@ static int map_run(void *ctx, uint64_t va, uint64_t len, unsigned perm)
 	n++;
 	memcpy(p->ctl + CTL_NOPS, &n, 4);
 	return 0;
+}
+
+/* The protection runs go into the control page: the child applies them
+ * before its filter, which then allows no memory call at all. */
+static int map_run(void *ctx, uint64_t va, uint64_t len, unsigned perm)
+{
+	struct vmm_proc *p = ctx;
+	if (perm == VMM_PERM_NONE)
+		return 0;
+	return ctl_run_add(p, va, len, ((perm & VMM_PERM_R) ? PROT_READ : 0) | ((perm & VMM_PERM_W) ? PROT_WRITE : 0) |
+					       ((perm & VMM_PERM_X) ? PROT_EXEC : 0));
 }
 
 /* The page tables' user protections, for the child to apply as it starts. */
@@ -756,17 +762,9 @@ static int proc_map(struct vmm_sandbox *sb)
 	 * memory once its writes are tracked. */
 	for (size_t i = 0; rc == 0 && i < p->nsh; i++) {
 		const struct sh_run *r = &p->sh[i];
-		uint32_t n;
-		if (!r->prot)
-			continue;
-		uint64_t run[3] = { r->gpage * VMM_PAGE, r->npages * VMM_PAGE,
-				    r->prot | RUN_SHARED | (r->lpage * VMM_PAGE) };
-		memcpy(&n, p->ctl + CTL_NOPS, 4);
-		if (n >= CTL_RUNS_MAX)
-			return -E2BIG;
-		memcpy(p->ctl + CTL_RUNS + (size_t)n * CTL_RUN_SIZE, run, sizeof(run));
-		n++;
-		memcpy(p->ctl + CTL_NOPS, &n, 4);
+		if (r->prot)
+			rc = ctl_run_add(p, r->gpage * VMM_PAGE, r->npages * VMM_PAGE,
+					 r->prot | RUN_SHARED | (r->lpage * VMM_PAGE));
 	}
 	return rc;
 }
