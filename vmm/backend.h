@@ -79,6 +79,11 @@ struct vmm_backend {
 	/* Guest page `gpage` for reading without side effects: a pointer into
 	 * guest memory or into buf (NULL on error). NULL op: sb->mem directly. */
 	const uint8_t *(*page_read)(struct vmm_sandbox *sb, uint64_t gpage, uint8_t *buf);
+	/* Make every page at sb->mem writable by the host and seen so by the
+	 * guest (the process backend maps pages the guest cannot write from
+	 * the snapshot's file, read-only, until then). <0: the sandbox cannot
+	 * be trusted any more. NULL op: they are already. */
+	int (*mem_own)(struct vmm_sandbox *sb);
 	/* Snapshot pages are mapped copy-on-write and a written page is a
 	 * private copy a reset may drop (KVM); else memory is shared and a
 	 * reset only rewrites (process). */

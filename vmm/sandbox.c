@@ -346,8 +346,10 @@ int vmm_sandbox_function(const struct vmm_sandbox *sb, unsigned i, const char **
 	return 0;
 }
 
-void vmm_sandbox_memory(const struct vmm_sandbox *sb, uint8_t **mem, uint64_t *size)
+void vmm_sandbox_memory(struct vmm_sandbox *sb, uint8_t **mem, uint64_t *size)
 {
+	if (sb->be->mem_own && sb->be->mem_own(sb) < 0)
+		sb->poisoned = true;
 	*mem = sb->mem;
 	*size = sb->mem_size;
 }

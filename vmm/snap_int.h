@@ -77,6 +77,9 @@ int vmm_dirty_resolve(enum vmm_dirty_mech mech, struct vmm_error *err);
  * open while tracking lasts. Nothing is tracked until protected. -errno
  * where the kernel cannot. */
 int vmm_wp_track(uint64_t addr, uint64_t len, int *uffd);
+/* Register [addr, addr + len) with uffd (from vmm_wp_track) too: a mapping
+ * put back where another one was (the process backend's shared pages). */
+int vmm_wp_register(int uffd, uint64_t addr, uint64_t len);
 /* Track writes to [addr, addr + len) from now on (uffd may be another
  * process's, taken with pidfd_getfd; unpopulated pages included). */
 int vmm_wp_protect(int uffd, uint64_t addr, uint64_t len);

@@ -274,8 +274,9 @@ unsigned vmm_sandbox_function_count(const struct vmm_sandbox *sb);
 int vmm_sandbox_function(const struct vmm_sandbox *sb, unsigned i, const char **name,
 			 const struct vmm_signature **sig);
 
-/* Guest memory as one host range (for capture/restore and tests). */
-void vmm_sandbox_memory(const struct vmm_sandbox *sb, uint8_t **mem, uint64_t *size);
+/* Guest memory as one host range (for capture/restore and tests), every
+ * page of it writable by the caller and seen by the guest as written. */
+void vmm_sandbox_memory(struct vmm_sandbox *sb, uint8_t **mem, uint64_t *size);
 
 /*
  * Can this process run KVM sandboxes? 0 if so. Otherwise the reason, each

@@ -9,6 +9,7 @@
 
 #include "helpers.h"
 #include "vmm/abi.h"
+#include "tests/proc_child.h"
 
 /* A hostile-guest sandbox, captured once (its snapshot is the state every
  * later call must start from). */
@@ -203,6 +204,95 @@ Test(hostile, the_boot_info_page_cannot_be_made_writable, .init = sh_setup, .fin
 	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
 	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
 	vmm_sandbox_free(sb);
+}
+
+/*
+ * Stores to the pages the guest's page tables make read-only (its
+ * read-only data, its code, the boot-info page), without asking for any
+ * protection change: each faults, and neither a restore of that sandbox
+ * nor another sandbox of the same snapshot sees a changed byte (on the
+ * process backend those pages may be one copy shared by every sandbox of
+ * the snapshot, as KVM shares them).
+ */
+Test(hostile, a_store_to_a_read_only_page_faults_and_changes_no_sandbox, .init = sh_setup, .fini = sh_teardown)
+{
+	static const char *const stores[] = { "rodata_store", "code_store", "boot_info_store" };
+	struct vmm_host *host = sh_debug_host(0, 0);
+	struct vmm_error err;
+	struct st_manifest *m = NULL;
+	struct vmm_config cfg = { .host = host };
+	struct vmm_sandbox *a = hostile_snap(&cfg, &m), *b = NULL;
+	const int64_t want = sh_call_i(a, "ro_read", 0, 0);
+	cr_assert_eq(vmm_sandbox_restore(a), 0, "%s", vmm_sandbox_error(a)->message);
+	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, &cfg, &b, &err), 0, "%s",
+		     err.message);
+	/* b (restored from the snapshot's files) maps those pages from them. */
+	for (size_t i = 0; i < 2 * sizeof(stores) / sizeof(stores[0]); i++) {
+		struct vmm_sandbox *w = i % 2 ? a : b, *o = i % 2 ? b : a;
+		const char *fn = stores[i / 2];
+		struct vmm_result r = { 0 };
+		int rc = vmm_sandbox_call(w, fn, NULL, 0, &r);
+		cr_assert(rc == VMM_E_GUEST_FAULT || rc == VMM_E_SHUTDOWN, "%s: %d (%lld), %s", fn, rc, (long long)r.i64,
+			  rc < 0 ? vmm_sandbox_error(w)->message : "the store was made");
+		cr_assert_eq(sh_call_i(o, "ro_read", 0, 0), want, "another sandbox saw %s", fn);
+		cr_assert_eq(vmm_sandbox_restore(o), 0, "%s", vmm_sandbox_error(o)->message);
+		cr_assert_eq(vmm_sandbox_restore(w), 0, "after %s: %s", fn, vmm_sandbox_error(w)->message);
+		cr_assert_eq(sh_call_i(w, "ro_read", 0, 0), want, "the restore after %s", fn);
+		cr_assert_eq(vmm_sandbox_restore(w), 0, "%s", vmm_sandbox_error(w)->message);
+	}
+	vmm_sandbox_free(b);
+	vmm_sandbox_free(a);
+	st_manifest_free(m);
+	cr_assert_eq(vmm_host_free(host), 0);
+}
+
+/*
+ * On the process backend a sandbox restored from a snapshot's files maps
+ * the pages its guest cannot write (code, read-only data, boot info) from
+ * those files, shared and read-only, rather than copying them into its own
+ * memory: one copy for every sandbox of the snapshot. None of those
+ * mappings is writable.
+ */
+Test(hostile, a_process_sandbox_maps_the_read_only_pages_from_the_snapshot_s_file, .init = sh_setup,
+     .fini = sh_teardown)
+{
+	struct st_manifest *m = NULL;
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+	char path[64], line[512];
+	unsigned shared = 0;
+
+	if (vmm_backend_resolve(vmm_host_default(), VMM_BACKEND_AUTO) != VMM_BACKEND_PROCESS)
+		cr_skip_test("the process backend's mappings");
+	struct vmm_host *host = sh_debug_host(0, 0);  /* warm 0: a new sandbox, not the capturing one parked */
+	struct vmm_config cfg = { .host = host };
+	vmm_sandbox_free(hostile_snap(&cfg, &m));
+	cr_assert_eq(vmm_sandbox_from_snapshot(m, vmm_layer_open_store, sh_store, &cfg, &sb, &err), 0, "%s",
+		     err.message);
+	const int64_t want = sh_call_i(sb, "ro_read", 0, 0);
+	uint64_t mem_size = 0;
+	pid_t pid = proc_child_find(&mem_size);
+	cr_assert_gt(pid, 0, "the sandbox's child is not among this process's children");
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		cr_skip_test("cannot read the child's maps: needs CAP_SYS_PTRACE");
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi;
+		char perms[8], file[256] = "";
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %255s", &lo, &hi, perms, file) < 3 || hi > (4ull << 30) ||
+		    !file[0] || strstr(file, "memfd:"))
+			continue;
+		cr_assert_neq(perms[1], 'w', "a mapping of the snapshot's file is writable: %s", line);
+		cr_assert_eq(perms[3], 's', "%s", line);
+		shared++;
+	}
+	fclose(f);
+	cr_assert_geq(shared, 2, "the code and the read-only data are mapped from the snapshot's file");
+	cr_assert_eq(sh_call_i(sb, "ro_read", 0, 0), want);
+	vmm_sandbox_free(sb);
+	st_manifest_free(m);
+	cr_assert_eq(vmm_host_free(host), 0);
 }
 
 /*

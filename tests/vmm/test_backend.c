@@ -10,6 +10,7 @@
 
 #include "helpers.h"
 #include "tests/kvm_check.h"
+#include "tests/proc_child.h"
 #include "vmm/proc/proc_abi.h"
 
 Test(vmm_backend, names_round_trip_and_junk_is_refused)
@@ -61,44 +62,6 @@ Test(vmm_backend, many_process_sandboxes_live_side_by_side)
 		vmm_sandbox_free(sb[i]);
 }
 
-/* The pid of this process's child whose maps show the process backend's
- * control pages, and the memfd offset they map (= guest memory's size); 0
- * if none. */
-static pid_t guest_child(uint64_t *mem_size)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	pid_t found = 0;
-	char path[64], line[256];
-
-	while (d && !found && (e = readdir(d))) {
-		int pid = atoi(e->d_name), ppid = 0;
-		FILE *f;
-		if (pid <= 0)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-		if (!(f = fopen(path, "re")))
-			continue;
-		if (fscanf(f, "%*d (%*[^)]) %*c %d", &ppid) != 1)
-			ppid = 0;
-		fclose(f);
-		if (ppid != getpid())
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-		if (!(f = fopen(path, "re")))
-			continue;
-		unsigned long long lo, off;
-		while (fgets(line, sizeof(line), f))
-			if (sscanf(line, "%llx-%*x %*s %llx", &lo, &off) == 2 && lo == PROC_CTL) {
-				*mem_size = off;
-				found = pid;
-			}
-		fclose(f);
-	}
-	if (d)
-		closedir(d);
-	return found;
-}
 
 /* The control page's second half and the signal stack below the frame of
  * the child's reports are never written but by a guest: they stay holes
@@ -113,7 +76,7 @@ Test(vmm_backend, a_process_sandbox_allocates_no_shared_page_it_does_not_use)
 	char path[64];
 
 	cr_assert_eq(vmm_sandbox_call(sb, "counter_next", NULL, 0, &res), 0);
-	pid_t pid = guest_child(&mem_size);
+	pid_t pid = proc_child_find(&mem_size);
 	cr_assert_gt(pid, 0, "the sandbox's child is not among this process's children");
 	snprintf(path, sizeof(path), "/proc/%d/fd/3", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -173,7 +136,7 @@ Test(vmm_backend, an_idle_process_child_keeps_only_its_pages_and_their_page_tabl
 
 	_Static_assert(PROC_END <= (512ull << 30), "the child's pages share guest memory's top-level slot");
 	cr_assert_eq(vmm_sandbox_call(sb, "counter_next", NULL, 0, &res), 0);
-	pid_t pid = guest_child(&mem_size);
+	pid_t pid = proc_child_find(&mem_size);
 	cr_assert_gt(pid, 0, "the sandbox's child is not among this process's children");
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
 	int pm = open(path, O_RDONLY | O_CLOEXEC);
@@ -234,7 +197,7 @@ Test(vmm_backend, a_process_child_holds_a_small_descriptor_table_whatever_the_ho
 	for (unsigned i = 0; i < MANY; i++)
 		cr_assert_geq(fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC), 0, "%s", strerror(errno));
 	struct vmm_sandbox *sb = guest_new(&cfg);
-	pid_t pid = guest_child(&mem_size);
+	pid_t pid = proc_child_find(&mem_size);
 	cr_assert_gt(pid, 0, "the sandbox's child is not among this process's children");
 	long long size = status_value(pid, "FDSize");
 	cr_assert_gt(size, 0);

@@ -373,6 +373,45 @@ STRATA_FUNCTION(boot_info_write, "i()")
 	return strata_ret_i64(c, ++*w);
 }
 
+/*
+ * Plain stores to pages the guest's page tables give no write: its own
+ * read-only data, its own code and the boot-info page. Each must fault
+ * (nothing but the page tables decides: no mprotect is tried), whatever
+ * backs those pages, and change nothing any sandbox of the snapshot
+ * reads (ro_read). ro_word is read and written through volatile
+ * pointers so that both are made (a const volatile object goes to .data).
+ */
+static const int64_t ro_word = 0x5eed0f0dd0c0ffeell;
+
+STRATA_FUNCTION(ro_read, "i()")
+{
+	const volatile int64_t *code = (const volatile int64_t *)(uintptr_t)&ro_read;
+	const struct strata_boot_info *bi = strata_boot_info();
+
+	return strata_ret_i64(c, *(const volatile int64_t *)&ro_word ^ *code ^ (int64_t)bi->in_addr);
+}
+
+STRATA_FUNCTION(rodata_store, "i()")
+{
+	volatile int64_t *w = (volatile int64_t *)(uintptr_t)&ro_word;
+
+	return strata_ret_i64(c, ++*w);
+}
+
+STRATA_FUNCTION(code_store, "i()")
+{
+	volatile int64_t *w = (volatile int64_t *)(uintptr_t)&ro_read;
+
+	return strata_ret_i64(c, ++*w);
+}
+
+STRATA_FUNCTION(boot_info_store, "i()")
+{
+	volatile int64_t *w = (volatile int64_t *)(uintptr_t)(STRATA_BOOT_INFO_GPA + 4096 - 8);
+
+	return strata_ret_i64(c, ++*w);
+}
+
 /* A system call the stub's filter forbids (getpid), made at the stub's
  * site: the child is killed; it must not dump core on its way out. */
 STRATA_FUNCTION(forbidden_call, "i()")

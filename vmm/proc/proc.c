@@ -120,6 +120,19 @@ struct vmm_proc {
 	 * data extents (two lseeks each, every reset). */
 	blkcnt_t data_blocks;
 	uint64_t pages;
+	/* Shared runs (share_setup): pages of the snapshot the guest cannot
+	 * write (its page tables give no write, or nothing below the boot
+	 * info), mapped read-only from the snapshot's layer file in the host's
+	 * mapping and the child's instead of copied into the memfd (a hole
+	 * there): one copy in the page cache for every sandbox of the
+	 * snapshot, as on KVM. Sorted by guest page. */
+	struct sh_run {
+		uint64_t gpage, npages, lpage;
+		unsigned prot;  /* the child's PROT_*; 0: not mapped in the child (below the boot info) */
+	} *sh;
+	size_t nsh;
+	int shfd;          /* the layer file they come from (a duplicate of the snapshot's descriptor); -1 none */
+	uint64_t *shared;  /* bitmap of the shared runs' pages; NULL: none */
 };
 
 /* The sandbox's process-backend state (its backend-private pointer). */
@@ -418,6 +431,7 @@ int vmm_process_check(struct vmm_error *err)
 struct spawn_req {
 	/* in */
 	const char *mem_path;  /* guest memory, as /proc/HOST/fd/N */
+	const char *sh_path;   /* the shared runs' file, as /proc/HOST/fd/N (opened read-only); NULL: none */
 	const char *path;
 	char *const *argv;
 	/* out */
@@ -478,6 +492,14 @@ __attribute__((no_sanitize("address", "undefined"))) static int spawn_child(void
 	/* Its own table from here: the lowest free descriptor is 0. */
 	if (rc == 0 && (rc = syscall(SYS_openat, AT_FDCWD, req->mem_path, O_RDWR, 0)) == 0)
 		rc = syscall(SYS_dup3, 0, 3, 0);
+	if (rc == 3 && req->sh_path) {
+		/* Read-only: no mapping of it can ever be made writable. */
+		syscall(SYS_close, 0);
+		if ((rc = syscall(SYS_openat, AT_FDCWD, req->sh_path, O_RDONLY, 0)) == 0)
+			rc = syscall(SYS_dup3, 0, PROC_SHARED_FD, 0) == PROC_SHARED_FD ? 3 : -1;
+		else if (rc > 0)
+			rc = 0;
+	}
 	if (rc == 3) {
 		syscall(SYS_close, 0);
 		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(uint64_t));
@@ -616,9 +638,9 @@ static int spawn_request(struct spawn_req *req)
 /* Start the child program with guest memory as fd 3, nothing else open,
  * no environment, in a removed directory, every signal at its default and
  * unblocked; *pidfd is its pidfd. */
-static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid, int *pidfd)
+static int child_spawn(int memfd, int shfd, uint64_t mem_size, pid_t *pid, int *pidfd)
 {
-	char path[64], size[32], mem_path[64];
+	char path[64], size[32], mem_path[64], sh_path[64];
 	char host[32];
 	char *argv[] = { "strata-guest", size, host, NULL };
 	int rc;
@@ -631,7 +653,9 @@ static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid, int *pidfd)
 	snprintf(size, sizeof(size), "%llu", (unsigned long long)mem_size);
 	snprintf(host, sizeof(host), "%d", (int)getpid());
 	snprintf(mem_path, sizeof(mem_path), "/proc/%d/fd/%d", (int)getpid(), memfd);
-	struct spawn_req req = { .mem_path = mem_path, .path = path, .argv = argv, .pid = -1, .pidfd = -1 };
+	snprintf(sh_path, sizeof(sh_path), "/proc/%d/fd/%d", (int)getpid(), shfd);
+	struct spawn_req req = { .mem_path = mem_path, .sh_path = shfd >= 0 ? sh_path : NULL, .path = path, .argv = argv,
+				 .pid = -1, .pidfd = -1 };
 	if ((rc = spawn_request(&req)) < 0)
 		return rc;
 	/* The child starts where the spawner thread ran. Every guest exit is
@@ -656,6 +680,8 @@ static int child_spawn(int memfd, uint64_t mem_size, pid_t *pid, int *pidfd)
 
 /* ---- the backend ---- */
 
+static void share_setup(struct vmm_sandbox *sb);
+
 static int proc_mem_new(struct vmm_sandbox *sb, bool *ready)
 {
 	struct vmm_proc *p = st_sys_calloc(1, sizeof(*p));
@@ -666,6 +692,7 @@ static int proc_mem_new(struct vmm_sandbox *sb, bool *ready)
 	p->pid = -1;
 	p->pidfd = -1;
 	p->uffd = p->uffd_child = p->pm_self = p->pm_child = -1;
+	p->shfd = -1;
 	if ((p->memfd = st_sys_memfd_create("strata-guest", 0)) < 0) {
 		rc = p->memfd;
 		goto out_free;
@@ -695,17 +722,12 @@ out_free:
 	return rc;
 }
 
-/* The protection runs go into the control page: the child applies them
- * before its filter, which then allows no memory call at all. */
-static int map_run(void *ctx, uint64_t va, uint64_t len, unsigned perm)
+/* One more run in the control page (proc_abi.h, CTL_RUNS). */
+static int ctl_run_add(struct vmm_proc *p, uint64_t va, uint64_t len, uint64_t word)
 {
-	struct vmm_proc *p = ctx;
+	uint64_t run[3] = { va, len, word };
 	uint32_t n;
-	uint64_t run[3] = { va, len, ((perm & VMM_PERM_R) ? PROT_READ : 0) | ((perm & VMM_PERM_W) ? PROT_WRITE : 0) |
-					     ((perm & VMM_PERM_X) ? PROT_EXEC : 0) };
 
-	if (perm == VMM_PERM_NONE)
-		return 0;
 	memcpy(&n, p->ctl + CTL_NOPS, 4);
 	if (n >= CTL_RUNS_MAX)
 		return -E2BIG;
@@ -713,6 +735,17 @@ static int map_run(void *ctx, uint64_t va, uint64_t len, unsigned perm)
 	n++;
 	memcpy(p->ctl + CTL_NOPS, &n, 4);
 	return 0;
+}
+
+/* The protection runs go into the control page: the child applies them
+ * before its filter, which then allows no memory call at all. */
+static int map_run(void *ctx, uint64_t va, uint64_t len, unsigned perm)
+{
+	struct vmm_proc *p = ctx;
+	if (perm == VMM_PERM_NONE)
+		return 0;
+	return ctl_run_add(p, va, len, ((perm & VMM_PERM_R) ? PROT_READ : 0) | ((perm & VMM_PERM_W) ? PROT_WRITE : 0) |
+					       ((perm & VMM_PERM_X) ? PROT_EXEC : 0));
 }
 
 /* The page tables' user protections, for the child to apply as it starts. */
@@ -724,7 +757,16 @@ static int proc_map(struct vmm_sandbox *sb)
 	const uint64_t lo = STRATA_BOOT_INFO_GPA;
 
 	memset(p->ctl + CTL_NOPS, 0, 4);
-	return vmm_x86_user_runs(sb->mem, sb->mem_size, sb->layout.pml4, lo, sb->mem_size, map_run, p);
+	int rc = vmm_x86_user_runs(sb->mem, sb->mem_size, sb->layout.pml4, lo, sb->mem_size, map_run, p);
+	/* Then the shared runs, which the child maps over the protected
+	 * memory once its writes are tracked. */
+	for (size_t i = 0; rc == 0 && i < p->nsh; i++) {
+		const struct sh_run *r = &p->sh[i];
+		if (r->prot)
+			rc = ctl_run_add(p, r->gpage * VMM_PAGE, r->npages * VMM_PAGE,
+					 r->prot | RUN_SHARED | (r->lpage * VMM_PAGE));
+	}
+	return rc;
 }
 
 /* Every run of the memfd that holds data (the rest reads as zero). */
@@ -873,7 +915,7 @@ static int proc_spawn(struct vmm_sandbox *sb, struct vmm_error *err)
 				"cannot map guest memory in the guest's process: %s",
 				rc == -E2BIG ? "its page tables give more protection runs than the control page holds"
 					     : strerror(-rc));
-	if ((rc = child_spawn(p->memfd, sb->mem_size, &pid, &p->pidfd)) < 0)
+	if ((rc = child_spawn(p->memfd, p->nsh ? p->shfd : -1, sb->mem_size, &pid, &p->pidfd)) < 0)
 		return vmm_fail(err, rc, "cannot start the guest's process: %s", strerror(-rc));
 	p->pid = pid;
 	/* The child reports once it is locked down. */
@@ -1004,6 +1046,8 @@ static int proc_start(struct vmm_sandbox *sb, bool ready, struct vmm_error *err)
 	p->pm_self = p->uffd >= 0 ? st_sys_openat(AT_FDCWD, "/proc/self/pagemap", O_RDONLY, 0) : -1;
 	if (p->pm_self < 0)
 		p->pm_self = -1;
+	if (!p->all)
+		share_setup(sb);
 	return proc_spawn(sb, err);
 }
 
@@ -1032,6 +1076,10 @@ static void proc_destroy(struct vmm_sandbox *sb)
 		free(p->known);
 		free(p->tmpl);
 		vmm_runs_free(&p->fresh);
+		free(p->sh);
+		free(p->shared);
+		if (p->shfd >= 0)
+			st_sys_close(p->shfd);
 		free(p);
 		sb->priv = NULL;
 	}
@@ -1375,6 +1423,204 @@ static int written_add(void *ctx, uint64_t lo, uint64_t hi)
 	return 0;
 }
 
+
+/* ---- shared runs: one copy of the snapshot's read-only pages ---- */
+
+struct sh_collect {
+	struct vmm_sandbox *sb;
+	const struct vmm_snap *s;
+	int layer;         /* the one layer shared runs come from (the first found); -1 none yet */
+	struct sh_run *v;
+	size_t n, cap;
+	bool exec_ok;      /* the layer's file may be mapped executable (not on a noexec mount) */
+};
+
+/* Add [g, g + n) with the child's protection prot, where the snapshot's
+ * layer holds it: each piece from the chosen layer becomes a shared run. */
+static int sh_add(struct sh_collect *c, uint64_t g, uint64_t n, unsigned prot)
+{
+	const struct vmm_snap *s = c->s;
+
+	for (size_t i = 0; i < s->nsegs && n; i++) {
+		const struct vmm_seg *sg = &s->segs[i];
+		if (sg->gpage + sg->npages <= g)
+			continue;
+		if (sg->gpage >= g + n)
+			break;
+		uint64_t lo = sg->gpage > g ? sg->gpage : g, hi = sg->gpage + sg->npages < g + n ? sg->gpage + sg->npages : g + n;
+		if (sg->layer < 0 || s->layers[sg->layer].fd < 0 || s->layers[sg->layer].on_fuse)
+			continue;  /* a hole reads as zero anyway; a lazy layer's pages are copied in */
+		if (c->layer < 0)
+			c->layer = sg->layer;
+		if (sg->layer != c->layer || ((prot & PROT_EXEC) && !c->exec_ok))
+			continue;
+		uint64_t lpage = sg->lpage + (lo - sg->gpage);
+		if (c->n && c->v[c->n - 1].gpage + c->v[c->n - 1].npages == lo && c->v[c->n - 1].prot == prot &&
+		    c->v[c->n - 1].lpage + c->v[c->n - 1].npages == lpage) {
+			c->v[c->n - 1].npages += hi - lo;
+			continue;
+		}
+		if (c->n == c->cap) {
+			size_t cap = c->cap ? 2 * c->cap : 16;
+			struct sh_run *nv = st_sys_realloc(c->v, cap * sizeof(*nv));
+			if (!nv)
+				return -ENOMEM;
+			c->v = nv;
+			c->cap = cap;
+		}
+		c->v[c->n++] = (struct sh_run){ lo, hi - lo, lpage, prot };
+	}
+	return 0;
+}
+
+static int sh_collect_run(void *ctx, uint64_t va, uint64_t len, unsigned perm)
+{
+	unsigned prot = ((perm & VMM_PERM_R) ? PROT_READ : 0) | ((perm & VMM_PERM_X) ? PROT_EXEC : 0);
+
+	if (perm == VMM_PERM_NONE || (perm & VMM_PERM_W) || !(perm & VMM_PERM_R))
+		return 0;
+	return sh_add(ctx, va / VMM_PAGE, len / VMM_PAGE, prot);
+}
+
+/*
+ * A sandbox restored from a snapshot: map the pages the guest cannot write
+ * (read-only or executable in its page tables, and everything below the
+ * boot info, which only the host reads) from the layer's file, read-only,
+ * over the host's mapping, and free their copies in the memfd; the child
+ * maps the same runs (proc_map). Nothing writes them: the guest faults,
+ * the host never writes guest memory below the boot info or where the
+ * guest cannot (a restore writes only pages that differ, and these never
+ * do). Best effort: whatever cannot be shared stays copied.
+ */
+static void share_setup(struct vmm_sandbox *sb)
+{
+	struct vmm_proc *p = proc_of(sb);
+	struct sh_collect c = { .sb = sb, .s = sb->snap, .layer = -1 };
+	int rc;
+
+	if (!c.s || !c.s->m || !c.s->segs || !c.s->layers)
+		return;
+	/* Probe with any one layer's file: a mount may refuse executable maps. */
+	for (uint32_t i = 0; i < c.s->m->nlayers && !c.exec_ok; i++) {
+		if (c.s->layers[i].fd < 0 || !c.s->layers[i].pages)
+			continue;
+		void *t = st_sys_mmap(NULL, VMM_PAGE, PROT_READ | PROT_EXEC, MAP_SHARED, c.s->layers[i].fd, 0, &rc);
+		if (t) {
+			c.exec_ok = true;
+			st_sys_munmap(t, VMM_PAGE);
+		}
+		break;
+	}
+	rc = sh_add(&c, 0, STRATA_BOOT_INFO_GPA / VMM_PAGE, 0);
+	if (rc == 0)
+		rc = vmm_x86_user_runs(sb->mem, sb->mem_size, sb->layout.pml4, STRATA_BOOT_INFO_GPA, sb->mem_size,
+				       sh_collect_run, &c);
+	if (rc < 0 || !c.n || !(p->shared = st_sys_calloc(p->pages / 64 + 1, sizeof(*p->shared))) ||
+	    (p->shfd = st_sys_dup(c.s->layers[c.layer].fd)) < 0) {
+		p->shfd = -1;
+		free(p->shared);
+		p->shared = NULL;
+		free(c.v);
+		return;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < c.n; i++) {
+		const struct sh_run *r = &c.v[i];
+		void *at = sb->mem + r->gpage * VMM_PAGE;
+		if (st_sys_mmap(at, r->npages * VMM_PAGE, PROT_READ, MAP_SHARED | MAP_FIXED, p->shfd,
+				(off_t)(r->lpage * VMM_PAGE), &rc) != at)
+			break;  /* nothing replaced there (MAP_FIXED fails before it unmaps) */
+		st_sys_punch_hole(p->memfd, (off_t)(r->gpage * VMM_PAGE), (off_t)(r->npages * VMM_PAGE));
+		for (uint64_t g = r->gpage; g < r->gpage + r->npages; g++)
+			bit_set(p->shared, g);
+		c.v[k++] = *r;
+	}
+	p->sh = c.v;
+	p->nsh = k;
+	p->data_blocks = -1;
+}
+
+/*
+ * Copy the shared runs back into the memfd and map it again in their place
+ * in the host (tracked again): a remap is about to write some of them (a
+ * restore to another snapshot). The child's mappings are fixed once it is
+ * locked down: it is ended, and the next restore starts a new one without
+ * shared runs.
+ */
+static int share_drop(struct vmm_sandbox *sb)
+{
+	struct vmm_proc *p = proc_of(sb);
+	int rc = 0;
+
+	for (size_t i = 0; i < p->nsh; i++) {
+		const struct sh_run *r = &p->sh[i];
+		uint8_t *at = sb->mem + r->gpage * VMM_PAGE;
+		size_t len = r->npages * VMM_PAGE;
+		/* Through the shared mapping into the memfd's file, then the
+		 * memfd mapped over it. */
+		if ((rc = st_sys_pwrite_all(p->memfd, at, len, (off_t)(r->gpage * VMM_PAGE))) < 0 ||
+		    st_sys_mmap(at, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, p->memfd,
+				(off_t)(r->gpage * VMM_PAGE), &rc) != (void *)at)
+			return rc < 0 ? rc : -EIO;
+		if (p->uffd >= 0 && vmm_wp_register(p->uffd, (uint64_t)(uintptr_t)at, len) < 0)
+			p->tracked = false;
+	}
+	proc_kill(p);
+	p->all = true;
+	free(p->sh);
+	p->sh = NULL;
+	p->nsh = 0;
+	free(p->shared);
+	p->shared = NULL;
+	if (p->shfd >= 0)
+		st_sys_close(p->shfd);
+	p->shfd = -1;
+	p->data_blocks = -1;
+	return 0;
+}
+
+static int proc_get_state(struct vmm_sandbox *sb, struct vmm_vcpu_state *st);
+
+/* The host is to write anywhere in guest memory: no shared runs from here
+ * on. A child stopped between calls is replaced by one that maps guest
+ * memory alone, with the registers it had. */
+static int proc_mem_own(struct vmm_sandbox *sb)
+{
+	struct vmm_proc *p = proc_of(sb);
+	struct vmm_vcpu_state st;
+	int rc;
+
+	if (!p || !p->nsh)
+		return 0;
+	bool carry = proc_live(sb) && !p->running && proc_get_state(sb, &st) == 0;
+	if ((rc = share_drop(sb)) < 0)
+		return rc;
+	if (carry && (rc = proc_set_state(sb, &st)) < 0)  /* starts the new child */
+		return rc;
+	return 0;
+}
+
+/* vmm_wp_scan over [lo, hi) (guest pages) but the shared runs (never
+ * tracked: a mapping that may never be written cannot be), at base. */
+static int scan_unshared(struct vmm_sandbox *sb, int pm, uint64_t base, uint64_t lo, uint64_t hi, unsigned *ioctls)
+{
+	struct vmm_proc *p = proc_of(sb);
+	uint64_t at = lo;
+	int rc;
+
+	for (size_t i = 0; i <= p->nsh; i++) {
+		uint64_t end = i < p->nsh ? p->sh[i].gpage : hi, next = i < p->nsh ? end + p->sh[i].npages : hi;
+		if (end > hi)
+			end = hi;
+		if (end > at && (rc = vmm_wp_scan(pm, base + at * VMM_PAGE, base + end * VMM_PAGE, written_add, sb,
+						  ioctls)) < 0)
+			return rc;
+		if (next > at)
+			at = next;
+	}
+	return 0;
+}
+
 static int proc_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigned *ioctls)
 {
 	struct vmm_proc *p = proc_of(sb);
@@ -1387,10 +1633,9 @@ static int proc_dirty_scan(struct vmm_sandbox *sb, struct vmm_runs *out, unsigne
 		p->tracked = false;
 	if (p->tracked) {
 		/* Both scans, always: each also protects what it reports again. */
-		rc = vmm_wp_scan(p->pm_child, STRATA_BOOT_INFO_GPA, sb->mem_size, written_add, sb, ioctls);
+		rc = scan_unshared(sb, p->pm_child, 0, STRATA_BOOT_INFO_GPA / VMM_PAGE, p->pages, ioctls);
 		if (rc == 0)
-			rc = vmm_wp_scan(p->pm_self, (uint64_t)(uintptr_t)sb->mem,
-					 (uint64_t)(uintptr_t)sb->mem + sb->mem_size, written_add, sb, ioctls);
+			rc = scan_unshared(sb, p->pm_self, (uint64_t)(uintptr_t)sb->mem, 0, p->pages, ioctls);
 		if (rc == 0)
 			rc = data_protect(sb, false);
 		if (rc < 0)
@@ -1459,6 +1704,11 @@ static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, in
 	uint64_t len = n * VMM_PAGE, done = 0;
 
 	(void)random; /* the pages are copied, not mapped */
+	for (uint64_t g = gpage; p->shared && g < gpage + n && g < p->pages; g++) {
+		int rc = bit(p->shared, g) ? share_drop(sb) : 0;
+		if (rc < 0)
+			return rc;
+	}
 	if (fd < 0) {
 		/* A hole again: if it gets data later, that is new (data_protect). */
 		for (uint64_t g = gpage; p->known && g < gpage + n && g < p->pages; g++)
@@ -1495,6 +1745,10 @@ static int proc_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, in
 /* pread of the memfd: a hole reads as zero and stays a hole. */
 static const uint8_t *proc_page_read(struct vmm_sandbox *sb, uint64_t gpage, uint8_t *buf)
 {
+	const struct vmm_proc *p = proc_of(sb);
+
+	if (p->shared && gpage < p->pages && bit(p->shared, gpage))
+		return sb->mem + gpage * VMM_PAGE;  /* a hole in the memfd: the snapshot's file holds it */
 	ssize_t r = st_sys_pread(proc_of(sb)->memfd, buf, VMM_PAGE, (off_t)(gpage * VMM_PAGE));
 
 	return r == (ssize_t)VMM_PAGE ? buf : NULL;
@@ -1624,6 +1878,7 @@ const struct vmm_backend vmm_backend_process = {
 	.dirty_clear = proc_dirty_clear,
 	.map_pages = proc_map_pages,
 	.page_read = proc_page_read,
+	.mem_own = proc_mem_own,
 	.check_state = proc_check,
 	.private_pages = false,
 };

@@ -45,6 +45,13 @@
 #define CTL_RUNS 1024   /* startup protection runs: 3 words each (address, length, PROT_*) */
 #define CTL_RUN_SIZE 24
 #define CTL_RUNS_MAX ((PROC_CTL_SIZE - CTL_RUNS) / CTL_RUN_SIZE)
+/* A run's third word: PROT_* in its low 3 bits; with RUN_SHARED, the run is
+ * instead mapped read-only (MAP_SHARED) from fd 5, a file of the snapshot
+ * the child cannot write, at the page offset in the bits from RUN_OFF_SHIFT
+ * up: one copy of those pages for every sandbox of the snapshot. */
+#define RUN_SHARED 8
+#define RUN_OFF_SHIFT 12
+#define PROC_SHARED_FD 5
 
 #define FSGS_HAVE 1     /* the CPU and kernel let user code write fs/gs base (AT_HWCAP2 FSGSBASE) */
 #define FSGS_LOAD 2     /* load CTL_FSBASE/CTL_GSBASE (wrfsbase) or CTL_FSBASE (arch_prctl) on the next resume (a restore) */

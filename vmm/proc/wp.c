@@ -67,6 +67,13 @@ int vmm_wp_track(uint64_t addr, uint64_t len, int *out)
 	return 0;
 }
 
+int vmm_wp_register(int uffd, uint64_t addr, uint64_t len)
+{
+	struct uffdio_register reg = { .range = { addr, len }, .mode = UFFDIO_REGISTER_MODE_WP };
+
+	return ioctl(uffd, UFFDIO_REGISTER, &reg) < 0 ? -errno : 0;
+}
+
 int vmm_wp_protect(int uffd, uint64_t addr, uint64_t len)
 {
 	struct uffdio_writeprotect wp = { .range = { addr, len }, .mode = UFFDIO_WRITEPROTECT_MODE_WP };

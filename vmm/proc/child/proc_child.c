@@ -13,7 +13,8 @@
 /*
  * Built without libc and linked at PROC_BASE (vmm/meson.build): the host
  * starts it with posix_spawn on a memfd holding this program, guest memory
- * as fd 3, nothing else open, an empty environment, argv[1] = the guest
+ * as fd 3, the snapshot's file for its shared runs as fd 5 (if any, read-only;
+ * closed once mapped), nothing else open, an empty environment, argv[1] = the guest
  * memory size and argv[2] = the host's pid, in a directory that no longer
  * exists. A new program has none of the host's memory, so there is
  * nothing to unmap, and exec costs far less than copying the host's page
@@ -262,8 +263,12 @@ static void track(uint64_t lo, uint64_t len)
 }
 
 /* The host's protections for guest memory (vmm_x86_user_runs: the page
- * tables' user permissions), from the control page; each inside [lo, end). */
-static void protect_runs(uint64_t lo, uint64_t end)
+ * tables' user permissions), from the control page; each inside [lo, end).
+ * The first pass applies the protections; the second (shared) maps the
+ * shared runs, read-only, over guest memory from the snapshot's file (fd
+ * PROC_SHARED_FD), once write tracking is registered: a mapping that can
+ * never be writable cannot be registered, and is never written. */
+static void protect_runs(uint64_t lo, uint64_t end, int shared)
 {
 	uint32_t n = *(volatile uint32_t *)(PROC_CTL + CTL_NOPS);
 
@@ -271,12 +276,24 @@ static void protect_runs(uint64_t lo, uint64_t end)
 		fail(130);
 	for (uint32_t i = 0; i < n; i++) {
 		const volatile uint64_t *r = (const volatile uint64_t *)(PROC_CTL + CTL_RUNS + (uint64_t)i * CTL_RUN_SIZE);
-		uint64_t va = r[0], len = r[1], prot = r[2];
-		if (va < lo || va > end || len > end - va || prot > 7 ||
-		    sys3(NR_mprotect, (long)va, (long)len, (long)prot) < 0)
+		uint64_t va = r[0], len = r[1], prot = r[2] & 7, flags = r[2] & ((1ull << RUN_OFF_SHIFT) - 1);
+		if (va < lo || va > end || len > end - va || (flags & ~(uint64_t)(7 | RUN_SHARED)))
 			fail(130);
+		if (!(flags & RUN_SHARED)) {
+			if (!shared && sys3(NR_mprotect, (long)va, (long)len, (long)prot) < 0)
+				fail(130);
+			continue;
+		}
+		if (!shared)
+			continue;
+		/* Never writable: the file is open read-only (the kernel refuses
+		 * PROT_WRITE on it, and mprotect to it later). */
+		if ((prot & PROT_WRITE) || sys6(NR_mmap, (long)va, (long)len, (long)prot, MAP_SHARED | MAP_FIXED,
+						PROC_SHARED_FD, (long)((r[2] >> RUN_OFF_SHIFT) << RUN_OFF_SHIFT)) != (long)va)
+			fail(135);
 	}
-	*(volatile uint32_t *)(PROC_CTL + CTL_NOPS) = 0;
+	if (shared)
+		*(volatile uint32_t *)(PROC_CTL + CTL_NOPS) = 0;
 }
 
 /* The value of auxv entry `type` after the initial stack's envp (0 if none). */
@@ -361,8 +378,10 @@ uint64_t stub_main(const uint64_t *sp)
 	const uint64_t lo = STRATA_BOOT_INFO_GPA;
 	if (sys6(NR_mmap, (long)lo, (long)(mem_size - lo), PROT_NONE, MAP_SHARED | MAP_FIXED, 3, (long)lo) != (long)lo)
 		fail(129);
-	protect_runs(lo, mem_size);
+	protect_runs(lo, mem_size, 0);
 	track(lo, mem_size - lo);
+	protect_runs(lo, mem_size, 1);
+	sys3(NR_close, PROC_SHARED_FD, 0, 0);  /* the shared runs' file, if any: nothing maps again */
 	/* fs base: the thread block in the boot-info page (the stack
 	 * protector's canary at %fs:0x28), set here, before the filter, which
 	 * refuses arch_prctl. Where AT_HWCAP2 has FSGSBASE, user code can
