@@ -85,16 +85,19 @@ return strata.call('host_add', 3, 4), strata.call('host_upper', 'pool'), os.time
 done
 SANDBOX_WHY=
 check_kvm "the pool prints sandbox 1's result" 0 "${want}" -- st pool app -n 3 --call eval "return handle('$req')"
-if st mount "$T/mnt" >/dev/null 2>&1; then
+mkdir -p "$T/mnt"
+if st mount "$T/mnt" >"$T/mount.out" 2>&1; then
 	MNT=$T/mnt
 	check_kvm "restored from the mounted path, handle() answers" 0 "^${want}\$" -- \
 		"$S" run "$T/mnt/snapshots/app" --call eval "return handle('$req')"
 	check_kvm "restored from a cp -r copy of the mounted path, handle() answers" 0 "^${want}\$" -- \
 		sh -c "cp -r '$T/mnt/snapshots/app' '$T/cpcopy' && '$S' run '$T/cpcopy' --call eval \"return handle('$req')\""
 else
+	# /dev/fuse is on every machine strata's tests run on: a mount that fails is a failure.
 	for c in "from the mounted path" "from a cp -r copy of the mounted path"; do
-		n=$((n + 1))
-		echo "ok $n - restored $c # SKIP strata mount failed here (no FUSE?)"
+		n=$((n + 1)) fails=$((fails + 1))
+		echo "not ok $n - restored $c"
+		echo "# strata mount failed: $(head -c 300 "$T/mount.out")"
 	done
 fi
 echo "# $fails failed"
