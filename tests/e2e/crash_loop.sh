@@ -27,8 +27,11 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | head -20 | sed 's/^/# /'; }
 # Every strata process the loop starts, as "PID ARGS" in $T/pids: a
 # sanitizer report (sanitizer.PID) then names the command that made it.
-logged() { bash -c 'echo "$$ ${*:1}" >>"$0"; exec "$@"' "$T/pids" "$@"; }
-st() { logged "$BIN" --store "$S" "$@"; }
+# A command prefix, not a function: `"${logged[@]}" CMD &` makes $! the
+# pid of CMD itself (a function in the background would be a subshell, and
+# kill -9 would hit the subshell, not strata).
+logged=(bash -c 'echo "$$ ${*:1}" >>"$0"; exec "$@"' "$T/pids")
+st() { "${logged[@]}" "$BIN" --store "$S" "$@"; }
 export STRATA_BIN=$BIN
 # shellcheck source=kvm_lib.sh
 . "$(dirname "$0")/kvm_lib.sh"
@@ -105,7 +108,7 @@ st export small "$T/small" >/dev/null
 st rm big >/dev/null && st gc --grace 0 >/dev/null
 
 # 1. The mount daemon, killed while `cp -r` copies the 64 MiB snapshot in.
-mount_fg() { logged "$BIN" mount -f "$S" "$M" --log "$T/mount.log" --stage-timeout 2 & daemon=$!
+mount_fg() { "${logged[@]}" "$BIN" mount -f "$S" "$M" --log "$T/mount.log" --stage-timeout 2 & daemon=$!
 	for _ in $(seq 500); do [ -d "$M/snapshots" ] && return 0; sleep 0.01; done; return 1; }
 span=0
 for i in $(seq 0 $((COUNT + 1))); do
@@ -124,18 +127,18 @@ for i in $(seq 0 $((COUNT + 1))); do
 		done
 		span_take $(( $(now_us) - t0 + 1 )) "$i"
 		wait $cpid; kill -9 "$daemon"; wait "$daemon" 2>/dev/null; daemon=
-		logged "$BIN" umount "$M" >/dev/null 2>&1
+		"${logged[@]}" "$BIN" umount "$M" >/dev/null 2>&1
 		st rm "c$i" >/dev/null 2>&1; st gc --grace 0 >/dev/null; continue
 	fi
 	sleep_us "$(pick "$span")"
 	kill9 "$daemon"; daemon=
 	wait $cpid 2>/dev/null
-	logged "$BIN" umount "$M" >/dev/null 2>&1 || umount -l "$M"
+	"${logged[@]}" "$BIN" umount "$M" >/dev/null 2>&1 || umount -l "$M"
 	check_after "cp -r c$i" "$T/before" "c$i"
 	# the mount shows exactly the store's snapshots
 	mount_fg && { ls "$M/snapshots" | sort >"$T/shown"; state | awk '$1 == "tag" { print $2 }' | sort >"$T/tags"
 		cmp -s "$T/shown" "$T/tags" || { inconsistent=$((inconsistent + 1)); echo "c$i: mount shows $(cat "$T/shown" | tr '\n' ' ') for $(cat "$T/tags" | tr '\n' ' ')" >>"$T/problems"; }
-		logged "$BIN" umount "$M" >/dev/null 2>&1; wait "$daemon" 2>/dev/null; daemon=; }
+		"${logged[@]}" "$BIN" umount "$M" >/dev/null 2>&1; wait "$daemon" 2>/dev/null; daemon=; }
 	st rm "c$i" >/dev/null 2>&1; st gc --grace 0 >/dev/null
 done
 report "mount daemon killed during a cp -r import of 64 MiB"
@@ -144,7 +147,7 @@ report "mount daemon killed during a cp -r import of 64 MiB"
 for i in $(seq 0 $((COUNT + 1))); do
 	state >"$T/before"
 	t0=$(now_us)
-	logged "$BIN" --store "$S" import "$T/big" --tag i$i >/dev/null 2>&1 & pid=$!
+	"${logged[@]}" "$BIN" --store "$S" import "$T/big" --tag i$i >/dev/null 2>&1 & pid=$!
 	if [ "$i" -lt 2 ]; then wait $pid; span_take $(( $(now_us) - t0 + 1 )) "$i"; st rm i$i >/dev/null; st gc --grace 0 >/dev/null; continue; fi
 	sleep_us "$(pick "$span")"; kill9 $pid
 	check_after "import i$i" "$T/before" "i$i"
@@ -160,7 +163,7 @@ for i in $(seq 0 $((COUNT + 1))); do
 	done
 	state >"$T/before"
 	t0=$(now_us)
-	logged "$BIN" --store "$S" gc --grace 0 >/dev/null 2>&1 & pid=$!
+	"${logged[@]}" "$BIN" --store "$S" gc --grace 0 >/dev/null 2>&1 & pid=$!
 	if [ "$i" -lt 2 ]; then wait $pid; span_take $(( $(now_us) - t0 + 1 )) "$i"; continue; fi
 	sleep_us "$(pick "$span")"; kill9 $pid
 	check_after "gc $i" "$T/before" ""
@@ -173,7 +176,7 @@ if [ -z "$SANDBOX_WHY" ]; then
 	for i in $(seq 0 $((COUNT + 1))); do
 		state >"$T/before"
 		t0=$(now_us)
-		logged "$BIN" --store "$S" run "$G" --heap 8M --snapshot r$i --call touch_pages 512 >/dev/null 2>&1 & pid=$!
+		"${logged[@]}" "$BIN" --store "$S" run "$G" --heap 8M --snapshot r$i --call touch_pages 512 >/dev/null 2>&1 & pid=$!
 		if [ "$i" -lt 2 ]; then wait $pid; span_take $(( $(now_us) - t0 + 1 )) "$i"; continue; fi
 		sleep_us "$(pick "$span")"; kill9 $pid
 		check_after "capture r$i" "$T/before" "r$i"
