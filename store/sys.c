@@ -347,6 +347,15 @@ int st_sys_madvise_drop(void *addr, size_t len)
 	return madvise(addr, len, MADV_DONTNEED) < 0 ? -errno : 0;
 }
 
+int st_sys_mprotect(void *addr, size_t len, int prot)
+{
+	int rc = step();
+
+	if (rc < 0)
+		return rc;
+	return mprotect(addr, len, prot) < 0 ? -errno : 0;
+}
+
 void *st_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, int *err)
 {
 	int rc = step();

@@ -77,6 +77,8 @@ void st_sys_madvise(void *addr, size_t len, int advice);
 /* madvise(MADV_DONTNEED) where the drop is needed (a reset's pages read
  * as their source again): counted, 0 or -errno. */
 int st_sys_madvise_drop(void *addr, size_t len);
+/* mprotect(2): -errno on failure. */
+int st_sys_mprotect(void *addr, size_t len, int prot);
 /* mmap; on failure returns NULL and *err = -errno. */
 void *st_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, int *err);
 int st_sys_munmap(void *addr, size_t len);

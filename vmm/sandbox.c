@@ -118,7 +118,10 @@ static int sandbox_build(struct vmm_sandbox *sb, const struct vmm_elf *e, struct
 		return rc;
 	struct vmm_vcpu_state st;
 	vmm_x86_initial_state(l, 3, e->entry, l->stack_hi, &st);
-	if ((rc = sb->be->set_state(sb, &st)) < 0)
+	/* Staged where the backend can (kvm: the registers ride in with the
+	 * first KVM_RUN instead of three ioctls; docs/vmm.md, "Sandbox
+	 * creation"). */
+	if ((rc = (sb->be->stage_state ? sb->be->stage_state : sb->be->set_state)(sb, &st)) < 0)
 		return vmm_fail(err, rc, "cannot set the initial vCPU state: %s", strerror(-rc));
 
 	/* Boot: the guest's init runs at CPL 3 until it reports READY. */

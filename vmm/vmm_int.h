@@ -62,6 +62,7 @@ struct vmm_kvm {
 	struct kvm_run *run;
 	size_t run_size;
 	void *xsave;  /* KVM_GET/SET_XSAVE buffer (NULL: KVM has neither) */
+	bool mapped;  /* a layer file or a fresh range was mapped into guest memory */
 };
 
 /* Exit of one KVM_RUN, decoded. */
@@ -169,12 +170,15 @@ struct vmm_host {
 /*
  * Idle VM shells (shell.c): kept when a healthy sandbox is freed so the
  * host's next sandbox of that size skips VM creation and slot registration.
- * The range is wiped (one anonymous MAP_FIXED over all of it) before it is
- * kept. take: 1 and the shell's parts on a hit, 0 on a miss (or no host).
- * give: true if kept (the caller owns nothing then). trim: keep at most max.
+ * The range is wiped before it is kept: its first keep bytes (a multiple of
+ * the page size; 0 where layer files are mapped in them) zeroed in place
+ * with KVM's mappings of them dropped, the rest replaced by one anonymous
+ * MAP_FIXED. take: 1 and the shell's parts on a hit, 0 on a miss (or no
+ * host). give: true if kept (the caller owns nothing then). trim: keep at
+ * most max.
  */
 int vmm_shell_take(struct vmm_host *h, uint64_t mem_size, struct vmm_kvm *kvm, uint8_t **mem);
-bool vmm_shell_give(struct vmm_host *h, struct vmm_kvm *kvm, uint8_t *mem, uint64_t mem_size);
+bool vmm_shell_give(struct vmm_host *h, struct vmm_kvm *kvm, uint8_t *mem, uint64_t mem_size, uint64_t keep);
 void vmm_shell_trim(struct vmm_host *h, unsigned max);
 /* Make h the host of sandboxes whose vmm_config.host is NULL (NULL: none,
  * as at start); vmm_host_free of it unsets it. Not while sandboxes are

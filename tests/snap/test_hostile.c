@@ -9,6 +9,7 @@
 
 #include "helpers.h"
 #include "vmm/abi.h"
+#include "vmm/snap_int.h"
 #include "tests/proc_child.h"
 
 /* A hostile-guest sandbox, captured once (its snapshot is the state every
@@ -492,4 +493,48 @@ Test(hostile, a_signal_in_the_stub_after_its_stop_is_a_bad_report, .init = sh_se
 	cr_assert_eq(sh_call_i(sb, "memory_next", 0, 0), 1);
 	cr_assert_eq(sh_call_i(sb, "forged_stop_next", 0, 0), 1);
 	vmm_sandbox_free(sb);
+}
+
+/* ---- a recycled VM shell: the pages below the heap ---- */
+
+/*
+ * A freed sandbox's VM shell keeps the pages below the heap (host pages,
+ * image, stack) for the next sandbox, zeroed in place (vmm/kvm/shell.c).
+ * Whatever was written there, by the guest or through the host's view of
+ * its memory, is gone from the next sandbox's memory, which runs.
+ */
+Test(hostile, nothing_below_the_heap_reaches_the_next_sandbox_of_a_recycled_vm_shell, .init = sh_setup,
+     .fini = sh_teardown)
+{
+	static const char mark[8] = "STALEPG!";
+	struct vmm_host *host;
+	struct vmm_host_stats hs;
+	struct vmm_error err;
+
+	if (vmm_backend_resolve(vmm_host_default(), VMM_BACKEND_AUTO) != VMM_BACKEND_KVM)
+		cr_skip_test("VM shells are the kvm backend's");
+	host = sh_debug_host(0, 2);
+	struct vmm_config cfg = { .host = host };
+	for (int life = 0; life < 3; life++) {
+		struct vmm_sandbox *sb = NULL;
+		uint8_t *mem;
+		uint64_t size;
+		cr_assert_eq(vmm_sandbox_new(SIMPLEGUEST, &cfg, &sb, &err), 0, "%s", err.message);
+		vmm_host_stats(host, &hs);
+		cr_assert_eq(hs.shells, 0u, "life %d: the sandbox took the shell", life);
+		sh_echo(sb, "a call in the shell");
+		vmm_sandbox_memory(sb, &mem, &size);
+		uint64_t low = sb->layout.low_end;
+		cr_assert(low > 0 && low < size);
+		for (uint64_t off = 0; life && off + sizeof(mark) <= low; off++)
+			cr_assert(memcmp(mem + off, mark, sizeof(mark)) != 0,
+				  "life %d: the last sandbox's bytes at 0x%llx", life, (unsigned long long)off);
+		/* Every page below the heap, page tables and image included. */
+		for (uint64_t off = 0; off < low; off += sizeof(mark))
+			memcpy(mem + off, mark, sizeof(mark));
+		vmm_sandbox_free(sb);
+		vmm_host_stats(host, &hs);
+		cr_assert_eq(hs.shells, 1u, "life %d: the freed sandbox left its shell", life);
+	}
+	cr_assert_eq(vmm_host_free(host), 0);
 }

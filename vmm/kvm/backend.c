@@ -60,8 +60,15 @@ static void kvm_destroy(struct vmm_sandbox *sb)
 	struct vmm_kvm *k = kvm_of(sb);
 
 	/* A healthy sandbox's VM and range go back to the shell cache; a
-	 * poisoned one (faulted, killed, shut down) is destroyed. */
-	if (k && !sb->poisoned && vmm_shell_give(sb->cfg.host, k, sb->mem, sb->mem_size)) {
+	 * poisoned one (faulted, killed, shut down) is destroyed. The pages
+	 * below the heap (host pages, image, stack) are kept, zeroed, for the
+	 * next sandbox to write its own there, unless a layer file was mapped
+	 * into the range, or the kernel cannot say exactly which pages hold
+	 * anything (PAGEMAP_SCAN; shell.c). */
+	enum vmm_dirty_mech mech;
+	uint64_t keep = k && !k->mapped && vmm_dirty_mechanism(&mech, NULL) == 0 && mech == VMM_DIRTY_SCAN
+		? sb->layout.low_end : 0;
+	if (k && !sb->poisoned && vmm_shell_give(sb->cfg.host, k, sb->mem, sb->mem_size, keep)) {
 		k->vm_fd = k->vcpu_fd = -1;
 		k->run = NULL;
 		k->xsave = NULL;
@@ -152,6 +159,8 @@ static int kvm_map_pages(struct vmm_sandbox *sb, uint64_t gpage, uint64_t n, int
 {
 	void *at = sb->mem + gpage * VMM_PAGE;
 	int rc = 0;
+
+	kvm_of(sb)->mapped = true;  /* its pages no longer all read as their own */
 
 	if (fd < 0)
 		st_sys_mmap(at, n * VMM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,

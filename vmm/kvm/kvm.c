@@ -46,6 +46,7 @@ static bool sys_cpuid_ok;
  * FXSAVE image is all the vector state there is. */
 static size_t sys_xsave_size;
 static bool sys_xcrs;  /* KVM_CAP_XCRS */
+static bool sys_sync_events;  /* KVM_CAP_SYNC_REGS covers vCPU events too */
 
 static int xioctl(int fd, unsigned long req, void *arg)
 {
@@ -148,6 +149,7 @@ static bool sys_open(void)
 		goto out_failed;
 	}
 	sys_run_size = f->run_size;
+	sys_sync_events = sync > 0 && (sync & KVM_SYNC_X86_EVENTS);
 	sys_fd = fd;
 	sys_cpuid.c.nent = CPUID_MAX;
 	sys_cpuid_ok = xioctl(fd, KVM_GET_SUPPORTED_CPUID, &sys_cpuid) == 0;
@@ -359,6 +361,14 @@ int vmm_kvm_recycle(struct vmm_kvm *k)
 	if (k->run) {
 		k->run->kvm_dirty_regs = 0;
 		k->run->immediate_exit = 0;
+	}
+	/* Staged where KVM can: the next KVM_RUN loads them before it enters
+	 * the guest, as the ioctl would, and a vCPU ioctl fewer is a vcpu_load
+	 * fewer (kvm_pvm reads MSRs in each: docs/vmm.md, "Sandbox creation"). */
+	if (k->run && sys_sync_events) {
+		k->run->s.regs.events = ev;
+		k->run->kvm_dirty_regs = KVM_SYNC_X86_EVENTS;
+		return 0;
 	}
 	return xioctl(k->vcpu_fd, KVM_SET_VCPU_EVENTS, &ev);
 }
