@@ -141,7 +141,7 @@ static const struct bench_goal {
 	 * a checkpoint against the store's own 4 KiB write + fdatasync, the
 	 * chain's last checkpoint restored against a flat snapshot of the same
 	 * memory, both floors of the same run and backend. */
-	{ "checkpoint/call_capture_commit_", 4.0, 4.0, NULL, NULL, false, false },
+	{ "checkpoint/call_capture_commit_", 4.0, 4.0, NULL, "KiB", false, false },
 	{ "checkpoint/restore_last", 1.5, 1.5, NULL, NULL, false, false },
 	{ NULL, 0, 0, NULL, NULL, false, false },
 };
