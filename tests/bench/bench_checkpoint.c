@@ -357,7 +357,7 @@ void bench_checkpoint(struct bench *b)
 		for (int i = 0; i < 4 && chain->nphase; i++) {
 			char name[96];
 			snprintf(name, sizeof(name), "checkpoint/phase/%s", phase[i]);
-			bench_note(b, name, phase_median(chain, i) / 1e3, "us (median per checkpoint)");
+			bench_note(b, name, phase_median(chain, i) / 1e3, "us");
 		}
 		bench_note(b, "checkpoint/last_layers", chain->last->nlayers, "layers");
 		bench_note(b, "checkpoint/last_ranges", chain->last->nranges, "ranges");

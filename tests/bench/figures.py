@@ -799,15 +799,21 @@ def block_checkpoint(c):
         for name in (case, "process/" + case):
             cells += [c.lat(name), c.ratio(name)] if c.has(name) else ["", ""]
         out.append("| %s | %s |" % (label, " | ".join(cells)))
-    for label, note in (("checkpoints in the chain", "chain_length"),
-                        ("store growth per checkpoint (on disk)", "store_growth_per_checkpoint"),
-                        ("pages the captures wrote, per checkpoint", "captured_per_checkpoint"),
-                        ("new pages each call wrote", "unique_per_checkpoint"),
-                        ("the last checkpoint's layers", "last_layers"),
-                        ("the last checkpoint's ranges", "last_ranges")):
+    us = lambda v: fmt_ns(v * 1e3)
+    kib = lambda v: "%.1f KiB" % v
+    for label, note, f in (("of a checkpoint (median): the call", "phase/call", us),
+                           ("the capture: the layer written, its 2 syncs", "phase/capture", us),
+                           ("the commit: LMDB's 2 syncs", "phase/commit", us),
+                           ("the rebase", "phase/rebase", us),
+                           ("checkpoints in the chain", "chain_length", fmt_int),
+                           ("store growth per checkpoint (on disk)", "store_growth_per_checkpoint", kib),
+                           ("pages the captures wrote, per checkpoint", "captured_per_checkpoint", kib),
+                           ("new pages each call wrote", "unique_per_checkpoint", kib),
+                           ("the last checkpoint's layers", "last_layers", fmt_int),
+                           ("the last checkpoint's ranges", "last_ranges", fmt_int)):
         cells = []
         for name in ("checkpoint/" + note, "process/checkpoint/" + note):
-            cells += [c.val(name), ""] if c.has(name) else ["", ""]
+            cells += [f(c.num(name)), ""] if c.has(name) else ["", ""]
         out.append("| %s | %s |" % (label, " | ".join(cells)))
     return out
 
