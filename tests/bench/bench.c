@@ -137,6 +137,12 @@ static const struct bench_goal {
 	 * its backend, so the KVM column holds for both. */
 	{ "start/strata_version", 1.5, 0, "start/floor/libc_process", NULL, false, true },
 	{ "start/strata_run_call/", 3.0, 0, "start/floor/lua5.4_e", NULL, false, true },
+	/* A durable checkpoint after every call (issue 26 §4; bench_checkpoint.c):
+	 * a checkpoint against the store's own 4 KiB write + fdatasync, the
+	 * chain's last checkpoint restored against a flat snapshot of the same
+	 * memory, both floors of the same run and backend. */
+	{ "checkpoint/call_capture_commit_", 4.0, 4.0, NULL, "KiB", false, false },
+	{ "checkpoint/restore_last", 1.5, 1.5, NULL, NULL, false, false },
 	{ NULL, 0, 0, NULL, NULL, false, false },
 };
 

@@ -39,6 +39,8 @@ struct ckpt {
 	st_id last_id;
 	unsigned n;                 /* checkpoints made */
 	uint64_t pages_captured;    /* what the captures wrote to layers, pages */
+	uint64_t *phase_ns;         /* the durable chain's call, capture, commit, rebase times: 4 per checkpoint */
+	size_t nphase, capphase;    /* checkpoints in phase_ns, room for */
 	int floor_fd;
 	st_id *ids;                 /* the chain's checkpoints, oldest first */
 	size_t nids, capids;
@@ -67,6 +69,7 @@ static void ckpt_free(struct ckpt *c)
 	vmm_sandbox_free(c->sb);
 	st_manifest_free(c->last);
 	free(c->ids);
+	free(c->phase_ns);
 	ix_close(c->ix);
 	st_store_close(c->st);
 	if (c->floor_fd >= 0)
@@ -154,12 +157,28 @@ static int ckpt_iter(void *state, struct bench_timer *t)
 	int rc;
 
 	(void)t;
+	uint64_t t0, t1, t2, t3, t4;
+
 	vmm_sandbox_snap_stats(c->sb, &s0);
-	if ((rc = fill(c->sb, c->n + 1)) < 0 || (rc = vmm_sandbox_capture(c->sb, c->st, &m)) < 0)
+	t0 = bench_now_ns();
+	if ((rc = fill(c->sb, c->n + 1)) < 0)
 		return rc;
-	if ((rc = ix_snap_commit(c->ix, m, NULL, 0, &id)) < 0 || (rc = vmm_sandbox_rebase(c->sb, m, &id)) < 0) {
-		st_manifest_free(m);
+	t1 = bench_now_ns();
+	if ((rc = vmm_sandbox_capture(c->sb, c->st, &m)) < 0)
 		return rc;
+	t2 = bench_now_ns();
+	if ((rc = ix_snap_commit(c->ix, m, NULL, 0, &id)) < 0)
+		goto out_free_manifest;
+	t3 = bench_now_ns();
+	if ((rc = vmm_sandbox_rebase(c->sb, m, &id)) < 0)
+		goto out_free_manifest;
+	t4 = bench_now_ns();
+	if (c->nphase < c->capphase) {
+		uint64_t *v = c->phase_ns + 4 * c->nphase++;
+		v[0] = t1 - t0;
+		v[1] = t2 - t1;
+		v[2] = t3 - t2;
+		v[3] = t4 - t3;
 	}
 	vmm_sandbox_snap_stats(c->sb, &s1);
 	c->pages_captured += s1.pages_captured - s0.pages_captured;
@@ -177,6 +196,31 @@ static int ckpt_iter(void *state, struct bench_timer *t)
 	}
 	c->ids[c->nids++] = id;
 	return 0;
+out_free_manifest:
+	st_manifest_free(m);
+	return rc;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The median of phase i over the chain (sorts a copy; 0 without memory). */
+static double phase_median(const struct ckpt *c, int i)
+{
+	uint64_t *v = malloc(c->nphase * sizeof(*v));
+	double m;
+
+	if (!v)
+		return 0;
+	for (size_t k = 0; k < c->nphase; k++)
+		v[k] = c->phase_ns[4 * k + (size_t)i];
+	qsort(v, c->nphase, sizeof(*v), cmp_u64);
+	m = c->nphase % 2 ? (double)v[c->nphase / 2] : ((double)v[c->nphase / 2 - 1] + (double)v[c->nphase / 2]) / 2;
+	free(v);
+	return m;
 }
 
 /* The index side of the chain: the bytes of its snapshot records as
@@ -285,12 +329,17 @@ void bench_checkpoint(struct bench *b)
 	bench_run(b, &(struct bench_case){ .name = "checkpoint/floor/write_4KiB_fdatasync", .setup = floor_setup,
 					   .iter = floor_iter, .teardown = no_teardown, .iters = 200, .max_seconds = 10 });
 	uint64_t before = du(chain->store);
+	/* Room for the chain and its warm-up; after it, capphase 0 stops the
+	 * sync_none case adding to it. */
+	if ((chain->phase_ns = calloc(4 * ((size_t)n + 1), sizeof(*chain->phase_ns))))
+		chain->capphase = (size_t)n + 1;
 	snprintf(floor, sizeof(floor), "%scheckpoint/floor/write_4KiB_fdatasync", pre);
 	snprintf(flat_name, sizeof(flat_name), "%scheckpoint/restore_flat", pre);
 	bench_run(b, &(struct bench_case){ .name = "checkpoint/call_capture_commit_64KiB", .floor = floor, .setup = ckpt_setup,
 					   .iter = ckpt_iter, .teardown = no_teardown, .warmup = 1, .iters = n,
 					   .max_seconds = 600 });
 	uint64_t after = du(chain->store);
+	chain->capphase = 0;
 	if (chain->n) {
 		/* The warm-up's checkpoint is in the chain too; the growth is
 		 * over all the chain's links (the floor file stays 4 KiB). */
@@ -300,6 +349,16 @@ void bench_checkpoint(struct bench *b)
 		bench_note(b, "checkpoint/captured_per_checkpoint", (double)chain->pages_captured * 4.0 / chain->n,
 			   "KiB (pages the captures wrote)");
 		bench_note(b, "checkpoint/unique_per_checkpoint", PAGES * 4.0, "KiB (new pages each call writes)");
+		/* Where a durable checkpoint's time goes (the median over the
+		 * chain, warm-up included): the call, the capture (the layer
+		 * written and made durable), the commit (LMDB's two syncs) and
+		 * the rebase. */
+		static const char *const phase[4] = { "call", "capture", "commit", "rebase" };
+		for (int i = 0; i < 4 && chain->nphase; i++) {
+			char name[96];
+			snprintf(name, sizeof(name), "checkpoint/phase/%s", phase[i]);
+			bench_note(b, name, phase_median(chain, i) / 1e3, "us");
+		}
 		bench_note(b, "checkpoint/last_layers", chain->last->nlayers, "layers");
 		bench_note(b, "checkpoint/last_ranges", chain->last->nranges, "ranges");
 		uint64_t stored, whole;
@@ -320,6 +379,17 @@ void bench_checkpoint(struct bench *b)
 		fprintf(stderr, "bench: checkpoint/restore_flat: the flat snapshot could not be made\n");
 	}
 	st_manifest_free(flat);
+#ifdef IX_DELTA_DEPTH_MAX
+	/* The same checkpoint with no sync at all (blob, directory and the
+	 * index's commit): what the call, capture, commit and rebase cost
+	 * besides the disk, so the durable case's excess over it is the
+	 * syncs'. After the restores, so they see the chain as measured. */
+	st_store_set_sync(chain->st, ST_SYNC_NONE);
+	if (mdb_env_set_flags(chain->ix->env, MDB_NOSYNC, 1) == 0)
+		bench_run(b, &(struct bench_case){ .name = "checkpoint/call_capture_commit_64KiB/sync_none",
+						   .floor = floor, .setup = ckpt_setup, .iter = ckpt_iter,
+						   .teardown = no_teardown, .warmup = 1, .iters = n / 5, .max_seconds = 60 });
+#endif
 	ckpt_free(chain);
 	chain = NULL;
 }

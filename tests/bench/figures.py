@@ -785,6 +785,39 @@ def block_start(c):
     return out
 
 
+def block_checkpoint(c):
+    """`strata bench checkpoint`: a durable checkpoint after every call (docs/sync.md)."""
+    out = ["Run %s (median, p10–p90):" % c.when("checkpoint/call_capture_commit_64KiB"), "",
+           "| case | KVM | × its floor | process backend | × its floor |", "|---|---|---|---|---|"]
+    for label, case in (("floor: 4 KiB `pwrite` + `fdatasync`", "checkpoint/floor/write_4KiB_fdatasync"),
+                        ("checkpoint: call, capture, commit, rebase (full sync)",
+                         "checkpoint/call_capture_commit_64KiB"),
+                        ("the same, no sync at all", "checkpoint/call_capture_commit_64KiB/sync_none"),
+                        ("restore of a flat snapshot of the same memory", "checkpoint/restore_flat"),
+                        ("restore of the chain's last checkpoint", "checkpoint/restore_last")):
+        cells = []
+        for name in (case, "process/" + case):
+            cells += [c.lat(name), c.ratio(name)] if c.has(name) else ["", ""]
+        out.append("| %s | %s |" % (label, " | ".join(cells)))
+    us = lambda v: fmt_ns(v * 1e3)
+    kib = lambda v: "%.1f KiB" % v
+    for label, note, f in (("of a checkpoint (median): the call", "phase/call", us),
+                           ("the capture: the layer written, its 2 syncs", "phase/capture", us),
+                           ("the commit: LMDB's 2 syncs", "phase/commit", us),
+                           ("the rebase", "phase/rebase", us),
+                           ("checkpoints in the chain", "chain_length", fmt_int),
+                           ("store growth per checkpoint (on disk)", "store_growth_per_checkpoint", kib),
+                           ("pages the captures wrote, per checkpoint", "captured_per_checkpoint", kib),
+                           ("new pages each call wrote", "unique_per_checkpoint", kib),
+                           ("the last checkpoint's layers", "last_layers", fmt_int),
+                           ("the last checkpoint's ranges", "last_ranges", fmt_int)):
+        cells = []
+        for name in ("checkpoint/" + note, "process/checkpoint/" + note):
+            cells += [f(c.num(name)), ""] if c.has(name) else ["", ""]
+        out.append("| %s | %s |" % (label, " | ".join(cells)))
+    return out
+
+
 # ------------------------------------------------------------------- plots
 # Curves a reader would rather look at than read: each PLOTS entry is a
 # function of Cases returning a Plot; figures.py draws it with gnuplot
@@ -1024,6 +1057,7 @@ BLOCKS = {
     "lua": block_lua,
     "wasm": block_wasm,
     "start": block_start,
+    "checkpoint": block_checkpoint,
 }
 
 BLOCK_RE = re.compile(r"<!-- figures:begin ([\w-]+) -->\n(.*?)<!-- figures:end ([\w-]+) -->\n", re.S)

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # crash_loop.sh: kill -9 strata at random points, with a fixed seed and a bounded count, and check after
 # each kill that the store is consistent and nothing committed was lost: the mount daemon during a `cp -r`
-# import, `strata import` of a 64 MiB snapshot, `strata gc`, and a capture (`strata run --snapshot`) (TAP).
+# import, `strata import` of a 64 MiB snapshot, `strata gc`, a capture (`strata run --snapshot`), and a
+# host program that checkpoints after every call (tests/e2e/ckpt_chain.c), killed mid-chain (TAP).
 # STRATA_CRASH_COUNT (default 6) kills per case, STRATA_CRASH_SEED (default 15) seeds the kill points; the
 # long run is one command (docs/fuzzing.md).
 set -u
 BIN=${STRATA_BIN:-$(dirname "$0")/../../build/mount/strata}
 BUILD=${STRATA_BUILD:-$(dirname "$0")/../../build}
+CHAIN=${STRATA_CKPT_CHAIN:-$BUILD/tests/e2e/ckpt_chain}
 G=$BUILD/vmm/guest/simpleguest.elf
 COUNT=${STRATA_CRASH_COUNT:-6}
 RANDOM=${STRATA_CRASH_SEED:-15}
@@ -90,12 +92,12 @@ report() { # case name: one TAP line from the figures since the last report
 	else
 		nok "$1: $((attempts - late)) kills ($effective before commit), $inconsistent inconsistencies, $lost snapshots lost" "$(cat "$T/problems" 2>/dev/null)"
 	fi
-	echo "# figures: $1 attempts=$attempts kills=$((attempts - late)) before_commit=$effective inconsistencies=$inconsistent lost=$lost finished_first=$late span_us=$span"
+	echo "# figures: $1 attempts=$attempts kills=$((attempts - late)) before_commit=$effective inconsistencies=$inconsistent lost=$lost finished_first=$late span_us=$span committed=$committed"
 	attempts=0 committed=0 inconsistent=0 lost=0 late=0 effective=0
 	rm -f "$T/problems"
 }
 
-echo "1..5"
+echo "1..6"
 mkdir -p "$S" "$M"
 st init >/dev/null
 # A 64 MiB snapshot (random 32 MiB, then a hole) and a small one, both exported.
@@ -184,6 +186,55 @@ if [ -z "$SANDBOX_WHY" ]; then
 	report "capture (run --snapshot) killed"
 else
 	n=$((n + 1)); echo "ok $n - capture (run --snapshot) killed # SKIP needs a sandbox: $SANDBOX_WHY"
+fi
+
+# 5. A checkpoint after every call: ckpt_chain (libstrata, as a host program
+# links it) makes a chain of CHAIN_N checkpoints, each a child of the one
+# before, tagged k<i>_<k>, and prints each after its capture returned.
+# After the kill: fsck and verify clean, nothing from before lost, every
+# printed checkpoint tagged with the id printed, the last one restores to
+# the counter it printed, and nothing else appeared but the chain's own
+# (the capture in flight may have committed unprinted).
+CHAIN_N=100
+check_chain() { # case, before-state file, tag prefix, acknowledged lines file
+	local what=$1 before=$2 pre=$3 acked=$4 out gone added tag id counter last=
+	attempts=$((attempts + 1))
+	out=$(st fsck 2>&1) || { inconsistent=$((inconsistent + 1)); echo "$what: fsck: $out" >>"$T/problems"; }
+	out=$(st verify 2>&1) || { inconsistent=$((inconsistent + 1)); echo "$what: verify: $out" >>"$T/problems"; }
+	state >"$T/after"
+	gone=$(comm -23 "$before" "$T/after" | wc -l)
+	[ "$gone" -gt 0 ] && { lost=$((lost + gone)); echo "$what: lost $(comm -23 "$before" "$T/after")" >>"$T/problems"; }
+	while read -r tag id counter; do
+		grep -qx "tag $tag $id" "$T/after" || { lost=$((lost + 1)); echo "$what: acknowledged $tag $id is not in the store" >>"$T/problems"; }
+		last="$tag $counter"
+	done <"$acked"
+	if [ -n "$last" ]; then
+		out=$(st run "${last% *}" --call counter_next 2>&1)
+		[ "$out" = $(( ${last#* } + 1 )) ] || { lost=$((lost + 1)); echo "$what: ${last% *} restored gives '$out', not $(( ${last#* } + 1 ))" >>"$T/problems"; }
+		[ "$ontime" -eq 1 ] && effective=$((effective + 1))
+	fi
+	ontime=0
+	# What may appear: the chain's tags and the snapshots they name.
+	added=$(comm -13 "$before" "$T/after" | awk -v p="tag $pre" 'index($0, p) == 1 { ids[$3] = 1; next } { rest[++n] = $0 }
+		END { for (i = 1; i <= n; i++) { split(rest[i], f, " "); if (!(f[1] == "snapshot" && f[2] in ids)) print rest[i] } }')
+	[ -n "$added" ] && { inconsistent=$((inconsistent + 1)); echo "$what: appeared: $added" >>"$T/problems"; }
+	committed=$((committed + $(wc -l <"$acked")))
+}
+if [ -z "$SANDBOX_WHY" ]; then
+	for i in $(seq 0 $((COUNT + 1))); do
+		state >"$T/before"
+		t0=$(now_us)
+		"${logged[@]}" "$CHAIN" "$S" "$G" "k${i}_" "$CHAIN_N" "${STRATA_BACKEND:-auto}" >"$T/acked" 2>"$T/chain.err" & pid=$!
+		if [ "$i" -lt 2 ]; then
+			wait $pid || { nok "checkpoint chain killed mid-chain: ckpt_chain failed" "$(cat "$T/chain.err")"; break; }
+			span_take $(( $(now_us) - t0 + 1 )) "$i"; continue
+		fi
+		sleep_us "$(pick "$span")"; kill9 $pid
+		check_chain "chain k${i}_" "$T/before" "k${i}_" "$T/acked"
+	done
+	report "checkpoint chain (a capture after every call) killed mid-chain"
+else
+	n=$((n + 1)); echo "ok $n - checkpoint chain killed mid-chain # SKIP needs a sandbox: $SANDBOX_WHY"
 fi
 
 # The sanitizers said nothing in any of the processes.
