@@ -167,16 +167,23 @@ static void *pump_main(void *arg)
 		}
 		if (eof && !head)
 			break;
-		int timeout = -1;
-		if (head)
-			timeout = (int)((head->due - now) / 1000000) + 1;
+		/* Wake when the head is due, to the nanosecond: poll()'s
+		 * milliseconds, rounded up so as not to wake early, held each
+		 * byte up to 1 ms longer than half the round trip each way, up
+		 * to twice the delay at 2 ms. */
+		struct timespec wait = { 0, 0 }, *timeout = NULL;
+		if (head) {
+			uint64_t left = head->due > now ? head->due - now : 0;
+			wait = (struct timespec){ (time_t)(left / 1000000000u), (long)(left % 1000000000u) };
+			timeout = &wait;
+		}
 		struct pollfd pf = { .fd = p->src, .events = POLLIN };
 		if (eof || queued >= QUEUE_MAX) {
 			if (head)
 				nanosleep(&(struct timespec){ 0, (long)(head->due > now ? head->due - now : 0) }, NULL);
 			continue;
 		}
-		int n = poll(&pf, 1, timeout);
+		int n = ppoll(&pf, 1, timeout, NULL);
 		if (n < 0 && errno != EINTR)
 			break;
 		if (n <= 0)
