@@ -869,7 +869,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 				return;
 			}
 		}
-		if (fs->read_mode == FS_READ_CACHED) {
+		/* A lazy layer's partial file holds what the fetch just wrote,
+		 * in the page cache already: in direct mode splice it from there too,
+		 * without a buffer of the request's size and a copy through it
+		 * (the restore's reads of a prefetched working set, docs/fs.md). */
+		if (fs->read_mode == FS_READ_CACHED || (fh->lazy && fs->read_mode == FS_READ_DIRECT)) {
 			/* splice straight from the backing file when the kernel can */
 			struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
 			bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
