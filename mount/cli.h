@@ -66,7 +66,6 @@ int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_verify(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_fsck(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
-int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_debug(struct cli *cli, int argc, char **argv);        /* cmd_store.c */
 int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */
 int cmd_umount(struct cli *cli, int argc, char **argv);       /* cmd_mount.c */
@@ -90,8 +89,7 @@ int cli_store_create(const struct cli *cli, const struct st_store_opts *so);
  * from the same repository goes on (the pull checks the tag when it has
  * the manifest). Reports; returns an exit status. */
 int cli_pull_tag_check(const struct cli *cli, struct ix *ix, const char *tag, const char *origin, bool force);
-/* cmd_oci.c: `export --oci DIR [REF...]` (argv[0] = DIR) and import of an OCI layout. */
+/* cmd_oci.c: `export --oci DIR [REF...]` (argv[0] = DIR). */
 int cli_oci_export(struct cli *cli, int argc, char **argv, bool whole_configs);
-int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned flags);
 
 #endif

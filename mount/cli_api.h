@@ -38,6 +38,7 @@ int cmd_rm(struct cli *cli, int argc, char **argv);           /* cmd_tag.c */
 int cmd_gc(struct cli *cli, int argc, char **argv);           /* cmd_gc.c */
 int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_xfer.c */
 int cmd_pull(struct cli *cli, int argc, char **argv);         /* cmd_xfer.c */
+int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_import.c */
 
 /* host.c: make cli->host once: STRATA_VM_CACHE=N idle VMs and warm
  * sandboxes (default 8), STRATA_SNAP_DEBUG=1, the reset policy file

@@ -79,38 +79,6 @@ int cli_oci_export(struct cli *cli, int argc, char **argv, bool whole_configs)
 	return CLI_OK;
 }
 
-int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned flags)
-{
-	struct ix_oci_stats st;
-	struct st_store *s;
-	struct ix *ix;
-	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1];
-	st_id id;
-	int rc;
-
-	if ((rc = cli_store_open_flags(cli, CLI_STORE_CREATE, &s, &ix)) != CLI_OK)
-		return rc;
-	rc = ix_oci_import(ix, dir, tag, flags, NULL, &st, &id, why, sizeof(why));
-	ix_close(ix);
-	st_store_close(s);
-	if (rc == IX_EEXIST) {
-		cli_err(cli, "import: the tag already names another snapshot (use --force to move it)");
-		return CLI_FAIL;
-	}
-	if (rc < 0) {
-		char what[300];
-		snprintf(what, sizeof(what), "import of OCI layout %s rejected", dir);
-		cli_xfer_report(cli, what, rc, why);
-		return rc == -ENOENT && !why[0] ? CLI_NOTFOUND : CLI_FAIL;
-	}
-	st_id_format(&id, hex);
-	printf("%s\n", hex);
-	cli_info(cli, "%" PRIu32 " snapshot(s) imported, %" PRIu32 " blob(s) stored (%" PRIu64 " bytes), %" PRIu32
-		      " already present",
-		 st.snapshots, st.blobs_moved, st.bytes_moved, st.blobs_skipped);
-	return CLI_OK;
-}
-
 /* ------------------------------------------------------- registry access */
 
 struct cli_auth {

@@ -1,4 +1,4 @@
-/* cmd_store.c: the store subcommands: init, ls, show, tag, rm, gc, verify, fsck, export, import, debug. */
+/* cmd_store.c: the store subcommands still built on the modules: init, ls, show, verify, fsck, export, debug. */
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -1240,7 +1240,7 @@ int cmd_fsck(struct cli *cli, int argc, char **argv)
 	return repair ? run_repair(cli, flags, json) : run_check(cli, flags, false, json);
 }
 
-/* ------------------------------------------------------------------ export, import */
+/* ------------------------------------------------------------------ export */
 
 static void export_usage(FILE *f)
 {
@@ -1385,76 +1385,6 @@ int cmd_export(struct cli *cli, int argc, char **argv)
 		cli_err(cli, "export of '%s' to %s failed: %s", ref, dir, cli_store_strerror(rc));
 		return CLI_FAIL;
 	}
-	return CLI_OK;
-}
-
-static void import_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] import DIR [--tag NAME] [--force]\n"
-		"\n"
-		"Import a snapshot directory (DIR/manifest.json and DIR/layers/<id>). The\n"
-		"manifest is validated and every layer re-hashed against its name; layers\n"
-		"already in the store are not stored twice. The snapshot appears whole or\n"
-		"not at all. Importing a snapshot already in the store checks DIR and\n"
-		"stores only the layers missing from the store (healing it, after\n"
-		"'strata fsck --repair'); otherwise changes nothing. Prints its id.\n"
-		"\n"
-		"  --tag NAME  tag the snapshot\n"
-		"  --force     move NAME if it already names another snapshot\n");
-}
-
-int cmd_import(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "tag", required_argument, NULL, 't' }, { "force", no_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' }, { 0 } };
-	struct ix_import_stats st;
-	struct open_store o;
-	const char *tag = NULL;
-	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1], sz[32];
-	unsigned flags = 0;
-	st_id id;
-	int c, rc;
-
-	while ((c = getopt_long(argc, argv, "t:fh", opts, NULL)) != -1) {
-		switch (c) {
-		case 't': tag = optarg; break;
-		case 'f': flags |= IX_TAG_FORCE; break;
-		case 'h': import_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (argc - optind != 1) {
-		cli_err(cli, "import: expected one snapshot directory (see 'strata import --help')");
-		return CLI_USAGE;
-	}
-	const char *dir = argv[optind];
-	if (tag && !st_name_valid(tag))
-		return cli_bad_tag_name(cli, tag);
-	if (ix_oci_is_layout(dir))
-		return cli_oci_import(cli, dir, tag, flags);
-	if ((rc = cli_store_open_flags(cli, CLI_STORE_CREATE, &o.s, &o.ix)) != CLI_OK)
-		return rc;
-	rc = ix_import_dir(o.ix, dir, tag, flags, &id, &st, why, sizeof(why));
-	close_store(&o);
-	if (rc < 0) {
-		if (rc == IX_EEXIST)
-			cli_err(cli, "import: tag '%s' already names another snapshot (use --force to move it)", tag);
-		else if (why[0])
-			cli_err(cli, "import of %s rejected: %s: %s", dir, cli_store_strerror(rc), why);
-		else
-			cli_err(cli, "import of %s failed: %s", dir, cli_store_strerror(rc));
-		return rc == -ENOENT && !why[0] ? CLI_NOTFOUND : CLI_FAIL;
-	}
-	st_id_format(&id, hex);
-	cli_fmt_size(sz, sizeof(sz), st.bytes_added);
-	printf("%s\n", hex);
-	if (st.layers_healed)
-		fprintf(stderr, "healed %" PRIu32 " layer(s) of snapshot %s that were missing from the store (%s stored)\n",
-			st.layers_healed, hex, sz);
-	cli_info(cli, "%s: %" PRIu32 " layer(s), %" PRIu32 " new, %s added", st.existed ? "already present" : "imported",
-		 st.layers, st.layers_added, sz);
 	return CLI_OK;
 }
 

@@ -111,6 +111,8 @@ struct strata_store {
 	pthread_mutex_t gc_lock;      /* gc */
 	struct ix_gc_stats gc;        /* the last strata_store_gc's counts */
 	struct api_xfer xfer;         /* the last push's or pull's (gc_lock guards it too) */
+	uint64_t import[STRATA_STORE_INFO_IMPORT_LAYERS_HEALED - STRATA_STORE_INFO_IMPORT_OCI + 1];
+				      /* the last import's figures (gc_lock guards them too) */
 	/* Lazy layers (a lazy pull's): mapped from a private mount served by
 	 * a helper process (fs/fs.h, fs_private_*), made at the first open of
 	 * a lazy snapshot and freed by strata_store_close. */

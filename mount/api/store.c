@@ -1,4 +1,4 @@
-/* store.c: strata_store: a store and its index opened together, and the store-side calls a host program needs (resolve, list, tag, verify, gc). */
+/* store.c: strata_store: a store and its index opened together, and the store-side calls a host program needs (resolve, list, tag, verify, gc, import). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -351,6 +351,12 @@ int strata_store_info(strata_store *st, int what, uint64_t *value)
 			pthread_mutex_unlock(&st->gc_lock);
 			break;
 		}
+		if (what >= STRATA_STORE_INFO_IMPORT_OCI && what <= STRATA_STORE_INFO_IMPORT_LAYERS_HEALED) {
+			pthread_mutex_lock(&st->gc_lock);
+			v = st->import[what - STRATA_STORE_INFO_IMPORT_OCI];
+			pthread_mutex_unlock(&st->gc_lock);
+			break;
+		}
 		return api_fail(-EINVAL, "store info: %d is not a STRATA_STORE_INFO_* this version knows", what);
 	}
 	*value = v;
@@ -425,5 +431,59 @@ int strata_store_delete(strata_store *st, const char *id)
 		return api_fail(rc, "delete: no snapshot %s in store %s", id, st_store_path(st->st));
 	if (rc < 0)
 		return api_fail(rc, "delete %s: %s", id, st_strerror(rc));
+	return 0;
+}
+
+#define IMPORT(name) im[STRATA_STORE_INFO_IMPORT_##name - STRATA_STORE_INFO_IMPORT_OCI]
+
+int strata_store_import(strata_store *st, const char *dir, const char *tag, unsigned flags,
+			char id[STRATA_ID_LEN + 1])
+{
+	uint64_t im[sizeof(st->import) / sizeof(st->import[0])] = { 0 };
+	char why[ST_WHY_LEN] = "";
+	st_id sid;
+	int rc;
+
+	if (!dir)
+		return api_fail(-EINVAL, "import: the directory is NULL");
+	if (flags & ~(unsigned)STRATA_TAG_FORCE)
+		return api_fail(-EINVAL, "import: unknown flags 0x%x", flags);
+	if (tag && !st_name_valid(tag))
+		return api_fail(ST_EBADNAME, "import: '%s' is not a valid tag name", tag);
+	IMPORT(OCI) = ix_oci_is_layout(dir);
+	if (IMPORT(OCI)) {
+		struct ix_oci_stats os = { 0 };
+		rc = ix_oci_import(st->ix, dir, tag, flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0, NULL, &os, &sid, why,
+				   sizeof(why));
+		if (rc == 0) {
+			IMPORT(SNAPSHOTS) = os.snapshots;
+			IMPORT(BLOBS_ADDED) = os.blobs_moved;
+			IMPORT(BLOBS_PRESENT) = os.blobs_skipped;
+			IMPORT(BYTES_ADDED) = os.bytes_moved;
+		}
+	} else {
+		struct ix_import_stats is = { 0 };
+		rc = ix_import_dir(st->ix, dir, tag, flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0, &sid, &is, why,
+				   sizeof(why));
+		if (rc == 0) {
+			IMPORT(SNAPSHOTS) = 1;
+			IMPORT(LAYERS) = is.layers;
+			IMPORT(BLOBS_ADDED) = is.layers_added;
+			IMPORT(BLOBS_PRESENT) = is.layers - is.layers_added;
+			IMPORT(BYTES_ADDED) = is.bytes_added;
+			IMPORT(EXISTED) = is.existed;
+			IMPORT(LAYERS_HEALED) = is.layers_healed;
+		}
+	}
+	pthread_mutex_lock(&st->gc_lock);
+	memcpy(st->import, im, sizeof(im));
+	pthread_mutex_unlock(&st->gc_lock);
+	if (rc == IX_EEXIST)
+		return api_fail(rc, "import: tag '%s' already names another snapshot (STRATA_TAG_FORCE moves it)", tag);
+	if (rc < 0)
+		return api_fail_why(rc, why, "import of %s %s: %s", IMPORT(OCI) ? "OCI layout" : "snapshot directory",
+				    dir, why[0] ? why : st_strerror(rc));
+	if (id)
+		st_id_format(&sid, id);
 	return 0;
 }

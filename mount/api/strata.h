@@ -152,8 +152,9 @@ const char *strata_errmsg(void);
  * side that gave it (the registry's answer, the check that refused a
  * blob), without the call's own context: the part of strata_errmsg after
  * what was being done. Empty if the failure had none beyond its code
- * (then strata_strerror names it). Set by strata_store_push and
- * strata_store_pull; any other failing call empties it. Never NULL. */
+ * (then strata_strerror names it). Set by strata_store_push,
+ * strata_store_pull and strata_store_import; any other failing call
+ * empties it. Never NULL. */
 const char *strata_errdetail(void);
 
 /* ==== values ==== */
@@ -655,6 +656,16 @@ enum {
 	STRATA_STORE_INFO_XFER_PREFETCH_REQUESTS = 28, /* ...of Range requests */
 	STRATA_STORE_INFO_XFER_PREFETCH_BYTES = 29,    /* ...bringing these chunk bytes */
 	STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS = 30, /* full pull: Range requests completing lazy layers */
+	/* the store's last strata_store_import (0 before one; a failed one's
+	 * figures are 0 but for _IMPORT_OCI) */
+	STRATA_STORE_INFO_IMPORT_OCI = 31,          /* 1: it read an OCI image layout; 0: a snapshot directory */
+	STRATA_STORE_INFO_IMPORT_SNAPSHOTS = 32,    /* snapshots it holds (1 for a directory; the chain for a layout) */
+	STRATA_STORE_INFO_IMPORT_LAYERS = 33,       /* a directory: the layers its manifest lists */
+	STRATA_STORE_INFO_IMPORT_BLOBS_ADDED = 34,  /* blobs that were not in the store (a directory: layers) */
+	STRATA_STORE_INFO_IMPORT_BLOBS_PRESENT = 35, /* blobs the store had already */
+	STRATA_STORE_INFO_IMPORT_BYTES_ADDED = 36,  /* bytes newly stored */
+	STRATA_STORE_INFO_IMPORT_EXISTED = 37,      /* a directory: 1 if its snapshot was in the store already */
+	STRATA_STORE_INFO_IMPORT_LAYERS_HEALED = 38, /* ...and these of its layers' blobs were missing: stored from it */
 };
 /* One figure of the store into *value (the transfer figures are the last
  * push's or pull's on st from any thread). -EINVAL for a `what` this version
@@ -670,6 +681,26 @@ typedef void (*strata_problem_fn)(void *ctx, const char *id, const char *what);
  * errors), or a negative code if the check could not run. Changes nothing.
  */
 int strata_store_verify(strata_store *st, unsigned flags, strata_problem_fn cb, void *ctx);
+/*
+ * Import `dir` into st: a snapshot directory (DIR/manifest.json and
+ * DIR/layers/<id>, as strata_store_export writes it or a mount's
+ * snapshots/NAME) or an OCI image layout (a strata export --oci: its last
+ * snapshot and the chain of its parents). The manifest is parsed strictly
+ * and every layer re-hashed against its name as it is stored; layers st
+ * has already are not stored twice. The snapshot appears whole or not at
+ * all, tagged `tag` (NULL: untagged; flags: STRATA_TAG_FORCE moves a tag
+ * naming another snapshot). Importing a snapshot st holds already checks
+ * dir and stores only the layers st lacks (healing it). id (may be NULL)
+ * gets its id; strata_store_info's STRATA_STORE_INFO_IMPORT_* say what
+ * was done. Errors: -ENOENT (no such directory, no manifest.json, a
+ * missing layer file), STRATA_E_FORMAT, STRATA_E_VERSION, STRATA_E_LAYOUT
+ * (a layer of the wrong size), STRATA_E_CORRUPT (bytes that do not hash to
+ * their name), STRATA_E_EXISTS, STRATA_E_BAD_NAME, STRATA_E_READ_ONLY,
+ * -ENOSPC, -EIO: nothing is committed and the blobs it stored are removed
+ * (the layers it healed stay); strata_errdetail says which file and rule.
+ */
+int strata_store_import(strata_store *st, const char *dir, const char *tag, unsigned flags,
+			char id[STRATA_ID_LEN + 1]);
 /* Remove the blobs no snapshot references, older than grace_s seconds (so
  * a capture or import still writing survives), stale staging files and
  * unused lazy layers; *freed (may be NULL) gets the bytes removed, and

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1750,4 +1751,144 @@ Test(api, gc_counts_what_it_removed_and_kept)
 	cr_assert_geq(v, 1, "the kept snapshot's layer");
 	strata_store_close(st);
 	strata_host_free(h);
+}
+
+/* sh -c cmd (printf-style), asserted to succeed. */
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...)
+{
+	char cmd[16384];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+static uint64_t info(strata_store *st, int what)
+{
+	uint64_t v = UINT64_MAX;
+
+	cr_assert_eq(strata_store_info(st, what, &v), 0, "info %d: %s", what, strata_errmsg());
+	return v;
+}
+
+static int nsnapshots(strata_store *st)
+{
+	int n = 0;
+
+	cr_assert_geq(strata_store_snapshots(st, count_snap, &n), 0, "%s", strata_errmsg());
+	return n;
+}
+
+/* A hostile copy of good: refused, saying why, and the store unchanged;
+ * strata_errdetail's words of the refusal go to refused_why. */
+static char refused_why[1024];
+static void import_refused(strata_store *st, const char *good, const char *name, const char *spoil, int want)
+{
+	char dir[4400];
+	int before = nsnapshots(st);
+
+	snprintf(dir, sizeof(dir), "%s/%s", tmp, name);
+	sh("cp -r '%s' '%s' && cd '%s' && %s", good, dir, dir, spoil);
+	int rc = strata_store_import(st, dir, "hostile", 0, NULL);
+	snprintf(refused_why, sizeof(refused_why), "%s", strata_errdetail());
+	cr_assert_lt(rc, 0, "%s: imported", name);
+	if (want)
+		cr_assert_eq(rc, want, "%s: %s", name, strata_errmsg());
+	cr_assert(strstr(strata_errmsg(), dir), "%s: %s", name, strata_errmsg());
+	cr_assert_eq(nsnapshots(st), before, "%s: a snapshot was committed", name);
+	cr_assert_eq(strata_store_resolve(st, "hostile", (char[STRATA_ID_LEN + 1]){ 0 }), STRATA_E_NOT_FOUND);
+	cr_assert_eq(info(st, STRATA_STORE_INFO_IMPORT_SNAPSHOTS), 0, "%s", name);
+}
+
+Test(api, import_checks_a_directory_and_counts_what_it_stored)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+	strata_store *st = store("store"), *to, *ro;
+	char id[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], dir[4300], oci[4300], path[4300];
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "snap", 0, id), 0, "%s", strata_errmsg());
+	snprintf(dir, sizeof(dir), "%s/dir", tmp);
+	export("snap", dir);
+	snprintf(oci, sizeof(oci), "%s/oci", tmp);
+	sh("'%s' --store '%s/store' export --oci '%s' snap >/dev/null 2>&1", getenv("STRATA_BIN"), tmp, oci);
+	to = store("to");
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_SNAPSHOTS), 0, "no import yet");
+	/* Bad arguments change nothing. */
+	cr_assert_eq(strata_store_import(to, NULL, NULL, 0, id), -EINVAL);
+	cr_assert_eq(strata_store_import(to, dir, NULL, 0x80, id), -EINVAL);
+	cr_assert_eq(strata_store_import(to, dir, "bad name", 0, id), STRATA_E_BAD_NAME);
+	snprintf(path, sizeof(path), "%s/absent", tmp);
+	cr_assert_eq(strata_store_import(to, path, NULL, 0, got), -ENOENT);
+	cr_assert(strstr(strata_errmsg(), "absent"), "%s", strata_errmsg());
+	cr_assert_eq(nsnapshots(to), 0);
+	/* A directory: its snapshot with its id, every layer new. */
+	cr_assert_eq(strata_store_import(to, dir, "t", 0, got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, id);
+	cr_assert_eq(strata_store_resolve(to, "t", got), 0);
+	cr_assert_str_eq(got, id);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_OCI), 0);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_SNAPSHOTS), 1);
+	uint64_t layers = info(to, STRATA_STORE_INFO_IMPORT_LAYERS);
+	cr_assert_geq(layers, 1);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_BLOBS_ADDED), layers);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_BLOBS_PRESENT), 0);
+	cr_assert_gt(info(to, STRATA_STORE_INFO_IMPORT_BYTES_ADDED), 0);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_EXISTED), 0);
+	/* Again: it was there, nothing stored twice. */
+	cr_assert_eq(strata_store_import(to, dir, NULL, 0, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_EXISTED), 1);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_BLOBS_ADDED), 0);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_BLOBS_PRESENT), layers);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_LAYERS_HEALED), 0);
+	/* A tag naming another snapshot moves only with STRATA_TAG_FORCE. */
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_capture(sb, to, "other", 0, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_import(to, dir, "other", 0, NULL), STRATA_E_EXISTS);
+	cr_assert(strstr(strata_errmsg(), "other"), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_import(to, dir, "other", STRATA_TAG_FORCE, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_resolve(to, "other", got), 0);
+	cr_assert_str_eq(got, id);
+	/* A lost layer blob is healed from the directory. */
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_host_free(h), 0);
+	sh("rm -f '%s/to/blobs/'*/'%s'* 2>/dev/null; ls '%s/dir/layers' | while read l; do "
+	   "find '%s/to/blobs' -name \"$l*\" -delete; done", tmp, id, tmp, tmp);
+	cr_assert_eq(strata_store_import(to, dir, NULL, 0, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_LAYERS_HEALED), layers);
+	cr_assert_eq(strata_store_verify(to, STRATA_VERIFY_HASH, NULL, NULL), 0, "%s", strata_errmsg());
+	/* An OCI image layout. */
+	strata_store *o2 = store("o2");
+	cr_assert_eq(strata_store_import(o2, oci, "from-oci", 0, got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, id);
+	cr_assert_eq(info(o2, STRATA_STORE_INFO_IMPORT_OCI), 1);
+	cr_assert_eq(info(o2, STRATA_STORE_INFO_IMPORT_SNAPSHOTS), 1);
+	cr_assert_geq(info(o2, STRATA_STORE_INFO_IMPORT_BLOBS_ADDED), layers);
+	strata_store_close(o2);
+	/* Hostile directories: the checks hold through the API. */
+	strata_store *h2 = store("hostile");
+	import_refused(h2, dir, "flipped", "f=$(ls layers/* | head -1) && printf X | dd of=$f bs=1 seek=100 "
+		       "conv=notrunc 2>/dev/null", STRATA_E_CORRUPT);
+	cr_assert_neq(refused_why[0], '\0', "the cause is in strata_errdetail");
+	import_refused(h2, dir, "short", "f=$(ls layers/* | head -1) && truncate -s 4096 $f", 0);
+	import_refused(h2, dir, "nolayer", "rm -f layers/*", -ENOENT);
+	import_refused(h2, dir, "garbage", "echo '{\"format\": 99' > manifest.json", 0);
+	import_refused(h2, dir, "linked", "mv layers real && ln -s real layers", 0);
+	import_refused(h2, dir, "fifo", "rm manifest.json && mkfifo manifest.json", 0);
+	import_refused(h2, dir, "renamed", "f=$(ls layers/* | head -1) && mv $f layers/"
+		       "00000000000000000000000000000000", 0);
+	cr_assert_eq(nsnapshots(h2), 0);
+	strata_store_close(h2);
+	/* Read-only. */
+	snprintf(path, sizeof(path), "%s/ro", tmp);
+	strata_store_close(store("ro"));
+	cr_assert_eq(strata_store_open(path, STRATA_STORE_RDONLY, &ro), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_import(ro, dir, NULL, 0, NULL), STRATA_E_READ_ONLY, "%s", strata_errmsg());
+	strata_store_close(ro);
+	strata_store_close(to);
+	strata_store_close(st);
 }
