@@ -39,6 +39,7 @@ int cmd_gc(struct cli *cli, int argc, char **argv);           /* cmd_gc.c */
 int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_xfer.c */
 int cmd_pull(struct cli *cli, int argc, char **argv);         /* cmd_xfer.c */
 int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_import.c */
+int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_ls.c */
 
 /* host.c: make cli->host once: STRATA_VM_CACHE=N idle VMs and warm
  * sandboxes (default 8), STRATA_SNAP_DEBUG=1, the reset policy file
@@ -221,6 +222,34 @@ void cli_progress_end(struct cli_progress *p);
  * "WHAT: <its words>[: why]". */
 int cli_xfer_exit(int rc);
 void cli_xfer_report(const struct cli *cli, const char *what, int rc, const char *why);
+
+/* lists.c: a store's tags (name and id) and snapshot ids, collected for
+ * printing beside each snapshot. cli_tags_collect fills *out (zeroed
+ * first by the caller) with strata_store_tags: 0 or its error;
+ * cli_tags_collect_cb and cli_ids_collect_cb are the strata_tag_fn and
+ * strata_snapshot_fn that append (-ENOMEM). cli_tags_of joins the tags
+ * naming id with ',' (escaped; "-" if none) into buf; cli_tags_json
+ * gives them as a JSON array. */
+struct cli_tag {
+	char *name;
+	char id[STRATA_ID_LEN + 1];
+};
+struct cli_tags {
+	struct cli_tag *v;
+	size_t n, cap;
+};
+struct cli_ids {
+	char (*v)[STRATA_ID_LEN + 1];
+	size_t n, cap;
+};
+int cli_tags_collect(strata_store *st, struct cli_tags *out);
+int cli_tags_collect_cb(void *ctx, const char *name, const char *id);
+void cli_tags_free(struct cli_tags *l);
+void cli_tags_of(const struct cli_tags *l, const char *id, char *buf, size_t len);
+json_t *cli_tags_json(const struct cli_tags *l, const char *id);
+int cli_ids_collect_cb(void *ctx, const char *id);
+/* text.c: "lazy: 37 of 1,024 chunks present". */
+void cli_fmt_lazy(char *buf, size_t len, uint64_t present, uint64_t chunks);
 
 /* cmd_run.c: parse ARGS per a guest signature ("i(is)"); `owned` collects
  * buffers read from @FILE arguments (free them); print a result. */

@@ -1,4 +1,4 @@
-/* cmd_store.c: the store subcommands still built on the modules: init, ls, show, verify, fsck, export, debug. */
+/* cmd_store.c: the store subcommands still built on the modules: init, show, verify, fsck, export, debug. */
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -45,21 +45,6 @@ static void fmt_time(char *buf, size_t len, int64_t ns)
 
 	if (ns <= 0 || !gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
 		snprintf(buf, len, "-");
-}
-
-/* v with a comma between each three digits: 1,024. */
-static void fmt_count(char *buf, size_t len, uint64_t v)
-{
-	char raw[24];
-	int n = snprintf(raw, sizeof(raw), "%" PRIu64, v);
-	size_t o = 0;
-
-	for (int i = 0; i < n && o + 2 < len; i++) {
-		if (i && (n - i) % 3 == 0)
-			buf[o++] = ',';
-		buf[o++] = raw[i];
-	}
-	buf[o] = '\0';
 }
 
 /* What of a snapshot is lazy (pulled with --lazy, chunks fetched on
@@ -111,16 +96,6 @@ static void lazy_sum_of(struct ix_lazy *lz, const struct st_manifest *m, struct 
 		out->chunks += info.chunks;
 		out->present += info.present;
 	}
-}
-
-/* "lazy: 37 of 1,024 chunks present" */
-static void fmt_lazy(char *buf, size_t len, uint64_t present, uint64_t chunks)
-{
-	char a[32], b[32];
-
-	fmt_count(a, sizeof(a), present);
-	fmt_count(b, sizeof(b), chunks);
-	snprintf(buf, len, "lazy: %s of %s chunks present", a, b);
 }
 
 static json_t *id_json(const st_id *id)
@@ -223,55 +198,32 @@ int cmd_init(struct cli *cli, int argc, char **argv)
 	return CLI_OK;
 }
 
-/* ------------------------------------------------------------------ ls */
+/* ------------------------------------------------------------------ tags and ids */
 
-struct tagged {
-	char *name;
-	st_id id;
-};
-
-struct taglist {
-	struct tagged *v;
-	size_t n, cap;
-};
-
+/* The index's tags into lists.c's list (ids in hex). */
 static int collect_tag(const char *name, const st_id *id, void *arg)
 {
-	struct taglist *l = arg;
+	char hex[ST_ID_HEX_LEN + 1];
 
-	if (ST_ARRAY_RESERVE(l->v, l->cap, l->n + 1) < 0)
-		return -ENOMEM;
-	if (!(l->v[l->n].name = strdup(name)))
-		return -ENOMEM;
-	l->v[l->n++].id = *id;
-	return 0;
-}
-
-static void taglist_free(struct taglist *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i].name);
-	free(l->v);
+	st_id_format(id, hex);
+	return cli_tags_collect_cb(arg, name, hex);
 }
 
 /* Tags naming id, joined with ','; "-" if none. */
-static void tags_of(const struct taglist *l, const st_id *id, char *buf, size_t len)
+static void tags_of(const struct cli_tags *l, const st_id *id, char *buf, size_t len)
 {
-	size_t off = 0;
+	char hex[ST_ID_HEX_LEN + 1];
 
-	buf[0] = '\0';
-	for (size_t i = 0; i < l->n; i++) {
-		if (!st_id_equal(&l->v[i].id, id))
-			continue;
-		/* Tag names are checked on the way in; escaped anyway, like every
-		 * name read from the index. */
-		int w = snprintf(buf + off, len - off, "%s%s", off ? "," : "", cli_esc(l->v[i].name));
-		if (w < 0 || (size_t)w >= len - off)
-			break;
-		off += (size_t)w;
-	}
-	if (!buf[0])
-		snprintf(buf, len, "-");
+	st_id_format(id, hex);
+	cli_tags_of(l, hex, buf, len);
+}
+
+static json_t *tags_json(const struct cli_tags *l, const st_id *id)
+{
+	char hex[ST_ID_HEX_LEN + 1];
+
+	st_id_format(id, hex);
+	return cli_tags_json(l, hex);
 }
 
 struct idlist {
@@ -287,191 +239,6 @@ static int collect_id(const st_id *id, void *arg)
 		return -ENOMEM;
 	l->v[l->n++] = *id;
 	return 0;
-}
-
-/* The index ls lists, for where each snapshot came from (ix_snap_origin). */
-static struct ix *ls_index;
-
-/* "  from HOST/REPO" for a snapshot last pulled from or pushed to there, else "". */
-static void ls_origin(const st_id *id, char *buf, size_t len)
-{
-	char origin[IX_ORIGIN_MAX + 1];
-
-	buf[0] = '\0';
-	if (ls_index && ix_snap_origin(ls_index, id, origin, sizeof(origin)) == 0)
-		snprintf(buf, len, "  from %s", cli_esc(origin));
-}
-
-static void ls_row(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *tags, const st_id *id, int depth)
-{
-	struct ix_snap_info info;
-	struct st_manifest *m;
-	char hex[ST_ID_HEX_LEN + 1], phex[ST_ID_HEX_LEN + 1] = "-", mem[32], uniq[32];
-	char tagbuf[1024], lazy[112] = "", from[IX_ORIGIN_MAX * 4 + 8];
-
-	st_id_format(id, hex);
-	tags_of(tags, id, tagbuf, sizeof(tagbuf));
-	if (ix_snap_info(t, id, &info) < 0) {
-		printf("%-20s %s  (unreadable record)\n", tagbuf, hex);
-		return;
-	}
-	if (info.has_parent)
-		st_id_format(&info.parent, phex);
-	cli_fmt_size(mem, sizeof(mem), info.mem_size);
-	cli_fmt_size(uniq, sizeof(uniq), info.unique_bytes);
-	if (lz && ix_snap_get(t, id, &m) == 0) {
-		struct lazy_sum ls;
-		lazy_sum_of(lz, m, &ls);
-		if (ls.layers) {
-			char what[96];
-			fmt_lazy(what, sizeof(what), ls.present, ls.chunks);
-			snprintf(lazy, sizeof(lazy), depth < 0 ? "  %s" : ", %s", what);
-		}
-		st_manifest_free(m);
-	}
-	ls_origin(id, from, sizeof(from));
-	if (depth < 0)
-		printf("%-20s %-32s %-32s %10s %10s%s%s\n", tagbuf, hex, phex, mem, uniq, lazy, from);
-	else
-		printf("%*s%s %s  memory %s, unique %s%s%s\n", depth * 2, "", tagbuf, hex, mem, uniq, lazy, from);
-}
-
-/* ls --json: one object per snapshot (docs/cli.md). */
-static json_t *ls_json_row(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *tags, const st_id *id)
-{
-	struct ix_snap_info info;
-	struct st_manifest *m;
-	json_t *o = json_object(), *tarr = json_array();
-
-	for (size_t i = 0; i < tags->n; i++)
-		if (st_id_equal(&tags->v[i].id, id))
-			json_array_append_new(tarr, json_string(tags->v[i].name));
-	json_object_set_new(o, "id", id_json(id));
-	json_object_set_new(o, "tags", tarr);
-	if (ix_snap_info(t, id, &info) < 0) {
-		json_object_set_new(o, "error", json_string("unreadable record"));
-		return o;
-	}
-	json_object_set_new(o, "parent", info.has_parent ? id_json(&info.parent) : json_null());
-	json_object_set_new(o, "memory_bytes", json_integer((json_int_t)info.mem_size));
-	json_object_set_new(o, "unique_bytes", json_integer((json_int_t)info.unique_bytes));
-	json_t *lazy = json_null();
-	if (lz && ix_snap_get(t, id, &m) == 0) {
-		struct lazy_sum ls;
-		lazy_sum_of(lz, m, &ls);
-		if (ls.layers) {
-			json_decref(lazy);
-			lazy = json_pack("{sIsIsIss}", "layers", (json_int_t)ls.layers, "chunks", (json_int_t)ls.chunks,
-					 "present", (json_int_t)ls.present, "origin", ls.origin);
-		}
-		st_manifest_free(m);
-	}
-	json_object_set_new(o, "lazy", lazy);
-	char origin[IX_ORIGIN_MAX + 1];
-	json_object_set_new(o, "origin", ls_index && ix_snap_origin(ls_index, id, origin, sizeof(origin)) == 0
-						 ? json_string(origin) : json_null());
-	return o;
-}
-
-static int ls_tree(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *tags, const st_id *id, int depth)
-{
-	struct idlist kids = { 0 };
-	int rc;
-
-	ls_row(t, lz, tags, id, depth);
-	if (depth > 1000)
-		return 0; /* a cycle cannot happen (ids are hashes), but never recurse unbounded */
-	if ((rc = ix_children_foreach(t, id, collect_id, &kids)) < 0)
-		goto out_free;
-	for (size_t i = 0; i < kids.n && rc >= 0; i++)
-		if (ix_snap_has(t, &kids.v[i]))
-			rc = ls_tree(t, lz, tags, &kids.v[i], depth + 1);
-out_free:
-	free(kids.v);
-	return rc;
-}
-
-static void ls_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] ls [--tree | --json]\n"
-		"\n"
-		"List snapshots: tag(s), id, parent id, guest memory size, and the bytes\n"
-		"unique to the snapshot (what 'strata rm' then 'strata gc' would free);\n"
-		"then a lazy snapshot's chunks present, and 'from HOST/REPO' for one last\n"
-		"pulled from or pushed to a registry.\n"
-		"\n"
-		"  --tree  show snapshots as a tree of parents and children\n"
-		"  --json  print a JSON array, one object per snapshot (docs/cli.md)\n");
-}
-
-int cmd_ls(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "tree", no_argument, NULL, 't' }, { "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' }, { 0 } };
-	struct taglist tags = { 0 };
-	struct idlist ids = { 0 };
-	struct open_store o;
-	struct ix_txn *t;
-	bool tree = false, json = false;
-	int c, rc;
-
-	while ((c = getopt_long(argc, argv, "th", opts, NULL)) != -1) {
-		switch (c) {
-		case 't': tree = true; break;
-		case 'j': json = true; break;
-		case 'h': ls_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (optind != argc) {
-		cli_err(cli, "ls: unexpected argument '%s'", argv[optind]);
-		return CLI_USAGE;
-	}
-	if (tree && json) {
-		cli_err(cli, "ls: --tree or --json, not both (each --json object names its parent)");
-		return CLI_USAGE;
-	}
-	if ((rc = open_store(cli, false, &o)) != CLI_OK)
-		return rc;
-	struct ix_lazy *lz = lazy_state(&o);
-	ls_index = o.ix;
-	if ((rc = ix_txn_begin(o.ix, &t)) < 0)
-		goto out_err;
-	if ((rc = ix_tag_foreach(t, collect_tag, &tags)) < 0 ||
-	    (rc = ix_snap_foreach(t, collect_id, &ids)) < 0)
-		goto out_end;
-	if (json) {
-		json_t *arr = json_array();
-		for (size_t i = 0; i < ids.n; i++)
-			json_array_append_new(arr, ls_json_row(t, lz, &tags, &ids.v[i]));
-		rc = cli_json_put(arr);
-	} else if (!tree) {
-		printf("%-20s %-32s %-32s %10s %10s\n", "TAG", "ID", "PARENT", "MEMORY", "UNIQUE");
-		for (size_t i = 0; i < ids.n; i++)
-			ls_row(t, lz, &tags, &ids.v[i], -1);
-	} else {
-		for (size_t i = 0; i < ids.n && rc >= 0; i++) {
-			struct ix_snap_info info;
-			/* Roots: no parent, or a parent no longer in the store. */
-			if (ix_snap_info(t, &ids.v[i], &info) < 0 ||
-			    !info.has_parent || !ix_snap_has(t, &info.parent))
-				rc = ls_tree(t, lz, &tags, &ids.v[i], 0);
-		}
-	}
-out_end:
-	ix_txn_end(t);
-out_err:
-	ix_lazy_close(lz);
-	taglist_free(&tags);
-	free(ids.v);
-	close_store(&o);
-	if (rc < 0) {
-		cli_err(cli, "cannot list store %s: %s", cli->store, cli_store_strerror(rc));
-		return CLI_FAIL;
-	}
-	return CLI_OK;
 }
 
 /* ------------------------------------------------------------------ show */
@@ -574,14 +341,14 @@ static json_t *lazy_json(struct ix_lazy *lz, const struct st_manifest *m)
 	return o;
 }
 
-static int show_json(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, const struct taglist *tags,
+static int show_json(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, const struct cli_tags *tags,
 		     const struct idlist *kids, const struct ix_snap_info *info, const struct show_ws *w)
 {
 	struct st_manifest *m;
 	const void *raw;
 	size_t len;
 	json_error_t jerr;
-	json_t *root = json_object(), *tarr = json_array(), *karr = json_array(), *man;
+	json_t *root = json_object(), *tarr = tags_json(tags, id), *karr = json_array(), *man;
 	int rc = ix_snap_get_raw(t, id, &raw, &len);
 
 	if (rc < 0)
@@ -591,9 +358,6 @@ static int show_json(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, cons
 		rc = IX_ECORRUPT;
 		goto out_free;
 	}
-	for (size_t i = 0; i < tags->n; i++)
-		if (st_id_equal(&tags->v[i].id, id))
-			json_array_append_new(tarr, json_string(tags->v[i].name));
 	for (size_t i = 0; i < kids->n; i++)
 		json_array_append_new(karr, id_json(&kids->v[i]));
 	json_object_set_new(root, "id", id_json(id));
@@ -622,7 +386,7 @@ out_free:
 	return rc;
 }
 
-static int show_text(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, const struct taglist *tags,
+static int show_text(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, const struct cli_tags *tags,
 		     const struct idlist *kids, const struct ix_snap_info *info, const struct show_ws *w)
 {
 	struct ix_lazy_info li;
@@ -659,7 +423,7 @@ static int show_text(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, cons
 		st_id_format(&m->layers[i].id, hex);
 		cli_fmt_size(a, sizeof(a), m->layers[i].pages * ST_PAGE_SIZE);
 		if (lazy_layer(lz, &m->layers[i].id, &li) == 1) {
-			fmt_lazy(lazy, sizeof(lazy), li.present, li.chunks);
+			cli_fmt_lazy(lazy, sizeof(lazy), li.present, li.chunks);
 			printf("  %s %10" PRIu64 " pages %10s  %s\n", hex, m->layers[i].pages, a, lazy);
 		} else {
 			printf("  %s %10" PRIu64 " pages %10s\n", hex, m->layers[i].pages, a);
@@ -667,7 +431,7 @@ static int show_text(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, cons
 	}
 	lazy_sum_of(lz, m, &ls);
 	if (ls.layers) {
-		fmt_lazy(lazy, sizeof(lazy), ls.present, ls.chunks);
+		cli_fmt_lazy(lazy, sizeof(lazy), ls.present, ls.chunks);
 		printf("lazy      %" PRIu32 " layer(s) from %s, %s (the rest fetched on demand; 'strata pull' "
 		       "without --lazy fetches it all)\n", ls.layers, cli_esc(ls.origin), lazy + strlen("lazy: "));
 	}
@@ -687,7 +451,7 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' }, { 0 } };
-	struct taglist tags = { 0 };
+	struct cli_tags tags = { 0 };
 	struct idlist kids = { 0 };
 	struct ix_snap_info info;
 	struct open_store o;
@@ -730,7 +494,7 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 	ix_txn_end(t);
 	ix_lazy_close(lz);
 	st_ws_free(w.ws);
-	taglist_free(&tags);
+	cli_tags_free(&tags);
 	free(kids.v);
 	close_store(&o);
 	if (rc < 0) {
@@ -818,7 +582,7 @@ static int print_problem(const struct ix_problem *p, void *arg)
 }
 
 struct lacking_ctx {
-	struct taglist tags;
+	struct cli_tags tags;
 	uint64_t n;
 	json_t *json;
 };
@@ -829,10 +593,7 @@ static int print_lacking(const st_id *id, uint32_t missing, uint32_t nlayers, vo
 	char hex[ST_ID_HEX_LEN + 1], tags[512];
 
 	if (l->json) {
-		json_t *o = json_object(), *tarr = json_array();
-		for (size_t i = 0; i < l->tags.n; i++)
-			if (st_id_equal(&l->tags.v[i].id, id))
-				json_array_append_new(tarr, json_string(l->tags.v[i].name));
+		json_t *o = json_object(), *tarr = tags_json(&l->tags, id);
 		json_object_set_new(o, "id", id_json(id));
 		json_object_set_new(o, "tags", tarr);
 		json_object_set_new(o, "missing_layers", json_integer(missing));
@@ -861,7 +622,7 @@ static int report_lacking(struct cli *cli, struct open_store *o, json_t *json)
 	}
 	if (rc == 0)
 		rc = ix_snap_lacking_foreach(o->ix, print_lacking, &l);
-	taglist_free(&l.tags);
+	cli_tags_free(&l.tags);
 	if (rc < 0) {
 		cli_err(cli, "cannot list the snapshots lacking layers: %s", cli_store_strerror(rc));
 		return CLI_FAIL;
@@ -1085,7 +846,7 @@ static int verify_snapshot(struct cli *cli, struct open_store *o, const char *re
 									chk.chunks_digest));
 				continue;
 			}
-			fmt_lazy(lazy, sizeof(lazy), chk.present, li.chunks);
+			cli_fmt_lazy(lazy, sizeof(lazy), chk.present, li.chunks);
 			printf("%s: layer %s: %s from %s, each re-hashed against the layer's chunk index (XXH3-128%s%s)%s\n",
 			       cli_esc(ref), hex, lazy, cli_esc(li.origin), chk.chunks_digest[0] ? ", " : "",
 			       chk.chunks_digest, chk.bad ? "" : ": all match");
@@ -1288,7 +1049,7 @@ static int export_lazy(struct cli *cli, struct open_store *o, const char *ref)
 		return CLI_OK;
 	}
 	char lazy[96], why[ST_WHY_LEN * 2] = "";
-	fmt_lazy(lazy, sizeof(lazy), ls.present, ls.chunks);
+	cli_fmt_lazy(lazy, sizeof(lazy), ls.present, ls.chunks);
 	fprintf(stderr, "strata: export: '%s' is %s; fetching the rest from %s\n", cli_esc(ref), lazy,
 		cli_esc(ls.origin));
 	close_store(o);
@@ -1335,7 +1096,7 @@ int cmd_export(struct cli *cli, int argc, char **argv)
 		if ((rc = open_store(cli, false, &o)) != CLI_OK)
 			return rc;
 		/* The snapshots named, else every tagged one (what the layout holds). */
-		struct taglist tags = { 0 };
+		struct cli_tags tags = { 0 };
 		struct ix_txn *t;
 		if (optind + 1 == argc && (rc = ix_txn_begin(o.ix, &t)) == 0) {
 			rc = ix_tag_foreach(t, collect_tag, &tags);
@@ -1349,7 +1110,7 @@ int cmd_export(struct cli *cli, int argc, char **argv)
 			rc = export_lazy(cli, &o, argv[i]);
 		for (size_t i = 0; i < tags.n && rc == CLI_OK; i++)
 			rc = export_lazy(cli, &o, tags.v[i].name);
-		taglist_free(&tags);
+		cli_tags_free(&tags);
 		close_store(&o);
 		return rc == CLI_OK ? cli_oci_export(cli, argc - optind, argv + optind, whole) : rc;
 	}

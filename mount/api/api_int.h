@@ -125,6 +125,11 @@ struct strata_store {
 	strata_registry lazy_reg;     /* its credentials callback, and user and pass borrowed from above */
 	struct ix_auth_provider lazy_auth;
 	struct ix_auth lazy_fn_auth;
+	/* What of its lazy layers is present, for strata_store_snapshot_info
+	 * (no fetch: no credentials): opened at the first question about a
+	 * store that records a lazy layer, under lazy_lock; then read from any
+	 * thread (ix_lazy_layer_info is thread-safe). */
+	struct ix_lazy *lazy_read;
 };
 
 
@@ -171,5 +176,8 @@ int api_sandbox_make(strata_host *h, const struct api_make *how, strata_sandbox 
  * lazy one) the store's private mount, started here. */
 int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m, st_id *id, vmm_layer_open_fn *open,
 		       void **open_ctx);
+/* Resolve ref in a read transaction of its own, with strata_errmsg's
+ * words for a failure (STRATA_E_NOT_FOUND, _AMBIGUOUS, the index's). */
+int api_store_resolve(strata_store *st, const char *ref, st_id *id);
 
 #endif

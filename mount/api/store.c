@@ -48,6 +48,7 @@ void strata_store_close(strata_store *st)
 		return;
 	/* After its sandboxes (the rule): stops the lazy layers' helper. */
 	fs_private_free(st->lazy);
+	ix_lazy_close(st->lazy_read);
 	free(st->lazy_cacert);
 	free(st->lazy_user);
 	free(st->lazy_pass);
@@ -59,8 +60,7 @@ void strata_store_close(strata_store *st)
 	free(st);
 }
 
-/* Resolve ref in a read transaction of its own. */
-static int resolve(strata_store *st, const char *ref, st_id *id)
+int api_store_resolve(strata_store *st, const char *ref, st_id *id)
 {
 	struct ix_txn *t;
 	int rc;
@@ -157,7 +157,7 @@ int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m
 	st_id id;
 	int rc;
 
-	if ((rc = resolve(st, ref, &id)) < 0)
+	if ((rc = api_store_resolve(st, ref, &id)) < 0)
 		return rc;
 	if ((rc = ix_txn_begin(st->ix, &t)) < 0)
 		return api_fail(rc, "store %s: cannot read its index: %s", st_store_path(st->st), st_strerror(rc));
@@ -188,7 +188,7 @@ int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m
 int strata_store_resolve(strata_store *st, const char *ref, char id[STRATA_ID_LEN + 1])
 {
 	st_id sid;
-	int rc = resolve(st, ref, &sid);
+	int rc = api_store_resolve(st, ref, &sid);
 
 	if (rc == 0)
 		st_id_format(&sid, id);
@@ -260,7 +260,7 @@ int strata_store_tag(strata_store *st, const char *ref, const char *name, unsign
 		return api_fail(-EINVAL, "tag: unknown flags 0x%x", flags);
 	if (!name || !st_name_valid(name))
 		return api_fail(ST_EBADNAME, "tag: '%s' is not a valid tag name", name ? name : "NULL");
-	if ((rc = resolve(st, ref, &id)) < 0)
+	if ((rc = api_store_resolve(st, ref, &id)) < 0)
 		return rc;
 	rc = ix_tag_set(st->ix, name, &id, flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0);
 	if (rc == IX_EEXIST)

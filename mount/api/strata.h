@@ -599,6 +599,39 @@ typedef int (*strata_tag_fn)(void *ctx, const char *name, const char *id);
 int strata_store_snapshots(strata_store *st, strata_snapshot_fn cb, void *ctx);
 /* Every tag of the store, in name order: the count seen, as above. */
 int strata_store_tags(strata_store *st, strata_tag_fn cb, void *ctx);
+/* What strata_store_snapshot_info reports of one snapshot. */
+enum {
+	STRATA_SNAPSHOT_MEMORY = 1,       /* its guest memory, in bytes */
+	STRATA_SNAPSHOT_STORED = 2,       /* the bytes of its layers */
+	STRATA_SNAPSHOT_UNIQUE = 3,       /* ...of those no other snapshot uses (what delete then gc frees) */
+	STRATA_SNAPSHOT_CREATED = 4,      /* when it was captured, ns since the epoch (0: unknown) */
+	STRATA_SNAPSHOT_LAYERS = 5,       /* its layers */
+	STRATA_SNAPSHOT_HAS_PARENT = 6,   /* 1 if it was made from another snapshot (strata_store_parent) */
+	STRATA_SNAPSHOT_LAZY_LAYERS = 7,  /* its layers a lazy pull recorded and nothing has completed yet */
+	STRATA_SNAPSHOT_LAZY_CHUNKS = 8,  /* ...the chunks they are cut into */
+	STRATA_SNAPSHOT_LAZY_PRESENT = 9, /* ...of those, the chunks the store holds */
+};
+/* One figure of snapshot ref (a tag, an id, a unique prefix) into *value.
+ * Reads the index only (no layer byte; the manifest for the _LAZY_ ones).
+ * STRATA_E_NOT_FOUND, STRATA_E_AMBIGUOUS, STRATA_E_INDEX_CORRUPT (its
+ * record cannot be read), -EINVAL for a `what` this version does not
+ * know: *value untouched. */
+int strata_store_snapshot_info(strata_store *st, const char *ref, int what, uint64_t *value);
+/* The id of the snapshot ref was made from into id: STRATA_E_NOT_FOUND
+ * (strata_errmsg saying which) if ref names none or has no parent
+ * (STRATA_SNAPSHOT_HAS_PARENT 0); the parent itself may be gone from the
+ * store since (strata_store_resolve of its id says). */
+int strata_store_parent(strata_store *st, const char *ref, char id[STRATA_ID_LEN + 1]);
+/* Every snapshot made from ref, in id order, as strata_store_snapshots
+ * (the count seen, cb's non-zero return, or an error such as
+ * STRATA_E_NOT_FOUND for ref). */
+int strata_store_children(strata_store *st, const char *ref, strata_snapshot_fn cb, void *ctx);
+/* The registry repository ("host[:port]/name/space", a NUL) the first lazy
+ * layer of snapshot ref is fetched from into buf (len bytes;
+ * STRATA_ORIGIN_LEN + 1 hold any). STRATA_E_NOT_FOUND if ref names no
+ * snapshot or one with no lazy layer (STRATA_SNAPSHOT_LAZY_LAYERS 0);
+ * -ERANGE if len is too small. */
+int strata_store_lazy_origin(strata_store *st, const char *ref, char *buf, size_t len);
 /* Point tag `name` at snapshot ref. STRATA_E_NOT_FOUND, STRATA_E_EXISTS
  * (name names another snapshot, without STRATA_TAG_FORCE),
  * STRATA_E_BAD_NAME, STRATA_E_READ_ONLY: the tag is as it was. */

@@ -899,6 +899,21 @@ Test(api, a_lazy_snapshot_from_a_registry)
 	cr_assert_eq(strata_store_resolve(lz, id, got), 0, "%s", strata_errmsg());
 	int lazy_files = blob_files("lazy"), whole_files = blob_files("whole");
 	cr_assert_lt(lazy_files, whole_files, "lazy %d, whole %d blob files", lazy_files, whole_files);
+	/* What of it is lazy, and from where. */
+	uint64_t nlazy = 0, chunks = 0, present = UINT64_MAX;
+	char origin[STRATA_ORIGIN_LEN + 1];
+	cr_assert_eq(strata_store_snapshot_info(lz, id, STRATA_SNAPSHOT_LAZY_LAYERS, &nlazy), 0, "%s", strata_errmsg());
+	cr_assert_geq(nlazy, 1);
+	cr_assert_eq(strata_store_snapshot_info(lz, id, STRATA_SNAPSHOT_LAZY_CHUNKS, &chunks), 0, "%s", strata_errmsg());
+	cr_assert_geq(chunks, nlazy);
+	cr_assert_eq(strata_store_snapshot_info(lz, id, STRATA_SNAPSHOT_LAZY_PRESENT, &present), 0, "%s", strata_errmsg());
+	cr_assert_leq(present, chunks);
+	cr_assert_eq(strata_store_lazy_origin(lz, id, origin, sizeof(origin)), 0, "%s", strata_errmsg());
+	cr_assert(strstr(ref, origin) == ref, "origin %s of %s", origin, ref);
+	cr_assert_eq(strata_store_lazy_origin(lz, id, origin, 4), -ERANGE);
+	cr_assert_eq(strata_store_snapshot_info(whole, id, STRATA_SNAPSHOT_LAZY_LAYERS, &nlazy), 0, "%s", strata_errmsg());
+	cr_assert_eq(nlazy, 0, "the whole pull has no lazy layer");
+	cr_assert_eq(strata_store_lazy_origin(whole, id, origin, sizeof(origin)), STRATA_E_NOT_FOUND);
 	/* The guest's pages come through the private mount: it goes on from the capture. */
 	cr_assert_eq(call_i(pulled, "counter_next", 0, 0, 0), 2);
 	cr_assert_eq(strata_sandbox_restore(pulled), 0, "%s", strata_errmsg());
@@ -920,6 +935,8 @@ Test(api, a_lazy_snapshot_from_a_registry)
 	/* Pulled again without STRATA_PULL_LAZY: completed, and whole. */
 	cr_assert_eq(strata_store_pull(lz, reg, ref, NULL, 0, got), 0, "%s", strata_errmsg());
 	cr_assert_eq(strata_store_verify(lz, STRATA_VERIFY_HASH, NULL, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(lz, id, STRATA_SNAPSHOT_LAZY_LAYERS, &nlazy), 0, "%s", strata_errmsg());
+	cr_assert_eq(nlazy, 0, "completed: no layer is lazy any more");
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
 	strata_sandbox_free(sb);
@@ -1237,7 +1254,7 @@ Test(api, a_transfer_reports_its_progress_figures_and_digest)
 	cr_assert_eq(xfer_info(other, STRATA_STORE_INFO_XFER_EXISTED), 1);
 	cr_assert_eq(strata_store_pull(other, reg, ref, NULL, 1u << 30, got), -EINVAL);
 	uint64_t v = 7;
-	cr_assert_eq(strata_store_info(other, STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS + 1, &v), -EINVAL);
+	cr_assert_eq(strata_store_info(other, STRATA_STORE_INFO_IMPORT_LAYERS_HEALED + 1, &v), -EINVAL);
 	cr_assert_eq(v, 7);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
@@ -1891,4 +1908,76 @@ Test(api, import_checks_a_directory_and_counts_what_it_stored)
 	strata_store_close(ro);
 	strata_store_close(to);
 	strata_store_close(st);
+}
+
+static int first_child(void *ctx, const char *id)
+{
+	snprintf(ctx, STRATA_ID_LEN + 1, "%s", id);
+	return 7;
+}
+
+Test(api, a_snapshot_tells_its_figures_parent_and_children)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+	strata_store *st = store("store");
+	char a[STRATA_ID_LEN + 1], b[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1] = "", buf[64];
+	uint64_t v = 12345;
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "a", 0, a), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "b", 0, b), 0, "%s", strata_errmsg());
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_store_snapshot_info(st, "a", STRATA_SNAPSHOT_MEMORY, &v), 0, "%s", strata_errmsg());
+	cr_assert_gt(v, 0);
+	cr_assert_eq(v % 4096, 0);
+	uint64_t stored, unique, layers, created, has_parent;
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_STORED, &stored), 0);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_UNIQUE, &unique), 0);
+	cr_assert_gt(stored, 0);
+	cr_assert_leq(unique, stored);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_LAYERS, &layers), 0);
+	cr_assert_geq(layers, 2, "b lists a's layer and its own");
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_CREATED, &created), 0);
+	cr_assert_gt(created, 1000000000ull * 1600000000ull, "a capture time in ns");
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_LAZY_LAYERS, &v), 0);
+	cr_assert_eq(v, 0);
+	/* b was made from a. */
+	cr_assert_eq(strata_store_snapshot_info(st, "a", STRATA_SNAPSHOT_HAS_PARENT, &has_parent), 0);
+	cr_assert_eq(has_parent, 0);
+	cr_assert_eq(strata_store_parent(st, "a", got), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), "no parent"), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_HAS_PARENT, &has_parent), 0);
+	cr_assert_eq(has_parent, 1);
+	cr_assert_eq(strata_store_parent(st, "b", got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, a);
+	int n = 0;
+	cr_assert_eq(strata_store_children(st, "a", count_snap, &n), 1, "%s", strata_errmsg());
+	cr_assert_eq(n, 1);
+	cr_assert_eq(strata_store_children(st, "a", first_child, got), 7, "the callback's return stops the walk");
+	cr_assert_str_eq(got, b);
+	cr_assert_eq(strata_store_children(st, "b", count_snap, &n), 0);
+	/* Bad input: *value untouched. */
+	v = 12345;
+	cr_assert_eq(strata_store_snapshot_info(st, "a", 0, &v), -EINVAL);
+	cr_assert_eq(strata_store_snapshot_info(st, "a", 999, &v), -EINVAL);
+	cr_assert(strstr(strata_errmsg(), "999"), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(st, "nope", STRATA_SNAPSHOT_MEMORY, &v), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), "nope"), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(st, NULL, STRATA_SNAPSHOT_MEMORY, &v), -EINVAL);
+	cr_assert_eq(v, 12345);
+	cr_assert_eq(strata_store_parent(st, "nope", got), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_children(st, "nope", count_snap, &n), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_children(st, "a", NULL, NULL), -EINVAL);
+	cr_assert_eq(strata_store_lazy_origin(st, "a", NULL, 0), -EINVAL);
+	cr_assert_eq(strata_store_lazy_origin(st, "a", buf, sizeof(buf)), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), "no lazy layer"), "%s", strata_errmsg());
+	/* A parent removed: b still names it; resolving its id says it is gone. */
+	cr_assert_eq(strata_store_delete(st, a), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_parent(st, "b", got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, a);
+	cr_assert_eq(strata_store_resolve(st, got, buf), STRATA_E_NOT_FOUND);
+	strata_store_close(st);
+	cr_assert_eq(strata_host_free(h), 0);
 }
