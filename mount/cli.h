@@ -49,8 +49,6 @@ size_t cli_auth_files(char paths[][CLI_AUTH_PATH], bool *explicit);
  * looked in: $STRATA_CERTS_D (':'-separated) if set, else
  * $XDG_CONFIG_HOME (or ~/.config)/containers/certs.d,
  * /etc/containers/certs.d, /etc/docker/certs.d. NULL-terminated, static. */
-/* An ix_lazy_opts log callback printing each line as an error (ctx: struct cli). */
-void cli_lazy_log(void *ctx, const char *msg);
 /* Remove path and everything below it (symbolic links are removed, not
  * followed); 0 or -errno of the first failure. */
 int cli_rm_tree(const char *path);
@@ -64,7 +62,6 @@ int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_verify(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_fsck(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
-int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_debug(struct cli *cli, int argc, char **argv);        /* cmd_store.c */
 int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */
 int cmd_umount(struct cli *cli, int argc, char **argv);       /* cmd_mount.c */
@@ -88,7 +85,5 @@ int cli_store_create(const struct cli *cli, const struct st_store_opts *so);
  * from the same repository goes on (the pull checks the tag when it has
  * the manifest). Reports; returns an exit status. */
 int cli_pull_tag_check(const struct cli *cli, struct ix *ix, const char *tag, const char *origin, bool force);
-/* cmd_oci.c: `export --oci DIR [REF...]` (argv[0] = DIR). */
-int cli_oci_export(struct cli *cli, int argc, char **argv, bool whole_configs);
 
 #endif

@@ -1,4 +1,4 @@
-/* store.c: strata_store: a store and its index opened together, and the store-side calls a host program needs (resolve, list, tag, verify, gc, import). */
+/* store.c: strata_store: a store and its index opened together, and the store-side calls a host program needs (resolve, list, tag, verify, gc, import, export). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -485,5 +485,25 @@ int strata_store_import(strata_store *st, const char *dir, const char *tag, unsi
 				    dir, why[0] ? why : st_strerror(rc));
 	if (id)
 		st_id_format(&sid, id);
+	return 0;
+}
+
+int strata_store_export(strata_store *st, const char *ref, const char *dir)
+{
+	st_id id;
+	int rc;
+
+	if (!dir)
+		return api_fail(-EINVAL, "export: the directory is NULL");
+	if ((rc = api_store_resolve(st, ref, &id)) < 0)
+		return rc;
+	rc = ix_export(st->ix, ref, dir);
+	if (rc == -EEXIST)
+		return api_fail(rc, "export: %s already exists (export writes a new directory)", dir);
+	if (rc == -ENOENT)
+		return api_fail(rc, "export: %s: the parent directory does not exist, or a layer blob is missing from "
+				"store %s", dir, st_store_path(st->st));
+	if (rc < 0)
+		return api_fail(rc, "export of '%s' to %s: %s", ref, dir, st_strerror(rc));
 	return 0;
 }

@@ -153,8 +153,8 @@ const char *strata_errmsg(void);
  * blob), without the call's own context: the part of strata_errmsg after
  * what was being done. Empty if the failure had none beyond its code
  * (then strata_strerror names it). Set by strata_store_push,
- * strata_store_pull and strata_store_import; any other failing call
- * empties it. Never NULL. */
+ * strata_store_pull, strata_store_import, strata_store_export_oci and
+ * strata_store_complete; any other failing call empties it. Never NULL. */
 const char *strata_errdetail(void);
 
 /* ==== values ==== */
@@ -734,6 +734,48 @@ int strata_store_verify(strata_store *st, unsigned flags, strata_problem_fn cb, 
  */
 int strata_store_import(strata_store *st, const char *dir, const char *tag, unsigned flags,
 			char id[STRATA_ID_LEN + 1]);
+/*
+ * Write snapshot ref of st as a snapshot directory `dir` (dir/manifest.json
+ * and dir/layers/<id>, what strata_store_import and
+ * strata_sandbox_open_dir read). dir must not exist; it is written beside
+ * itself and renamed, so it appears whole or not at all. A lazy snapshot's
+ * layers must be complete first (strata_store_complete). Errors:
+ * STRATA_E_NOT_FOUND, STRATA_E_AMBIGUOUS, STRATA_E_BAD_NAME, -EEXIST (dir
+ * exists), -ENOENT (dir's parent is missing, or a layer blob is missing
+ * from st), -ENOSPC, -EIO: nothing is left at dir.
+ */
+int strata_store_export(strata_store *st, const char *ref, const char *dir);
+/*
+ * Write an OCI image layout at `dir` (must not exist; built beside it and
+ * renamed): each of the nrefs snapshots refs names (nrefs 0: every tagged
+ * one) with its ancestors, one artifact per snapshot, tags as ref names;
+ * strata_store_import reads it back. With reg's settings (NULL: the
+ * defaults): its progress callback sees each blob, and
+ * strata_registry_set_whole_configs makes every config a full manifest
+ * instead of the delta a snapshot may be stored as. strata_store_info's
+ * STRATA_STORE_INFO_XFER_SNAPSHOTS, _BLOBS_MOVED, _BYTES_MOVED and
+ * _BYTES_SHA256 say what was written. st is written to (the sha256 table
+ * it keeps), so it must not be read-only. Errors: -EEXIST,
+ * STRATA_E_NOT_FOUND (a ref names no snapshot), STRATA_E_MISSING,
+ * STRATA_E_READ_ONLY, -ENOSPC, -EIO, -ENOMEM (strata_errdetail says
+ * which): dir does not appear.
+ */
+int strata_store_export_oci(strata_store *st, const strata_registry *reg, const char *dir, const char *const *refs,
+			    size_t nrefs);
+/*
+ * Fetch what snapshot ref's lazy layers (a lazy pull's) lack from the
+ * registries each came from, with reg's settings (NULL: the defaults;
+ * its credentials, certificates, timeout, and its warning callback for
+ * each refused chunk, failed fetch or completed layer), check each whole
+ * layer against its id and keep it as an ordinary blob: after it the
+ * snapshot needs no registry (STRATA_SNAPSHOT_LAZY_LAYERS is 0). 0 at
+ * once for a snapshot with no lazy layer. Errors: STRATA_E_NOT_FOUND,
+ * STRATA_E_LAZY_OFFLINE, STRATA_E_LAZY_BAD_CHUNK, STRATA_E_AUTH,
+ * STRATA_E_CORRUPT, STRATA_E_READ_ONLY, -errno (strata_errdetail says
+ * why); the layers completed before the failure stay complete, the
+ * chunks fetched stay.
+ */
+int strata_store_complete(strata_store *st, const strata_registry *reg, const char *ref);
 /* Remove the blobs no snapshot references, older than grace_s seconds (so
  * a capture or import still writing survives), stale staging files and
  * unused lazy layers; *freed (may be NULL) gets the bytes removed, and

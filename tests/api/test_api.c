@@ -932,6 +932,21 @@ Test(api, a_lazy_snapshot_from_a_registry)
 	cr_assert_eq(strata_pool_free(p), 0);
 	strata_sandbox_free(again);
 	strata_sandbox_free(pulled);
+	/* A lazy snapshot cannot be exported before its layers are complete;
+	 * strata_store_complete fetches the rest, then it can. */
+	strata_store *lz2 = store("lazy2");
+	cr_assert_eq(strata_store_pull(lz2, reg, ref, NULL, STRATA_PULL_LAZY, got), 0, "%s", strata_errmsg());
+	char edir[4300];
+	snprintf(edir, sizeof(edir), "%s/lazy-export", tmp);
+	cr_assert_eq(strata_store_export(lz, id, edir), -ENOENT, "%s", strata_errmsg());
+	cr_assert_eq(access(edir, F_OK), -1, "a failed export leaves nothing");
+	cr_assert_eq(strata_store_complete(NULL, reg, id), -EINVAL);
+	cr_assert_eq(strata_store_complete(lz, reg, "nope"), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_complete(lz, reg, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(lz, id, STRATA_SNAPSHOT_LAZY_LAYERS, &nlazy), 0, "%s", strata_errmsg());
+	cr_assert_eq(nlazy, 0, "complete: no layer is lazy any more");
+	cr_assert_eq(strata_store_complete(lz, reg, id), 0, "nothing lazy: 0 at once (%s)", strata_errmsg());
+	cr_assert_eq(strata_store_export(lz, id, edir), 0, "%s", strata_errmsg());
 	/* Pulled again without STRATA_PULL_LAZY: completed, and whole. */
 	cr_assert_eq(strata_store_pull(lz, reg, ref, NULL, 0, got), 0, "%s", strata_errmsg());
 	cr_assert_eq(strata_store_verify(lz, STRATA_VERIFY_HASH, NULL, NULL), 0, "%s", strata_errmsg());
@@ -939,6 +954,12 @@ Test(api, a_lazy_snapshot_from_a_registry)
 	cr_assert_eq(nlazy, 0, "completed: no layer is lazy any more");
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
+	/* The registry gone: completing fails saying why, and stays lazy. */
+	cr_assert_lt(strata_store_complete(lz2, reg, id), 0);
+	cr_assert(strstr(strata_errmsg(), "could not be fetched"), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(lz2, id, STRATA_SNAPSHOT_LAZY_LAYERS, &nlazy), 0, "%s", strata_errmsg());
+	cr_assert_geq(nlazy, 1);
+	strata_store_close(lz2);
 	strata_sandbox_free(sb);
 	strata_registry_free(reg);
 	strata_store_close(lz);
@@ -1980,4 +2001,78 @@ Test(api, a_snapshot_tells_its_figures_parent_and_children)
 	cr_assert_eq(strata_store_resolve(st, got, buf), STRATA_E_NOT_FOUND);
 	strata_store_close(st);
 	cr_assert_eq(strata_host_free(h), 0);
+}
+
+static void count_event(void *ctx, const struct strata_xfer_event *ev)
+{
+	cr_assert_geq(ev->size, sizeof(*ev));
+	++*(int *)ctx;
+}
+
+Test(api, export_writes_a_directory_or_an_oci_layout_that_import_reads)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+	strata_store *st = store("store"), *back;
+	strata_registry *reg;
+	char a[STRATA_ID_LEN + 1], b[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], dir[4300], oci[4300], path[4300];
+	uint64_t v = 0;
+	int events = 0;
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "a", 0, a), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "b", 0, b), 0, "%s", strata_errmsg());
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_host_free(h), 0);
+	snprintf(dir, sizeof(dir), "%s/dir", tmp);
+	snprintf(oci, sizeof(oci), "%s/oci", tmp);
+	/* A snapshot directory. */
+	cr_assert_eq(strata_store_export(st, "a", NULL), -EINVAL);
+	cr_assert_eq(strata_store_export(st, "nope", dir), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), "nope"), "%s", strata_errmsg());
+	snprintf(path, sizeof(path), "%s/absent/dir", tmp);
+	cr_assert_eq(strata_store_export(st, "a", path), -ENOENT);
+	cr_assert(strstr(strata_errmsg(), path), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_export(st, "b", dir), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_export(st, "a", dir), -EEXIST);
+	cr_assert(strstr(strata_errmsg(), "already exists"), "%s", strata_errmsg());
+	back = store("back");
+	cr_assert_eq(strata_store_import(back, dir, NULL, 0, got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, b);
+	strata_store_close(back);
+	/* An OCI layout of one snapshot (and its parent), with progress. */
+	cr_assert_eq(strata_registry_new(&reg), 0);
+	cr_assert_eq(strata_registry_set_progress(reg, count_event, &events), 0);
+	const char *refs[] = { "b", NULL };
+	cr_assert_eq(strata_store_export_oci(st, reg, NULL, refs, 1), -EINVAL);
+	cr_assert_eq(strata_store_export_oci(st, reg, oci, NULL, 1), -EINVAL);
+	cr_assert_eq(strata_store_export_oci(st, reg, oci, refs + 1, 1), -EINVAL);
+	const char *nope[] = { "nope" };
+	cr_assert_eq(strata_store_export_oci(st, reg, oci, nope, 1), STRATA_E_NOT_FOUND, "%s", strata_errmsg());
+	cr_assert_eq(access(oci, F_OK), -1, "a failed export leaves nothing");
+	cr_assert_eq(strata_store_export_oci(st, reg, oci, refs, 1), 0, "%s", strata_errmsg());
+	cr_assert_gt(events, 0);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_XFER_SNAPSHOTS, &v), 0);
+	cr_assert_eq(v, 2, "b and its parent a");
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_XFER_BLOBS_MOVED, &v), 0);
+	cr_assert_gt(v, 0);
+	cr_assert_eq(strata_store_export_oci(st, reg, oci, refs, 1), -EEXIST);
+	back = store("back-oci");
+	cr_assert_eq(strata_store_import(back, oci, NULL, 0, got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, b);
+	cr_assert_eq(strata_store_resolve(back, a, got), 0, "the parent came along: %s", strata_errmsg());
+	strata_store_close(back);
+	/* Every tagged one, whole configs, no settings. */
+	snprintf(path, sizeof(path), "%s/oci-all", tmp);
+	cr_assert_eq(strata_store_export_oci(st, NULL, path, NULL, 0), 0, "%s", strata_errmsg());
+	snprintf(path, sizeof(path), "%s/oci-whole", tmp);
+	cr_assert_eq(strata_registry_set_whole_configs(reg, 1), 0);
+	cr_assert_eq(strata_store_export_oci(st, reg, path, refs, 1), 0, "%s", strata_errmsg());
+	back = store("back-whole");
+	cr_assert_eq(strata_store_import(back, path, "w", 0, got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, b);
+	strata_store_close(back);
+	strata_registry_free(reg);
+	strata_store_close(st);
 }
