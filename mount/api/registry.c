@@ -608,7 +608,6 @@ int strata_store_complete(strata_store *st, const strata_registry *reg, const ch
 	static const strata_registry defaults;
 	struct st_manifest *m = NULL;
 	struct ix_lazy *lz;
-	struct ix_txn *t;
 	char why[ST_WHY_LEN * 2] = "";
 	st_id id;
 	int rc;
@@ -617,14 +616,8 @@ int strata_store_complete(strata_store *st, const strata_registry *reg, const ch
 		return api_fail(-EINVAL, "complete: the store is NULL");
 	if (!reg)
 		reg = &defaults;
-	if ((rc = api_store_resolve(st, ref, &id)) < 0)
+	if ((rc = api_store_snap_get(st, "complete", ref, &id, &m)) < 0)
 		return rc;
-	if ((rc = ix_txn_begin(st->ix, &t)) == 0) {
-		rc = ix_snap_get(t, &id, &m);
-		ix_txn_end(t);
-	}
-	if (rc < 0)
-		return api_fail(rc, "complete %s: %s", ref, st_strerror(rc));
 	struct ix_auth_provider creds;  /* alive until lz closes */
 	struct ix_auth fn_auth;
 	uint64_t deadline = reg->timeout_s ? ix_registry_now_ns() + (uint64_t)reg->timeout_s * 1000000000u : 0;

@@ -13,11 +13,8 @@ static int any_lazy(const st_id *layer, void *ctx)
 	return 1; /* one is enough */
 }
 
-/* The store's read-only view of its lazy layers, opened once; NULL while
- * the store records none (a store that never saw a lazy pull reads no
- * manifest more for it) or if it cannot be had (nothing shows lazy then,
- * as a layer that is a blob). */
-static struct ix_lazy *lazy_read(strata_store *st)
+/* A store that never saw a lazy pull opens nothing for it. */
+struct ix_lazy *api_store_lazy_read(strata_store *st)
 {
 	bool any = false;
 
@@ -71,7 +68,7 @@ int strata_store_snapshot_info(strata_store *st, const char *ref, int what, uint
 	case STRATA_SNAPSHOT_LAYERS: v = info.nlayers; break;
 	case STRATA_SNAPSHOT_HAS_PARENT: v = info.has_parent; break;
 	default: {
-		struct ix_lazy *lz = lazy_read(st);
+		struct ix_lazy *lz = api_store_lazy_read(st);
 		struct ix_lazy_info li;
 		for (uint32_t i = 0; lz && i < m->nlayers; i++) {
 			if (ix_lazy_layer_info(lz, &m->layers[i].id, &li) != 1)
@@ -149,7 +146,7 @@ int strata_store_lazy_origin(strata_store *st, const char *ref, char *buf, size_
 		return api_fail(-EINVAL, "lazy origin: the buffer is NULL");
 	if ((rc = snap_read(st, ref, &id, &info, &m)) < 0)
 		return rc;
-	struct ix_lazy *lz = lazy_read(st);
+	struct ix_lazy *lz = api_store_lazy_read(st);
 	rc = IX_ENOTFOUND;
 	for (uint32_t i = 0; lz && i < m->nlayers && rc == IX_ENOTFOUND; i++)
 		if (ix_lazy_layer_info(lz, &m->layers[i].id, &li) == 1)

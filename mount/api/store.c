@@ -82,6 +82,22 @@ int api_store_resolve(strata_store *st, const char *ref, st_id *id)
 	return 0;
 }
 
+int api_store_snap_get(strata_store *st, const char *what, const char *ref, st_id *id, struct st_manifest **m)
+{
+	struct ix_txn *t;
+	int rc;
+
+	if ((rc = api_store_resolve(st, ref, id)) < 0)
+		return rc;
+	if ((rc = ix_txn_begin(st->ix, &t)) == 0) {
+		rc = ix_snap_get(t, id, m);
+		ix_txn_end(t);
+	}
+	if (rc < 0)
+		return api_fail(rc, "%s %s: %s", what, ref, st_strerror(rc));
+	return 0;
+}
+
 int strata_store_set_registry(strata_store *st, const strata_registry *reg)
 {
 	static const strata_registry defaults;
@@ -286,33 +302,9 @@ int strata_store_untag(strata_store *st, const char *name, unsigned flags)
 	return 0;
 }
 
-struct problems {
-	strata_problem_fn cb;
-	void *ctx;
-};
-
-static int problem(const struct ix_problem *p, void *ctx)
-{
-	struct problems *ps = ctx;
-	char hex[ST_ID_HEX_LEN + 1];
-
-	if (p->error && ps->cb) {
-		st_id_format(&p->id, hex);
-		ps->cb(ps->ctx, hex, p->detail ? p->detail : "");
-	}
-	return 0;
-}
-
 int strata_store_verify(strata_store *st, unsigned flags, strata_problem_fn cb, void *ctx)
 {
-	struct problems ps = { cb, ctx };
-
-	if (flags & ~(unsigned)STRATA_VERIFY_HASH)
-		return api_fail(-EINVAL, "verify: unknown flags 0x%x", flags);
-	int rc = ix_fsck(st->ix, flags & STRATA_VERIFY_HASH ? IX_FSCK_HASH : 0, problem, &ps, NULL);
-	if (rc < 0)
-		return api_fail(rc, "verify %s: %s", st_store_path(st->st), st_strerror(rc));
-	return rc;
+	return api_store_check(st, flags, NULL, cb, ctx);
 }
 
 int strata_store_gc(strata_store *st, unsigned grace_s, uint64_t *freed)
@@ -348,6 +340,12 @@ int strata_store_info(strata_store *st, int what, uint64_t *value)
 		if (what >= STRATA_STORE_INFO_XFER_SNAPSHOTS && what <= STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS) {
 			pthread_mutex_lock(&st->gc_lock);
 			v = st->xfer.v[what - STRATA_STORE_INFO_XFER_SNAPSHOTS];
+			pthread_mutex_unlock(&st->gc_lock);
+			break;
+		}
+		if (what >= STRATA_STORE_INFO_CHECK_SNAPSHOTS && what <= STRATA_STORE_INFO_CHECK_ERRORS) {
+			pthread_mutex_lock(&st->gc_lock);
+			v = st->check[what - STRATA_STORE_INFO_CHECK_SNAPSHOTS];
 			pthread_mutex_unlock(&st->gc_lock);
 			break;
 		}

@@ -699,6 +699,14 @@ enum {
 	STRATA_STORE_INFO_IMPORT_BYTES_ADDED = 36,  /* bytes newly stored */
 	STRATA_STORE_INFO_IMPORT_EXISTED = 37,      /* a directory: 1 if its snapshot was in the store already */
 	STRATA_STORE_INFO_IMPORT_LAYERS_HEALED = 38, /* ...and these of its layers' blobs were missing: stored from it */
+	/* the store's last strata_store_check or strata_store_verify (0 before one) */
+	STRATA_STORE_INFO_CHECK_SNAPSHOTS = 39,     /* snapshot records read */
+	STRATA_STORE_INFO_CHECK_BLOBS = 40,         /* blobs they reference */
+	STRATA_STORE_INFO_CHECK_BYTES_HASHED = 41,  /* STRATA_VERIFY_HASH: bytes re-hashed */
+	STRATA_STORE_INFO_CHECK_ORPHANS = 42,       /* blobs no snapshot references (not errors) */
+	STRATA_STORE_INFO_CHECK_LAZY = 43,          /* referenced layers that are lazy (not errors) */
+	STRATA_STORE_INFO_CHECK_LAZY_CHUNKS = 44,   /* STRATA_VERIFY_HASH: their present chunks re-hashed */
+	STRATA_STORE_INFO_CHECK_ERRORS = 45,        /* errors found */
 };
 /* One figure of the store into *value (the transfer figures are the last
  * push's or pull's on st from any thread). -EINVAL for a `what` this version
@@ -776,6 +784,92 @@ int strata_store_export_oci(strata_store *st, const strata_registry *reg, const 
  * chunks fetched stay.
  */
 int strata_store_complete(strata_store *st, const strata_registry *reg, const char *ref);
+/* What a problem strata_store_check reports is about (strata_problem.kind). */
+enum {
+	STRATA_PROBLEM_MISSING = 1,     /* a referenced blob file does not exist */
+	STRATA_PROBLEM_SIZE = 2,        /* a blob file's size differs from its record */
+	STRATA_PROBLEM_CORRUPT = 3,     /* a blob's bytes do not hash to its name */
+	STRATA_PROBLEM_REFCOUNT = 4,    /* a blob's reference count differs from the snapshots' */
+	STRATA_PROBLEM_SNAPSHOT = 5,    /* a snapshot record is unreadable or not named by its hash */
+	STRATA_PROBLEM_TAG = 6,         /* a tag names a snapshot that does not exist */
+	STRATA_PROBLEM_CHILDREN = 7,    /* the children lists disagree with the parents */
+	STRATA_PROBLEM_ORPHAN = 8,      /* a blob no snapshot references (a note: gc frees it) */
+	STRATA_PROBLEM_WORKING_SET = 9, /* a working-set link names a snapshot that does not exist */
+	STRATA_PROBLEM_LAZY = 10,       /* a lazy layer (a note): its chunks checked against its chunk index only */
+	STRATA_PROBLEM_CHUNK = 11,      /* a present chunk of a lazy layer does not match its chunk index */
+};
+/* One problem strata_store_check found. Made by the library, valid during
+ * the callback only; later versions may add fields at the end (size says
+ * how many bytes of it there are). */
+struct strata_problem {
+	size_t size;        /* sizeof(struct strata_problem) of the library */
+	int kind;           /* STRATA_PROBLEM_* (a later version may add kinds) */
+	int error;          /* 1: an error; 0: a note (an orphan blob, a lazy layer) */
+	const char *id;     /* the blob, layer or snapshot, 32 hex digits */
+	const char *detail; /* plain words, e.g. "refcount 2, referenced by 1 snapshot" */
+	const char *tag;    /* STRATA_PROBLEM_TAG: the tag; else NULL */
+};
+/* Called for each problem, errors and notes; a non-zero return stops the
+ * check and is returned. */
+typedef int (*strata_check_fn)(void *ctx, const struct strata_problem *p);
+/*
+ * strata_store_verify with every problem, notes included, in full: the
+ * index's records readable, every layer a snapshot needs present with its
+ * size (and, with STRATA_VERIFY_HASH, its hash; a lazy layer's present
+ * chunks against its chunk index), reference counts, children lists and
+ * tags consistent; strata_store_info's STRATA_STORE_INFO_CHECK_* count
+ * what was read. Returns the number of errors (0: consistent), cb's
+ * non-zero return, or a negative code if the check could not run
+ * (-ENOMEM, STRATA_E_INDEX_BUSY, -errno reading blobs). Changes nothing.
+ */
+int strata_store_check(strata_store *st, unsigned flags, strata_check_fn cb, void *ctx);
+
+/* What a strata_layer_check event reports (its kind). */
+enum {
+	STRATA_LAYER_CHECKED = 1,   /* a layer was checked: status says how it is */
+	STRATA_LAYER_BAD_CHUNK = 2, /* a present chunk of a lazy layer does not match its chunk index */
+};
+/* One event of strata_store_verify_snapshot. Made by the library, valid
+ * during the callback only; later versions may add fields at the end. */
+struct strata_layer_check {
+	size_t size;            /* sizeof(struct strata_layer_check) of the library */
+	int kind;               /* STRATA_LAYER_* */
+	const char *layer;      /* its id, 32 hex digits */
+	/* STRATA_LAYER_CHECKED: 0 sound; -ENOENT missing (a lazy layer: its
+	 * lazy files are); STRATA_E_LAYOUT wrong size; STRATA_E_CORRUPT its
+	 * bytes do not hash to its id; another code if it could not be read */
+	int status;
+	int lazy;               /* 1: a lazy layer: only its present chunks are checked, against its chunk index */
+	uint64_t chunks;        /* lazy: its chunks */
+	uint64_t present;       /* lazy: those in the store, each re-hashed */
+	uint64_t bad;           /* lazy: of them, those that do not match (each a BAD_CHUNK event first) */
+	const char *origin;     /* lazy: the registry repository it is fetched from ("host[:port]/repo") */
+	const char *source;     /* lazy: the same as its record keeps it ("http://" first if plain HTTP) */
+	const char *chunk_index; /* lazy: the chunk index's digest ("sha256:..."; "" if unknown) */
+	uint64_t chunk, off, len; /* BAD_CHUNK: the chunk's number and its bytes in the layer */
+};
+typedef int (*strata_layer_check_fn)(void *ctx, const struct strata_layer_check *c);
+/*
+ * Check every layer of snapshot ref: present, of its size, hashing to its
+ * id; a lazy layer's present chunks re-hashed against its chunk index
+ * (checked so when fetched; the whole layer is checked against its id
+ * when it is complete). cb (may be NULL) sees a STRATA_LAYER_CHECKED event
+ * per layer, after its BAD_CHUNK events; a non-zero return stops and is
+ * returned. Returns the number of layers (problems are cb's to count), or
+ * STRATA_E_NOT_FOUND, STRATA_E_AMBIGUOUS, an index error. Changes nothing.
+ */
+int strata_store_verify_snapshot(strata_store *st, const char *ref, strata_layer_check_fn cb, void *ctx);
+/*
+ * Check a snapshot directory (an export, a copy, a mount's
+ * snapshots/NAME): its manifest.json parsed strictly, every layer file of
+ * the right size and hashing to its name, nothing followed that is not a
+ * plain file or directory. Returns its number of layers, or -ENOENT (no
+ * such directory or file), STRATA_E_FORMAT, STRATA_E_VERSION,
+ * STRATA_E_LAYOUT, STRATA_E_CORRUPT, -errno; strata_errdetail names the
+ * file and the rule. *layers (may be NULL) gets the manifest's layer
+ * count as soon as it is read, also when a layer then fails.
+ */
+int strata_dir_verify(const char *dir, uint32_t *layers);
 /* Remove the blobs no snapshot references, older than grace_s seconds (so
  * a capture or import still writing survives), stale staging files and
  * unused lazy layers; *freed (may be NULL) gets the bytes removed, and

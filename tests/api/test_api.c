@@ -1820,6 +1820,23 @@ static int nsnapshots(strata_store *st)
 	return n;
 }
 
+/* Hostile copies of a snapshot directory: what the shell command spoil
+ * does to a copy, and the code refusing it (0: any). The first three keep
+ * a manifest that reads. */
+static const struct {
+	const char *name, *spoil;
+	int want;
+} hostile[] = {
+	{ "flipped", "f=$(ls layers/* | head -1) && printf X | dd of=$f bs=1 seek=100 conv=notrunc 2>/dev/null",
+	  STRATA_E_CORRUPT },
+	{ "short", "f=$(ls layers/* | head -1) && truncate -s 4096 $f", 0 },
+	{ "nolayer", "rm -f layers/*", -ENOENT },
+	{ "garbage", "echo '{\"format\": 99' > manifest.json", 0 },
+	{ "linked", "mv layers real && ln -s real layers", 0 },
+	{ "fifo", "rm manifest.json && mkfifo manifest.json", 0 },
+	{ "renamed", "f=$(ls layers/* | head -1) && mv $f layers/00000000000000000000000000000000", 0 },
+};
+
 /* A hostile copy of good: refused, saying why, and the store unchanged;
  * strata_errdetail's words of the refusal go to refused_why. */
 static char refused_why[1024];
@@ -1909,16 +1926,10 @@ Test(api, import_checks_a_directory_and_counts_what_it_stored)
 	strata_store_close(o2);
 	/* Hostile directories: the checks hold through the API. */
 	strata_store *h2 = store("hostile");
-	import_refused(h2, dir, "flipped", "f=$(ls layers/* | head -1) && printf X | dd of=$f bs=1 seek=100 "
-		       "conv=notrunc 2>/dev/null", STRATA_E_CORRUPT);
-	cr_assert_neq(refused_why[0], '\0', "the cause is in strata_errdetail");
-	import_refused(h2, dir, "short", "f=$(ls layers/* | head -1) && truncate -s 4096 $f", 0);
-	import_refused(h2, dir, "nolayer", "rm -f layers/*", -ENOENT);
-	import_refused(h2, dir, "garbage", "echo '{\"format\": 99' > manifest.json", 0);
-	import_refused(h2, dir, "linked", "mv layers real && ln -s real layers", 0);
-	import_refused(h2, dir, "fifo", "rm manifest.json && mkfifo manifest.json", 0);
-	import_refused(h2, dir, "renamed", "f=$(ls layers/* | head -1) && mv $f layers/"
-		       "00000000000000000000000000000000", 0);
+	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
+		import_refused(h2, dir, hostile[i].name, hostile[i].spoil, hostile[i].want);
+		cr_assert_neq(refused_why[0], '\0', "%s: the cause is in strata_errdetail", hostile[i].name);
+	}
 	cr_assert_eq(nsnapshots(h2), 0);
 	strata_store_close(h2);
 	/* Read-only. */
@@ -2003,6 +2014,21 @@ Test(api, a_snapshot_tells_its_figures_parent_and_children)
 	cr_assert_eq(strata_host_free(h), 0);
 }
 
+/* Snapshot a, then b made from it, in st (their ids into a and b); no
+ * sandbox or host is left. */
+static void a_then_b(strata_store *st, char a[STRATA_ID_LEN + 1], char b[STRATA_ID_LEN + 1])
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "a", 0, a), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "b", 0, b), 0, "%s", strata_errmsg());
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_host_free(h), 0);
+}
+
 static void count_event(void *ctx, const struct strata_xfer_event *ev)
 {
 	cr_assert_geq(ev->size, sizeof(*ev));
@@ -2011,20 +2037,13 @@ static void count_event(void *ctx, const struct strata_xfer_event *ev)
 
 Test(api, export_writes_a_directory_or_an_oci_layout_that_import_reads)
 {
-	strata_host *h = host();
-	strata_sandbox *sb = sandbox(h);
 	strata_store *st = store("store"), *back;
 	strata_registry *reg;
 	char a[STRATA_ID_LEN + 1], b[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], dir[4300], oci[4300], path[4300];
 	uint64_t v = 0;
 	int events = 0;
 
-	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
-	cr_assert_eq(strata_sandbox_capture(sb, st, "a", 0, a), 0, "%s", strata_errmsg());
-	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
-	cr_assert_eq(strata_sandbox_capture(sb, st, "b", 0, b), 0, "%s", strata_errmsg());
-	strata_sandbox_free(sb);
-	cr_assert_eq(strata_host_free(h), 0);
+	a_then_b(st, a, b);
 	snprintf(dir, sizeof(dir), "%s/dir", tmp);
 	snprintf(oci, sizeof(oci), "%s/oci", tmp);
 	/* A snapshot directory. */
@@ -2074,5 +2093,119 @@ Test(api, export_writes_a_directory_or_an_oci_layout_that_import_reads)
 	cr_assert_str_eq(got, b);
 	strata_store_close(back);
 	strata_registry_free(reg);
+	strata_store_close(st);
+}
+
+struct seen {
+	int errors, notes, checked, bad_layers, kinds;
+	char last[STRATA_ID_LEN + 1];
+};
+
+static int on_check(void *ctx, const struct strata_problem *p)
+{
+	struct seen *s = ctx;
+
+	cr_assert_geq(p->size, sizeof(*p));
+	cr_assert_eq(strlen(p->id), STRATA_ID_LEN);
+	cr_assert_not_null(p->detail);
+	cr_assert(p->kind >= STRATA_PROBLEM_MISSING && p->kind <= STRATA_PROBLEM_CHUNK, "kind %d", p->kind);
+	s->kinds |= 1 << p->kind;
+	if (p->error)
+		s->errors++;
+	else
+		s->notes++;
+	return 0;
+}
+
+static int on_layer(void *ctx, const struct strata_layer_check *c)
+{
+	struct seen *s = ctx;
+
+	cr_assert_geq(c->size, sizeof(*c));
+	cr_assert_eq(c->kind, STRATA_LAYER_CHECKED);
+	cr_assert_eq(c->lazy, 0);
+	s->checked++;
+	if (c->status < 0) {
+		s->bad_layers++;
+		snprintf(s->last, sizeof(s->last), "%s", c->layer);
+	}
+	return 0;
+}
+
+static int stop_layer(void *ctx, const struct strata_layer_check *c)
+{
+	(void)ctx;
+	(void)c;
+	return 9;
+}
+
+Test(api, checks_name_each_problem_of_a_store_a_snapshot_and_a_directory)
+{
+	strata_store *st = store("store");
+	char a[STRATA_ID_LEN + 1], b[STRATA_ID_LEN + 1], dir[4300], bad[4300];
+	uint64_t v = 0;
+	uint32_t layers = 0;
+
+	a_then_b(st, a, b);
+	snprintf(dir, sizeof(dir), "%s/dir", tmp);
+	export("b", dir);
+	/* Sound: no error, the figures counted. */
+	struct seen s = { 0 };
+	cr_assert_eq(strata_store_check(st, STRATA_VERIFY_HASH, on_check, &s), 0, "%s", strata_errmsg());
+	cr_assert_eq(s.errors, 0);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_CHECK_SNAPSHOTS, &v), 0);
+	cr_assert_eq(v, 2);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_CHECK_BLOBS, &v), 0);
+	cr_assert_geq(v, 2);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_CHECK_BYTES_HASHED, &v), 0);
+	cr_assert_gt(v, 0);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_CHECK_ERRORS, &v), 0);
+	cr_assert_eq(v, 0);
+	cr_assert_eq(strata_store_check(st, 0x80, NULL, NULL), -EINVAL);
+	cr_assert_eq(strata_store_check(NULL, 0, NULL, NULL), -EINVAL);
+	cr_assert_eq(strata_store_verify_snapshot(st, "b", on_layer, &s), 2, "b's 2 layers: %s",
+		     strata_errmsg());
+	cr_assert_eq(s.checked, 2);
+	cr_assert_eq(s.bad_layers, 0);
+	cr_assert_eq(strata_store_verify_snapshot(st, "b", NULL, NULL), 2);
+	cr_assert_eq(strata_store_verify_snapshot(st, "b", stop_layer, NULL), 9, "the callback's return stops it");
+	cr_assert_eq(strata_store_verify_snapshot(st, "nope", on_layer, &s), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_verify_snapshot(NULL, "b", on_layer, &s), -EINVAL);
+	cr_assert_eq(strata_dir_verify(dir, &layers), 2, "%s", strata_errmsg());
+	cr_assert_eq(layers, 2);
+	cr_assert_eq(strata_dir_verify(NULL, &layers), -EINVAL);
+	snprintf(bad, sizeof(bad), "%s/absent", tmp);
+	cr_assert_eq(strata_dir_verify(bad, NULL), -ENOENT);
+	/* Hostile directories: each refused, the file and rule named. */
+	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
+		snprintf(bad, sizeof(bad), "%s/bad-%s", tmp, hostile[i].name);
+		sh("cp -r '%s' '%s' && cd '%s' && %s", dir, bad, bad, hostile[i].spoil);
+		layers = 77;
+		int rc = strata_dir_verify(bad, &layers);
+		cr_assert_lt(rc, 0, "%s passed", hostile[i].name);
+		if (hostile[i].want)
+			cr_assert_eq(rc, hostile[i].want, "%s: %s", hostile[i].name, strata_errmsg());
+		cr_assert(strstr(strata_errmsg(), bad), "%s: %s", hostile[i].name, strata_errmsg());
+		cr_assert_neq(strata_errdetail()[0], '\0', "%s: the rule in strata_errdetail", hostile[i].name);
+		if (i < 3)
+			cr_assert_eq(layers, 2, "%s: the manifest was read", hostile[i].name);
+	}
+	/* A layer rotted in the store: the store check and the snapshot's both name it. */
+	sh("f=$(find '%s/store/blobs' -type f -size +4096c | head -1) && printf X | dd of=$f bs=1 seek=100 "
+	   "conv=notrunc 2>/dev/null", tmp);
+	memset(&s, 0, sizeof(s));
+	cr_assert_gt(strata_store_check(st, STRATA_VERIFY_HASH, on_check, &s), 0, "%s", strata_errmsg());
+	cr_assert_gt(s.errors, 0);
+	cr_assert(s.kinds & (1 << STRATA_PROBLEM_CORRUPT), "kinds 0x%x", s.kinds);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_CHECK_ERRORS, &v), 0);
+	cr_assert_eq(v, (uint64_t)s.errors);
+	cr_assert_eq(strata_store_check(st, 0, NULL, NULL), 0, "without hashing, sizes agree");
+	int bad_layers = 0;
+	memset(&s, 0, sizeof(s));
+	cr_assert_eq(strata_store_verify_snapshot(st, "a", on_layer, &s), 1);
+	bad_layers += s.bad_layers;
+	cr_assert_eq(strata_store_verify_snapshot(st, "b", on_layer, &s), 2);
+	bad_layers += s.bad_layers;
+	cr_assert_geq(bad_layers, 1);
 	strata_store_close(st);
 }
