@@ -42,6 +42,7 @@ int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_import.c */
 int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_ls.c */
 int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_export.c */
 int cmd_verify(struct cli *cli, int argc, char **argv);       /* cmd_verify.c */
+int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_init.c */
 
 /* host.c: make cli->host once: STRATA_VM_CACHE=N idle VMs and warm
  * sandboxes (default 8), STRATA_SNAP_DEBUG=1, the reset policy file
@@ -178,6 +179,9 @@ int cli_ref_error(const struct cli *cli, const char *ref, int rc);
 /* store_open.c: open cli->store through the API (for writing if write),
  * with the messages cli_store_open gives. Reports; returns an exit status. */
 int cli_strata_store_open(const struct cli *cli, bool write, strata_store **out);
+/* Make the directories above dir that are missing (0755), as init, pull
+ * and import do for the store they are to make. 0 or -errno. */
+int cli_make_parents(const char *dir);
 /* The same for writing, the store made first if cli->store is absent or an
  * empty directory (as pull and import do: "strata: created store DIR"). */
 int cli_strata_store_create_open(const struct cli *cli, strata_store **out);

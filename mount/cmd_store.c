@@ -1,7 +1,6 @@
-/* cmd_store.c: the store subcommands still built on the modules: init, show, fsck, debug. */
+/* cmd_store.c: the store subcommands still built on the modules: show, fsck, debug. */
 #include <errno.h>
 #include <getopt.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -104,98 +103,6 @@ static json_t *id_json(const st_id *id)
 
 	st_id_format(id, hex);
 	return json_string(hex);
-}
-
-/* ------------------------------------------------------------------ init */
-
-static void init_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] init [--sync full|none] [--shared GROUP]\n"
-		"\n"
-		"Create the store (blobs, staging area, LMDB index), readable by you only:\n"
-		"its layers are sandboxes' memory. Safe to run again on an existing store:\n"
-		"nothing changes.\n"
-		"\n"
-		"  --sync full      fsync every blob and index commit (default): survives power loss\n"
-		"  --sync none      no fsync: survives kill -9, not power loss\n"
-		"  --shared GROUP   members of GROUP (a name or gid you belong to) may read the\n"
-		"                   store and run its snapshots, not write it; nobody else may\n");
-}
-
-/* A group by name or number; false if there is no such group. */
-static bool group_parse(const char *arg, gid_t *out)
-{
-	struct group *g = getgrnam(arg);
-	char *end;
-	unsigned long v;
-
-	if (g) {
-		*out = g->gr_gid;
-		return true;
-	}
-	errno = 0;
-	v = strtoul(arg, &end, 10);
-	if (errno || end == arg || *end || arg[0] == '-' || v >= (unsigned long)(gid_t)-1 || !getgrgid((gid_t)v))
-		return false;
-	*out = (gid_t)v;
-	return true;
-}
-
-int cmd_init(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "sync", required_argument, NULL, 's' }, { "shared", required_argument, NULL, 'g' },
-		{ "help", no_argument, NULL, 'h' }, { 0 } };
-	struct st_store_opts so = { 0 };
-	const char *group = NULL;
-	struct open_store o;
-	int c, rc;
-
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			if (st_sync_parse(optarg, &so.sync) < 0) {
-				cli_err(cli, "init: --sync takes 'full' or 'none', not '%s'", optarg);
-				return CLI_USAGE;
-			}
-			break;
-		case 'g':
-			if (!group_parse(optarg, &so.group)) {
-				cli_err(cli, "init: --shared: no group '%s' on this machine", optarg);
-				return CLI_USAGE;
-			}
-			so.shared = true;
-			group = optarg;
-			break;
-		case 'h': init_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (optind != argc) {
-		cli_err(cli, "init: unexpected argument '%s'", argv[optind]);
-		return CLI_USAGE;
-	}
-	rc = cli_store_create(cli, &so);
-	if (rc < 0) {
-		if (rc == -EEXIST)
-			cli_err(cli, "store %s already exists and is not shared with group '%s': --shared makes a new "
-				"store (to share this one, see docs/security.md, \"Who can read a store\")", cli->store,
-				group);
-		else if (rc == -EPERM && group)
-			cli_err(cli, "cannot give store %s to group '%s': you are not a member of it", cli->store, group);
-		else if (rc == ST_ENOTSTORE)
-			cli_err(cli, "cannot create a store in %s: the directory is not empty and is not a strata store",
-				cli->store);
-		else
-			cli_err(cli, "cannot create store %s: %s", cli->store, cli_store_strerror(rc));
-		return CLI_FAIL;
-	}
-	if ((rc = open_store(cli, true, &o)) != CLI_OK)
-		return rc;
-	printf("store %s ready\n", st_store_path(o.s));
-	close_store(&o);
-	return CLI_OK;
 }
 
 /* ------------------------------------------------------------------ tags and ids */

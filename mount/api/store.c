@@ -1,5 +1,6 @@
 /* store.c: strata_store: a store and its index opened together, and the store-side calls a host program needs (resolve, list, tag, verify, gc, import, export). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,43 @@ int strata_store_open(const char *path, unsigned flags, strata_store **out)
 	pthread_mutex_init(&s->gc_lock, NULL);
 	*out = s;
 	return 0;
+}
+
+int strata_store_create(const char *path, const struct strata_store_options *opts)
+{
+	struct strata_store_options o = { .size = sizeof(o) };
+	struct st_store_opts so = { 0 };
+	int rc;
+
+	if (!path)
+		return api_fail(-EINVAL, "store: the path is NULL");
+	if (opts) {
+		if (opts->size < offsetof(struct strata_store_options, group) + sizeof(opts->group))
+			return api_fail(-EINVAL, "store %s: options of %zu bytes (this version's are %zu)", path, opts->size,
+					sizeof(o));
+		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	}
+	if (o.sync != STRATA_SYNC_FULL && o.sync != STRATA_SYNC_NONE)
+		return api_fail(-EINVAL, "store %s: %d is not a STRATA_SYNC_* policy", path, o.sync);
+	so.sync = o.sync == STRATA_SYNC_NONE ? ST_SYNC_NONE : ST_SYNC_FULL;
+	so.shared = o.shared != 0;
+	so.group = (gid_t)o.group;
+	rc = st_store_init(path, &so);
+	if (rc == -EEXIST)
+		return api_fail(rc, "store %s already exists and is not shared with group %u", path, (unsigned)o.group);
+	if (rc == -EPERM)
+		return api_fail(rc, "store %s: cannot give it to group %u: the caller is not a member of it", path,
+				(unsigned)o.group);
+	if (rc == ST_ENOTSTORE)
+		return api_fail(rc, "store %s: the directory is not empty and is not a strata store", path);
+	if (rc < 0)
+		return api_fail(rc, "store %s: cannot create it: %s", path, st_strerror(rc));
+	return 0;
+}
+
+const char *strata_store_path(const strata_store *st)
+{
+	return st_store_path(st->st);
 }
 
 void strata_store_close(strata_store *st)

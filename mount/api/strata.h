@@ -575,6 +575,34 @@ enum {
  * STRATA_E_VERSION, STRATA_E_INDEX_VERSION, -EACCES, -ENOMEM; *out untouched.
  */
 int strata_store_open(const char *path, unsigned flags, strata_store **out);
+/* How strata_store_create makes a store. Zeroed, with size set, is the
+ * default; later versions may add fields at the end (the library reads
+ * the first size bytes, the rest as zero). */
+enum {
+	STRATA_SYNC_FULL = 0, /* fsync every blob and index commit: survives power loss (the default) */
+	STRATA_SYNC_NONE = 1, /* no fsync: survives a crash of the program, not of the machine */
+};
+struct strata_store_options {
+	size_t size;      /* sizeof(struct strata_store_options) of the caller */
+	int sync;         /* STRATA_SYNC_*, recorded in the store: every open of it keeps it */
+	int shared;       /* 1: members of `group` may read the store and run its snapshots, not write it */
+	uint32_t group;   /* that group's gid (the caller must be in it, or root) */
+};
+/*
+ * Make a store at `path` (created if missing; its parent must exist) with
+ * opts (NULL: the defaults), private to its owner unless shared. An
+ * existing store is left as it is (its sync policy and modes unchanged).
+ * Errors: STRATA_E_NOT_STORE (a directory neither empty nor a store),
+ * -EEXIST (opts->shared, and the existing store is not shared with that
+ * group), -EPERM (the caller is not in opts->group), -EINVAL (an
+ * unknown sync policy, or size too small), STRATA_E_VERSION,
+ * STRATA_E_FORMAT, STRATA_E_READ_ONLY, -ENOSPC, -EIO: what it made is
+ * removed again. Open it with strata_store_open.
+ */
+int strata_store_create(const char *path, const struct strata_store_options *opts);
+/* The store's directory as an absolute path, as long as st is open.
+ * Never fails. */
+const char *strata_store_path(const strata_store *st);
 /* Close; accepts NULL. Needs every sandbox and pool opened from it, and
  * every sandbox captured into it, freed. */
 void strata_store_close(strata_store *st);

@@ -2209,3 +2209,45 @@ Test(api, checks_name_each_problem_of_a_store_a_snapshot_and_a_directory)
 	cr_assert_geq(bad_layers, 1);
 	strata_store_close(st);
 }
+
+Test(api, a_store_is_created_with_its_options_once)
+{
+	struct strata_store_options o = { .size = sizeof(o) };
+	char path[4300], other[4300], cmd[9000];
+	strata_store *st;
+
+	snprintf(path, sizeof(path), "%s/made", tmpdir());
+	cr_assert_eq(strata_store_create(NULL, NULL), -EINVAL);
+	o.sync = 7;
+	cr_assert_eq(strata_store_create(path, &o), -EINVAL);
+	cr_assert(strstr(strata_errmsg(), "STRATA_SYNC"), "%s", strata_errmsg());
+	o = (struct strata_store_options){ .size = 4 };
+	cr_assert_eq(strata_store_create(path, &o), -EINVAL, "a size too small for the fields");
+	cr_assert_eq(access(path, F_OK), -1, "nothing made");
+	/* No fsync, recorded in the store; again: nothing changes. */
+	o = (struct strata_store_options){ .size = sizeof(o), .sync = STRATA_SYNC_NONE };
+	cr_assert_eq(strata_store_create(path, &o), 0, "%s", strata_errmsg());
+	snprintf(cmd, sizeof(cmd), "grep -qx 'sync none' '%s/format'", path);
+	cr_assert_eq(system(cmd), 0, "the policy is recorded");
+	cr_assert_eq(strata_store_create(path, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(system(cmd), 0, "an existing store keeps its policy");
+	cr_assert_eq(strata_store_open(path, 0, &st), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_path(st)[0], '/');
+	cr_assert(strstr(strata_store_path(st), "/made"), "%s", strata_store_path(st));
+	strata_store_close(st);
+	/* Shared with a group: a private store is not made shared. */
+	o = (struct strata_store_options){ .size = sizeof(o), .shared = 1, .group = (uint32_t)getgid() };
+	cr_assert_eq(strata_store_create(path, &o), -EEXIST, "%s", strata_errmsg());
+	snprintf(other, sizeof(other), "%s/shared", tmp);
+	cr_assert_eq(strata_store_create(other, &o), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_create(other, &o), 0, "the same options again: nothing changes");
+	cr_assert_eq(strata_store_create(other, NULL), 0, "no options: it is left as it is");
+	/* A directory with other things in it is no store. */
+	snprintf(other, sizeof(other), "%s/busy", tmp);
+	mkdir(other, 0700);
+	snprintf(cmd, sizeof(cmd), "%s/file", other);
+	close(open(cmd, O_CREAT | O_WRONLY, 0600));
+	cr_assert_eq(strata_store_create(other, NULL), STRATA_E_NOT_STORE);
+	snprintf(other, sizeof(other), "%s/no/parent", tmp);
+	cr_assert_eq(strata_store_create(other, NULL), -ENOENT, "%s", strata_errmsg());
+}
