@@ -58,7 +58,6 @@ int cmd_bench(struct cli *cli, int argc, char **argv);        /* cmd_bench.c: ru
 int cmd_wasm(struct cli *cli, int argc, char **argv);         /* cmd_wasm.c: wasm build */
 int cmd_calibrate(struct cli *cli, int argc, char **argv);    /* cmd_calibrate.c */
 int cmd_doctor(struct cli *cli, int argc, char **argv);       /* cmd_doctor.c */
-int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_fsck(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_debug(struct cli *cli, int argc, char **argv);        /* cmd_store.c */
 int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */

@@ -43,6 +43,7 @@ int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_ls.c */
 int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_export.c */
 int cmd_verify(struct cli *cli, int argc, char **argv);       /* cmd_verify.c */
 int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_init.c */
+int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_show.c */
 
 /* host.c: make cli->host once: STRATA_VM_CACHE=N idle VMs and warm
  * sandboxes (default 8), STRATA_SNAP_DEBUG=1, the reset policy file

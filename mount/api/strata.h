@@ -638,6 +638,15 @@ enum {
 	STRATA_SNAPSHOT_LAZY_LAYERS = 7,  /* its layers a lazy pull recorded and nothing has completed yet */
 	STRATA_SNAPSHOT_LAZY_CHUNKS = 8,  /* ...the chunks they are cut into */
 	STRATA_SNAPSHOT_LAZY_PRESENT = 9, /* ...of those, the chunks the store holds */
+	STRATA_SNAPSHOT_ABI = 10,         /* the guest ABI version it was captured with (0: none) */
+	STRATA_SNAPSHOT_RANGES = 11,      /* runs of guest pages its layers hold */
+	STRATA_SNAPSHOT_PAGES_PRESENT = 12, /* ...their pages (the others read as zero) */
+	STRATA_SNAPSHOT_MANIFEST_BYTES = 13, /* its manifest's length (strata_store_manifest) */
+	/* its working-set record (strata_sandbox_record_working_set):
+	 * STRATA_E_NOT_FOUND if it has none */
+	STRATA_SNAPSHOT_WS_PAGES = 14,    /* snapshot pages in the record */
+	STRATA_SNAPSHOT_WS_RUNS = 15,     /* runs of consecutive pages */
+	STRATA_SNAPSHOT_WS_LAYERS = 16,   /* layers they are in */
 };
 /* One figure of snapshot ref (a tag, an id, a unique prefix) into *value.
  * Reads the index only (no layer byte; the manifest for the _LAZY_ ones).
@@ -645,6 +654,37 @@ enum {
  * record cannot be read), -EINVAL for a `what` this version does not
  * know: *value untouched. */
 int strata_store_snapshot_info(strata_store *st, const char *ref, int what, uint64_t *value);
+/* Snapshot ref's manifest (docs/formats.md: canonical JSON, as its
+ * manifest.json holds it without the last newline) into buf, NUL-
+ * terminated: its length, or -ERANGE if len does not hold it and the NUL
+ * (STRATA_SNAPSHOT_MANIFEST_BYTES + 1 do), STRATA_E_NOT_FOUND, ... */
+int strata_store_manifest(strata_store *st, const char *ref, char *buf, size_t len);
+/* One layer of a snapshot, for strata_store_layers. Made by the library,
+ * valid during the callback only; later versions may add fields at the end. */
+struct strata_layer {
+	size_t size;          /* sizeof(struct strata_layer) of the library */
+	const char *id;       /* 32 hex digits */
+	uint64_t pages;       /* its 4 KiB pages */
+	int lazy;             /* 1: a lazy pull's, not complete: the figures below */
+	uint64_t chunks, present; /* its chunks, and those the store holds */
+	uint32_t chunk_size;
+	const char *origin;   /* the registry repository it is fetched from */
+};
+typedef int (*strata_layer_fn)(void *ctx, const struct strata_layer *l);
+/* Every layer of snapshot ref, in its manifest's order: the count, cb's
+ * non-zero return (which stops the walk), or an error as
+ * strata_store_snapshot_info's. */
+int strata_store_layers(strata_store *st, const char *ref, strata_layer_fn cb, void *ctx);
+/* Every label (KEY=VALUE given at capture) of snapshot ref, in its
+ * manifest's order, as strata_store_layers. Values are UTF-8 from the
+ * snapshot: escape them before a terminal sees them. */
+typedef int (*strata_label_fn)(void *ctx, const char *key, const char *value);
+int strata_store_labels(strata_store *st, const char *ref, strata_label_fn cb, void *ctx);
+/* The id of snapshot ref's working-set record into record: 0,
+ * STRATA_E_NOT_FOUND (no record), or why the record cannot be read
+ * (STRATA_E_CORRUPT, STRATA_E_FORMAT, -ENOENT: its blob is gone;
+ * strata_errdetail says which). */
+int strata_store_working_set(strata_store *st, const char *ref, char record[STRATA_ID_LEN + 1]);
 /* The id of the snapshot ref was made from into id: STRATA_E_NOT_FOUND
  * (strata_errmsg saying which) if ref names none or has no parent
  * (STRATA_SNAPSHOT_HAS_PARENT 0); the parent itself may be gone from the

@@ -2251,3 +2251,123 @@ Test(api, a_store_is_created_with_its_options_once)
 	snprintf(other, sizeof(other), "%s/no/parent", tmp);
 	cr_assert_eq(strata_store_create(other, NULL), -ENOENT, "%s", strata_errmsg());
 }
+
+struct layers_seen {
+	int n, lazy;
+	uint64_t pages;
+	char keys[256];
+};
+
+static int on_layer_info(void *ctx, const struct strata_layer *l)
+{
+	struct layers_seen *s = ctx;
+
+	cr_assert_geq(l->size, sizeof(*l));
+	cr_assert_eq(strlen(l->id), STRATA_ID_LEN);
+	cr_assert_not_null(l->origin);
+	s->n++;
+	s->lazy += l->lazy;
+	s->pages += l->pages;
+	return 0;
+}
+
+static int on_label(void *ctx, const char *key, const char *value)
+{
+	struct layers_seen *s = ctx;
+	size_t n = strlen(s->keys);
+
+	snprintf(s->keys + n, sizeof(s->keys) - n, "%s=%s;", key, value);
+	s->n++;
+	return 0;
+}
+
+static int stop_label(void *ctx, const char *key, const char *value)
+{
+	(void)ctx;
+	(void)key;
+	(void)value;
+	return 5;
+}
+
+Test(api, a_snapshot_is_described_by_its_manifest_layers_labels_and_working_set)
+{
+	strata_store *st = store("store");
+	char a[STRATA_ID_LEN + 1], b[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], dir[4300], small[16];
+	uint64_t v = 0, len = 0, pages = 0;
+
+	a_then_b(st, a, b);
+	/* The manifest, as stored: its length, then its bytes. */
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_MANIFEST_BYTES, &len), 0, "%s", strata_errmsg());
+	cr_assert_gt(len, 0);
+	char *m = malloc(len + 1);
+	cr_assert_eq(strata_store_manifest(st, "b", m, len), -ERANGE, "no room for the NUL");
+	cr_assert_eq(strata_store_manifest(st, "b", small, sizeof(small)), -ERANGE);
+	cr_assert_eq(strata_store_manifest(st, "b", m, len + 1), (int)len, "%s", strata_errmsg());
+	cr_assert_eq(strlen(m), len);
+	cr_assert_eq(m[0], '{');
+	cr_assert(strstr(m, a), "b's manifest names its parent a: %s", m);
+	free(m);
+	cr_assert_eq(strata_store_manifest(st, "nope", small, sizeof(small)), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_manifest(st, "b", NULL, 0), -EINVAL);
+	/* Its layers; its ranges use some of their pages (a child supersedes some of its parent's). */
+	struct layers_seen ls = { 0 };
+	cr_assert_eq(strata_store_layers(st, "b", on_layer_info, &ls), 2, "%s", strata_errmsg());
+	cr_assert_eq(ls.n, 2);
+	cr_assert_eq(ls.lazy, 0);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_PAGES_PRESENT, &pages), 0);
+	cr_assert_leq(pages, ls.pages, "ranges hold %" PRIu64 " pages, layers %" PRIu64, pages, ls.pages);
+	cr_assert_gt(pages, 0);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_RANGES, &v), 0);
+	cr_assert_geq(v, 1);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_ABI, &v), 0);
+	cr_assert_gt(v, 0, "a VMM snapshot has its guest's ABI version");
+	cr_assert_eq(strata_store_layers(st, "b", NULL, NULL), -EINVAL);
+	cr_assert_eq(strata_store_layers(st, "nope", on_layer_info, &ls), STRATA_E_NOT_FOUND);
+	/* No labels, no working set. */
+	memset(&ls, 0, sizeof(ls));
+	cr_assert_eq(strata_store_labels(st, "b", on_label, &ls), 0);
+	cr_assert_eq(strata_store_working_set(st, "b", got), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), "no working-set record"), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_WS_PAGES, &v), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_working_set(st, "b", NULL), -EINVAL);
+	/* Labels as a copy's manifest gives them, control bytes and all (the
+	 * caller escapes them). */
+	snprintf(dir, sizeof(dir), "%s/dir", tmp);
+	export("b", dir);
+	sh("cd '%s' && jq -c '.labels = {\"who\": \"a\\u001bred\", \"x\": \"1\"}' manifest.json > m && mv m manifest.json",
+	   dir);
+	cr_assert_eq(strata_store_import(st, dir, "labelled", 0, got), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_labels(st, "labelled", on_label, &ls), 2, "%s", strata_errmsg());
+	cr_assert_str_eq(ls.keys, "who=a\x1bred;x=1;");
+	cr_assert_eq(strata_store_labels(st, "labelled", stop_label, NULL), 5, "the callback's return stops the walk");
+	cr_assert_eq(strata_store_labels(st, "labelled", NULL, NULL), -EINVAL);
+	/* A working set recorded: its record and figures. */
+	strata_host *h = host();
+	strata_sandbox *sb = NULL;
+	char rec[STRATA_ID_LEN + 1];
+	cr_assert_eq(strata_sandbox_open_store(h, st, "b", &sb), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 3);
+	int wrc = strata_sandbox_record_working_set(sb, st, rec);
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_host_free(h), 0);
+	if (wrc == STRATA_E_NO_PAGEMAP) {
+		strata_store_close(st);
+		cr_skip_test("the kernel cannot say which pages were touched: %s", strata_errmsg());
+	}
+	cr_assert_eq(wrc, 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_working_set(st, "b", got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, rec);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_WS_PAGES, &v), 0, "%s", strata_errmsg());
+	cr_assert_gt(v, 0);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_WS_RUNS, &v), 0);
+	cr_assert_gt(v, 0);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_WS_LAYERS, &v), 0);
+	cr_assert_geq(v, 1);
+	/* Its record's blob gone: unreadable, saying why. */
+	sh("find '%s/store/blobs' -name '%s*' -delete", tmp, rec);
+	int rc = strata_store_working_set(st, "b", got);
+	cr_assert_lt(rc, 0);
+	cr_assert_neq(rc, STRATA_E_NOT_FOUND, "a record that cannot be read is not 'none'");
+	cr_assert(strstr(strata_errmsg(), "cannot be read"), "%s", strata_errmsg());
+	strata_store_close(st);
+}
