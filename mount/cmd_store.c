@@ -3,19 +3,13 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include "store/array.h"
 #include "cli.h"
-#include "index/dist/dist.h"
 #include "index/index.h"
-#include "index/lazy.h"
 #include "store/store.h"
 
 
@@ -95,7 +89,6 @@ static const char *problem_word(enum ix_problem_kind k)
 
 struct check_ctx {
 	struct cli *cli;
-	bool verify_only;
 	json_t *problems; /* --json: each problem is appended here, nothing printed */
 };
 
@@ -130,8 +123,6 @@ static int print_problem(const struct ix_problem *p, void *arg)
 	char hex[ST_ID_HEX_LEN + 1];
 	bool blob = problem_is_blob(p->kind);
 
-	if (c->verify_only && !p->error)
-		return 0;
 	if (c->problems)
 		return json_problem(p, c->problems);
 	st_id_format(&p->id, hex);
@@ -264,10 +255,10 @@ out_free:
 	return rc;
 }
 
-static int run_check(struct cli *cli, unsigned flags, bool verify_only, bool json)
+static int run_check(struct cli *cli, unsigned flags, bool json)
 {
-	json_t *problems = json ? json_array() : NULL, *exposed = json && !verify_only ? json_array() : NULL;
-	struct check_ctx cc = { .cli = cli, .verify_only = verify_only, .problems = problems };
+	json_t *problems = json ? json_array() : NULL, *exposed = json ? json_array() : NULL;
+	struct check_ctx cc = { .cli = cli, .problems = problems };
 	struct ix_fsck_stats st;
 	struct open_store o;
 	char sz[32];
@@ -281,7 +272,7 @@ static int run_check(struct cli *cli, unsigned flags, bool verify_only, bool jso
 	rc = ix_fsck(o.ix, flags, print_problem, &cc, &st);
 	/* Who can read it: a warning, not a problem (the store is consistent;
 	 * it is exposed). fsck --repair sets the modes. */
-	bool failed = rc >= 0 && !verify_only && cli_store_exposed(cli, o.s, 0, exposed) < 0;
+	bool failed = rc >= 0 && cli_store_exposed(cli, o.s, 0, exposed) < 0;
 	close_store(&o);
 	if (failed || rc < 0) {
 		if (rc < 0)
@@ -361,7 +352,7 @@ int cmd_fsck(struct cli *cli, int argc, char **argv)
 		cli_err(cli, "fsck: unexpected argument '%s'", argv[optind]);
 		return CLI_USAGE;
 	}
-	return repair ? run_repair(cli, flags, json) : run_check(cli, flags, false, json);
+	return repair ? run_repair(cli, flags, json) : run_check(cli, flags, json);
 }
 
 /* ------------------------------------------------------------------ debug */
