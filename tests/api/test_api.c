@@ -1275,7 +1275,7 @@ Test(api, a_transfer_reports_its_progress_figures_and_digest)
 	cr_assert_eq(xfer_info(other, STRATA_STORE_INFO_XFER_EXISTED), 1);
 	cr_assert_eq(strata_store_pull(other, reg, ref, NULL, 1u << 30, got), -EINVAL);
 	uint64_t v = 7;
-	cr_assert_eq(strata_store_info(other, STRATA_STORE_INFO_IMPORT_LAYERS_HEALED + 1, &v), -EINVAL);
+	cr_assert_eq(strata_store_info(other, STRATA_STORE_INFO_CHECK_ERRORS + 1, &v), -EINVAL);
 	cr_assert_eq(v, 7);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
