@@ -98,13 +98,13 @@ int strata_store_verify_snapshot(strata_store *st, const char *ref, strata_layer
 	for (uint32_t i = 0; i < m->nlayers && rc == 0; i++) {
 		char hex[ST_ID_HEX_LEN + 1];
 		struct ix_lazy_info li;
+		struct ix_lazy_check chk = { 0 }; /* ev points into it until cb returns */
 		uint64_t size = 0;
 		st_id_format(&m->layers[i].id, hex);
 		struct strata_layer_check ev = { .size = sizeof(ev), .kind = STRATA_LAYER_CHECKED, .layer = hex,
 						 .origin = "", .source = "", .chunk_index = "" };
 		int lrc = st_blob_size(st->st, &m->layers[i].id, &size);
 		if (lrc == -ENOENT && lz && ix_lazy_layer_info(lz, &m->layers[i].id, &li) == 1) {
-			struct ix_lazy_check chk = { 0 };
 			struct layer_ctx lc = { cb, ctx, &ev, &chk };
 			ev.lazy = 1;
 			ev.chunks = li.chunks;

@@ -879,6 +879,23 @@ static int blob_files(const char *store)
 	return atoi(buf);
 }
 
+/* A lazy layer's check: sound, its strings readable during the call. */
+static int on_lazy_layer(void *ctx, const struct strata_layer_check *c)
+{
+	cr_assert_eq(c->kind, STRATA_LAYER_CHECKED, "no bad chunk in a fresh pull");
+	cr_assert_eq(c->status, 0, "layer %s: %s", c->layer, strata_strerror(c->status));
+	if (!c->lazy)
+		return 0;
+	cr_assert_gt(c->chunks, 0);
+	cr_assert_leq(c->present, c->chunks);
+	cr_assert_eq(c->bad, 0);
+	cr_assert_gt(strlen(c->origin), 0);
+	cr_assert(strstr(c->source, c->origin), "source %s, origin %s", c->source, c->origin);
+	cr_assert(c->chunk_index[0] == '\0' || strncmp(c->chunk_index, "sha256:", 7) == 0, "%s", c->chunk_index);
+	++*(int *)ctx;
+	return 0;
+}
+
 /* A lazy pull: the metadata only, the sandbox at once, its pages fetched
  * through the store's private mount as the guest touches them. */
 Test(api, a_lazy_snapshot_from_a_registry)
@@ -914,6 +931,10 @@ Test(api, a_lazy_snapshot_from_a_registry)
 	cr_assert_eq(strata_store_snapshot_info(whole, id, STRATA_SNAPSHOT_LAZY_LAYERS, &nlazy), 0, "%s", strata_errmsg());
 	cr_assert_eq(nlazy, 0, "the whole pull has no lazy layer");
 	cr_assert_eq(strata_store_lazy_origin(whole, id, origin, sizeof(origin)), STRATA_E_NOT_FOUND);
+	/* Verified as lazy: its present chunks against its chunk index. */
+	int lazy_seen = 0;
+	cr_assert_geq(strata_store_verify_snapshot(lz, id, on_lazy_layer, &lazy_seen), 1, "%s", strata_errmsg());
+	cr_assert_geq(lazy_seen, 1, "its lazy layers are checked as lazy");
 	/* The guest's pages come through the private mount: it goes on from the capture. */
 	cr_assert_eq(call_i(pulled, "counter_next", 0, 0, 0), 2);
 	cr_assert_eq(strata_sandbox_restore(pulled), 0, "%s", strata_errmsg());
