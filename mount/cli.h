@@ -49,8 +49,6 @@ size_t cli_auth_files(char paths[][CLI_AUTH_PATH], bool *explicit);
  * looked in: $STRATA_CERTS_D (':'-separated) if set, else
  * $XDG_CONFIG_HOME (or ~/.config)/containers/certs.d,
  * /etc/containers/certs.d, /etc/docker/certs.d. NULL-terminated, static. */
-/* An ix_lazy_opts log callback printing each line as an error (ctx: struct cli). */
-void cli_lazy_log(void *ctx, const char *msg);
 /* Remove path and everything below it (symbolic links are removed, not
  * followed); 0 or -errno of the first failure. */
 int cli_rm_tree(const char *path);
@@ -60,13 +58,7 @@ int cmd_bench(struct cli *cli, int argc, char **argv);        /* cmd_bench.c: ru
 int cmd_wasm(struct cli *cli, int argc, char **argv);         /* cmd_wasm.c: wasm build */
 int cmd_calibrate(struct cli *cli, int argc, char **argv);    /* cmd_calibrate.c */
 int cmd_doctor(struct cli *cli, int argc, char **argv);       /* cmd_doctor.c */
-int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
-int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_store.c */
-int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
-int cmd_verify(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_fsck(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
-int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
-int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_store.c */
 int cmd_debug(struct cli *cli, int argc, char **argv);        /* cmd_store.c */
 int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */
 int cmd_umount(struct cli *cli, int argc, char **argv);       /* cmd_mount.c */
@@ -90,8 +82,5 @@ int cli_store_create(const struct cli *cli, const struct st_store_opts *so);
  * from the same repository goes on (the pull checks the tag when it has
  * the manifest). Reports; returns an exit status. */
 int cli_pull_tag_check(const struct cli *cli, struct ix *ix, const char *tag, const char *origin, bool force);
-/* cmd_oci.c: `export --oci DIR [REF...]` (argv[0] = DIR) and import of an OCI layout. */
-int cli_oci_export(struct cli *cli, int argc, char **argv, bool whole_configs);
-int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned flags);
 
 #endif

@@ -38,6 +38,12 @@ int cmd_rm(struct cli *cli, int argc, char **argv);           /* cmd_tag.c */
 int cmd_gc(struct cli *cli, int argc, char **argv);           /* cmd_gc.c */
 int cmd_push(struct cli *cli, int argc, char **argv);         /* cmd_xfer.c */
 int cmd_pull(struct cli *cli, int argc, char **argv);         /* cmd_xfer.c */
+int cmd_import(struct cli *cli, int argc, char **argv);       /* cmd_import.c */
+int cmd_ls(struct cli *cli, int argc, char **argv);           /* cmd_ls.c */
+int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_export.c */
+int cmd_verify(struct cli *cli, int argc, char **argv);       /* cmd_verify.c */
+int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_init.c */
+int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_show.c */
 
 /* host.c: make cli->host once: STRATA_VM_CACHE=N idle VMs and warm
  * sandboxes (default 8), STRATA_SNAP_DEBUG=1, the reset policy file
@@ -174,6 +180,9 @@ int cli_ref_error(const struct cli *cli, const char *ref, int rc);
 /* store_open.c: open cli->store through the API (for writing if write),
  * with the messages cli_store_open gives. Reports; returns an exit status. */
 int cli_strata_store_open(const struct cli *cli, bool write, strata_store **out);
+/* Make the directories above dir that are missing (0755), as init, pull
+ * and import do for the store they are to make. 0 or -errno. */
+int cli_make_parents(const char *dir);
 /* The same for writing, the store made first if cli->store is absent or an
  * empty directory (as pull and import do: "strata: created store DIR"). */
 int cli_strata_store_create_open(const struct cli *cli, strata_store **out);
@@ -220,6 +229,34 @@ void cli_progress_end(struct cli_progress *p);
  * "WHAT: <its words>[: why]". */
 int cli_xfer_exit(int rc);
 void cli_xfer_report(const struct cli *cli, const char *what, int rc, const char *why);
+
+/* lists.c: a store's tags (name and id) and snapshot ids, collected for
+ * printing beside each snapshot. cli_tags_collect fills *out (zeroed
+ * first by the caller) with strata_store_tags: 0 or its error;
+ * cli_tags_collect_cb and cli_ids_collect_cb are the strata_tag_fn and
+ * strata_snapshot_fn that append (-ENOMEM). cli_tags_of joins the tags
+ * naming id with ',' (escaped; "-" if none) into buf; cli_tags_json
+ * gives them as a JSON array. */
+struct cli_tag {
+	char *name;
+	char id[STRATA_ID_LEN + 1];
+};
+struct cli_tags {
+	struct cli_tag *v;
+	size_t n, cap;
+};
+struct cli_ids {
+	char (*v)[STRATA_ID_LEN + 1];
+	size_t n, cap;
+};
+int cli_tags_collect(strata_store *st, struct cli_tags *out);
+int cli_tags_collect_cb(void *ctx, const char *name, const char *id);
+void cli_tags_free(struct cli_tags *l);
+void cli_tags_of(const struct cli_tags *l, const char *id, char *buf, size_t len);
+json_t *cli_tags_json(const struct cli_tags *l, const char *id);
+int cli_ids_collect_cb(void *ctx, const char *id);
+/* text.c: "lazy: 37 of 1,024 chunks present". */
+void cli_fmt_lazy(char *buf, size_t len, uint64_t present, uint64_t chunks);
 
 /* cmd_run.c: parse ARGS per a guest signature ("i(is)"); `owned` collects
  * buffers read from @FILE arguments (free them); print a result. */

@@ -1,4 +1,4 @@
-/* cmd_oci.c: snapshots as OCI layouts (export --oci, import of a layout) and the registry credentials and certificates push and pull use (cmd_xfer.c is the commands). */
+/* cmd_oci.c: the registry credentials and certificates push, pull and export use (cmd_xfer.c and cmd_export.c are the commands). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -13,103 +13,6 @@
 #include "index/dist/dist.h"
 #include "index/index.h"
 #include "store/store.h"
-
-/* ------------------------------------------------------------- progress */
-
-/* An export's events as a transfer's (cli_progress_cb prints them). */
-static void export_progress(void *ctx, const struct ix_oci_event *ev)
-{
-	static const int kinds[] = { [IX_OCI_BLOB_BEGIN] = STRATA_XFER_BEGIN, [IX_OCI_BLOB_BYTES] = STRATA_XFER_BYTES,
-				     [IX_OCI_BLOB_END] = STRATA_XFER_END, [IX_OCI_BLOB_SKIP] = STRATA_XFER_SKIP,
-				     [IX_OCI_MANIFEST] = STRATA_XFER_MANIFEST };
-	static const int blobs[] = { [IX_OCI_LAYER] = STRATA_BLOB_LAYER, [IX_OCI_CONFIG] = STRATA_BLOB_CONFIG,
-				     [IX_OCI_CHUNKS] = STRATA_BLOB_CHUNK_INDEX,
-				     [IX_OCI_MANIFEST_BLOB] = STRATA_BLOB_MANIFEST };
-	char dg[ST_DIGEST_LEN + 1];
-	struct strata_xfer_event e = { .size = sizeof(e), .kind = kinds[ev->kind], .blob = blobs[ev->what],
-				       .total = ev->size, .done = ev->done, .index = ev->index, .count = ev->count };
-
-	if (ev->sha256) {
-		st_digest_format(ev->sha256, dg);
-		e.digest = dg;
-	}
-	cli_progress_cb(ctx, &e);
-}
-
-/* ------------------------------------------------------ layout commands */
-
-int cli_oci_export(struct cli *cli, int argc, char **argv, bool whole_configs)
-{
-	struct cli_progress p = { .tty = isatty(2), .out = stdout };
-	struct ix_oci_progress prog = { export_progress, &p };
-	struct ix_oci_stats st;
-	struct st_store *s;
-	struct ix *ix;
-	char why[ST_WHY_LEN] = "";
-	int rc;
-
-	if (argc < 1) {
-		cli_err(cli, "export --oci: expected DIR [TAG|ID...] (see 'strata export --help')");
-		return CLI_USAGE;
-	}
-	/* Writable (if the store is) for the sha256 table. */
-	if ((rc = cli_store_open(cli, true, &s, &ix)) != CLI_OK)
-		return rc;
-	rc = ix_oci_export_opts(ix, (const char *const *)argv + 1, (size_t)argc - 1, argv[0], whole_configs, &prog, &st, why,
-			       sizeof(why));
-	ix_close(ix);
-	st_store_close(s);
-	if (rc == -EEXIST) {
-		cli_err(cli, "export: %s already exists (export writes a new directory)", argv[0]);
-		return CLI_FAIL;
-	}
-	if (rc == IX_ENOTFOUND || rc == ST_EBADNAME) {
-		cli_err(cli, "export: a snapshot named on the command line is not in store %s", cli->store);
-		return cli_xfer_exit(rc);
-	}
-	if (rc < 0) {
-		char what[300];
-		snprintf(what, sizeof(what), "export of an OCI layout to %s failed", argv[0]);
-		cli_xfer_report(cli, what, rc, why);
-		return cli_xfer_exit(rc);
-	}
-	cli_info(cli, "%" PRIu32 " snapshot(s), %" PRIu32 " blob(s) written (%" PRIu64 " bytes), sha256 computed over %" PRIu64
-		      " bytes",
-		 st.snapshots, st.blobs_moved, st.bytes_moved, st.bytes_sha256);
-	return CLI_OK;
-}
-
-int cli_oci_import(struct cli *cli, const char *dir, const char *tag, unsigned flags)
-{
-	struct ix_oci_stats st;
-	struct st_store *s;
-	struct ix *ix;
-	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1];
-	st_id id;
-	int rc;
-
-	if ((rc = cli_store_open_flags(cli, CLI_STORE_CREATE, &s, &ix)) != CLI_OK)
-		return rc;
-	rc = ix_oci_import(ix, dir, tag, flags, NULL, &st, &id, why, sizeof(why));
-	ix_close(ix);
-	st_store_close(s);
-	if (rc == IX_EEXIST) {
-		cli_err(cli, "import: the tag already names another snapshot (use --force to move it)");
-		return CLI_FAIL;
-	}
-	if (rc < 0) {
-		char what[300];
-		snprintf(what, sizeof(what), "import of OCI layout %s rejected", dir);
-		cli_xfer_report(cli, what, rc, why);
-		return rc == -ENOENT && !why[0] ? CLI_NOTFOUND : CLI_FAIL;
-	}
-	st_id_format(&id, hex);
-	printf("%s\n", hex);
-	cli_info(cli, "%" PRIu32 " snapshot(s) imported, %" PRIu32 " blob(s) stored (%" PRIu64 " bytes), %" PRIu32
-		      " already present",
-		 st.snapshots, st.blobs_moved, st.bytes_moved, st.blobs_skipped);
-	return CLI_OK;
-}
 
 /* ------------------------------------------------------- registry access */
 
@@ -254,7 +157,3 @@ int cli_registry_lookup(const struct cli *cli, const char *creds, const char *au
 	return CLI_OK;
 }
 
-void cli_lazy_log(void *ctx, const char *msg)
-{
-	cli_err(ctx, "%s", msg);
-}

@@ -1,22 +1,15 @@
-/* cmd_store.c: the store subcommands: init, ls, show, tag, rm, gc, verify, fsck, export, import, debug. */
+/* cmd_store.c: the store subcommands still built on the modules: fsck, debug. */
 #include <errno.h>
 #include <getopt.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include "store/array.h"
 #include "cli.h"
-#include "index/dist/dist.h"
 #include "index/index.h"
-#include "index/lazy.h"
 #include "store/store.h"
 
 
@@ -38,91 +31,6 @@ static int open_store(const struct cli *cli, bool write, struct open_store *o)
 	return cli_store_open(cli, write, &o->s, &o->ix);
 }
 
-static void fmt_time(char *buf, size_t len, int64_t ns)
-{
-	time_t t = (time_t)(ns / 1000000000);
-	struct tm tm;
-
-	if (ns <= 0 || !gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		snprintf(buf, len, "-");
-}
-
-/* v with a comma between each three digits: 1,024. */
-static void fmt_count(char *buf, size_t len, uint64_t v)
-{
-	char raw[24];
-	int n = snprintf(raw, sizeof(raw), "%" PRIu64, v);
-	size_t o = 0;
-
-	for (int i = 0; i < n && o + 2 < len; i++) {
-		if (i && (n - i) % 3 == 0)
-			buf[o++] = ',';
-		buf[o++] = raw[i];
-	}
-	buf[o] = '\0';
-}
-
-/* What of a snapshot is lazy (pulled with --lazy, chunks fetched on
- * demand: index/dist/dist.h): its lazy layers, their chunks and how many of
- * them the store holds. */
-struct lazy_sum {
-	uint32_t layers;        /* lazy layers */
-	uint64_t chunks, present;
-	char origin[IX_ORIGIN_MAX + 1]; /* the first lazy layer's registry repository */
-};
-
-static int lazy_any(const st_id *layer, void *ctx)
-{
-	(void)layer;
-	*(bool *)ctx = true;
-	return 1; /* one is enough */
-}
-
-/* Open the store's lazy-layer state for reading what is present (no
- * fetch: no credentials). NULL if the store records no lazy layer (a
- * store that never saw `pull --lazy` reads no manifest more for it), or
- * if it cannot be had: nothing shows lazy then. */
-static struct ix_lazy *lazy_state(struct open_store *o)
-{
-	struct ix_lazy *lz = NULL;
-	bool any = false;
-
-	if (ix_lazy_foreach(o->ix, lazy_any, &any) < 0 || !any)
-		return NULL;
-	return ix_lazy_open(o->ix, NULL, &lz) == 0 ? lz : NULL;
-}
-
-/* 1 and *info if layer i of m is lazy, else 0. */
-static int lazy_layer(struct ix_lazy *lz, const st_id *layer, struct ix_lazy_info *info)
-{
-	return lz ? ix_lazy_layer_info(lz, layer, info) : 0;
-}
-
-static void lazy_sum_of(struct ix_lazy *lz, const struct st_manifest *m, struct lazy_sum *out)
-{
-	struct ix_lazy_info info;
-
-	memset(out, 0, sizeof(*out));
-	for (uint32_t i = 0; i < m->nlayers; i++) {
-		if (lazy_layer(lz, &m->layers[i].id, &info) != 1)
-			continue;
-		if (!out->layers++)
-			snprintf(out->origin, sizeof(out->origin), "%s", info.origin);
-		out->chunks += info.chunks;
-		out->present += info.present;
-	}
-}
-
-/* "lazy: 37 of 1,024 chunks present" */
-static void fmt_lazy(char *buf, size_t len, uint64_t present, uint64_t chunks)
-{
-	char a[32], b[32];
-
-	fmt_count(a, sizeof(a), present);
-	fmt_count(b, sizeof(b), chunks);
-	snprintf(buf, len, "lazy: %s of %s chunks present", a, b);
-}
-
 static json_t *id_json(const st_id *id)
 {
 	char hex[ST_ID_HEX_LEN + 1];
@@ -131,618 +39,35 @@ static json_t *id_json(const st_id *id)
 	return json_string(hex);
 }
 
-/* ------------------------------------------------------------------ init */
+/* ------------------------------------------------------------------ tags and ids */
 
-static void init_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] init [--sync full|none] [--shared GROUP]\n"
-		"\n"
-		"Create the store (blobs, staging area, LMDB index), readable by you only:\n"
-		"its layers are sandboxes' memory. Safe to run again on an existing store:\n"
-		"nothing changes.\n"
-		"\n"
-		"  --sync full      fsync every blob and index commit (default): survives power loss\n"
-		"  --sync none      no fsync: survives kill -9, not power loss\n"
-		"  --shared GROUP   members of GROUP (a name or gid you belong to) may read the\n"
-		"                   store and run its snapshots, not write it; nobody else may\n");
-}
-
-/* A group by name or number; false if there is no such group. */
-static bool group_parse(const char *arg, gid_t *out)
-{
-	struct group *g = getgrnam(arg);
-	char *end;
-	unsigned long v;
-
-	if (g) {
-		*out = g->gr_gid;
-		return true;
-	}
-	errno = 0;
-	v = strtoul(arg, &end, 10);
-	if (errno || end == arg || *end || arg[0] == '-' || v >= (unsigned long)(gid_t)-1 || !getgrgid((gid_t)v))
-		return false;
-	*out = (gid_t)v;
-	return true;
-}
-
-int cmd_init(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "sync", required_argument, NULL, 's' }, { "shared", required_argument, NULL, 'g' },
-		{ "help", no_argument, NULL, 'h' }, { 0 } };
-	struct st_store_opts so = { 0 };
-	const char *group = NULL;
-	struct open_store o;
-	int c, rc;
-
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			if (st_sync_parse(optarg, &so.sync) < 0) {
-				cli_err(cli, "init: --sync takes 'full' or 'none', not '%s'", optarg);
-				return CLI_USAGE;
-			}
-			break;
-		case 'g':
-			if (!group_parse(optarg, &so.group)) {
-				cli_err(cli, "init: --shared: no group '%s' on this machine", optarg);
-				return CLI_USAGE;
-			}
-			so.shared = true;
-			group = optarg;
-			break;
-		case 'h': init_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (optind != argc) {
-		cli_err(cli, "init: unexpected argument '%s'", argv[optind]);
-		return CLI_USAGE;
-	}
-	rc = cli_store_create(cli, &so);
-	if (rc < 0) {
-		if (rc == -EEXIST)
-			cli_err(cli, "store %s already exists and is not shared with group '%s': --shared makes a new "
-				"store (to share this one, see docs/security.md, \"Who can read a store\")", cli->store,
-				group);
-		else if (rc == -EPERM && group)
-			cli_err(cli, "cannot give store %s to group '%s': you are not a member of it", cli->store, group);
-		else if (rc == ST_ENOTSTORE)
-			cli_err(cli, "cannot create a store in %s: the directory is not empty and is not a strata store",
-				cli->store);
-		else
-			cli_err(cli, "cannot create store %s: %s", cli->store, cli_store_strerror(rc));
-		return CLI_FAIL;
-	}
-	if ((rc = open_store(cli, true, &o)) != CLI_OK)
-		return rc;
-	printf("store %s ready\n", st_store_path(o.s));
-	close_store(&o);
-	return CLI_OK;
-}
-
-/* ------------------------------------------------------------------ ls */
-
-struct tagged {
-	char *name;
-	st_id id;
-};
-
-struct taglist {
-	struct tagged *v;
-	size_t n, cap;
-};
-
+/* The index's tags into lists.c's list (ids in hex). */
 static int collect_tag(const char *name, const st_id *id, void *arg)
 {
-	struct taglist *l = arg;
+	char hex[ST_ID_HEX_LEN + 1];
 
-	if (ST_ARRAY_RESERVE(l->v, l->cap, l->n + 1) < 0)
-		return -ENOMEM;
-	if (!(l->v[l->n].name = strdup(name)))
-		return -ENOMEM;
-	l->v[l->n++].id = *id;
-	return 0;
-}
-
-static void taglist_free(struct taglist *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i].name);
-	free(l->v);
+	st_id_format(id, hex);
+	return cli_tags_collect_cb(arg, name, hex);
 }
 
 /* Tags naming id, joined with ','; "-" if none. */
-static void tags_of(const struct taglist *l, const st_id *id, char *buf, size_t len)
-{
-	size_t off = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < l->n; i++) {
-		if (!st_id_equal(&l->v[i].id, id))
-			continue;
-		/* Tag names are checked on the way in; escaped anyway, like every
-		 * name read from the index. */
-		int w = snprintf(buf + off, len - off, "%s%s", off ? "," : "", cli_esc(l->v[i].name));
-		if (w < 0 || (size_t)w >= len - off)
-			break;
-		off += (size_t)w;
-	}
-	if (!buf[0])
-		snprintf(buf, len, "-");
-}
-
-struct idlist {
-	st_id *v;
-	size_t n, cap;
-};
-
-static int collect_id(const st_id *id, void *arg)
-{
-	struct idlist *l = arg;
-
-	if (ST_ARRAY_RESERVE(l->v, l->cap, l->n + 1) < 0)
-		return -ENOMEM;
-	l->v[l->n++] = *id;
-	return 0;
-}
-
-/* The index ls lists, for where each snapshot came from (ix_snap_origin). */
-static struct ix *ls_index;
-
-/* "  from HOST/REPO" for a snapshot last pulled from or pushed to there, else "". */
-static void ls_origin(const st_id *id, char *buf, size_t len)
-{
-	char origin[IX_ORIGIN_MAX + 1];
-
-	buf[0] = '\0';
-	if (ls_index && ix_snap_origin(ls_index, id, origin, sizeof(origin)) == 0)
-		snprintf(buf, len, "  from %s", cli_esc(origin));
-}
-
-static void ls_row(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *tags, const st_id *id, int depth)
-{
-	struct ix_snap_info info;
-	struct st_manifest *m;
-	char hex[ST_ID_HEX_LEN + 1], phex[ST_ID_HEX_LEN + 1] = "-", mem[32], uniq[32];
-	char tagbuf[1024], lazy[112] = "", from[IX_ORIGIN_MAX * 4 + 8];
-
-	st_id_format(id, hex);
-	tags_of(tags, id, tagbuf, sizeof(tagbuf));
-	if (ix_snap_info(t, id, &info) < 0) {
-		printf("%-20s %s  (unreadable record)\n", tagbuf, hex);
-		return;
-	}
-	if (info.has_parent)
-		st_id_format(&info.parent, phex);
-	cli_fmt_size(mem, sizeof(mem), info.mem_size);
-	cli_fmt_size(uniq, sizeof(uniq), info.unique_bytes);
-	if (lz && ix_snap_get(t, id, &m) == 0) {
-		struct lazy_sum ls;
-		lazy_sum_of(lz, m, &ls);
-		if (ls.layers) {
-			char what[96];
-			fmt_lazy(what, sizeof(what), ls.present, ls.chunks);
-			snprintf(lazy, sizeof(lazy), depth < 0 ? "  %s" : ", %s", what);
-		}
-		st_manifest_free(m);
-	}
-	ls_origin(id, from, sizeof(from));
-	if (depth < 0)
-		printf("%-20s %-32s %-32s %10s %10s%s%s\n", tagbuf, hex, phex, mem, uniq, lazy, from);
-	else
-		printf("%*s%s %s  memory %s, unique %s%s%s\n", depth * 2, "", tagbuf, hex, mem, uniq, lazy, from);
-}
-
-/* ls --json: one object per snapshot (docs/cli.md). */
-static json_t *ls_json_row(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *tags, const st_id *id)
-{
-	struct ix_snap_info info;
-	struct st_manifest *m;
-	json_t *o = json_object(), *tarr = json_array();
-
-	for (size_t i = 0; i < tags->n; i++)
-		if (st_id_equal(&tags->v[i].id, id))
-			json_array_append_new(tarr, json_string(tags->v[i].name));
-	json_object_set_new(o, "id", id_json(id));
-	json_object_set_new(o, "tags", tarr);
-	if (ix_snap_info(t, id, &info) < 0) {
-		json_object_set_new(o, "error", json_string("unreadable record"));
-		return o;
-	}
-	json_object_set_new(o, "parent", info.has_parent ? id_json(&info.parent) : json_null());
-	json_object_set_new(o, "memory_bytes", json_integer((json_int_t)info.mem_size));
-	json_object_set_new(o, "unique_bytes", json_integer((json_int_t)info.unique_bytes));
-	json_t *lazy = json_null();
-	if (lz && ix_snap_get(t, id, &m) == 0) {
-		struct lazy_sum ls;
-		lazy_sum_of(lz, m, &ls);
-		if (ls.layers) {
-			json_decref(lazy);
-			lazy = json_pack("{sIsIsIss}", "layers", (json_int_t)ls.layers, "chunks", (json_int_t)ls.chunks,
-					 "present", (json_int_t)ls.present, "origin", ls.origin);
-		}
-		st_manifest_free(m);
-	}
-	json_object_set_new(o, "lazy", lazy);
-	char origin[IX_ORIGIN_MAX + 1];
-	json_object_set_new(o, "origin", ls_index && ix_snap_origin(ls_index, id, origin, sizeof(origin)) == 0
-						 ? json_string(origin) : json_null());
-	return o;
-}
-
-static int ls_tree(struct ix_txn *t, struct ix_lazy *lz, const struct taglist *tags, const st_id *id, int depth)
-{
-	struct idlist kids = { 0 };
-	int rc;
-
-	ls_row(t, lz, tags, id, depth);
-	if (depth > 1000)
-		return 0; /* a cycle cannot happen (ids are hashes), but never recurse unbounded */
-	if ((rc = ix_children_foreach(t, id, collect_id, &kids)) < 0)
-		goto out_free;
-	for (size_t i = 0; i < kids.n && rc >= 0; i++)
-		if (ix_snap_has(t, &kids.v[i]))
-			rc = ls_tree(t, lz, tags, &kids.v[i], depth + 1);
-out_free:
-	free(kids.v);
-	return rc;
-}
-
-static void ls_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] ls [--tree | --json]\n"
-		"\n"
-		"List snapshots: tag(s), id, parent id, guest memory size, and the bytes\n"
-		"unique to the snapshot (what 'strata rm' then 'strata gc' would free);\n"
-		"then a lazy snapshot's chunks present, and 'from HOST/REPO' for one last\n"
-		"pulled from or pushed to a registry.\n"
-		"\n"
-		"  --tree  show snapshots as a tree of parents and children\n"
-		"  --json  print a JSON array, one object per snapshot (docs/cli.md)\n");
-}
-
-int cmd_ls(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "tree", no_argument, NULL, 't' }, { "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' }, { 0 } };
-	struct taglist tags = { 0 };
-	struct idlist ids = { 0 };
-	struct open_store o;
-	struct ix_txn *t;
-	bool tree = false, json = false;
-	int c, rc;
-
-	while ((c = getopt_long(argc, argv, "th", opts, NULL)) != -1) {
-		switch (c) {
-		case 't': tree = true; break;
-		case 'j': json = true; break;
-		case 'h': ls_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (optind != argc) {
-		cli_err(cli, "ls: unexpected argument '%s'", argv[optind]);
-		return CLI_USAGE;
-	}
-	if (tree && json) {
-		cli_err(cli, "ls: --tree or --json, not both (each --json object names its parent)");
-		return CLI_USAGE;
-	}
-	if ((rc = open_store(cli, false, &o)) != CLI_OK)
-		return rc;
-	struct ix_lazy *lz = lazy_state(&o);
-	ls_index = o.ix;
-	if ((rc = ix_txn_begin(o.ix, &t)) < 0)
-		goto out_err;
-	if ((rc = ix_tag_foreach(t, collect_tag, &tags)) < 0 ||
-	    (rc = ix_snap_foreach(t, collect_id, &ids)) < 0)
-		goto out_end;
-	if (json) {
-		json_t *arr = json_array();
-		for (size_t i = 0; i < ids.n; i++)
-			json_array_append_new(arr, ls_json_row(t, lz, &tags, &ids.v[i]));
-		rc = cli_json_put(arr);
-	} else if (!tree) {
-		printf("%-20s %-32s %-32s %10s %10s\n", "TAG", "ID", "PARENT", "MEMORY", "UNIQUE");
-		for (size_t i = 0; i < ids.n; i++)
-			ls_row(t, lz, &tags, &ids.v[i], -1);
-	} else {
-		for (size_t i = 0; i < ids.n && rc >= 0; i++) {
-			struct ix_snap_info info;
-			/* Roots: no parent, or a parent no longer in the store. */
-			if (ix_snap_info(t, &ids.v[i], &info) < 0 ||
-			    !info.has_parent || !ix_snap_has(t, &info.parent))
-				rc = ls_tree(t, lz, &tags, &ids.v[i], 0);
-		}
-	}
-out_end:
-	ix_txn_end(t);
-out_err:
-	ix_lazy_close(lz);
-	taglist_free(&tags);
-	free(ids.v);
-	close_store(&o);
-	if (rc < 0) {
-		cli_err(cli, "cannot list store %s: %s", cli->store, cli_store_strerror(rc));
-		return CLI_FAIL;
-	}
-	return CLI_OK;
-}
-
-/* ------------------------------------------------------------------ show */
-
-static void show_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] show TAG|ID [--json]\n"
-		"\n"
-		"Describe a snapshot: id, tags, parent, memory, layers, ranges, labels.\n"
-		"\n"
-		"  --json  print one JSON object: id, tags, children, stored_bytes,\n"
-		"          unique_bytes and the whole manifest under \"manifest\"\n");
-}
-
-
-/* A snapshot's working-set record, as show reports it. */
-struct show_ws {
-	int rc;              /* 0: ws valid; IX_ENOTFOUND: none; else why it cannot be read */
-	struct st_ws *ws;
-	st_id blob;
-	char why[ST_WHY_LEN];
-};
-
-static json_t *ws_json(const struct show_ws *w, const struct ix_snap_info *info)
+static void tags_of(const struct cli_tags *l, const st_id *id, char *buf, size_t len)
 {
 	char hex[ST_ID_HEX_LEN + 1];
-	json_t *o;
 
-	if (w->rc == IX_ENOTFOUND)
-		return json_null();
-	o = json_object();
-	if (w->rc < 0) {
-		json_object_set_new(o, "error", json_string(w->why[0] ? w->why : ix_strerror(w->rc)));
-		return o;
-	}
-	st_id_format(&w->blob, hex);
-	json_object_set_new(o, "record", json_string(hex));
-	json_object_set_new(o, "pages", json_integer((json_int_t)w->ws->pages));
-	json_object_set_new(o, "bytes", json_integer((json_int_t)(w->ws->pages * ST_PAGE_SIZE)));
-	json_object_set_new(o, "runs", json_integer((json_int_t)w->ws->nruns));
-	json_object_set_new(o, "layers", json_integer((json_int_t)w->ws->nlayers));
-	json_object_set_new(o, "of_stored", json_real(info->stored_bytes ? (double)(w->ws->pages * ST_PAGE_SIZE) /
-									 (double)info->stored_bytes : 0.0));
-	return o;
-}
-
-static void ws_text(const struct show_ws *w, const struct st_manifest *m, const struct ix_snap_info *info)
-{
-	char hex[ST_ID_HEX_LEN + 1], a[32], b[32], c[32];
-
-	if (w->rc == IX_ENOTFOUND) {
-		printf("working set  none (strata run SNAPSHOT --call FN --record-working-set records one)\n");
-		return;
-	}
-	if (w->rc < 0) {
-		printf("working set  unreadable: %s\n", w->why[0] ? w->why : ix_strerror(w->rc));
-		return;
-	}
-	st_id_format(&w->blob, hex);
-	cli_fmt_size(a, sizeof(a), w->ws->pages * ST_PAGE_SIZE);
-	cli_fmt_size(b, sizeof(b), info->stored_bytes);
-	cli_fmt_size(c, sizeof(c), m->mem_size);
-	printf("working set  %s (%" PRIu64 " pages, %.1f%% of the %s stored, %.1f%% of %s memory) in %" PRIu64
-	       " runs over %" PRIu32 " layer(s), record %s\n",
-	       a, w->ws->pages, info->stored_bytes ? 100.0 * (double)(w->ws->pages * ST_PAGE_SIZE) / (double)info->stored_bytes : 0.0,
-	       b, m->mem_size ? 100.0 * (double)(w->ws->pages * ST_PAGE_SIZE) / (double)m->mem_size : 0.0, c,
-	       w->ws->nruns, w->ws->nlayers, hex);
-}
-
-/* null if no layer of m is lazy, else {"chunks", "present", "layers": [{"id",
- * "chunks", "present", "chunk_size", "origin"}...]} */
-static json_t *lazy_json(struct ix_lazy *lz, const struct st_manifest *m)
-{
-	struct ix_lazy_info info;
-	json_t *arr = json_array(), *o;
-	uint64_t chunks = 0, present = 0;
-
-	for (uint32_t i = 0; i < m->nlayers; i++) {
-		if (lazy_layer(lz, &m->layers[i].id, &info) != 1)
-			continue;
-		json_t *l = json_object();
-		json_object_set_new(l, "id", id_json(&m->layers[i].id));
-		json_object_set_new(l, "chunks", json_integer((json_int_t)info.chunks));
-		json_object_set_new(l, "present", json_integer((json_int_t)info.present));
-		json_object_set_new(l, "chunk_size", json_integer((json_int_t)info.chunk_size));
-		json_object_set_new(l, "origin", json_string(info.origin));
-		json_array_append_new(arr, l);
-		chunks += info.chunks;
-		present += info.present;
-	}
-	if (json_array_size(arr) == 0) {
-		json_decref(arr);
-		return json_null();
-	}
-	o = json_object();
-	json_object_set_new(o, "chunks", json_integer((json_int_t)chunks));
-	json_object_set_new(o, "present", json_integer((json_int_t)present));
-	json_object_set_new(o, "layers", arr);
-	return o;
-}
-
-static int show_json(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, const struct taglist *tags,
-		     const struct idlist *kids, const struct ix_snap_info *info, const struct show_ws *w)
-{
-	struct st_manifest *m;
-	const void *raw;
-	size_t len;
-	json_error_t jerr;
-	json_t *root = json_object(), *tarr = json_array(), *karr = json_array(), *man;
-	int rc = ix_snap_get_raw(t, id, &raw, &len);
-
-	if (rc < 0)
-		goto out_free;
-	man = json_loadb(raw, len, 0, &jerr);
-	if (!man) {
-		rc = IX_ECORRUPT;
-		goto out_free;
-	}
-	for (size_t i = 0; i < tags->n; i++)
-		if (st_id_equal(&tags->v[i].id, id))
-			json_array_append_new(tarr, json_string(tags->v[i].name));
-	for (size_t i = 0; i < kids->n; i++)
-		json_array_append_new(karr, id_json(&kids->v[i]));
-	json_object_set_new(root, "id", id_json(id));
-	json_object_set_new(root, "tags", tarr);
-	json_object_set_new(root, "children", karr);
-	json_object_set_new(root, "stored_bytes", json_integer((json_int_t)info->stored_bytes));
-	json_object_set_new(root, "unique_bytes", json_integer((json_int_t)info->unique_bytes));
-	json_object_set_new(root, "manifest", man);
-	json_object_set_new(root, "working_set", ws_json(w, info));
-	tarr = karr = NULL;
-	if ((rc = ix_snap_get(t, id, &m)) < 0)
-		goto out_free;
-	json_object_set_new(root, "lazy", lazy_json(lz, m));
-	st_manifest_free(m);
-	char *s = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
-	if (!s) {
-		rc = -ENOMEM;
-		goto out_free;
-	}
-	puts(s);
-	free(s);
-out_free:
-	json_decref(tarr);
-	json_decref(karr);
-	json_decref(root);
-	return rc;
-}
-
-static int show_text(struct ix_txn *t, struct ix_lazy *lz, const st_id *id, const struct taglist *tags,
-		     const struct idlist *kids, const struct ix_snap_info *info, const struct show_ws *w)
-{
-	struct ix_lazy_info li;
-	struct lazy_sum ls;
-	char lazy[96];
-	char hex[ST_ID_HEX_LEN + 1], buf[1024], a[32], b[32];
-	struct st_manifest *m;
-	int rc = ix_snap_get(t, id, &m);
-
-	if (rc < 0)
-		return rc;
 	st_id_format(id, hex);
-	printf("snapshot  %s\n", hex);
-	tags_of(tags, id, buf, sizeof(buf));
-	printf("tags      %s\n", buf);
-	if (m->has_parent) {
-		st_id_format(&m->parent, hex);
-		tags_of(tags, &m->parent, buf, sizeof(buf));
-		printf("parent    %s (%s%s)\n", hex, ix_snap_has(t, &m->parent) ? "" : "not in store, ",
-		       buf);
-	} else {
-		printf("parent    -\n");
-	}
-	printf("children  %zu\n", kids->n);
-	cli_fmt_size(a, sizeof(a), m->mem_size);
-	printf("memory    %s (%" PRIu64 " bytes)\n", a, m->mem_size);
-	fmt_time(buf, sizeof(buf), m->created);
-	printf("created   %s\n", buf);
-	printf("abi       %" PRIu32 "\n", m->abi_version);
-	cli_fmt_size(a, sizeof(a), info->stored_bytes);
-	cli_fmt_size(b, sizeof(b), info->unique_bytes);
-	printf("layers    %" PRIu32 " (%s, %s unique to this snapshot)\n", m->nlayers, a, b);
-	for (uint32_t i = 0; i < m->nlayers; i++) {
-		st_id_format(&m->layers[i].id, hex);
-		cli_fmt_size(a, sizeof(a), m->layers[i].pages * ST_PAGE_SIZE);
-		if (lazy_layer(lz, &m->layers[i].id, &li) == 1) {
-			fmt_lazy(lazy, sizeof(lazy), li.present, li.chunks);
-			printf("  %s %10" PRIu64 " pages %10s  %s\n", hex, m->layers[i].pages, a, lazy);
-		} else {
-			printf("  %s %10" PRIu64 " pages %10s\n", hex, m->layers[i].pages, a);
-		}
-	}
-	lazy_sum_of(lz, m, &ls);
-	if (ls.layers) {
-		fmt_lazy(lazy, sizeof(lazy), ls.present, ls.chunks);
-		printf("lazy      %" PRIu32 " layer(s) from %s, %s (the rest fetched on demand; 'strata pull' "
-		       "without --lazy fetches it all)\n", ls.layers, cli_esc(ls.origin), lazy + strlen("lazy: "));
-	}
-	uint64_t present = 0;
-	for (uint64_t i = 0; i < m->nranges; i++)
-		present += m->ranges[i].npages;
-	printf("ranges    %" PRIu64 " (%" PRIu64 " of %" PRIu64 " pages present, the rest read as zero)\n",
-	       m->nranges, present, m->mem_size / ST_PAGE_SIZE);
-	ws_text(w, m, info);
-	for (size_t i = 0; i < m->nlabels; i++)
-		printf("label     %s=%s\n", cli_esc(m->labels[i].key), cli_esc(m->labels[i].value));
-	st_manifest_free(m);
-	return 0;
+	cli_tags_of(l, hex, buf, len);
 }
 
-int cmd_show(struct cli *cli, int argc, char **argv)
+static json_t *tags_json(const struct cli_tags *l, const st_id *id)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' }, { 0 } };
-	struct taglist tags = { 0 };
-	struct idlist kids = { 0 };
-	struct ix_snap_info info;
-	struct open_store o;
-	struct ix_txn *t;
-	bool json = false;
-	st_id id;
-	int c, rc;
+	char hex[ST_ID_HEX_LEN + 1];
 
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j': json = true; break;
-		case 'h': show_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (argc - optind != 1) {
-		cli_err(cli, "show: expected one TAG or ID (see 'strata show --help')");
-		return CLI_USAGE;
-	}
-	const char *ref = argv[optind];
-	if ((rc = open_store(cli, false, &o)) != CLI_OK)
-		return rc;
-	if ((rc = ix_txn_begin(o.ix, &t)) < 0) {
-		cli_err(cli, "cannot read store %s: %s", cli->store, cli_store_strerror(rc));
-		close_store(&o);
-		return CLI_FAIL;
-	}
-	if ((rc = ix_resolve(t, ref, &id)) < 0) {
-		ix_txn_end(t);
-		close_store(&o);
-		return cli_ref_error(cli, ref, rc);
-	}
-	struct show_ws w = { 0 };
-	struct ix_lazy *lz = lazy_state(&o);
-	w.rc = ix_ws_load(o.ix, &id, &w.ws, &w.blob, w.why, sizeof(w.why));
-	if ((rc = ix_tag_foreach(t, collect_tag, &tags)) == 0 &&
-	    (rc = ix_children_foreach(t, &id, collect_id, &kids)) == 0 &&
-	    (rc = ix_snap_info(t, &id, &info)) == 0)
-		rc = json ? show_json(t, lz, &id, &tags, &kids, &info, &w) : show_text(t, lz, &id, &tags, &kids, &info, &w);
-	ix_txn_end(t);
-	ix_lazy_close(lz);
-	st_ws_free(w.ws);
-	taglist_free(&tags);
-	free(kids.v);
-	close_store(&o);
-	if (rc < 0) {
-		cli_err(cli, "cannot show snapshot '%s' in store %s: %s", ref, cli->store, cli_store_strerror(rc));
-		return CLI_FAIL;
-	}
-	return CLI_OK;
+	st_id_format(id, hex);
+	return cli_tags_json(l, hex);
 }
 
-/* ------------------------------------------------------------------ tag */
-
-/* ------------------------------------------------------------------ verify, fsck */
+/* ------------------------------------------------------------------ fsck */
 
 static const char *problem_word(enum ix_problem_kind k)
 {
@@ -764,7 +89,6 @@ static const char *problem_word(enum ix_problem_kind k)
 
 struct check_ctx {
 	struct cli *cli;
-	bool verify_only;
 	json_t *problems; /* --json: each problem is appended here, nothing printed */
 };
 
@@ -799,8 +123,6 @@ static int print_problem(const struct ix_problem *p, void *arg)
 	char hex[ST_ID_HEX_LEN + 1];
 	bool blob = problem_is_blob(p->kind);
 
-	if (c->verify_only && !p->error)
-		return 0;
 	if (c->problems)
 		return json_problem(p, c->problems);
 	st_id_format(&p->id, hex);
@@ -818,7 +140,7 @@ static int print_problem(const struct ix_problem *p, void *arg)
 }
 
 struct lacking_ctx {
-	struct taglist tags;
+	struct cli_tags tags;
 	uint64_t n;
 	json_t *json;
 };
@@ -829,10 +151,7 @@ static int print_lacking(const st_id *id, uint32_t missing, uint32_t nlayers, vo
 	char hex[ST_ID_HEX_LEN + 1], tags[512];
 
 	if (l->json) {
-		json_t *o = json_object(), *tarr = json_array();
-		for (size_t i = 0; i < l->tags.n; i++)
-			if (st_id_equal(&l->tags.v[i].id, id))
-				json_array_append_new(tarr, json_string(l->tags.v[i].name));
+		json_t *o = json_object(), *tarr = tags_json(&l->tags, id);
 		json_object_set_new(o, "id", id_json(id));
 		json_object_set_new(o, "tags", tarr);
 		json_object_set_new(o, "missing_layers", json_integer(missing));
@@ -861,7 +180,7 @@ static int report_lacking(struct cli *cli, struct open_store *o, json_t *json)
 	}
 	if (rc == 0)
 		rc = ix_snap_lacking_foreach(o->ix, print_lacking, &l);
-	taglist_free(&l.tags);
+	cli_tags_free(&l.tags);
 	if (rc < 0) {
 		cli_err(cli, "cannot list the snapshots lacking layers: %s", cli_store_strerror(rc));
 		return CLI_FAIL;
@@ -936,10 +255,10 @@ out_free:
 	return rc;
 }
 
-static int run_check(struct cli *cli, unsigned flags, bool verify_only, bool json)
+static int run_check(struct cli *cli, unsigned flags, bool json)
 {
-	json_t *problems = json ? json_array() : NULL, *exposed = json && !verify_only ? json_array() : NULL;
-	struct check_ctx cc = { .cli = cli, .verify_only = verify_only, .problems = problems };
+	json_t *problems = json ? json_array() : NULL, *exposed = json ? json_array() : NULL;
+	struct check_ctx cc = { .cli = cli, .problems = problems };
 	struct ix_fsck_stats st;
 	struct open_store o;
 	char sz[32];
@@ -953,7 +272,7 @@ static int run_check(struct cli *cli, unsigned flags, bool verify_only, bool jso
 	rc = ix_fsck(o.ix, flags, print_problem, &cc, &st);
 	/* Who can read it: a warning, not a problem (the store is consistent;
 	 * it is exposed). fsck --repair sets the modes. */
-	bool failed = rc >= 0 && !verify_only && cli_store_exposed(cli, o.s, 0, exposed) < 0;
+	bool failed = rc >= 0 && cli_store_exposed(cli, o.s, 0, exposed) < 0;
 	close_store(&o);
 	if (failed || rc < 0) {
 		if (rc < 0)
@@ -984,210 +303,6 @@ static int run_check(struct cli *cli, unsigned flags, bool verify_only, bool jso
 	       st.snapshots, st.blobs, lazy, sz, st.orphans, st.errors);
 	if (st.errors) {
 		cli_err(cli, "store %s has %" PRIu64 " problem(s) (listed above)", cli->store, st.errors);
-		return CLI_CORRUPT;
-	}
-	return CLI_OK;
-}
-
-static void verify_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] verify [--json] [TAG|ID|SNAPSHOT_DIR...]\n"
-		"\n"
-		"Without arguments: re-hash every layer blob a snapshot in the store\n"
-		"references and check it is present with the right size. With arguments:\n"
-		"only those snapshots' layers, or a snapshot directory (an export, a copy,\n"
-		"a mount's snapshots/NAME: its manifest is parsed strictly and every layer\n"
-		"file is hashed against its name). A lazy layer's present chunks are\n"
-		"re-hashed against its chunk index. Names each bad blob, chunk or file;\n"
-		"exit status 4 if any, 3 if a snapshot or directory does not exist.\n"
-		"\n"
-		"  --json  print one JSON object (docs/cli.md)\n");
-}
-
-struct vchunk {
-	const char *ref;
-	const char *hex;
-	const struct ix_lazy_check *chk;
-	json_t *probs;   /* --json: the target's problems */
-	uint64_t *bad;
-};
-
-/* A present chunk of a lazy layer that does not match its chunk index. */
-static int verify_bad_chunk(void *ctx, const struct ix_lazy_bad *b)
-{
-	struct vchunk *v = ctx;
-
-	(*v->bad)++;
-	if (v->probs)
-		return json_array_append_new(v->probs, json_pack("{sssssIsIsI}", "layer", v->hex, "problem", "bad chunk",
-								 "chunk", (json_int_t)b->chunk, "offset",
-								 (json_int_t)b->off, "length", (json_int_t)b->len)) < 0
-			       ? -ENOMEM : 0;
-	printf("%s: layer %s: chunk %" PRIu64 " (bytes %" PRIu64 "-%" PRIu64 ") does not match the layer's chunk "
-	       "index from %s: corrupt ('strata fsck --repair' marks it missing, to be fetched again)\n",
-	       cli_esc(v->ref), v->hex, b->chunk, b->off, b->off + b->len - 1, cli_esc(v->chk->origin));
-	return 0;
-}
-
-/* Verify one snapshot of the store: every layer present, right size, right
- * hash; a lazy layer is reported as lazy, with what of it is present, each
- * present chunk re-hashed against the layer's chunk index (it was checked
- * so when fetched; the whole layer is checked against its id when it is
- * complete). */
-static int verify_snapshot(struct cli *cli, struct open_store *o, const char *ref, uint64_t *bad, json_t *json)
-{
-	json_t *probs = json ? json_array() : NULL, *lazies = json ? json_array() : NULL;
-	struct st_manifest *m = NULL;
-	struct ix_lazy_info li;
-	struct ix_txn *t;
-	char hex[ST_ID_HEX_LEN + 1], lazy[96];
-	uint32_t nlazy = 0;
-	st_id id;
-	int rc;
-
-	if ((rc = ix_txn_begin(o->ix, &t)) < 0)
-		return cli_ref_error(cli, ref, rc);
-	rc = ix_resolve(t, ref, &id);
-	if (rc == 0)
-		rc = ix_snap_get(t, &id, &m);
-	ix_txn_end(t);
-	if (rc < 0) {
-		json_decref(probs);
-		json_decref(lazies);
-		return cli_ref_error(cli, ref, rc);
-	}
-	struct ix_lazy *lz = lazy_state(o);
-	for (uint32_t i = 0; i < m->nlayers; i++) {
-		uint64_t size = 0;
-		st_id_format(&m->layers[i].id, hex);
-		rc = st_blob_size(o->s, &m->layers[i].id, &size);
-		if (rc == -ENOENT && lazy_layer(lz, &m->layers[i].id, &li) == 1) {
-			struct ix_lazy_check chk = { 0 };
-			struct vchunk vc = { .ref = ref, .hex = hex, .chk = &chk, .probs = probs, .bad = bad };
-			nlazy++;
-			int crc = ix_lazy_check(o->ix, &m->layers[i].id, verify_bad_chunk, &vc, &chk);
-			if (crc < 0 && crc != IX_ENOTFOUND) {
-				const char *what = crc == -ENOENT ? "its lazy files are missing" : cli_store_strerror(crc);
-				(*bad)++;
-				if (json)
-					json_array_append_new(probs, json_pack("{ssss}", "layer", hex, "problem", what));
-				else
-					printf("%s: layer %s: lazy, and %s\n", cli_esc(ref), hex, what);
-				continue;
-			}
-			if (json) {
-				json_array_append_new(lazies, json_pack("{sssIsIsIsIssss}", "layer", hex, "chunks",
-									(json_int_t)li.chunks, "present",
-									(json_int_t)chk.present, "checked",
-									(json_int_t)chk.present, "bad", (json_int_t)chk.bad,
-									"origin", li.origin, "chunk_index",
-									chk.chunks_digest));
-				continue;
-			}
-			fmt_lazy(lazy, sizeof(lazy), chk.present, li.chunks);
-			printf("%s: layer %s: %s from %s, each re-hashed against the layer's chunk index (XXH3-128%s%s)%s\n",
-			       cli_esc(ref), hex, lazy, cli_esc(li.origin), chk.chunks_digest[0] ? ", " : "",
-			       chk.chunks_digest, chk.bad ? "" : ": all match");
-			continue;
-		}
-		if (rc == 0 && size != m->layers[i].pages * ST_PAGE_SIZE)
-			rc = ST_ELAYOUT;
-		if (rc == 0)
-			rc = st_blob_verify(o->s, &m->layers[i].id);
-		if (rc < 0) {
-			const char *what = rc == -ENOENT ? "missing" : rc == ST_ELAYOUT ? "wrong size" : st_strerror(rc);
-			(*bad)++;
-			if (json)
-				json_array_append_new(probs, json_pack("{ssss}", "layer", hex, "problem", what));
-			else
-				printf("%s: layer %s: %s\n", cli_esc(ref), hex, what);
-		}
-	}
-	ix_lazy_close(lz);
-	if (json) {
-		char idhex[ST_ID_HEX_LEN + 1];
-		st_id_format(&id, idhex);
-		json_array_append_new(json, json_pack("{sssssssIsoso}", "name", ref, "kind", "snapshot", "id", idhex,
-						      "layers", (json_int_t)m->nlayers, "lazy", lazies, "problems",
-						      probs));
-	} else if (nlazy)
-		printf("%s: %u layer(s) checked, %u of them lazy\n", cli_esc(ref), m->nlayers, nlazy);
-	else
-		printf("%s: %u layer(s) checked\n", cli_esc(ref), m->nlayers);
-	st_manifest_free(m);
-	return CLI_OK;
-}
-
-/* Verify a snapshot directory: strict manifest, every layer file's bytes. */
-static int verify_dir(struct cli *cli, const char *dir, uint64_t *bad, json_t *json)
-{
-	struct st_manifest *m = NULL;
-	char why[ST_WHY_LEN] = "";
-	int rc = st_snapdir_read(dir, &m, why, sizeof(why));
-
-	if (rc == -ENOENT && access(dir, F_OK) != 0) {
-		cli_err(cli, "verify: %s: %s", dir, strerror(ENOENT));
-		return CLI_NOTFOUND;
-	}
-	if (rc == 0)
-		rc = st_snapdir_verify(dir, m, why, sizeof(why));
-	if (json) {
-		json_t *probs = json_array();
-		if (rc < 0) {
-			(*bad)++;
-			json_array_append_new(probs, json_pack("{ss}", "problem", why[0] ? why : st_strerror(rc)));
-		}
-		json_array_append_new(json, json_pack("{sssssIso}", "name", dir, "kind", "directory", "layers",
-						      (json_int_t)(m ? m->nlayers : 0), "problems", probs));
-	} else if (rc < 0) {
-		(*bad)++;
-		printf("%s: %s\n", cli_esc(dir), cli_esc(why[0] ? why : st_strerror(rc)));
-	} else {
-		printf("%s: manifest and %u layer(s) verified\n", cli_esc(dir), m->nlayers);
-	}
-	st_manifest_free(m);
-	return CLI_OK;
-}
-
-int cmd_verify(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' }, { 0 } };
-	struct open_store o = { 0 };
-	uint64_t bad = 0;
-	bool json = false;
-	int c, status = CLI_OK;
-
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j': json = true; break;
-		case 'h': verify_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (optind == argc)
-		return run_check(cli, IX_FSCK_HASH, true, json);
-	json_t *targets = json ? json_array() : NULL;
-	for (int a = optind; a < argc && status == CLI_OK; a++) {
-		struct stat st;
-		if (strchr(argv[a], '/') || (stat(argv[a], &st) == 0 && S_ISDIR(st.st_mode))) {
-			status = verify_dir(cli, argv[a], &bad, targets);
-			continue;
-		}
-		if (!o.ix && (status = open_store(cli, false, &o)) != CLI_OK)
-			break;
-		status = verify_snapshot(cli, &o, argv[a], &bad, targets);
-	}
-	close_store(&o);
-	if (status != CLI_OK) {
-		json_decref(targets);
-		return status;
-	}
-	if (json && cli_json_put(json_pack("{sIso}", "errors", (json_int_t)bad, "targets", targets)) < 0)
-		return CLI_FAIL;
-	if (bad) {
-		cli_err(cli, "verify: %llu problem(s) found", (unsigned long long)bad);
 		return CLI_CORRUPT;
 	}
 	return CLI_OK;
@@ -1237,225 +352,7 @@ int cmd_fsck(struct cli *cli, int argc, char **argv)
 		cli_err(cli, "fsck: unexpected argument '%s'", argv[optind]);
 		return CLI_USAGE;
 	}
-	return repair ? run_repair(cli, flags, json) : run_check(cli, flags, false, json);
-}
-
-/* ------------------------------------------------------------------ export, import */
-
-static void export_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] export TAG|ID DIR\n"
-		"       strata [--store DIR] export --oci [--whole-configs] DIR [TAG|ID...]\n"
-		"\n"
-		"Write the snapshot as a snapshot directory DIR (DIR/manifest.json and\n"
-		"DIR/layers/<id>). DIR must not exist; it appears complete or not at all.\n"
-		"With --oci, write an OCI image layout holding each snapshot named (every\n"
-		"tagged one if none is) and its ancestors, one artifact per snapshot, tags\n"
-		"as ref names (docs/oci.md); 'strata import DIR' reads it back. A snapshot\n"
-		"stored as a delta of its parent is written as that delta, unless\n"
-		"--whole-configs: then every config is a full manifest, so a copy of one\n"
-		"tag alone (as skopeo makes) is still complete.\n");
-}
-
-/*
- * Before exporting snapshot ref: fetch what its lazy layers lack from the
- * registries they came from and publish them as ordinary blobs (the store
- * is reopened for writing, *o then being that). CLI_OK with nothing lazy
- * left; else reported, saying to pull it first.
- */
-static int export_lazy(struct cli *cli, struct open_store *o, const char *ref)
-{
-	struct st_manifest *m = NULL;
-	struct ix_lazy *lz;
-	struct lazy_sum ls;
-	struct ix_txn *t;
-	st_id id;
-	int rc;
-
-	if ((rc = ix_txn_begin(o->ix, &t)) < 0)
-		return cli_ref_error(cli, ref, rc);
-	if ((rc = ix_resolve(t, ref, &id)) == 0)
-		rc = ix_snap_get(t, &id, &m);
-	ix_txn_end(t);
-	if (rc < 0)
-		return cli_ref_error(cli, ref, rc);
-	lz = lazy_state(o);
-	lazy_sum_of(lz, m, &ls);
-	ix_lazy_close(lz);
-	if (!ls.layers) {
-		st_manifest_free(m);
-		return CLI_OK;
-	}
-	char lazy[96], why[ST_WHY_LEN * 2] = "";
-	fmt_lazy(lazy, sizeof(lazy), ls.present, ls.chunks);
-	fprintf(stderr, "strata: export: '%s' is %s; fetching the rest from %s\n", cli_esc(ref), lazy,
-		cli_esc(ls.origin));
-	close_store(o);
-	struct ix_lazy_opts lo = { .certs_d = cli_certs_d(), .auth = cli_registry_auth(), .log = cli_lazy_log, .log_ctx = cli };
-	if ((rc = open_store(cli, true, o)) != CLI_OK)
-		goto out_free;
-	if ((rc = ix_lazy_open(o->ix, &lo, &lz)) < 0) {
-		cli_err(cli, "export: %s", ix_lazy_strerror(rc));
-		rc = CLI_FAIL;
-		goto out_free;
-	}
-	for (uint32_t i = 0; i < m->nlayers && rc == 0; i++)
-		rc = ix_lazy_complete(lz, &m->layers[i].id, why, sizeof(why));
-	ix_lazy_close(lz);
-	if (rc < 0) {
-		cli_err(cli, "export: '%s' is lazy and its missing chunks could not be fetched: %s; pull it first "
-			"('strata pull' without --lazy, from %s)", ref, why[0] ? why : ix_lazy_strerror(rc), ls.origin);
-		rc = CLI_FAIL;
-	}
-out_free:
-	st_manifest_free(m);
-	return rc;
-}
-
-int cmd_export(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { "oci", no_argument, NULL, 'o' },
-					       { "whole-configs", no_argument, NULL, 'w' }, { 0 } };
-	struct open_store o;
-	bool oci = false, whole = false;
-	int c, rc;
-
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'h': export_usage(stdout); return CLI_OK;
-		case 'o': oci = true; break;
-		case 'w': whole = true; break;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (oci) {
-		if (argc - optind < 1)
-			return cli_oci_export(cli, 0, argv + optind, whole); /* which says what is missing */
-		if ((rc = open_store(cli, false, &o)) != CLI_OK)
-			return rc;
-		/* The snapshots named, else every tagged one (what the layout holds). */
-		struct taglist tags = { 0 };
-		struct ix_txn *t;
-		if (optind + 1 == argc && (rc = ix_txn_begin(o.ix, &t)) == 0) {
-			rc = ix_tag_foreach(t, collect_tag, &tags);
-			ix_txn_end(t);
-		}
-		if (rc < 0) {
-			cli_err(cli, "cannot list the tags of store %s: %s", cli->store, cli_store_strerror(rc));
-			rc = CLI_FAIL;
-		}
-		for (int i = optind + 1; i < argc && rc == CLI_OK; i++)
-			rc = export_lazy(cli, &o, argv[i]);
-		for (size_t i = 0; i < tags.n && rc == CLI_OK; i++)
-			rc = export_lazy(cli, &o, tags.v[i].name);
-		taglist_free(&tags);
-		close_store(&o);
-		return rc == CLI_OK ? cli_oci_export(cli, argc - optind, argv + optind, whole) : rc;
-	}
-	if (whole) {
-		cli_err(cli, "export: --whole-configs is an option of export --oci (a snapshot directory is always whole)");
-		return CLI_USAGE;
-	}
-	if (argc - optind != 2) {
-		cli_err(cli, "export: expected TAG|ID and DIR (see 'strata export --help')");
-		return CLI_USAGE;
-	}
-	const char *ref = argv[optind], *dir = argv[optind + 1];
-	if ((rc = open_store(cli, false, &o)) != CLI_OK)
-		return rc;
-	if ((rc = export_lazy(cli, &o, ref)) != CLI_OK) {
-		close_store(&o);
-		return rc;
-	}
-	rc = ix_export(o.ix, ref, dir);
-	close_store(&o);
-	if (rc == IX_ENOTFOUND || rc == ST_EBADNAME)
-		return cli_ref_error(cli, ref, rc);
-	if (rc == -EEXIST) {
-		cli_err(cli, "export: %s already exists (export writes a new directory)", dir);
-		return CLI_FAIL;
-	}
-	if (rc == -ENOENT) {
-		cli_err(cli, "export: %s: the parent directory does not exist, or a layer blob is missing from "
-			"the store (run 'strata verify')", dir);
-		return CLI_FAIL;
-	}
-	if (rc < 0) {
-		cli_err(cli, "export of '%s' to %s failed: %s", ref, dir, cli_store_strerror(rc));
-		return CLI_FAIL;
-	}
-	return CLI_OK;
-}
-
-static void import_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: strata [--store DIR] import DIR [--tag NAME] [--force]\n"
-		"\n"
-		"Import a snapshot directory (DIR/manifest.json and DIR/layers/<id>). The\n"
-		"manifest is validated and every layer re-hashed against its name; layers\n"
-		"already in the store are not stored twice. The snapshot appears whole or\n"
-		"not at all. Importing a snapshot already in the store checks DIR and\n"
-		"stores only the layers missing from the store (healing it, after\n"
-		"'strata fsck --repair'); otherwise changes nothing. Prints its id.\n"
-		"\n"
-		"  --tag NAME  tag the snapshot\n"
-		"  --force     move NAME if it already names another snapshot\n");
-}
-
-int cmd_import(struct cli *cli, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "tag", required_argument, NULL, 't' }, { "force", no_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' }, { 0 } };
-	struct ix_import_stats st;
-	struct open_store o;
-	const char *tag = NULL;
-	char why[ST_WHY_LEN] = "", hex[ST_ID_HEX_LEN + 1], sz[32];
-	unsigned flags = 0;
-	st_id id;
-	int c, rc;
-
-	while ((c = getopt_long(argc, argv, "t:fh", opts, NULL)) != -1) {
-		switch (c) {
-		case 't': tag = optarg; break;
-		case 'f': flags |= IX_TAG_FORCE; break;
-		case 'h': import_usage(stdout); return CLI_OK;
-		default: return cli_usage_hint(argv[0]);
-		}
-	}
-	if (argc - optind != 1) {
-		cli_err(cli, "import: expected one snapshot directory (see 'strata import --help')");
-		return CLI_USAGE;
-	}
-	const char *dir = argv[optind];
-	if (tag && !st_name_valid(tag))
-		return cli_bad_tag_name(cli, tag);
-	if (ix_oci_is_layout(dir))
-		return cli_oci_import(cli, dir, tag, flags);
-	if ((rc = cli_store_open_flags(cli, CLI_STORE_CREATE, &o.s, &o.ix)) != CLI_OK)
-		return rc;
-	rc = ix_import_dir(o.ix, dir, tag, flags, &id, &st, why, sizeof(why));
-	close_store(&o);
-	if (rc < 0) {
-		if (rc == IX_EEXIST)
-			cli_err(cli, "import: tag '%s' already names another snapshot (use --force to move it)", tag);
-		else if (why[0])
-			cli_err(cli, "import of %s rejected: %s: %s", dir, cli_store_strerror(rc), why);
-		else
-			cli_err(cli, "import of %s failed: %s", dir, cli_store_strerror(rc));
-		return rc == -ENOENT && !why[0] ? CLI_NOTFOUND : CLI_FAIL;
-	}
-	st_id_format(&id, hex);
-	cli_fmt_size(sz, sizeof(sz), st.bytes_added);
-	printf("%s\n", hex);
-	if (st.layers_healed)
-		fprintf(stderr, "healed %" PRIu32 " layer(s) of snapshot %s that were missing from the store (%s stored)\n",
-			st.layers_healed, hex, sz);
-	cli_info(cli, "%s: %" PRIu32 " layer(s), %" PRIu32 " new, %s added", st.existed ? "already present" : "imported",
-		 st.layers, st.layers_added, sz);
-	return CLI_OK;
+	return repair ? run_repair(cli, flags, json) : run_check(cli, flags, json);
 }
 
 /* ------------------------------------------------------------------ debug */

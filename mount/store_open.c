@@ -56,7 +56,7 @@ int cli_ref_error(const struct cli *cli, const char *ref, int rc)
 
 /* mkdir -p of dir's parents (mode 0755 less the umask; the store itself
  * is made by st_store_init, readable by its owner only). 0 or -errno. */
-static int make_parents(const char *dir)
+int cli_make_parents(const char *dir)
 {
 	char buf[PATH_MAX];
 	size_t len = strlen(dir);
@@ -84,7 +84,7 @@ static int make_parents(const char *dir)
 
 int cli_store_create(const struct cli *cli, const struct st_store_opts *so)
 {
-	int rc = make_parents(cli->store);
+	int rc = cli_make_parents(cli->store);
 
 	return rc < 0 ? rc : st_store_init(cli->store, so);
 }

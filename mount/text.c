@@ -160,3 +160,27 @@ void cli_fmt_size(char *buf, size_t len, uint64_t v)
 		snprintf(buf, len, d < 10 ? "%.1f %s" : "%.0f %s", d, unit[u]);
 }
 
+
+/* v with a comma between each three digits: 1,024. */
+static void fmt_count(char *buf, size_t len, uint64_t v)
+{
+	char raw[24];
+	int n = snprintf(raw, sizeof(raw), "%" PRIu64, v);
+	size_t o = 0;
+
+	for (int i = 0; i < n && o + 2 < len; i++) {
+		if (i && (n - i) % 3 == 0)
+			buf[o++] = ',';
+		buf[o++] = raw[i];
+	}
+	buf[o] = '\0';
+}
+
+void cli_fmt_lazy(char *buf, size_t len, uint64_t present, uint64_t chunks)
+{
+	char a[32], b[32];
+
+	fmt_count(a, sizeof(a), present);
+	fmt_count(b, sizeof(b), chunks);
+	snprintf(buf, len, "lazy: %s of %s chunks present", a, b);
+}

@@ -111,6 +111,10 @@ struct strata_store {
 	pthread_mutex_t gc_lock;      /* gc */
 	struct ix_gc_stats gc;        /* the last strata_store_gc's counts */
 	struct api_xfer xfer;         /* the last push's or pull's (gc_lock guards it too) */
+	uint64_t import[STRATA_STORE_INFO_IMPORT_LAYERS_HEALED - STRATA_STORE_INFO_IMPORT_OCI + 1];
+				      /* the last import's figures (gc_lock guards them too) */
+	uint64_t check[STRATA_STORE_INFO_CHECK_ERRORS - STRATA_STORE_INFO_CHECK_SNAPSHOTS + 1];
+				      /* the last check's figures (gc_lock guards them too) */
 	/* Lazy layers (a lazy pull's): mapped from a private mount served by
 	 * a helper process (fs/fs.h, fs_private_*), made at the first open of
 	 * a lazy snapshot and freed by strata_store_close. */
@@ -123,6 +127,11 @@ struct strata_store {
 	strata_registry lazy_reg;     /* its credentials callback, and user and pass borrowed from above */
 	struct ix_auth_provider lazy_auth;
 	struct ix_auth lazy_fn_auth;
+	/* What of its lazy layers is present, for strata_store_snapshot_info
+	 * (no fetch: no credentials): opened at the first question about a
+	 * store that records a lazy layer, under lazy_lock; then read from any
+	 * thread (ix_lazy_layer_info is thread-safe). */
+	struct ix_lazy *lazy_read;
 };
 
 
@@ -169,5 +178,18 @@ int api_sandbox_make(strata_host *h, const struct api_make *how, strata_sandbox 
  * lazy one) the store's private mount, started here. */
 int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m, st_id *id, vmm_layer_open_fn *open,
 		       void **open_ctx);
+/* strata_store_check, or strata_store_verify's (verify_cb: errors only). */
+int api_store_check(strata_store *st, unsigned flags, strata_check_fn cb, strata_problem_fn verify_cb, void *ctx);
+/* Resolve ref in a read transaction of its own, with strata_errmsg's
+ * words for a failure (STRATA_E_NOT_FOUND, _AMBIGUOUS, the index's). */
+int api_store_resolve(strata_store *st, const char *ref, st_id *id);
+/* Resolve ref and read its manifest into *m (the caller's); a failure
+ * says "WHAT REF: ..." (what: the call's name). */
+int api_store_snap_get(strata_store *st, const char *what, const char *ref, st_id *id, struct st_manifest **m);
+/* The store's read-only view of its lazy layers (no fetch: no
+ * credentials), opened at the first call that finds one recorded, kept
+ * until strata_store_close; NULL while it records none or if it cannot
+ * be had (nothing shows lazy then). */
+struct ix_lazy *api_store_lazy_read(strata_store *st);
 
 #endif

@@ -567,3 +567,74 @@ int strata_store_pull(strata_store *st, const strata_registry *reg, const char *
 		st_id_format(&sid, id);
 	return 0;
 }
+
+int strata_store_export_oci(strata_store *st, const strata_registry *reg, const char *dir, const char *const *refs,
+			    size_t nrefs)
+{
+	static const strata_registry defaults;
+	struct ix_oci_progress prog = { progress_trampoline, NULL };
+	struct xfer_figures f = { 0 };
+	char why[ST_WHY_LEN] = "";
+
+	if (!st || !dir || (nrefs && !refs))
+		return api_fail(-EINVAL, "export: the %s is NULL", !st ? "store" : !dir ? "directory" : "list of snapshots");
+	for (size_t i = 0; i < nrefs; i++)
+		if (!refs[i])
+			return api_fail(-EINVAL, "export: snapshot %zu of the list is NULL", i);
+	if (!reg)
+		reg = &defaults;
+	prog.ctx = (void *)reg;
+	int rc = ix_oci_export_opts(st->ix, nrefs ? refs : NULL, nrefs, dir, reg->whole_configs,
+				    reg->progress ? &prog : NULL, &f.oci, why, sizeof(why));
+	xfer_keep(st, &f);
+	if (rc == -EEXIST)
+		return api_fail(rc, "export: %s already exists (export writes a new directory)", dir);
+	if (rc < 0)
+		return xfer_fail(rc, "export of an OCI layout to", dir, why);
+	return 0;
+}
+
+/* A lazy layer's log line as reg's warning. */
+static void complete_log(void *ctx, const char *msg)
+{
+	const strata_registry *reg = ctx;
+
+	if (reg->warn)
+		reg->warn(reg->warn_ctx, msg);
+}
+
+int strata_store_complete(strata_store *st, const strata_registry *reg, const char *ref)
+{
+	static const strata_registry defaults;
+	struct st_manifest *m = NULL;
+	struct ix_lazy *lz;
+	char why[ST_WHY_LEN * 2] = "";
+	st_id id;
+	int rc;
+
+	if (!st)
+		return api_fail(-EINVAL, "complete: the store is NULL");
+	if (!reg)
+		reg = &defaults;
+	if ((rc = api_store_snap_get(st, "complete", ref, &id, &m)) < 0)
+		return rc;
+	struct ix_auth_provider creds;  /* alive until lz closes */
+	struct ix_auth fn_auth;
+	uint64_t deadline = reg->timeout_s ? ix_registry_now_ns() + (uint64_t)reg->timeout_s * 1000000000u : 0;
+	struct ix_lazy_opts o = { .cacert = reg->cacert, .certs_d = (const char *const *)reg->certs_d,
+				  .cert_dir = reg->cert_dir, .tls_noverify = reg->noverify,
+				  .auth = api_registry_auth(reg, &creds, &fn_auth), .deadline_ns = deadline,
+				  .log = complete_log, .log_ctx = (void *)reg };
+	if ((rc = ix_lazy_open(st->ix, &o, &lz)) < 0) {
+		st_manifest_free(m);
+		return api_fail(rc, "complete %s: %s", ref, st_strerror(rc));
+	}
+	for (uint32_t i = 0; i < m->nlayers && rc == 0; i++)
+		rc = ix_lazy_complete(lz, &m->layers[i].id, why, sizeof(why));
+	ix_lazy_close(lz);
+	st_manifest_free(m);
+	if (rc < 0)
+		return api_fail_why(rc, why, "complete %s: its missing chunks could not be fetched: %s", ref,
+				    why[0] ? why : st_strerror(rc));
+	return 0;
+}

@@ -1,5 +1,6 @@
-/* store.c: strata_store: a store and its index opened together, and the store-side calls a host program needs (resolve, list, tag, verify, gc). */
+/* store.c: strata_store: a store and its index opened together, and the store-side calls a host program needs (resolve, list, tag, verify, gc, import, export). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +43,50 @@ int strata_store_open(const char *path, unsigned flags, strata_store **out)
 	return 0;
 }
 
+int strata_store_create(const char *path, const struct strata_store_options *opts)
+{
+	struct strata_store_options o = { .size = sizeof(o) };
+	struct st_store_opts so = { 0 };
+	int rc;
+
+	if (!path)
+		return api_fail(-EINVAL, "store: the path is NULL");
+	if (opts) {
+		if (opts->size < offsetof(struct strata_store_options, group) + sizeof(opts->group))
+			return api_fail(-EINVAL, "store %s: options of %zu bytes (this version's are %zu)", path, opts->size,
+					sizeof(o));
+		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	}
+	if (o.sync != STRATA_SYNC_FULL && o.sync != STRATA_SYNC_NONE)
+		return api_fail(-EINVAL, "store %s: %d is not a STRATA_SYNC_* policy", path, o.sync);
+	so.sync = o.sync == STRATA_SYNC_NONE ? ST_SYNC_NONE : ST_SYNC_FULL;
+	so.shared = o.shared != 0;
+	so.group = (gid_t)o.group;
+	rc = st_store_init(path, &so);
+	if (rc == -EEXIST)
+		return api_fail(rc, "store %s already exists and is not shared with group %u", path, (unsigned)o.group);
+	if (rc == -EPERM)
+		return api_fail(rc, "store %s: cannot give it to group %u: the caller is not a member of it", path,
+				(unsigned)o.group);
+	if (rc == ST_ENOTSTORE)
+		return api_fail(rc, "store %s: the directory is not empty and is not a strata store", path);
+	if (rc < 0)
+		return api_fail(rc, "store %s: cannot create it: %s", path, st_strerror(rc));
+	return 0;
+}
+
+const char *strata_store_path(const strata_store *st)
+{
+	return st_store_path(st->st);
+}
+
 void strata_store_close(strata_store *st)
 {
 	if (!st)
 		return;
 	/* After its sandboxes (the rule): stops the lazy layers' helper. */
 	fs_private_free(st->lazy);
+	ix_lazy_close(st->lazy_read);
 	free(st->lazy_cacert);
 	free(st->lazy_user);
 	free(st->lazy_pass);
@@ -59,8 +98,7 @@ void strata_store_close(strata_store *st)
 	free(st);
 }
 
-/* Resolve ref in a read transaction of its own. */
-static int resolve(strata_store *st, const char *ref, st_id *id)
+int api_store_resolve(strata_store *st, const char *ref, st_id *id)
 {
 	struct ix_txn *t;
 	int rc;
@@ -79,6 +117,22 @@ static int resolve(strata_store *st, const char *ref, st_id *id)
 				ref);
 	if (rc < 0)
 		return api_fail(rc, "store %s: cannot look up '%s': %s", st_store_path(st->st), ref, st_strerror(rc));
+	return 0;
+}
+
+int api_store_snap_get(strata_store *st, const char *what, const char *ref, st_id *id, struct st_manifest **m)
+{
+	struct ix_txn *t;
+	int rc;
+
+	if ((rc = api_store_resolve(st, ref, id)) < 0)
+		return rc;
+	if ((rc = ix_txn_begin(st->ix, &t)) == 0) {
+		rc = ix_snap_get(t, id, m);
+		ix_txn_end(t);
+	}
+	if (rc < 0)
+		return api_fail(rc, "%s %s: %s", what, ref, st_strerror(rc));
 	return 0;
 }
 
@@ -157,7 +211,7 @@ int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m
 	st_id id;
 	int rc;
 
-	if ((rc = resolve(st, ref, &id)) < 0)
+	if ((rc = api_store_resolve(st, ref, &id)) < 0)
 		return rc;
 	if ((rc = ix_txn_begin(st->ix, &t)) < 0)
 		return api_fail(rc, "store %s: cannot read its index: %s", st_store_path(st->st), st_strerror(rc));
@@ -188,7 +242,7 @@ int api_store_manifest(strata_store *st, const char *ref, struct st_manifest **m
 int strata_store_resolve(strata_store *st, const char *ref, char id[STRATA_ID_LEN + 1])
 {
 	st_id sid;
-	int rc = resolve(st, ref, &sid);
+	int rc = api_store_resolve(st, ref, &sid);
 
 	if (rc == 0)
 		st_id_format(&sid, id);
@@ -260,7 +314,7 @@ int strata_store_tag(strata_store *st, const char *ref, const char *name, unsign
 		return api_fail(-EINVAL, "tag: unknown flags 0x%x", flags);
 	if (!name || !st_name_valid(name))
 		return api_fail(ST_EBADNAME, "tag: '%s' is not a valid tag name", name ? name : "NULL");
-	if ((rc = resolve(st, ref, &id)) < 0)
+	if ((rc = api_store_resolve(st, ref, &id)) < 0)
 		return rc;
 	rc = ix_tag_set(st->ix, name, &id, flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0);
 	if (rc == IX_EEXIST)
@@ -286,33 +340,9 @@ int strata_store_untag(strata_store *st, const char *name, unsigned flags)
 	return 0;
 }
 
-struct problems {
-	strata_problem_fn cb;
-	void *ctx;
-};
-
-static int problem(const struct ix_problem *p, void *ctx)
-{
-	struct problems *ps = ctx;
-	char hex[ST_ID_HEX_LEN + 1];
-
-	if (p->error && ps->cb) {
-		st_id_format(&p->id, hex);
-		ps->cb(ps->ctx, hex, p->detail ? p->detail : "");
-	}
-	return 0;
-}
-
 int strata_store_verify(strata_store *st, unsigned flags, strata_problem_fn cb, void *ctx)
 {
-	struct problems ps = { cb, ctx };
-
-	if (flags & ~(unsigned)STRATA_VERIFY_HASH)
-		return api_fail(-EINVAL, "verify: unknown flags 0x%x", flags);
-	int rc = ix_fsck(st->ix, flags & STRATA_VERIFY_HASH ? IX_FSCK_HASH : 0, problem, &ps, NULL);
-	if (rc < 0)
-		return api_fail(rc, "verify %s: %s", st_store_path(st->st), st_strerror(rc));
-	return rc;
+	return api_store_check(st, flags, NULL, cb, ctx);
 }
 
 int strata_store_gc(strata_store *st, unsigned grace_s, uint64_t *freed)
@@ -348,6 +378,18 @@ int strata_store_info(strata_store *st, int what, uint64_t *value)
 		if (what >= STRATA_STORE_INFO_XFER_SNAPSHOTS && what <= STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS) {
 			pthread_mutex_lock(&st->gc_lock);
 			v = st->xfer.v[what - STRATA_STORE_INFO_XFER_SNAPSHOTS];
+			pthread_mutex_unlock(&st->gc_lock);
+			break;
+		}
+		if (what >= STRATA_STORE_INFO_CHECK_SNAPSHOTS && what <= STRATA_STORE_INFO_CHECK_ERRORS) {
+			pthread_mutex_lock(&st->gc_lock);
+			v = st->check[what - STRATA_STORE_INFO_CHECK_SNAPSHOTS];
+			pthread_mutex_unlock(&st->gc_lock);
+			break;
+		}
+		if (what >= STRATA_STORE_INFO_IMPORT_OCI && what <= STRATA_STORE_INFO_IMPORT_LAYERS_HEALED) {
+			pthread_mutex_lock(&st->gc_lock);
+			v = st->import[what - STRATA_STORE_INFO_IMPORT_OCI];
 			pthread_mutex_unlock(&st->gc_lock);
 			break;
 		}
@@ -425,5 +467,79 @@ int strata_store_delete(strata_store *st, const char *id)
 		return api_fail(rc, "delete: no snapshot %s in store %s", id, st_store_path(st->st));
 	if (rc < 0)
 		return api_fail(rc, "delete %s: %s", id, st_strerror(rc));
+	return 0;
+}
+
+#define IMPORT(name) im[STRATA_STORE_INFO_IMPORT_##name - STRATA_STORE_INFO_IMPORT_OCI]
+
+int strata_store_import(strata_store *st, const char *dir, const char *tag, unsigned flags,
+			char id[STRATA_ID_LEN + 1])
+{
+	uint64_t im[sizeof(st->import) / sizeof(st->import[0])] = { 0 };
+	char why[ST_WHY_LEN] = "";
+	st_id sid;
+	int rc;
+
+	if (!dir)
+		return api_fail(-EINVAL, "import: the directory is NULL");
+	if (flags & ~(unsigned)STRATA_TAG_FORCE)
+		return api_fail(-EINVAL, "import: unknown flags 0x%x", flags);
+	if (tag && !st_name_valid(tag))
+		return api_fail(ST_EBADNAME, "import: '%s' is not a valid tag name", tag);
+	IMPORT(OCI) = ix_oci_is_layout(dir);
+	if (IMPORT(OCI)) {
+		struct ix_oci_stats os = { 0 };
+		rc = ix_oci_import(st->ix, dir, tag, flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0, NULL, &os, &sid, why,
+				   sizeof(why));
+		if (rc == 0) {
+			IMPORT(SNAPSHOTS) = os.snapshots;
+			IMPORT(BLOBS_ADDED) = os.blobs_moved;
+			IMPORT(BLOBS_PRESENT) = os.blobs_skipped;
+			IMPORT(BYTES_ADDED) = os.bytes_moved;
+		}
+	} else {
+		struct ix_import_stats is = { 0 };
+		rc = ix_import_dir(st->ix, dir, tag, flags & STRATA_TAG_FORCE ? IX_TAG_FORCE : 0, &sid, &is, why,
+				   sizeof(why));
+		if (rc == 0) {
+			IMPORT(SNAPSHOTS) = 1;
+			IMPORT(LAYERS) = is.layers;
+			IMPORT(BLOBS_ADDED) = is.layers_added;
+			IMPORT(BLOBS_PRESENT) = is.layers - is.layers_added;
+			IMPORT(BYTES_ADDED) = is.bytes_added;
+			IMPORT(EXISTED) = is.existed;
+			IMPORT(LAYERS_HEALED) = is.layers_healed;
+		}
+	}
+	pthread_mutex_lock(&st->gc_lock);
+	memcpy(st->import, im, sizeof(im));
+	pthread_mutex_unlock(&st->gc_lock);
+	if (rc == IX_EEXIST)
+		return api_fail(rc, "import: tag '%s' already names another snapshot (STRATA_TAG_FORCE moves it)", tag);
+	if (rc < 0)
+		return api_fail_why(rc, why, "import of %s %s: %s", IMPORT(OCI) ? "OCI layout" : "snapshot directory",
+				    dir, why[0] ? why : st_strerror(rc));
+	if (id)
+		st_id_format(&sid, id);
+	return 0;
+}
+
+int strata_store_export(strata_store *st, const char *ref, const char *dir)
+{
+	st_id id;
+	int rc;
+
+	if (!dir)
+		return api_fail(-EINVAL, "export: the directory is NULL");
+	if ((rc = api_store_resolve(st, ref, &id)) < 0)
+		return rc;
+	rc = ix_export(st->ix, ref, dir);
+	if (rc == -EEXIST)
+		return api_fail(rc, "export: %s already exists (export writes a new directory)", dir);
+	if (rc == -ENOENT)
+		return api_fail(rc, "export: %s: the parent directory does not exist, or a layer blob is missing from "
+				"store %s", dir, st_store_path(st->st));
+	if (rc < 0)
+		return api_fail(rc, "export of '%s' to %s: %s", ref, dir, st_strerror(rc));
 	return 0;
 }

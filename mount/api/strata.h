@@ -152,8 +152,9 @@ const char *strata_errmsg(void);
  * side that gave it (the registry's answer, the check that refused a
  * blob), without the call's own context: the part of strata_errmsg after
  * what was being done. Empty if the failure had none beyond its code
- * (then strata_strerror names it). Set by strata_store_push and
- * strata_store_pull; any other failing call empties it. Never NULL. */
+ * (then strata_strerror names it). Set by strata_store_push,
+ * strata_store_pull, strata_store_import, strata_store_export_oci and
+ * strata_store_complete; any other failing call empties it. Never NULL. */
 const char *strata_errdetail(void);
 
 /* ==== values ==== */
@@ -574,6 +575,34 @@ enum {
  * STRATA_E_VERSION, STRATA_E_INDEX_VERSION, -EACCES, -ENOMEM; *out untouched.
  */
 int strata_store_open(const char *path, unsigned flags, strata_store **out);
+/* How strata_store_create makes a store. Zeroed, with size set, is the
+ * default; later versions may add fields at the end (the library reads
+ * the first size bytes, the rest as zero). */
+enum {
+	STRATA_SYNC_FULL = 0, /* fsync every blob and index commit: survives power loss (the default) */
+	STRATA_SYNC_NONE = 1, /* no fsync: survives a crash of the program, not of the machine */
+};
+struct strata_store_options {
+	size_t size;      /* sizeof(struct strata_store_options) of the caller */
+	int sync;         /* STRATA_SYNC_*, recorded in the store: every open of it keeps it */
+	int shared;       /* 1: members of `group` may read the store and run its snapshots, not write it */
+	uint32_t group;   /* that group's gid (the caller must be in it, or root) */
+};
+/*
+ * Make a store at `path` (created if missing; its parent must exist) with
+ * opts (NULL: the defaults), private to its owner unless shared. An
+ * existing store is left as it is (its sync policy and modes unchanged).
+ * Errors: STRATA_E_NOT_STORE (a directory neither empty nor a store),
+ * -EEXIST (opts->shared, and the existing store is not shared with that
+ * group), -EPERM (the caller is not in opts->group), -EINVAL (an
+ * unknown sync policy, or size too small), STRATA_E_VERSION,
+ * STRATA_E_FORMAT, STRATA_E_READ_ONLY, -ENOSPC, -EIO: what it made is
+ * removed again. Open it with strata_store_open.
+ */
+int strata_store_create(const char *path, const struct strata_store_options *opts);
+/* The store's directory as an absolute path, as long as st is open.
+ * Never fails. */
+const char *strata_store_path(const strata_store *st);
 /* Close; accepts NULL. Needs every sandbox and pool opened from it, and
  * every sandbox captured into it, freed. */
 void strata_store_close(strata_store *st);
@@ -598,6 +627,79 @@ typedef int (*strata_tag_fn)(void *ctx, const char *name, const char *id);
 int strata_store_snapshots(strata_store *st, strata_snapshot_fn cb, void *ctx);
 /* Every tag of the store, in name order: the count seen, as above. */
 int strata_store_tags(strata_store *st, strata_tag_fn cb, void *ctx);
+/* What strata_store_snapshot_info reports of one snapshot. */
+enum {
+	STRATA_SNAPSHOT_MEMORY = 1,       /* its guest memory, in bytes */
+	STRATA_SNAPSHOT_STORED = 2,       /* the bytes of its layers */
+	STRATA_SNAPSHOT_UNIQUE = 3,       /* ...of those no other snapshot uses (what delete then gc frees) */
+	STRATA_SNAPSHOT_CREATED = 4,      /* when it was captured, ns since the epoch (0: unknown) */
+	STRATA_SNAPSHOT_LAYERS = 5,       /* its layers */
+	STRATA_SNAPSHOT_HAS_PARENT = 6,   /* 1 if it was made from another snapshot (strata_store_parent) */
+	STRATA_SNAPSHOT_LAZY_LAYERS = 7,  /* its layers a lazy pull recorded and nothing has completed yet */
+	STRATA_SNAPSHOT_LAZY_CHUNKS = 8,  /* ...the chunks they are cut into */
+	STRATA_SNAPSHOT_LAZY_PRESENT = 9, /* ...of those, the chunks the store holds */
+	STRATA_SNAPSHOT_ABI = 10,         /* the guest ABI version it was captured with (0: none) */
+	STRATA_SNAPSHOT_RANGES = 11,      /* runs of guest pages its layers hold */
+	STRATA_SNAPSHOT_PAGES_PRESENT = 12, /* ...their pages (the others read as zero) */
+	STRATA_SNAPSHOT_MANIFEST_BYTES = 13, /* its manifest's length (strata_store_manifest) */
+	/* its working-set record (strata_sandbox_record_working_set):
+	 * STRATA_E_NOT_FOUND if it has none */
+	STRATA_SNAPSHOT_WS_PAGES = 14,    /* snapshot pages in the record */
+	STRATA_SNAPSHOT_WS_RUNS = 15,     /* runs of consecutive pages */
+	STRATA_SNAPSHOT_WS_LAYERS = 16,   /* layers they are in */
+};
+/* One figure of snapshot ref (a tag, an id, a unique prefix) into *value.
+ * Reads the index only (no layer byte; the manifest for the _LAZY_ ones).
+ * STRATA_E_NOT_FOUND, STRATA_E_AMBIGUOUS, STRATA_E_INDEX_CORRUPT (its
+ * record cannot be read), -EINVAL for a `what` this version does not
+ * know: *value untouched. */
+int strata_store_snapshot_info(strata_store *st, const char *ref, int what, uint64_t *value);
+/* Snapshot ref's manifest (docs/formats.md: canonical JSON, as its
+ * manifest.json holds it without the last newline) into buf, NUL-
+ * terminated: its length, or -ERANGE if len does not hold it and the NUL
+ * (STRATA_SNAPSHOT_MANIFEST_BYTES + 1 do), STRATA_E_NOT_FOUND, ... */
+int strata_store_manifest(strata_store *st, const char *ref, char *buf, size_t len);
+/* One layer of a snapshot, for strata_store_layers. Made by the library,
+ * valid during the callback only; later versions may add fields at the end. */
+struct strata_layer {
+	size_t size;          /* sizeof(struct strata_layer) of the library */
+	const char *id;       /* 32 hex digits */
+	uint64_t pages;       /* its 4 KiB pages */
+	int lazy;             /* 1: a lazy pull's, not complete: the figures below */
+	uint64_t chunks, present; /* its chunks, and those the store holds */
+	uint32_t chunk_size;
+	const char *origin;   /* the registry repository it is fetched from */
+};
+typedef int (*strata_layer_fn)(void *ctx, const struct strata_layer *l);
+/* Every layer of snapshot ref, in its manifest's order: the count, cb's
+ * non-zero return (which stops the walk), or an error as
+ * strata_store_snapshot_info's. */
+int strata_store_layers(strata_store *st, const char *ref, strata_layer_fn cb, void *ctx);
+/* Every label (KEY=VALUE given at capture) of snapshot ref, in its
+ * manifest's order, as strata_store_layers. Values are UTF-8 from the
+ * snapshot: escape them before a terminal sees them. */
+typedef int (*strata_label_fn)(void *ctx, const char *key, const char *value);
+int strata_store_labels(strata_store *st, const char *ref, strata_label_fn cb, void *ctx);
+/* The id of snapshot ref's working-set record into record: 0,
+ * STRATA_E_NOT_FOUND (no record), or why the record cannot be read
+ * (STRATA_E_CORRUPT, STRATA_E_FORMAT, -ENOENT: its blob is gone;
+ * strata_errdetail says which). */
+int strata_store_working_set(strata_store *st, const char *ref, char record[STRATA_ID_LEN + 1]);
+/* The id of the snapshot ref was made from into id: STRATA_E_NOT_FOUND
+ * (strata_errmsg saying which) if ref names none or has no parent
+ * (STRATA_SNAPSHOT_HAS_PARENT 0); the parent itself may be gone from the
+ * store since (strata_store_resolve of its id says). */
+int strata_store_parent(strata_store *st, const char *ref, char id[STRATA_ID_LEN + 1]);
+/* Every snapshot made from ref, in id order, as strata_store_snapshots
+ * (the count seen, cb's non-zero return, or an error such as
+ * STRATA_E_NOT_FOUND for ref). */
+int strata_store_children(strata_store *st, const char *ref, strata_snapshot_fn cb, void *ctx);
+/* The registry repository ("host[:port]/name/space", a NUL) the first lazy
+ * layer of snapshot ref is fetched from into buf (len bytes;
+ * STRATA_ORIGIN_LEN + 1 hold any). STRATA_E_NOT_FOUND if ref names no
+ * snapshot or one with no lazy layer (STRATA_SNAPSHOT_LAZY_LAYERS 0);
+ * -ERANGE if len is too small. */
+int strata_store_lazy_origin(strata_store *st, const char *ref, char *buf, size_t len);
 /* Point tag `name` at snapshot ref. STRATA_E_NOT_FOUND, STRATA_E_EXISTS
  * (name names another snapshot, without STRATA_TAG_FORCE),
  * STRATA_E_BAD_NAME, STRATA_E_READ_ONLY: the tag is as it was. */
@@ -655,6 +757,24 @@ enum {
 	STRATA_STORE_INFO_XFER_PREFETCH_REQUESTS = 28, /* ...of Range requests */
 	STRATA_STORE_INFO_XFER_PREFETCH_BYTES = 29,    /* ...bringing these chunk bytes */
 	STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS = 30, /* full pull: Range requests completing lazy layers */
+	/* the store's last strata_store_import (0 before one; a failed one's
+	 * figures are 0 but for _IMPORT_OCI) */
+	STRATA_STORE_INFO_IMPORT_OCI = 31,          /* 1: it read an OCI image layout; 0: a snapshot directory */
+	STRATA_STORE_INFO_IMPORT_SNAPSHOTS = 32,    /* snapshots it holds (1 for a directory; the chain for a layout) */
+	STRATA_STORE_INFO_IMPORT_LAYERS = 33,       /* a directory: the layers its manifest lists */
+	STRATA_STORE_INFO_IMPORT_BLOBS_ADDED = 34,  /* blobs that were not in the store (a directory: layers) */
+	STRATA_STORE_INFO_IMPORT_BLOBS_PRESENT = 35, /* blobs the store had already */
+	STRATA_STORE_INFO_IMPORT_BYTES_ADDED = 36,  /* bytes newly stored */
+	STRATA_STORE_INFO_IMPORT_EXISTED = 37,      /* a directory: 1 if its snapshot was in the store already */
+	STRATA_STORE_INFO_IMPORT_LAYERS_HEALED = 38, /* ...and these of its layers' blobs were missing: stored from it */
+	/* the store's last strata_store_check or strata_store_verify (0 before one) */
+	STRATA_STORE_INFO_CHECK_SNAPSHOTS = 39,     /* snapshot records read */
+	STRATA_STORE_INFO_CHECK_BLOBS = 40,         /* blobs they reference */
+	STRATA_STORE_INFO_CHECK_BYTES_HASHED = 41,  /* STRATA_VERIFY_HASH: bytes re-hashed */
+	STRATA_STORE_INFO_CHECK_ORPHANS = 42,       /* blobs no snapshot references (not errors) */
+	STRATA_STORE_INFO_CHECK_LAZY = 43,          /* referenced layers that are lazy (not errors) */
+	STRATA_STORE_INFO_CHECK_LAZY_CHUNKS = 44,   /* STRATA_VERIFY_HASH: their present chunks re-hashed */
+	STRATA_STORE_INFO_CHECK_ERRORS = 45,        /* errors found */
 };
 /* One figure of the store into *value (the transfer figures are the last
  * push's or pull's on st from any thread). -EINVAL for a `what` this version
@@ -670,6 +790,154 @@ typedef void (*strata_problem_fn)(void *ctx, const char *id, const char *what);
  * errors), or a negative code if the check could not run. Changes nothing.
  */
 int strata_store_verify(strata_store *st, unsigned flags, strata_problem_fn cb, void *ctx);
+/*
+ * Import `dir` into st: a snapshot directory (DIR/manifest.json and
+ * DIR/layers/<id>, as strata_store_export writes it or a mount's
+ * snapshots/NAME) or an OCI image layout (a strata export --oci: its last
+ * snapshot and the chain of its parents). The manifest is parsed strictly
+ * and every layer re-hashed against its name as it is stored; layers st
+ * has already are not stored twice. The snapshot appears whole or not at
+ * all, tagged `tag` (NULL: untagged; flags: STRATA_TAG_FORCE moves a tag
+ * naming another snapshot). Importing a snapshot st holds already checks
+ * dir and stores only the layers st lacks (healing it). id (may be NULL)
+ * gets its id; strata_store_info's STRATA_STORE_INFO_IMPORT_* say what
+ * was done. Errors: -ENOENT (no such directory, no manifest.json, a
+ * missing layer file), STRATA_E_FORMAT, STRATA_E_VERSION, STRATA_E_LAYOUT
+ * (a layer of the wrong size), STRATA_E_CORRUPT (bytes that do not hash to
+ * their name), STRATA_E_EXISTS, STRATA_E_BAD_NAME, STRATA_E_READ_ONLY,
+ * -ENOSPC, -EIO: nothing is committed and the blobs it stored are removed
+ * (the layers it healed stay); strata_errdetail says which file and rule.
+ */
+int strata_store_import(strata_store *st, const char *dir, const char *tag, unsigned flags,
+			char id[STRATA_ID_LEN + 1]);
+/*
+ * Write snapshot ref of st as a snapshot directory `dir` (dir/manifest.json
+ * and dir/layers/<id>, what strata_store_import and
+ * strata_sandbox_open_dir read). dir must not exist; it is written beside
+ * itself and renamed, so it appears whole or not at all. A lazy snapshot's
+ * layers must be complete first (strata_store_complete). Errors:
+ * STRATA_E_NOT_FOUND, STRATA_E_AMBIGUOUS, STRATA_E_BAD_NAME, -EEXIST (dir
+ * exists), -ENOENT (dir's parent is missing, or a layer blob is missing
+ * from st), -ENOSPC, -EIO: nothing is left at dir.
+ */
+int strata_store_export(strata_store *st, const char *ref, const char *dir);
+/*
+ * Write an OCI image layout at `dir` (must not exist; built beside it and
+ * renamed): each of the nrefs snapshots refs names (nrefs 0: every tagged
+ * one) with its ancestors, one artifact per snapshot, tags as ref names;
+ * strata_store_import reads it back. With reg's settings (NULL: the
+ * defaults): its progress callback sees each blob, and
+ * strata_registry_set_whole_configs makes every config a full manifest
+ * instead of the delta a snapshot may be stored as. strata_store_info's
+ * STRATA_STORE_INFO_XFER_SNAPSHOTS, _BLOBS_MOVED, _BYTES_MOVED and
+ * _BYTES_SHA256 say what was written. st is written to (the sha256 table
+ * it keeps), so it must not be read-only. Errors: -EEXIST,
+ * STRATA_E_NOT_FOUND (a ref names no snapshot), STRATA_E_MISSING,
+ * STRATA_E_READ_ONLY, -ENOSPC, -EIO, -ENOMEM (strata_errdetail says
+ * which): dir does not appear.
+ */
+int strata_store_export_oci(strata_store *st, const strata_registry *reg, const char *dir, const char *const *refs,
+			    size_t nrefs);
+/*
+ * Fetch what snapshot ref's lazy layers (a lazy pull's) lack from the
+ * registries each came from, with reg's settings (NULL: the defaults;
+ * its credentials, certificates, timeout, and its warning callback for
+ * each refused chunk, failed fetch or completed layer), check each whole
+ * layer against its id and keep it as an ordinary blob: after it the
+ * snapshot needs no registry (STRATA_SNAPSHOT_LAZY_LAYERS is 0). 0 at
+ * once for a snapshot with no lazy layer. Errors: STRATA_E_NOT_FOUND,
+ * STRATA_E_LAZY_OFFLINE, STRATA_E_LAZY_BAD_CHUNK, STRATA_E_AUTH,
+ * STRATA_E_CORRUPT, STRATA_E_READ_ONLY, -errno (strata_errdetail says
+ * why); the layers completed before the failure stay complete, the
+ * chunks fetched stay.
+ */
+int strata_store_complete(strata_store *st, const strata_registry *reg, const char *ref);
+/* What a problem strata_store_check reports is about (strata_problem.kind). */
+enum {
+	STRATA_PROBLEM_MISSING = 1,     /* a referenced blob file does not exist */
+	STRATA_PROBLEM_SIZE = 2,        /* a blob file's size differs from its record */
+	STRATA_PROBLEM_CORRUPT = 3,     /* a blob's bytes do not hash to its name */
+	STRATA_PROBLEM_REFCOUNT = 4,    /* a blob's reference count differs from the snapshots' */
+	STRATA_PROBLEM_SNAPSHOT = 5,    /* a snapshot record is unreadable or not named by its hash */
+	STRATA_PROBLEM_TAG = 6,         /* a tag names a snapshot that does not exist */
+	STRATA_PROBLEM_CHILDREN = 7,    /* the children lists disagree with the parents */
+	STRATA_PROBLEM_ORPHAN = 8,      /* a blob no snapshot references (a note: gc frees it) */
+	STRATA_PROBLEM_WORKING_SET = 9, /* a working-set link names a snapshot that does not exist */
+	STRATA_PROBLEM_LAZY = 10,       /* a lazy layer (a note): its chunks checked against its chunk index only */
+	STRATA_PROBLEM_CHUNK = 11,      /* a present chunk of a lazy layer does not match its chunk index */
+};
+/* One problem strata_store_check found. Made by the library, valid during
+ * the callback only; later versions may add fields at the end (size says
+ * how many bytes of it there are). */
+struct strata_problem {
+	size_t size;        /* sizeof(struct strata_problem) of the library */
+	int kind;           /* STRATA_PROBLEM_* (a later version may add kinds) */
+	int error;          /* 1: an error; 0: a note (an orphan blob, a lazy layer) */
+	const char *id;     /* the blob, layer or snapshot, 32 hex digits */
+	const char *detail; /* plain words, e.g. "refcount 2, referenced by 1 snapshot" */
+	const char *tag;    /* STRATA_PROBLEM_TAG: the tag; else NULL */
+};
+/* Called for each problem, errors and notes; a non-zero return stops the
+ * check and is returned. */
+typedef int (*strata_check_fn)(void *ctx, const struct strata_problem *p);
+/*
+ * strata_store_verify with every problem, notes included, in full: the
+ * index's records readable, every layer a snapshot needs present with its
+ * size (and, with STRATA_VERIFY_HASH, its hash; a lazy layer's present
+ * chunks against its chunk index), reference counts, children lists and
+ * tags consistent; strata_store_info's STRATA_STORE_INFO_CHECK_* count
+ * what was read. Returns the number of errors (0: consistent), cb's
+ * non-zero return, or a negative code if the check could not run
+ * (-ENOMEM, STRATA_E_INDEX_BUSY, -errno reading blobs). Changes nothing.
+ */
+int strata_store_check(strata_store *st, unsigned flags, strata_check_fn cb, void *ctx);
+
+/* What a strata_layer_check event reports (its kind). */
+enum {
+	STRATA_LAYER_CHECKED = 1,   /* a layer was checked: status says how it is */
+	STRATA_LAYER_BAD_CHUNK = 2, /* a present chunk of a lazy layer does not match its chunk index */
+};
+/* One event of strata_store_verify_snapshot. Made by the library, valid
+ * during the callback only; later versions may add fields at the end. */
+struct strata_layer_check {
+	size_t size;            /* sizeof(struct strata_layer_check) of the library */
+	int kind;               /* STRATA_LAYER_* */
+	const char *layer;      /* its id, 32 hex digits */
+	/* STRATA_LAYER_CHECKED: 0 sound; -ENOENT missing (a lazy layer: its
+	 * lazy files are); STRATA_E_LAYOUT wrong size; STRATA_E_CORRUPT its
+	 * bytes do not hash to its id; another code if it could not be read */
+	int status;
+	int lazy;               /* 1: a lazy layer: only its present chunks are checked, against its chunk index */
+	uint64_t chunks;        /* lazy: its chunks */
+	uint64_t present;       /* lazy: those in the store, each re-hashed */
+	uint64_t bad;           /* lazy: of them, those that do not match (each a BAD_CHUNK event first) */
+	const char *origin;     /* lazy: the registry repository it is fetched from ("host[:port]/repo") */
+	const char *source;     /* lazy: the same as its record keeps it ("http://" first if plain HTTP) */
+	const char *chunk_index; /* lazy: the chunk index's digest ("sha256:..."; "" if unknown) */
+	uint64_t chunk, off, len; /* BAD_CHUNK: the chunk's number and its bytes in the layer */
+};
+typedef int (*strata_layer_check_fn)(void *ctx, const struct strata_layer_check *c);
+/*
+ * Check every layer of snapshot ref: present, of its size, hashing to its
+ * id; a lazy layer's present chunks re-hashed against its chunk index
+ * (checked so when fetched; the whole layer is checked against its id
+ * when it is complete). cb (may be NULL) sees a STRATA_LAYER_CHECKED event
+ * per layer, after its BAD_CHUNK events; a non-zero return stops and is
+ * returned. Returns the number of layers (problems are cb's to count), or
+ * STRATA_E_NOT_FOUND, STRATA_E_AMBIGUOUS, an index error. Changes nothing.
+ */
+int strata_store_verify_snapshot(strata_store *st, const char *ref, strata_layer_check_fn cb, void *ctx);
+/*
+ * Check a snapshot directory (an export, a copy, a mount's
+ * snapshots/NAME): its manifest.json parsed strictly, every layer file of
+ * the right size and hashing to its name, nothing followed that is not a
+ * plain file or directory. Returns its number of layers, or -ENOENT (no
+ * such directory or file), STRATA_E_FORMAT, STRATA_E_VERSION,
+ * STRATA_E_LAYOUT, STRATA_E_CORRUPT, -errno; strata_errdetail names the
+ * file and the rule. *layers (may be NULL) gets the manifest's layer
+ * count as soon as it is read, also when a layer then fails.
+ */
+int strata_dir_verify(const char *dir, uint32_t *layers);
 /* Remove the blobs no snapshot references, older than grace_s seconds (so
  * a capture or import still writing survives), stale staging files and
  * unused lazy layers; *freed (may be NULL) gets the bytes removed, and

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -878,6 +879,23 @@ static int blob_files(const char *store)
 	return atoi(buf);
 }
 
+/* A lazy layer's check: sound, its strings readable during the call. */
+static int on_lazy_layer(void *ctx, const struct strata_layer_check *c)
+{
+	cr_assert_eq(c->kind, STRATA_LAYER_CHECKED, "no bad chunk in a fresh pull");
+	cr_assert_eq(c->status, 0, "layer %s: %s", c->layer, strata_strerror(c->status));
+	if (!c->lazy)
+		return 0;
+	cr_assert_gt(c->chunks, 0);
+	cr_assert_leq(c->present, c->chunks);
+	cr_assert_eq(c->bad, 0);
+	cr_assert_gt(strlen(c->origin), 0);
+	cr_assert(strstr(c->source, c->origin), "source %s, origin %s", c->source, c->origin);
+	cr_assert(c->chunk_index[0] == '\0' || strncmp(c->chunk_index, "sha256:", 7) == 0, "%s", c->chunk_index);
+	++*(int *)ctx;
+	return 0;
+}
+
 /* A lazy pull: the metadata only, the sandbox at once, its pages fetched
  * through the store's private mount as the guest touches them. */
 Test(api, a_lazy_snapshot_from_a_registry)
@@ -898,6 +916,25 @@ Test(api, a_lazy_snapshot_from_a_registry)
 	cr_assert_eq(strata_store_resolve(lz, id, got), 0, "%s", strata_errmsg());
 	int lazy_files = blob_files("lazy"), whole_files = blob_files("whole");
 	cr_assert_lt(lazy_files, whole_files, "lazy %d, whole %d blob files", lazy_files, whole_files);
+	/* What of it is lazy, and from where. */
+	uint64_t nlazy = 0, chunks = 0, present = UINT64_MAX;
+	char origin[STRATA_ORIGIN_LEN + 1];
+	cr_assert_eq(strata_store_snapshot_info(lz, id, STRATA_SNAPSHOT_LAZY_LAYERS, &nlazy), 0, "%s", strata_errmsg());
+	cr_assert_geq(nlazy, 1);
+	cr_assert_eq(strata_store_snapshot_info(lz, id, STRATA_SNAPSHOT_LAZY_CHUNKS, &chunks), 0, "%s", strata_errmsg());
+	cr_assert_geq(chunks, nlazy);
+	cr_assert_eq(strata_store_snapshot_info(lz, id, STRATA_SNAPSHOT_LAZY_PRESENT, &present), 0, "%s", strata_errmsg());
+	cr_assert_leq(present, chunks);
+	cr_assert_eq(strata_store_lazy_origin(lz, id, origin, sizeof(origin)), 0, "%s", strata_errmsg());
+	cr_assert(strstr(ref, origin) == ref, "origin %s of %s", origin, ref);
+	cr_assert_eq(strata_store_lazy_origin(lz, id, origin, 4), -ERANGE);
+	cr_assert_eq(strata_store_snapshot_info(whole, id, STRATA_SNAPSHOT_LAZY_LAYERS, &nlazy), 0, "%s", strata_errmsg());
+	cr_assert_eq(nlazy, 0, "the whole pull has no lazy layer");
+	cr_assert_eq(strata_store_lazy_origin(whole, id, origin, sizeof(origin)), STRATA_E_NOT_FOUND);
+	/* Verified as lazy: its present chunks against its chunk index. */
+	int lazy_seen = 0;
+	cr_assert_geq(strata_store_verify_snapshot(lz, id, on_lazy_layer, &lazy_seen), 1, "%s", strata_errmsg());
+	cr_assert_geq(lazy_seen, 1, "its lazy layers are checked as lazy");
 	/* The guest's pages come through the private mount: it goes on from the capture. */
 	cr_assert_eq(call_i(pulled, "counter_next", 0, 0, 0), 2);
 	cr_assert_eq(strata_sandbox_restore(pulled), 0, "%s", strata_errmsg());
@@ -916,11 +953,34 @@ Test(api, a_lazy_snapshot_from_a_registry)
 	cr_assert_eq(strata_pool_free(p), 0);
 	strata_sandbox_free(again);
 	strata_sandbox_free(pulled);
+	/* A lazy snapshot cannot be exported before its layers are complete;
+	 * strata_store_complete fetches the rest, then it can. */
+	strata_store *lz2 = store("lazy2");
+	cr_assert_eq(strata_store_pull(lz2, reg, ref, NULL, STRATA_PULL_LAZY, got), 0, "%s", strata_errmsg());
+	char edir[4300];
+	snprintf(edir, sizeof(edir), "%s/lazy-export", tmp);
+	cr_assert_eq(strata_store_export(lz, id, edir), -ENOENT, "%s", strata_errmsg());
+	cr_assert_eq(access(edir, F_OK), -1, "a failed export leaves nothing");
+	cr_assert_eq(strata_store_complete(NULL, reg, id), -EINVAL);
+	cr_assert_eq(strata_store_complete(lz, reg, "nope"), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_complete(lz, reg, id), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(lz, id, STRATA_SNAPSHOT_LAZY_LAYERS, &nlazy), 0, "%s", strata_errmsg());
+	cr_assert_eq(nlazy, 0, "complete: no layer is lazy any more");
+	cr_assert_eq(strata_store_complete(lz, reg, id), 0, "nothing lazy: 0 at once (%s)", strata_errmsg());
+	cr_assert_eq(strata_store_export(lz, id, edir), 0, "%s", strata_errmsg());
 	/* Pulled again without STRATA_PULL_LAZY: completed, and whole. */
 	cr_assert_eq(strata_store_pull(lz, reg, ref, NULL, 0, got), 0, "%s", strata_errmsg());
 	cr_assert_eq(strata_store_verify(lz, STRATA_VERIFY_HASH, NULL, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(lz, id, STRATA_SNAPSHOT_LAZY_LAYERS, &nlazy), 0, "%s", strata_errmsg());
+	cr_assert_eq(nlazy, 0, "completed: no layer is lazy any more");
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
+	/* The registry gone: completing fails saying why, and stays lazy. */
+	cr_assert_lt(strata_store_complete(lz2, reg, id), 0);
+	cr_assert(strstr(strata_errmsg(), "could not be fetched"), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(lz2, id, STRATA_SNAPSHOT_LAZY_LAYERS, &nlazy), 0, "%s", strata_errmsg());
+	cr_assert_geq(nlazy, 1);
+	strata_store_close(lz2);
 	strata_sandbox_free(sb);
 	strata_registry_free(reg);
 	strata_store_close(lz);
@@ -1236,7 +1296,7 @@ Test(api, a_transfer_reports_its_progress_figures_and_digest)
 	cr_assert_eq(xfer_info(other, STRATA_STORE_INFO_XFER_EXISTED), 1);
 	cr_assert_eq(strata_store_pull(other, reg, ref, NULL, 1u << 30, got), -EINVAL);
 	uint64_t v = 7;
-	cr_assert_eq(strata_store_info(other, STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS + 1, &v), -EINVAL);
+	cr_assert_eq(strata_store_info(other, STRATA_STORE_INFO_CHECK_ERRORS + 1, &v), -EINVAL);
 	cr_assert_eq(v, 7);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
@@ -1750,4 +1810,585 @@ Test(api, gc_counts_what_it_removed_and_kept)
 	cr_assert_geq(v, 1, "the kept snapshot's layer");
 	strata_store_close(st);
 	strata_host_free(h);
+}
+
+/* sh -c cmd (printf-style), asserted to succeed. */
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...)
+{
+	char cmd[16384];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+static uint64_t info(strata_store *st, int what)
+{
+	uint64_t v = UINT64_MAX;
+
+	cr_assert_eq(strata_store_info(st, what, &v), 0, "info %d: %s", what, strata_errmsg());
+	return v;
+}
+
+static int nsnapshots(strata_store *st)
+{
+	int n = 0;
+
+	cr_assert_geq(strata_store_snapshots(st, count_snap, &n), 0, "%s", strata_errmsg());
+	return n;
+}
+
+/* Hostile copies of a snapshot directory: what the shell command spoil
+ * does to a copy, and the code refusing it (0: any). The first three keep
+ * a manifest that reads. */
+static const struct {
+	const char *name, *spoil;
+	int want;
+} hostile[] = {
+	{ "flipped", "f=$(ls layers/* | head -1) && printf X | dd of=$f bs=1 seek=100 conv=notrunc 2>/dev/null",
+	  STRATA_E_CORRUPT },
+	{ "short", "f=$(ls layers/* | head -1) && truncate -s 4096 $f", 0 },
+	{ "nolayer", "rm -f layers/*", -ENOENT },
+	{ "garbage", "echo '{\"format\": 99' > manifest.json", 0 },
+	{ "linked", "mv layers real && ln -s real layers", 0 },
+	{ "fifo", "rm manifest.json && mkfifo manifest.json", 0 },
+	{ "renamed", "f=$(ls layers/* | head -1) && mv $f layers/00000000000000000000000000000000", 0 },
+};
+
+/* A hostile copy of good: refused, saying why, and the store unchanged;
+ * strata_errdetail's words of the refusal go to refused_why. */
+static char refused_why[1024];
+static void import_refused(strata_store *st, const char *good, const char *name, const char *spoil, int want)
+{
+	char dir[4400];
+	int before = nsnapshots(st);
+
+	snprintf(dir, sizeof(dir), "%s/%s", tmp, name);
+	sh("cp -r '%s' '%s' && cd '%s' && %s", good, dir, dir, spoil);
+	int rc = strata_store_import(st, dir, "hostile", 0, NULL);
+	snprintf(refused_why, sizeof(refused_why), "%s", strata_errdetail());
+	cr_assert_lt(rc, 0, "%s: imported", name);
+	if (want)
+		cr_assert_eq(rc, want, "%s: %s", name, strata_errmsg());
+	cr_assert(strstr(strata_errmsg(), dir), "%s: %s", name, strata_errmsg());
+	cr_assert_eq(nsnapshots(st), before, "%s: a snapshot was committed", name);
+	cr_assert_eq(strata_store_resolve(st, "hostile", (char[STRATA_ID_LEN + 1]){ 0 }), STRATA_E_NOT_FOUND);
+	cr_assert_eq(info(st, STRATA_STORE_INFO_IMPORT_SNAPSHOTS), 0, "%s", name);
+}
+
+Test(api, import_checks_a_directory_and_counts_what_it_stored)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+	strata_store *st = store("store"), *to, *ro;
+	char id[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], dir[4300], oci[4300], path[4300];
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "snap", 0, id), 0, "%s", strata_errmsg());
+	snprintf(dir, sizeof(dir), "%s/dir", tmp);
+	export("snap", dir);
+	snprintf(oci, sizeof(oci), "%s/oci", tmp);
+	sh("'%s' --store '%s/store' export --oci '%s' snap >/dev/null 2>&1", getenv("STRATA_BIN"), tmp, oci);
+	to = store("to");
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_SNAPSHOTS), 0, "no import yet");
+	/* Bad arguments change nothing. */
+	cr_assert_eq(strata_store_import(to, NULL, NULL, 0, id), -EINVAL);
+	cr_assert_eq(strata_store_import(to, dir, NULL, 0x80, id), -EINVAL);
+	cr_assert_eq(strata_store_import(to, dir, "bad name", 0, id), STRATA_E_BAD_NAME);
+	snprintf(path, sizeof(path), "%s/absent", tmp);
+	cr_assert_eq(strata_store_import(to, path, NULL, 0, got), -ENOENT);
+	cr_assert(strstr(strata_errmsg(), "absent"), "%s", strata_errmsg());
+	cr_assert_eq(nsnapshots(to), 0);
+	/* A directory: its snapshot with its id, every layer new. */
+	cr_assert_eq(strata_store_import(to, dir, "t", 0, got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, id);
+	cr_assert_eq(strata_store_resolve(to, "t", got), 0);
+	cr_assert_str_eq(got, id);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_OCI), 0);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_SNAPSHOTS), 1);
+	uint64_t layers = info(to, STRATA_STORE_INFO_IMPORT_LAYERS);
+	cr_assert_geq(layers, 1);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_BLOBS_ADDED), layers);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_BLOBS_PRESENT), 0);
+	cr_assert_gt(info(to, STRATA_STORE_INFO_IMPORT_BYTES_ADDED), 0);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_EXISTED), 0);
+	/* Again: it was there, nothing stored twice. */
+	cr_assert_eq(strata_store_import(to, dir, NULL, 0, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_EXISTED), 1);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_BLOBS_ADDED), 0);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_BLOBS_PRESENT), layers);
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_LAYERS_HEALED), 0);
+	/* A tag naming another snapshot moves only with STRATA_TAG_FORCE. */
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_capture(sb, to, "other", 0, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_import(to, dir, "other", 0, NULL), STRATA_E_EXISTS);
+	cr_assert(strstr(strata_errmsg(), "other"), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_import(to, dir, "other", STRATA_TAG_FORCE, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_resolve(to, "other", got), 0);
+	cr_assert_str_eq(got, id);
+	/* A lost layer blob is healed from the directory. */
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_host_free(h), 0);
+	sh("rm -f '%s/to/blobs/'*/'%s'* 2>/dev/null; ls '%s/dir/layers' | while read l; do "
+	   "find '%s/to/blobs' -name \"$l*\" -delete; done", tmp, id, tmp, tmp);
+	cr_assert_eq(strata_store_import(to, dir, NULL, 0, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(info(to, STRATA_STORE_INFO_IMPORT_LAYERS_HEALED), layers);
+	cr_assert_eq(strata_store_verify(to, STRATA_VERIFY_HASH, NULL, NULL), 0, "%s", strata_errmsg());
+	/* An OCI image layout. */
+	strata_store *o2 = store("o2");
+	cr_assert_eq(strata_store_import(o2, oci, "from-oci", 0, got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, id);
+	cr_assert_eq(info(o2, STRATA_STORE_INFO_IMPORT_OCI), 1);
+	cr_assert_eq(info(o2, STRATA_STORE_INFO_IMPORT_SNAPSHOTS), 1);
+	cr_assert_geq(info(o2, STRATA_STORE_INFO_IMPORT_BLOBS_ADDED), layers);
+	strata_store_close(o2);
+	/* Hostile directories: the checks hold through the API. */
+	strata_store *h2 = store("hostile");
+	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
+		import_refused(h2, dir, hostile[i].name, hostile[i].spoil, hostile[i].want);
+		cr_assert_neq(refused_why[0], '\0', "%s: the cause is in strata_errdetail", hostile[i].name);
+	}
+	cr_assert_eq(nsnapshots(h2), 0);
+	strata_store_close(h2);
+	/* Read-only. */
+	snprintf(path, sizeof(path), "%s/ro", tmp);
+	strata_store_close(store("ro"));
+	cr_assert_eq(strata_store_open(path, STRATA_STORE_RDONLY, &ro), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_import(ro, dir, NULL, 0, NULL), STRATA_E_READ_ONLY, "%s", strata_errmsg());
+	strata_store_close(ro);
+	strata_store_close(to);
+	strata_store_close(st);
+}
+
+static int first_child(void *ctx, const char *id)
+{
+	snprintf(ctx, STRATA_ID_LEN + 1, "%s", id);
+	return 7;
+}
+
+Test(api, a_snapshot_tells_its_figures_parent_and_children)
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+	strata_store *st = store("store");
+	char a[STRATA_ID_LEN + 1], b[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1] = "", buf[64];
+	uint64_t v = 12345;
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "a", 0, a), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "b", 0, b), 0, "%s", strata_errmsg());
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_store_snapshot_info(st, "a", STRATA_SNAPSHOT_MEMORY, &v), 0, "%s", strata_errmsg());
+	cr_assert_gt(v, 0);
+	cr_assert_eq(v % 4096, 0);
+	uint64_t stored, unique, layers, created, has_parent;
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_STORED, &stored), 0);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_UNIQUE, &unique), 0);
+	cr_assert_gt(stored, 0);
+	cr_assert_leq(unique, stored);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_LAYERS, &layers), 0);
+	cr_assert_geq(layers, 2, "b lists a's layer and its own");
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_CREATED, &created), 0);
+	cr_assert_gt(created, 1000000000ull * 1600000000ull, "a capture time in ns");
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_LAZY_LAYERS, &v), 0);
+	cr_assert_eq(v, 0);
+	/* b was made from a. */
+	cr_assert_eq(strata_store_snapshot_info(st, "a", STRATA_SNAPSHOT_HAS_PARENT, &has_parent), 0);
+	cr_assert_eq(has_parent, 0);
+	cr_assert_eq(strata_store_parent(st, "a", got), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), "no parent"), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_HAS_PARENT, &has_parent), 0);
+	cr_assert_eq(has_parent, 1);
+	cr_assert_eq(strata_store_parent(st, "b", got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, a);
+	int n = 0;
+	cr_assert_eq(strata_store_children(st, "a", count_snap, &n), 1, "%s", strata_errmsg());
+	cr_assert_eq(n, 1);
+	cr_assert_eq(strata_store_children(st, "a", first_child, got), 7, "the callback's return stops the walk");
+	cr_assert_str_eq(got, b);
+	cr_assert_eq(strata_store_children(st, "b", count_snap, &n), 0);
+	/* Bad input: *value untouched. */
+	v = 12345;
+	cr_assert_eq(strata_store_snapshot_info(st, "a", 0, &v), -EINVAL);
+	cr_assert_eq(strata_store_snapshot_info(st, "a", 999, &v), -EINVAL);
+	cr_assert(strstr(strata_errmsg(), "999"), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(st, "nope", STRATA_SNAPSHOT_MEMORY, &v), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), "nope"), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(st, NULL, STRATA_SNAPSHOT_MEMORY, &v), -EINVAL);
+	cr_assert_eq(v, 12345);
+	cr_assert_eq(strata_store_parent(st, "nope", got), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_children(st, "nope", count_snap, &n), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_children(st, "a", NULL, NULL), -EINVAL);
+	cr_assert_eq(strata_store_lazy_origin(st, "a", NULL, 0), -EINVAL);
+	cr_assert_eq(strata_store_lazy_origin(st, "a", buf, sizeof(buf)), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), "no lazy layer"), "%s", strata_errmsg());
+	/* A parent removed: b still names it; resolving its id says it is gone. */
+	cr_assert_eq(strata_store_delete(st, a), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_parent(st, "b", got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, a);
+	cr_assert_eq(strata_store_resolve(st, got, buf), STRATA_E_NOT_FOUND);
+	strata_store_close(st);
+	cr_assert_eq(strata_host_free(h), 0);
+}
+
+/* Snapshot a, then b made from it, in st (their ids into a and b); no
+ * sandbox or host is left. */
+static void a_then_b(strata_store *st, char a[STRATA_ID_LEN + 1], char b[STRATA_ID_LEN + 1])
+{
+	strata_host *h = host();
+	strata_sandbox *sb = sandbox(h);
+
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 1);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "a", 0, a), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 2);
+	cr_assert_eq(strata_sandbox_capture(sb, st, "b", 0, b), 0, "%s", strata_errmsg());
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_host_free(h), 0);
+}
+
+static void count_event(void *ctx, const struct strata_xfer_event *ev)
+{
+	cr_assert_geq(ev->size, sizeof(*ev));
+	++*(int *)ctx;
+}
+
+Test(api, export_writes_a_directory_or_an_oci_layout_that_import_reads)
+{
+	strata_store *st = store("store"), *back;
+	strata_registry *reg;
+	char a[STRATA_ID_LEN + 1], b[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], dir[4300], oci[4300], path[4300];
+	uint64_t v = 0;
+	int events = 0;
+
+	a_then_b(st, a, b);
+	snprintf(dir, sizeof(dir), "%s/dir", tmp);
+	snprintf(oci, sizeof(oci), "%s/oci", tmp);
+	/* A snapshot directory. */
+	cr_assert_eq(strata_store_export(st, "a", NULL), -EINVAL);
+	cr_assert_eq(strata_store_export(st, "nope", dir), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), "nope"), "%s", strata_errmsg());
+	snprintf(path, sizeof(path), "%s/absent/dir", tmp);
+	cr_assert_eq(strata_store_export(st, "a", path), -ENOENT);
+	cr_assert(strstr(strata_errmsg(), path), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_export(st, "b", dir), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_export(st, "a", dir), -EEXIST);
+	cr_assert(strstr(strata_errmsg(), "already exists"), "%s", strata_errmsg());
+	back = store("back");
+	cr_assert_eq(strata_store_import(back, dir, NULL, 0, got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, b);
+	strata_store_close(back);
+	/* An OCI layout of one snapshot (and its parent), with progress. */
+	cr_assert_eq(strata_registry_new(&reg), 0);
+	cr_assert_eq(strata_registry_set_progress(reg, count_event, &events), 0);
+	const char *refs[] = { "b", NULL };
+	cr_assert_eq(strata_store_export_oci(st, reg, NULL, refs, 1), -EINVAL);
+	cr_assert_eq(strata_store_export_oci(st, reg, oci, NULL, 1), -EINVAL);
+	cr_assert_eq(strata_store_export_oci(st, reg, oci, refs + 1, 1), -EINVAL);
+	const char *nope[] = { "nope" };
+	cr_assert_eq(strata_store_export_oci(st, reg, oci, nope, 1), STRATA_E_NOT_FOUND, "%s", strata_errmsg());
+	cr_assert_eq(access(oci, F_OK), -1, "a failed export leaves nothing");
+	cr_assert_eq(strata_store_export_oci(st, reg, oci, refs, 1), 0, "%s", strata_errmsg());
+	cr_assert_gt(events, 0);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_XFER_SNAPSHOTS, &v), 0);
+	cr_assert_eq(v, 2, "b and its parent a");
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_XFER_BLOBS_MOVED, &v), 0);
+	cr_assert_gt(v, 0);
+	cr_assert_eq(strata_store_export_oci(st, reg, oci, refs, 1), -EEXIST);
+	back = store("back-oci");
+	cr_assert_eq(strata_store_import(back, oci, NULL, 0, got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, b);
+	cr_assert_eq(strata_store_resolve(back, a, got), 0, "the parent came along: %s", strata_errmsg());
+	strata_store_close(back);
+	/* Every tagged one, whole configs, no settings. */
+	snprintf(path, sizeof(path), "%s/oci-all", tmp);
+	cr_assert_eq(strata_store_export_oci(st, NULL, path, NULL, 0), 0, "%s", strata_errmsg());
+	snprintf(path, sizeof(path), "%s/oci-whole", tmp);
+	cr_assert_eq(strata_registry_set_whole_configs(reg, 1), 0);
+	cr_assert_eq(strata_store_export_oci(st, reg, path, refs, 1), 0, "%s", strata_errmsg());
+	back = store("back-whole");
+	cr_assert_eq(strata_store_import(back, path, "w", 0, got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, b);
+	strata_store_close(back);
+	strata_registry_free(reg);
+	strata_store_close(st);
+}
+
+struct seen {
+	int errors, notes, checked, bad_layers, kinds;
+	char last[STRATA_ID_LEN + 1];
+};
+
+static int on_check(void *ctx, const struct strata_problem *p)
+{
+	struct seen *s = ctx;
+
+	cr_assert_geq(p->size, sizeof(*p));
+	cr_assert_eq(strlen(p->id), STRATA_ID_LEN);
+	cr_assert_not_null(p->detail);
+	cr_assert(p->kind >= STRATA_PROBLEM_MISSING && p->kind <= STRATA_PROBLEM_CHUNK, "kind %d", p->kind);
+	s->kinds |= 1 << p->kind;
+	if (p->error)
+		s->errors++;
+	else
+		s->notes++;
+	return 0;
+}
+
+static int on_layer(void *ctx, const struct strata_layer_check *c)
+{
+	struct seen *s = ctx;
+
+	cr_assert_geq(c->size, sizeof(*c));
+	cr_assert_eq(c->kind, STRATA_LAYER_CHECKED);
+	cr_assert_eq(c->lazy, 0);
+	s->checked++;
+	if (c->status < 0) {
+		s->bad_layers++;
+		snprintf(s->last, sizeof(s->last), "%s", c->layer);
+	}
+	return 0;
+}
+
+static int stop_layer(void *ctx, const struct strata_layer_check *c)
+{
+	(void)ctx;
+	(void)c;
+	return 9;
+}
+
+Test(api, checks_name_each_problem_of_a_store_a_snapshot_and_a_directory)
+{
+	strata_store *st = store("store");
+	char a[STRATA_ID_LEN + 1], b[STRATA_ID_LEN + 1], dir[4300], bad[4300];
+	uint64_t v = 0;
+	uint32_t layers = 0;
+
+	a_then_b(st, a, b);
+	snprintf(dir, sizeof(dir), "%s/dir", tmp);
+	export("b", dir);
+	/* Sound: no error, the figures counted. */
+	struct seen s = { 0 };
+	cr_assert_eq(strata_store_check(st, STRATA_VERIFY_HASH, on_check, &s), 0, "%s", strata_errmsg());
+	cr_assert_eq(s.errors, 0);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_CHECK_SNAPSHOTS, &v), 0);
+	cr_assert_eq(v, 2);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_CHECK_BLOBS, &v), 0);
+	cr_assert_geq(v, 2);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_CHECK_BYTES_HASHED, &v), 0);
+	cr_assert_gt(v, 0);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_CHECK_ERRORS, &v), 0);
+	cr_assert_eq(v, 0);
+	cr_assert_eq(strata_store_check(st, 0x80, NULL, NULL), -EINVAL);
+	cr_assert_eq(strata_store_check(NULL, 0, NULL, NULL), -EINVAL);
+	cr_assert_eq(strata_store_verify_snapshot(st, "b", on_layer, &s), 2, "b's 2 layers: %s",
+		     strata_errmsg());
+	cr_assert_eq(s.checked, 2);
+	cr_assert_eq(s.bad_layers, 0);
+	cr_assert_eq(strata_store_verify_snapshot(st, "b", NULL, NULL), 2);
+	cr_assert_eq(strata_store_verify_snapshot(st, "b", stop_layer, NULL), 9, "the callback's return stops it");
+	cr_assert_eq(strata_store_verify_snapshot(st, "nope", on_layer, &s), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_verify_snapshot(NULL, "b", on_layer, &s), -EINVAL);
+	cr_assert_eq(strata_dir_verify(dir, &layers), 2, "%s", strata_errmsg());
+	cr_assert_eq(layers, 2);
+	cr_assert_eq(strata_dir_verify(NULL, &layers), -EINVAL);
+	snprintf(bad, sizeof(bad), "%s/absent", tmp);
+	cr_assert_eq(strata_dir_verify(bad, NULL), -ENOENT);
+	/* Hostile directories: each refused, the file and rule named. */
+	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
+		snprintf(bad, sizeof(bad), "%s/bad-%s", tmp, hostile[i].name);
+		sh("cp -r '%s' '%s' && cd '%s' && %s", dir, bad, bad, hostile[i].spoil);
+		layers = 77;
+		int rc = strata_dir_verify(bad, &layers);
+		cr_assert_lt(rc, 0, "%s passed", hostile[i].name);
+		if (hostile[i].want)
+			cr_assert_eq(rc, hostile[i].want, "%s: %s", hostile[i].name, strata_errmsg());
+		cr_assert(strstr(strata_errmsg(), bad), "%s: %s", hostile[i].name, strata_errmsg());
+		cr_assert_neq(strata_errdetail()[0], '\0', "%s: the rule in strata_errdetail", hostile[i].name);
+		if (i < 3)
+			cr_assert_eq(layers, 2, "%s: the manifest was read", hostile[i].name);
+	}
+	/* A layer rotted in the store: the store check and the snapshot's both name it. */
+	sh("f=$(find '%s/store/blobs' -type f -size +4096c | head -1) && printf X | dd of=$f bs=1 seek=100 "
+	   "conv=notrunc 2>/dev/null", tmp);
+	memset(&s, 0, sizeof(s));
+	cr_assert_gt(strata_store_check(st, STRATA_VERIFY_HASH, on_check, &s), 0, "%s", strata_errmsg());
+	cr_assert_gt(s.errors, 0);
+	cr_assert(s.kinds & (1 << STRATA_PROBLEM_CORRUPT), "kinds 0x%x", s.kinds);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_CHECK_ERRORS, &v), 0);
+	cr_assert_eq(v, (uint64_t)s.errors);
+	cr_assert_eq(strata_store_check(st, 0, NULL, NULL), 0, "without hashing, sizes agree");
+	int bad_layers = 0;
+	memset(&s, 0, sizeof(s));
+	cr_assert_eq(strata_store_verify_snapshot(st, "a", on_layer, &s), 1);
+	bad_layers += s.bad_layers;
+	cr_assert_eq(strata_store_verify_snapshot(st, "b", on_layer, &s), 2);
+	bad_layers += s.bad_layers;
+	cr_assert_geq(bad_layers, 1);
+	strata_store_close(st);
+}
+
+Test(api, a_store_is_created_with_its_options_once)
+{
+	struct strata_store_options o = { .size = sizeof(o) };
+	char path[4300], other[4300], cmd[9000];
+	strata_store *st;
+
+	snprintf(path, sizeof(path), "%s/made", tmpdir());
+	cr_assert_eq(strata_store_create(NULL, NULL), -EINVAL);
+	o.sync = 7;
+	cr_assert_eq(strata_store_create(path, &o), -EINVAL);
+	cr_assert(strstr(strata_errmsg(), "STRATA_SYNC"), "%s", strata_errmsg());
+	o = (struct strata_store_options){ .size = 4 };
+	cr_assert_eq(strata_store_create(path, &o), -EINVAL, "a size too small for the fields");
+	cr_assert_eq(access(path, F_OK), -1, "nothing made");
+	/* No fsync, recorded in the store; again: nothing changes. */
+	o = (struct strata_store_options){ .size = sizeof(o), .sync = STRATA_SYNC_NONE };
+	cr_assert_eq(strata_store_create(path, &o), 0, "%s", strata_errmsg());
+	snprintf(cmd, sizeof(cmd), "grep -qx 'sync none' '%s/format'", path);
+	cr_assert_eq(system(cmd), 0, "the policy is recorded");
+	cr_assert_eq(strata_store_create(path, NULL), 0, "%s", strata_errmsg());
+	cr_assert_eq(system(cmd), 0, "an existing store keeps its policy");
+	cr_assert_eq(strata_store_open(path, 0, &st), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_path(st)[0], '/');
+	cr_assert(strstr(strata_store_path(st), "/made"), "%s", strata_store_path(st));
+	strata_store_close(st);
+	/* Shared with a group: a private store is not made shared. */
+	o = (struct strata_store_options){ .size = sizeof(o), .shared = 1, .group = (uint32_t)getgid() };
+	cr_assert_eq(strata_store_create(path, &o), -EEXIST, "%s", strata_errmsg());
+	snprintf(other, sizeof(other), "%s/shared", tmp);
+	cr_assert_eq(strata_store_create(other, &o), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_create(other, &o), 0, "the same options again: nothing changes");
+	cr_assert_eq(strata_store_create(other, NULL), 0, "no options: it is left as it is");
+	/* A directory with other things in it is no store. */
+	snprintf(other, sizeof(other), "%s/busy", tmp);
+	mkdir(other, 0700);
+	snprintf(cmd, sizeof(cmd), "%s/file", other);
+	close(open(cmd, O_CREAT | O_WRONLY, 0600));
+	cr_assert_eq(strata_store_create(other, NULL), STRATA_E_NOT_STORE);
+	snprintf(other, sizeof(other), "%s/no/parent", tmp);
+	cr_assert_eq(strata_store_create(other, NULL), -ENOENT, "%s", strata_errmsg());
+}
+
+struct layers_seen {
+	int n, lazy;
+	uint64_t pages;
+	char keys[256];
+};
+
+static int on_layer_info(void *ctx, const struct strata_layer *l)
+{
+	struct layers_seen *s = ctx;
+
+	cr_assert_geq(l->size, sizeof(*l));
+	cr_assert_eq(strlen(l->id), STRATA_ID_LEN);
+	cr_assert_not_null(l->origin);
+	s->n++;
+	s->lazy += l->lazy;
+	s->pages += l->pages;
+	return 0;
+}
+
+static int on_label(void *ctx, const char *key, const char *value)
+{
+	struct layers_seen *s = ctx;
+	size_t n = strlen(s->keys);
+
+	snprintf(s->keys + n, sizeof(s->keys) - n, "%s=%s;", key, value);
+	s->n++;
+	return 0;
+}
+
+static int stop_label(void *ctx, const char *key, const char *value)
+{
+	(void)ctx;
+	(void)key;
+	(void)value;
+	return 5;
+}
+
+Test(api, a_snapshot_is_described_by_its_manifest_layers_labels_and_working_set)
+{
+	strata_store *st = store("store");
+	char a[STRATA_ID_LEN + 1], b[STRATA_ID_LEN + 1], got[STRATA_ID_LEN + 1], dir[4300], small[16];
+	uint64_t v = 0, len = 0, pages = 0;
+
+	a_then_b(st, a, b);
+	/* The manifest, as stored: its length, then its bytes. */
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_MANIFEST_BYTES, &len), 0, "%s", strata_errmsg());
+	cr_assert_gt(len, 0);
+	char *m = malloc(len + 1);
+	cr_assert_eq(strata_store_manifest(st, "b", m, len), -ERANGE, "no room for the NUL");
+	cr_assert_eq(strata_store_manifest(st, "b", small, sizeof(small)), -ERANGE);
+	cr_assert_eq(strata_store_manifest(st, "b", m, len + 1), (int)len, "%s", strata_errmsg());
+	cr_assert_eq(strlen(m), len);
+	cr_assert_eq(m[0], '{');
+	cr_assert(strstr(m, a), "b's manifest names its parent a: %s", m);
+	free(m);
+	cr_assert_eq(strata_store_manifest(st, "nope", small, sizeof(small)), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_manifest(st, "b", NULL, 0), -EINVAL);
+	/* Its layers; its ranges use some of their pages (a child supersedes some of its parent's). */
+	struct layers_seen ls = { 0 };
+	cr_assert_eq(strata_store_layers(st, "b", on_layer_info, &ls), 2, "%s", strata_errmsg());
+	cr_assert_eq(ls.n, 2);
+	cr_assert_eq(ls.lazy, 0);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_PAGES_PRESENT, &pages), 0);
+	cr_assert_leq(pages, ls.pages, "ranges hold %" PRIu64 " pages, layers %" PRIu64, pages, ls.pages);
+	cr_assert_gt(pages, 0);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_RANGES, &v), 0);
+	cr_assert_geq(v, 1);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_ABI, &v), 0);
+	cr_assert_gt(v, 0, "a VMM snapshot has its guest's ABI version");
+	cr_assert_eq(strata_store_layers(st, "b", NULL, NULL), -EINVAL);
+	cr_assert_eq(strata_store_layers(st, "nope", on_layer_info, &ls), STRATA_E_NOT_FOUND);
+	/* No labels, no working set. */
+	memset(&ls, 0, sizeof(ls));
+	cr_assert_eq(strata_store_labels(st, "b", on_label, &ls), 0);
+	cr_assert_eq(strata_store_working_set(st, "b", got), STRATA_E_NOT_FOUND);
+	cr_assert(strstr(strata_errmsg(), "no working-set record"), "%s", strata_errmsg());
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_WS_PAGES, &v), STRATA_E_NOT_FOUND);
+	cr_assert_eq(strata_store_working_set(st, "b", NULL), -EINVAL);
+	/* Labels as a copy's manifest gives them, control bytes and all (the
+	 * caller escapes them). */
+	snprintf(dir, sizeof(dir), "%s/dir", tmp);
+	export("b", dir);
+	sh("cd '%s' && jq -c '.labels = {\"who\": \"a\\u001bred\", \"x\": \"1\"}' manifest.json > m && mv m manifest.json",
+	   dir);
+	cr_assert_eq(strata_store_import(st, dir, "labelled", 0, got), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_labels(st, "labelled", on_label, &ls), 2, "%s", strata_errmsg());
+	cr_assert_str_eq(ls.keys, "who=a\x1bred;x=1;");
+	cr_assert_eq(strata_store_labels(st, "labelled", stop_label, NULL), 5, "the callback's return stops the walk");
+	cr_assert_eq(strata_store_labels(st, "labelled", NULL, NULL), -EINVAL);
+	/* A working set recorded: its record and figures. */
+	strata_host *h = host();
+	strata_sandbox *sb = NULL;
+	char rec[STRATA_ID_LEN + 1];
+	cr_assert_eq(strata_sandbox_open_store(h, st, "b", &sb), 0, "%s", strata_errmsg());
+	cr_assert_eq(call_i(sb, "counter_next", 0, 0, 0), 3);
+	int wrc = strata_sandbox_record_working_set(sb, st, rec);
+	strata_sandbox_free(sb);
+	cr_assert_eq(strata_host_free(h), 0);
+	if (wrc == STRATA_E_NO_PAGEMAP) {
+		strata_store_close(st);
+		cr_skip_test("the kernel cannot say which pages were touched: %s", strata_errmsg());
+	}
+	cr_assert_eq(wrc, 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_working_set(st, "b", got), 0, "%s", strata_errmsg());
+	cr_assert_str_eq(got, rec);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_WS_PAGES, &v), 0, "%s", strata_errmsg());
+	cr_assert_gt(v, 0);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_WS_RUNS, &v), 0);
+	cr_assert_gt(v, 0);
+	cr_assert_eq(strata_store_snapshot_info(st, "b", STRATA_SNAPSHOT_WS_LAYERS, &v), 0);
+	cr_assert_geq(v, 1);
+	/* Its record's blob gone: unreadable, saying why. */
+	sh("find '%s/store/blobs' -name '%s*' -delete", tmp, rec);
+	int rc = strata_store_working_set(st, "b", got);
+	cr_assert_lt(rc, 0);
+	cr_assert_neq(rc, STRATA_E_NOT_FOUND, "a record that cannot be read is not 'none'");
+	cr_assert(strstr(strata_errmsg(), "cannot be read"), "%s", strata_errmsg());
+	strata_store_close(st);
 }

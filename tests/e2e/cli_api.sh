@@ -1,12 +1,12 @@
 #!/bin/bash
-# cli_api.sh: the commands built on libstrata's public API (strata run and pool with their snapshots, tag, rm, gc, push, pull) include nothing of strata's but <strata.h> and the command's own cli_api.h, directly or through another header (TAP).
+# cli_api.sh: the commands built on libstrata's public API (strata run and pool with their snapshots, tag, rm, gc, push, pull, import, ls, export, verify, init, show) include nothing of strata's but <strata.h> and the command's own cli_api.h, directly or through another header (TAP).
 set -u
 SRC=${STRATA_SRC:?}
 CC=${CC:-cc}
 T=$(mktemp -d /tmp/strata-cli-api.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 # The files of mount/ built on strata.h alone.
-FILES="cmd_run.c cmd_pool.c cmd_snap.c cmd_tag.c cmd_gc.c cmd_xfer.c"
+FILES="cmd_run.c cmd_pool.c cmd_snap.c cmd_tag.c cmd_gc.c cmd_xfer.c cmd_import.c cmd_ls.c lists.c cmd_export.c cmd_verify.c cmd_init.c cmd_show.c"
 echo "1..$(($(echo $FILES | wc -w) + 1))"
 n=0
 
