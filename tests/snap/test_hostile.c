@@ -585,7 +585,8 @@ static int64_t call3(struct vmm_sandbox *sb, const char *fn, int64_t x, int64_t 
 				  { .type = VMM_I64, .i64 = z } };
 	struct vmm_result r = { 0 };
 
-	cr_assert_eq(vmm_sandbox_call(sb, fn, a, 3, &r), 0, "%s: %s", fn, vmm_sandbox_error(sb)->message);
+	cr_assert_eq(vmm_sandbox_call(sb, fn, a, 3, &r), 0, "%s(%#llx, %#llx): %s", fn, (unsigned long long)x,
+		     (unsigned long long)y, vmm_sandbox_error(sb)->message);
 	return r.i64;
 }
 
@@ -598,6 +599,17 @@ static uint64_t pte_of(const uint8_t *mem, const struct vmm_layout *l, uint64_t 
 }
 
 #define PTE_USER_RW 7ull  /* P | R/W | U/S (SDM Vol. 3A 4.5) */
+#define PTE_USER 5ull     /* P | U/S */
+#define PTE_FRAME 0x000ffffffffff000ull
+
+/* Is low page p of l readable from CPL 3 as guest memory (identity
+ * mapped: the hypercall page is user-writable and backed by none)? */
+static bool user_memory(const uint8_t *mem, const struct vmm_layout *l, uint64_t p)
+{
+	uint64_t pte = pte_of(mem, l, p);
+
+	return (pte & PTE_USER) == PTE_USER && (pte & PTE_FRAME) == p * VMM_PAGE;
+}
 
 static void other_layout_in_a_recycled_shell(const char *guest_b, const char *poke_fn, bool probes)
 {
@@ -665,20 +677,20 @@ static void other_layout_in_a_recycled_shell(const char *guest_b, const char *po
 		/* Through B's page tables: each run of user pages of the low
 		 * area, then the buffers and heap. */
 		for (uint64_t p = 0; p < lb.low_end / VMM_PAGE;) {
-			if ((pte_of(bmem, &lb, p) & 5) != 5) {
+			if (!user_memory(bmem, &lb, p)) {
 				p++;
 				continue;
 			}
 			uint64_t q = p;
-			while (q < lb.low_end / VMM_PAGE && (pte_of(bmem, &lb, q) & 5) == 5)
+			while (q < lb.low_end / VMM_PAGE && user_memory(bmem, &lb, q))
 				q++;
 			int64_t at = call3(b, "find_word", (int64_t)(p * VMM_PAGE), (int64_t)(q * VMM_PAGE),
-					   (int64_t)STALE_MARK);
+					   (int64_t)~STALE_MARK);
 			cr_assert_eq(at, 0, "B reads A's marker at %#llx", (unsigned long long)at);
 			cr_assert_eq(vmm_sandbox_restore(b), 0, "%s", vmm_sandbox_error(b)->message);
 			p = q;
 		}
-		int64_t at = call3(b, "find_word", (int64_t)lb.low_end, (int64_t)lb.mem_size, (int64_t)STALE_MARK);
+		int64_t at = call3(b, "find_word", (int64_t)lb.low_end, (int64_t)lb.mem_size, (int64_t)~STALE_MARK);
 		cr_assert_eq(at, 0, "B reads A's marker at %#llx", (unsigned long long)at);
 		cr_assert_eq(vmm_sandbox_restore(b), 0, "%s", vmm_sandbox_error(b)->message);
 	}
@@ -689,6 +701,15 @@ static void other_layout_in_a_recycled_shell(const char *guest_b, const char *po
 	for (uint64_t p = 0; p < lb.low_end / VMM_PAGE; p++) {
 		if ((pte_of(bmem, &lb, p) & PTE_USER_RW) == PTE_USER_RW)
 			continue;
+		if (p * VMM_PAGE == lb.stack_guard) {
+			/* Reported as what a fault there means: a stack overflow. */
+			struct vmm_value g = { .type = VMM_I64, .i64 = (int64_t)lb.stack_guard };
+			struct vmm_result r = { 0 };
+			cr_assert_neq(vmm_sandbox_call(b, poke_fn, &g, 1, &r), 0, "a store to B's stack guard page worked");
+			cr_assert(strstr(vmm_sandbox_error(b)->message, "stack guard"), "%s", vmm_sandbox_error(b)->message);
+			cr_assert_eq(vmm_sandbox_restore(b), 0, "%s", vmm_sandbox_error(b)->message);
+			continue;
+		}
 		sh_must_page_fault(b, poke_fn, p * VMM_PAGE, "B's non-writable");
 		from_a += p * VMM_PAGE >= la.in_addr && p * VMM_PAGE < la.in_addr + la.in_size;
 	}
