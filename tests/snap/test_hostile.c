@@ -673,6 +673,9 @@ static void other_layout_in_a_recycled_shell(const char *guest_b, const char *po
 	vmm_sandbox_free(a);
 	vmm_host_stats(host, &hs);
 	cr_assert_eq(hs.shells, 1u, "A left its shell");
+	enum vmm_dirty_mech mech;
+	cr_log_info("A's pages below its heap %s", vmm_dirty_mechanism(&mech, NULL) == 0 && mech == VMM_DIRTY_SCAN
+			    ? "kept, zeroed in place" : "wiped with the rest (no PAGEMAP_SCAN)");
 
 	cr_assert_eq(vmm_sandbox_new(guest_b, &cb, &b, &err), 0, "B: %s", err.message);
 	vmm_host_stats(host, &hs);
