@@ -123,3 +123,18 @@ int64_t sh_channel_call(struct vmm_sandbox *sb, const char *fn, bool (*refused)(
 	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s after %s: %s", fn, e->message, vmm_sandbox_error(sb)->message);
 	return 0;
 }
+
+/* The page fault is asserted on every count: rc, vector and address. */
+void sh_must_page_fault(struct vmm_sandbox *sb, const char *fn, uint64_t addr, const char *what)
+{
+	struct vmm_value a = { .type = VMM_I64, .i64 = (int64_t)addr };
+	struct vmm_result r = { 0 };
+	int rc = vmm_sandbox_call(sb, fn, &a, 1, &r);
+	const struct vmm_error *e = vmm_sandbox_error(sb);
+
+	cr_assert_neq(rc, 0, "%s of the %s page at %#llx from CPL 3 worked", fn, what, (unsigned long long)addr);
+	cr_assert_eq(rc, VMM_E_GUEST_FAULT, "%s %s: %s", fn, what, e->message);
+	cr_assert_eq(e->vector, 14, "%s %s: %s", fn, what, e->message);
+	cr_assert_eq(e->fault_addr, addr, "%s %s: %s", fn, what, e->message);
+	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
+}

@@ -22,6 +22,9 @@ int sh_snap(struct vmm_sandbox *sb, struct st_manifest **m);
 int64_t sh_call_i(struct vmm_sandbox *sb, const char *fn, int nargs, int64_t a);
 /* Echo s through the guest; asserts the result equals s. */
 void sh_echo(struct vmm_sandbox *sb, const char *s);
+/* A call of fn(addr) (signature i(i)) that must end in a page fault at
+ * addr (what names the page in messages); the sandbox is restored after. */
+void sh_must_page_fault(struct vmm_sandbox *sb, const char *fn, uint64_t addr, const char *what);
 /* A host of this run's backend in debug mode (every restore, the warm
  * park's included, checks memory and vCPU) keeping `warm` warm sandboxes
  * and `shells` VM shells. Asserts. */

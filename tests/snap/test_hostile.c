@@ -538,3 +538,228 @@ Test(hostile, nothing_below_the_heap_reaches_the_next_sandbox_of_a_recycled_vm_s
 	}
 	cr_assert_eq(vmm_host_free(host), 0);
 }
+
+/* ---- a recycled VM shell: the next sandbox has another layout ---- */
+
+/*
+ * Shells are matched on memory size alone (vmm/kvm/shell.c), so a sandbox
+ * of another layout or guest can take one: here pages A could write (its
+ * input buffer, or its stack) lie where B's low area is unmapped past its
+ * stack. What A leaves (its vector registers, a
+ * marker over every word of its memory through the host's view, its
+ * writable mappings in KVM's MMU) must not reach B: B's host view and its
+ * own reads hold no marker, its vector channels start fresh, and every
+ * page its own page tables do not make user-writable faults on a store.
+ */
+#define STALE_MARK 0x2147504c45544153ull  /* "STALEPG!" */
+
+static const char *const vec_channels[] = {
+	"xmm15_next", "x87_rc_next", "x87_st_next", "mxcsr_next", "ymm_upper_next", "zmm31_next", "k7_next",
+};
+#define NVEC (sizeof(vec_channels) / sizeof(vec_channels[0]))
+
+/* Does the guest's vCPU have channel i's registers (CPUID and XCR0, as
+ * the guest reads them)? A (no snapshot, no restore) calls only those. */
+static bool vec_usable(struct vmm_sandbox *sb, size_t i)
+{
+	int64_t ecx1 = sh_call_i(sb, "vec_cpu", 1, 0), ebx7 = sh_call_i(sb, "vec_cpu", 1, 1);
+	int64_t xcr0 = sh_call_i(sb, "vec_cpu", 1, 2);
+	bool avx = (ecx1 >> 28 & 1) && (ecx1 >> 27 & 1) && (xcr0 & 6) == 6;
+
+	if (i < 4)
+		return true;
+	if (i == 4)
+		return avx;
+	return avx && (ebx7 >> 16 & 1) && (xcr0 & 0xe0) == 0xe0;
+}
+
+static bool vec_refused(int rc, const struct vmm_error *e)
+{
+	(void)e;
+	return rc == VMM_E_GUEST_FAULT || rc == VMM_E_GUEST_ERROR;
+}
+
+static int64_t call3(struct vmm_sandbox *sb, const char *fn, int64_t x, int64_t y, int64_t z)
+{
+	struct vmm_value a[3] = { { .type = VMM_I64, .i64 = x }, { .type = VMM_I64, .i64 = y },
+				  { .type = VMM_I64, .i64 = z } };
+	struct vmm_result r = { 0 };
+
+	cr_assert_eq(vmm_sandbox_call(sb, fn, a, 3, &r), 0, "%s(%#llx, %#llx): %s", fn, (unsigned long long)x,
+		     (unsigned long long)y, vmm_sandbox_error(sb)->message);
+	return r.i64;
+}
+
+static uint64_t pte_of(const uint8_t *mem, const struct vmm_layout *l, uint64_t page)
+{
+	uint64_t pte;
+
+	memcpy(&pte, mem + l->pt + 8 * page, 8);
+	return pte;
+}
+
+#define PTE_USER_RW 7ull  /* P | R/W | U/S (SDM Vol. 3A 4.5) */
+#define PTE_USER 5ull     /* P | U/S */
+#define PTE_FRAME 0x000ffffffffff000ull
+
+/* Is low page p of l readable from CPL 3 as guest memory (identity
+ * mapped: the hypercall page is user-writable and backed by none)? */
+static bool user_memory(const uint8_t *mem, const struct vmm_layout *l, uint64_t p)
+{
+	uint64_t pte = pte_of(mem, l, p);
+
+	return (pte & PTE_USER) == PTE_USER && (pte & PTE_FRAME) == p * VMM_PAGE;
+}
+
+/* A sandbox of guest of no host (so no shell): its default layout. */
+static struct vmm_layout default_layout(const char *guest)
+{
+	struct vmm_sandbox *sb = NULL;
+	struct vmm_error err;
+
+	cr_assert_eq(vmm_sandbox_new(guest, NULL, &sb, &err), 0, "%s", err.message);
+	struct vmm_layout l = sb->layout;
+	vmm_sandbox_free(sb);
+	return l;
+}
+
+/*
+ * A (hostileguest) and B (guest_b) of one memory size, one of them with a
+ * low area a 2 MiB page longer (a_long: A's, its stack over what B leaves
+ * unmapped past its own stack, pages a shell keeps and zeroes in place;
+ * else B's, A's input buffer there, pages a shell remaps), its stack
+ * ending 8 pages short of it, its heap 2 MiB shorter.
+ */
+static void other_layout_in_a_recycled_shell(const char *guest_b, const char *poke_fn, bool probes, bool a_long)
+{
+	struct vmm_host_stats hs;
+	struct vmm_error err;
+	struct vmm_sandbox *a = NULL, *b = NULL;
+	uint8_t *mem;
+	uint64_t size;
+
+	if (vmm_backend_resolve(vmm_host_default(), VMM_BACKEND_AUTO) != VMM_BACKEND_KVM)
+		cr_skip_test("VM shells are the kvm backend's");
+	const struct vmm_layout da = default_layout(HOSTILEGUEST), db = default_layout(guest_b);
+	cr_assert_eq(da.low_end, db.low_end, "both guests' default low areas are one size");
+	struct vmm_host *host = sh_debug_host(0, 2);
+	struct vmm_config ca = { .host = host }, cb = { .host = host };
+	struct vmm_config *lng = a_long ? &ca : &cb, *shrt = a_long ? &cb : &ca;
+	const struct vmm_layout *dl = a_long ? &da : &db;
+	lng->stack_size = dl->low_end + VMM_HUGE - 8 * VMM_PAGE - dl->stack_lo;
+	lng->heap_size = VMM_HUGE;
+	shrt->heap_size = 2 * VMM_HUGE;
+	if (!a_long)
+		ca.input_size = VMM_HUGE;  /* every page of it written: scribble_all */
+	cr_assert_eq(vmm_sandbox_new(HOSTILEGUEST, &ca, &a, &err), 0, "A: %s", err.message);
+	const struct vmm_layout la = a->layout;
+
+	/* A, never captured: a rebase would map layer files into its range,
+	 * and the shell would be wiped whole instead of zeroed in place. */
+	for (size_t i = 0; i < NVEC; i++)
+		if (vec_usable(a, i))
+			for (int round = 0; round < 3; round++)
+				sh_call_i(a, vec_channels[i], 0, 0);
+	cr_assert_gt(sh_call_i(a, "scribble_all", 1, 7), 0);
+	vmm_sandbox_memory(a, &mem, &size);
+	/* A's user-writable pages of what is B's low area: its own low pages
+	 * its page tables make so, and its buffers and heap (2 MiB pages). */
+	bool a_rw[VMM_LOW_MAX / VMM_PAGE];
+	for (uint64_t p = 0; p < VMM_LOW_MAX / VMM_PAGE; p++)
+		a_rw[p] = p * VMM_PAGE >= la.low_end ? p * VMM_PAGE < la.mem_size
+						      : (pte_of(mem, &la, p) & PTE_USER_RW) == PTE_USER_RW;
+	for (uint64_t off = 0; off + 8 <= size; off += 8)
+		memcpy(mem + off, &(uint64_t){ STALE_MARK }, 8);
+	vmm_sandbox_free(a);
+	vmm_host_stats(host, &hs);
+	cr_assert_eq(hs.shells, 1u, "A left its shell");
+	enum vmm_dirty_mech mech;
+	cr_log_info("A's pages below its heap %s", vmm_dirty_mechanism(&mech, NULL) == 0 && mech == VMM_DIRTY_SCAN
+			    ? "kept, zeroed in place" : "wiped with the rest (no PAGEMAP_SCAN)");
+
+	cr_assert_eq(vmm_sandbox_new(guest_b, &cb, &b, &err), 0, "B: %s", err.message);
+	vmm_host_stats(host, &hs);
+	cr_assert_eq(hs.shells, 0u, "B took A's shell");
+	const struct vmm_layout lb = b->layout;
+	cr_assert_eq(lb.mem_size, la.mem_size);
+	cr_assert_eq(a_long ? la.low_end : lb.low_end, (a_long ? lb.low_end : la.low_end) + VMM_HUGE,
+		     "B's layout is not A's");
+	cr_assert_neq(lb.n_pt, la.n_pt);
+	uint8_t *bmem;
+	uint64_t bsize;
+	vmm_sandbox_memory(b, &bmem, &bsize);
+	cr_assert_eq(bsize, size);
+	for (uint64_t off = 0; off + 8 <= bsize; off += 8)
+		cr_assert(memcmp(bmem + off, &(uint64_t){ STALE_MARK }, 8) != 0, "A's marker in B's memory at %#llx",
+			  (unsigned long long)off);
+	cr_assert_eq(sh_snap(b, NULL), 0);
+	vmm_sandbox_memory(b, &bmem, &bsize);
+
+	if (probes) {
+		for (size_t i = 0; i < NVEC; i++) {
+			int64_t v = sh_channel_call(b, vec_channels[i], vec_refused);
+			cr_assert_leq(v, 1, "%s: A's value reached B (%lld)", vec_channels[i], (long long)v);
+			cr_assert_eq(vmm_sandbox_restore(b), 0, "%s", vmm_sandbox_error(b)->message);
+		}
+		/* Through B's page tables: each run of user pages of the low
+		 * area, then the buffers and heap. */
+		for (uint64_t p = 0; p < lb.low_end / VMM_PAGE;) {
+			if (!user_memory(bmem, &lb, p)) {
+				p++;
+				continue;
+			}
+			uint64_t q = p;
+			while (q < lb.low_end / VMM_PAGE && user_memory(bmem, &lb, q))
+				q++;
+			int64_t at = call3(b, "find_word", (int64_t)(p * VMM_PAGE), (int64_t)(q * VMM_PAGE),
+					   (int64_t)~STALE_MARK);
+			cr_assert_eq(at, 0, "B reads A's marker at %#llx", (unsigned long long)at);
+			cr_assert_eq(vmm_sandbox_restore(b), 0, "%s", vmm_sandbox_error(b)->message);
+			p = q;
+		}
+		int64_t at = call3(b, "find_word", (int64_t)lb.low_end, (int64_t)lb.mem_size, (int64_t)~STALE_MARK);
+		cr_assert_eq(at, 0, "B reads A's marker at %#llx", (unsigned long long)at);
+		cr_assert_eq(vmm_sandbox_restore(b), 0, "%s", vmm_sandbox_error(b)->message);
+	}
+
+	/* B's permissions are its own: a store to every low page its page
+	 * tables keep from CPL 3 stores faults, those A could write among them. */
+	unsigned from_a = 0;
+	for (uint64_t p = 0; p < lb.low_end / VMM_PAGE; p++) {
+		if ((pte_of(bmem, &lb, p) & PTE_USER_RW) == PTE_USER_RW)
+			continue;
+		from_a += a_rw[p];
+		if (p * VMM_PAGE == lb.stack_guard) {
+			/* Reported as what a fault there means: a stack overflow. */
+			struct vmm_value g = { .type = VMM_I64, .i64 = (int64_t)lb.stack_guard };
+			struct vmm_result r = { 0 };
+			cr_assert_neq(vmm_sandbox_call(b, poke_fn, &g, 1, &r), 0, "a store to B's stack guard page worked");
+			cr_assert(strstr(vmm_sandbox_error(b)->message, "stack guard"), "%s", vmm_sandbox_error(b)->message);
+			cr_assert_eq(vmm_sandbox_restore(b), 0, "%s", vmm_sandbox_error(b)->message);
+			continue;
+		}
+		sh_must_page_fault(b, poke_fn, p * VMM_PAGE, "B's non-writable");
+	}
+	cr_assert_geq(from_a, 8u, "B keeps from CPL 3 stores 8 pages or more A could write");
+	cr_log_info("%u pages user-writable in A and not in B faulted on a store from B", from_a);
+	vmm_sandbox_free(b);
+	cr_assert_eq(vmm_host_free(host), 0);
+}
+
+Test(hostile, nothing_of_a_sandbox_reaches_the_next_of_another_layout_in_its_recycled_vm_shell, .init = sh_setup,
+     .fini = sh_teardown, .timeout = 120)
+{
+	other_layout_in_a_recycled_shell(HOSTILEGUEST, "poke", true, false);
+}
+
+Test(hostile, nothing_of_a_sandbox_with_a_longer_low_area_reaches_the_next_in_its_recycled_vm_shell,
+     .init = sh_setup, .fini = sh_teardown, .timeout = 120)
+{
+	other_layout_in_a_recycled_shell(HOSTILEGUEST, "poke", true, true);
+}
+
+Test(hostile, nothing_of_a_sandbox_reaches_the_next_of_another_guest_in_its_recycled_vm_shell, .init = sh_setup,
+     .fini = sh_teardown, .timeout = 120)
+{
+	other_layout_in_a_recycled_shell(HOSTILECPL0, "cpl3_poke", false, false);
+}

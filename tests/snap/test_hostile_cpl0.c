@@ -326,21 +326,6 @@ Test(hostile, a_snapshot_whose_layout_moves_the_idt_is_refused, .init = sh_setup
 	st_manifest_free(m);
 }
 
-/* A call of fn(addr) that must end in a page fault at addr. */
-static void must_page_fault(struct vmm_sandbox *sb, const char *fn, uint64_t addr, const char *what)
-{
-	struct vmm_value a = { .type = VMM_I64, .i64 = (int64_t)addr };
-	struct vmm_result r = { 0 };
-	int rc = vmm_sandbox_call(sb, fn, &a, 1, &r);
-	const struct vmm_error *e = vmm_sandbox_error(sb);
-
-	cr_assert_neq(rc, 0, "%s of the %s page at %#llx from CPL 3 worked", fn, what, (unsigned long long)addr);
-	cr_assert_eq(rc, VMM_E_GUEST_FAULT, "%s %s: %s", fn, what, e->message);
-	cr_assert_eq(e->vector, 14, "%s %s: %s", fn, what, e->message);
-	cr_assert_eq(e->fault_addr, addr, "%s %s: %s", fn, what, e->message);
-	cr_assert_eq(vmm_sandbox_restore(sb), 0, "%s", vmm_sandbox_error(sb)->message);
-}
-
 Test(hostile, cpl3_can_neither_write_nor_run_the_pages_strata_builds, .init = sh_setup, .fini = sh_teardown)
 {
 	struct st_manifest *m = NULL;
@@ -360,8 +345,8 @@ Test(hostile, cpl3_can_neither_write_nor_run_the_pages_strata_builds, .init = sh
 		{ l.ist2_top - 8, "IST2 stack" }, { l.boot_info, "boot-info" },
 	};
 	for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++)
-		must_page_fault(sb, "cpl3_poke", pages[i].addr, pages[i].what);
-	must_page_fault(sb, "cpl3_jump", l.isr + 3 * STRATA_ISR_STRIDE, "exception-stub");
+		sh_must_page_fault(sb, "cpl3_poke", pages[i].addr, pages[i].what);
+	sh_must_page_fault(sb, "cpl3_jump", l.isr + 3 * STRATA_ISR_STRIDE, "exception-stub");
 	vmm_sandbox_free(sb);
 	st_manifest_free(m);
 }

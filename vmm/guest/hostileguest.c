@@ -61,6 +61,31 @@ STRATA_FUNCTION(scribble_all, "i(i)")
 }
 
 /*
+ * Probes of a recycled VM shell (tests/snap/test_hostile.c): what the
+ * guest itself sees through its page tables, not the host's view of its
+ * memory. find_word(lo, hi, nw) returns the first 8-byte-aligned address
+ * of [lo, hi) holding ~nw, or 0 (the complement: the argument itself, in
+ * the input buffer, is not the word sought); poke(addr) stores a byte at
+ * addr and returns 1, unless the store faults.
+ */
+STRATA_FUNCTION(find_word, "i(iii)")
+{
+	uint64_t lo = ((uint64_t)strata_arg_i64(c, 0) + 7) & ~7ull, hi = (uint64_t)strata_arg_i64(c, 1);
+	uint64_t w = ~(uint64_t)strata_arg_i64(c, 2);
+
+	for (uint64_t a = lo; a + 8 <= hi; a += 8)
+		if (*(const volatile uint64_t *)(uintptr_t)a == w)
+			return strata_ret_i64(c, (int64_t)a);
+	return strata_ret_i64(c, 0);
+}
+
+STRATA_FUNCTION(poke, "i(i)")
+{
+	*(volatile uint8_t *)(uintptr_t)strata_arg_i64(c, 0) = 1;
+	return strata_ret_i64(c, 1);
+}
+
+/*
  * The process backend's channels. There the guest runs inside a child
  * process whose own program, control pages and stacks sit at PROC_BASE
  * (vmm/proc/proc_abi.h), and whose one allowed `syscall` instruction is the
