@@ -67,77 +67,185 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* A boundary between two neighbouring ranges and what merging them costs. */
+struct merge_cand {
+	uint64_t cost;
+	size_t b;
+};
+
+static bool cand_less(struct merge_cand x, struct merge_cand y)
+{
+	return x.cost < y.cost || (x.cost == y.cost && x.b < y.b);
+}
+
+static void heap_push(struct merge_cand *h, size_t *n, struct merge_cand x)
+{
+	size_t i = (*n)++;
+
+	for (; i > 0 && cand_less(x, h[(i - 1) / 2]); i = (i - 1) / 2)
+		h[i] = h[(i - 1) / 2];
+	h[i] = x;
+}
+
+static struct merge_cand heap_pop(struct merge_cand *h, size_t *n)
+{
+	struct merge_cand top = h[0], x = h[--(*n)];
+	size_t i = 0;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= *n)
+			break;
+		if (c + 1 < *n && cand_less(h[c + 1], h[c]))
+			c++;
+		if (!cand_less(h[c], x))
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	if (*n)
+		h[i] = x;
+	return top;
+}
+
+/* A layer kept by a compaction and the pages it still serves. */
+struct layer_use {
+	int32_t layer;
+	uint64_t pages;
+};
+
+static int layer_use_cmp(const void *a, const void *b)
+{
+	const struct layer_use *x = a, *y = b;
+
+	return x->pages < y->pages ? -1 : x->pages > y->pages ? 1 : (x->layer > y->layer) - (x->layer < y->layer);
+}
+
 /*
- * Too many ranges: one flat layer holding every non-hole page, with the
- * smallest gaps between runs filled (stored as zero pages) until at most
- * `cap` runs remain. Guest memory holds exactly the new snapshot's content,
- * so the layer is read from it.
+ * At most `most` older layers kept: the ranges of those that serve the
+ * fewest pages are rewritten into the new layer too (a restore opens and
+ * maps each layer: docs/restore.md, "Range cap"). Rewriting a range never
+ * adds one.
+ */
+static int fewer_layers(const struct vmm_seg *r, bool *rew, size_t n, size_t most)
+{
+	struct layer_use *u = NULL;
+	size_t nu = 0, cap = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (rew[i])
+			continue;
+		size_t k = 0;
+		while (k < nu && u[k].layer != r[i].layer)
+			k++;
+		if (k == nu) {
+			if (ST_ARRAY_RESERVE(u, cap, nu + 1) < 0) {
+				free(u);
+				return -ENOMEM;
+			}
+			u[nu++] = (struct layer_use){ r[i].layer, 0 };
+		}
+		u[k].pages += r[i].npages;
+	}
+	if (nu > most) {
+		qsort(u, nu, sizeof(*u), layer_use_cmp);
+		for (size_t k = 0; k < nu - most; k++)
+			for (size_t i = 0; i < n; i++)
+				if (!rew[i] && r[i].layer == u[k].layer)
+					rew[i] = true;
+	}
+	free(u);
+	return 0;
+}
+
+/*
+ * Too many ranges: merge neighbouring ranges into the new layer, cheapest
+ * first, until at most `cap` remain. Two neighbours become one range when
+ * both are in the new layer, with the hole between them stored as zero
+ * pages; a range of an older layer costs its pages to rewrite, once. The
+ * cost of a merge is what it adds to the new layer, so the ranges a
+ * capture merges are its own and the last few captures' small ones, not
+ * memory that older layers already hold: a chain of small captures
+ * rewrites each page about once per merge level instead of every page
+ * at every compaction (docs/restore.md, "Range cap"). Guest memory holds
+ * exactly the new snapshot's content, so rewritten pages are read from it.
+ * *runs gets the new snapshot's ranges (no holes), each either kept on its
+ * older layer or in the new layer, whose pages follow guest order.
  */
 static int compact(const struct vmm_segv *segs, unsigned cap, struct vmm_segv *runs)
 {
-	struct vmm_segv spans = { 0 };
+	struct vmm_seg *r = NULL;
+	bool *rew = NULL, *merged = NULL;
+	struct merge_cand *heap = NULL;
+	size_t n = 0, nheap = 0;
 	int rc = 0;
 
-	for (size_t i = 0; i < segs->n; i++) {
-		if (segs->v[i].layer < 0)
+	for (size_t i = 0; i < segs->n; i++)
+		n += segs->v[i].layer >= 0;
+	r = st_sys_malloc((n ? n : 1) * sizeof(*r));
+	rew = st_sys_calloc(n ? n : 1, sizeof(*rew));
+	merged = st_sys_calloc(n ? n : 1, sizeof(*merged));
+	/* every boundary once, then two more each time a range is rewritten */
+	heap = st_sys_malloc((3 * n + 1) * sizeof(*heap));
+	if (!r || !rew || !merged || !heap) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	n = 0;
+	for (size_t i = 0; i < segs->n; i++)
+		if (segs->v[i].layer >= 0) {
+			rew[n] = segs->v[i].layer == VMM_NEW_LAYER;
+			r[n++] = segs->v[i];
+		}
+#define GAP(b) (r[(b) + 1].gpage - (r[b].gpage + r[b].npages))
+#define COST(b) (GAP(b) + (rew[b] ? 0 : r[b].npages) + (rew[(b) + 1] ? 0 : r[(b) + 1].npages))
+	for (size_t b = 0; b + 1 < n; b++)
+		heap_push(heap, &nheap, (struct merge_cand){ COST(b), b });
+	/* Down to half the cap, so the next cap / 2 captures compact nothing
+	 * and a compaction merges a run of them at once: each page is
+	 * rewritten about once per merge level (docs/restore.md, "Range cap",
+	 * has the growth it measured beside merging down to the cap alone). */
+	size_t left = n, target = cap / 2 ? cap / 2 : 1;
+	while (left > target && nheap) {
+		struct merge_cand x = heap_pop(heap, &nheap);
+		/* stale: merged, or cheaper since (its fresh entry is queued) */
+		if (merged[x.b] || COST(x.b) != x.cost)
 			continue;
-		struct vmm_seg g = { segs->v[i].gpage, segs->v[i].npages, 0, 0 };
-		if (spans.n && spans.v[spans.n - 1].gpage + spans.v[spans.n - 1].npages == g.gpage)
-			spans.v[spans.n - 1].npages += g.npages;
-		else if ((rc = segv_add(&spans, g)) < 0)
-			goto out_free;
+		merged[x.b] = true;
+		left--;
+		for (size_t k = x.b; k <= x.b + 1; k++) {
+			if (rew[k])
+				continue;
+			rew[k] = true;
+			if (k > 0 && !merged[k - 1])
+				heap_push(heap, &nheap, (struct merge_cand){ COST(k - 1), k - 1 });
+			if (k + 1 < n && !merged[k])
+				heap_push(heap, &nheap, (struct merge_cand){ COST(k), k });
+		}
 	}
-	/* Fill the smallest gaps: find the gap-length threshold by sorting. */
-	if (spans.n > cap && cap > 0) {
-		size_t ng = spans.n - 1, fill = spans.n - cap;
-		uint64_t *gaps = st_sys_malloc(ng * sizeof(*gaps));
-		if (!gaps) {
-			rc = -ENOMEM;
-			goto out_free;
-		}
-		for (size_t i = 0; i < ng; i++)
-			gaps[i] = spans.v[i + 1].gpage - (spans.v[i].gpage + spans.v[i].npages);
-		/* selection by sort: small n (ranges), simple is fine */
-		for (size_t a = 1; a < ng; a++) {
-			uint64_t x = gaps[a];
-			size_t b = a;
-			for (; b > 0 && gaps[b - 1] > x; b--)
-				gaps[b] = gaps[b - 1];
-			gaps[b] = x;
-		}
-		uint64_t limit = gaps[fill - 1];
-		size_t at_limit = 0;
-		for (size_t i = 0; i < fill; i++)
-			at_limit += gaps[i] == limit;
-		free(gaps);
-		for (size_t i = 0; i < spans.n; i++) {
-			struct vmm_seg g = spans.v[i];
-			if (runs->n) {
-				struct vmm_seg *l = &runs->v[runs->n - 1];
-				uint64_t gap = g.gpage - (l->gpage + l->npages);
-				if (gap < limit || (gap == limit && at_limit > 0)) {
-					if (gap == limit)
-						at_limit--;
-					l->npages = g.gpage + g.npages - l->gpage;
-					continue;
-				}
-			}
-			if ((rc = segv_add(runs, g)) < 0)
-				goto out_free;
-		}
-	} else {
-		for (size_t i = 0; i < spans.n; i++)
-			if ((rc = segv_add(runs, spans.v[i])) < 0)
-				goto out_free;
-	}
-	/* lpage: consecutive in the flat layer */
+#undef COST
+#undef GAP
+	if ((rc = fewer_layers(r, rew, n, cap / 4 ? cap / 4 : 1)) < 0)
+		goto out_free;
 	uint64_t lp = 0;
-	for (size_t i = 0; i < runs->n; i++) {
-		runs->v[i].lpage = lp;
-		lp += runs->v[i].npages;
+	for (size_t i = 0; i < n; i++) {
+		size_t j = i;
+		while (j + 1 < n && merged[j])
+			j++;
+		struct vmm_seg g = r[i];
+		if (rew[i]) {
+			g = (struct vmm_seg){ r[i].gpage, r[j].gpage + r[j].npages - r[i].gpage, VMM_NEW_LAYER, lp };
+			lp += g.npages;
+		}
+		if ((rc = segv_add(runs, g)) < 0)
+			goto out_free;
+		i = j;
 	}
 out_free:
-	free(spans.v);
+	free(r);
+	free(rew);
+	free(merged);
+	free(heap);
 	return rc;
 }
 
@@ -320,12 +428,11 @@ int vmm_changes_find(struct vmm_sandbox *sb, struct vmm_snap *s, bool store, str
 	if (nranges > s->policy.range_cap) {
 		if ((rc = compact(&c->segs, s->policy.range_cap, &c->flat)) < 0)
 			goto out_free;
-		/* every flat run is in the new layer */
+		/* the new layer: the merged ranges, in guest order */
 		c->new_pages = 0;
-		for (size_t i = 0; i < c->flat.n; i++) {
-			c->flat.v[i].layer = VMM_NEW_LAYER;
-			c->new_pages += c->flat.v[i].npages;
-		}
+		for (size_t i = 0; i < c->flat.n; i++)
+			if (c->flat.v[i].layer == VMM_NEW_LAYER)
+				c->new_pages += c->flat.v[i].npages;
 		c->flat_used = true;
 		s->stats.compactions++;
 	}

@@ -78,7 +78,7 @@ Test(capture, rebase_refuses_a_manifest_that_is_not_the_pending_capture)
 	vmm_sandbox_free(sb);
 }
 
-Test(capture, too_many_ranges_compacts_into_one_flat_layer)
+Test(capture, too_many_ranges_compacts_below_the_cap)
 {
 	struct vmm_sandbox *sb = sh_sandbox(8 << 20);
 	struct st_manifest *m = NULL;
@@ -103,6 +103,46 @@ Test(capture, too_many_ranges_compacts_into_one_flat_layer)
 	mem[size - 4096] = 99;
 	cr_assert_eq(vmm_sandbox_restore(sb), 0);
 	cr_assert_eq(vmm_sandbox_check(sb, NULL), 0);
+	vmm_sandbox_free(sb);
+}
+
+/* A chain of small captures past the range cap rewrites its own recent
+ * ranges, never the memory an older layer already holds: every capture's
+ * new layer stays a small fraction of a large run written once at the
+ * start (a compaction into one flat layer of all memory would rewrite it). */
+Test(capture, compaction_rewrites_recent_small_ranges_not_old_memory)
+{
+	struct vmm_sandbox *sb = sh_sandbox(8 << 20);
+	struct st_manifest *m = NULL;
+	uint8_t *mem;
+	uint64_t size, big = 1024;
+
+	vmm_sandbox_memory(sb, &mem, &size);
+	/* 4 MiB written once, at the top of the heap */
+	for (uint64_t p = 1; p <= big; p++)
+		mem[size - p * 4096] = 0x5a;
+	cr_assert_eq(sh_snap(sb, NULL), 0);
+	uint64_t compactions = 0;
+	for (uint64_t gen = 0; gen < 200; gen++) {
+		/* one page each, every other page below the large run */
+		mem[size - (big + 2 + 2 * gen) * 4096] = (uint8_t)(gen + 1);
+		cr_assert_eq(sh_snap(sb, &m), 0);
+		cr_assert_leq(m->nranges, 64, "ranges %llu over the cap", (unsigned long long)m->nranges);
+		uint64_t added = m->layers[m->nlayers - 1].pages;
+		cr_assert_lt(added, big / 4, "generation %llu's layer has %llu pages: older memory rewritten",
+			     (unsigned long long)gen, (unsigned long long)added);
+		st_manifest_free(m);
+		m = NULL;
+	}
+	struct vmm_snap_stats st;
+	vmm_sandbox_snap_stats(sb, &st);
+	compactions = st.compactions;
+	cr_assert_geq(compactions, 1, "200 separate one-page ranges are past the cap");
+	mem[size - 4096] = 99;
+	cr_assert_eq(vmm_sandbox_restore(sb), 0);
+	cr_assert_eq(vmm_sandbox_check(sb, NULL), 0);
+	cr_assert_eq(mem[size - 4096], 0x5a);
+	cr_assert_eq(mem[size - (big + 2 + 2 * 199) * 4096], 200);
 	vmm_sandbox_free(sb);
 }
 
