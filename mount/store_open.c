@@ -163,19 +163,25 @@ int cli_strata_store_open(const struct cli *cli, bool write, strata_store **out)
 
 	if (rc == 0)
 		return CLI_OK;
-	/* -ENOENT of a store that opens: its index is what is missing. */
-	if (rc == -ENOENT && st_store_open(cli->store, ST_OPEN_RDONLY, &probe) == 0) {
+	/* Which half failed, the store or its index, for cli_store_open's
+	 * words: the store opened again the same way says. */
+	int src = st_store_open(cli->store, write ? 0 : ST_OPEN_RDONLY, &probe);
+	if (src == 0) {
 		st_store_close(probe);
-		cli_err(cli, "store %s has no index yet (run 'strata --store %s init')", cli->store, cli->store);
-		return CLI_NOTFOUND;
+		if (rc == -ENOENT) {
+			cli_err(cli, "store %s has no index yet (run 'strata --store %s init')", cli->store, cli->store);
+			return CLI_NOTFOUND;
+		}
+		cli_err(cli, "cannot open the index of store %s: %s", cli->store, cli_store_strerror(rc));
+		return CLI_FAIL;
 	}
-	if (rc == -ENOENT || rc == ST_ENOTSTORE) {
+	if (src == -ENOENT || src == ST_ENOTSTORE) {
 		cli_err(cli, "%s is not a strata store (create one with 'strata --store %s init')", cli->store, cli->store);
 		return CLI_NOTFOUND;
 	}
-	if ((rc == -EACCES || rc == -EPERM) && not_owner(cli))
+	if ((src == -EACCES || src == -EPERM) && not_owner(cli))
 		return CLI_FAIL;
-	cli_err(cli, "cannot open store %s: %s", cli->store, cli_store_strerror(rc));
+	cli_err(cli, "cannot open store %s: %s", cli->store, st_strerror(src));
 	return CLI_FAIL;
 }
 
