@@ -277,6 +277,12 @@ void cli_tags_free(struct cli_tags *l);
 void cli_tags_of(const struct cli_tags *l, const char *id, char *buf, size_t len);
 json_t *cli_tags_json(const struct cli_tags *l, const char *id);
 int cli_ids_collect_cb(void *ctx, const char *id);
+/* cmd_verify.c: a store check's problem in verify's and fsck's words: its
+ * kind ("corrupt"), what it is about ("blob", "snapshot", "layer"), and as
+ * --json gives it, appended to arr (docs/cli.md; -ENOMEM). */
+const char *cli_problem_word(int kind);
+const char *cli_problem_object(int kind);
+int cli_problem_json(const struct strata_problem *p, json_t *arr);
 /* text.c: "lazy: 37 of 1,024 chunks present". */
 void cli_fmt_lazy(char *buf, size_t len, uint64_t present, uint64_t chunks);
 

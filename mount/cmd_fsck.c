@@ -9,69 +9,27 @@
 
 #include "cli_api.h"
 
-static const char *problem_word(int kind)
-{
-	switch (kind) {
-	case STRATA_PROBLEM_MISSING: return "missing";
-	case STRATA_PROBLEM_SIZE: return "wrong size";
-	case STRATA_PROBLEM_CORRUPT: return "corrupt";
-	case STRATA_PROBLEM_REFCOUNT: return "refcount";
-	case STRATA_PROBLEM_SNAPSHOT: return "bad snapshot";
-	case STRATA_PROBLEM_TAG: return "bad tag";
-	case STRATA_PROBLEM_CHILDREN: return "children";
-	case STRATA_PROBLEM_ORPHAN: return "orphan";
-	case STRATA_PROBLEM_WORKING_SET: return "working set";
-	case STRATA_PROBLEM_LAZY: return "unchecked";
-	case STRATA_PROBLEM_CHUNK: return "bad chunk";
-	}
-	return "problem";
-}
-
-static bool problem_is_blob(int k)
-{
-	return k == STRATA_PROBLEM_MISSING || k == STRATA_PROBLEM_SIZE || k == STRATA_PROBLEM_CORRUPT ||
-	       k == STRATA_PROBLEM_REFCOUNT || k == STRATA_PROBLEM_ORPHAN;
-}
-
 struct check_ctx {
 	struct cli *cli;
 	json_t *problems; /* --json: each problem is appended here, nothing printed */
 };
 
-/* A problem as --json gives it (docs/cli.md). */
-static int json_problem(const struct strata_problem *p, json_t *arr)
-{
-	json_t *o = json_object();
-	bool layer = p->kind == STRATA_PROBLEM_LAZY || p->kind == STRATA_PROBLEM_CHUNK;
-
-	json_object_set_new(o, "kind", json_string(problem_word(p->kind)));
-	json_object_set_new(o, "object", json_string(layer ? "layer" : problem_is_blob(p->kind) ? "blob" : "snapshot"));
-	json_object_set_new(o, "id", json_string(p->id));
-	json_object_set_new(o, "error", json_boolean(p->error));
-	json_object_set_new(o, "detail", json_string(p->detail));
-	json_object_set_new(o, "action", p->action ? json_string(p->action) : json_null());
-	if (p->tag)
-		json_object_set_new(o, "tag", json_string(p->tag));
-	return json_array_append_new(arr, o) < 0 ? -ENOMEM : 0;
-}
-
 static int print_problem(void *arg, const struct strata_problem *p)
 {
 	struct check_ctx *c = arg;
-	bool blob = problem_is_blob(p->kind);
 
 	if (c->problems)
-		return json_problem(p, c->problems);
+		return cli_problem_json(p, c->problems);
 	if (p->kind == STRATA_PROBLEM_LAZY) /* always shown: what fsck could not check */
-		printf("%s: layer %s: %s\n", problem_word(p->kind), p->id, cli_esc(p->detail));
+		printf("%s: layer %s: %s\n", cli_problem_word(p->kind), p->id, cli_esc(p->detail));
 	else if (p->kind == STRATA_PROBLEM_CHUNK)
-		printf("%s: layer %s: %s%s%s\n", problem_word(p->kind), p->id, cli_esc(p->detail),
+		printf("%s: layer %s: %s%s%s\n", cli_problem_word(p->kind), p->id, cli_esc(p->detail),
 		       p->action ? " -> " : "", p->action ? cli_esc(p->action) : "");
 	else if (p->error)
-		printf("%s: %s %s: %s%s%s\n", problem_word(p->kind), blob ? "blob" : "snapshot", p->id,
+		printf("%s: %s %s: %s%s%s\n", cli_problem_word(p->kind), cli_problem_object(p->kind), p->id,
 		       cli_esc(p->detail), p->action ? " -> " : "", p->action ? cli_esc(p->action) : "");
 	else if (c->cli->verbose)
-		printf("note: %s blob %s: %s\n", problem_word(p->kind), p->id, cli_esc(p->detail));
+		printf("note: %s blob %s: %s\n", cli_problem_word(p->kind), p->id, cli_esc(p->detail));
 	return 0;
 }
 
