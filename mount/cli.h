@@ -20,15 +20,8 @@ struct cli_cmd {
 	const char *summary;  /* one line for `strata --help` */
 };
 
-/* store_open.c: list on stdout, one "exposed:" line each (the first
- * CLI_EXPOSED_SHOWN, then a count), the paths of store s other users can
- * read (st_store_perm_check with flags; ST_PERM_CHECK_FIX sets each to the
- * store's mode), and on stderr one warning naming the fix. Returns how many
- * were found, or <0 (reported) if the store could not be walked. With
- * json, each path is appended to that array as {path, directory, mode,
- * store_mode, fixed} instead (every one), and the warning still goes to
- * stderr. */
-#define CLI_EXPOSED_SHOWN 10
+/* store_open.c: cli_strata_store_exposed (cli_api.h) for a store opened
+ * with the modules: flags are st_store_perm_check's. */
 long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags, json_t *json);
 
 /* The registry credentials provider push and pull use without --creds or
@@ -58,7 +51,6 @@ int cmd_bench(struct cli *cli, int argc, char **argv);        /* cmd_bench.c: ru
 int cmd_wasm(struct cli *cli, int argc, char **argv);         /* cmd_wasm.c: wasm build */
 int cmd_calibrate(struct cli *cli, int argc, char **argv);    /* cmd_calibrate.c */
 int cmd_doctor(struct cli *cli, int argc, char **argv);       /* cmd_doctor.c */
-int cmd_fsck(struct cli *cli, int argc, char **argv);         /* cmd_store.c */
 int cmd_debug(struct cli *cli, int argc, char **argv);        /* cmd_store.c */
 int cmd_mount(struct cli *cli, int argc, char **argv);        /* cmd_mount.c */
 int cmd_umount(struct cli *cli, int argc, char **argv);       /* cmd_mount.c */

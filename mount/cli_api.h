@@ -44,6 +44,7 @@ int cmd_export(struct cli *cli, int argc, char **argv);       /* cmd_export.c */
 int cmd_verify(struct cli *cli, int argc, char **argv);       /* cmd_verify.c */
 int cmd_init(struct cli *cli, int argc, char **argv);         /* cmd_init.c */
 int cmd_show(struct cli *cli, int argc, char **argv);         /* cmd_show.c */
+int cmd_fsck(struct cli *cli, int argc, char **argv);         /* cmd_fsck.c */
 
 /* host.c: make cli->host once: STRATA_VM_CACHE=N idle VMs and warm
  * sandboxes (default 8), STRATA_SNAP_DEBUG=1, the reset policy file
@@ -180,6 +181,27 @@ int cli_ref_error(const struct cli *cli, const char *ref, int rc);
 /* store_open.c: open cli->store through the API (for writing if write),
  * with the messages cli_store_open gives. Reports; returns an exit status. */
 int cli_strata_store_open(const struct cli *cli, bool write, strata_store **out);
+/*
+ * exposed.c: list on stdout, one "exposed:" line each (the first
+ * CLI_EXPOSED_SHOWN, then a count), the paths of store st other users can
+ * read (strata_store_exposed with flags; STRATA_EXPOSED_FIX sets each to
+ * the store's mode), and on stderr one warning naming the fix. Returns how
+ * many were found, or <0 (reported) if the store could not be walked. With
+ * json, each path is appended to that array as {path, directory, mode,
+ * store_mode, fixed} instead (every one), and the warning still goes to
+ * stderr. cli_exposed_print (a strata_exposed_fn on a struct cli_exposed)
+ * and cli_exposed_done (the count line and the warning; none after a fix)
+ * are its two halves, for a walk made otherwise (doctor's).
+ */
+#define CLI_EXPOSED_SHOWN 10
+struct cli_exposed {
+	const char *store; /* the store's directory, as the lines name it */
+	uint64_t n;        /* paths seen so far */
+	json_t *json;      /* NULL: print */
+};
+long long cli_strata_store_exposed(const struct cli *cli, strata_store *st, unsigned flags, json_t *json);
+int cli_exposed_print(void *ctx, const struct strata_exposed *e);
+void cli_exposed_done(const struct cli *cli, const struct cli_exposed *c, bool fixed, bool shared, unsigned long gid);
 /* Make the directories above dir that are missing (0755), as init, pull
  * and import do for the store they are to make. 0 or -errno. */
 int cli_make_parents(const char *dir);
@@ -255,6 +277,12 @@ void cli_tags_free(struct cli_tags *l);
 void cli_tags_of(const struct cli_tags *l, const char *id, char *buf, size_t len);
 json_t *cli_tags_json(const struct cli_tags *l, const char *id);
 int cli_ids_collect_cb(void *ctx, const char *id);
+/* cmd_verify.c: a store check's problem in verify's and fsck's words: its
+ * kind ("corrupt"), what it is about ("blob", "snapshot", "layer"), and as
+ * --json gives it, appended to arr (docs/cli.md; -ENOMEM). */
+const char *cli_problem_word(int kind);
+const char *cli_problem_object(int kind);
+int cli_problem_json(const struct strata_problem *p, json_t *arr);
 /* text.c: "lazy: 37 of 1,024 chunks present". */
 void cli_fmt_lazy(char *buf, size_t len, uint64_t present, uint64_t chunks);
 

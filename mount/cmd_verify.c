@@ -11,7 +11,7 @@
 
 #include "cli_api.h"
 
-static const char *problem_word(int kind)
+const char *cli_problem_word(int kind)
 {
 	switch (kind) {
 	case STRATA_PROBLEM_MISSING: return "missing";
@@ -29,10 +29,29 @@ static const char *problem_word(int kind)
 	return "problem";
 }
 
-static bool problem_is_blob(int k)
+const char *cli_problem_object(int kind)
 {
-	return k == STRATA_PROBLEM_MISSING || k == STRATA_PROBLEM_SIZE || k == STRATA_PROBLEM_CORRUPT ||
-	       k == STRATA_PROBLEM_REFCOUNT || k == STRATA_PROBLEM_ORPHAN;
+	switch (kind) {
+	case STRATA_PROBLEM_LAZY: case STRATA_PROBLEM_CHUNK: return "layer";
+	case STRATA_PROBLEM_MISSING: case STRATA_PROBLEM_SIZE: case STRATA_PROBLEM_CORRUPT:
+	case STRATA_PROBLEM_REFCOUNT: case STRATA_PROBLEM_ORPHAN: return "blob";
+	}
+	return "snapshot";
+}
+
+int cli_problem_json(const struct strata_problem *p, json_t *arr)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "kind", json_string(cli_problem_word(p->kind)));
+	json_object_set_new(o, "object", json_string(cli_problem_object(p->kind)));
+	json_object_set_new(o, "id", json_string(p->id));
+	json_object_set_new(o, "error", json_boolean(p->error));
+	json_object_set_new(o, "detail", json_string(p->detail));
+	json_object_set_new(o, "action", p->action ? json_string(p->action) : json_null()); /* fsck --repair's */
+	if (p->tag)
+		json_object_set_new(o, "tag", json_string(p->tag));
+	return json_array_append_new(arr, o) < 0 ? -ENOMEM : 0;
 }
 
 /* An error of the store check, printed, or appended to the JSON array ctx
@@ -40,26 +59,15 @@ static bool problem_is_blob(int k)
 static int store_problem(void *ctx, const struct strata_problem *p)
 {
 	json_t *arr = ctx;
-	bool layer = p->kind == STRATA_PROBLEM_LAZY || p->kind == STRATA_PROBLEM_CHUNK;
 
 	if (!p->error)
 		return 0;
-	if (arr) {
-		json_t *o = json_object();
-		json_object_set_new(o, "kind", json_string(problem_word(p->kind)));
-		json_object_set_new(o, "object", json_string(layer ? "layer" : problem_is_blob(p->kind) ? "blob" : "snapshot"));
-		json_object_set_new(o, "id", json_string(p->id));
-		json_object_set_new(o, "error", json_boolean(p->error));
-		json_object_set_new(o, "detail", json_string(p->detail));
-		json_object_set_new(o, "action", json_null()); /* verify repairs nothing */
-		if (p->tag)
-			json_object_set_new(o, "tag", json_string(p->tag));
-		return json_array_append_new(arr, o) < 0 ? -ENOMEM : 0;
-	}
+	if (arr)
+		return cli_problem_json(p, arr);
 	if (p->kind == STRATA_PROBLEM_CHUNK)
-		printf("%s: layer %s: %s\n", problem_word(p->kind), p->id, cli_esc(p->detail));
+		printf("%s: layer %s: %s\n", cli_problem_word(p->kind), p->id, cli_esc(p->detail));
 	else
-		printf("%s: %s %s: %s\n", problem_word(p->kind), problem_is_blob(p->kind) ? "blob" : "snapshot", p->id,
+		printf("%s: %s %s: %s\n", cli_problem_word(p->kind), cli_problem_object(p->kind), p->id,
 		       cli_esc(p->detail));
 	return 0;
 }

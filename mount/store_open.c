@@ -163,19 +163,25 @@ int cli_strata_store_open(const struct cli *cli, bool write, strata_store **out)
 
 	if (rc == 0)
 		return CLI_OK;
-	/* -ENOENT of a store that opens: its index is what is missing. */
-	if (rc == -ENOENT && st_store_open(cli->store, ST_OPEN_RDONLY, &probe) == 0) {
+	/* Which half failed, the store or its index, for cli_store_open's
+	 * words: the store opened again the same way says. */
+	int src = st_store_open(cli->store, write ? 0 : ST_OPEN_RDONLY, &probe);
+	if (src == 0) {
 		st_store_close(probe);
-		cli_err(cli, "store %s has no index yet (run 'strata --store %s init')", cli->store, cli->store);
-		return CLI_NOTFOUND;
+		if (rc == -ENOENT) {
+			cli_err(cli, "store %s has no index yet (run 'strata --store %s init')", cli->store, cli->store);
+			return CLI_NOTFOUND;
+		}
+		cli_err(cli, "cannot open the index of store %s: %s", cli->store, cli_store_strerror(rc));
+		return CLI_FAIL;
 	}
-	if (rc == -ENOENT || rc == ST_ENOTSTORE) {
+	if (src == -ENOENT || src == ST_ENOTSTORE) {
 		cli_err(cli, "%s is not a strata store (create one with 'strata --store %s init')", cli->store, cli->store);
 		return CLI_NOTFOUND;
 	}
-	if ((rc == -EACCES || rc == -EPERM) && not_owner(cli))
+	if ((src == -EACCES || src == -EPERM) && not_owner(cli))
 		return CLI_FAIL;
-	cli_err(cli, "cannot open store %s: %s", cli->store, cli_store_strerror(rc));
+	cli_err(cli, "cannot open store %s: %s", cli->store, st_strerror(src));
 	return CLI_FAIL;
 }
 
@@ -199,60 +205,28 @@ int cli_strata_store_create_open(const struct cli *cli, strata_store **out)
 	return cli_strata_store_open(cli, true, out);
 }
 
-struct exposed_ctx {
-	const char *store;
-	uint64_t n;
-	json_t *json;
-};
-
+/* A path as the API reports it, for cli_exposed_print. */
 static int print_exposed(const struct st_exposed *e, void *arg)
 {
-	struct exposed_ctx *c = arg;
-	char mode[8], want[8];
+	struct strata_exposed se = { .size = sizeof(se), .path = e->path, .mode = (uint32_t)e->mode,
+				     .want = (uint32_t)e->want, .dir = e->dir, .fixed = e->fixed };
 
-	if (c->json) { /* every one, not the first CLI_EXPOSED_SHOWN */
-		c->n++;
-		snprintf(mode, sizeof(mode), "%04o", (unsigned)e->mode);
-		snprintf(want, sizeof(want), "%04o", (unsigned)e->want);
-		return json_array_append_new(c->json, json_pack("{sssbsssssb}", "path", e->path, "directory", e->dir,
-								 "mode", mode, "store_mode", want, "fixed",
-								 e->fixed)) < 0 ? -ENOMEM : 0;
-	}
-	if (c->n++ < CLI_EXPOSED_SHOWN)
-		printf("exposed: %s%s%s: %s mode %04o lets other users read it%s%04o\n", cli_esc(c->store),
-		       strcmp(e->path, ".") ? "/" : "", strcmp(e->path, ".") ? cli_esc(e->path) : "",
-		       e->dir ? "directory" : "file", (unsigned)e->mode,
-		       e->fixed ? " -> mode set to " : "; the store's mode is ", (unsigned)e->want);
-	return 0;
+	return cli_exposed_print(arg, &se);
 }
 
 long long cli_store_exposed(const struct cli *cli, struct st_store *s, unsigned flags, json_t *json)
 {
-	struct exposed_ctx c = { .store = st_store_path(s), .json = json };
-	uint64_t n = 0;
-	gid_t g;
+	struct cli_exposed c = { .store = st_store_path(s), .json = json };
+	gid_t g = 0;
 	bool shared = st_store_shared(s, &g);
-	int rc = st_store_perm_check(s, flags, print_exposed, &c, &n);
+	int rc = st_store_perm_check(s, flags, print_exposed, &c, NULL);
 
 	if (rc < 0) {
 		cli_err(cli, "cannot check who can read store %s: %s", cli->store, cli_store_strerror(rc));
 		return rc;
 	}
-	if (n > CLI_EXPOSED_SHOWN && !json)
-		printf("exposed: ... and %" PRIu64 " more\n", n - CLI_EXPOSED_SHOWN);
-	if (n && !(flags & ST_PERM_CHECK_FIX)) {
-		if (shared)
-			cli_err(cli, "warning: %" PRIu64 " path(s) of shared store %s can be read by users outside its group "
-				"(gid %lu) or written by the group; fix: chown -R :%lu %s && chmod -R o-rwx,g-w %s "
-				"(or 'strata fsck --repair'; docs/security.md)", n, cli->store, (unsigned long)g,
-				(unsigned long)g, cli->store, cli->store);
-		else
-			cli_err(cli, "warning: %" PRIu64 " path(s) of store %s can be read by other users (a snapshot layer "
-				"is a sandbox's memory); fix: chmod -R go-rwx %s (or 'strata fsck --repair'); to share it "
-				"with a group, make a new store with 'strata init --shared GROUP' (docs/security.md)", n,
-				cli->store, cli->store);
-	}
-	return (long long)n;
+	cli_exposed_done(cli, &c, flags & ST_PERM_CHECK_FIX, shared, (unsigned long)g);
+	return (long long)c.n;
 }
 
 int cli_pull_tag_check(const struct cli *cli, struct ix *ix, const char *tag, const char *origin, bool force)

@@ -113,7 +113,7 @@ struct strata_store {
 	struct api_xfer xfer;         /* the last push's or pull's (gc_lock guards it too) */
 	uint64_t import[STRATA_STORE_INFO_IMPORT_LAYERS_HEALED - STRATA_STORE_INFO_IMPORT_OCI + 1];
 				      /* the last import's figures (gc_lock guards them too) */
-	uint64_t check[STRATA_STORE_INFO_CHECK_ERRORS - STRATA_STORE_INFO_CHECK_SNAPSHOTS + 1];
+	uint64_t check[STRATA_STORE_INFO_CHECK_REMAINING - STRATA_STORE_INFO_CHECK_SNAPSHOTS + 1];
 				      /* the last check's figures (gc_lock guards them too) */
 	/* Lazy layers (a lazy pull's): mapped from a private mount served by
 	 * a helper process (fs/fs.h, fs_private_*), made at the first open of

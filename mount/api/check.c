@@ -1,4 +1,4 @@
-/* check.c: the store's checks for a host program: the whole store (strata_store_check), one snapshot's layers, a snapshot directory. */
+/* check.c: the store's checks for a host program: the whole store (strata_store_check, its repair), the snapshots lacking layers, the paths others may read, one snapshot's layers, a snapshot directory. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,7 +28,7 @@ static int one_problem(const struct ix_problem *p, void *ctx)
 	if (!c->cb)
 		return 0;
 	struct strata_problem sp = { .size = sizeof(sp), .kind = (int)p->kind + 1, .error = p->error, .id = hex,
-				     .detail = p->detail ? p->detail : "", .tag = p->tag };
+				     .detail = p->detail ? p->detail : "", .tag = p->tag, .action = p->action };
 	return c->cb(c->ctx, &sp);
 }
 
@@ -41,9 +41,10 @@ int api_store_check(strata_store *st, unsigned flags, strata_check_fn cb, strata
 
 	if (!st)
 		return api_fail(-EINVAL, "verify: the store is NULL");
-	if (flags & ~(unsigned)STRATA_VERIFY_HASH)
+	if (flags & ~(unsigned)(STRATA_VERIFY_HASH | STRATA_CHECK_REPAIR))
 		return api_fail(-EINVAL, "verify: unknown flags 0x%x", flags);
-	int rc = ix_fsck(st->ix, flags & STRATA_VERIFY_HASH ? IX_FSCK_HASH : 0, one_problem, &c, &fs);
+	unsigned ixf = (flags & STRATA_VERIFY_HASH ? IX_FSCK_HASH : 0) | (flags & STRATA_CHECK_REPAIR ? IX_FSCK_REPAIR : 0);
+	int rc = ix_fsck(st->ix, ixf, one_problem, &c, &fs);
 	pthread_mutex_lock(&st->gc_lock);
 	CHECK(SNAPSHOTS) = fs.snapshots;
 	CHECK(BLOBS) = fs.blobs;
@@ -52,15 +53,81 @@ int api_store_check(strata_store *st, unsigned flags, strata_check_fn cb, strata
 	CHECK(LAZY) = fs.lazy;
 	CHECK(LAZY_CHUNKS) = fs.lazy_chunks;
 	CHECK(ERRORS) = fs.errors;
+	CHECK(REPAIRED) = fs.repaired;
+	CHECK(REMAINING) = fs.remaining;
 	pthread_mutex_unlock(&st->gc_lock);
 	if (rc < 0)
-		return api_fail(rc, "verify %s: %s", st_store_path(st->st), st_strerror(rc));
+		return api_fail(rc, "%s %s: %s", flags & STRATA_CHECK_REPAIR ? "repair" : "verify",
+				st_store_path(st->st), st_strerror(rc));
 	return rc;
 }
 
 int strata_store_check(strata_store *st, unsigned flags, strata_check_fn cb, void *ctx)
 {
 	return api_store_check(st, flags, cb, NULL, ctx);
+}
+
+struct lacking {
+	strata_lacking_fn cb;
+	void *ctx;
+	int n;
+};
+
+static int one_lacking(const st_id *id, uint32_t missing, uint32_t nlayers, void *ctx)
+{
+	struct lacking *l = ctx;
+	char hex[ST_ID_HEX_LEN + 1];
+
+	st_id_format(id, hex);
+	l->n++;
+	return l->cb ? l->cb(l->ctx, hex, missing, nlayers) : 0;
+}
+
+int strata_store_lacking(strata_store *st, strata_lacking_fn cb, void *ctx)
+{
+	struct lacking l = { cb, ctx, 0 };
+
+	if (!st)
+		return api_fail(-EINVAL, "lacking: the store is NULL");
+	int rc = ix_snap_lacking_foreach(st->ix, one_lacking, &l);
+	if (rc < 0)
+		return api_fail(rc, "the snapshots of %s lacking layers: %s", st_store_path(st->st), st_strerror(rc));
+	return rc > 0 ? rc : l.n;
+}
+
+struct exposed {
+	strata_exposed_fn cb;
+	void *ctx;
+};
+
+static int one_exposed(const struct st_exposed *e, void *ctx)
+{
+	struct exposed *x = ctx;
+	struct strata_exposed se = { .size = sizeof(se), .path = e->path, .mode = (uint32_t)e->mode,
+				     .want = (uint32_t)e->want, .dir = e->dir, .fixed = e->fixed };
+
+	return x->cb ? x->cb(x->ctx, &se) : 0;
+}
+
+int strata_store_exposed(strata_store *st, unsigned flags, strata_exposed_fn cb, void *ctx)
+{
+	struct exposed x = { cb, ctx };
+	uint64_t n = 0;
+
+	if (!st)
+		return api_fail(-EINVAL, "exposed: the store is NULL");
+	if (flags & ~(unsigned)(STRATA_EXPOSED_DIRS | STRATA_EXPOSED_FIX))
+		return api_fail(-EINVAL, "exposed: unknown flags 0x%x", flags);
+	if ((flags & STRATA_EXPOSED_FIX) && st_store_rdonly(st->st))
+		return api_fail(ST_EREADONLY, "exposed: store %s was opened read-only", st_store_path(st->st));
+	unsigned sf = (flags & STRATA_EXPOSED_DIRS ? ST_PERM_CHECK_DIRS : 0) |
+		      (flags & STRATA_EXPOSED_FIX ? ST_PERM_CHECK_FIX : 0);
+	int rc = st_store_perm_check(st->st, sf, one_exposed, &x, &n);
+	if (rc < 0)
+		return api_fail(rc, "who can read store %s: %s", st_store_path(st->st), st_strerror(rc));
+	if (rc > 0)
+		return rc;
+	return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
 struct layer_ctx {

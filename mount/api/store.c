@@ -342,6 +342,8 @@ int strata_store_untag(strata_store *st, const char *name, unsigned flags)
 
 int strata_store_verify(strata_store *st, unsigned flags, strata_problem_fn cb, void *ctx)
 {
+	if (flags & STRATA_CHECK_REPAIR) /* verify changes nothing: strata_store_check repairs */
+		return api_fail(-EINVAL, "verify: unknown flags 0x%x", flags);
 	return api_store_check(st, flags, NULL, cb, ctx);
 }
 
@@ -374,6 +376,12 @@ int strata_store_info(strata_store *st, int what, uint64_t *value)
 	case STRATA_STORE_INFO_GC_LAZY_REMOVED: v = gs.lazy_removed; break;
 	case STRATA_STORE_INFO_GC_BLOBS_IN_USE: v = gs.blobs_in_use; break;
 	case STRATA_STORE_INFO_GC_BLOBS_YOUNG: v = gs.blobs_young; break;
+	case STRATA_STORE_INFO_SHARED: v = st_store_shared(st->st, NULL); break;
+	case STRATA_STORE_INFO_GROUP: {
+		gid_t g = 0;
+		v = st_store_shared(st->st, &g) ? g : 0;
+		break;
+	}
 	default:
 		if (what >= STRATA_STORE_INFO_XFER_SNAPSHOTS && what <= STRATA_STORE_INFO_XFER_COMPLETED_REQUESTS) {
 			pthread_mutex_lock(&st->gc_lock);
@@ -381,7 +389,7 @@ int strata_store_info(strata_store *st, int what, uint64_t *value)
 			pthread_mutex_unlock(&st->gc_lock);
 			break;
 		}
-		if (what >= STRATA_STORE_INFO_CHECK_SNAPSHOTS && what <= STRATA_STORE_INFO_CHECK_ERRORS) {
+		if (what >= STRATA_STORE_INFO_CHECK_SNAPSHOTS && what <= STRATA_STORE_INFO_CHECK_REMAINING) {
 			pthread_mutex_lock(&st->gc_lock);
 			v = st->check[what - STRATA_STORE_INFO_CHECK_SNAPSHOTS];
 			pthread_mutex_unlock(&st->gc_lock);

@@ -718,9 +718,10 @@ int strata_store_rename_tag(strata_store *st, const char *from, const char *to, 
  * every layer it needs), and its layers wait for strata_store_gc.
  * STRATA_E_BAD_ID, STRATA_E_NOT_FOUND, STRATA_E_READ_ONLY: nothing changes. */
 int strata_store_delete(strata_store *st, const char *id);
-/* strata_store_verify flags. */
+/* strata_store_verify and strata_store_check flags. */
 enum {
-	STRATA_VERIFY_HASH = 1u << 0, /* re-hash every blob against its id (reads every byte) */
+	STRATA_VERIFY_HASH = 1u << 0,   /* re-hash every blob against its id (reads every byte) */
+	STRATA_CHECK_REPAIR = 1u << 1,  /* strata_store_check only: repair what can be repaired without losing anything */
 };
 /* What strata_store_info reports. */
 enum {
@@ -774,7 +775,12 @@ enum {
 	STRATA_STORE_INFO_CHECK_ORPHANS = 42,       /* blobs no snapshot references (not errors) */
 	STRATA_STORE_INFO_CHECK_LAZY = 43,          /* referenced layers that are lazy (not errors) */
 	STRATA_STORE_INFO_CHECK_LAZY_CHUNKS = 44,   /* STRATA_VERIFY_HASH: their present chunks re-hashed */
-	STRATA_STORE_INFO_CHECK_ERRORS = 45,        /* errors found */
+	STRATA_STORE_INFO_CHECK_ERRORS = 45,        /* errors found (before any repair) */
+	STRATA_STORE_INFO_CHECK_REPAIRED = 46,      /* STRATA_CHECK_REPAIR: problems an action was taken on */
+	STRATA_STORE_INFO_CHECK_REMAINING = 47,     /* STRATA_CHECK_REPAIR: errors a check finds afterwards */
+	/* the store itself */
+	STRATA_STORE_INFO_SHARED = 48,              /* 1: shared with a group (strata_store_options.shared) */
+	STRATA_STORE_INFO_GROUP = 49,               /* that group's gid (0 for a private store) */
 };
 /* One figure of the store into *value (the transfer figures are the last
  * push's or pull's on st from any thread). -EINVAL for a `what` this version
@@ -876,6 +882,9 @@ struct strata_problem {
 	const char *id;     /* the blob, layer or snapshot, 32 hex digits */
 	const char *detail; /* plain words, e.g. "refcount 2, referenced by 1 snapshot" */
 	const char *tag;    /* STRATA_PROBLEM_TAG: the tag; else NULL */
+	/* STRATA_CHECK_REPAIR: what was done, e.g. "moved to lost+found/<id>.<time>",
+	 * "refcount set to 1", "tag removed"; NULL if nothing was (or could be) */
+	const char *action;
 };
 /* Called for each problem, errors and notes; a non-zero return stops the
  * check and is returned. */
@@ -888,9 +897,59 @@ typedef int (*strata_check_fn)(void *ctx, const struct strata_problem *p);
  * tags consistent; strata_store_info's STRATA_STORE_INFO_CHECK_* count
  * what was read. Returns the number of errors (0: consistent), cb's
  * non-zero return, or a negative code if the check could not run
- * (-ENOMEM, STRATA_E_INDEX_BUSY, -errno reading blobs). Changes nothing.
+ * (-ENOMEM, STRATA_E_INDEX_BUSY, -errno reading blobs, -EINVAL for unknown
+ * flags). Without STRATA_CHECK_REPAIR it changes nothing.
+ *
+ * With STRATA_CHECK_REPAIR (st opened for writing, else
+ * STRATA_E_READ_ONLY) it repairs what it can without losing anything:
+ * damaged blob files and snapshot records are moved to STORE/lost+found,
+ * a lazy layer's bad chunks are marked missing (fetched again), reference
+ * counts, children lists and dangling tags are fixed. cb then sees each problem found with its
+ * action; the return value (and STRATA_STORE_INFO_CHECK_REMAINING) is the
+ * number of errors a check without hashing finds afterwards. Missing
+ * layers cannot be repaired here (strata_store_lacking lists the
+ * snapshots; a strata_store_import of a copy heals them). A repair that
+ * fails part way keeps what it did: each step leaves a consistent store.
+ * Paths others may read are strata_store_exposed's.
  */
 int strata_store_check(strata_store *st, unsigned flags, strata_check_fn cb, void *ctx);
+/* Called for each snapshot some of whose layers st holds neither as a blob
+ * of the right size nor as a lazy layer: missing of its nlayers layers. */
+typedef int (*strata_lacking_fn)(void *ctx, const char *id, uint32_t missing, uint32_t nlayers);
+/* Every readable snapshot of st that lacks layers, in id order: the count
+ * seen (>= 0), cb's non-zero return (it stops the walk), or STRATA_E_CORRUPT,
+ * -ENOMEM, -EINVAL (st NULL). Changes nothing. */
+int strata_store_lacking(strata_store *st, strata_lacking_fn cb, void *ctx);
+/* A path of the store others than its readers may read (strata_store_exposed).
+ * Made by the library, valid during the callback only; later versions may
+ * add fields at the end (size says how many bytes of it there are). */
+struct strata_exposed {
+	size_t size;      /* sizeof(struct strata_exposed) of the library */
+	const char *path; /* relative to the store's directory ("." for itself) */
+	uint32_t mode;    /* its permission bits (07777) as found */
+	uint32_t want;    /* with the bits the store does not grant removed */
+	int dir;          /* 1: a directory */
+	int fixed;        /* STRATA_EXPOSED_FIX: now set to want */
+};
+typedef int (*strata_exposed_fn)(void *ctx, const struct strata_exposed *e);
+/* strata_store_exposed flags. */
+enum {
+	STRATA_EXPOSED_DIRS = 1u << 0, /* only the directories (and STORE/format): cheap */
+	STRATA_EXPOSED_FIX = 1u << 1,  /* set each exposed path to want (st opened for writing) */
+};
+/*
+ * Walk the store (symlinks not followed) and call cb (may be NULL) once per
+ * file or directory that grants more than the store's mode allows: for a
+ * private store any group or other bit; for a shared one any other bit,
+ * group write (the index's lock file excepted), or group bits while owned
+ * by another group. A subdirectory the caller may not read is skipped.
+ * Returns the number of exposed paths found, cb's non-zero return (it
+ * stops the walk), or -errno (the store's directory cannot be read, a
+ * stat or chmod failed: the paths fixed before stay fixed), -EINVAL
+ * (st NULL, unknown flags), STRATA_E_READ_ONLY (STRATA_EXPOSED_FIX on a
+ * read-only st: nothing changes).
+ */
+int strata_store_exposed(strata_store *st, unsigned flags, strata_exposed_fn cb, void *ctx);
 
 /* What a strata_layer_check event reports (its kind). */
 enum {

@@ -1296,7 +1296,7 @@ Test(api, a_transfer_reports_its_progress_figures_and_digest)
 	cr_assert_eq(xfer_info(other, STRATA_STORE_INFO_XFER_EXISTED), 1);
 	cr_assert_eq(strata_store_pull(other, reg, ref, NULL, 1u << 30, got), -EINVAL);
 	uint64_t v = 7;
-	cr_assert_eq(strata_store_info(other, STRATA_STORE_INFO_CHECK_ERRORS + 1, &v), -EINVAL);
+	cr_assert_eq(strata_store_info(other, STRATA_STORE_INFO_GROUP + 1, &v), -EINVAL);
 	cr_assert_eq(v, 7);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
@@ -2228,6 +2228,150 @@ Test(api, checks_name_each_problem_of_a_store_a_snapshot_and_a_directory)
 	cr_assert_eq(strata_store_verify_snapshot(st, "b", on_layer, &s), 2);
 	bad_layers += s.bad_layers;
 	cr_assert_geq(bad_layers, 1);
+	strata_store_close(st);
+}
+
+/* What a repair and the walks after it saw. */
+struct repaired {
+	int errors, acted, lost_found, lacking, exposed, fixed;
+	uint32_t missing, nlayers;
+	char lacking_id[STRATA_ID_LEN + 1];
+	char path[256];
+	uint32_t mode, want;
+};
+
+static int on_repair(void *ctx, const struct strata_problem *p)
+{
+	struct repaired *r = ctx;
+
+	cr_assert_geq(p->size, offsetof(struct strata_problem, action) + sizeof(p->action),
+		      "the library's problem has the action field");
+	if (p->error)
+		r->errors++;
+	if (p->action) {
+		r->acted++;
+		if (strstr(p->action, "lost+found/"))
+			r->lost_found++;
+	}
+	return 0;
+}
+
+static int on_lacking(void *ctx, const char *id, uint32_t missing, uint32_t nlayers)
+{
+	struct repaired *r = ctx;
+
+	cr_assert_eq(strlen(id), STRATA_ID_LEN);
+	r->lacking++;
+	r->missing = missing;
+	r->nlayers = nlayers;
+	memcpy(r->lacking_id, id, STRATA_ID_LEN + 1);
+	return 0;
+}
+
+static int on_exposed(void *ctx, const struct strata_exposed *e)
+{
+	struct repaired *r = ctx;
+
+	cr_assert_geq(e->size, sizeof(*e));
+	r->exposed++;
+	r->fixed += e->fixed;
+	snprintf(r->path, sizeof(r->path), "%s", e->path);
+	r->mode = e->mode;
+	r->want = e->want;
+	return 0;
+}
+
+static int stop_lacking(void *ctx, const char *id, uint32_t missing, uint32_t nlayers)
+{
+	(void)ctx, (void)id, (void)missing, (void)nlayers;
+	return 6;
+}
+
+static int stop_exposed(void *ctx, const struct strata_exposed *e)
+{
+	(void)ctx, (void)e;
+	return 5;
+}
+
+static uint64_t check_info(strata_store *st, int what)
+{
+	uint64_t v = 77;
+
+	cr_assert_eq(strata_store_info(st, what, &v), 0, "%s", strata_errmsg());
+	return v;
+}
+
+Test(api, a_repair_says_what_it_did_then_lists_what_lacks_layers_and_who_can_read)
+{
+	strata_store *st = store("store"), *ro = NULL;
+	char a[STRATA_ID_LEN + 1], b[STRATA_ID_LEN + 1], path[4300];
+	struct repaired r = { 0 };
+
+	a_then_b(st, a, b);
+	snprintf(path, sizeof(path), "%s/store", tmp);
+	cr_assert_eq(strata_store_open(path, STRATA_STORE_RDONLY, &ro), 0, "%s", strata_errmsg());
+	/* A sound store: nothing to repair, nothing lacking, nothing exposed. */
+	cr_assert_eq(strata_store_check(st, STRATA_VERIFY_HASH | STRATA_CHECK_REPAIR, on_repair, &r), 0, "%s",
+		     strata_errmsg());
+	cr_assert_eq(r.errors + r.acted, 0);
+	cr_assert_eq(check_info(st, STRATA_STORE_INFO_CHECK_REPAIRED), 0);
+	cr_assert_eq(check_info(st, STRATA_STORE_INFO_CHECK_REMAINING), 0);
+	cr_assert_eq(strata_store_lacking(st, on_lacking, &r), 0, "%s", strata_errmsg());
+	cr_assert_eq(strata_store_exposed(st, 0, on_exposed, &r), 0, "%s", strata_errmsg());
+	cr_assert_eq(r.lacking + r.exposed, 0);
+	cr_assert_eq(check_info(st, STRATA_STORE_INFO_SHARED), 0);
+	cr_assert_eq(check_info(st, STRATA_STORE_INFO_GROUP), 0);
+	/* Bad arguments: refused, nothing done. */
+	cr_assert_eq(strata_store_check(st, STRATA_CHECK_REPAIR | 0x80, on_repair, &r), -EINVAL);
+	cr_assert_eq(strata_store_verify(st, STRATA_CHECK_REPAIR, NULL, NULL), -EINVAL, "verify changes nothing");
+	cr_assert_eq(strata_store_lacking(NULL, on_lacking, &r), -EINVAL);
+	cr_assert_eq(strata_store_exposed(NULL, 0, on_exposed, &r), -EINVAL);
+	cr_assert_eq(strata_store_exposed(st, 0x80, on_exposed, &r), -EINVAL);
+	cr_assert_eq(strata_store_info(st, STRATA_STORE_INFO_GROUP + 1, &(uint64_t){ 0 }), -EINVAL);
+
+	/* A blob readable by others: found, then fixed; a read-only store refuses the fix. */
+	sh("f=$(find '%s/store/blobs' -type f | head -1) && chmod 0644 $f", tmp);
+	cr_assert_eq(strata_store_exposed(st, 0, on_exposed, &r), 1, "%s", strata_errmsg());
+	cr_assert(strncmp(r.path, "blobs/", 6) == 0, "path %s", r.path);
+	cr_assert_eq(r.mode, 0644);
+	cr_assert_eq(r.want & 077, 0, "want %04o", r.want);
+	cr_assert_eq(r.fixed, 0);
+	cr_assert_eq(strata_store_exposed(st, STRATA_EXPOSED_DIRS, NULL, NULL), 0, "a file is not a directory");
+	cr_assert_eq(strata_store_exposed(st, 0, stop_exposed, NULL), 5, "the callback's return stops it");
+	cr_assert_eq(strata_store_exposed(ro, STRATA_EXPOSED_FIX, on_exposed, &r), STRATA_E_READ_ONLY);
+	cr_assert_eq(strata_store_exposed(st, 0, NULL, NULL), 1, "the read-only store changed nothing");
+	memset(&r, 0, sizeof(r));
+	cr_assert_eq(strata_store_exposed(st, STRATA_EXPOSED_FIX, on_exposed, &r), 1, "%s", strata_errmsg());
+	cr_assert_eq(r.fixed, 1);
+	cr_assert_eq(strata_store_exposed(st, 0, NULL, NULL), 0, "fixed");
+
+	/* A rotten layer: the check names it with no action; a read-only store
+	 * refuses the repair; the repair moves it to lost+found, counts it,
+	 * and the snapshots needing it now lack a layer. */
+	sh("f=$(find '%s/store/blobs' -type f -size +4096c | head -1) && chmod u+w $f && printf X | dd of=$f bs=1 "
+	   "seek=100 conv=notrunc 2>/dev/null", tmp);
+	memset(&r, 0, sizeof(r));
+	cr_assert_gt(strata_store_check(st, STRATA_VERIFY_HASH, on_repair, &r), 0);
+	cr_assert_gt(r.errors, 0);
+	cr_assert_eq(r.acted, 0, "no action without STRATA_CHECK_REPAIR");
+	cr_assert_eq(strata_store_check(ro, STRATA_VERIFY_HASH | STRATA_CHECK_REPAIR, on_repair, &r),
+		     STRATA_E_READ_ONLY);
+	memset(&r, 0, sizeof(r));
+	int left = strata_store_check(st, STRATA_VERIFY_HASH | STRATA_CHECK_REPAIR, on_repair, &r);
+	cr_assert_gt(left, 0, "the layer is missing now: %s", strata_errmsg());
+	cr_assert_geq(r.lost_found, 1, "the corrupt blob moved to lost+found");
+	cr_assert_eq(check_info(st, STRATA_STORE_INFO_CHECK_REPAIRED), (uint64_t)r.acted);
+	cr_assert_eq(check_info(st, STRATA_STORE_INFO_CHECK_REMAINING), (uint64_t)left);
+	cr_assert_geq(check_info(st, STRATA_STORE_INFO_CHECK_ERRORS), (uint64_t)r.errors);
+	int n = strata_store_lacking(st, on_lacking, &r);
+	cr_assert_geq(n, 1, "%s", strata_errmsg());
+	cr_assert_eq(r.lacking, n);
+	cr_assert(r.missing >= 1 && r.missing <= r.nlayers, "%u of %u", r.missing, r.nlayers);
+	cr_assert(!strcmp(r.lacking_id, a) || !strcmp(r.lacking_id, b), "%s", r.lacking_id);
+	cr_assert_eq(strata_store_lacking(st, NULL, NULL), n);
+	cr_assert_eq(strata_store_lacking(st, stop_lacking, NULL), 6, "the callback's return stops it");
+	cr_assert_eq(strata_store_lacking(ro, NULL, NULL), n, "a read-only store lists them too");
+	strata_store_close(ro);
 	strata_store_close(st);
 }
 

@@ -6,7 +6,7 @@ CC=${CC:-cc}
 T=$(mktemp -d /tmp/strata-cli-api.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 # The files of mount/ built on strata.h alone.
-FILES="cmd_run.c cmd_pool.c cmd_snap.c cmd_tag.c cmd_gc.c cmd_xfer.c cmd_import.c cmd_ls.c lists.c cmd_export.c cmd_verify.c cmd_init.c cmd_show.c"
+FILES="cmd_run.c cmd_pool.c cmd_snap.c cmd_tag.c cmd_gc.c cmd_xfer.c cmd_import.c cmd_ls.c lists.c cmd_export.c cmd_verify.c cmd_init.c cmd_show.c cmd_fsck.c exposed.c"
 echo "1..$(($(echo $FILES | wc -w) + 1))"
 n=0
 
